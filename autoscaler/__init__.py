@@ -1,0 +1,1 @@
+"""The infscale autoscaler: the pure policy core (`autoscaler.policy`) and its callers."""

@@ -1,0 +1,40 @@
+"""What the caller saw this tick: the scale subresource, pod readiness and metric values."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class MetricReading:
+    """The items the External Metrics API returned for one metric, in milli-units.
+
+    `values_milli=None` means the read failed (`error` says why); an empty tuple is an empty list,
+    which upstream also treats as an error, never as 0.
+    """
+
+    values_milli: tuple[int, ...] | None
+    error: str = ""
+    age_s: float = 0.0  # how old the newest sample is; stale data is treated as missing
+
+    @classmethod
+    def of(cls, *values: float) -> MetricReading:
+        return cls(tuple(round(v * 1000) for v in values))
+
+    @classmethod
+    def failed(cls, error: str) -> MetricReading:
+        return cls(None, error)
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    spec_replicas: int  # scale.spec.replicas: guards, normalisation, Value targets
+    status_replicas: int  # scale.status.replicas: AverageValue targets
+    ready_pods: int | None  # Running and Ready pods of the target; None: no pod matched the selector
+    metrics: Mapping[str, MetricReading] = field(default_factory=dict)
+    # predicted ready times (absolute seconds) of replicas that are starting right now
+    starting_ready_at: tuple[float, ...] = ()
+    # time to ready of a replica started now, when the caller knows better than the model
+    # (e.g. a quantile of observed startups); None: ask the cold-start model
+    lead_time_s: float | None = None

@@ -1,0 +1,195 @@
+"""What the user asked for: a frozen, validated autoscaling spec, shaped like an autoscaling/v2 HPA.
+
+Defaults mirror upstream (`pkg/apis/autoscaling/v2/defaults.go` and the kube-controller-manager
+flags); they live here once. Parsing from JSON/CRDs happens at the edges and produces these values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+DEFAULT_TOLERANCE = 0.1  # --horizontal-pod-autoscaler-tolerance
+DEFAULT_DOWNSCALE_STABILIZATION_S = 300  # --horizontal-pod-autoscaler-downscale-stabilization
+SYNC_PERIOD_S = 15  # --horizontal-pod-autoscaler-sync-period
+LEGACY_SCALE_UP_FACTOR = 2.0  # hard-coded in horizontal.go (the upstream tests use 8)
+LEGACY_SCALE_UP_MINIMUM = 4.0
+
+
+class SelectPolicy(StrEnum):
+    MAX = "Max"
+    MIN = "Min"
+    DISABLED = "Disabled"
+
+
+class RatePolicyType(StrEnum):
+    PODS = "Pods"
+    PERCENT = "Percent"
+
+
+class TargetType(StrEnum):
+    VALUE = "Value"
+    AVERAGE_VALUE = "AverageValue"
+
+
+@dataclass(frozen=True, slots=True)
+class RatePolicy:
+    type: RatePolicyType
+    value: int
+    period_s: int
+
+
+@dataclass(frozen=True, slots=True)
+class ScalingRules:
+    """One direction of `behavior`, already defaulted."""
+
+    stabilization_window_s: int
+    select_policy: SelectPolicy
+    policies: tuple[RatePolicy, ...]
+    tolerance: float | None = None  # None: the cluster-wide tolerance applies
+
+    @property
+    def longest_period_s(self) -> int:
+        return max((p.period_s for p in self.policies), default=0)
+
+
+def default_scale_up(
+    *,
+    stabilization_window_s: int | None = None,
+    select_policy: SelectPolicy | None = None,
+    policies: tuple[RatePolicy, ...] | None = None,
+    tolerance: float | None = None,
+) -> ScalingRules:
+    """scaleUp defaults: no window, Max of Pods 4 / 15 s and Percent 100 / 15 s."""
+    return ScalingRules(
+        stabilization_window_s=0 if stabilization_window_s is None else stabilization_window_s,
+        select_policy=select_policy or SelectPolicy.MAX,
+        policies=policies
+        if policies is not None
+        else (RatePolicy(RatePolicyType.PODS, 4, 15), RatePolicy(RatePolicyType.PERCENT, 100, 15)),
+        tolerance=tolerance,
+    )
+
+
+def default_scale_down(
+    *,
+    stabilization_window_s: int | None = None,
+    select_policy: SelectPolicy | None = None,
+    policies: tuple[RatePolicy, ...] | None = None,
+    tolerance: float | None = None,
+    cluster_window_s: int = DEFAULT_DOWNSCALE_STABILIZATION_S,
+) -> ScalingRules:
+    """scaleDown defaults: the cluster's downscale window, Max of Percent 100 / 15 s."""
+    return ScalingRules(
+        stabilization_window_s=cluster_window_s if stabilization_window_s is None else stabilization_window_s,
+        select_policy=select_policy or SelectPolicy.MAX,
+        policies=policies if policies is not None else (RatePolicy(RatePolicyType.PERCENT, 100, 15),),
+        tolerance=tolerance,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Behavior:
+    scale_up: ScalingRules = field(default_factory=default_scale_up)
+    scale_down: ScalingRules = field(default_factory=default_scale_down)
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSpec:
+    """An External metric with a Value or AverageValue target, in milli-units as upstream stores it."""
+
+    name: str
+    target_type: TargetType
+    target_milli: int
+    selector: str = ""  # the label selector the metric is read with; the policy never parses it
+
+    def __post_init__(self) -> None:
+        if self.target_milli <= 0:
+            raise ValueError(f"metric {self.name!r}: target must be > 0, got {self.target_milli / 1000:g}")
+
+
+@dataclass(frozen=True, slots=True)
+class ColdStartSpec:
+    """How long a new replica takes to become ready. GB are 10^9 bytes; bandwidths in GB/s."""
+
+    weights_gb: float
+    storage_gbps: float  # shared by every replica loading at the same time
+    per_loader_gbps: float | None = None  # cap of one loader; None: no cap
+    local_cache_gbps: float | None = None  # speed from a node-local cache; None: no cache
+    image_pull_s: float = 0.0  # skipped on a node that has the image
+    warmup_s: float = 0.0  # engine init, CUDA graphs, warm-up requests
+    node_provision_s: float = 0.0  # when no node has the replica's GPUs free
+    gpus_per_replica: int = 1
+    gpus_per_node: int = 8
+
+
+class ForecasterKind(StrEnum):
+    LAST = "last"  # reactive: the latest value
+    LINEAR = "linear"  # least-squares trend over a window
+    HOLT = "holt"  # double exponential smoothing
+    SEASONAL = "seasonal"  # value one season ago (daily/weekly), falling back to Holt
+
+
+@dataclass(frozen=True, slots=True)
+class PredictionSpec:
+    forecaster: ForecasterKind = ForecasterKind.HOLT
+    window_s: float = 300.0  # LINEAR: how much history the trend is fitted on
+    alpha: float = 0.5  # HOLT: level smoothing
+    beta: float = 0.3  # HOLT: trend smoothing
+    season_s: float = 86_400.0  # SEASONAL: 86,400 (daily) or 604,800 (weekly)
+    lead_time_s: float | None = None  # fixed horizon; None: the cold-start model's time to ready
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """A floor that holds on some weekdays between two times of day, in a time zone."""
+
+    min_replicas: int
+    weekdays: frozenset[int] = frozenset(range(7))  # 0 = Monday, as datetime.weekday()
+    start_minute: int = 0  # minutes after local midnight, inclusive
+    end_minute: int = 24 * 60  # exclusive; end < start wraps past midnight
+    timezone: str = "UTC"
+
+
+@dataclass(frozen=True, slots=True)
+class FloorSpec:
+    warm_min_replicas: int = 0  # never drop below this many warm replicas
+    schedules: tuple[Schedule, ...] = ()
+    headroom_replicas: int = 0  # extra replicas on top of the recommendation
+    headroom_fraction: float = 0.0  # extra replicas as a fraction of the recommendation, rounded up
+
+
+@dataclass(frozen=True, slots=True)
+class AutoscalerSpec:
+    """The whole policy for one scale target. `behavior=None` selects upstream's legacy path."""
+
+    max_replicas: int
+    metrics: tuple[MetricSpec, ...]
+    min_replicas: int = 1
+    behavior: Behavior | None = None
+    tolerance: float = DEFAULT_TOLERANCE  # cluster flag; per-direction values live in behavior
+    downscale_stabilization_s: int = DEFAULT_DOWNSCALE_STABILIZATION_S  # legacy path window
+    cold_start: ColdStartSpec | None = None
+    prediction: PredictionSpec | None = None  # None: purely reactive, exactly the HPA
+    floors: FloorSpec = field(default_factory=FloorSpec)
+
+    def __post_init__(self) -> None:
+        if self.min_replicas < 0:
+            raise ValueError(f"minReplicas must be >= 0, got {self.min_replicas}")
+        if self.max_replicas < max(self.min_replicas, 1):
+            raise ValueError(f"maxReplicas must be >= max(minReplicas, 1), got {self.max_replicas}")
+        if not self.metrics:
+            raise ValueError("metrics: at least one metric is required")
+        if self.tolerance < 0:
+            raise ValueError(f"tolerance must be >= 0, got {self.tolerance}")
+
+    @property
+    def tolerances(self) -> tuple[float, float]:
+        """(scale-down, scale-up) tolerance, per-direction values overriding the cluster flag."""
+        down = up = self.tolerance
+        if self.behavior is not None:
+            if self.behavior.scale_down.tolerance is not None:
+                down = self.behavior.scale_down.tolerance
+            if self.behavior.scale_up.tolerance is not None:
+                up = self.behavior.scale_up.tolerance
+        return down, up

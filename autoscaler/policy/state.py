@@ -1,0 +1,32 @@
+"""The policy's memory between ticks, as an explicit value the caller keeps (and may persist).
+
+Upstream HPA keeps the same things in controller memory and loses them on restart; keeping them
+in a value lets a restarted controller (or the replay) carry on exactly where it stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Recommendation:
+    at: float  # seconds
+    replicas: int
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleEvent:
+    at: float
+    change: int  # absolute number of replicas added or removed
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyState:
+    recommendations: tuple[Recommendation, ...] = ()
+    scale_up_events: tuple[ScaleEvent, ...] = ()
+    scale_down_events: tuple[ScaleEvent, ...] = ()
+    # per metric name: the forecaster's own state (see forecast.py)
+    forecasters: Mapping[str, Any] = field(default_factory=dict)

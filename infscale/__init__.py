@@ -1,0 +1,1 @@
+"""infscale: the command-line front door that ties the autoscaler, adapter and replay together."""

@@ -1,0 +1,3 @@
+from infscale.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Offline trace replay: recorded traffic drives a simulated fleet with the production policy in the loop."""
