@@ -169,6 +169,7 @@ class AutoscalerSpec:
     behavior: Behavior | None = None
     tolerance: float = DEFAULT_TOLERANCE  # cluster flag; per-direction values live in behavior
     downscale_stabilization_s: int = DEFAULT_DOWNSCALE_STABILIZATION_S  # legacy path window
+    legacy_scale_up_factor: float = LEGACY_SCALE_UP_FACTOR  # upstream's tests run with 8
     cold_start: ColdStartSpec | None = None
     prediction: PredictionSpec | None = None  # None: purely reactive, exactly the HPA
     floors: FloorSpec = field(default_factory=FloorSpec)
