@@ -138,6 +138,38 @@ class PredictionSpec:
     beta: float = 0.3  # HOLT: trend smoothing
     season_s: float = 86_400.0  # SEASONAL: 86,400 (daily) or 604,800 (weekly)
     lead_time_s: float | None = None  # fixed horizon; None: the cold-start model's time to ready
+    # HOLT: alpha and beta are the weights of a sample arriving this long after the previous one;
+    # other gaps get 1 - (1 - alpha) ** (gap / smoothing_period_s) (see docs/forecasting.md)
+    smoothing_period_s: float = 15.0
+    season_bucket_s: float = 300.0  # SEASONAL: history resolution (288 buckets a day, 2016 a week)
+    season_fallback: ForecasterKind = ForecasterKind.HOLT  # SEASONAL: used when that history is missing
+
+    def __post_init__(self) -> None:
+        def bad(name: str, value: object, allowed: str) -> ValueError:
+            return ValueError(f"prediction.{name} must be {allowed}, got {value!r}")
+
+        if not 0.0 < self.alpha <= 1.0:
+            raise bad("alpha", self.alpha, "in (0, 1]")
+        if not 0.0 <= self.beta <= 1.0:
+            raise bad("beta", self.beta, "in [0, 1]")
+        # upper bounds keep the regression's sums of squared seconds far from overflow
+        for name, value, limit in (
+            ("window_s", self.window_s, 1e7),
+            ("smoothing_period_s", self.smoothing_period_s, 1e7),
+            ("season_bucket_s", self.season_bucket_s, 1e7),
+            ("season_s", self.season_s, 1e9),
+        ):
+            if not 0.0 < value <= limit:
+                raise bad(name, value, f"> 0 and <= {limit:g}")
+        buckets = self.season_s / self.season_bucket_s
+        if abs(buckets - round(buckets)) > 1e-9 * buckets or not 1 <= round(buckets) <= 100_000:
+            raise bad(
+                "season_s", self.season_s, f"1 to 100000 times season_bucket_s={self.season_bucket_s:g}"
+            )
+        if self.season_fallback == ForecasterKind.SEASONAL:
+            raise bad("season_fallback", str(self.season_fallback), "last, linear or holt")
+        if self.lead_time_s is not None and not 0.0 <= self.lead_time_s <= 1e7:
+            raise bad("lead_time_s", self.lead_time_s, "None or in [0, 1e7]")
 
 
 @dataclass(frozen=True, slots=True)
