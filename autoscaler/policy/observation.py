@@ -38,3 +38,7 @@ class Observation:
     # time to ready of a replica started now, when the caller knows better than the model
     # (e.g. a quantile of observed startups); None: ask the cold-start model
     lead_time_s: float | None = None
+    # what the cold-start model needs to know of the cluster (empty: a cold cluster, the slow case)
+    free_gpus_per_node: tuple[int, ...] = ()
+    image_cached_nodes: tuple[int, ...] = ()  # indices into free_gpus_per_node
+    loading_remaining_gb: tuple[float, ...] = ()  # replicas reading weights from shared storage now

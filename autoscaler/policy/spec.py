@@ -202,6 +202,7 @@ class AutoscalerSpec:
     tolerance: float = DEFAULT_TOLERANCE  # cluster flag; per-direction values live in behavior
     downscale_stabilization_s: int = DEFAULT_DOWNSCALE_STABILIZATION_S  # legacy path window
     legacy_scale_up_factor: float = LEGACY_SCALE_UP_FACTOR  # upstream's tests run with 8
+    max_metric_age_s: float | None = None  # older readings count as missing; None: never stale (as the HPA)
     cold_start: ColdStartSpec | None = None
     prediction: PredictionSpec | None = None  # None: purely reactive, exactly the HPA
     floors: FloorSpec = field(default_factory=FloorSpec)

@@ -30,3 +30,5 @@ class PolicyState:
     scale_down_events: tuple[ScaleEvent, ...] = ()
     # per metric name: the forecaster's own state (see forecast.py)
     forecasters: Mapping[str, Any] = field(default_factory=dict)
+    # upstream's ScaledToZero condition: the autoscaler itself took the target to 0 (minReplicas 0)
+    scaled_to_zero: bool = False

@@ -1,0 +1,302 @@
+"""HPA-shaped documents (camelCase, as users paste them) validated and turned into the frozen spec.
+
+Used by `infscale explain` and by the controller for its CRD. Every validation error names the
+field path (`spec.metrics[0].external.target.value: ...`), so a typo never silently becomes a default.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from autoscaler import quantity
+from autoscaler.policy.spec import (
+    DEFAULT_DOWNSCALE_STABILIZATION_S,
+    DEFAULT_TOLERANCE,
+    AutoscalerSpec,
+    Behavior,
+    ColdStartSpec,
+    FloorSpec,
+    ForecasterKind,
+    MetricSpec,
+    PredictionSpec,
+    RatePolicy,
+    RatePolicyType,
+    Schedule,
+    SelectPolicy,
+    TargetType,
+    default_scale_down,
+    default_scale_up,
+)
+
+QuantityValue = str | int | float
+_PREDICTION = PredictionSpec()  # defaults live in the frozen spec, once
+_WEEKDAYS = {"mon": 0, "tue": 1, "wed": 2, "thu": 3, "fri": 4, "sat": 5, "sun": 6}
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class LabelSelectorModel(_Model):
+    match_labels: dict[str, str] = Field(default_factory=dict, alias="matchLabels")
+    match_expressions: list[dict[str, object]] = Field(default_factory=list, alias="matchExpressions")
+
+    def as_string(self) -> str:
+        """The selector in the string form the External Metrics API takes as `labelSelector`."""
+        parts = [f"{k}={v}" for k, v in sorted(self.match_labels.items())]
+        for expr in self.match_expressions:
+            key, op, values = expr.get("key"), str(expr.get("operator", "")), expr.get("values") or []
+            assert isinstance(values, list)
+            if op == "In":
+                parts.append(f"{key} in ({','.join(map(str, values))})")
+            elif op == "NotIn":
+                parts.append(f"{key} notin ({','.join(map(str, values))})")
+            elif op == "Exists":
+                parts.append(str(key))
+            elif op == "DoesNotExist":
+                parts.append(f"!{key}")
+            else:
+                raise ValueError(f"matchExpressions operator must be In, NotIn, Exists or DoesNotExist, got {op!r}")
+        return ",".join(parts)
+
+
+class MetricIdentifierModel(_Model):
+    name: Annotated[str, Field(min_length=1)]
+    selector: LabelSelectorModel | None = None
+
+
+class MetricTargetModel(_Model):
+    type: Literal["Value", "AverageValue"]
+    value: QuantityValue | None = None
+    average_value: QuantityValue | None = Field(default=None, alias="averageValue")
+
+
+class ExternalMetricSourceModel(_Model):
+    metric: MetricIdentifierModel
+    target: MetricTargetModel
+
+
+class MetricSpecModel(_Model):
+    type: Literal["External"]
+    external: ExternalMetricSourceModel
+
+    def to_spec(self) -> MetricSpec:
+        target = self.external.target
+        # Upstream picks the branch by which field is filled, averageValue first, not by target.type.
+        if target.average_value is not None:
+            kind, raw = TargetType.AVERAGE_VALUE, target.average_value
+        elif target.value is not None:
+            kind, raw = TargetType.VALUE, target.value
+        else:
+            raise ValueError("target: one of value or averageValue is required")
+        selector = self.external.metric.selector
+        return MetricSpec(
+            name=self.external.metric.name,
+            target_type=kind,
+            target_milli=quantity.to_milli(raw),
+            selector=selector.as_string() if selector else "",
+        )
+
+
+class RatePolicyModel(_Model):
+    type: Literal["Pods", "Percent"]
+    value: Annotated[int, Field(gt=0)]
+    period_seconds: Annotated[int, Field(ge=1, le=1800, alias="periodSeconds")]
+
+
+class ScalingRulesModel(_Model):
+    stabilization_window_seconds: Annotated[int | None, Field(ge=0, le=3600, alias="stabilizationWindowSeconds")] = (
+        None
+    )
+    select_policy: Literal["Max", "Min", "Disabled"] | None = Field(default=None, alias="selectPolicy")
+    policies: list[RatePolicyModel] | None = None
+    tolerance: QuantityValue | None = None
+
+    def parts(self) -> dict[str, object]:
+        tolerance = None
+        if self.tolerance is not None:
+            tolerance = float(quantity.parse(self.tolerance))
+            if tolerance < 0:
+                raise ValueError(f"tolerance must be >= 0, got {self.tolerance!r}")
+        return {
+            "stabilization_window_s": self.stabilization_window_seconds,
+            "select_policy": SelectPolicy(self.select_policy) if self.select_policy else None,
+            "policies": None
+            if self.policies is None
+            else tuple(RatePolicy(RatePolicyType(p.type), p.value, p.period_seconds) for p in self.policies),
+            "tolerance": tolerance,
+        }
+
+
+class BehaviorModel(_Model):
+    scale_up: ScalingRulesModel | None = Field(default=None, alias="scaleUp")
+    scale_down: ScalingRulesModel | None = Field(default=None, alias="scaleDown")
+
+    def to_spec(self, cluster_window_s: int) -> Behavior:
+        up = self.scale_up.parts() if self.scale_up else {}
+        down = self.scale_down.parts() if self.scale_down else {}
+        return Behavior(
+            scale_up=default_scale_up(**up),  # type: ignore[arg-type]
+            scale_down=default_scale_down(cluster_window_s=cluster_window_s, **down),  # type: ignore[arg-type]
+        )
+
+
+class ColdStartModel(_Model):
+    weights_gb: Annotated[float, Field(gt=0, alias="weightsGB")]
+    storage_gbps: Annotated[float, Field(gt=0, alias="storageGBps")]
+    per_loader_gbps: Annotated[float | None, Field(gt=0, alias="perLoaderGBps")] = None
+    local_cache_gbps: Annotated[float | None, Field(gt=0, alias="localCacheGBps")] = None
+    image_pull_seconds: Annotated[float, Field(ge=0, alias="imagePullSeconds")] = 0.0
+    warmup_seconds: Annotated[float, Field(ge=0, alias="warmupSeconds")] = 0.0
+    node_provision_seconds: Annotated[float, Field(ge=0, alias="nodeProvisionSeconds")] = 0.0
+    gpus_per_replica: Annotated[int, Field(ge=1, alias="gpusPerReplica")] = 1
+    gpus_per_node: Annotated[int, Field(ge=1, alias="gpusPerNode")] = 8
+
+    def to_spec(self) -> ColdStartSpec:
+        if self.gpus_per_replica > self.gpus_per_node:
+            raise ValueError(f"gpusPerReplica ({self.gpus_per_replica}) exceeds gpusPerNode ({self.gpus_per_node})")
+        return ColdStartSpec(
+            weights_gb=self.weights_gb,
+            storage_gbps=self.storage_gbps,
+            per_loader_gbps=self.per_loader_gbps,
+            local_cache_gbps=self.local_cache_gbps,
+            image_pull_s=self.image_pull_seconds,
+            warmup_s=self.warmup_seconds,
+            node_provision_s=self.node_provision_seconds,
+            gpus_per_replica=self.gpus_per_replica,
+            gpus_per_node=self.gpus_per_node,
+        )
+
+
+class PredictionModel(_Model):
+    forecaster: Literal["last", "linear", "holt", "seasonal"] = "holt"
+    window_seconds: Annotated[float, Field(gt=0, alias="windowSeconds")] = _PREDICTION.window_s
+    alpha: Annotated[float, Field(gt=0, le=1)] = _PREDICTION.alpha
+    beta: Annotated[float, Field(ge=0, le=1)] = _PREDICTION.beta
+    season_seconds: Annotated[float, Field(gt=0, alias="seasonSeconds")] = _PREDICTION.season_s
+    lead_time_seconds: Annotated[float | None, Field(ge=0, alias="leadTimeSeconds")] = None
+
+    def to_spec(self) -> PredictionSpec:
+        return PredictionSpec(
+            forecaster=ForecasterKind(self.forecaster),
+            window_s=self.window_seconds,
+            alpha=self.alpha,
+            beta=self.beta,
+            season_s=self.season_seconds,
+            lead_time_s=self.lead_time_seconds,
+        )
+
+
+def _minute_of_day(text: str, field: str) -> int:
+    try:
+        hours, minutes = text.split(":")
+        value = int(hours) * 60 + int(minutes)
+    except ValueError:
+        raise ValueError(f"{field} must be HH:MM, got {text!r}") from None
+    if not 0 <= value <= 24 * 60 or not 0 <= int(minutes) < 60:
+        raise ValueError(f"{field} must be between 00:00 and 24:00, got {text!r}")
+    return value
+
+
+class ScheduleModel(_Model):
+    min_replicas: Annotated[int, Field(ge=0, alias="minReplicas")]
+    weekdays: list[str] = Field(default_factory=lambda: list(_WEEKDAYS))
+    start: str = "00:00"
+    end: str = "24:00"
+    timezone: str = "UTC"
+
+    @field_validator("weekdays")
+    @classmethod
+    def _known_days(cls, days: list[str]) -> list[str]:
+        bad = [d for d in days if d[:3].lower() not in _WEEKDAYS]
+        if bad:
+            raise ValueError(f"unknown weekday(s) {bad}; use Mon, Tue, Wed, Thu, Fri, Sat, Sun")
+        return days
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, zone: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(zone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {zone!r} (use an IANA name such as Europe/Paris)") from None
+        return zone
+
+    def to_spec(self) -> Schedule:
+        return Schedule(
+            min_replicas=self.min_replicas,
+            weekdays=frozenset(_WEEKDAYS[d[:3].lower()] for d in self.weekdays),
+            start_minute=_minute_of_day(self.start, "start"),
+            end_minute=_minute_of_day(self.end, "end"),
+            timezone=self.timezone,
+        )
+
+
+class FloorsModel(_Model):
+    warm_min_replicas: Annotated[int, Field(ge=0, alias="warmMinReplicas")] = 0
+    schedules: list[ScheduleModel] = Field(default_factory=list)
+    headroom_replicas: Annotated[int, Field(ge=0, alias="headroomReplicas")] = 0
+    headroom_fraction: Annotated[float, Field(ge=0, le=10, alias="headroomFraction")] = 0.0
+
+    def to_spec(self) -> FloorSpec:
+        return FloorSpec(
+            warm_min_replicas=self.warm_min_replicas,
+            schedules=tuple(s.to_spec() for s in self.schedules),
+            headroom_replicas=self.headroom_replicas,
+            headroom_fraction=self.headroom_fraction,
+        )
+
+
+class AutoscalerSpecModel(_Model):
+    """autoscaling/v2 HorizontalPodAutoscalerSpec (External metrics) plus infscale's own fields."""
+
+    min_replicas: Annotated[int, Field(ge=0, alias="minReplicas")] = 1
+    max_replicas: Annotated[int, Field(ge=1, alias="maxReplicas")]
+    metrics: Annotated[list[MetricSpecModel], Field(min_length=1)]
+    behavior: BehaviorModel | None = None
+    cold_start: ColdStartModel | None = Field(default=None, alias="coldStart")
+    prediction: PredictionModel | None = None
+    floors: FloorsModel | None = None
+    scale_target_ref: dict[str, str] | None = Field(default=None, alias="scaleTargetRef")  # carried, unused here
+
+    def to_spec(
+        self,
+        *,
+        tolerance: float = DEFAULT_TOLERANCE,
+        downscale_stabilization_s: int = DEFAULT_DOWNSCALE_STABILIZATION_S,
+        max_metric_age_s: float | None = None,
+    ) -> AutoscalerSpec:
+        if self.max_replicas < self.min_replicas:
+            raise ValueError(f"maxReplicas ({self.max_replicas}) must be >= minReplicas ({self.min_replicas})")
+        names = [m.external.metric.name for m in self.metrics]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"metrics: each metric name may appear once, repeated: {duplicates}")
+        return AutoscalerSpec(
+            min_replicas=self.min_replicas,
+            max_replicas=self.max_replicas,
+            metrics=tuple(m.to_spec() for m in self.metrics),
+            behavior=self.behavior.to_spec(downscale_stabilization_s) if self.behavior else None,
+            tolerance=tolerance,
+            downscale_stabilization_s=downscale_stabilization_s,
+            max_metric_age_s=max_metric_age_s,
+            cold_start=self.cold_start.to_spec() if self.cold_start else None,
+            prediction=self.prediction.to_spec() if self.prediction else None,
+            floors=self.floors.to_spec() if self.floors else FloorSpec(),
+        )
+
+
+def describe_validation_error(exc: ValidationError, root: str = "") -> str:
+    """pydantic's errors as `path: message` lines, using the document's own (camelCase) names."""
+    lines = []
+    for err in exc.errors():
+        path = root
+        for part in err["loc"]:
+            path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+        message = err["msg"].removeprefix("Value error, ")
+        lines.append(f"{path}: {message}")
+    return "\n".join(lines)

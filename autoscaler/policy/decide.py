@@ -1,0 +1,351 @@
+"""The one decision: (spec, state, observation, now) -> (decision, new state).
+
+Stages run in this order, each recorded with the replica count before and after and why:
+
+  guard         current outside [min, max] or at 0: jump to the bound, nothing else runs (upstream)
+  metrics       upstream's per-metric proposals on the current values, max over metrics
+  forecast      the same formula on each metric's forecast at now + lead time (predictive only)
+  floors        warm minimum, time-of-day schedules, headroom
+  stabilization upstream's windows (legacy or behavior path)
+  limits        upstream's rate policies and min/max
+
+With `spec.prediction=None` and default floors this is exactly the HPA. `now` is Unix seconds
+(schedules read the wall clock from it; the replay maps its trace start onto a date).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from functools import lru_cache
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from autoscaler.policy import coldstart, forecast
+from autoscaler.policy.hpa import (
+    Condition,
+    MetricsRecommendation,
+    MetricError,
+    MetricProposal,
+    combine_metrics,
+    external_metric_replicas,
+    limit_legacy,
+    limit_with_behavior,
+    record_scale_event,
+    stabilize_behavior,
+    stabilize_legacy,
+)
+from autoscaler.policy.observation import MetricReading, Observation
+from autoscaler.policy.spec import AutoscalerSpec, FloorSpec, Schedule
+from autoscaler.policy.state import PolicyState, Recommendation
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    name: str
+    before: int
+    after: int
+    reason: str
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class MetricForecast:
+    metric: str
+    current: float  # the summed value now
+    predicted: float  # at now + lead time
+    method: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    current_replicas: int
+    desired_replicas: int
+    stages: tuple[Stage, ...]
+    conditions: tuple[Condition, ...]
+    rescale_reason: str = ""  # upstream's event text, e.g. "infscale_queue_size above target"
+    lead_time_s: float = 0.0
+    forecasts: tuple[MetricForecast, ...] = ()
+    # seconds from now until each replica this decision adds is predicted ready
+    predicted_ready_s: tuple[float, ...] = field(default=())
+
+    @property
+    def scale(self) -> bool:
+        return self.desired_replicas != self.current_replicas
+
+    def condition(self, type_: str) -> Condition | None:
+        return next((c for c in self.conditions if c.type == type_), None)
+
+
+_SCALING_DISABLED = Condition(
+    "ScalingActive", False, "ScalingDisabled", "scaling is disabled since the replica count of the target is zero"
+)
+_GOT_SCALE = Condition("AbleToScale", True, "SucceededGetScale", "the HPA controller was able to get the target's current scale")
+
+
+def decide(
+    spec: AutoscalerSpec, state: PolicyState, obs: Observation, now: float
+) -> tuple[Decision, PolicyState]:
+    current = obs.spec_replicas
+    if not state.recommendations:  # first sight: no scale-down until a window has passed
+        state = replace(state, recommendations=(Recommendation(now, current),))
+
+    # Guards: upstream evaluates them before reading any metric.
+    guard: tuple[int, str] | None = None
+    if current == 0 and not (spec.min_replicas == 0 and state.scaled_to_zero):
+        return Decision(
+            current,
+            current,
+            (Stage("guard", 0, 0, "ScalingDisabled", _SCALING_DISABLED.message),),
+            (_GOT_SCALE, _SCALING_DISABLED),
+        ), state
+    if current > spec.max_replicas:
+        guard = spec.max_replicas, "Current number of replicas above Spec.MaxReplicas"
+    elif current < spec.min_replicas:
+        guard = spec.min_replicas, "Current number of replicas below Spec.MinReplicas"
+    if guard is not None:
+        desired, why = guard
+        stage = Stage("guard", current, desired, "OutsideBounds", why)
+        return Decision(current, desired, (stage,), (_GOT_SCALE,), rescale_reason=why), state
+
+    tolerances = spec.tolerances
+    lead_s = _lead_time_s(spec, obs)
+    arriving = sum(1 for t in obs.starting_ready_at if t <= now + lead_s) if spec.prediction else 0
+    ready = None if obs.ready_pods is None else obs.ready_pods + arriving
+
+    proposals: dict[str, MetricProposal | MetricError] = {}
+    readings: dict[str, MetricReading] = {}
+    for metric in spec.metrics:
+        reading = _fresh(obs.metrics.get(metric.name), metric.name, spec.max_metric_age_s)
+        readings[metric.name] = reading
+        proposals[metric.name] = external_metric_replicas(
+            reading,
+            metric,
+            spec_replicas=current,
+            status_replicas=obs.status_replicas,
+            ready_pods=ready,
+            tolerances=tolerances,
+        )
+    reactive = combine_metrics(proposals, current)
+    stages: list[Stage] = []
+    forecasts: tuple[MetricForecast, ...] = ()
+    raw = reactive.replicas
+    active = reactive.condition
+
+    if spec.prediction is not None:
+        state, forecasts, predicted = _predict(spec, state, obs, readings, ready, lead_s, now)
+        if raw is not None:
+            stages.append(Stage("metrics", current, raw, "ValidMetricFound", _metrics_message(reactive.proposals)))
+            if predicted is not None and predicted.replicas is not None:
+                ahead = predicted.replicas > raw
+                after = predicted.replicas if ahead else raw
+                stages.append(
+                    Stage(
+                        "forecast",
+                        raw,
+                        after,
+                        "ForecastAboveCurrent" if ahead else "ForecastNotAbove",
+                        f"{predicted.metric} predicted at {_fmt_forecast(forecasts, predicted.metric)}"
+                        f" in {lead_s:.0f} s -> {predicted.replicas}",
+                    )
+                )
+                raw = after
+    elif raw is not None:
+        stages.append(Stage("metrics", current, raw, "ValidMetricFound", _metrics_message(reactive.proposals)))
+
+    if raw is None:  # every metric unusable, or some unusable and the rest would scale down
+        stages.append(Stage("metrics", current, current, active.reason, active.message))
+        decision = Decision(
+            current, current, tuple(stages), (_GOT_SCALE, active), lead_time_s=lead_s, forecasts=forecasts
+        )
+        return decision, state
+
+    floored, floor_reason = _apply_floors(spec.floors, raw, now)
+    if floored != raw:
+        stages.append(Stage("floors", raw, floored, floor_reason[0], floor_reason[1]))
+        raw = floored
+
+    rescale_reason = ""
+    if raw > current:
+        rescale_reason = f"{reactive.metric or 'floors'} above target"
+    elif raw < current:
+        rescale_reason = "All metrics below target"
+
+    behavior = spec.behavior
+    if behavior is None:
+        stabilized, history, able = stabilize_legacy(
+            state.recommendations, raw, now, spec.downscale_stabilization_s
+        )
+        stages.append(Stage("stabilization", raw, stabilized, able.reason, able.message))
+        desired, limited = limit_legacy(
+            stabilized, current, spec.min_replicas, spec.max_replicas, spec.legacy_scale_up_factor
+        )
+    else:
+        stabilized, history, able = stabilize_behavior(
+            state.recommendations, raw, current, now, behavior.scale_up, behavior.scale_down
+        )
+        stages.append(Stage("stabilization", raw, stabilized, able.reason, able.message))
+        desired, limited = limit_with_behavior(
+            stabilized,
+            current,
+            spec.min_replicas,
+            spec.max_replicas,
+            behavior.scale_up,
+            behavior.scale_down,
+            state.scale_up_events,
+            state.scale_down_events,
+            now,
+        )
+    stages.append(Stage("limits", stabilized, desired, limited.reason, limited.message))
+    if current == 0 and desired < spec.min_replicas:  # scaled from zero with minReplicas > 0
+        desired = spec.min_replicas
+
+    ready_in: tuple[float, ...] = ()
+    if desired > current and spec.cold_start is not None:
+        ready_in = tuple(
+            r.ready_s
+            for r in coldstart.predict_ready(spec.cold_start, desired - current, **_cluster(obs))
+        )
+
+    decision = Decision(
+        current,
+        desired,
+        tuple(stages),
+        (able, active, limited),
+        rescale_reason=rescale_reason if desired != current else "",
+        lead_time_s=lead_s,
+        forecasts=forecasts,
+        predicted_ready_s=ready_in,
+    )
+    return decision, replace(state, recommendations=history)
+
+
+def record_rescale(spec: AutoscalerSpec, state: PolicyState, now: float, old: int, new: int) -> PolicyState:
+    """Call after the scale write succeeded (upstream stores events only then, and only with behavior)."""
+    scaled_to_zero = new == 0 and old > 0 and spec.min_replicas == 0
+    if spec.behavior is None or new == old:
+        return replace(state, scaled_to_zero=scaled_to_zero)
+    if new > old:
+        events = record_scale_event(
+            state.scale_up_events, new - old, now, spec.behavior.scale_up.longest_period_s
+        )
+        return replace(state, scale_up_events=events, scaled_to_zero=scaled_to_zero)
+    events = record_scale_event(
+        state.scale_down_events, old - new, now, spec.behavior.scale_down.longest_period_s
+    )
+    return replace(state, scale_down_events=events, scaled_to_zero=scaled_to_zero)
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def _fresh(reading: MetricReading | None, name: str, max_age_s: float | None) -> MetricReading:
+    if reading is None:
+        return MetricReading.failed(f"no reading for metric {name}")
+    if max_age_s is not None and reading.values_milli is not None and reading.age_s > max_age_s:
+        return MetricReading.failed(f"newest sample is {reading.age_s:.0f} s old, more than the {max_age_s:.0f} s allowed")
+    return reading
+
+
+def _lead_time_s(spec: AutoscalerSpec, obs: Observation) -> float:
+    """The forecast horizon: the caller's figure, the spec's, or the cold-start model's."""
+    if spec.prediction is None:
+        return 0.0
+    if obs.lead_time_s is not None:
+        return obs.lead_time_s
+    if spec.prediction.lead_time_s is not None:
+        return spec.prediction.lead_time_s
+    if spec.cold_start is not None:
+        return coldstart.lead_time_s(spec.cold_start, **_cluster(obs))
+    return 0.0
+
+
+def _cluster(obs: Observation) -> dict[str, Any]:
+    return {
+        "free_gpus_per_node": obs.free_gpus_per_node,
+        "image_cached_nodes": obs.image_cached_nodes,
+        "loading_remaining_gb": obs.loading_remaining_gb,
+    }
+
+
+def _predict(
+    spec: AutoscalerSpec,
+    state: PolicyState,
+    obs: Observation,
+    readings: dict[str, MetricReading],
+    ready: int | None,
+    lead_s: float,
+    now: float,
+) -> tuple[PolicyState, tuple[MetricForecast, ...], MetricsRecommendation | None]:
+    assert spec.prediction is not None
+    forecasters = dict(state.forecasters)
+    results: list[MetricForecast] = []
+    proposals: dict[str, MetricProposal | MetricError] = {}
+    for metric in spec.metrics:
+        reading = readings[metric.name]
+        if not reading.values_milli:  # missing data is never forecast: the reactive rule decides
+            continue
+        value = sum(reading.values_milli) / 1000.0
+        fstate = forecast.observe(spec.prediction, forecasters.get(metric.name), now, value)
+        forecasters[metric.name] = fstate
+        fc = forecast.forecast(spec.prediction, fstate, now, lead_s)
+        results.append(MetricForecast(metric.name, value, fc.value, str(fc.method), fc.reason))
+        proposals[metric.name] = external_metric_replicas(
+            MetricReading((round(fc.value * 1000),)),
+            metric,
+            spec_replicas=obs.spec_replicas,
+            status_replicas=obs.status_replicas,
+            ready_pods=ready,
+            tolerances=spec.tolerances,
+        )
+    new_state = replace(state, forecasters=forecasters)
+    predicted = combine_metrics(proposals, obs.spec_replicas) if proposals else None
+    return new_state, tuple(results), predicted
+
+
+def _metrics_message(proposals: Mapping[str, MetricProposal | MetricError]) -> str:
+    parts = []
+    for name, p in proposals.items():
+        if isinstance(p, MetricError):
+            parts.append(f"{name}: {p.message}")
+        else:
+            parts.append(f"{name}: ratio {p.ratio:.3g} -> {p.replicas}")
+    return "; ".join(parts)
+
+
+def _fmt_forecast(forecasts: tuple[MetricForecast, ...], metric: str) -> str:
+    return next((f"{f.predicted:.4g} (now {f.current:.4g}, {f.method})" for f in forecasts if f.metric == metric), "?")
+
+
+@lru_cache(maxsize=64)
+def _zone(name: str) -> ZoneInfo:
+    return ZoneInfo(name)
+
+
+def schedule_active(schedule: Schedule, now: float) -> bool:
+    local = datetime.fromtimestamp(now, _zone(schedule.timezone))
+    minute = local.hour * 60 + local.minute
+    if schedule.start_minute <= schedule.end_minute:
+        return local.weekday() in schedule.weekdays and schedule.start_minute <= minute < schedule.end_minute
+    # wraps past midnight: the part after midnight belongs to the previous day's window
+    if minute >= schedule.start_minute:
+        return local.weekday() in schedule.weekdays
+    return minute < schedule.end_minute and (local.weekday() - 1) % 7 in schedule.weekdays
+
+
+def _apply_floors(floors: FloorSpec, raw: int, now: float) -> tuple[int, tuple[str, str]]:
+    value, reason = raw, ("", "")
+    if floors.headroom_replicas or floors.headroom_fraction:
+        value = raw + floors.headroom_replicas + math.ceil(raw * floors.headroom_fraction)
+        reason = ("Headroom", f"+{floors.headroom_replicas} replicas and +{floors.headroom_fraction:.0%} headroom")
+    if floors.warm_min_replicas > value:
+        value = floors.warm_min_replicas
+        reason = ("WarmFloor", f"keeping at least {floors.warm_min_replicas} warm replicas")
+    for schedule in floors.schedules:
+        if schedule.min_replicas > value and schedule_active(schedule, now):
+            value = schedule.min_replicas
+            reason = ("ScheduledFloor", f"schedule in {schedule.timezone} holds at least {schedule.min_replicas}")
+    return value, reason

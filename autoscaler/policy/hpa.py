@@ -1,0 +1,355 @@
+"""Upstream HPA arithmetic for External metrics, transcribed from kubernetes/kubernetes
+`pkg/controller/podautoscaler/{replica_calculator,horizontal}.go` (see docs/hpa-parity.md).
+
+Everything here is float64 and int arithmetic exactly as upstream does it, off-by-ones included:
+`ceil(100 * (1 + 10/100))` is 111, not 110, and we keep it that way on purpose.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from autoscaler.policy.observation import MetricReading
+from autoscaler.policy.spec import (
+    LEGACY_SCALE_UP_MINIMUM,
+    MetricSpec,
+    RatePolicyType,
+    ScalingRules,
+    SelectPolicy,
+    TargetType,
+)
+from autoscaler.policy.state import Recommendation, ScaleEvent
+
+MAX_INT32 = 2**31 - 1
+MIN_INT32 = -(2**31)
+MAX_INT64 = 2**63 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    type: str  # AbleToScale | ScalingActive | ScalingLimited
+    status: bool
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class MetricProposal:
+    replicas: int
+    ratio: float
+    current_milli: int  # what upstream reports: the sum (Value) or ceil(sum / status replicas) (AverageValue)
+
+
+@dataclass(frozen=True, slots=True)
+class MetricError:
+    reason: str  # FailedGetExternalMetric
+    message: str
+
+
+def within_tolerance(ratio: float, tolerances: tuple[float, float]) -> bool:
+    """`1 - down <= ratio <= 1 + up`, ends included; NaN is never within."""
+    down, up = tolerances
+    return (1.0 - down) <= ratio <= (1.0 + up)
+
+
+def _ceil_replicas(x: float) -> int:
+    """int32(math.Ceil(x)) with upstream's saturation at MaxInt32."""
+    if math.isnan(x):
+        return 0
+    if x >= MAX_INT32:
+        return MAX_INT32
+    return math.ceil(x)
+
+
+def external_metric_replicas(
+    reading: MetricReading,
+    metric: MetricSpec,
+    *,
+    spec_replicas: int,
+    status_replicas: int,
+    ready_pods: int | None,
+    tolerances: tuple[float, float],
+) -> MetricProposal | MetricError:
+    """One External metric, as GetExternalMetricReplicas / GetExternalPerPodMetricReplicas."""
+    if reading.values_milli is None:
+        return MetricError(
+            "FailedGetExternalMetric",
+            f"unable to get external metric {metric.name}: {reading.error or 'read failed'}",
+        )
+    if not reading.values_milli:
+        return MetricError(
+            "FailedGetExternalMetric",
+            f"unable to get external metric {metric.name}: no metrics returned from external metrics API",
+        )
+    usage = min(sum(reading.values_milli), MAX_INT64)
+    target = metric.target_milli
+
+    if metric.target_type is TargetType.AVERAGE_VALUE:
+        if status_replicas == 0:
+            ratio = math.inf if usage else math.nan
+        else:
+            ratio = usage / (target * status_replicas)
+        replicas = status_replicas
+        if not within_tolerance(ratio, tolerances):
+            replicas = _ceil_replicas(usage / target)
+        per_pod = 0 if status_replicas == 0 else min(math.ceil(usage / status_replicas), MAX_INT64)
+        return MetricProposal(replicas, ratio, per_pod)
+
+    ratio = usage / target
+    if spec_replicas == 0:  # scale from zero: tolerance and readiness are skipped
+        return MetricProposal(_ceil_replicas(ratio), ratio, usage)
+    if within_tolerance(ratio, tolerances):
+        return MetricProposal(spec_replicas, ratio, usage)
+    if ready_pods is None:
+        return MetricError(
+            "FailedGetExternalMetric",
+            f"unable to calculate ready pods for {metric.name}: "
+            "no pods returned by selector while calculating replica count",
+        )
+    return MetricProposal(_ceil_replicas(ratio * ready_pods), ratio, usage)
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsRecommendation:
+    """The max over all metrics, or why there is none (upstream's computeReplicasForMetrics)."""
+
+    replicas: int | None  # None: no usable recommendation, do not scale
+    metric: str  # the first metric that reached the maximum
+    proposals: Mapping[str, MetricProposal | MetricError]
+    condition: Condition  # ScalingActive
+
+
+def combine_metrics(
+    proposals: Mapping[str, MetricProposal | MetricError], spec_replicas: int
+) -> MetricsRecommendation:
+    """Largest proposal wins; an invalid metric blocks a scale-down but never a scale-up."""
+    best = 0
+    best_metric = ""
+    first_error: tuple[str, MetricError] | None = None
+    invalid = 0
+    for name, proposal in proposals.items():
+        if isinstance(proposal, MetricError):
+            invalid += 1
+            if first_error is None:
+                first_error = (name, proposal)
+        elif best == 0 or proposal.replicas > best:
+            best, best_metric = proposal.replicas, name
+    if first_error is not None and (invalid >= len(proposals) or best < spec_replicas):
+        err = first_error[1]
+        return MetricsRecommendation(
+            None,
+            "",
+            proposals,
+            Condition(
+                "ScalingActive", False, err.reason, f"the HPA was unable to compute the replica count: {err.message}"
+            ),
+        )
+    return MetricsRecommendation(
+        best,
+        best_metric,
+        proposals,
+        Condition(
+            "ScalingActive",
+            True,
+            "ValidMetricFound",
+            f"the HPA was able to successfully calculate a replica count from external metric {best_metric}",
+        ),
+    )
+
+
+# --- stabilization ---------------------------------------------------------------------------
+
+
+def stabilize_legacy(
+    history: Sequence[Recommendation], raw: int, now: float, window_s: float
+) -> tuple[int, tuple[Recommendation, ...], Condition]:
+    """Max over recommendations with age <= window; the raw value is stored."""
+    cutoff = now - window_s
+    stabilized = raw
+    for rec in history:
+        if rec.at >= cutoff and rec.replicas > stabilized:  # upstream: !Before(cutoff)
+            stabilized = rec.replicas
+    kept = tuple(rec for rec in history if rec.at >= cutoff)  # expired ones are never read again
+    if stabilized != raw:
+        cond = Condition(
+            "AbleToScale",
+            True,
+            "ScaleDownStabilized",
+            "recent recommendations were higher than current one, applying the highest recent recommendation",
+        )
+    else:
+        cond = Condition("AbleToScale", True, "ReadyForNewScale", "recommended size matches current size")
+    return stabilized, (*kept, Recommendation(now, raw)), cond
+
+
+def stabilize_behavior(
+    history: Sequence[Recommendation],
+    raw: int,
+    current: int,
+    now: float,
+    up: ScalingRules,
+    down: ScalingRules,
+) -> tuple[int, tuple[Recommendation, ...], Condition]:
+    """Scale-up window takes the min, scale-down window the max, both over one history."""
+    up_cutoff = now - up.stabilization_window_s
+    down_cutoff = now - down.stabilization_window_s
+    up_rec = down_rec = raw
+    for rec in history:
+        if rec.at > up_cutoff and rec.replicas < up_rec:  # upstream: After(cutoff), age < window
+            up_rec = rec.replicas
+        if rec.at > down_cutoff and rec.replicas > down_rec:
+            down_rec = rec.replicas
+    stabilized = current
+    if stabilized < up_rec:
+        stabilized = up_rec
+    if stabilized > down_rec:
+        stabilized = down_rec
+    # Entries older than both windows are never read again (upstream overwrites one of them).
+    oldest = min(up_cutoff, down_cutoff)
+    kept = tuple(rec for rec in history if rec.at >= oldest)
+    if stabilized == raw:
+        cond = Condition("AbleToScale", True, "ReadyForNewScale", "recommended size matches current size")
+    elif raw >= current:
+        cond = Condition(
+            "AbleToScale",
+            True,
+            "ScaleUpStabilized",
+            "recent recommendations were lower than current one, applying the lowest recent recommendation",
+        )
+    else:
+        cond = Condition(
+            "AbleToScale",
+            True,
+            "ScaleDownStabilized",
+            "recent recommendations were higher than current one, applying the highest recent recommendation",
+        )
+    return stabilized, (*kept, Recommendation(now, raw)), cond
+
+
+# --- rate limits and bounds ------------------------------------------------------------------
+
+
+def _changes_in_period(events: Iterable[ScaleEvent], now: float, period_s: int) -> int:
+    cutoff = now - period_s
+    return sum(e.change for e in events if e.at > cutoff)  # strictly newer than now - period
+
+
+def scale_up_limit(
+    current: int,
+    up_events: Sequence[ScaleEvent],
+    down_events: Sequence[ScaleEvent],
+    rules: ScalingRules,
+    now: float,
+) -> int:
+    """calculateScaleUpLimitWithScalingRules."""
+    if rules.select_policy is SelectPolicy.DISABLED:
+        return current
+    pick_min = rules.select_policy is SelectPolicy.MIN
+    result = MAX_INT32 if pick_min else 0
+    for policy in rules.policies:
+        period_start = (
+            current
+            - _changes_in_period(up_events, now, policy.period_s)
+            + _changes_in_period(down_events, now, policy.period_s)
+        )
+        if policy.type is RatePolicyType.PODS:
+            proposed = period_start + policy.value
+        else:  # the proposal is rounded up so that a small percentage still adds a pod
+            proposed = math.ceil(float(period_start) * (1 + float(policy.value) / 100))
+        result = min(result, proposed) if pick_min else max(result, proposed)
+    return result
+
+
+def scale_down_limit(
+    current: int,
+    up_events: Sequence[ScaleEvent],
+    down_events: Sequence[ScaleEvent],
+    rules: ScalingRules,
+    now: float,
+) -> int:
+    """calculateScaleDownLimitWithBehaviors: Max selects the lowest floor (the most change)."""
+    if rules.select_policy is SelectPolicy.DISABLED:
+        return current
+    pick_max = rules.select_policy is SelectPolicy.MIN
+    result = MIN_INT32 if pick_max else MAX_INT32
+    for policy in rules.policies:
+        period_start = (
+            current
+            - _changes_in_period(up_events, now, policy.period_s)
+            + _changes_in_period(down_events, now, policy.period_s)
+        )
+        if policy.type is RatePolicyType.PODS:
+            proposed = period_start - policy.value
+        else:  # int32(float64) truncates toward zero: the number removed is rounded up
+            proposed = int(float(period_start) * (1 - float(policy.value) / 100))
+        result = max(result, proposed) if pick_max else min(result, proposed)
+    return result
+
+
+def limit_with_behavior(
+    desired: int,
+    current: int,
+    min_replicas: int,
+    max_replicas: int,
+    up: ScalingRules,
+    down: ScalingRules,
+    up_events: Sequence[ScaleEvent],
+    down_events: Sequence[ScaleEvent],
+    now: float,
+) -> tuple[int, Condition]:
+    """convertDesiredReplicasWithBehaviorRate: max applies only going up, min only going down."""
+    if desired > current:
+        limit = max(scale_up_limit(current, up_events, down_events, up, now), current)
+        if max_replicas > limit:
+            upper, reason = limit, "ScaleUpLimit"
+            message = "the desired replica count is increasing faster than the maximum scale rate"
+        else:
+            upper, reason = max_replicas, "TooManyReplicas"
+            message = "the desired replica count is more than the maximum replica count"
+        if desired > upper:
+            return upper, Condition("ScalingLimited", True, reason, message)
+    elif desired < current:
+        limit = min(scale_down_limit(current, up_events, down_events, down, now), current)
+        if min_replicas < limit:
+            lower, reason = limit, "ScaleDownLimit"
+            message = "the desired replica count is decreasing faster than the maximum scale rate"
+        else:
+            lower, reason = min_replicas, "TooFewReplicas"
+            message = "the desired replica count is less than the minimum replica count"
+        if desired < lower:
+            return lower, Condition("ScalingLimited", True, reason, message)
+    return desired, Condition(
+        "ScalingLimited", False, "DesiredWithinRange", "the desired count is within the acceptable range"
+    )
+
+
+def limit_legacy(
+    desired: int, current: int, min_replicas: int, max_replicas: int, scale_up_factor: float
+) -> tuple[int, Condition]:
+    """convertDesiredReplicasWithRules: the scale-up cap is max(factor × current, 4), no period."""
+    scale_up_cap = int(max(scale_up_factor * current, LEGACY_SCALE_UP_MINIMUM))
+    if max_replicas > scale_up_cap:
+        upper, reason = scale_up_cap, "ScaleUpLimit"
+        message = "the desired replica count is increasing faster than the maximum scale rate"
+    else:
+        upper, reason = max_replicas, "TooManyReplicas"
+        message = "the desired replica count is more than the maximum replica count"
+    if desired < min_replicas:
+        return min_replicas, Condition(
+            "ScalingLimited", True, "TooFewReplicas", "the desired replica count is less than the minimum replica count"
+        )
+    if desired > upper:
+        return upper, Condition("ScalingLimited", True, reason, message)
+    return desired, Condition(
+        "ScalingLimited", False, "DesiredWithinRange", "the desired count is within the acceptable range"
+    )
+
+
+def record_scale_event(
+    events: Sequence[ScaleEvent], change: int, now: float, longest_period_s: int
+) -> tuple[ScaleEvent, ...]:
+    """storeScaleEvent: events older than the direction's longest period are never counted again."""
+    cutoff = now - longest_period_s
+    return (*(e for e in events if e.at >= cutoff), ScaleEvent(now, change))
