@@ -7,7 +7,8 @@ The document (README "infscale explain" has examples):
    "recommendations": [{"ageSeconds": 60, "replicas": 8}],
    "scaleEvents": [{"ageSeconds": 10, "change": 2}],       # > 0 up, < 0 down
    "tolerance": 0.1, "downscaleStabilizationSeconds": 300,  # cluster flags (optional)
-   "now": "2026-11-29T10:00:00Z", "startingReadyInSeconds": [40, 90], "leadTimeSeconds": 120}
+   "now": "2026-11-29T10:00:00Z", "startingReadyInSeconds": [40, 90], "leadTimeSeconds": 120,
+   "metricHistory": {"<metric>": [{"ageSeconds": 60, "value": 80}, ...]}}  # feeds the forecaster
 A JSON array of documents gives an array of decisions (what-if tables). Errors exit with code 2.
 """
 
@@ -16,14 +17,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field, ValidationError
 
 from autoscaler import quantity
 from autoscaler.hpaspec import AutoscalerSpecModel, QuantityValue, _Model, describe_validation_error
+from autoscaler.policy import forecast
 from autoscaler.policy.decide import Decision, decide
 from autoscaler.policy.observation import MetricReading, Observation
 from autoscaler.policy.spec import DEFAULT_DOWNSCALE_STABILIZATION_S, DEFAULT_TOLERANCE
@@ -46,7 +49,13 @@ class AgedScaleEvent(_Model):
     change: int
 
 
+class AgedValue(_Model):
+    age_seconds: Annotated[float, Field(gt=0, alias="ageSeconds")]
+    value: float
+
+
 class ExplainDocument(_Model):
+    description: str = ""
     spec: AutoscalerSpecModel
     status: StatusModel
     metric_values: dict[str, list[QuantityValue] | None] = Field(default_factory=dict, alias="metricValues")
@@ -61,14 +70,24 @@ class ExplainDocument(_Model):
         default_factory=list, alias="startingReadyInSeconds"
     )
     lead_time_seconds: Annotated[float | None, Field(ge=0, alias="leadTimeSeconds")] = None
+    metric_history: dict[str, list[AgedValue]] = Field(default_factory=dict, alias="metricHistory")
+    free_gpus_per_node: list[Annotated[int, Field(ge=0)]] = Field(
+        default_factory=list, alias="freeGpusPerNode"
+    )
+    image_cached_nodes: list[Annotated[int, Field(ge=0)]] = Field(
+        default_factory=list, alias="imageCachedNodes"
+    )
+    loading_remaining_gb: list[Annotated[float, Field(ge=0)]] = Field(
+        default_factory=list, alias="loadingRemainingGB"
+    )
 
 
 class DocumentError(ValueError):
     pass
 
 
-def evaluate(raw: Any, *, wall_now: float, where: str = "") -> Decision:
-    """Validate one document and run the policy on it."""
+def evaluate(raw: Any, *, wall_now: float, where: str = "") -> tuple[str, Decision]:
+    """Validate one document and run the policy on it: (its description, the decision)."""
     try:
         doc = ExplainDocument.model_validate(raw)
     except ValidationError as exc:
@@ -99,6 +118,20 @@ def evaluate(raw: Any, *, wall_now: float, where: str = "") -> Decision:
         scale_up_events=up,
         scale_down_events=down,
     )
+    if doc.metric_history and spec.prediction is None:
+        raise DocumentError(f"{where}{'.' if where else ''}metricHistory: needs spec.prediction to be set")
+    forecasters: dict[str, Any] = {}
+    for name, samples in doc.metric_history.items():
+        if name not in {m.name for m in spec.metrics}:
+            raise DocumentError(
+                f"{where}{'.' if where else ''}metricHistory: no metric in spec named {name!r}"
+            )
+        assert spec.prediction is not None
+        for sample in sorted(samples, key=lambda s: -s.age_seconds):
+            forecasters[name] = forecast.observe(
+                spec.prediction, forecasters.get(name), now - sample.age_seconds, sample.value
+            )
+    state = replace(state, forecasters=forecasters)
     status = doc.status
     obs = Observation(
         spec_replicas=status.current_replicas,
@@ -107,9 +140,12 @@ def evaluate(raw: Any, *, wall_now: float, where: str = "") -> Decision:
         metrics=metrics,
         starting_ready_at=tuple(now + s for s in doc.starting_ready_in_seconds),
         lead_time_s=doc.lead_time_seconds,
+        free_gpus_per_node=tuple(doc.free_gpus_per_node),
+        image_cached_nodes=tuple(doc.image_cached_nodes),
+        loading_remaining_gb=tuple(doc.loading_remaining_gb),
     )
     decision, _ = decide(spec, state, obs, now)
-    return decision
+    return doc.description, decision
 
 
 def decision_json(decision: Decision) -> dict[str, Any]:
@@ -128,7 +164,9 @@ def render_table(decision: Decision) -> str:
     rows = [("stage", "before", "after", "reason", "detail")]
     rows += [(s.name, str(s.before), str(s.after), s.reason, s.message) for s in decision.stages]
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    lines = ["  ".join(cell.ljust(widths[i]) if i < 4 else cell for i, cell in enumerate(r)).rstrip() for r in rows]
+    lines = [
+        "  ".join(cell.ljust(widths[i]) if i < 4 else cell for i, cell in enumerate(r)).rstrip() for r in rows
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths) + "  ------")
     verdict = (
         f"scale {decision.current_replicas} -> {decision.desired_replicas}"
@@ -154,7 +192,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        text = sys.stdin.read() if args.document == "-" else open(args.document, encoding="utf-8").read()
+        text = sys.stdin.read() if args.document == "-" else Path(args.document).read_text(encoding="utf-8")
     except OSError as exc:
         print(f"infscale explain: cannot read {args.document}: {exc.strerror}", file=sys.stderr)
         return 2
@@ -166,7 +204,7 @@ def run(args: argparse.Namespace) -> int:
     wall_now = datetime.now(UTC).timestamp()
     documents = raw if isinstance(raw, list) else [raw]
     try:
-        decisions = [
+        results = [
             evaluate(d, wall_now=wall_now, where=f"[{i}]" if isinstance(raw, list) else "")
             for i, d in enumerate(documents)
         ]
@@ -174,11 +212,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"infscale explain: {args.document}: {exc}", file=sys.stderr)
         return 2
     if args.json:
-        out = [decision_json(d) for d in decisions]
+        out = [decision_json(d) for _, d in results]
         print(json.dumps(out if isinstance(raw, list) else out[0], indent=2))
-    else:
-        for i, decision in enumerate(decisions):
-            if isinstance(raw, list):
-                print(f"{'' if i == 0 else chr(10)}== document {i} ==")
-            print(render_table(decision))
+        return 0
+    for i, (description, decision) in enumerate(results):
+        if isinstance(raw, list):
+            print(f"{'' if i == 0 else chr(10)}== document {i} ==")
+        if description:
+            print(description)
+        print(render_table(decision))
     return 0

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from autoscaler import quantity
 from autoscaler.policy.spec import (
@@ -30,7 +30,13 @@ from autoscaler.policy.spec import (
     default_scale_up,
 )
 
-QuantityValue = str | int | float
+
+def _valid_quantity(value: str | int | float) -> str | int | float:
+    quantity.parse(value)  # raises QuantityError (a ValueError) naming the bad text
+    return value
+
+
+QuantityValue = Annotated[str | int | float, AfterValidator(_valid_quantity)]
 _PREDICTION = PredictionSpec()  # defaults live in the frozen spec, once
 _WEEKDAYS = {"mon": 0, "tue": 1, "wed": 2, "thu": 3, "fri": 4, "sat": 5, "sun": 6}
 
@@ -58,7 +64,9 @@ class LabelSelectorModel(_Model):
             elif op == "DoesNotExist":
                 parts.append(f"!{key}")
             else:
-                raise ValueError(f"matchExpressions operator must be In, NotIn, Exists or DoesNotExist, got {op!r}")
+                raise ValueError(
+                    f"matchExpressions operator must be In, NotIn, Exists or DoesNotExist, got {op!r}"
+                )
         return ",".join(parts)
 
 
@@ -107,9 +115,9 @@ class RatePolicyModel(_Model):
 
 
 class ScalingRulesModel(_Model):
-    stabilization_window_seconds: Annotated[int | None, Field(ge=0, le=3600, alias="stabilizationWindowSeconds")] = (
-        None
-    )
+    stabilization_window_seconds: Annotated[
+        int | None, Field(ge=0, le=3600, alias="stabilizationWindowSeconds")
+    ] = None
     select_policy: Literal["Max", "Min", "Disabled"] | None = Field(default=None, alias="selectPolicy")
     policies: list[RatePolicyModel] | None = None
     tolerance: QuantityValue | None = None
@@ -156,7 +164,9 @@ class ColdStartModel(_Model):
 
     def to_spec(self) -> ColdStartSpec:
         if self.gpus_per_replica > self.gpus_per_node:
-            raise ValueError(f"gpusPerReplica ({self.gpus_per_replica}) exceeds gpusPerNode ({self.gpus_per_node})")
+            raise ValueError(
+                f"gpusPerReplica ({self.gpus_per_replica}) exceeds gpusPerNode ({self.gpus_per_node})"
+            )
         return ColdStartSpec(
             weights_gb=self.weights_gb,
             storage_gbps=self.storage_gbps,
@@ -261,7 +271,9 @@ class AutoscalerSpecModel(_Model):
     cold_start: ColdStartModel | None = Field(default=None, alias="coldStart")
     prediction: PredictionModel | None = None
     floors: FloorsModel | None = None
-    scale_target_ref: dict[str, str] | None = Field(default=None, alias="scaleTargetRef")  # carried, unused here
+    scale_target_ref: dict[str, str] | None = Field(
+        default=None, alias="scaleTargetRef"
+    )  # carried, unused here
 
     def to_spec(
         self,
@@ -271,7 +283,9 @@ class AutoscalerSpecModel(_Model):
         max_metric_age_s: float | None = None,
     ) -> AutoscalerSpec:
         if self.max_replicas < self.min_replicas:
-            raise ValueError(f"maxReplicas ({self.max_replicas}) must be >= minReplicas ({self.min_replicas})")
+            raise ValueError(
+                f"maxReplicas ({self.max_replicas}) must be >= minReplicas ({self.min_replicas})"
+            )
         names = [m.external.metric.name for m in self.metrics]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:

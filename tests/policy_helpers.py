@@ -19,7 +19,9 @@ def value_spec(target: float = 10, *, max_replicas: int = 100, **kwargs: object)
     return AutoscalerSpec(max_replicas=max_replicas, metrics=(metric,), **kwargs)  # type: ignore[arg-type]
 
 
-def observe(replicas: int, *values: float, ready: int | None = None, status: int | None = None) -> Observation:
+def observe(
+    replicas: int, *values: float, ready: int | None = None, status: int | None = None
+) -> Observation:
     return Observation(
         spec_replicas=replicas,
         status_replicas=replicas if status is None else status,

@@ -1,4 +1,4 @@
-"""The architecture, enforced: the policy core is pure, and the three parts depend on it, not on each other."""
+"""The architecture, enforced: the policy core is pure; the three parts depend on it, not on each other."""
 
 from __future__ import annotations
 
@@ -12,8 +12,24 @@ ROOT = Path(__file__).resolve().parents[1]
 PROJECT = ("autoscaler", "adapter", "replay", "infscale")
 # stdlib modules that do I/O or talk to the outside world: never in the pure core
 IO_STDLIB = {
-    "asyncio", "socket", "ssl", "http", "urllib", "subprocess", "threading", "multiprocessing",
-    "os", "io", "pathlib", "shutil", "tempfile", "logging", "select", "selectors", "signal", "time",
+    "asyncio",
+    "socket",
+    "ssl",
+    "http",
+    "urllib",
+    "subprocess",
+    "threading",
+    "multiprocessing",
+    "os",
+    "io",
+    "pathlib",
+    "shutil",
+    "tempfile",
+    "logging",
+    "select",
+    "selectors",
+    "signal",
+    "time",
     "random",
 }
 POLICY_ALLOWED_THIRD_PARTY = {"numpy"}

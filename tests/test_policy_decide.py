@@ -67,7 +67,9 @@ def test_seed_four_replicas_reach_12_when_behavior_allows_it() -> None:
 )
 def test_seed_tolerance_band(queue_per_replica: float, desired: int) -> None:
     fast = Behavior(scale_down=default_scale_down(stabilization_window_s=0))
-    decision, _ = decide(avg_spec(10, behavior=fast), PolicyState(), observe(4, *[queue_per_replica] * 4), NOW)
+    decision, _ = decide(
+        avg_spec(10, behavior=fast), PolicyState(), observe(4, *[queue_per_replica] * 4), NOW
+    )
     assert decision.desired_replicas == desired
 
 
@@ -89,7 +91,7 @@ def test_seed_scale_down_held_by_300_s_window() -> None:
 
 def test_missing_metric_holds_with_reason() -> None:
     obs = Observation(6, 6, 6, metrics={})
-    decision, state = decide(avg_spec(10), PolicyState(), obs, NOW)
+    decision, _ = decide(avg_spec(10), PolicyState(), obs, NOW)
     assert decision.desired_replicas == 6
     assert not decision.scale
     assert reason(decision, "ScalingActive") == "FailedGetExternalMetric"
@@ -114,7 +116,10 @@ def test_stale_metric_never_scales_down() -> None:
 def test_one_invalid_metric_blocks_scale_down_but_not_scale_up() -> None:
     spec = AutoscalerSpec(
         max_replicas=50,
-        metrics=(MetricSpec("a", TargetType.AVERAGE_VALUE, 10_000), MetricSpec("b", TargetType.AVERAGE_VALUE, 10_000)),
+        metrics=(
+            MetricSpec("a", TargetType.AVERAGE_VALUE, 10_000),
+            MetricSpec("b", TargetType.AVERAGE_VALUE, 10_000),
+        ),
         behavior=Behavior(scale_down=default_scale_down(stabilization_window_s=0)),
     )
     down = Observation(6, 6, 6, metrics={"a": MetricReading.of(10), "b": MetricReading.failed("timeout")})
@@ -136,7 +141,7 @@ def test_one_invalid_metric_blocks_scale_down_but_not_scale_up() -> None:
 )
 def test_guards_bypass_metrics(current: int, desired: int, why: str) -> None:
     spec = replace(avg_spec(10), min_replicas=2)
-    decision, state = decide(spec, PolicyState(), Observation(current, current, current), NOW)
+    decision, _ = decide(spec, PolicyState(), Observation(current, current, current), NOW)
     assert decision.desired_replicas == desired
     assert why in decision.rescale_reason
     assert [s.name for s in decision.stages] == ["guard"]
@@ -193,16 +198,22 @@ def test_events_limit_the_next_scale_up() -> None:
 
 
 def test_warm_floor_keeps_replicas_warm() -> None:
-    spec = avg_spec(10, floors=FloorSpec(warm_min_replicas=5), behavior=Behavior(
-        scale_down=default_scale_down(stabilization_window_s=0)))
+    spec = avg_spec(
+        10,
+        floors=FloorSpec(warm_min_replicas=5),
+        behavior=Behavior(scale_down=default_scale_down(stabilization_window_s=0)),
+    )
     decision, _ = decide(spec, PolicyState(), observe(8, *[0] * 8), NOW)
     assert decision.desired_replicas == 5
     assert stage(decision, "floors") == (0, 5, "WarmFloor")
 
 
 def test_headroom_adds_replicas_and_fraction() -> None:
-    spec = avg_spec(10, floors=FloorSpec(headroom_replicas=1, headroom_fraction=0.25), behavior=Behavior(
-        scale_up=default_scale_up(policies=(RatePolicy(RatePolicyType.PODS, 100, 15),))))
+    spec = avg_spec(
+        10,
+        floors=FloorSpec(headroom_replicas=1, headroom_fraction=0.25),
+        behavior=Behavior(scale_up=default_scale_up(policies=(RatePolicy(RatePolicyType.PODS, 100, 15),))),
+    )
     decision, _ = decide(spec, PolicyState(), observe(4, *[20] * 4), NOW)
     assert stage(decision, "floors") == (8, 11, "Headroom")  # 8 + 1 + ceil(8 × 0.25)
     assert decision.desired_replicas == 11
@@ -212,14 +223,22 @@ def test_headroom_adds_replicas_and_fraction() -> None:
     ("schedule", "at", "active"),
     [
         pytest.param(Schedule(6, frozenset({5}), 9 * 60, 17 * 60), NOW, True, id="Saturday 10:00 in 09-17"),
-        pytest.param(Schedule(6, frozenset({0}), 9 * 60, 17 * 60), NOW, False, id="Monday-only on a Saturday"),
+        pytest.param(
+            Schedule(6, frozenset({0}), 9 * 60, 17 * 60), NOW, False, id="Monday-only on a Saturday"
+        ),
         pytest.param(Schedule(6, frozenset({5}), 9 * 60, 10 * 60), NOW, False, id="end is exclusive"),
         pytest.param(
-            Schedule(6, frozenset({5}), 9 * 60, 17 * 60, "America/New_York"), NOW, False,
+            Schedule(6, frozenset({5}), 9 * 60, 17 * 60, "America/New_York"),
+            NOW,
+            False,
             id="05:00 in New York is before 09:00",
         ),
-        pytest.param(Schedule(6, frozenset({4}), 22 * 60, 6 * 60), NOW - 6 * 3600, True,
-                     id="Saturday 04:00 belongs to Friday's 22-06 window"),
+        pytest.param(
+            Schedule(6, frozenset({4}), 22 * 60, 6 * 60),
+            NOW - 6 * 3600,
+            True,
+            id="Saturday 04:00 belongs to Friday's 22-06 window",
+        ),
     ],
 )
 def test_schedule_active(schedule: Schedule, at: float, active: bool) -> None:
@@ -228,8 +247,11 @@ def test_schedule_active(schedule: Schedule, at: float, active: bool) -> None:
 
 def test_scheduled_floor_raises_recommendation() -> None:
     floors = FloorSpec(schedules=(Schedule(12, frozenset({5}), 9 * 60, 17 * 60),))
-    spec = avg_spec(10, floors=floors, behavior=Behavior(
-        scale_up=default_scale_up(policies=(RatePolicy(RatePolicyType.PODS, 100, 15),))))
+    spec = avg_spec(
+        10,
+        floors=floors,
+        behavior=Behavior(scale_up=default_scale_up(policies=(RatePolicy(RatePolicyType.PODS, 100, 15),))),
+    )
     decision, _ = decide(spec, PolicyState(), observe(4, *[10] * 4), NOW)
     assert stage(decision, "floors") == (4, 12, "ScheduledFloor")
     assert decision.desired_replicas == 12

@@ -26,5 +26,5 @@ def test_to_milli(text: str | int | float, milli: int) -> None:
 
 @pytest.mark.parametrize("bad", ["", "abc", "1.2.3", "10 m", "5X", True, float("nan")])
 def test_rejects_malformed(bad: object) -> None:
-    with pytest.raises(QuantityError, match="quantity|finite"):
+    with pytest.raises(QuantityError, match=r"quantity|finite"):
         to_milli(bad)  # type: ignore[arg-type]

@@ -26,9 +26,9 @@ from zoneinfo import ZoneInfo
 from autoscaler.policy import coldstart, forecast
 from autoscaler.policy.hpa import (
     Condition,
-    MetricsRecommendation,
     MetricError,
     MetricProposal,
+    MetricsRecommendation,
     combine_metrics,
     external_metric_replicas,
     limit_legacy,
@@ -81,9 +81,14 @@ class Decision:
 
 
 _SCALING_DISABLED = Condition(
-    "ScalingActive", False, "ScalingDisabled", "scaling is disabled since the replica count of the target is zero"
+    "ScalingActive",
+    False,
+    "ScalingDisabled",
+    "scaling is disabled since the replica count of the target is zero",
 )
-_GOT_SCALE = Condition("AbleToScale", True, "SucceededGetScale", "the HPA controller was able to get the target's current scale")
+_GOT_SCALE = Condition(
+    "AbleToScale", True, "SucceededGetScale", "the HPA controller was able to get the target's current scale"
+)
 
 
 def decide(
@@ -138,7 +143,9 @@ def decide(
     if spec.prediction is not None:
         state, forecasts, predicted = _predict(spec, state, obs, readings, ready, lead_s, now)
         if raw is not None:
-            stages.append(Stage("metrics", current, raw, "ValidMetricFound", _metrics_message(reactive.proposals)))
+            stages.append(
+                Stage("metrics", current, raw, "ValidMetricFound", _metrics_message(reactive.proposals))
+            )
             if predicted is not None and predicted.replicas is not None:
                 ahead = predicted.replicas > raw
                 after = predicted.replicas if ahead else raw
@@ -154,7 +161,9 @@ def decide(
                 )
                 raw = after
     elif raw is not None:
-        stages.append(Stage("metrics", current, raw, "ValidMetricFound", _metrics_message(reactive.proposals)))
+        stages.append(
+            Stage("metrics", current, raw, "ValidMetricFound", _metrics_message(reactive.proposals))
+        )
 
     if raw is None:  # every metric unusable, or some unusable and the rest would scale down
         stages.append(Stage("metrics", current, current, active.reason, active.message))
@@ -206,8 +215,7 @@ def decide(
     ready_in: tuple[float, ...] = ()
     if desired > current and spec.cold_start is not None:
         ready_in = tuple(
-            r.ready_s
-            for r in coldstart.predict_ready(spec.cold_start, desired - current, **_cluster(obs))
+            r.ready_s for r in coldstart.predict_ready(spec.cold_start, desired - current, **_cluster(obs))
         )
 
     decision = Decision(
@@ -246,7 +254,9 @@ def _fresh(reading: MetricReading | None, name: str, max_age_s: float | None) ->
     if reading is None:
         return MetricReading.failed(f"no reading for metric {name}")
     if max_age_s is not None and reading.values_milli is not None and reading.age_s > max_age_s:
-        return MetricReading.failed(f"newest sample is {reading.age_s:.0f} s old, more than the {max_age_s:.0f} s allowed")
+        return MetricReading.failed(
+            f"newest sample is {reading.age_s:.0f} s old, more than the {max_age_s:.0f} s allowed"
+        )
     return reading
 
 
@@ -317,7 +327,9 @@ def _metrics_message(proposals: Mapping[str, MetricProposal | MetricError]) -> s
 
 
 def _fmt_forecast(forecasts: tuple[MetricForecast, ...], metric: str) -> str:
-    return next((f"{f.predicted:.4g} (now {f.current:.4g}, {f.method})" for f in forecasts if f.metric == metric), "?")
+    return next(
+        (f"{f.predicted:.4g} (now {f.current:.4g}, {f.method})" for f in forecasts if f.metric == metric), "?"
+    )
 
 
 @lru_cache(maxsize=64)
@@ -340,12 +352,18 @@ def _apply_floors(floors: FloorSpec, raw: int, now: float) -> tuple[int, tuple[s
     value, reason = raw, ("", "")
     if floors.headroom_replicas or floors.headroom_fraction:
         value = raw + floors.headroom_replicas + math.ceil(raw * floors.headroom_fraction)
-        reason = ("Headroom", f"+{floors.headroom_replicas} replicas and +{floors.headroom_fraction:.0%} headroom")
+        reason = (
+            "Headroom",
+            f"+{floors.headroom_replicas} replicas and +{floors.headroom_fraction:.0%} headroom",
+        )
     if floors.warm_min_replicas > value:
         value = floors.warm_min_replicas
         reason = ("WarmFloor", f"keeping at least {floors.warm_min_replicas} warm replicas")
     for schedule in floors.schedules:
         if schedule.min_replicas > value and schedule_active(schedule, now):
             value = schedule.min_replicas
-            reason = ("ScheduledFloor", f"schedule in {schedule.timezone} holds at least {schedule.min_replicas}")
+            reason = (
+                "ScheduledFloor",
+                f"schedule in {schedule.timezone} holds at least {schedule.min_replicas}",
+            )
     return value, reason

@@ -143,7 +143,10 @@ def combine_metrics(
             "",
             proposals,
             Condition(
-                "ScalingActive", False, err.reason, f"the HPA was unable to compute the replica count: {err.message}"
+                "ScalingActive",
+                False,
+                err.reason,
+                f"the HPA was unable to compute the replica count: {err.message}",
             ),
         )
     return MetricsRecommendation(
@@ -338,7 +341,10 @@ def limit_legacy(
         message = "the desired replica count is more than the maximum replica count"
     if desired < min_replicas:
         return min_replicas, Condition(
-            "ScalingLimited", True, "TooFewReplicas", "the desired replica count is less than the minimum replica count"
+            "ScalingLimited",
+            True,
+            "TooFewReplicas",
+            "the desired replica count is less than the minimum replica count",
         )
     if desired > upper:
         return upper, Condition("ScalingLimited", True, reason, message)
