@@ -1,0 +1,355 @@
+"""Engine presets: which exposed series make up each normalized signal, as data.
+
+Pipeline position: a source fetches an engine's Prometheus text (adapter/sources/scrape.py) and
+`parse_exposition` turns it into `Samples`; `gauge_value` / `counter_total` read one pod's signal from
+them with a preset's `Rule`. The Prometheus source (adapter/sources/prometheus.py) turns the same rules
+into PromQL, so both sources compute the same thing.
+
+Normalized signals:
+- `queue_size`: requests waiting (count); `batch_size`: requests running (count);
+- `kv_cache_usage`: KV-cache saturation as a 0–1 fraction;
+- `request_rate`, `prompt_token_rate`, `generation_token_rate`: per-second rates of counters;
+- `slot_usage`: JetStream's decode-slot occupancy (a 0–1 fraction; JetStream has no running count).
+
+A new engine is one `EnginePreset(...)` entry in `PRESETS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from prometheus_client.parser import text_string_to_metric_families
+
+
+class Signal(StrEnum):
+    QUEUE_SIZE = "queue_size"
+    BATCH_SIZE = "batch_size"
+    KV_CACHE_USAGE = "kv_cache_usage"
+    REQUEST_RATE = "request_rate"
+    PROMPT_TOKEN_RATE = "prompt_token_rate"
+    GENERATION_TOKEN_RATE = "generation_token_rate"
+    SLOT_USAGE = "slot_usage"
+
+
+class Combine(StrEnum):
+    """How the series of one pod combine: per data-parallel engine, per rank, per model."""
+
+    SUM = "sum"
+    MEAN = "mean"
+    MAX = "max"
+
+
+class Kind(StrEnum):
+    GAUGE = "gauge"  # the value as exposed
+    RATIO = "ratio"  # numerator ÷ denominator, both gauges
+    RATE = "rate"  # per-second increase of a counter between two scrapes
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    """Samples named `name` whose labels include `match` (e.g. TRT-LLM's `request_type="waiting"`)."""
+
+    name: str
+    match: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    """One addend of a signal: the first alternative the engine exposes (older metric generations
+    come later in the tuple)."""
+
+    alternatives: tuple[Series, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """How to compute one signal of one pod.
+
+    GAUGE and RATE: the sum of `terms`, each the `combine` of its samples. RATIO: terms[0] ÷ terms[1],
+    each summed over the pod's series first.
+    """
+
+    kind: Kind
+    terms: tuple[Term, ...]
+    combine: Combine = Combine.SUM
+
+
+@dataclass(frozen=True, slots=True)
+class EnginePreset:
+    name: str
+    rules: Mapping[Signal, Rule]
+    model_label: str | None = None  # the exposed label naming the served model, if any
+
+    def rule(self, signal: Signal) -> Rule:
+        try:
+            return self.rules[signal]
+        except KeyError:
+            have = ", ".join(sorted(self.rules))
+            raise KeyError(f"engine {self.name!r} has no signal {signal.value!r} (it has: {have})") from None
+
+
+def _s(name: str, **match: str) -> Series:
+    return Series(name, match)
+
+
+def gauge(*alternatives: Series, combine: Combine = Combine.SUM) -> Rule:
+    return Rule(Kind.GAUGE, (Term(alternatives),), combine)
+
+
+def gauge_sum(*terms: Series) -> Rule:
+    """Several distinct series added up (e.g. JetStream's prefill and generate backlogs)."""
+    return Rule(Kind.GAUGE, tuple(Term((t,)) for t in terms))
+
+
+def ratio(numerator: Series, denominator: Series) -> Rule:
+    return Rule(Kind.RATIO, (Term((numerator,)), Term((denominator,))))
+
+
+def rate(*alternatives: Series) -> Rule:
+    return Rule(Kind.RATE, (Term(alternatives),))
+
+
+# Sources: ../shared/engine_metrics.md (each engine's metrics module). Within a pod, queues and
+# batches of data-parallel engines / ranks add up; saturation fractions average.
+PRESETS: dict[str, EnginePreset] = {
+    p.name: p
+    for p in (
+        EnginePreset(
+            "vllm",
+            {
+                Signal.QUEUE_SIZE: gauge(_s("vllm:num_requests_waiting")),
+                Signal.BATCH_SIZE: gauge(_s("vllm:num_requests_running")),
+                # renamed in v0.9; the old name is gone from v0.11
+                Signal.KV_CACHE_USAGE: gauge(
+                    _s("vllm:kv_cache_usage_perc"), _s("vllm:gpu_cache_usage_perc"), combine=Combine.MEAN
+                ),
+                Signal.REQUEST_RATE: rate(_s("vllm:request_success_total")),
+                Signal.PROMPT_TOKEN_RATE: rate(_s("vllm:prompt_tokens_total")),
+                Signal.GENERATION_TOKEN_RATE: rate(_s("vllm:generation_tokens_total")),
+            },
+            model_label="model_name",
+        ),
+        EnginePreset(
+            "tgi",
+            {
+                Signal.QUEUE_SIZE: gauge(_s("tgi_queue_size")),
+                Signal.BATCH_SIZE: gauge(_s("tgi_batch_current_size")),
+                Signal.KV_CACHE_USAGE: ratio(
+                    _s("tgi_batch_current_max_tokens"), _s("tgi_batch_max_total_tokens")
+                ),
+                Signal.REQUEST_RATE: rate(_s("tgi_request_success")),  # TGI counters have no _total
+                Signal.PROMPT_TOKEN_RATE: rate(_s("tgi_request_input_length_sum")),
+                Signal.GENERATION_TOKEN_RATE: rate(_s("tgi_request_generated_tokens_sum")),
+            },
+        ),
+        EnginePreset(
+            "sglang",
+            {
+                Signal.QUEUE_SIZE: gauge(_s("sglang:num_queue_reqs")),
+                Signal.BATCH_SIZE: gauge(_s("sglang:num_running_reqs")),
+                Signal.KV_CACHE_USAGE: gauge(_s("sglang:token_usage"), combine=Combine.MEAN),
+                Signal.REQUEST_RATE: rate(_s("sglang:num_requests_total")),
+                Signal.PROMPT_TOKEN_RATE: rate(_s("sglang:prompt_tokens_total")),
+                Signal.GENERATION_TOKEN_RATE: rate(_s("sglang:generation_tokens_total")),
+            },
+            model_label="model_name",
+        ),
+        EnginePreset(
+            "triton",
+            {
+                Signal.QUEUE_SIZE: gauge(_s("nv_inference_pending_request_count")),
+                Signal.REQUEST_RATE: rate(_s("nv_inference_request_success")),
+            },
+            model_label="model",
+        ),
+        EnginePreset(
+            "tensorrt-llm",
+            {
+                Signal.QUEUE_SIZE: gauge(_s("nv_trt_llm_request_metrics", request_type="waiting")),
+                Signal.BATCH_SIZE: gauge(_s("nv_trt_llm_request_metrics", request_type="active")),
+                Signal.KV_CACHE_USAGE: gauge(
+                    _s("nv_trt_llm_kv_cache_block_metrics", kv_cache_block_type="fraction"),
+                    combine=Combine.MEAN,
+                ),
+                Signal.REQUEST_RATE: rate(_s("nv_inference_request_success")),
+                Signal.PROMPT_TOKEN_RATE: rate(
+                    _s("nv_llm_input_token_len_sum", response_metric_type="total_input_tokens")
+                ),
+                Signal.GENERATION_TOKEN_RATE: rate(
+                    _s("nv_llm_output_token_len_sum", response_metric_type="total_output_tokens")
+                ),
+            },
+            model_label="model",
+        ),
+        EnginePreset(
+            "jetstream",
+            {
+                Signal.QUEUE_SIZE: gauge_sum(
+                    _s("jetstream_prefill_backlog_size"), _s("jetstream_generate_backlog_size")
+                ),
+                Signal.SLOT_USAGE: gauge(_s("jetstream_slots_used_percentage"), combine=Combine.MEAN),
+                Signal.KV_CACHE_USAGE: gauge(_s("kv_cache_utilization_perc"), combine=Combine.MEAN),
+                Signal.REQUEST_RATE: rate(_s("jetstream_request_success_count_total")),
+                Signal.PROMPT_TOKEN_RATE: rate(_s("jetstream_request_input_length_sum")),
+                Signal.GENERATION_TOKEN_RATE: rate(_s("jetstream_request_output_length_sum")),
+            },
+            model_label="model_name",
+        ),
+        EnginePreset(
+            "llama.cpp",
+            {
+                Signal.QUEUE_SIZE: gauge(_s("llamacpp:requests_deferred")),
+                Signal.BATCH_SIZE: gauge(_s("llamacpp:requests_processing")),
+                Signal.KV_CACHE_USAGE: gauge(_s("llamacpp:kv_cache_usage_ratio")),  # older builds only
+                Signal.PROMPT_TOKEN_RATE: rate(_s("llamacpp:prompt_tokens_total")),
+                Signal.GENERATION_TOKEN_RATE: rate(_s("llamacpp:tokens_predicted_total")),
+            },
+        ),
+    )
+}
+
+
+def get_preset(name: str) -> EnginePreset:
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise ValueError(f"unknown engine {name!r}; known engines: {', '.join(sorted(PRESETS))}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    labels: Mapping[str, str]
+    value: float
+
+
+# sample name -> its samples, in exposition order
+Samples = Mapping[str, Sequence[Sample]]
+
+
+class ExpositionError(ValueError):
+    pass
+
+
+def wanted_names(preset: EnginePreset) -> frozenset[str]:
+    """Every sample name the preset reads (with the `_total` spelling the parser may produce)."""
+    names = {alt.name for rule in preset.rules.values() for term in rule.terms for alt in term.alternatives}
+    return frozenset(names | {f"{n}_total" for n in names})
+
+
+def parse_exposition(text: str, wanted: frozenset[str] | None = None) -> dict[str, list[Sample]]:
+    """Index a Prometheus text exposition by sample name (not family name: the parser renames
+    families, and a TGI counter `tgi_request_success` comes out as sample `tgi_request_success_total`).
+
+    With `wanted`, only those sample lines reach prometheus_client's parser (pure Python, ~10 µs a
+    line): a vLLM pod exposes hundreds of histogram lines and the presets read a handful, which is
+    what keeps a round over 1,000 pods within a second. Comment lines are dropped with the rest, so
+    every kept sample parses as untyped under its exposed name.
+    """
+    if wanted is not None:
+        kept = []
+        for line in text.splitlines():
+            if not line or line[0] == "#":
+                continue
+            end = len(line)
+            for stop in ("{", " ", "\t"):
+                i = line.find(stop)
+                if i != -1 and i < end:
+                    end = i
+            if line[:end] in wanted:
+                kept.append(line)
+        text = "\n".join(kept) + "\n"
+    index: dict[str, list[Sample]] = {}
+    try:
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                index.setdefault(s.name, []).append(Sample(s.labels, float(s.value)))
+    except ValueError as exc:  # the parser raises ValueError("Invalid line: ...") with the line
+        raise ExpositionError(f"unparseable metrics text: {exc}") from exc
+    return index
+
+
+def _find(samples: Samples, series: Series) -> list[Sample]:
+    for name in (series.name, f"{series.name}_total"):  # see parse_exposition on `_total`
+        found = [
+            s
+            for s in samples.get(name, ())
+            if all(s.labels.get(k) == v for k, v in series.match.items()) and s.value == s.value  # not NaN
+        ]
+        if found:
+            return found
+    return []
+
+
+def _term_samples(samples: Samples, term: Term) -> list[Sample]:
+    for alternative in term.alternatives:
+        found = _find(samples, alternative)
+        if found:
+            return found
+    return []
+
+
+def _combine(values: Sequence[float], how: Combine) -> float:
+    if how is Combine.SUM:
+        return sum(values)
+    if how is Combine.MEAN:
+        return sum(values) / len(values)
+    return max(values)
+
+
+def gauge_value(rule: Rule, samples: Samples) -> float | None:
+    """One pod's value of a GAUGE or RATIO rule; None when the engine does not expose it."""
+    if rule.kind is Kind.RATE:
+        raise ValueError("gauge_value() needs a gauge or ratio rule; rates need two scrapes (counter_total)")
+    found = [_term_samples(samples, term) for term in rule.terms]
+    if rule.kind is Kind.RATIO:
+        numerator, denominator = found
+        if not numerator or not denominator:
+            return None
+        total = sum(s.value for s in denominator)
+        # a zero capacity means the engine has not sized its batch yet: no data, not 0 % or infinity
+        return sum(s.value for s in numerator) / total if total > 0 else None
+    present = [f for f in found if f]
+    if not present:
+        return None
+    return sum(_combine([s.value for s in f], rule.combine) for f in present)
+
+
+def counter_total(rule: Rule, samples: Samples) -> float | None:
+    """The summed counter behind a RATE rule, for `counter_rate` across two scrapes."""
+    if rule.kind is not Kind.RATE:
+        raise ValueError(f"counter_total() needs a rate rule, got {rule.kind.value}")
+    found = [_term_samples(samples, term) for term in rule.terms]
+    present = [f for f in found if f]
+    if not present:
+        return None
+    return sum(s.value for f in present for s in f)
+
+
+def counter_rate(previous: float, previous_t: float, current: float, current_t: float) -> float | None:
+    """Per-second increase between two readings; a drop is a counter reset (engine restart).
+
+    As Prometheus' rate() does, after a reset the new value is all increase: 100 -> 30 over 10 s is
+    30 / 10 = 3/s, not -7/s. None when no time passed.
+    """
+    dt = current_t - previous_t
+    if dt <= 0:
+        return None
+    increase = current - previous if current >= previous else current
+    return increase / dt
+
+
+def model_of(preset: EnginePreset, samples: Samples) -> str | None:
+    """The model a pod serves, when its engine labels it and it serves exactly one."""
+    if preset.model_label is None:
+        return None
+    models = {
+        s.labels[preset.model_label]
+        for rule in preset.rules.values()
+        for term in rule.terms
+        for alt in term.alternatives
+        for s in _find(samples, alt)
+        if preset.model_label in s.labels
+    }
+    return models.pop() if len(models) == 1 else None

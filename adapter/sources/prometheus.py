@@ -1,0 +1,202 @@
+"""The Prometheus source: instant PromQL queries through Prometheus' HTTP API.
+
+Pipeline position: `promql_for` (pure) turns an engine preset's rule into a per-pod PromQL
+expression, so this source returns the same per-pod values the direct scraper computes and the
+catalog aggregates both the same way. A metric may instead carry its own `query`; its result series
+are served under their own labels. Answers are cached for `cache_ttl_s`, because every HPA polls every
+15 s and one query per metric per few seconds is plenty.
+
+Freshness: Prometheus marks a failed or vanished target's series stale, so an instant query drops
+them; values carry the evaluation time as their timestamp.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
+
+import httpx
+
+from adapter.presets import Combine, EnginePreset, Kind, Rule, Series, Signal, Term
+from adapter.sources import (
+    DEPLOYMENT,
+    MODEL,
+    NAMESPACE,
+    POD,
+    PodValue,
+    SourceError,
+    SourceReading,
+    in_namespace,
+)
+from adapter.telemetry import Telemetry
+
+if TYPE_CHECKING:
+    from adapter.catalog import PrometheusSettings
+
+SOURCE = "prometheus"
+_AGGREGATOR = {Combine.SUM: "sum", Combine.MEAN: "avg", Combine.MAX: "max"}
+
+
+def _selector(series: Series) -> str:
+    if not series.match:
+        return series.name
+    # json.dumps gives a double-quoted string with the escapes PromQL accepts (\\, \", \n)
+    matchers = ",".join(f"{k}={json.dumps(v)}" for k, v in sorted(series.match.items()))
+    return f"{series.name}{{{matchers}}}"
+
+
+def _term(term: Term, kind: Kind, combine: Combine, by: str, window_s: int) -> str:
+    parts = []
+    for alt in term.alternatives:
+        if kind is Kind.RATE:
+            parts.append(f"sum by ({by}) (rate({_selector(alt)}[{window_s}s]))")
+        else:
+            parts.append(f"{_AGGREGATOR[combine]} by ({by}) ({_selector(alt)})")
+    # `or` keeps a pod's first alternative and adds pods that only have a later one (old names)
+    return " or ".join(f"({p})" for p in parts) if len(parts) > 1 else parts[0]
+
+
+def promql_for(rule: Rule, by: Sequence[str], window_s: int) -> str:
+    """A PromQL expression with one series per pod (grouped `by` these labels) computing `rule`."""
+    grouping = ", ".join(by)
+    if rule.kind is Kind.RATIO:
+        numerator, denominator = (_term(t, Kind.GAUGE, Combine.SUM, grouping, window_s) for t in rule.terms)
+        # `> 0` drops pods whose capacity is 0: no data rather than a division by zero
+        return f"({numerator}) / (({denominator}) > 0)"
+    terms = [_term(t, rule.kind, rule.combine, grouping, window_s) for t in rule.terms]
+    expr = terms[0]
+    for t in terms[1:]:
+        # a + b where a pod has both; a or b alone where it has one: the scraper's "sum of present terms"
+        expr = f"(({expr}) + ({t})) or ({expr}) or ({t})"
+    return expr
+
+
+class PrometheusSource:
+    """The `prometheus` source. Use as an async context manager (it owns its httpx client)."""
+
+    def __init__(
+        self,
+        preset: EnginePreset,
+        settings: PrometheusSettings,
+        telemetry: Telemetry,
+        clock: Callable[[], float] = time.time,
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self._preset = preset
+        self._settings = settings
+        self._telemetry = telemetry
+        self._clock = clock
+        self._client = client
+        self._owns_client = client is None
+        self._cache: dict[tuple[Signal | None, str | None], tuple[float, list[PodValue]]] = {}
+        # Prometheus label name -> the canonical name the catalog serves
+        self._rename = {
+            settings.namespace_label: NAMESPACE,
+            settings.pod_label: POD,
+            settings.deployment_label: DEPLOYMENT,
+        }
+        if preset.model_label:
+            self._rename[preset.model_label] = MODEL
+        self._by = [settings.namespace_label, settings.pod_label, settings.deployment_label]
+        if preset.model_label:
+            self._by.append(preset.model_label)
+
+    async def __aenter__(self) -> Self:
+        if self._client is None:
+            headers = {}
+            if self._settings.bearer_token_file:
+                token = Path(self._settings.bearer_token_file).read_text(encoding="utf-8").strip()
+                headers["Authorization"] = f"Bearer {token}"
+            self._client = httpx.AsyncClient(timeout=self._settings.timeout_s, headers=headers)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._owns_client and self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    def query_for(self, signal: Signal) -> str:
+        return promql_for(self._preset.rule(signal), self._by, self._settings.rate_window_s)
+
+    async def read(
+        self, signal: Signal | None, query: str | None, namespace: str, now: float, max_age_s: float
+    ) -> SourceReading:
+        key = (signal, query)
+        cached = self._cache.get(key)
+        if cached is not None and now - cached[0] <= self._settings.cache_ttl_s:
+            values = cached[1]
+        else:
+            if query is not None:
+                promql = query
+            elif signal is not None:
+                promql = self.query_for(signal)
+            else:
+                raise SourceError("a prometheus metric needs a signal or a query")
+            values = await self.instant_query(promql)
+            self._cache[key] = (now, values)
+        mine = tuple(v for v in values if in_namespace(v.labels, namespace))
+        return SourceReading(mine, targets=len(mine))
+
+    async def instant_query(self, promql: str) -> list[PodValue]:
+        """Evaluate `promql` now; one PodValue per result series. Raises SourceError."""
+        assert self._client is not None, "use PrometheusSource as an async context manager"
+        url = self._settings.url.rstrip("/") + "/api/v1/query"
+        started = time.perf_counter()
+        try:
+            response = await self._client.post(url, data={"query": promql})
+        except httpx.TimeoutException as exc:
+            self._telemetry.scrape_errors.labels(SOURCE, "timeout").inc()
+            raise SourceError(f"Prometheus at {self._settings.url} did not answer in time") from exc
+        except httpx.HTTPError as exc:
+            self._telemetry.scrape_errors.labels(SOURCE, "connect").inc()
+            raise SourceError(f"Prometheus at {self._settings.url}: {type(exc).__name__}: {exc}") from exc
+        finally:
+            self._telemetry.scrape_duration_s.labels(SOURCE).observe(time.perf_counter() - started)
+        return self._parse(promql, response)
+
+    def _parse(self, promql: str, response: httpx.Response) -> list[PodValue]:
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            self._telemetry.scrape_errors.labels(SOURCE, "http_status").inc()
+            raise SourceError(
+                f"Prometheus at {self._settings.url} answered HTTP {response.status_code} without a JSON body"
+            )
+        if body.get("status") != "success":
+            self._telemetry.scrape_errors.labels(SOURCE, "query").inc()
+            raise SourceError(
+                f"Prometheus rejected query {promql!r} (HTTP {response.status_code}): "
+                f"{body.get('errorType', 'error')}: {body.get('error', 'no message')}"
+            )
+        data = body.get("data") or {}
+        if data.get("resultType") != "vector":
+            self._telemetry.scrape_errors.labels(SOURCE, "query").inc()
+            raise SourceError(
+                f"query {promql!r} returned a {data.get('resultType')!r}; an instant vector is needed"
+            )
+        return [v for item in data.get("result") or () if (v := self._value(promql, item)) is not None]
+
+    def _value(self, promql: str, item: Mapping[str, Any]) -> PodValue | None:
+        try:
+            timestamp, text = item["value"]
+            value = float(text)
+            labels = {
+                self._rename.get(k, k): str(v)
+                for k, v in (item.get("metric") or {}).items()
+                if k != "__name__"
+            }
+            timestamp = float(timestamp)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SourceError(f"query {promql!r}: malformed result item {item!r}") from exc
+        if not math.isfinite(value):  # NaN or ±Inf has no Quantity form: no data, never a made-up 0
+            return None
+        return PodValue(labels, value, timestamp)

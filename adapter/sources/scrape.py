@@ -1,0 +1,263 @@
+"""Direct pod scraping: fetch each engine pod's `/metrics`, keep the newest value per pod.
+
+Pipeline position: targets come from `TargetSet`s (a static URL list here, Kubernetes pods in
+adapter/sources/discovery.py); `ScrapeSource.run` scrapes them every interval with httpx (bounded
+concurrency, a timeout per request, each pod's result stored as soon as it arrives, so one slow pod
+never delays another's value); `observe` (pure) turns one scrape into timestamped signal values;
+`ScrapeSource.read` hands the catalog the values no older than max-age and counts the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import TYPE_CHECKING, Protocol, Self
+
+import httpx
+
+from adapter.presets import (
+    EnginePreset,
+    ExpositionError,
+    Kind,
+    Samples,
+    Signal,
+    counter_rate,
+    counter_total,
+    gauge_value,
+    model_of,
+    parse_exposition,
+    wanted_names,
+)
+from adapter.sources import DEPLOYMENT, MODEL, NAMESPACE, PodValue, SourceError, SourceReading, in_namespace
+from adapter.telemetry import Telemetry
+
+if TYPE_CHECKING:
+    from adapter.catalog import ScrapeSettings, StaticEndpoint
+
+SOURCE = "scrape"
+_MAX_BODY_BYTES = 16 * 1024 * 1024  # a vLLM exposition is ~100 kB; anything near this is not an engine
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    key: str  # unique per pod: namespace/name, or the URL of a static endpoint
+    url: str
+    labels: Mapping[str, str] = field(default_factory=dict)  # namespace, deployment, pod, extra
+
+
+class TargetSet(Protocol):
+    def targets(self) -> Sequence[Target]:
+        """The targets to scrape in the next round."""
+        ...
+
+
+class StaticTargets:
+    """A fixed list of endpoints from the catalog."""
+
+    def __init__(self, endpoints: Sequence[StaticEndpoint]) -> None:
+        self._targets = [
+            Target(
+                key=e.url,
+                url=e.url,
+                labels={
+                    **e.labels,
+                    **({NAMESPACE: e.namespace} if e.namespace else {}),
+                    **({DEPLOYMENT: e.deployment} if e.deployment else {}),
+                },
+            )
+            for e in endpoints
+        ]
+
+    def targets(self) -> Sequence[Target]:
+        return self._targets
+
+
+@dataclass(frozen=True, slots=True)
+class PodObservation:
+    """Everything one successful scrape of one pod yields, stamped with the time it completed."""
+
+    t: float
+    gauges: Mapping[Signal, float]
+    counters: Mapping[Signal, float]
+    rates: Mapping[Signal, tuple[float, int]]  # rate per second, window in whole seconds
+    model: str | None
+
+
+def observe(
+    preset: EnginePreset, samples: Samples, t: float, previous: PodObservation | None
+) -> PodObservation:
+    """One pod's signals from one scrape. Rates need the previous good scrape of the same pod."""
+    gauges: dict[Signal, float] = {}
+    counters: dict[Signal, float] = {}
+    rates: dict[Signal, tuple[float, int]] = {}
+    for signal, rule in preset.rules.items():
+        if rule.kind is Kind.RATE:
+            total = counter_total(rule, samples)
+            if total is None:
+                continue
+            counters[signal] = total
+            if previous is not None and signal in previous.counters:
+                r = counter_rate(previous.counters[signal], previous.t, total, t)
+                if r is not None:
+                    rates[signal] = (r, max(1, round(t - previous.t)))
+        else:
+            value = gauge_value(rule, samples)
+            if value is not None:
+                gauges[signal] = value
+    return PodObservation(t, gauges, counters, rates, model_of(preset, samples))
+
+
+@dataclass(slots=True)
+class _PodState:
+    good: PodObservation | None = None
+    error: str | None = None  # why the last attempt failed; None when it succeeded
+
+
+class ScrapeSource:
+    """The `scrape` source. Use as an async context manager (it owns its httpx client)."""
+
+    def __init__(
+        self,
+        preset: EnginePreset,
+        target_sets: Sequence[TargetSet],
+        settings: ScrapeSettings,
+        telemetry: Telemetry,
+        clock: Callable[[], float] = time.time,
+        client: httpx.AsyncClient | None = None,
+        max_age_s: float = 30.0,  # only for the stale-targets gauge; reads apply each metric's own
+    ) -> None:
+        self._preset = preset
+        self._max_age_s = max_age_s
+        self._wanted = wanted_names(preset)
+        self._target_sets = target_sets
+        self._settings = settings
+        self._telemetry = telemetry
+        self._clock = clock
+        self._client = client
+        self._owns_client = client is None
+        self._states: dict[str, _PodState] = {}
+
+    async def __aenter__(self) -> Self:
+        if self._client is None:
+            n = self._settings.concurrency
+            self._client = httpx.AsyncClient(
+                limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),
+                timeout=self._settings.timeout_s,
+                headers={"Accept": "text/plain;version=0.0.4"},  # not OpenMetrics: one parser
+            )
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._owns_client and self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    def targets(self) -> list[Target]:
+        by_key: dict[str, Target] = {}
+        for target_set in self._target_sets:
+            for t in target_set.targets():
+                by_key.setdefault(t.key, t)
+        return list(by_key.values())
+
+    def error_of(self, key: str) -> str | None:
+        """Why the last scrape of a target failed (for logs and tests); None if it succeeded."""
+        state = self._states.get(key)
+        return state.error if state else None
+
+    async def run(self) -> None:
+        """Scrape every interval until cancelled. The outer loop is the only place that sleeps."""
+        loop = asyncio.get_running_loop()
+        while True:
+            started = loop.time()
+            await self.scrape_round()
+            await asyncio.sleep(max(0.0, self._settings.interval_s - (loop.time() - started)))
+
+    async def scrape_round(self) -> None:
+        """Scrape all current targets once, concurrently; returns when every scrape ended or timed out."""
+        targets = self.targets()
+        live = {t.key for t in targets}
+        for key in [k for k in self._states if k not in live]:  # pods that went away
+            del self._states[key]
+        started = time.perf_counter()
+        semaphore = asyncio.Semaphore(self._settings.concurrency)
+        await asyncio.gather(*(self._scrape(t, semaphore) for t in targets))
+        self._telemetry.scrape_round_duration_s.observe(time.perf_counter() - started)
+        self._telemetry.targets.set(len(targets))
+        now = self._clock()
+        self._telemetry.stale_targets.set(
+            sum(1 for t in targets if not self._fresh(self._states.get(t.key), now, self._max_age_s))
+        )
+
+    @staticmethod
+    def _fresh(state: _PodState | None, now: float, max_age_s: float) -> bool:
+        return state is not None and state.good is not None and now - state.good.t <= max_age_s
+
+    async def _scrape(self, target: Target, semaphore: asyncio.Semaphore) -> None:
+        assert self._client is not None, "use ScrapeSource as an async context manager"
+        state = self._states.setdefault(target.key, _PodState())
+        async with semaphore:
+            started = time.perf_counter()
+            try:
+                # asyncio.timeout bounds the whole exchange; httpx's timeout is per read/connect phase
+                async with asyncio.timeout(self._settings.timeout_s):
+                    response = await self._client.get(target.url)
+                response.raise_for_status()
+                if len(response.content) > _MAX_BODY_BYTES:
+                    raise ExpositionError(f"body of {len(response.content)} bytes is too large")
+                samples = parse_exposition(response.text, self._wanted)
+            except (TimeoutError, httpx.TimeoutException):
+                self._fail(state, "timeout", f"no answer within {self._settings.timeout_s:g}s")
+                return
+            except httpx.HTTPStatusError as exc:
+                self._fail(state, "http_status", f"HTTP {exc.response.status_code}")
+                return
+            except httpx.HTTPError as exc:
+                self._fail(state, "connect", f"{type(exc).__name__}: {exc}")
+                return
+            except ExpositionError as exc:
+                self._fail(state, "parse", str(exc))
+                return
+            finally:
+                self._telemetry.scrape_duration_s.labels(SOURCE).observe(time.perf_counter() - started)
+        state.good = observe(self._preset, samples, self._clock(), state.good)
+        state.error = None
+
+    def _fail(self, state: _PodState, reason: str, message: str) -> None:
+        state.error = message
+        self._telemetry.scrape_errors.labels(SOURCE, reason).inc()
+
+    async def read(
+        self, signal: Signal | None, query: str | None, namespace: str, now: float, max_age_s: float
+    ) -> SourceReading:
+        if signal is None or query is not None:
+            raise SourceError("the scrape source serves engine signals, not PromQL queries")
+        is_rate = self._preset.rule(signal).kind is Kind.RATE
+        values: list[PodValue] = []
+        known = stale = failing = 0
+        for target in self.targets():
+            if not in_namespace(target.labels, namespace):
+                continue
+            known += 1
+            state = self._states.get(target.key)
+            if state is not None and state.error is not None:
+                failing += 1
+            if not self._fresh(state, now, max_age_s):
+                stale += 1
+                continue
+            assert state is not None and state.good is not None
+            good = state.good
+            labels = dict(target.labels)
+            if good.model is not None:
+                labels[MODEL] = good.model
+            if is_rate:
+                if signal in good.rates:
+                    value, window = good.rates[signal]
+                    values.append(PodValue(labels, value, good.t, window))
+            elif signal in good.gauges:
+                values.append(PodValue(labels, good.gauges[signal], good.t))
+        return SourceReading(tuple(values), stale=stale, failing=failing, targets=known)
