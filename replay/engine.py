@@ -1,0 +1,252 @@
+"""The engine model: every replica's continuous-batching engine, advanced one tick at a time with NumPy.
+
+Sits under replay/simulate.py: the run loop routes arrivals to replicas (`submit`), then calls
+`advance(t, dt)` once per tick. All per-request state lives in arrays over the whole trace, so a
+tick costs a few dozen NumPy calls whatever the number of replicas and requests in flight — a
+per-request Python event loop would be about 100x slower.
+
+The model of one replica (EngineProfile):
+
+  admission  FCFS from the replica's queue while a running slot is free and the request's
+             input + output tokens fit in the KV budget (reserved up front). A request that could
+             never fit is dropped (like an engine refusing a prompt longer than its context).
+  prefill    one FIFO server at prefill_tokens_per_s; completion times are exact inside a tick
+             (Lindley recursion, done_j = max(done_j-1, admitted_j) + input_j / rate, as a cummax).
+  decode     a step emits one token per decoding request and takes step(n) = base + per x n, n the
+             requests running on the replica (prefilling or decoding). Prefill work stretches the
+             steps (the GPU does one thing at a time): in a tick the decode clock advances by
+             dt - prefill busy time. The first token comes one step after the prefill completes,
+             so a request alone has TTFT = input/rate + step(1) and e2e = TTFT + (output-1) x step(1).
+
+What the tick resolves (tick_s, 0.5 s in reference-70b): prefill and finish times are exact when
+nothing else changes in the tick; n is held for a tick; a request waiting for a slot is admitted at
+the first tick boundary after the slot frees (its queue wait is over-counted by at most one tick);
+routing sees the outstanding counts at the tick start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from replay.profiles import EngineProfile
+from replay.trace import Trace
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+
+_EMPTY_I = np.zeros(0, dtype=np.int64)
+_EMPTY_F = np.zeros(0, dtype=np.float64)
+_EPS_TOKENS = 1e-9  # float residue of "exactly the tokens left"
+
+
+@dataclass(frozen=True, slots=True)
+class RequestResults:
+    """Per request of the trace, in trace order; NaN where the event never happened."""
+
+    replica: I64  # -1: never routed
+    admitted_s: F64
+    first_token_s: F64
+    finished_s: F64
+    dropped: npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True, slots=True)
+class Gauges:
+    """Per replica, what the engine's /metrics would show now (vLLM names in comments)."""
+
+    running: I64  # vllm:num_requests_running
+    waiting: I64  # vllm:num_requests_waiting
+    kv_usage: F64  # vllm:kv_cache_usage_perc, 0-1
+
+
+def _group_starts(groups: I64) -> tuple[I64, I64]:
+    """For a sorted group column: each element's group number and each group's first index."""
+    is_start = np.empty(len(groups), dtype=bool)
+    is_start[:1] = True
+    np.not_equal(groups[1:], groups[:-1], out=is_start[1:])
+    starts = np.flatnonzero(is_start)
+    return np.cumsum(is_start) - 1, starts
+
+
+def _grouped_cumsum(x: F64, gid: I64, starts: I64) -> F64:
+    """Inclusive cumulative sum restarting at each group."""
+    total = np.cumsum(x)
+    before = total[starts] - x[starts]  # cumulative sum just before each group
+    out: F64 = total - before[gid]
+    return out
+
+
+def _grouped_cummax(x: F64, gid: I64) -> F64:
+    """Cumulative max restarting at each group: lift each group above every earlier one."""
+    if not len(x):
+        return x
+    lift = float(np.max(x) - np.min(x)) + 1.0
+    lifted = x + gid * lift
+    out: F64 = np.maximum.accumulate(lifted) - gid * lift
+    return out
+
+
+class Engine:
+    """All replicas' engines over one trace. Replica ids are small ints handed out by the fleet."""
+
+    def __init__(self, profile: EngineProfile, trace: Trace) -> None:
+        self.profile = profile
+        n = len(trace)
+        self._arrival = trace.arrival_s
+        self._input = trace.input_tokens.astype(np.float64)
+        self._output = trace.output_tokens.astype(np.float64)
+        self._need = self._input + self._output  # KV tokens reserved at admission
+        self._replica = np.full(n, -1, dtype=np.int64)
+        self._admitted = np.full(n, np.nan)
+        self._first = np.full(n, np.nan)
+        self._finished = np.full(n, np.nan)
+        self._dropped = np.zeros(n, dtype=bool)
+        self.finished_count = 0
+        self.dropped_count = 0
+        # active sets; each kept grouped by replica with FCFS (= id) order inside a replica
+        self._wait = _EMPTY_I
+        self._pre = _EMPTY_I
+        self._pre_left = _EMPTY_F  # prompt tokens still to prefill
+        self._dec = _EMPTY_I
+        self._dec_left = _EMPTY_F  # tokens still to generate (float: progress inside a step)
+
+    # --- inputs ----------------------------------------------------------------------------------
+
+    def submit(self, ids: I64, replicas: I64) -> None:
+        """Requests routed to replicas; they join the replicas' queues."""
+        if not len(ids):
+            return
+        too_big = self._need[ids] > self.profile.kv_budget_tokens
+        if too_big.any():  # could never be admitted: the engine refuses it at once
+            bad = ids[too_big]
+            self._dropped[bad] = True
+            self._replica[bad] = replicas[too_big]
+            self.dropped_count += len(bad)
+            ids, replicas = ids[~too_big], replicas[~too_big]
+        self._replica[ids] = replicas
+        self._wait = np.concatenate((self._wait, ids))
+
+    # --- observation -----------------------------------------------------------------------------
+
+    def outstanding(self, n_replicas: int) -> I64:
+        """Waiting + running requests per replica id (what the router balances)."""
+        ids = np.concatenate((self._wait, self._pre, self._dec))
+        out: I64 = np.bincount(self._replica[ids], minlength=n_replicas)
+        return out
+
+    def gauges(self, n_replicas: int) -> Gauges:
+        running_ids = np.concatenate((self._pre, self._dec))
+        rep = self._replica[running_ids]
+        kv = np.bincount(rep, weights=self._need[running_ids], minlength=n_replicas)
+        return Gauges(
+            running=np.bincount(rep, minlength=n_replicas),
+            waiting=np.bincount(self._replica[self._wait], minlength=n_replicas),
+            kv_usage=kv / self.profile.kv_budget_tokens,
+        )
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._wait) + len(self._pre) + len(self._dec)
+
+    def results(self) -> RequestResults:
+        return RequestResults(
+            replica=self._replica.copy(),
+            admitted_s=self._admitted.copy(),
+            first_token_s=self._first.copy(),
+            finished_s=self._finished.copy(),
+            dropped=self._dropped.copy(),
+        )
+
+    # --- one tick --------------------------------------------------------------------------------
+
+    def advance(self, t: float, dt: float, n_replicas: int) -> None:
+        """Run every replica's engine from t to t + dt."""
+        p = self.profile
+        end = t + dt
+        running_before = np.bincount(self._replica[self._pre], minlength=n_replicas) + np.bincount(
+            self._replica[self._dec], minlength=n_replicas
+        )
+        admitted = self._admit(t, running_before, n_replicas)
+        running = running_before + np.bincount(self._replica[admitted], minlength=n_replicas)
+        if not len(self._pre) and not len(self._dec):
+            return
+
+        # prefill: one FIFO server per replica, exact inside the tick
+        busy: F64 = np.zeros(n_replicas)
+        new_dec, new_start, new_clock = _EMPTY_I, _EMPTY_F, _EMPTY_F
+        if len(self._pre):
+            order = np.argsort(self._replica[self._pre], kind="stable")
+            pre, left = self._pre[order], self._pre_left[order]
+            g = self._replica[pre]
+            gid, starts = _group_starts(g)
+            work = left / p.prefill_tokens_per_s  # seconds of prefill server time
+            ready = np.maximum(self._admitted[pre], t)
+            cum = _grouped_cumsum(work, gid, starts)  # C_j, inclusive
+            done = cum + _grouped_cummax(ready - (cum - work), gid)
+            rest = np.clip(done - end, 0.0, work)  # server seconds still owed after the tick
+            busy = np.bincount(g, weights=work - rest, minlength=n_replicas).astype(np.float64)
+            fin = done <= end
+            new_dec = pre[fin]
+            new_start = done[fin]
+            # the decode clock at prefill completion: time since t minus prefill busy time so far
+            # (FIFO: everything ahead of j, and j itself, was prefilled entirely by then)
+            new_clock = (done[fin] - t) - cum[fin]
+            keep = ~fin
+            self._pre = pre[keep]
+            self._pre_left = rest[keep] * p.prefill_tokens_per_s
+
+        # decode: every decoding request advances by (decode time it saw) / step(n)
+        dec = np.concatenate((self._dec, new_dec))
+        if not len(dec):
+            return
+        left = np.concatenate((self._dec_left, self._output[new_dec]))
+        start = np.concatenate((np.full(len(self._dec), t), new_start))
+        clock0 = np.concatenate((np.zeros(len(self._dec)), new_clock))
+        g = self._replica[dec]
+        step = p.decode_base_s + p.decode_per_running_s * np.maximum(running, 1)
+        decode_time = dt - busy  # per replica, seconds of the tick not spent prefilling
+        avail = np.maximum(decode_time[g] - clock0, 0.0)
+        progress = avail / step[g]  # tokens each request generates in the rest of the tick
+        span = end - start  # wall time the decode clock is spread over (linear inside it)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            done_tokens = self._output[dec] - left
+            first_now = (done_tokens < 1.0) & (done_tokens + progress >= 1.0 - _EPS_TOKENS)
+            if first_now.any():
+                frac = (1.0 - done_tokens[first_now]) / progress[first_now]
+                self._first[dec[first_now]] = start[first_now] + span[first_now] * frac
+            fin = left <= progress + _EPS_TOKENS
+            if fin.any():
+                frac = left[fin] / progress[fin]
+                self._finished[dec[fin]] = start[fin] + span[fin] * np.minimum(frac, 1.0)
+                self.finished_count += int(fin.sum())
+        keep = ~fin
+        self._dec = dec[keep]
+        self._dec_left = (left - progress)[keep]
+
+    def _admit(self, t: float, running: I64, n_replicas: int) -> I64:
+        """FCFS admission from every replica's queue; returns the admitted ids."""
+        if not len(self._wait):
+            return _EMPTY_I
+        p = self.profile
+        order = np.argsort(self._replica[self._wait], kind="stable")
+        wait = self._wait[order]
+        g = self._replica[wait]
+        gid, starts = _group_starts(g)
+        rank = np.arange(len(wait)) - starts[gid]
+        running_ids = np.concatenate((self._pre, self._dec))
+        kv_used = np.bincount(
+            self._replica[running_ids], weights=self._need[running_ids], minlength=n_replicas
+        )
+        need = _grouped_cumsum(self._need[wait], gid, starts)
+        # both conditions grow along the queue, so `ok` is a prefix of each replica's queue (FCFS)
+        ok = (rank < p.max_running - running[g]) & (need <= p.kv_budget_tokens - kv_used[g])
+        admitted = wait[ok]
+        self._wait = wait[~ok]
+        if len(admitted):
+            self._admitted[admitted] = np.maximum(self._arrival[admitted], t)
+            self._pre = np.concatenate((self._pre, admitted))
+            self._pre_left = np.concatenate((self._pre_left, self._input[admitted]))
+        return admitted

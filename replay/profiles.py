@@ -1,0 +1,208 @@
+"""Engine profiles and replay scenarios as data: frozen values, built-ins, and a YAML/JSON loader.
+
+A scenario is everything the simulated cluster needs besides the trace and the policy: the engine
+model of one replica (replay/engine.py), the cold-start path of a new replica (the policy core's
+ColdStartSpec, simulated by replay/fleet.py), the SLO and how metrics reach the policy.
+
+A user file holds the same fields as `reference-70b` (units in the names); anything left out keeps
+the built-in value of the scenario named by `base` (default `reference-70b`):
+
+    base: reference-70b
+    name: my-8b
+    engine: {max_running: 256, prefill_tokens_per_s: 30000, decode_base_s: 0.012}
+    cold_start: {weights_gb: 16, gpus_per_replica: 1}
+    slo_ttft_s: 1.0
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from autoscaler.policy.coldstart import ColdStartInputError, check_spec
+from autoscaler.policy.spec import ColdStartSpec
+
+
+class ProfileError(ValueError):
+    """A scenario or engine profile field out of range; the message names the field and value."""
+
+
+@dataclass(frozen=True, slots=True)
+class EngineProfile:
+    """One replica's continuous-batching engine (vLLM-like), as replay/engine.py models it.
+
+    A step decodes one token for every running request and takes
+    decode_base_s + decode_per_running_s x running, plus prefill_tokens / prefill_tokens_per_s
+    for the prompt tokens it prefills. A request is admitted when a running slot is free and its
+    input + output tokens fit in the KV budget (reserved up front, as TGI's max_total_tokens).
+    """
+
+    max_running: int = 64
+    kv_budget_tokens: int = 400_000
+    prefill_tokens_per_s: float = 8_000.0
+    decode_base_s: float = 0.030
+    decode_per_running_s: float = 0.0002
+
+    def __post_init__(self) -> None:
+        _check(self.max_running >= 1, "engine.max_running", self.max_running, ">= 1")
+        _check(self.kv_budget_tokens >= 1, "engine.kv_budget_tokens", self.kv_budget_tokens, ">= 1")
+        for name in ("prefill_tokens_per_s", "decode_base_s"):
+            value = getattr(self, name)
+            _check(math.isfinite(value) and value > 0, f"engine.{name}", value, "a finite number > 0")
+        per = self.decode_per_running_s
+        _check(math.isfinite(per) and per >= 0, "engine.decode_per_running_s", per, "a finite number >= 0")
+
+    def step_s(self, running: int) -> float:
+        return self.decode_base_s + self.decode_per_running_s * running
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    name: str
+    description: str
+    engine: EngineProfile
+    cold_start: ColdStartSpec
+    slo_ttft_s: float = 2.0
+    scrape_interval_s: float = 5.0  # engine gauges are sampled this often
+    metric_delay_s: float = 2.0  # a scrape reaches the policy this much later (adapter, query)
+    sync_period_s: float = 15.0  # --horizontal-pod-autoscaler-sync-period
+    min_replicas: int = 1
+    max_replicas: int = 64
+    initial_replicas: int = 1  # ready at t = 0 on warm nodes (a static policy brings its own N)
+    node_idle_remove_s: float = 600.0  # cluster-autoscaler's scale-down-unneeded-time
+    tick_s: float = 0.5  # the engine's time step (see docs/replay.md for what it resolves)
+
+    def __post_init__(self) -> None:
+        _check(bool(self.name), "name", self.name, "non-empty")
+        for name in ("slo_ttft_s", "scrape_interval_s", "sync_period_s", "tick_s"):
+            value = getattr(self, name)
+            _check(math.isfinite(value) and value > 0, name, value, "a finite number > 0")
+        for name in ("metric_delay_s", "node_idle_remove_s"):
+            value = getattr(self, name)
+            _check(math.isfinite(value) and value >= 0, name, value, "a finite number >= 0")
+        _check(self.min_replicas >= 1, "min_replicas", self.min_replicas, ">= 1")
+        _check(self.max_replicas >= self.min_replicas, "max_replicas", self.max_replicas, ">= min_replicas")
+        _check(
+            self.min_replicas <= self.initial_replicas <= self.max_replicas,
+            "initial_replicas",
+            self.initial_replicas,
+            f"within [min_replicas, max_replicas] = [{self.min_replicas}, {self.max_replicas}]",
+        )
+        try:
+            check_spec(self.cold_start)
+        except ColdStartInputError as e:
+            raise ProfileError(f"cold_start.{e}") from e
+
+
+def _check(ok: bool, field: str, value: object, requirement: str) -> None:
+    if not ok:
+        raise ProfileError(f"{field} must be {requirement}, got {value!r}")
+
+
+REFERENCE_70B = Scenario(
+    name="reference-70b",
+    description=(
+        "teaching numbers near a 70B model in BF16 on 4 H100s: 140 GB of weights, 4 GPUs per replica, "
+        "8-GPU nodes (90 s to provision), 30 s image pull, shared storage 10 GB/s, 30 s warm-up"
+    ),
+    engine=EngineProfile(),
+    cold_start=ColdStartSpec(
+        weights_gb=140.0,
+        storage_gbps=10.0,
+        per_loader_gbps=None,
+        image_pull_s=30.0,
+        warmup_s=30.0,
+        node_provision_s=90.0,
+        gpus_per_replica=4,
+        gpus_per_node=8,
+    ),
+)
+
+SCENARIOS: Mapping[str, Scenario] = {REFERENCE_70B.name: REFERENCE_70B}
+
+
+def get_scenario(name_or_path: str) -> Scenario:
+    """A built-in scenario by name, or a YAML/JSON file describing one."""
+    if name_or_path in SCENARIOS:
+        return SCENARIOS[name_or_path]
+    path = Path(name_or_path)
+    if not path.is_file():
+        raise ProfileError(
+            f"scenario {name_or_path!r} is neither a built-in ({', '.join(SCENARIOS)}) nor a file"
+        )
+    return load_scenario(path)
+
+
+def load_scenario(path: Path) -> Scenario:
+    text = path.read_text(encoding="utf-8")
+    try:
+        doc = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as e:
+        raise ProfileError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {e}") from e
+    if not isinstance(doc, dict):
+        raise ProfileError(f"{path}: expected a mapping at the top level, got {type(doc).__name__}")
+    try:
+        return scenario_from_mapping(doc)
+    except ProfileError as e:
+        raise ProfileError(f"{path}: {e}") from e
+
+
+def scenario_from_mapping(doc: Mapping[str, Any]) -> Scenario:
+    base_name = doc.get("base", REFERENCE_70B.name)
+    if base_name not in SCENARIOS:
+        raise ProfileError(f"base must be one of {', '.join(SCENARIOS)}, got {base_name!r}")
+    base = SCENARIOS[base_name]
+    top = {f.name: f for f in fields(Scenario)}
+    changes: dict[str, Any] = {}
+    for key, value in doc.items():
+        if key == "base":
+            continue
+        if key == "engine":
+            changes[key] = _sub(EngineProfile, base.engine, value, "engine")
+        elif key == "cold_start":
+            changes[key] = _sub(ColdStartSpec, base.cold_start, value, "cold_start")
+        elif key in top:
+            changes[key] = _typed(value, top[key].type, key)
+        else:
+            raise ProfileError(f"unknown field {key!r} (known: base, {', '.join(top)})")
+    if "name" not in changes:
+        changes["name"] = f"{base.name}-custom"
+    return replace(base, **changes)
+
+
+def _sub(cls: Any, base: Any, value: object, prefix: str) -> Any:
+    if not isinstance(value, dict):
+        raise ProfileError(f"{prefix} must be a mapping, got {value!r}")
+    known = {f.name: f for f in fields(cls)}
+    changes: dict[str, Any] = {}
+    for key, item in value.items():
+        if key not in known:
+            raise ProfileError(f"unknown field {prefix}.{key} (known: {', '.join(known)})")
+        changes[key] = _typed(item, known[key].type, f"{prefix}.{key}")
+    return replace(base, **changes)
+
+
+def _typed(value: object, annotation: object, field: str) -> object:
+    """Accept ints where floats are expected; refuse strings and bools where numbers are expected."""
+    kind = str(annotation)
+    if value is None and "None" in kind:
+        return None
+    if kind.startswith("int"):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ProfileError(f"{field} must be an integer, got {value!r}")
+        return value
+    if kind.startswith("float"):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ProfileError(f"{field} must be a number, got {value!r}")
+        return float(value)
+    if kind.startswith("str"):
+        if not isinstance(value, str):
+            raise ProfileError(f"{field} must be a string, got {value!r}")
+        return value
+    return value

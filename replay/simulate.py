@@ -1,0 +1,259 @@
+"""The replay run loop: one trace, one scenario, one policy -> per-request results and a timeline.
+
+The only clock of a replay lives here. Each tick (scenario.tick_s) the loop
+  1. advances the fleet's lifecycle to the tick start (replicas become ready, loads progress),
+  2. scrapes the engines' gauges if a scrape is due (every scrape_interval_s),
+  3. asks the policy if its period has come, with an Observation as a cluster shows it: the newest
+     scrape at least metric_delay_s old, the pods' phases, the cold-start model's lead time,
+  4. routes the tick's arrivals to the ready replica with the fewest outstanding requests
+     (arrivals find no ready replica only if every replica is draining or starting; they then wait
+     at the gateway, their TTFT counting the wait),
+  5. advances every engine by one tick, then deletes drained replicas.
+The run ends when every request has finished (or been dropped) and the trace is over.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from autoscaler.policy import coldstart
+from autoscaler.policy.observation import MetricReading, Observation
+from replay.engine import Engine, RequestResults
+from replay.fleet import Fleet, Phase, Replica, route
+from replay.policies import METRIC, ReplayPolicy
+from replay.profiles import Scenario
+from replay.trace import Trace
+
+F64 = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True)
+class TimelinePoint:
+    """The fleet at one policy decision."""
+
+    t_s: float
+    desired: int
+    ready: int
+    starting: int
+    draining: int
+    arrivals_per_s: float  # over the last period
+    inflight: int  # requests in the engines and at the gateway
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaSpan:
+    """One replica's life, for the replica timeline (NaN: did not happen)."""
+
+    id: int
+    requested_s: float
+    scheduled_s: float
+    ready_s: float
+    drain_s: float
+    deleted_s: float
+    cold: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    policy: str
+    scenario: Scenario
+    trace_name: str
+    arrival_s: F64
+    requests: RequestResults
+    timeline: tuple[TimelinePoint, ...]
+    replicas: tuple[ReplicaSpan, ...]
+    end_s: float
+    gpu_seconds: float
+    replica_seconds: float
+    scale_events: int
+    cold_starts: int
+    wall_seconds: float
+
+
+def fleet_lead_time_s(fleet: Fleet) -> float:
+    """Time to ready of one more replica started now, from the cluster's state (policy core model)."""
+    spec = fleet.spec
+    live = [n for n in fleet.nodes if not n.removed and n.up_s <= fleet.now]
+    loading = [r.load_left_gb for r in fleet.replicas if r.phase == Phase.LOADING]
+    return coldstart.lead_time_s(
+        spec,
+        free_gpus_per_node=[n.gpus_free for n in live],
+        image_cached_nodes={i for i, n in enumerate(live) if n.image_cached},
+        weights_cached={i for i, n in enumerate(live) if n.weights_cached}
+        if spec.local_cache_gbps is not None
+        else (),
+        loading_remaining_gb=loading,
+    )
+
+
+def simulate(
+    trace: Trace,
+    scenario: Scenario,
+    policy: ReplayPolicy,
+    *,
+    fleet: Fleet | None = None,
+    on_progress: Callable[[float], None] | None = None,
+    max_tail_s: float = 3_600.0,
+) -> RunResult:
+    """Replay `trace` on `scenario` with `policy` deciding; `fleet` may be passed to share it with
+    the policy (the clairvoyant reads its lead time)."""
+    wall_start = time.perf_counter()
+    engine = Engine(scenario.engine, trace)
+    if fleet is None:
+        fleet = Fleet(
+            scenario.cold_start,
+            initial_ready=policy.initial_replicas(scenario),
+            node_idle_remove_s=scenario.node_idle_remove_s,
+        )
+    arrival = trace.arrival_s
+    n = len(trace)
+    dt = scenario.tick_s
+    scrapes: deque[tuple[float, tuple[int, ...]]] = deque()
+    next_scrape = 0.0
+    next_decision = 0.0
+    desired = fleet.active_count
+    timeline: list[TimelinePoint] = []
+    scale_events = 0
+    gateway = np.zeros(0, dtype=np.int64)
+    next_arrival = 0
+    last_decision_arrivals = 0
+    t = 0.0
+    step = 0
+    hard_end = trace.duration_s + max_tail_s
+    while True:
+        fleet.advance(t)
+        n_replicas = len(fleet.replicas)
+        if t >= next_scrape:
+            scrapes.append((t, _scrape(engine, fleet, n_replicas)))
+            next_scrape += scenario.scrape_interval_s
+        if t >= next_decision:
+            obs = _observe(t, scenario, fleet, engine, scrapes, policy.fresh_metrics, desired, n_replicas)
+            want = policy.desired(t, obs)
+            if want != desired:
+                scale_events += 1
+                desired = want
+            fleet.scale_to(desired)
+            period = policy.period_s
+            timeline.append(
+                TimelinePoint(
+                    t,
+                    desired,
+                    len(fleet.ready_ids),
+                    len(fleet.starting()),
+                    len(fleet.draining_ids),
+                    (next_arrival - last_decision_arrivals) / period if t > 0 else 0.0,
+                    engine.in_flight + len(gateway),
+                )
+            )
+            last_decision_arrivals = next_arrival
+            next_decision += period
+            if on_progress is not None:
+                on_progress(t)
+            n_replicas = len(fleet.replicas)
+
+        end = t + dt
+        upto = int(np.searchsorted(arrival, end, side="left"))
+        ids = np.arange(next_arrival, upto, dtype=np.int64)
+        next_arrival = upto
+        if len(gateway):
+            ids = np.concatenate((gateway, ids))
+            gateway = np.zeros(0, dtype=np.int64)
+        if len(ids):
+            ready = fleet.ready_ids
+            if len(ready):
+                load = engine.outstanding(n_replicas)[ready]
+                engine.submit(ids, ready[route(load, len(ids))])
+            else:
+                gateway = ids
+        engine.advance(t, dt, n_replicas)
+        if fleet.draining_ids:
+            fleet.finish_draining(engine.outstanding(n_replicas))
+        step += 1
+        t = step * dt  # no drift from repeated addition
+        if next_arrival >= n and engine.in_flight == 0 and not len(gateway):
+            break
+        if t > hard_end:
+            raise RuntimeError(
+                f"policy {policy.name}: {engine.in_flight + len(gateway)} requests still in flight "
+                f"{max_tail_s:.0f} s after the trace ended (no ready replica?)"
+            )
+    fleet.advance(t)
+    replicas = tuple(_span(r) for r in fleet.replicas)
+    return RunResult(
+        policy=policy.name,
+        scenario=scenario,
+        trace_name=trace.name,
+        arrival_s=arrival,
+        requests=engine.results(),
+        timeline=tuple(timeline),
+        replicas=replicas,
+        end_s=t,
+        gpu_seconds=fleet.gpu_seconds(t),
+        replica_seconds=fleet.replica_seconds(t),
+        scale_events=scale_events,
+        cold_starts=sum(1 for r in fleet.replicas if r.cold),
+        wall_seconds=time.perf_counter() - wall_start,
+    )
+
+
+def _scrape(engine: Engine, fleet: Fleet, n_replicas: int) -> tuple[int, ...]:
+    """In-flight requests of every pod that serves (ready or draining): one series per pod."""
+    pods = [*fleet.ready_ids.tolist(), *fleet.draining_ids]
+    if not pods:
+        return ()
+    g = engine.gauges(n_replicas)
+    per_pod = g.running + g.waiting
+    return tuple(int(per_pod[p]) for p in pods)
+
+
+def _observe(
+    now: float,
+    scenario: Scenario,
+    fleet: Fleet,
+    engine: Engine,
+    scrapes: deque[tuple[float, tuple[int, ...]]],
+    fresh: bool,
+    desired: int,
+    n_replicas: int,
+) -> Observation:
+    if fresh:
+        reading = _reading(_scrape(engine, fleet, n_replicas), 0.0)
+    else:
+        visible = now - scenario.metric_delay_s
+        while len(scrapes) > 1 and scrapes[1][0] <= visible:
+            scrapes.popleft()
+        if scrapes and scrapes[0][0] <= visible:
+            at, values = scrapes[0]
+            reading = _reading(values, now - at)
+        else:
+            reading = MetricReading.failed("no scrape old enough to have reached the metrics API yet")
+    serving = len(fleet.ready_ids) + len(fleet.draining_ids)
+    return Observation(
+        spec_replicas=desired,
+        status_replicas=fleet.active_count,
+        ready_pods=serving,
+        metrics={METRIC: reading},
+        starting_ready_at=fleet.predicted_ready_at(),
+        lead_time_s=fleet_lead_time_s(fleet),
+    )
+
+
+def _reading(values: tuple[int, ...], age_s: float) -> MetricReading:
+    if not values:
+        return MetricReading(values_milli=(), error="no pod serves", age_s=age_s)
+    return MetricReading(tuple(v * 1000 for v in values), age_s=age_s)
+
+
+def _span(r: Replica) -> ReplicaSpan:
+    return ReplicaSpan(r.id, r.requested_s, r.scheduled_s, r.ready_s, r.drain_s, r.deleted_s, r.cold)
+
+
+def lead_time_of(fleet: Fleet) -> Callable[[], float]:
+    return lambda: fleet_lead_time_s(fleet) if math.isfinite(fleet.now) else 0.0
