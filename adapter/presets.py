@@ -265,9 +265,23 @@ def parse_exposition(text: str, wanted: frozenset[str] | None = None) -> dict[st
         for family in text_string_to_metric_families(text):
             for s in family.samples:
                 index.setdefault(s.name, []).append(Sample(s.labels, float(s.value)))
-    except ValueError as exc:  # the parser raises ValueError("Invalid line: ...") with the line
-        raise ExpositionError(f"unparseable metrics text: {exc}") from exc
+    except ValueError as exc:
+        raise ExpositionError(f"unparseable metrics text: {_bad_line(text) or exc}") from exc
     return index
+
+
+def _bad_line(text: str) -> str | None:
+    """The first line the parser rejects, quoted (the parser's own message often
+    says only "could not convert string to float")."""
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        try:
+            for _ in text_string_to_metric_families(line + "\n"):
+                pass
+        except ValueError as exc:
+            return f"line {line[:200]!r}: {exc}"
+    return None
 
 
 def _find(samples: Samples, series: Series) -> list[Sample]:
