@@ -13,15 +13,17 @@ The model of one replica (EngineProfile):
   prefill    one FIFO server at prefill_tokens_per_s; completion times are exact inside a tick
              (Lindley recursion, done_j = max(done_j-1, admitted_j) + input_j / rate, as a cummax).
   decode     a step emits one token per decoding request and takes step(n) = base + per x n, n the
-             requests running on the replica (prefilling or decoding). Prefill work stretches the
-             steps (the GPU does one thing at a time): in a tick the decode clock advances by
-             dt - prefill busy time. The first token comes one step after the prefill completes,
-             so a request alone has TTFT = input/rate + step(1) and e2e = TTFT + (output-1) x step(1).
+             requests running on the replica (prefilling or decoding). Prefill has priority and
+             the GPU does one thing at a time: a replica's decode clock stops while it prefills
+             (the "prefill work in the step"). The first token comes one step after the prefill
+             completes, so a request alone has TTFT = input/rate + step(1) and
+             e2e = TTFT + (output-1) x step(1), whatever the tick.
 
-What the tick resolves (tick_s, 0.5 s in reference-70b): prefill and finish times are exact when
-nothing else changes in the tick; n is held for a tick; a request waiting for a slot is admitted at
-the first tick boundary after the slot frees (its queue wait is over-counted by at most one tick);
-routing sees the outstanding counts at the tick start.
+What the tick resolves (tick_s, 0.5 s in reference-70b): prefill, first-token and finish times are
+exact inside a tick (busy intervals are mapped back to time), but n is held for the tick (taken
+after the tick's admissions), a request waiting for a slot is admitted at the first tick boundary
+after the slot frees (its queue wait is over-counted by at most one tick), and routing sees the
+outstanding counts at the tick start.
 """
 
 from __future__ import annotations
@@ -176,7 +178,9 @@ class Engine:
 
         # prefill: one FIFO server per replica, exact inside the tick
         busy: F64 = np.zeros(n_replicas)
-        new_dec, new_start, new_clock = _EMPTY_I, _EMPTY_F, _EMPTY_F
+        new_dec, new_clock = _EMPTY_I, _EMPTY_F
+        idle_keys, busy_end, first_interval = _EMPTY_F, _EMPTY_F, np.zeros(n_replicas, dtype=np.int64)
+        lift = dt + 1.0  # > any decode-clock value in the tick: keeps replicas apart in one sorted key
         if len(self._pre):
             order = np.argsort(self._replica[self._pre], kind="stable")
             pre, left = self._pre[order], self._pre_left[order]
@@ -187,41 +191,54 @@ class Engine:
             cum = _grouped_cumsum(work, gid, starts)  # C_j, inclusive
             done = cum + _grouped_cummax(ready - (cum - work), gid)
             rest = np.clip(done - end, 0.0, work)  # server seconds still owed after the tick
-            busy = np.bincount(g, weights=work - rest, minlength=n_replicas).astype(np.float64)
+            processed = work - rest
+            busy = np.bincount(g, weights=processed, minlength=n_replicas).astype(np.float64)
+            # the busy intervals [done - work, min(done, end)] of the tick, with the decode clock
+            # (time since t not spent prefilling) at each start: the map from clock to time
+            ran = processed > 0
+            idle_at_start = (done - work - t) - (cum - work)
+            idle_keys = idle_at_start[ran] + g[ran] * lift
+            busy_end = np.minimum(done, end)[ran]
+            first_interval = np.searchsorted(g[ran], np.arange(n_replicas), side="left")
             fin = done <= end
             new_dec = pre[fin]
-            new_start = done[fin]
-            # the decode clock at prefill completion: time since t minus prefill busy time so far
-            # (FIFO: everything ahead of j, and j itself, was prefilled entirely by then)
+            # decode clock at prefill completion (FIFO: all ahead of j, and j, were prefilled by then)
             new_clock = (done[fin] - t) - cum[fin]
             keep = ~fin
             self._pre = pre[keep]
             self._pre_left = rest[keep] * p.prefill_tokens_per_s
+
+        def clock_to_time(x: F64, rep: I64) -> F64:
+            """When replica `rep`'s decode clock reads x: skip every busy interval that starts
+            before it (prefill has priority: a decode step waits for the prefill ahead of it)."""
+            m = np.searchsorted(idle_keys, x + rep * lift, side="left") - first_interval[rep]
+            if not len(idle_keys):
+                return t + x
+            j = np.maximum(first_interval[rep] + m - 1, 0)
+            idle_before = idle_keys[j] - rep * lift
+            out: F64 = np.where(m > 0, busy_end[j] + (x - idle_before), t + x)
+            return out
 
         # decode: every decoding request advances by (decode time it saw) / step(n)
         dec = np.concatenate((self._dec, new_dec))
         if not len(dec):
             return
         left = np.concatenate((self._dec_left, self._output[new_dec]))
-        start = np.concatenate((np.full(len(self._dec), t), new_start))
         clock0 = np.concatenate((np.zeros(len(self._dec)), new_clock))
         g = self._replica[dec]
-        step = p.decode_base_s + p.decode_per_running_s * np.maximum(running, 1)
+        step = (p.decode_base_s + p.decode_per_running_s * np.maximum(running, 1))[g]
         decode_time = dt - busy  # per replica, seconds of the tick not spent prefilling
-        avail = np.maximum(decode_time[g] - clock0, 0.0)
-        progress = avail / step[g]  # tokens each request generates in the rest of the tick
-        span = end - start  # wall time the decode clock is spread over (linear inside it)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            done_tokens = self._output[dec] - left
-            first_now = (done_tokens < 1.0) & (done_tokens + progress >= 1.0 - _EPS_TOKENS)
-            if first_now.any():
-                frac = (1.0 - done_tokens[first_now]) / progress[first_now]
-                self._first[dec[first_now]] = start[first_now] + span[first_now] * frac
-            fin = left <= progress + _EPS_TOKENS
-            if fin.any():
-                frac = left[fin] / progress[fin]
-                self._finished[dec[fin]] = start[fin] + span[fin] * np.minimum(frac, 1.0)
-                self.finished_count += int(fin.sum())
+        progress = np.maximum(decode_time[g] - clock0, 0.0) / step  # tokens generated in the tick
+        done_tokens = self._output[dec] - left
+        first_now = (done_tokens < 1.0) & (done_tokens + progress >= 1.0 - _EPS_TOKENS)
+        if first_now.any():
+            x = clock0[first_now] + (1.0 - done_tokens[first_now]) * step[first_now]
+            self._first[dec[first_now]] = clock_to_time(x, g[first_now])
+        fin = left <= progress + _EPS_TOKENS
+        if fin.any():
+            x = clock0[fin] + left[fin] * step[fin]
+            self._finished[dec[fin]] = np.minimum(clock_to_time(x, g[fin]), end)
+            self.finished_count += int(fin.sum())
         keep = ~fin
         self._dec = dec[keep]
         self._dec_left = (left - progress)[keep]

@@ -1,0 +1,180 @@
+"""The engine model against hand-computed cases, and the router against a one-by-one reference."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from replay.engine import Engine, RequestResults
+from replay.fleet import route
+from replay.profiles import EngineProfile
+from replay.trace import Trace
+
+REF = EngineProfile()  # reference-70b: 64 slots, 400k KV, 8,000 tok/s prefill, 30 ms + 0.2 ms x n
+
+
+def step(n: int, p: EngineProfile = REF) -> float:
+    return p.decode_base_s + p.decode_per_running_s * n
+
+
+def run(
+    arrivals: list[float],
+    inputs: list[int],
+    outputs: list[int],
+    *,
+    tick_s: float,
+    profile: EngineProfile = REF,
+    replicas: list[int] | None = None,
+) -> RequestResults:
+    """Drive the engine as the run loop does: each tick, submit that tick's arrivals, then advance."""
+    trace = Trace(
+        "hand",
+        np.array(arrivals, dtype=np.float64),
+        np.array(inputs, dtype=np.int64),
+        np.array(outputs, dtype=np.int64),
+    )
+    target = np.array(replicas or [0] * len(trace), dtype=np.int64)
+    n_replicas = int(target.max()) + 1
+    engine = Engine(profile, trace)
+    sent, k = 0, 0
+    while sent < len(trace) or engine.in_flight:
+        t, end = k * tick_s, (k + 1) * tick_s
+        upto = int(np.searchsorted(trace.arrival_s, end, side="left"))
+        ids = np.arange(sent, upto, dtype=np.int64)
+        engine.submit(ids, target[ids])
+        sent = upto
+        engine.advance(t, tick_s, n_replicas)
+        k += 1
+        assert k < 100_000, "engine never drained"
+    return engine.results()
+
+
+@dataclass(frozen=True)
+class Alone:
+    arrival_s: float
+    input_tokens: int
+    output_tokens: int
+    tick_s: float
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(Alone(0.0, 800, 10, 0.5), id="short request inside one tick"),
+        pytest.param(Alone(0.3, 800, 10, 0.5), id="arrives mid-tick"),
+        pytest.param(Alone(0.3, 800, 200, 0.5), id="decode spans many ticks"),
+        pytest.param(Alone(1.7, 20_000, 50, 0.5), id="prefill spans ticks"),
+        pytest.param(Alone(0.3, 800, 200, 0.1), id="fine tick"),
+        pytest.param(Alone(0.3, 800, 200, 2.0), id="coarse tick"),
+        pytest.param(Alone(0.0, 8, 1, 0.5), id="single output token: TTFT = e2e"),
+    ],
+)
+def test_one_request_alone(case: Alone) -> None:
+    r = run([case.arrival_s], [case.input_tokens], [case.output_tokens], tick_s=case.tick_s)
+    prefill = case.input_tokens / REF.prefill_tokens_per_s
+    ttft = prefill + step(1)
+    e2e = ttft + (case.output_tokens - 1) * step(1)
+    assert r.admitted_s[0] == pytest.approx(case.arrival_s)
+    assert r.first_token_s[0] - case.arrival_s == pytest.approx(ttft, abs=1e-9)
+    assert r.finished_s[0] - case.arrival_s == pytest.approx(e2e, abs=1e-9)
+
+
+def test_saturated_replica_runs_full_batches_and_prefill_stretches_the_steps() -> None:
+    # 64 requests at once fill every slot; their 64 x 1-token prefills (8 ms) delay everyone's
+    # decode, then 100 steps of step(64) = 42.8 ms each: all finish at 0.008 + 4.28 s
+    r = run([0.0] * 64, [1] * 64, [100] * 64, tick_s=0.5)
+    prefill_total = 64 * 1 / REF.prefill_tokens_per_s
+    np.testing.assert_allclose(r.finished_s, prefill_total + 100 * step(64), atol=1e-9)
+    np.testing.assert_allclose(r.admitted_s, 0.0)
+
+
+def test_request_beyond_the_slots_queues_until_one_frees() -> None:
+    # the 65th waits for the batch to finish at 4.288 s; it is admitted at the next tick boundary
+    # (the model's resolution), then prefills alone: TTFT = admission + 1/8000 + step(1)
+    tick = 0.5
+    r = run([0.0] * 65, [1] * 65, [100] * 65, tick_s=tick)
+    batch_done = 64 / REF.prefill_tokens_per_s + 100 * step(64)
+    admitted = r.admitted_s[64]
+    assert batch_done <= admitted <= batch_done + tick
+    assert admitted == pytest.approx(np.ceil(batch_done / tick) * tick)
+    assert r.first_token_s[64] == pytest.approx(admitted + 1 / REF.prefill_tokens_per_s + step(1))
+
+
+def test_prefill_is_first_come_first_served_and_has_priority_over_decode() -> None:
+    # two 8,000-token prompts together: the server prefills them back to back (1 s each); the
+    # first request's decode waits for the GPU, so both first tokens come at 2 s + step(2)
+    r = run([0.0, 0.0], [8_000, 8_000], [5, 5], tick_s=0.3)
+    np.testing.assert_allclose(r.first_token_s, 2.0 + step(2), atol=1e-9)
+    np.testing.assert_allclose(r.finished_s, 2.0 + 5 * step(2), atol=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("need", "dropped"),
+    [
+        pytest.param(600, [False, False], id="second waits for KV"),
+        pytest.param(1_001, [True, True], id="larger than the KV budget: dropped"),
+    ],
+)
+def test_kv_budget(need: int, dropped: list[bool]) -> None:
+    profile = EngineProfile(kv_budget_tokens=1_000)
+    r = run([0.0, 0.0], [need - 10] * 2, [10] * 2, tick_s=0.5, profile=profile)
+    assert r.dropped.tolist() == dropped
+    if not any(dropped):
+        # both prompts fit no slot limit but not the budget: the second starts after the first ends
+        assert r.admitted_s[1] >= r.finished_s[0]
+        assert r.first_token_s[0] == pytest.approx((need - 10) / 8_000 + step(1))
+    else:
+        assert np.isnan(r.finished_s).all()
+
+
+def test_every_request_finishes_exactly_once_under_random_load() -> None:
+    rng = np.random.default_rng(7)
+    n = 3_000
+    arrivals = np.sort(rng.uniform(0, 120, n))
+    r = run(
+        arrivals.tolist(),
+        rng.integers(1, 4_000, n).tolist(),
+        rng.integers(1, 500, n).tolist(),
+        tick_s=0.5,
+        replicas=rng.integers(0, 4, n).tolist(),
+    )
+    assert not r.dropped.any()
+    assert np.isfinite(r.finished_s).all()
+    assert (r.admitted_s >= arrivals - 1e-12).all()
+    assert (r.first_token_s > r.admitted_s).all()
+    assert (r.finished_s >= r.first_token_s - 1e-12).all()
+
+
+def _route_one_by_one(outstanding: list[int], k: int) -> list[int]:
+    load = list(outstanding)
+    out = []
+    for _ in range(k):
+        i = min(range(len(load)), key=lambda j: (load[j], j))
+        out.append(i)
+        load[i] += 1
+    return out
+
+
+@pytest.mark.parametrize(
+    ("outstanding", "k", "expected"),
+    [
+        pytest.param([0, 0, 0], 5, [0, 1, 2, 0, 1], id="round robin from equal"),
+        pytest.param([3, 0, 1], 3, [1, 1, 2], id="fill the emptiest first"),
+        pytest.param([5], 2, [0, 0], id="one replica"),
+        pytest.param([2, 2], 0, [], id="nothing to route"),
+    ],
+)
+def test_route_sends_each_request_to_the_fewest_outstanding(
+    outstanding: list[int], k: int, expected: list[int]
+) -> None:
+    assert route(np.array(outstanding, dtype=np.int64), k).tolist() == expected
+
+
+def test_route_matches_one_by_one_routing() -> None:
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        outstanding = rng.integers(0, 20, int(rng.integers(1, 9))).tolist()
+        k = int(rng.integers(0, 60))
+        assert route(np.array(outstanding, dtype=np.int64), k).tolist() == _route_one_by_one(outstanding, k)

@@ -1,0 +1,148 @@
+"""Replica lifecycle: the shared-storage contention against the seed's 14 s / 112 s, node
+provisioning, the image cache, GPU accounting and scale-down order."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from autoscaler.policy import coldstart
+from autoscaler.policy.spec import ColdStartSpec
+from replay.fleet import Fleet, Phase
+from replay.profiles import REFERENCE_70B
+
+# 140 GB at a shared 10 GB/s, nothing else in the way
+BARE = ColdStartSpec(weights_gb=140.0, storage_gbps=10.0, gpus_per_replica=4, gpus_per_node=8)
+
+
+def ready_times(fleet: Fleet) -> list[float]:
+    return [r.ready_s for r in fleet.replicas if r.cold]
+
+
+@pytest.mark.parametrize(
+    ("k", "ready_s"),
+    [
+        pytest.param(1, 14.0, id="one loader alone: 140 / 10"),
+        pytest.param(8, 112.0, id="eight share 10 GB/s: all at 8 x 140 / 10"),
+    ],
+)
+def test_loaders_share_storage_as_the_seed_says(k: int, ready_s: float) -> None:
+    fleet = Fleet(BARE, initial_ready=0, node_idle_remove_s=600)
+    fleet.scale_to(k)
+    fleet.advance(ready_s - 0.001)
+    assert len(fleet.ready_ids) == 0
+    fleet.advance(500.0)
+    assert ready_times(fleet) == pytest.approx([ready_s] * k)
+    assert len(fleet.ready_ids) == k
+
+
+def test_loaders_that_come_and_go_follow_the_policy_core() -> None:
+    # one starts at 0, a second at 7: the first reads 70 GB alone, then both run at 5 GB/s; the
+    # first ends at 7 + 70/5 = 21 while the second has read 70 GB; its last 70 GB alone take 7 s
+    fleet = Fleet(BARE, initial_ready=0, node_idle_remove_s=600)
+    fleet.scale_to(1)
+    fleet.advance(7.0)
+    fleet.scale_to(2)
+    fleet.advance(100.0)
+    expected = coldstart.shared_load_finish_times([140.0, 140.0], [0.0, 7.0], storage_gbps=10.0)
+    assert ready_times(fleet) == pytest.approx(list(expected))
+    assert ready_times(fleet) == pytest.approx([21.0, 28.0])
+
+
+def test_a_loader_deleted_midway_frees_its_bandwidth() -> None:
+    # two from 0 at 5 GB/s each; at 7 s the newer one is deleted: the other has 105 GB left at 10 GB/s
+    fleet = Fleet(BARE, initial_ready=0, node_idle_remove_s=600)
+    fleet.scale_to(2)
+    fleet.advance(7.0)
+    assert fleet.scale_to(1) == (0, 1)
+    fleet.advance(100.0)
+    first, second = fleet.replicas
+    assert first.ready_s == pytest.approx(7.0 + 105.0 / 10.0)
+    assert second.phase == Phase.DELETED and second.deleted_s == 7.0
+    assert np.isnan(second.ready_s)
+
+
+def test_reference_70b_cold_cluster_matches_the_cold_start_model() -> None:
+    # 8 replicas on a cold cluster: 4 new nodes (90 s), image pulls (30 s), a shared load, warm-up
+    spec = REFERENCE_70B.cold_start
+    fleet = Fleet(spec, initial_ready=0, node_idle_remove_s=600)
+    fleet.scale_to(8)
+    fleet.advance(1_000.0)
+    predicted = [r.ready_s for r in coldstart.predict_ready(spec, 8)]
+    assert ready_times(fleet) == pytest.approx(predicted)
+    assert ready_times(fleet) == pytest.approx([90 + 30 + 112 + 30] * 8)
+    assert len([n for n in fleet.nodes if not n.removed]) == 4
+
+
+def test_image_is_pulled_once_per_node() -> None:
+    # the first replica pulls on a new node; the second, later, lands on the same node: no pull
+    spec = replace(BARE, image_pull_s=30.0)
+    fleet = Fleet(spec, initial_ready=0, node_idle_remove_s=600)
+    fleet.scale_to(1)
+    fleet.advance(100.0)
+    fleet.scale_to(2)
+    fleet.advance(300.0)
+    first, second = fleet.replicas
+    assert first.ready_s == pytest.approx(30.0 + 14.0)
+    assert second.ready_s == pytest.approx(100.0 + 14.0)
+    assert first.node == second.node
+
+
+def test_replica_on_a_full_cluster_waits_for_a_new_node() -> None:
+    spec = replace(BARE, node_provision_s=90.0)
+    fleet = Fleet(spec, initial_ready=2, node_idle_remove_s=600)  # one full node (2 x 4 GPUs)
+    fleet.scale_to(3)
+    new = fleet.replicas[2]
+    assert new.phase == Phase.PROVISIONING and np.isnan(new.scheduled_s)
+    fleet.advance(200.0)
+    assert new.scheduled_s == 90.0
+    assert new.ready_s == pytest.approx(90.0 + 14.0)
+
+
+def test_gpus_are_held_from_scheduling_to_deletion_loading_included() -> None:
+    spec = replace(BARE, node_provision_s=90.0)
+    fleet = Fleet(spec, initial_ready=0, node_idle_remove_s=600)
+    fleet.scale_to(1)
+    fleet.advance(100.0)  # scheduled at 90 (node up), still loading
+    fleet.scale_to(0)  # not ready: deleted at once
+    fleet.advance(200.0)
+    assert fleet.gpu_seconds(200.0) == pytest.approx(4 * (100.0 - 90.0))
+    assert fleet.replica_seconds(200.0) == pytest.approx(100.0)
+
+
+def test_scale_down_removes_unready_first_then_drains_the_newest_ready() -> None:
+    fleet = Fleet(BARE, initial_ready=3, node_idle_remove_s=600)
+    fleet.advance(10.0)
+    fleet.scale_to(4)  # one loading
+    assert fleet.scale_to(2) == (0, 2)
+    phases = [r.phase for r in fleet.replicas]
+    assert phases == [Phase.READY, Phase.READY, Phase.DRAINING, Phase.DELETED]
+    # the draining replica still has 3 requests in flight: it stays until they finish
+    fleet.finish_draining(np.array([0, 0, 3, 0]))
+    assert fleet.replicas[2].phase == Phase.DRAINING
+    assert fleet.ready_ids.tolist() == [0, 1]
+    fleet.advance(20.0)
+    fleet.finish_draining(np.array([0, 0, 0, 0]))
+    assert fleet.replicas[2].phase == Phase.DELETED and fleet.replicas[2].deleted_s == 20.0
+
+
+def test_idle_node_is_removed_and_the_next_replica_provisions_again() -> None:
+    spec = replace(BARE, node_provision_s=90.0, image_pull_s=30.0)
+    fleet = Fleet(spec, initial_ready=1, node_idle_remove_s=600)
+    fleet.scale_to(0)
+    fleet.finish_draining(np.array([0]))
+    fleet.advance(700.0)
+    assert fleet.nodes[0].removed
+    fleet.scale_to(1)
+    fleet.advance(2_000.0)
+    assert fleet.replicas[1].ready_s == pytest.approx(700.0 + 90.0 + 30.0 + 14.0)
+
+
+def test_predicted_ready_at_uses_the_cold_start_arithmetic_without_future_starts() -> None:
+    fleet = Fleet(BARE, initial_ready=0, node_idle_remove_s=600)
+    fleet.scale_to(2)
+    fleet.advance(7.0)
+    # both loading since 0 at 5 GB/s: 105 GB left each, together at 10 GB/s -> 7 + 21 = 28
+    assert fleet.predicted_ready_at() == pytest.approx((28.0, 28.0))
