@@ -1,0 +1,96 @@
+"""Any CSV or JSON Lines request log, given which column holds what.
+
+Timestamps may be absolute (Unix epoch numbers, or ISO-8601 date-times with `time_unit="datetime"`)
+or relative (numbers from any origin); either way the trace is re-based so its first request is at 0.
+Numbers are read in `time_unit` (s, ms, us or ns). For JSONL the "columns" are the objects' keys.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from replay.trace import Trace
+from replay.traces import tabular
+from replay.traces.errors import TraceError
+
+TimeUnit = Literal["s", "ms", "us", "ns", "datetime"]
+SECONDS_PER_UNIT: dict[str, float] = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+
+DEFAULT_ARRIVAL, DEFAULT_INPUT, DEFAULT_OUTPUT = "timestamp", "input_tokens", "output_tokens"
+
+
+def load_csv(
+    path: Path,
+    *,
+    arrival_column: str = DEFAULT_ARRIVAL,
+    input_column: str = DEFAULT_INPUT,
+    output_column: str = DEFAULT_OUTPUT,
+    time_unit: TimeUnit = "s",
+    delimiter: str = ",",
+    on_unsorted: tabular.Unsorted = "sort",
+) -> Trace:
+    _check_options(time_unit, delimiter)
+    file = path.name
+    names = (arrival_column, input_column, output_column)
+    table = tabular.read_csv(
+        tabular.decode(tabular.read_bytes(path), file), file, required=names, delimiter=delimiter
+    )
+    columns = [table.columns[name] for name in names]
+    return _finish(path, columns, table.rows, names, time_unit, on_unsorted)
+
+
+def load_jsonl(
+    path: Path,
+    *,
+    arrival_column: str = DEFAULT_ARRIVAL,
+    input_column: str = DEFAULT_INPUT,
+    output_column: str = DEFAULT_OUTPUT,
+    time_unit: TimeUnit = "s",
+    on_unsorted: tabular.Unsorted = "sort",
+) -> Trace:
+    _check_options(time_unit, ",")
+    file = path.name
+    objects, rows = tabular.read_jsonl(tabular.decode(tabular.read_bytes(path), file), file)
+    names = (arrival_column, input_column, output_column)
+    columns = [tabular.json_values(objects, rows, file, name) for name in names]
+    return _finish(path, columns, rows, names, time_unit, on_unsorted)
+
+
+def _check_options(time_unit: str, delimiter: str) -> None:
+    if time_unit != "datetime" and time_unit not in SECONDS_PER_UNIT:
+        raise TraceError(f"time_unit: expected one of s, ms, us, ns, datetime, got {time_unit!r}")
+    if len(delimiter) != 1:
+        raise TraceError(f"delimiter: expected one character, got {delimiter!r}")
+
+
+def _finish(
+    path: Path,
+    columns: list[tuple[str, ...]] | list[list[object]],
+    rows: tabular.Rows,
+    names: tuple[str, str, str],
+    time_unit: str,
+    on_unsorted: tabular.Unsorted,
+) -> Trace:
+    file = path.name
+    arrival_s: npt.NDArray[np.float64]
+    if time_unit == "datetime":
+        arrival_s = tabular.datetime_column(columns[0], rows, file, names[0])
+    else:
+        stamps = tabular.float_column(columns[0], rows, file, names[0])
+        arrival_s = (stamps - stamps.min()) * SECONDS_PER_UNIT[
+            time_unit
+        ]  # re-base before scaling: keeps digits
+    return tabular.finish(
+        tabular.trace_name(path),
+        file,
+        arrival_s,
+        tabular.int_column(columns[1], rows, file, names[1]),
+        tabular.int_column(columns[2], rows, file, names[2]),
+        rows,
+        time_field=names[0],
+        on_unsorted=on_unsorted,
+    )

@@ -1,0 +1,480 @@
+"""ServeGen (alibaba/ServeGen) per-client window data → synthesized requests, seeded.
+
+ServeGen publishes no requests, only per client ("chunk") and per 600 s window: the request count
+(rate × 600), the fitted inter-arrival distribution (Gamma or Weibull, with its shape), and per
+6-hour window the input/output length pmfs. This module turns that into a request trace:
+
+- Arrivals: a window with n requests draws n + 1 gaps from its distribution (scale 1, the window's
+  shape) and places request j at start + window × (g₀ + … + g_j) / (g₀ + … + g_n). The window gets
+  exactly its n requests, inside it, with the fitted burstiness (only the shape matters: upstream
+  rescales gaps to the window rate too). Weibull gaps are drawn in log space so the tiny shapes some
+  clients have (≈ 0.02: extremely bursty) cannot overflow.
+- Lengths: input and output drawn independently from the client's pmfs of the 6-hour window the
+  request falls in (ServeGen gives marginals only, so their correlation is not known). A client whose
+  `dataset.json` is missing (files ≥ 4 MiB were not published), or whose window is an empty `{}`,
+  draws from the aggregate pmf of the same 6-hour window: the mixture of every other client's pmf
+  weighted by that client's request count in the window; if no client has one, the mixture over
+  all windows. Input is `input_tokens`, or `text_tokens` for multimodal models (image tokens are not
+  added: the engine model has no vision encoder).
+- The pmf strings are Python dict literals; a fast numeric parse reads them (≈ 10× faster than
+  `ast.literal_eval` on these files) and anything it cannot read goes through `ast.literal_eval`.
+
+Options, so a 14-day model can be replayed in pieces: `start_s`/`end_s` (on the model's clock,
+where t = 0 is local midnight of day 0), `clients` (chunk ids), `rate_scale` (each window's count
+×k, rounded up or down at random so the expected count is exact — the burst shape per window is kept),
+`seed`, and `max_requests` (refuses to synthesize more; m-mid is 2.2 billion requests over 14 days).
+The path is the `.tar.gz` archive or a folder holding one model's `chunk-<id>-trace.csv` files.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import json
+import math
+import re
+import tarfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+import numpy as np
+import numpy.typing as npt
+
+from replay.trace import Trace
+from replay.traces import tabular
+from replay.traces.errors import TraceError, at
+
+WINDOW_COLUMNS = ("window_start_s", "rate_rps", "cv", "distribution", "shape", "scale")
+GAMMA, WEIBULL = "Gamma", "Weibull"
+OUTPUT_FIELD = "output_tokens"
+INPUT_FIELDS = ("input_tokens", "text_tokens")  # the first one a dataset has is used
+DEFAULT_WINDOW_S = 600.0
+DEFAULT_MAX_REQUESTS = 20_000_000
+_MEMBER = re.compile(r"chunk-(\d+)-(trace\.csv|dataset\.json)$")
+
+Floats = npt.NDArray[np.float64]
+Ints = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True, slots=True)
+class ClientWindows:
+    """One client's 600 s windows, as read from `chunk-<id>-trace.csv`."""
+
+    client: int
+    file: str
+    window_s: float
+    starts: Floats
+    counts: Ints
+    weibull: npt.NDArray[np.bool_]  # False: Gamma (meaningless where the count is 0)
+    shape: Floats
+
+
+@dataclass(frozen=True, slots=True)
+class Pmf:
+    values: Ints
+    probabilities: Floats  # sums to 1
+
+    def sample(self, rng: np.random.Generator, n: int) -> Ints:
+        cumulative = np.cumsum(self.probabilities)
+        index = np.searchsorted(cumulative, rng.random(n) * cumulative[-1], side="right")
+        drawn: Ints = self.values[np.minimum(index, len(self.values) - 1)]
+        return drawn
+
+
+def mixture(parts: Sequence[tuple[Pmf, float]]) -> Pmf:
+    """The pmf of drawing a part with probability ∝ its weight, then a value from it."""
+    total = sum(w for _, w in parts)
+    values = np.concatenate([p.values for p, _ in parts])
+    probs = np.concatenate([p.probabilities * (w / total) for p, w in parts])
+    unique, inverse = np.unique(values, return_inverse=True)
+    return Pmf(unique, np.bincount(inverse, weights=probs, minlength=len(unique)).astype(np.float64))
+
+
+@dataclass
+class _Dataset:
+    """One client's `dataset.json`, decoded lazily: pmf strings are parsed when first needed."""
+
+    file: str
+    raw: dict[float, dict[str, object]]
+    parsed: dict[tuple[float, str], Pmf | None] = field(default_factory=dict)
+
+    def keys(self) -> Floats:
+        return np.array(sorted(self.raw), dtype=np.float64)
+
+    def pmf(self, key: float, name: str) -> Pmf | None:
+        if (key, name) not in self.parsed:
+            text = self.raw.get(key, {}).get(name)
+            self.parsed[key, name] = (
+                None if text is None else parse_pmf(text, f"{at(self.file)}window {key:g}: {name}: ")
+            )
+        return self.parsed[key, name]
+
+
+def parse_pmf(text: object, where: str) -> Pmf | None:
+    """`"{45: 0.0097, 46: 0.0117}"` → Pmf; `"{}"` → None (no data for this window)."""
+    if not isinstance(text, str):
+        raise TraceError(f"{where}expected a string holding a dict literal, got {type(text).__name__}")
+    body = text.strip()
+    inner = body[1:-1].strip() if body.startswith("{") and body.endswith("}") else None
+    numbers: Floats | None = None
+    if inner == "":
+        return None
+    if inner is not None:
+        try:
+            numbers = np.array(inner.replace(":", ",").split(","), dtype=np.float64)
+        except ValueError:
+            numbers = None
+        if numbers is not None and (len(numbers) % 2 or inner.count(":") != len(numbers) // 2):
+            numbers = None  # e.g. a trailing comma or a nested value: let the literal parser decide
+    if numbers is None:
+        try:
+            literal = ast.literal_eval(body)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            raise TraceError(
+                f"{where}expected a dict literal {{value: probability}}, got {body[:60]!r}"
+            ) from None
+        if not isinstance(literal, dict):
+            raise TraceError(
+                f"{where}expected a dict literal {{value: probability}}, got {type(literal).__name__}"
+            )
+        if not literal:
+            return None
+        items = list(literal.items())
+        bad = next(
+            (
+                kv
+                for kv in items
+                if not all(isinstance(x, int | float) and not isinstance(x, bool) for x in kv)
+            ),
+            None,
+        )
+        if bad is not None:
+            raise TraceError(f"{where}expected numbers as keys and values, got {bad[0]!r}: {bad[1]!r}")
+        numbers = np.array([x for kv in items for x in kv], dtype=np.float64)
+    values, probs = numbers[0::2], numbers[1::2]
+    if not (np.isfinite(values).all() and (values >= 0).all() and (values == np.rint(values)).all()):
+        bad_value = values[~(np.isfinite(values) & (values >= 0) & (values == np.rint(values)))][0]
+        raise TraceError(f"{where}expected non-negative whole token counts as keys, got {bad_value!r}")
+    if not (np.isfinite(probs).all() and (probs >= 0).all()) or probs.sum() <= 0:
+        raise TraceError(
+            f"{where}expected non-negative probabilities with a positive sum, got {probs[:5].tolist()}…"
+        )
+    return Pmf(values.astype(np.int64), probs / probs.sum())
+
+
+def read_windows(text: str, file: str, client: int) -> ClientWindows:
+    """Validate one `chunk-<id>-trace.csv` (no header; row 1 is the first window)."""
+    table = tabular.read_csv(text, file, required=WINDOW_COLUMNS, header=WINDOW_COLUMNS)
+    rows = table.rows
+    starts = tabular.float_column(table.columns["window_start_s"], rows, file, "window start")
+    rate = tabular.float_column(table.columns["rate_rps"], rows, file, "rate")
+    shape = tabular.float_column(table.columns["shape"], rows, file, "shape")
+    steps = np.diff(starts)
+    window_s = float(steps[0]) if len(steps) else DEFAULT_WINDOW_S
+    uneven = (
+        np.flatnonzero(np.abs(steps - window_s) > 1e-6 * window_s) if window_s > 0 else np.arange(len(steps))
+    )
+    if window_s <= 0 or len(uneven):
+        i = int(uneven[0]) + 1 if len(uneven) else 1
+        raise TraceError(
+            f"{at(file, int(rows[i]), 'window start')}expected windows every {window_s:g} s "
+            f"(as rows 1-2), got {starts[i]:g} after {starts[i - 1]:g}"
+        )
+    negative = np.flatnonzero(rate < 0)
+    if len(negative):
+        i = int(negative[0])
+        raise TraceError(f"{at(file, int(rows[i]), 'rate')}expected a rate >= 0, got {rate[i]:g}")
+    exact = rate * window_s
+    counts = np.rint(exact).astype(np.int64)
+    fractional = np.flatnonzero(np.abs(exact - counts) > 1e-6 * np.maximum(1.0, exact))
+    if len(fractional):
+        i = int(fractional[0])
+        raise TraceError(
+            f"{at(file, int(rows[i]), 'rate')}rate × {window_s:g} s = {exact[i]:g} requests, "
+            "expected a whole number (ServeGen rates are counts per window)"
+        )
+    family = np.char.strip(np.array(table.columns["distribution"], dtype=np.str_))
+    active = counts > 0
+    unknown = np.flatnonzero(active & (family != GAMMA) & (family != WEIBULL))
+    if len(unknown):
+        i = int(unknown[0])
+        raise TraceError(
+            f"{at(file, int(rows[i]), 'distribution')}expected {GAMMA} or {WEIBULL} for a window with "
+            f"{counts[i]} requests, got {str(family[i])!r}"
+        )
+    bad_shape = np.flatnonzero(active & ~(shape > 0))
+    if len(bad_shape):
+        i = int(bad_shape[0])
+        raise TraceError(f"{at(file, int(rows[i]), 'shape')}expected a shape > 0, got {shape[i]:g}")
+    return ClientWindows(client, file, window_s, starts, counts, family == WEIBULL, shape)
+
+
+def read_dataset(data: bytes, file: str) -> _Dataset:
+    try:
+        decoded = json.loads(tabular.decode(data, file))
+    except json.JSONDecodeError as exc:
+        raise TraceError(f"{at(file, exc.lineno)}not valid JSON: {exc.msg} at column {exc.colno}") from None
+    if not isinstance(decoded, dict):
+        raise TraceError(
+            f"{file}: expected a JSON object keyed by window start, got {type(decoded).__name__}"
+        )
+    raw: dict[float, dict[str, object]] = {}
+    for key, fields in decoded.items():
+        try:
+            start = float(key)
+        except ValueError:
+            raise TraceError(
+                f"{file}: window {key!r}: expected a window start in seconds as the key"
+            ) from None
+        if not isinstance(fields, dict):
+            raise TraceError(f"{file}: window {key}: expected an object of field → pmf string")
+        raw[start] = fields
+    return _Dataset(file, raw)
+
+
+@dataclass(frozen=True, slots=True)
+class _Model:
+    name: str
+    windows: dict[int, ClientWindows]
+    datasets: dict[int, _Dataset]
+
+
+def _read_model(path: Path) -> _Model:
+    traces: dict[int, tuple[str, bytes]] = {}
+    datasets: dict[int, tuple[str, bytes]] = {}
+    folders: set[str] = set()
+
+    def take(name: str, read: Callable[[], bytes]) -> None:
+        match = _MEMBER.search(name)
+        if match is None or not (name == match.group(0) or name.endswith("/" + match.group(0))):
+            return
+        client, kind = int(match.group(1)), match.group(2)
+        (traces if kind == "trace.csv" else datasets)[client] = (PurePosixPath(name).name, read())
+        if kind == "trace.csv":
+            folders.add(str(PurePosixPath(name).parent))
+
+    if path.is_dir():
+        for file in sorted(path.rglob("chunk-*-*")):
+            if file.is_file():
+                take(file.relative_to(path).as_posix(), file.read_bytes)
+    elif path.is_file():
+        try:
+            with tarfile.open(path, "r:*") as archive:
+                for member in archive:
+                    if member.isfile():
+                        handle = archive.extractfile(member)
+                        if handle is not None:
+                            take(member.name, handle.read)
+        except (tarfile.TarError, EOFError, OSError) as exc:
+            raise TraceError(f"{path.name}: not a readable .tar.gz archive or folder: {exc}") from None
+    else:
+        raise TraceError(f"{path}: no such file or folder")
+    if not traces:
+        raise TraceError(
+            f"{path.name}: no chunk-<id>-trace.csv found (expected a ServeGen model folder or archive)"
+        )
+    if len(folders) > 1:
+        raise TraceError(
+            f"{path.name}: holds several models ({', '.join(sorted(folders))}); point at one model's folder"
+        )
+    windows = {
+        client: read_windows(tabular.decode(data, name), name, client)
+        for client, (name, data) in sorted(traces.items())
+    }
+    return _Model(
+        name=tabular.trace_name(path),
+        windows=windows,
+        datasets={client: read_dataset(data, name) for client, (name, data) in sorted(datasets.items())},
+    )
+
+
+def load(
+    path: Path,
+    *,
+    start_s: float = 0.0,
+    end_s: float | None = None,
+    clients: tuple[int, ...] | None = None,
+    rate_scale: float = 1.0,
+    seed: int = 0,
+    max_requests: int = DEFAULT_MAX_REQUESTS,
+) -> Trace:
+    end = math.inf if end_s is None else float(end_s)
+    if not (math.isfinite(start_s) and start_s >= 0 and end > start_s):
+        raise TraceError(f"time window: expected 0 <= start < end, got start={start_s!r} end={end_s!r}")
+    if not (math.isfinite(rate_scale) and rate_scale > 0):
+        raise TraceError(f"rate scale: expected a number > 0, got {rate_scale!r}")
+    model = _read_model(path)
+    chosen = sorted(model.windows) if clients is None else sorted(set(clients))
+    unknown = [c for c in chosen if c not in model.windows]
+    if unknown:
+        raise TraceError(
+            f"{path.name}: clients: no chunk {', '.join(map(str, unknown))} "
+            f"(the model has chunks {min(model.windows)}–{max(model.windows)}, {len(model.windows)} in all)"
+        )
+    count_seed, gap_seed, length_seed = np.random.SeedSequence(seed).spawn(3)
+    count_rng = np.random.default_rng(count_seed)
+
+    # Which windows, with how many requests after scaling (stochastic rounding keeps the mean exact).
+    picked: list[tuple[int, Floats, Ints, npt.NDArray[np.bool_], Floats, float]] = []
+    expected = 0.0
+    for client in chosen:
+        w = model.windows[client]
+        inside = (w.starts + w.window_s > start_s) & (w.starts < end) & (w.counts > 0)
+        scaled = w.counts[inside] * rate_scale
+        expected += float(scaled.sum())
+        counts = np.floor(scaled).astype(np.int64) + (count_rng.random(len(scaled)) < scaled % 1.0)
+        picked.append((client, w.starts[inside], counts, w.weibull[inside], w.shape[inside], w.window_s))
+    if expected > max_requests:
+        raise TraceError(
+            f"{path.name}: about {expected:,.0f} requests in the chosen windows and clients, more than "
+            f"max_requests={max_requests:,}; pick a time window (start_s/end_s), clients, "
+            "or a smaller rate_scale"
+        )
+    client_ids = np.concatenate([np.full(len(p[1]), p[0], dtype=np.int64) for p in picked])
+    window_starts = np.concatenate([p[1] for p in picked])
+    counts = np.concatenate([p[2] for p in picked])
+    weibull = np.concatenate([p[3] for p in picked])
+    shapes = np.concatenate([p[4] for p in picked])
+    window_len = np.concatenate([np.full(len(p[1]), p[5]) for p in picked])
+    arrival, window_of = synthesize_arrivals(
+        window_starts, window_len, counts, weibull, shapes, np.random.default_rng(gap_seed)
+    )
+    keep = (arrival >= start_s) & (arrival < end)
+    arrival, window_of = arrival[keep], window_of[keep]
+    if len(arrival) == 0:
+        raise TraceError(f"{path.name}: no request in [{start_s:g}, {end:g}) s for the chosen clients")
+    input_tokens, output_tokens = _sample_lengths(
+        model, client_ids[window_of], window_starts[window_of], np.random.default_rng(length_seed)
+    )
+    order = np.argsort(arrival, kind="stable")
+    arrival = arrival[order]
+    return Trace(
+        name=model.name,
+        arrival_s=arrival - arrival[0],
+        input_tokens=np.maximum(input_tokens[order], 1),
+        output_tokens=np.maximum(output_tokens[order], 1),
+    )
+
+
+def synthesize_arrivals(
+    starts: Floats,
+    window_s: Floats,
+    counts: Ints,
+    weibull: npt.NDArray[np.bool_],
+    shapes: Floats,
+    rng: np.random.Generator,
+) -> tuple[Floats, Ints]:
+    """Exactly counts[w] arrivals inside each window w, spaced by its gap distribution.
+
+    Returns the arrival times (window by window, ascending within each) and each one's window index.
+    """
+    draws = counts + 1  # n requests need n + 1 gaps: the last one runs to the window's end
+    total = int(draws.sum())
+    shape_per = np.repeat(shapes, draws)
+    is_weibull = np.repeat(weibull, draws)
+    log_gap = np.empty(total)
+    gamma_at = np.flatnonzero(~is_weibull)
+    # log of Gamma(k) draws; a draw that underflows to 0 becomes -inf and then a zero gap, as it should
+    with np.errstate(divide="ignore"):
+        log_gap[gamma_at] = np.log(rng.gamma(shape_per[gamma_at]))
+        weibull_at = np.flatnonzero(is_weibull)
+        # Weibull(c) = E^(1/c) with E ~ Exp(1): in log space, so c ≈ 0.02 (E^50) cannot overflow
+        log_gap[weibull_at] = np.log(rng.standard_exponential(len(weibull_at))) / shape_per[weibull_at]
+    first = np.concatenate(([0], np.cumsum(draws)[:-1]))
+    peak = np.maximum.reduceat(log_gap, first)
+    gap = np.exp(log_gap - np.repeat(peak, draws))  # each window's largest gap is 1: no overflow
+    sums = np.add.reduceat(gap, first)
+    fraction = gap / np.repeat(sums, draws)
+    # position of each draw's end inside its window: running sum restarted per window
+    running = np.cumsum(fraction)
+    before = np.repeat(running[first] - fraction[first], draws)
+    position = np.clip(running - before, 0.0, 1.0)
+    is_request = np.ones(total, dtype=bool)
+    is_request[first + counts] = False  # the last draw of each window only closes it
+    window_index = np.repeat(np.arange(len(counts), dtype=np.int64), draws)[is_request]
+    arrival = (
+        starts[window_index]
+        + np.minimum(position[is_request], np.nextafter(1.0, 0.0)) * window_s[window_index]
+    )
+    return arrival, window_index
+
+
+def _sample_lengths(
+    model: _Model, client: Ints, window_start: Floats, rng: np.random.Generator
+) -> tuple[Ints, Ints]:
+    """Input and output tokens per request, from its client's pmf for its 6-hour window (or the aggregate)."""
+    resolver = _PmfResolver(model)
+    inputs = np.empty(len(client), dtype=np.int64)
+    outputs = np.empty(len(client), dtype=np.int64)
+    group = client * len(resolver.keys) + resolver.key_index(window_start)
+    # requests come window by window, client by client, so groups are usually runs already
+    members = np.arange(len(group)) if (np.diff(group) >= 0).all() else np.argsort(group, kind="stable")
+    sorted_group = group[members]
+    bounds = np.concatenate(([0], np.flatnonzero(np.diff(sorted_group)) + 1, [len(group)]))
+    for lo, hi in itertools.pairwise(bounds):
+        who = members[lo:hi]
+        c, k = divmod(int(sorted_group[lo]), len(resolver.keys))
+        key = float(resolver.keys[k])
+        inputs[who] = resolver.pmf(c, key, "input").sample(rng, len(who))
+        outputs[who] = resolver.pmf(c, key, "output").sample(rng, len(who))
+    return inputs, outputs
+
+
+class _PmfResolver:
+    """Client pmf → same-window aggregate → all-window aggregate, as the module docstring says."""
+
+    def __init__(self, model: _Model) -> None:
+        self.model = model
+        keys = sorted({k for d in model.datasets.values() for k in d.raw})
+        if not keys:
+            raise TraceError(
+                f"{model.name}: no chunk-<id>-dataset.json, so no length distribution to draw from"
+            )
+        self.keys = np.array(keys, dtype=np.float64)
+        self._aggregate: dict[tuple[float | None, str], Pmf] = {}
+
+    def key_index(self, window_start: Floats) -> Ints:
+        """The dataset window each start falls in (the first one for starts before it)."""
+        return np.maximum(np.searchsorted(self.keys, window_start, side="right") - 1, 0).astype(np.int64)
+
+    def _field(self, dataset: _Dataset, direction: str) -> str:
+        if direction == "output":
+            return OUTPUT_FIELD
+        present = {name for fields in dataset.raw.values() for name in fields}
+        return next((f for f in INPUT_FIELDS if f in present), INPUT_FIELDS[0])
+
+    def pmf(self, client: int, key: float, direction: str) -> Pmf:
+        dataset = self.model.datasets.get(client)
+        if dataset is not None and (own := dataset.pmf(key, self._field(dataset, direction))) is not None:
+            return own
+        return self.aggregate(key, direction)
+
+    def _requests(self, client: int, key: float | None) -> float:
+        w = self.model.windows[client]
+        if key is None:
+            return float(w.counts.sum())
+        upper = self.keys[self.keys > key]
+        end = float(upper[0]) if len(upper) else math.inf
+        return float(w.counts[(w.starts >= key) & (w.starts < end)].sum())
+
+    def aggregate(self, key: float | None, direction: str) -> Pmf:
+        """Request-weighted mixture of every client's pmf for `key` (None: over all windows)."""
+        if (key, direction) in self._aggregate:
+            return self._aggregate[key, direction]
+        parts: list[tuple[Pmf, float]] = []
+        for client, dataset in self.model.datasets.items():
+            name = self._field(dataset, direction)
+            for k in [key] if key is not None else list(self.keys):
+                pmf = dataset.pmf(k, name)
+                weight = self._requests(client, k) if client in self.model.windows else 0.0
+                if pmf is not None and weight > 0:
+                    parts.append((pmf, weight))
+        if parts:
+            result = mixture(parts)
+        elif key is not None:
+            result = self.aggregate(None, direction)
+        else:
+            raise TraceError(f"{self.model.name}: no client has a {direction}-length pmf in any window")
+        self._aggregate[key, direction] = result
+        return result

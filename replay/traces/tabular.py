@@ -1,0 +1,295 @@
+"""Shared by the request-level formats: bytes → records → validated numpy columns → `Trace`.
+
+Speed matters (the replay runs at millions of requests per second, so loading must not dominate):
+every converter first converts a whole column in one numpy call and only walks the values one by one
+when that fails, to name the first bad row. A clean file pays one C-level pass per column.
+
+Two conventions every format shares, documented in docs/traces.md:
+- Out-of-order timestamps are sorted (stable, so equal timestamps keep file order) unless the caller
+  asks for `on_unsorted="reject"`. Logs merged from several front ends are routinely a little out of
+  order, and the replay only needs arrival order.
+- Token counts must be non-negative integers; a 0 is raised to 1, because the simulated engine spends
+  at least one prefill token and one step on any request it admits.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from replay.trace import Trace
+from replay.traces.errors import TraceError, at
+
+Unsorted = Literal["sort", "reject"]
+UNSORTED_CHOICES: tuple[Unsorted, ...] = ("sort", "reject")
+
+Rows = npt.NDArray[np.int64]  # the 1-based row number of each record, for messages
+
+
+def trace_name(path: Path) -> str:
+    """`azure_llm_2023_code.csv` → `azure_llm_2023_code`; `x.tar.gz` → `x`."""
+    name = path.name
+    for suffix in (".tar.gz", ".tgz", ".jsonl", ".json", ".csv"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return path.stem
+
+
+def read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise TraceError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise TraceError(f"{path}: is a directory, expected a file") from None
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot read: {exc.strerror}") from exc
+
+
+def decode(data: bytes, file: str) -> str:
+    """UTF-8 (a leading BOM is dropped); a bad byte is reported with its row and column."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        row = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        bad = data[exc.start : exc.start + 1]
+        raise TraceError(f"{at(file, row)}not valid UTF-8: byte 0x{bad.hex()} at column {column}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    """A CSV's data records by column name, blank lines dropped; `rows` numbers them like the file."""
+
+    file: str
+    columns: dict[str, tuple[str, ...]]
+    rows: Rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+def read_csv(
+    text: str,
+    file: str,
+    *,
+    required: Sequence[str],
+    header: Sequence[str] | None = None,
+    delimiter: str = ",",
+) -> Table:
+    """Parse CSV text in bulk. With `header=None` the first record is the header (row 1);
+    otherwise the file has no header and `header` names its columns (the first record is row 1)."""
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    try:
+        records = list(reader)
+    except csv.Error as exc:
+        raise TraceError(f"{at(file, reader.line_num)}malformed CSV: {exc}") from None
+    if header is None:
+        if not records or not any(records[0]):
+            raise TraceError(f"{file}: empty file, expected a header row naming {', '.join(required)}")
+        names = [name.strip() for name in records[0]]
+        body, first_row = records[1:], 2
+    else:
+        names, body, first_row = list(header), records, 1
+    missing = [name for name in required if name not in names]
+    if missing:
+        raise TraceError(
+            f"{at(file, 1)}missing column {', '.join(repr(m) for m in missing)} "
+            f"(found {', '.join(repr(n) for n in names)})"
+        )
+    widths = np.fromiter(map(len, body), dtype=np.int64, count=len(body))
+    rows = np.arange(first_row, first_row + len(body), dtype=np.int64)
+    if len(body) and (blank := widths == 0).any():  # blank lines (often a trailing newline)
+        keep = ~blank
+        body = [record for record, kept in zip(body, keep, strict=True) if kept]
+        rows, widths = rows[keep], widths[keep]
+    wrong = np.flatnonzero(widths != len(names))
+    if len(wrong):
+        i = int(wrong[0])
+        raise TraceError(f"{at(file, int(rows[i]))}expected {len(names)} fields, got {int(widths[i])}")
+    if not body:
+        raise TraceError(f"{file}: no data rows after the header")
+    wanted = {name: names.index(name) for name in required}
+    transposed = list(zip(*body, strict=True))
+    return Table(file, {name: transposed[i] for name, i in wanted.items()}, rows)
+
+
+def read_jsonl(text: str, file: str) -> tuple[list[dict[str, object]], Rows]:
+    """Parse JSON Lines in bulk (one `json.loads` over the whole file); blank lines are skipped."""
+    lines = text.split("\n")
+    numbered = [(i + 1, line) for i, line in enumerate(lines) if line.strip()]
+    if not numbered:
+        raise TraceError(f"{file}: empty file, expected one JSON object per line")
+    rows = np.fromiter((n for n, _ in numbered), dtype=np.int64, count=len(numbered))
+    try:
+        objects = json.loads("[" + ",".join(line for _, line in numbered) + "]")
+    except json.JSONDecodeError:
+        objects = [_json_line(line, file, n) for n, line in numbered]  # slow path names the row
+    if len(objects) != len(numbered):  # a line like `1, 2` parses as two values in the joined form
+        objects = [_json_line(line, file, n) for n, line in numbered]
+    for obj, row in zip(objects, rows, strict=True):
+        if not isinstance(obj, dict):
+            raise TraceError(f"{at(file, int(row))}expected a JSON object, got {type(obj).__name__}")
+    return objects, rows
+
+
+def _json_line(line: str, file: str, row: int) -> object:
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise TraceError(f"{at(file, row)}not valid JSON: {exc.msg} at column {exc.colno}") from None
+
+
+def json_values(objects: Sequence[dict[str, object]], rows: Rows, file: str, key: str) -> list[object]:
+    values = [obj.get(key, _MISSING) for obj in objects]
+    if _MISSING in values:
+        i = values.index(_MISSING)
+        raise TraceError(f"{at(file, int(rows[i]))}missing key {key!r}")
+    return values
+
+
+_MISSING = object()
+
+
+def int_column(values: Sequence[object], rows: Rows, file: str, field: str) -> npt.NDArray[np.int64]:
+    """Non-negative integers, from CSV strings or JSON numbers (JSON floats and bools are refused)."""
+    try:
+        if values and isinstance(values[0], str):
+            column = np.array(values, dtype=np.str_).astype(np.int64)
+        elif all(type(v) is int for v in values):
+            column = np.array(values, dtype=np.int64)
+        else:
+            raise ValueError
+    except (ValueError, OverflowError, TypeError):
+        i = next(i for i, v in enumerate(values) if not _is_int(v))
+        raise TraceError(
+            f"{at(file, int(rows[i]), field)}expected a non-negative integer, got {values[i]!r}"
+        ) from None
+    negative = np.flatnonzero(column < 0)
+    if len(negative):
+        i = int(negative[0])
+        raise TraceError(f"{at(file, int(rows[i]), field)}expected a non-negative integer, got {values[i]!r}")
+    return column
+
+
+def _is_int(value: object) -> bool:
+    if type(value) is int:
+        return -(2**63) <= value < 2**63
+    if isinstance(value, str):
+        try:
+            int(value)
+        except ValueError:
+            return False
+        return True
+    return False
+
+
+def float_column(values: Sequence[object], rows: Rows, file: str, field: str) -> npt.NDArray[np.float64]:
+    """Finite numbers, from CSV strings or JSON numbers."""
+    try:
+        if values and isinstance(values[0], str):
+            column = np.array(values, dtype=np.str_).astype(np.float64)
+        elif all(type(v) is int or type(v) is float for v in values):
+            column = np.array(values, dtype=np.float64)
+        else:
+            raise ValueError
+    except (ValueError, OverflowError, TypeError):
+        column = np.full(len(values), np.nan)  # mark everything; the walk below finds the first culprit
+    bad = np.flatnonzero(~np.isfinite(column))
+    if len(bad):
+        i = next((int(j) for j in bad if not _is_finite(values[int(j)])), int(bad[0]))
+        raise TraceError(f"{at(file, int(rows[i]), field)}expected a finite number, got {values[i]!r}")
+    return column
+
+
+def _is_finite(value: object) -> bool:
+    if type(value) is bool:
+        return False
+    if isinstance(value, int | float):
+        return math.isfinite(value)
+    if isinstance(value, str):
+        try:
+            return math.isfinite(float(value))
+        except ValueError:
+            return False
+    return False
+
+
+_UTC_SUFFIXES = ("Z", "+00:00", "+0000", " UTC")
+
+
+def datetime_column(values: Sequence[object], rows: Rows, file: str, field: str) -> npt.NDArray[np.float64]:
+    """ISO-8601 date-times (space or `T`, up to 9 fractional digits) → seconds since the first row.
+
+    Naive times are taken as they are (the Azure 2023 traces give no zone); a UTC suffix (`Z`,
+    `+00:00`) is accepted; any other offset is refused rather than silently mixed.
+    """
+    strings = [v if isinstance(v, str) else "" for v in values]
+    suffix = next((s for s in _UTC_SUFFIXES if strings and strings[0].endswith(s)), "")
+    if suffix:
+        strings = [s[: -len(suffix)] if s.endswith(suffix) else s + "?" for s in strings]
+    try:
+        stamps = np.array(strings, dtype=np.str_).astype("datetime64[ns]")
+    except ValueError:
+        stamps = np.full(len(strings), np.datetime64("NaT"), dtype="datetime64[ns]")
+    bad = np.flatnonzero(np.isnat(stamps))
+    if len(bad):
+        i = next((int(j) for j in bad if not _is_datetime(strings[int(j)])), int(bad[0]))
+        raise TraceError(
+            f"{at(file, int(rows[i]), field)}expected a date-time like 2023-11-16 18:17:03.9799600"
+            f"{' with a ' + suffix.strip() + ' suffix like the first row' if suffix else ''}, "
+            f"got {values[i]!r}"
+        )
+    ns = stamps.astype(np.int64)
+    return np.asarray((ns - ns.min()) / 1e9, dtype=np.float64)
+
+
+def _is_datetime(value: str) -> bool:
+    try:
+        return not np.isnat(np.datetime64(value, "ns"))
+    except ValueError:
+        return False
+
+
+def finish(
+    name: str,
+    file: str,
+    arrival_s: npt.NDArray[np.float64],
+    input_tokens: npt.NDArray[np.int64],
+    output_tokens: npt.NDArray[np.int64],
+    rows: Rows,
+    *,
+    time_field: str,
+    on_unsorted: Unsorted,
+) -> Trace:
+    """Sort (or reject) out-of-order rows, re-base so the first request is at 0, raise zero tokens to 1."""
+    if on_unsorted not in UNSORTED_CHOICES:
+        raise TraceError(f"on_unsorted: expected one of {', '.join(UNSORTED_CHOICES)}, got {on_unsorted!r}")
+    if len(arrival_s) == 0:
+        raise TraceError(f"{file}: no requests")
+    backwards = np.flatnonzero(np.diff(arrival_s) < 0)
+    if len(backwards):
+        if on_unsorted == "reject":
+            i = int(backwards[0]) + 1
+            raise TraceError(
+                f"{at(file, int(rows[i]), time_field)}earlier than row {int(rows[i - 1])} "
+                f"({arrival_s[i]:.6f} s < {arrival_s[i - 1]:.6f} s on the trace's clock); "
+                "the file must be sorted by time (on_unsorted='sort' sorts it)"
+            )
+        order = np.argsort(arrival_s, kind="stable")
+        arrival_s, input_tokens, output_tokens = arrival_s[order], input_tokens[order], output_tokens[order]
+    return Trace(
+        name=name,
+        arrival_s=np.ascontiguousarray(arrival_s - arrival_s[0], dtype=np.float64),
+        input_tokens=np.maximum(input_tokens, 1).astype(np.int64, copy=False),
+        output_tokens=np.maximum(output_tokens, 1).astype(np.int64, copy=False),
+    )
