@@ -4,6 +4,7 @@ Stages run in this order, each recorded with the replica count before and after 
 
   guard         current outside [min, max] or at 0: jump to the bound, nothing else runs (upstream)
   metrics       upstream's per-metric proposals on the current values, max over metrics
+  capacity      while replicas are starting, the current value alone adds none (predictive only)
   forecast      the same formula on each metric's forecast at now + lead time (predictive only)
   floors        warm minimum, time-of-day schedules, headroom
   stabilization upstream's windows (legacy or behavior path)
@@ -38,7 +39,7 @@ from autoscaler.policy.hpa import (
     stabilize_legacy,
 )
 from autoscaler.policy.observation import MetricReading, Observation
-from autoscaler.policy.spec import AutoscalerSpec, FloorSpec, Schedule
+from autoscaler.policy.spec import AutoscalerSpec, ColdStartSpec, FloorSpec, Schedule
 from autoscaler.policy.state import PolicyState, Recommendation
 
 
@@ -118,8 +119,6 @@ def decide(
 
     tolerances = spec.tolerances
     lead_s = _lead_time_s(spec, obs)
-    arriving = sum(1 for t in obs.starting_ready_at if t <= now + lead_s) if spec.prediction else 0
-    ready = None if obs.ready_pods is None else obs.ready_pods + arriving
 
     proposals: dict[str, MetricProposal | MetricError] = {}
     readings: dict[str, MetricReading] = {}
@@ -131,7 +130,7 @@ def decide(
             metric,
             spec_replicas=current,
             status_replicas=obs.status_replicas,
-            ready_pods=ready,
+            ready_pods=obs.ready_pods,
             tolerances=tolerances,
         )
     reactive = combine_metrics(proposals, current)
@@ -139,38 +138,49 @@ def decide(
     forecasts: tuple[MetricForecast, ...] = ()
     raw = reactive.replicas
     active = reactive.condition
+    if raw is not None:
+        stages.append(Stage("metrics", current, raw, "ValidMetricFound", _metrics_message(proposals)))
 
+    forecasters = state.forecasters
     if spec.prediction is not None:
-        state, forecasts, predicted = _predict(spec, state, obs, readings, ready, lead_s, now)
-        if raw is not None:
+        forecasters, forecasts, predicted = _predict(spec, state, obs, readings, lead_s, now)
+        # Replicas already starting are capacity that arrives before any replica started now
+        # would, and spec replicas already count them. The current value was produced without
+        # them, so scaling up on it again is a reactive autoscaler's double scale-up.
+        arriving = sum(1 for t in obs.starting_ready_at if t <= now + lead_s)
+        if raw is not None and arriving and raw > current:
             stages.append(
-                Stage("metrics", current, raw, "ValidMetricFound", _metrics_message(reactive.proposals))
-            )
-            if predicted is not None and predicted.replicas is not None:
-                ahead = predicted.replicas > raw
-                after = predicted.replicas if ahead else raw
-                stages.append(
-                    Stage(
-                        "forecast",
-                        raw,
-                        after,
-                        "ForecastAboveCurrent" if ahead else "ForecastNotAbove",
-                        f"{predicted.metric} predicted at {_fmt_forecast(forecasts, predicted.metric)}"
-                        f" in {lead_s:.0f} s -> {predicted.replicas}",
-                    )
+                Stage(
+                    "capacity",
+                    raw,
+                    current,
+                    "CapacityArriving",
+                    f"{arriving} starting replica(s) ready within the {lead_s:.0f} s lead time;"
+                    " only the forecast may add more",
                 )
-                raw = after
-    elif raw is not None:
-        stages.append(
-            Stage("metrics", current, raw, "ValidMetricFound", _metrics_message(reactive.proposals))
-        )
+            )
+            raw = current
+        if raw is not None and predicted is not None and predicted.replicas is not None:
+            ahead = predicted.replicas > raw
+            after = predicted.replicas if ahead else raw
+            stages.append(
+                Stage(
+                    "forecast",
+                    raw,
+                    after,
+                    "ForecastAboveCurrent" if ahead else "ForecastNotAbove",
+                    f"{predicted.metric} predicted at {_fmt_forecast(forecasts, predicted.metric)}"
+                    f" in {lead_s:.0f} s -> {predicted.replicas}",
+                )
+            )
+            raw = after
 
     if raw is None:  # every metric unusable, or some unusable and the rest would scale down
         stages.append(Stage("metrics", current, current, active.reason, active.message))
         decision = Decision(
             current, current, tuple(stages), (_GOT_SCALE, active), lead_time_s=lead_s, forecasts=forecasts
         )
-        return decision, state
+        return decision, _next_state(state, state.recommendations, forecasters)
 
     floored, floor_reason = _apply_floors(spec.floors, raw, now)
     if floored != raw:
@@ -228,7 +238,16 @@ def decide(
         forecasts=forecasts,
         predicted_ready_s=ready_in,
     )
-    return decision, replace(state, recommendations=history)
+    return decision, _next_state(state, history, forecasters)
+
+
+def _next_state(
+    state: PolicyState, history: tuple[Recommendation, ...], forecasters: Mapping[str, Any]
+) -> PolicyState:
+    # A direct constructor call: dataclasses.replace costs more than the rest of a tick's bookkeeping.
+    return PolicyState(
+        history, state.scale_up_events, state.scale_down_events, forecasters, state.scaled_to_zero
+    )
 
 
 def record_rescale(spec: AutoscalerSpec, state: PolicyState, now: float, old: int, new: int) -> PolicyState:
@@ -269,8 +288,20 @@ def _lead_time_s(spec: AutoscalerSpec, obs: Observation) -> float:
     if spec.prediction.lead_time_s is not None:
         return spec.prediction.lead_time_s
     if spec.cold_start is not None:
-        return coldstart.lead_time_s(spec.cold_start, **_cluster(obs))
+        return _cold_start_lead_s(
+            spec.cold_start, obs.free_gpus_per_node, obs.image_cached_nodes, obs.loading_remaining_gb
+        )
     return 0.0
+
+
+@lru_cache(maxsize=1024)
+def _cold_start_lead_s(
+    cold: ColdStartSpec, free: tuple[int, ...], cached: tuple[int, ...], loading: tuple[float, ...]
+) -> float:
+    """The model is a pure function of hashable values, and a cluster looks the same most ticks."""
+    return coldstart.lead_time_s(
+        cold, free_gpus_per_node=free, image_cached_nodes=cached, loading_remaining_gb=loading
+    )
 
 
 def _cluster(obs: Observation) -> dict[str, Any]:
@@ -286,10 +317,9 @@ def _predict(
     state: PolicyState,
     obs: Observation,
     readings: dict[str, MetricReading],
-    ready: int | None,
     lead_s: float,
     now: float,
-) -> tuple[PolicyState, tuple[MetricForecast, ...], MetricsRecommendation | None]:
+) -> tuple[dict[str, Any], tuple[MetricForecast, ...], MetricsRecommendation | None]:
     assert spec.prediction is not None
     forecasters = dict(state.forecasters)
     results: list[MetricForecast] = []
@@ -308,12 +338,11 @@ def _predict(
             metric,
             spec_replicas=obs.spec_replicas,
             status_replicas=obs.status_replicas,
-            ready_pods=ready,
+            ready_pods=obs.ready_pods,
             tolerances=spec.tolerances,
         )
-    new_state = replace(state, forecasters=forecasters)
     predicted = combine_metrics(proposals, obs.spec_replicas) if proposals else None
-    return new_state, tuple(results), predicted
+    return forecasters, tuple(results), predicted
 
 
 def _metrics_message(proposals: Mapping[str, MetricProposal | MetricError]) -> str:

@@ -164,6 +164,27 @@ def combine_metrics(
 
 # --- stabilization ---------------------------------------------------------------------------
 
+READY_FOR_NEW_SCALE = Condition(
+    "AbleToScale", True, "ReadyForNewScale", "recommended size matches current size"
+)
+SCALE_UP_STABILIZED = Condition(
+    "AbleToScale",
+    True,
+    "ScaleUpStabilized",
+    "recent recommendations were lower than current one, applying the lowest recent recommendation",
+)
+SCALE_DOWN_STABILIZED = Condition(
+    "AbleToScale",
+    True,
+    "ScaleDownStabilized",
+    "recent recommendations were higher than current one, applying the highest recent recommendation",
+)
+
+
+def _drop_expired(history: Sequence[Recommendation], cutoff: float) -> tuple[Recommendation, ...]:
+    """Entries older than `cutoff` are never read again (upstream overwrites one of them instead)."""
+    return tuple(rec for rec in history if rec.at >= cutoff)
+
 
 def stabilize_legacy(
     history: Sequence[Recommendation], raw: int, now: float, window_s: float
@@ -174,17 +195,8 @@ def stabilize_legacy(
     for rec in history:
         if rec.at >= cutoff and rec.replicas > stabilized:  # upstream: !Before(cutoff)
             stabilized = rec.replicas
-    kept = tuple(rec for rec in history if rec.at >= cutoff)  # expired ones are never read again
-    if stabilized != raw:
-        cond = Condition(
-            "AbleToScale",
-            True,
-            "ScaleDownStabilized",
-            "recent recommendations were higher than current one, applying the highest recent recommendation",
-        )
-    else:
-        cond = Condition("AbleToScale", True, "ReadyForNewScale", "recommended size matches current size")
-    return stabilized, (*kept, Recommendation(now, raw)), cond
+    cond = SCALE_DOWN_STABILIZED if stabilized != raw else READY_FOR_NEW_SCALE
+    return stabilized, (*_drop_expired(history, cutoff), Recommendation(now, raw)), cond
 
 
 def stabilize_behavior(
@@ -209,25 +221,11 @@ def stabilize_behavior(
         stabilized = up_rec
     if stabilized > down_rec:
         stabilized = down_rec
-    # Entries older than both windows are never read again (upstream overwrites one of them).
-    oldest = min(up_cutoff, down_cutoff)
-    kept = tuple(rec for rec in history if rec.at >= oldest)
     if stabilized == raw:
-        cond = Condition("AbleToScale", True, "ReadyForNewScale", "recommended size matches current size")
-    elif raw >= current:
-        cond = Condition(
-            "AbleToScale",
-            True,
-            "ScaleUpStabilized",
-            "recent recommendations were lower than current one, applying the lowest recent recommendation",
-        )
+        cond = READY_FOR_NEW_SCALE
     else:
-        cond = Condition(
-            "AbleToScale",
-            True,
-            "ScaleDownStabilized",
-            "recent recommendations were higher than current one, applying the highest recent recommendation",
-        )
+        cond = SCALE_UP_STABILIZED if raw >= current else SCALE_DOWN_STABILIZED
+    kept = _drop_expired(history, min(up_cutoff, down_cutoff))
     return stabilized, (*kept, Recommendation(now, raw)), cond
 
 

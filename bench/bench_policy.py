@@ -1,0 +1,104 @@
+"""Decisions per second of the full policy, as the replay calls it at every tick.
+
+Run: `python -m bench.bench_policy`. Single process, so one core. Goal (issue 2): >= 50,000/s for
+the full predictive policy. Each tick threads the returned state into the next call, exactly as
+the controller and the replay do, with a load that ramps and falls so every stage does work.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from autoscaler.policy.decide import decide, record_rescale
+from autoscaler.policy.observation import MetricReading, Observation
+from autoscaler.policy.spec import (
+    AutoscalerSpec,
+    Behavior,
+    ColdStartSpec,
+    FloorSpec,
+    ForecasterKind,
+    MetricSpec,
+    PredictionSpec,
+    Schedule,
+    TargetType,
+)
+from autoscaler.policy.state import PolicyState
+
+TICKS = 50_000
+START = 1_764_410_400.0
+
+QUEUE = MetricSpec("infscale_queue_size", TargetType.AVERAGE_VALUE, 10_000)
+BATCH = MetricSpec("infscale_batch_size", TargetType.AVERAGE_VALUE, 48_000)
+COLD = ColdStartSpec(
+    weights_gb=140, storage_gbps=10, image_pull_s=30, warmup_s=30, node_provision_s=90, gpus_per_replica=4
+)
+
+SCENARIOS = {
+    "hpa legacy (no behavior)": AutoscalerSpec(max_replicas=64, metrics=(QUEUE,)),
+    "hpa behavior, 2 metrics": AutoscalerSpec(max_replicas=64, metrics=(QUEUE, BATCH), behavior=Behavior()),
+    "infscale predictive (holt, cold start, floors, 2 metrics)": AutoscalerSpec(
+        max_replicas=64,
+        metrics=(QUEUE, BATCH),
+        behavior=Behavior(),
+        cold_start=COLD,
+        prediction=PredictionSpec(forecaster=ForecasterKind.HOLT),
+        floors=FloorSpec(warm_min_replicas=2, schedules=(Schedule(8, frozenset(range(5)), 9 * 60, 18 * 60),)),
+    ),
+    "infscale predictive (linear)": AutoscalerSpec(
+        max_replicas=64,
+        metrics=(QUEUE,),
+        behavior=Behavior(),
+        cold_start=COLD,
+        prediction=PredictionSpec(forecaster=ForecasterKind.LINEAR),
+    ),
+}
+
+
+def observations(n: int) -> list[tuple[float, float]]:
+    """(queue per replica, batch per replica): a slow wave with a burst every 20 minutes."""
+    out = []
+    for i in range(n):
+        t = i * 15.0
+        wave = 10 + 8 * math.sin(t / 3600)
+        burst = 25.0 if (t % 1200) < 60 else 0.0
+        out.append((wave + burst, 40 + wave))
+    return out
+
+
+def run(spec: AutoscalerSpec, loads: list[tuple[float, float]]) -> tuple[float, int]:
+    state = PolicyState()
+    replicas = 4
+    scaled = 0
+    started = time.perf_counter()
+    for i, (queue, batch) in enumerate(loads):
+        now = START + i * 15.0
+        obs = Observation(
+            spec_replicas=replicas,
+            status_replicas=replicas,
+            ready_pods=replicas,
+            metrics={
+                QUEUE.name: MetricReading((round(queue * replicas * 1000),)),
+                BATCH.name: MetricReading((round(batch * replicas * 1000),)),
+            },
+        )
+        decision, state = decide(spec, state, obs, now)
+        if decision.desired_replicas != replicas:
+            state = record_rescale(spec, state, now, replicas, decision.desired_replicas)
+            replicas = decision.desired_replicas
+            scaled += 1
+    return time.perf_counter() - started, scaled
+
+
+def main() -> None:
+    loads = observations(TICKS)
+    for name, spec in SCENARIOS.items():
+        run(spec, loads[:2000])  # warm caches (zoneinfo, imports)
+        elapsed, scaled = run(spec, loads)
+        print(
+            f"{name:58s} {TICKS / elapsed:>10,.0f} decisions/s  ({elapsed * 1e6 / TICKS:.1f} µs each, {scaled} rescales)"
+        )
+
+
+if __name__ == "__main__":
+    main()
