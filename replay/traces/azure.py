@@ -25,9 +25,10 @@ def load(path: Path, *, on_unsorted: tabular.Unsorted = "sort") -> Trace:
         tabular.trace_name(path),
         file,
         tabular.datetime_column(table.columns[TIME], rows, file, TIME),
-        tabular.int_column(table.columns[INPUT], rows, file, INPUT),
-        tabular.int_column(table.columns[OUTPUT], rows, file, OUTPUT),
+        tabular.int_column(table.columns[INPUT], rows, file, INPUT, text=True),
+        tabular.int_column(table.columns[OUTPUT], rows, file, OUTPUT, text=True),
         rows,
         time_field=TIME,
+        time_values=table.columns[TIME],
         on_unsorted=on_unsorted,
     )

@@ -37,9 +37,9 @@ def load(
     )
     table = tabular.read_csv(tabular.decode(tabular.read_bytes(path), file), file, required=required)
     rows = table.rows
-    arrival_s = tabular.float_column(table.columns[TIME], rows, file, TIME)
-    input_tokens = tabular.int_column(table.columns[INPUT], rows, file, INPUT)
-    output_tokens = tabular.int_column(table.columns[OUTPUT], rows, file, OUTPUT)
+    arrival_s = tabular.float_column(table.columns[TIME], rows, file, TIME, text=True)
+    input_tokens = tabular.int_column(table.columns[INPUT], rows, file, INPUT, text=True)
+    output_tokens = tabular.int_column(table.columns[OUTPUT], rows, file, OUTPUT, text=True)
     keep = np.ones(len(rows), dtype=bool)
     if not keep_failed:
         keep &= output_tokens > 0
@@ -66,5 +66,6 @@ def load(
         output_tokens[keep],
         rows[keep],
         time_field=TIME,
+        time_values=np.asarray(table.columns[TIME], dtype=np.str_)[keep],
         on_unsorted=on_unsorted,
     )

@@ -40,7 +40,7 @@ def load_csv(
         tabular.decode(tabular.read_bytes(path), file), file, required=names, delimiter=delimiter
     )
     columns = [table.columns[name] for name in names]
-    return _finish(path, columns, table.rows, names, time_unit, on_unsorted)
+    return _finish(path, columns, table.rows, names, time_unit, on_unsorted, text=True)
 
 
 def load_jsonl(
@@ -57,7 +57,7 @@ def load_jsonl(
     objects, rows = tabular.read_jsonl(tabular.decode(tabular.read_bytes(path), file), file)
     names = (arrival_column, input_column, output_column)
     columns = [tabular.json_values(objects, rows, file, name) for name in names]
-    return _finish(path, columns, rows, names, time_unit, on_unsorted)
+    return _finish(path, columns, rows, names, time_unit, on_unsorted, text=False)
 
 
 def _check_options(time_unit: str, delimiter: str) -> None:
@@ -74,13 +74,15 @@ def _finish(
     names: tuple[str, str, str],
     time_unit: str,
     on_unsorted: tabular.Unsorted,
+    *,
+    text: bool,
 ) -> Trace:
     file = path.name
     arrival_s: npt.NDArray[np.float64]
     if time_unit == "datetime":
         arrival_s = tabular.datetime_column(columns[0], rows, file, names[0])
     else:
-        stamps = tabular.float_column(columns[0], rows, file, names[0])
+        stamps = tabular.float_column(columns[0], rows, file, names[0], text=text)
         arrival_s = (stamps - stamps.min()) * SECONDS_PER_UNIT[
             time_unit
         ]  # re-base before scaling: keeps digits
@@ -88,9 +90,10 @@ def _finish(
         tabular.trace_name(path),
         file,
         arrival_s,
-        tabular.int_column(columns[1], rows, file, names[1]),
-        tabular.int_column(columns[2], rows, file, names[2]),
+        tabular.int_column(columns[1], rows, file, names[1], text=text),
+        tabular.int_column(columns[2], rows, file, names[2], text=text),
         rows,
         time_field=names[0],
+        time_values=columns[0],
         on_unsorted=on_unsorted,
     )

@@ -26,14 +26,16 @@ def load(path: Path, *, on_unsorted: tabular.Unsorted = "sort") -> Trace:
         blocks = obj.get(BLOCKS)
         if blocks is not None and not isinstance(blocks, list):
             raise TraceError(f"{at(file, int(row), BLOCKS)}expected a list of block ids, got {blocks!r}")
-    timestamp_ms = tabular.float_column(tabular.json_values(objects, rows, file, TIME), rows, file, TIME)
+    stamps = tabular.json_values(objects, rows, file, TIME)
+    timestamp_ms = tabular.float_column(stamps, rows, file, TIME, text=False)
     return tabular.finish(
         tabular.trace_name(path),
         file,
         np.asarray(timestamp_ms / 1000.0, dtype=np.float64),
-        tabular.int_column(tabular.json_values(objects, rows, file, INPUT), rows, file, INPUT),
-        tabular.int_column(tabular.json_values(objects, rows, file, OUTPUT), rows, file, OUTPUT),
+        tabular.int_column(tabular.json_values(objects, rows, file, INPUT), rows, file, INPUT, text=False),
+        tabular.int_column(tabular.json_values(objects, rows, file, OUTPUT), rows, file, OUTPUT, text=False),
         rows,
         time_field=TIME,
+        time_values=stamps,
         on_unsorted=on_unsorted,
     )

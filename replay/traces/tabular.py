@@ -18,6 +18,7 @@ import csv
 import io
 import json
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -160,17 +161,19 @@ def json_values(objects: Sequence[dict[str, object]], rows: Rows, file: str, key
 _MISSING = object()
 
 
-def int_column(values: Sequence[object], rows: Rows, file: str, field: str) -> npt.NDArray[np.int64]:
-    """Non-negative integers, from CSV strings or JSON numbers (JSON floats and bools are refused)."""
+def int_column(
+    values: Sequence[object], rows: Rows, file: str, field: str, *, text: bool
+) -> npt.NDArray[np.int64]:
+    """Non-negative integers: CSV strings (`text`) or JSON integers (JSON floats, strings, bools refused)."""
     try:
-        if values and isinstance(values[0], str):
+        if text and all(type(v) is str for v in values):
             column = np.array(values, dtype=np.str_).astype(np.int64)
         elif all(type(v) is int for v in values):
             column = np.array(values, dtype=np.int64)
         else:
             raise ValueError
     except (ValueError, OverflowError, TypeError):
-        i = next(i for i, v in enumerate(values) if not _is_int(v))
+        i = next((i for i, v in enumerate(values) if not _is_int(v, text)), 0)
         raise TraceError(
             f"{at(file, int(rows[i]), field)}expected a non-negative integer, got {values[i]!r}"
         ) from None
@@ -181,10 +184,10 @@ def int_column(values: Sequence[object], rows: Rows, file: str, field: str) -> n
     return column
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object, text: bool) -> bool:
     if type(value) is int:
         return -(2**63) <= value < 2**63
-    if isinstance(value, str):
+    if text and isinstance(value, str):
         try:
             int(value)
         except ValueError:
@@ -193,10 +196,12 @@ def _is_int(value: object) -> bool:
     return False
 
 
-def float_column(values: Sequence[object], rows: Rows, file: str, field: str) -> npt.NDArray[np.float64]:
-    """Finite numbers, from CSV strings or JSON numbers."""
+def float_column(
+    values: Sequence[object], rows: Rows, file: str, field: str, *, text: bool
+) -> npt.NDArray[np.float64]:
+    """Finite numbers: CSV strings (`text`) or JSON numbers (JSON strings and bools refused)."""
     try:
-        if values and isinstance(values[0], str):
+        if text and all(type(v) is str for v in values):
             column = np.array(values, dtype=np.str_).astype(np.float64)
         elif all(type(v) is int or type(v) is float for v in values):
             column = np.array(values, dtype=np.float64)
@@ -206,17 +211,17 @@ def float_column(values: Sequence[object], rows: Rows, file: str, field: str) ->
         column = np.full(len(values), np.nan)  # mark everything; the walk below finds the first culprit
     bad = np.flatnonzero(~np.isfinite(column))
     if len(bad):
-        i = next((int(j) for j in bad if not _is_finite(values[int(j)])), int(bad[0]))
+        i = next((int(j) for j in bad if not _is_finite(values[int(j)], text)), int(bad[0]))
         raise TraceError(f"{at(file, int(rows[i]), field)}expected a finite number, got {values[i]!r}")
     return column
 
 
-def _is_finite(value: object) -> bool:
+def _is_finite(value: object, text: bool) -> bool:
     if type(value) is bool:
         return False
     if isinstance(value, int | float):
         return math.isfinite(value)
-    if isinstance(value, str):
+    if text and isinstance(value, str):
         try:
             return math.isfinite(float(value))
         except ValueError:
@@ -238,8 +243,11 @@ def datetime_column(values: Sequence[object], rows: Rows, file: str, field: str)
     if suffix:
         strings = [s[: -len(suffix)] if s.endswith(suffix) else s + "?" for s in strings]
     try:
-        stamps = np.array(strings, dtype=np.str_).astype("datetime64[ns]")
-    except ValueError:
+        with warnings.catch_warnings():
+            # numpy would convert an explicit offset with a UserWarning; make it a parse failure instead
+            warnings.simplefilter("error", UserWarning)
+            stamps = np.array(strings, dtype=np.str_).astype("datetime64[ns]")
+    except (ValueError, UserWarning):
         stamps = np.full(len(strings), np.datetime64("NaT"), dtype="datetime64[ns]")
     bad = np.flatnonzero(np.isnat(stamps))
     if len(bad):
@@ -255,8 +263,10 @@ def datetime_column(values: Sequence[object], rows: Rows, file: str, field: str)
 
 def _is_datetime(value: str) -> bool:
     try:
-        return not np.isnat(np.datetime64(value, "ns"))
-    except ValueError:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UserWarning)
+            return not np.isnat(np.datetime64(value, "ns"))
+    except (ValueError, UserWarning):
         return False
 
 
@@ -269,9 +279,13 @@ def finish(
     rows: Rows,
     *,
     time_field: str,
+    time_values: Sequence[object] | npt.NDArray[np.str_],
     on_unsorted: Unsorted,
 ) -> Trace:
-    """Sort (or reject) out-of-order rows, re-base so the first request is at 0, raise zero tokens to 1."""
+    """Sort (or reject) out-of-order rows, re-base so the first request is at 0, raise zero tokens to 1.
+
+    `time_values` are the timestamps as the file wrote them (parallel to `rows`), for the message.
+    """
     if on_unsorted not in UNSORTED_CHOICES:
         raise TraceError(f"on_unsorted: expected one of {', '.join(UNSORTED_CHOICES)}, got {on_unsorted!r}")
     if len(arrival_s) == 0:
@@ -281,9 +295,9 @@ def finish(
         if on_unsorted == "reject":
             i = int(backwards[0]) + 1
             raise TraceError(
-                f"{at(file, int(rows[i]), time_field)}earlier than row {int(rows[i - 1])} "
-                f"({arrival_s[i]:.6f} s < {arrival_s[i - 1]:.6f} s on the trace's clock); "
-                "the file must be sorted by time (on_unsorted='sort' sorts it)"
+                f"{at(file, int(rows[i]), time_field)}{time_values[i]} is earlier than row "
+                f"{int(rows[i - 1])}'s {time_values[i - 1]}; the file must be sorted by time "
+                "(on_unsorted='sort' sorts it)"
             )
         order = np.argsort(arrival_s, kind="stable")
         arrival_s, input_tokens, output_tokens = arrival_s[order], input_tokens[order], output_tokens[order]
