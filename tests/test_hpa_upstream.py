@@ -36,6 +36,7 @@ from typing import Any, Literal
 
 import pytest
 
+from autoscaler.policy.decide import Decision, decide, record_rescale
 from autoscaler.policy.hpa import (
     MAX_INT32,
     MAX_INT64,
@@ -545,11 +546,6 @@ RECONCILE_CASES = [
             scaled_to_zero=True,
         ),
         id=_id("TestScaleUpFromZeroWhenMinReplicasIncreased", "HPAScaleToZero=true"),
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="decide() pauses every target at 0 unless minReplicas is 0; upstream (1.36+) computes "
-            "metrics when ScaledToZero=True and raises the result to minReplicas",
-        ),
     ),
     # --- min/max clamps, External analogues of the CPU tests ---
     pytest.param(
@@ -713,32 +709,30 @@ def _observation(case: Reconcile) -> Observation:
     )
 
 
-def _conditions(decision: Any) -> tuple[tuple[str, bool, str], ...]:
+def _conditions(decision: Decision) -> tuple[tuple[str, bool, str], ...]:
     return tuple((c.type, c.status, c.reason) for c in decision.conditions)
 
 
 @pytest.mark.parametrize("case", RECONCILE_CASES)
 def test_reconcile(case: Reconcile) -> None:
-    from autoscaler.policy.decide import decide
-
     state = PolicyState(recommendations=case.history, scaled_to_zero=case.scaled_to_zero)
     decision, _ = decide(_spec(case), state, _observation(case), NOW)
     assert (decision.desired_replicas, _conditions(decision)) == (case.want, case.conditions)
 
 
 def test_seed_scale_down_held_by_300s_window() -> None:
-    """4 replicas, average 5 against 10 (raw 2): held at 4 for the whole 300 s window, whose end is
-    included on the legacy path (age <= window), then released."""
-    from autoscaler.policy.decide import decide
-
-    case = Reconcile(1, 20, 4, (_average(10_000, 20_000),), 0, ())
-    spec, obs = _spec(case), _observation(case)
+    """4 replicas, average 5 against 10 (raw 2), no history yet: held at 4 for the whole 300 s
+    window, whose end is included on the legacy path (age <= window), then released."""
+    metric, reading = _average(10_000, 20_000)
+    spec = AutoscalerSpec(max_replicas=20, metrics=(metric,), legacy_scale_up_factor=UPSTREAM_FACTOR)
+    obs = Observation(spec_replicas=4, status_replicas=4, ready_pods=4, metrics={metric.name: reading})
     state = PolicyState()
-    held = []
+    seen = []
     for t in (0.0, 150.0, 300.0, 301.0):
         decision, state = decide(spec, state, obs, NOW + t)
-        held.append((t, decision.desired_replicas, decision.condition("AbleToScale").reason))  # type: ignore[union-attr]
-    assert held == [
+        able = decision.condition("AbleToScale")
+        seen.append((t, decision.desired_replicas, able.reason if able else None))
+    assert seen == [
         (0.0, 4, "ScaleDownStabilized"),
         (150.0, 4, "ScaleDownStabilized"),
         (300.0, 4, "ScaleDownStabilized"),
@@ -820,6 +814,17 @@ def test_convert_desired_replicas_with_rules(case: Convert) -> None:
     )
 
 
+def _row(param: Any) -> Any:
+    """The case object inside a pytest.param (ParameterSet.values is typed as a tuple of object)."""
+    return param.values[0]
+
+
+def _current_in_bounds(cases: list[Any]) -> list[Any]:
+    """Cases whose current count is within [min, max]; outside it decide() takes the guard
+    before normalisation, which upstream's unit tests of the helpers bypass."""
+    return [p for p in cases if _row(p).min_replicas <= _row(p).current <= _row(p).max_replicas]
+
+
 def _driving_metric(current: int, raw: int) -> tuple[MetricSpec, MetricReading]:
     """One AverageValue metric whose raw recommendation is `raw` at `current` status replicas."""
     if raw != current and current and abs(raw / current - 1) <= DEFAULT_TOL[1]:
@@ -827,15 +832,10 @@ def _driving_metric(current: int, raw: int) -> tuple[MetricSpec, MetricReading]:
     return _average(1000, raw * 1000)
 
 
-@pytest.mark.parametrize(
-    "case",
-    [p for p in CONVERT_CASES if p.values[0].min_replicas <= p.values[0].current <= p.values[0].max_replicas],
-)
+@pytest.mark.parametrize("case", _current_in_bounds(CONVERT_CASES))
 def test_convert_desired_replicas_with_rules_through_decide(case: Convert) -> None:
     """The same table through a whole reconcile with no stabilization in play (a current outside
     [min, max] is excluded: decide() takes the guard there, before normalisation)."""
-    from autoscaler.policy.decide import decide
-
     recon = Reconcile(
         case.min_replicas,
         case.max_replicas,
@@ -887,12 +887,6 @@ NORMALIZE_LEGACY = [
     ),
 ]
 
-_DROPS_EXPIRED = pytest.mark.xfail(
-    strict=True,
-    reason="the core drops every expired entry and appends; upstream overwrites only the last "
-    "expired slot and keeps the rest (same decisions while windows stay fixed, different log)",
-)
-
 
 @pytest.mark.parametrize("case", NORMALIZE_LEGACY)
 def test_normalize_desired_replicas(case: Stabilize) -> None:
@@ -900,25 +894,12 @@ def test_normalize_desired_replicas(case: Stabilize) -> None:
     assert (stabilized, condition.reason) == (case.want, case.reason)
 
 
-def _log_params(cases: list[Any], differing: set[str]) -> list[Any]:
-    """The cases whose stored log upstream checks; those the core stores differently are xfail."""
-    return [
-        pytest.param(*p.values, id=p.id, marks=_DROPS_EXPIRED) if p.id in differing else p
-        for p in cases
-        if p.values[0].want_log is not None
-    ]
+def _with_log(cases: list[Any]) -> list[Any]:
+    """The cases whose stored log upstream checks."""
+    return [p for p in cases if _row(p).want_log is not None]
 
 
-@pytest.mark.parametrize(
-    "case",
-    _log_params(
-        NORMALIZE_LEGACY,
-        {
-            _id("TestNormalizeDesiredReplicas", "no stabilize - old recommendations"),
-            _id("TestNormalizeDesiredReplicas", "stabilize - old recommendations"),
-        },
-    ),
-)
+@pytest.mark.parametrize("case", _with_log(NORMALIZE_LEGACY))
 def test_normalize_desired_replicas_log(case: Stabilize) -> None:
     _, history, _ = stabilize_legacy(case.history, case.raw, NOW, 300)
     assert tuple(r.replicas for r in history) == case.want_log
@@ -1056,21 +1037,7 @@ def test_normalize_desired_replicas_with_behavior(case: Stabilize) -> None:
     assert (stabilized, condition.reason) == (case.want, case.reason)
 
 
-@pytest.mark.parametrize(
-    "case",
-    _log_params(
-        NORMALIZE_BEHAVIOR,
-        {
-            _id("TestNormalizeDesiredReplicasWithBehavior", name)
-            for name in (
-                "no scale down stabilization, reuse recommendation element",
-                "no scale up stabilization, reuse recommendation element",
-                "scale down stabilization, reuse one of obsolete recommendation element",
-                "scale up stabilization, reuse one of obsolete recommendation element",
-            )
-        },
-    ),
-)
+@pytest.mark.parametrize("case", _with_log(NORMALIZE_BEHAVIOR))
 def test_normalize_desired_replicas_with_behavior_log(case: Stabilize) -> None:
     up, down = _windows_only(case)
     _, history, _ = stabilize_behavior(case.history, case.raw, case.current, NOW, up, down)
@@ -1420,17 +1387,11 @@ def test_scaling_with_rules(case: Rate) -> None:
 
 @pytest.mark.parametrize(
     "case",
-    [
-        p
-        for p in SCALING_WITH_RULES
-        if p.values[0].min_replicas <= p.values[0].current <= p.values[0].max_replicas
-    ],
+    _current_in_bounds(SCALING_WITH_RULES),
 )
 def test_scaling_with_rules_through_decide(case: Rate) -> None:
     """The same table through a whole reconcile: one metric whose raw recommendation is the
     prenormalized count, the events in the state and no recommendation inside any window."""
-    from autoscaler.policy.decide import decide
-
     recon = Reconcile(
         case.min_replicas,
         case.max_replicas,
@@ -1501,22 +1462,12 @@ STORE_CASES = [
     pytest.param(
         Store(((7, 61), (6, 59)), _rules(10, 60), (5, 6), 6),
         id=_id("TestStoreScaleEvents", "two entries, one of them to be replaced"),
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="the core drops outdated events and appends (6, 5); "
-            "upstream reuses the last outdated slot (5, 6)",
-        ),
     ),
     pytest.param(
         # longest period 60 s: both 61 s old events are outdated; upstream overwrites the last one
         # and keeps the other, still counted by a policy of the other direction with a longer period
         Store(((8, 29), (6, 59), (7, 61), (9, 61)), _rules(10, 60, 100, 30), (8, 6, 7, 5), 14),
         id=_id("TestStoreScaleEvents", "replace one entry, use policies with different periods"),
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="the core drops every outdated event (8, 6, 5); upstream overwrites only the last "
-            "outdated slot and keeps the other (8, 6, 7, 5)",
-        ),
     ),
     pytest.param(
         Store(((7, 58), (6, 59)), _rules(10, 120, 100, 30), (7, 6, 5), 13),
@@ -1533,8 +1484,6 @@ STORE_CASES = [
 @pytest.mark.parametrize("direction", ["up", "down"])
 @pytest.mark.parametrize("case", STORE_CASES)
 def test_store_scale_events(case: Store, direction: str) -> None:
-    from autoscaler.policy.decide import record_rescale
-
     previous = tuple(ScaleEvent(NOW - age, change) for change, age in case.previous)
     behavior = None
     if case.rules is not None:
@@ -1550,15 +1499,31 @@ def test_store_scale_events(case: Store, direction: str) -> None:
     assert other == ()
 
 
-@pytest.mark.parametrize(
-    "case", [pytest.param(*p.values, id=p.id) for p in STORE_CASES]
-)  # storage xfails do not apply
+@pytest.mark.parametrize("case", STORE_CASES)
 def test_replicas_change_per_period(case: Store) -> None:
     """getReplicasChangePerPeriod(60, previous), read through a Pods 0 / 60 s scale-up policy:
     the limit is then exactly current - (replicas added in the last 60 s)."""
     previous = tuple(ScaleEvent(NOW - age, change) for change, age in case.previous)
     probe = ScalingRules(0, SelectPolicy.MAX, (RatePolicy(PODS, 0, 60),))
     assert 100 - scale_up_limit(100, previous, (), probe, NOW) == case.want_change_60s
+
+
+def test_outdated_scale_up_event_still_limits_scale_down() -> None:
+    """Derived from storeScaleEvent + getReplicasChangePerPeriod, not an upstream case. Scale-ups of
+    +4 at -40 s, +6 at -30 s and +2 now, with a 15 s scale-up period: the third store finds both
+    earlier events outdated and overwrites only the last (upstream keeps [+4, +2]). A scale-down
+    with Percent 10 / 300 s then starts its period from 22 - 4 - 2 = 16: trunc(16 x 0.9) = 14."""
+    up = _rules(100, 15)
+    down = _rules(0, 0, 10, 300)
+    spec = AutoscalerSpec(
+        max_replicas=100,
+        metrics=(_ext("qps", AVERAGE, 1000),),
+        behavior=Behavior(scale_up=up, scale_down=down),
+    )
+    state = PolicyState()
+    for at, old, new in ((NOW - 40, 10, 14), (NOW - 30, 14, 20), (NOW, 20, 22)):
+        state = record_rescale(spec, state, at, old, new)
+    assert scale_down_limit(22, state.scale_up_events, state.scale_down_events, down, NOW + 1) == 14
 
 
 # =============================================================================================
@@ -1597,7 +1562,5 @@ def test_replicas_change_per_period(case: Store) -> None:
     ],
 )
 def test_scaled_to_zero_recorded(min_replicas: int, was: bool, old: int, new: int, want: bool) -> None:
-    from autoscaler.policy.decide import record_rescale
-
     spec = AutoscalerSpec(max_replicas=6, metrics=(_ext("qps", VALUE, 14400),), min_replicas=min_replicas)
     assert record_rescale(spec, PolicyState(scaled_to_zero=was), NOW, old, new).scaled_to_zero is want
