@@ -36,6 +36,18 @@ FLAG_OF_FIELD = {
     "loading_remaining_gb": "--loading-gb",
 }
 
+# the ColdStartSpec fields offered as flags: (field, type, help)
+SPEC_FLAGS: tuple[tuple[str, Callable[[str], object], str], ...] = (
+    ("weights_gb", float, "model weights per replica, GB"),
+    ("storage_gbps", float, "shared storage bandwidth, GB/s, split among the loaders"),
+    ("per_loader_gbps", float, "cap on one loader's speed, GB/s"),
+    ("local_cache_gbps", float, "read speed from a node-local weights cache, GB/s"),
+    ("image_pull_s", float, "image pull on a node without the image, s"),
+    ("warmup_s", float, "engine init and warm-up after the load, s"),
+    ("node_provision_s", float, "adding a node when no existing node fits a replica, s"),
+    ("gpus_per_replica", int, "whole GPUs per replica, all on one node"),
+    ("gpus_per_node", int, "GPUs of a new node"),
+)
 ALL = "all"
 T = TypeVar("T", int, float)
 
@@ -59,31 +71,16 @@ def _node_list(text: str) -> tuple[int, ...] | str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = "Times are seconds from now; GB are 10^9 bytes. See docs/coldstart.md."
-    model = parser.add_argument_group("the model (a ColdStartSpec)")
-    model.add_argument("--weights-gb", type=float, required=True, help="model weights per replica, GB")
-    model.add_argument(
-        "--storage-gbps",
-        type=float,
-        required=True,
-        help="shared storage bandwidth, GB/s, split among loaders",
-    )
-    model.add_argument(
-        "--per-loader-gbps", type=float, help="cap on one loader's speed, GB/s (default: none)"
-    )
-    model.add_argument(
-        "--local-cache-gbps",
-        type=float,
-        help="read speed from a node-local weights cache, GB/s (default: none)",
-    )
-    model.add_argument(
-        "--image-pull-s", type=float, default=0.0, help="image pull when not cached (default 0)"
-    )
-    model.add_argument("--warmup-s", type=float, default=0.0, help="engine init and warm-up (default 0)")
-    model.add_argument(
-        "--node-provision-s", type=float, default=0.0, help="time to add a node when none fits (default 0)"
-    )
-    model.add_argument("--gpus-per-replica", type=int, default=1, help="whole GPUs per replica (default 1)")
-    model.add_argument("--gpus-per-node", type=int, default=8, help="GPUs of a new node (default 8)")
+    model = parser.add_argument_group("the model (a ColdStartSpec; defaults are the spec's)")
+    defaults = {f.name: f.default for f in dataclasses.fields(ColdStartSpec)}
+    for field, kind, text in SPEC_FLAGS:
+        default = defaults[field]
+        required = default is dataclasses.MISSING
+        shown = "required" if required else f"default: {'none' if default is None else default}"
+        # default=None: an absent flag leaves the spec's own default in force (kept in one place)
+        model.add_argument(
+            FLAG_OF_FIELD[field], dest=field, type=kind, required=required, help=f"{text} ({shown})"
+        )
     state = parser.add_argument_group("the cluster now")
     state.add_argument("--replicas", type=int, default=1, help="replicas started together now (default 1)")
     state.add_argument(
@@ -133,17 +130,8 @@ def run(args: argparse.Namespace) -> int:
     image_cached = _nodes(args.image_cached_nodes, len(free))
     weights_cached = _nodes(args.weights_cached_nodes, len(free))
     loading: tuple[float, ...] = args.loading_gb
-    spec = ColdStartSpec(
-        weights_gb=args.weights_gb,
-        storage_gbps=args.storage_gbps,
-        per_loader_gbps=args.per_loader_gbps,
-        local_cache_gbps=args.local_cache_gbps,
-        image_pull_s=args.image_pull_s,
-        warmup_s=args.warmup_s,
-        node_provision_s=args.node_provision_s,
-        gpus_per_replica=args.gpus_per_replica,
-        gpus_per_node=args.gpus_per_node,
-    )
+    given = {field: getattr(args, field) for field, _, _ in SPEC_FLAGS}
+    spec = ColdStartSpec(**{field: value for field, value in given.items() if value is not None})
     try:
         replicas = predict_ready(
             spec,

@@ -411,7 +411,7 @@ def test_property_bandwidth_bounds(
 @given(sizes=sizes_st, storage=rate_st)
 def test_property_no_cap_together_is_work_conserving(sizes: list[float], storage: float) -> None:
     finish = shared_load_finish_times(sizes, storage_gbps=storage)
-    assert max(finish) == pytest.approx(sum(sizes) / storage, rel=1e-9, abs=1e-9)
+    assert max(finish) == pytest.approx(sum(sizes) / storage, rel=1e-9, abs=len(sizes) * BYTE_GB / storage)
 
 
 @settings(max_examples=150, deadline=None)
@@ -424,8 +424,10 @@ def test_property_another_loader_never_speeds_anyone_up(
     after = shared_load_finish_times(
         [*sizes, extra[0]], [*starts, extra[1]], storage_gbps=storage, per_loader_gbps=cap
     )
+    # a loader within a byte of done is done: up to one byte's time at the slowest rate early
+    byte_s = BYTE_GB / loader_gbps(len(sizes) + 1, storage, cap)
     for old, new in zip(before, after, strict=False):
-        assert new >= old - 1e-9 * max(1.0, old)
+        assert new >= old - byte_s - 1e-9 * max(1.0, old)
 
 
 @settings(max_examples=150, deadline=None)
@@ -478,9 +480,16 @@ def test_property_ready_times_non_decreasing_in_k(
     spec, state = cluster
     fewer = predict_ready(spec, k, **state)
     more = predict_ready(spec, k + 1, **state)
+    loaders = k + 1 + len(state["loading_remaining_gb"])
+    byte_s = BYTE_GB / loader_gbps(loaders, spec.storage_gbps, spec.per_loader_gbps)  # see BYTE_GB
+
+    def slack(t: float) -> float:
+        return byte_s + 1e-9 * max(1.0, t)
+
     for a, b in zip(fewer, more, strict=False):
-        assert b.ready_s >= a.ready_s - 1e-9 * max(1.0, a.ready_s)  # the same replica, one more competitor
-    assert max(r.ready_s for r in more) >= max(r.ready_s for r in fewer) - 1e-9 * max(1.0, fewer[-1].ready_s)
+        assert b.ready_s >= a.ready_s - slack(a.ready_s)  # the same replica, one more competitor
+    last = max(r.ready_s for r in fewer)
+    assert max(r.ready_s for r in more) >= last - slack(last)
     for r in more:  # the breakdown adds up
         assert r.load_start_s == r.provision_s + r.pull_s
         assert r.ready_s == pytest.approx(r.provision_s + r.pull_s + r.load_s + r.warmup_s)

@@ -27,8 +27,9 @@ from dataclasses import dataclass
 
 from autoscaler.policy.spec import ColdStartSpec
 
-# Bytes are discrete: a loader with at most one byte left (GB = 10^9 bytes) is done. This also
-# absorbs the float residue of "advance by exactly the time to the next completion".
+# Bytes are discrete: a loader with at most one byte left (GB = 10^9 bytes) is done, everywhere
+# (at its start too). This absorbs the float residue of "advance by exactly the time to the next
+# completion"; the price is that a finish may come one byte's transfer time early.
 BYTE_GB = 1e-9
 
 
@@ -95,7 +96,8 @@ def next_load_completion_s(
     """
     if not remaining_gb:
         return math.inf
-    return min(remaining_gb) / loader_gbps(len(remaining_gb), storage_gbps, per_loader_gbps)
+    least = min(remaining_gb)
+    return 0.0 if least <= BYTE_GB else least / loader_gbps(len(remaining_gb), storage_gbps, per_loader_gbps)
 
 
 def advance_loads(
@@ -121,7 +123,7 @@ def advance_loads(
             break
         t, served, active = done_at, size, active - 1
     else:
-        return tuple(0.0 for _ in remaining_gb)
+        return (0.0,) * len(remaining_gb)
     return tuple(left if (left := size - served) > BYTE_GB else 0.0 for size in remaining_gb)
 
 
@@ -178,14 +180,16 @@ def _finish_times(
             i = arrivals[nxt]
             heapq.heappush(active, (served + sizes_gb[i], i))
             nxt += 1
-        rate = loader_gbps(len(active), storage_gbps, per_loader_gbps)
-        done_at = t + (active[0][0] - served) / rate
-        if nxt < n and starts[arrivals[nxt]] < done_at:
-            start = starts[arrivals[nxt]]
-            served += (start - t) * rate
-            t = start
-            continue
-        t, served = done_at, active[0][0]
+        gap = active[0][0] - served
+        if gap > BYTE_GB:  # otherwise the first is already done (and takes no bandwidth from S)
+            rate = loader_gbps(len(active), storage_gbps, per_loader_gbps)
+            done_at = t + gap / rate
+            if nxt < n and starts[arrivals[nxt]] < done_at:
+                start = starts[arrivals[nxt]]
+                served += (start - t) * rate
+                t = start
+                continue
+            t, served = done_at, active[0][0]
         while active and active[0][0] - served <= BYTE_GB:
             finish[heapq.heappop(active)[1]] = t
     return tuple(finish)
@@ -394,8 +398,8 @@ def _plan(
     if shared:
         busy = len(loading_remaining_gb)
         finish = _finish_times(
-            [*loading_remaining_gb, *(spec.weights_gb for _ in shared)],
-            [*(0.0 for _ in range(busy)), *(load_starts[i] for i in shared)],
+            [*loading_remaining_gb, *[spec.weights_gb] * len(shared)],
+            [*[0.0] * busy, *[load_starts[i] for i in shared]],
             spec.storage_gbps,
             spec.per_loader_gbps,
         )
