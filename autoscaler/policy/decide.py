@@ -101,14 +101,16 @@ def decide(
 
     # Guards: upstream evaluates them before reading any metric.
     guard: tuple[int, str] | None = None
-    if current == 0 and not (spec.min_replicas == 0 and state.scaled_to_zero):
-        return Decision(
-            current,
-            current,
-            (Stage("guard", 0, 0, "ScalingDisabled", _SCALING_DISABLED.message),),
-            (_GOT_SCALE, _SCALING_DISABLED),
-        ), state
-    if current > spec.max_replicas:
+    if current == 0:
+        if not state.scaled_to_zero:  # put at 0 by someone else: autoscaling is paused
+            return Decision(
+                current,
+                current,
+                (Stage("guard", 0, 0, "ScalingDisabled", _SCALING_DISABLED.message),),
+                (_GOT_SCALE, _SCALING_DISABLED),
+            ), state
+        # we scaled it to zero ourselves: compute from the metrics, raised to minReplicas below
+    elif current > spec.max_replicas:
         guard = spec.max_replicas, "Current number of replicas above Spec.MaxReplicas"
     elif current < spec.min_replicas:
         guard = spec.min_replicas, "Current number of replicas below Spec.MinReplicas"

@@ -181,9 +181,17 @@ SCALE_DOWN_STABILIZED = Condition(
 )
 
 
-def _drop_expired(history: Sequence[Recommendation], cutoff: float) -> tuple[Recommendation, ...]:
-    """Entries older than `cutoff` are never read again (upstream overwrites one of them instead)."""
-    return tuple(rec for rec in history if rec.at >= cutoff)
+def _store(
+    history: Sequence[Recommendation], new: Recommendation, cutoff: float
+) -> tuple[Recommendation, ...]:
+    """Upstream's bookkeeping, slot for slot: overwrite the LAST entry older than `cutoff`, else append.
+
+    The other expired entries stay; a window lengthened later would read them again.
+    """
+    for i in range(len(history) - 1, -1, -1):
+        if history[i].at < cutoff:
+            return (*history[:i], new, *history[i + 1 :])
+    return (*history, new)
 
 
 def stabilize_legacy(
@@ -196,7 +204,7 @@ def stabilize_legacy(
         if rec.at >= cutoff and rec.replicas > stabilized:  # upstream: !Before(cutoff)
             stabilized = rec.replicas
     cond = SCALE_DOWN_STABILIZED if stabilized != raw else READY_FOR_NEW_SCALE
-    return stabilized, (*_drop_expired(history, cutoff), Recommendation(now, raw)), cond
+    return stabilized, _store(history, Recommendation(now, raw), cutoff), cond
 
 
 def stabilize_behavior(
@@ -225,8 +233,7 @@ def stabilize_behavior(
         cond = READY_FOR_NEW_SCALE
     else:
         cond = SCALE_UP_STABILIZED if raw >= current else SCALE_DOWN_STABILIZED
-    kept = _drop_expired(history, min(up_cutoff, down_cutoff))
-    return stabilized, (*kept, Recommendation(now, raw)), cond
+    return stabilized, _store(history, Recommendation(now, raw), min(up_cutoff, down_cutoff)), cond
 
 
 # --- rate limits and bounds ------------------------------------------------------------------
@@ -354,6 +361,12 @@ def limit_legacy(
 def record_scale_event(
     events: Sequence[ScaleEvent], change: int, now: float, longest_period_s: int
 ) -> tuple[ScaleEvent, ...]:
-    """storeScaleEvent: events older than the direction's longest period are never counted again."""
-    cutoff = now - longest_period_s
-    return (*(e for e in events if e.at >= cutoff), ScaleEvent(now, change))
+    """storeScaleEvent: overwrite the last event older than the direction's longest period, else append.
+
+    The other outdated events stay, and a policy of the other direction with a longer period
+    still counts them when it works out its period start, exactly as upstream.
+    """
+    for i in range(len(events) - 1, -1, -1):
+        if events[i].at < now - longest_period_s:
+            return (*events[:i], ScaleEvent(now, change), *events[i + 1 :])
+    return (*events, ScaleEvent(now, change))
