@@ -1,0 +1,209 @@
+"""The Prometheus source against a respx-mocked HTTP API: PromQL built from presets, results, errors."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import parse_qs
+
+import httpx
+import pytest
+import respx
+
+from adapter.catalog import PrometheusSettings
+from adapter.presets import Signal, get_preset
+from adapter.sources import SourceError
+from adapter.sources.prometheus import PrometheusSource, promql_for
+from adapter.telemetry import Telemetry
+
+URL = "http://prometheus.test:9090"
+QUERY_URL = f"{URL}/api/v1/query"
+BY = ["namespace", "pod", "deployment", "model_name"]
+
+
+@pytest.mark.parametrize(
+    ("engine", "signal", "expected"),
+    [
+        pytest.param(
+            "vllm",
+            Signal.QUEUE_SIZE,
+            "sum by (namespace, pod, deployment, model_name) (vllm:num_requests_waiting)",
+            id="gauge summed per pod",
+        ),
+        pytest.param(
+            "vllm",
+            Signal.KV_CACHE_USAGE,
+            "(avg by (namespace, pod, deployment, model_name) (vllm:kv_cache_usage_perc))"
+            " or (avg by (namespace, pod, deployment, model_name) (vllm:gpu_cache_usage_perc))",
+            id="both vLLM generations, per-pod fallback with or",
+        ),
+        pytest.param(
+            "tensorrt-llm",
+            Signal.QUEUE_SIZE,
+            "sum by (namespace, pod, deployment, model_name)"
+            ' (nv_trt_llm_request_metrics{request_type="waiting"})',
+            id="label matcher",
+        ),
+        pytest.param(
+            "tgi",
+            Signal.KV_CACHE_USAGE,
+            "(sum by (namespace, pod, deployment, model_name) (tgi_batch_current_max_tokens))"
+            " / ((sum by (namespace, pod, deployment, model_name) (tgi_batch_max_total_tokens)) > 0)",
+            id="ratio drops zero capacity",
+        ),
+        pytest.param(
+            "vllm",
+            Signal.REQUEST_RATE,
+            "sum by (namespace, pod, deployment, model_name) (rate(vllm:request_success_total[60s]))",
+            id="rate over the window",
+        ),
+        pytest.param(
+            "jetstream",
+            Signal.QUEUE_SIZE,
+            "((sum by (namespace, pod, deployment, model_name) (jetstream_prefill_backlog_size))"
+            " + (sum by (namespace, pod, deployment, model_name) (jetstream_generate_backlog_size)))"
+            " or (sum by (namespace, pod, deployment, model_name) (jetstream_prefill_backlog_size))"
+            " or (sum by (namespace, pod, deployment, model_name) (jetstream_generate_backlog_size))",
+            id="sum of terms, each alone where the other is missing",
+        ),
+    ],
+)
+def test_promql_for(engine: str, signal: Signal, expected: str) -> None:
+    assert promql_for(get_preset(engine).rule(signal), BY, 60) == expected
+
+
+def vector(*items: tuple[dict[str, str], str], t: float = 1700000000.5) -> dict[str, Any]:
+    return {
+        "status": "success",
+        "data": {"resultType": "vector", "result": [{"metric": m, "value": [t, v]} for m, v in items]},
+    }
+
+
+@pytest.fixture
+async def source() -> AsyncIterator[PrometheusSource]:
+    settings = PrometheusSettings(url=URL, cache_ttl_s=5, deployment_label="app")
+    async with httpx.AsyncClient() as client:
+        yield PrometheusSource(get_preset("vllm"), settings, Telemetry(), client=client)
+
+
+@respx.mock
+async def test_results_become_pod_values_with_canonical_labels(source: PrometheusSource) -> None:
+    route = respx.post(QUERY_URL).respond(
+        json=vector(
+            ({"namespace": "serving", "pod": "p1", "app": "llama", "model_name": "m"}, "4"),
+            ({"namespace": "serving", "pod": "p2", "app": "llama", "model_name": "m"}, "6"),
+            ({"namespace": "batch", "pod": "p3", "app": "llama", "model_name": "m"}, "9"),
+        )
+    )
+    reading = await source.read(Signal.QUEUE_SIZE, None, "serving", 100.0, 30.0)
+    assert [(dict(v.labels), v.value, v.timestamp) for v in reading.values] == [
+        ({"namespace": "serving", "pod": "p1", "deployment": "llama", "model": "m"}, 4.0, 1700000000.5),
+        ({"namespace": "serving", "pod": "p2", "deployment": "llama", "model": "m"}, 6.0, 1700000000.5),
+    ]
+    sent = parse_qs(route.calls.last.request.content.decode())
+    assert sent == {"query": [source.query_for(Signal.QUEUE_SIZE)]}
+    assert "by (namespace, pod, app, model_name)" in sent["query"][0]  # configured label names
+
+
+@respx.mock
+async def test_answers_are_cached_for_the_ttl(source: PrometheusSource) -> None:
+    route = respx.post(QUERY_URL).respond(json=vector(({"namespace": "serving"}, "1")))
+    for now in (100.0, 102.0, 105.0):
+        await source.read(Signal.QUEUE_SIZE, None, "serving", now, 30.0)
+    await source.read(Signal.QUEUE_SIZE, None, "other", 105.0, 30.0)  # one query serves all namespaces
+    assert route.call_count == 1
+    await source.read(Signal.QUEUE_SIZE, None, "serving", 105.1, 30.0)
+    assert route.call_count == 2
+
+
+@respx.mock
+async def test_explicit_query_keeps_its_labels_and_nan_is_no_data(source: PrometheusSource) -> None:
+    respx.post(QUERY_URL).respond(
+        json=vector(
+            ({"__name__": "x", "queue": "gold"}, "3"),
+            ({"queue": "silver"}, "NaN"),
+            ({"queue": "bronze"}, "+Inf"),
+        )
+    )
+    reading = await source.read(None, "sum by (queue) (x)", "anywhere", 100.0, 30.0)
+    assert [(dict(v.labels), v.value) for v in reading.values] == [({"queue": "gold"}, 3.0)]
+
+
+@pytest.mark.parametrize(
+    ("response", "message"),
+    [
+        pytest.param(
+            httpx.Response(
+                400,
+                json={
+                    "status": "error",
+                    "errorType": "bad_data",
+                    "error": "parse error at char 5: unexpected",
+                },
+            ),
+            "rejected query 'sum by (queue) (x' (HTTP 400): bad_data: parse error at char 5",
+            id="bad PromQL",
+        ),
+        pytest.param(
+            httpx.Response(503, text="<html>unavailable</html>"),
+            "answered HTTP 503 without a JSON body",
+            id="proxy error page",
+        ),
+        pytest.param(
+            httpx.Response(200, json={"status": "success", "data": {"resultType": "matrix", "result": []}}),
+            "returned a 'matrix'; an instant vector is needed",
+            id="range vector",
+        ),
+        pytest.param(
+            httpx.Response(
+                200, json={"status": "success", "data": {"resultType": "vector", "result": [{"x": 1}]}}
+            ),
+            "malformed result item",
+            id="malformed item",
+        ),
+        pytest.param(httpx.ConnectError("refused"), f"Prometheus at {URL}: ConnectError: refused", id="down"),
+        pytest.param(httpx.ReadTimeout("slow"), "did not answer in time", id="timeout"),
+    ],
+)
+@respx.mock
+async def test_errors_are_clear(
+    source: PrometheusSource, response: httpx.Response | Exception, message: str
+) -> None:
+    route = respx.post(QUERY_URL)
+    if isinstance(response, Exception):
+        route.side_effect = response
+    else:
+        route.return_value = response
+    with pytest.raises(SourceError) as info:
+        await source.read(None, "sum by (queue) (x", "ns", 100.0, 30.0)
+    assert message in str(info.value)
+
+
+@respx.mock
+async def test_errors_are_not_cached_and_are_counted() -> None:
+    telemetry = Telemetry()
+    async with PrometheusSource(get_preset("vllm"), PrometheusSettings(url=URL), telemetry) as source:
+        route = respx.post(QUERY_URL)
+        route.side_effect = httpx.ConnectError("refused")
+        with pytest.raises(SourceError):
+            await source.read(Signal.QUEUE_SIZE, None, "ns", 100.0, 30.0)
+        route.side_effect = None
+        route.return_value = httpx.Response(200, json=vector(({"namespace": "ns"}, "2")))
+        reading = await source.read(Signal.QUEUE_SIZE, None, "ns", 100.5, 30.0)
+    assert [v.value for v in reading.values] == [2.0]
+    errors = telemetry.registry.get_sample_value(
+        "infscale_adapter_scrape_errors_total", {"source": "prometheus", "reason": "connect"}
+    )
+    assert errors == 1
+
+
+@respx.mock
+async def test_bearer_token_file_is_sent(tmp_path: Any) -> None:
+    token = tmp_path / "token"
+    token.write_text("s3cret\n")
+    route = respx.post(QUERY_URL).respond(json=vector())
+    settings = PrometheusSettings(url=URL + "/", bearer_token_file=str(token))
+    async with PrometheusSource(get_preset("vllm"), settings, Telemetry()) as source:
+        reading = await source.read(Signal.QUEUE_SIZE, None, "ns", 100.0, 30.0)
+    assert reading.values == ()
+    assert route.calls.last.request.headers["Authorization"] == "Bearer s3cret"
