@@ -1,0 +1,486 @@
+"""The External Metrics API server: aiohttp app factory, one route table, auth and error middleware.
+
+Pipeline position: the kube-apiserver's aggregator (and, through it, every HPA) -> this app ->
+a `MetricsBackend` (adapter/catalog.py) for the numbers. The app knows HTTP, auth and the wire
+format (adapter/wire.py); it never makes up a value: no data is a Status error, never a 0.
+
+Every error, including the router's own 404/405, leaves as a `metav1.Status` JSON with `code`
+equal to the HTTP status and no `Retry-After` (client-go would sleep and retry inside the HPA
+worker). The health paths answer `ok` to anyone; everything else needs an authenticated,
+authorized caller (adapter/auth.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, Counter, Histogram, generate_latest
+
+from adapter import wire
+from adapter.auth import (
+    Access,
+    Forbidden,
+    RequestAttributes,
+    ReviewFailed,
+    Unauthenticated,
+    UserInfo,
+    request_attributes,
+)
+from adapter.backend import (
+    BackendError,
+    MetricSample,
+    MetricsBackend,
+    NoData,
+    SourceUnavailable,
+    UnknownMetric,
+)
+from adapter.delegate import Delegate, DelegateUnavailable
+from adapter.selector import Selector, SelectorError, parse_selector
+from adapter.telemetry import Telemetry
+from adapter.wire import Answer, Reason, StatusError
+
+log = logging.getLogger(__name__)
+
+API_ROOT: Final = f"/apis/{wire.GROUP_VERSION}"
+KEDA_ROOT: Final = "/keda/v1"
+HEALTH_PATHS: Final = frozenset({"/healthz", "/livez", "/readyz"})
+ALLOWED_METHODS: Final = frozenset({"GET", "HEAD"})
+# We never read a request body; anything beyond a few KiB is a mistake or an attack.
+CLIENT_MAX_SIZE: Final = 64 * 1024
+
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})  # Go strconv.ParseBool
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """Defaults: backend reads time out after 10 s (the aggregator waits 60 s, the HPA has no
+    timeout of its own), the KEDA metrics-api endpoint is on."""
+
+    version: str = "0.1.0"
+    backend_timeout_s: float = 10.0
+    keda_endpoint: bool = True
+
+
+BACKEND = web.AppKey("backend", MetricsBackend)
+ACCESS = web.AppKey("access", Access)
+TELEMETRY = web.AppKey("telemetry", Telemetry)
+DELEGATE = web.AppKey("delegate", Delegate)
+CONFIG = web.AppKey("config", ServerConfig)
+USER = web.RequestKey("user", UserInfo)
+
+
+# --- request metrics ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RequestMetrics:
+    requests: Counter
+    duration_s: Histogram
+
+
+REQUEST_METRICS = web.AppKey("request_metrics", RequestMetrics)
+_REQUEST_METRICS: weakref.WeakKeyDictionary[Telemetry, RequestMetrics] = weakref.WeakKeyDictionary()
+
+
+def request_metrics(telemetry: Telemetry) -> RequestMetrics:
+    """The request counters in `telemetry.registry`, created once per registry."""
+    found = _REQUEST_METRICS.get(telemetry)
+    if found is None:
+        found = RequestMetrics(
+            Counter(
+                "infscale_adapter_requests",
+                "HTTP requests served, by route and status code.",
+                ["route", "code"],
+                registry=telemetry.registry,
+            ),
+            Histogram(
+                "infscale_adapter_request_duration_seconds",
+                "Time to answer an HTTP request, by route.",
+                ["route"],
+                buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0),
+                registry=telemetry.registry,
+            ),
+        )
+        _REQUEST_METRICS[telemetry] = found
+    return found
+
+
+# --- responses ----------------------------------------------------------------------------------
+
+
+def json_response(doc: dict[str, Any], status: int = 200, content_type: str = wire.JSON) -> web.Response:
+    return web.Response(body=wire.dumps(doc), status=status, headers={"Content-Type": content_type})
+
+
+def status_response(error: StatusError) -> web.Response:
+    return json_response(wire.status(error), status=error.code)
+
+
+def _http_exception_status(exc: web.HTTPException) -> StatusError:
+    if exc.status == 405:
+        return StatusError(
+            Reason.METHOD_NOT_ALLOWED, "the server does not allow this method on the requested resource"
+        )
+    if exc.status == 404:
+        return wire.not_found_route()
+    if exc.status == 413:
+        return StatusError(Reason.BAD_REQUEST, "the request body is too large")
+    if 400 <= exc.status < 500:
+        return StatusError(Reason.BAD_REQUEST, exc.reason or "bad request")
+    return StatusError(Reason.INTERNAL_ERROR, "Internal error occurred")
+
+
+def _route_label(request: web.Request) -> str:
+    route = request.match_info.route
+    return route.resource.canonical if route.resource is not None else "unmatched"
+
+
+@web.middleware
+async def status_errors(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """Outermost: every error becomes a metav1.Status; every request is counted and timed."""
+    started = time.perf_counter()
+    try:
+        response = await handler(request)
+    except StatusError as exc:
+        response = status_response(exc)
+    except web.HTTPException as exc:
+        if exc.status < 400:  # never redirect: the aggregator rejects 3xx
+            response = status_response(wire.not_found_route())
+        else:
+            response = status_response(_http_exception_status(exc))
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("unhandled error serving %s %s", request.method, request.path)
+        response = status_response(StatusError(Reason.INTERNAL_ERROR, "Internal error occurred"))
+    metrics = request.app[REQUEST_METRICS]
+    route = _route_label(request)
+    metrics.requests.labels(route, str(response.status)).inc()
+    metrics.duration_s.labels(route).observe(time.perf_counter() - started)
+    return response
+
+
+def _peer_certificate(request: web.Request) -> bytes | None:
+    transport = request.transport
+    if transport is None:
+        return None
+    ssl_object = transport.get_extra_info("ssl_object")
+    if ssl_object is None:
+        return None
+    der: bytes | None = ssl_object.getpeercert(binary_form=True)
+    return der
+
+
+def attributes_for(request: web.Request) -> RequestAttributes:
+    """Authorization attributes. The KEDA endpoint is authorized exactly like the metric read it
+    mirrors, so one RBAC rule (`list` on external.metrics.k8s.io) grants both."""
+    path = request.path
+    if path.startswith(KEDA_ROOT + "/"):
+        path = API_ROOT + path[len(KEDA_ROOT) :]
+    watch = request.query.get("watch", "") in _TRUE
+    # raw_path keeps %2F inside a segment, as Go's RequestInfo sees segments
+    raw = request.rel_url.raw_path
+    if raw.startswith(KEDA_ROOT + "/"):
+        raw = API_ROOT + raw[len(KEDA_ROOT) :]
+    attributes = request_attributes(request.method, raw, watch=watch)
+    if not attributes.resource_request:
+        return RequestAttributes(verb=attributes.verb, path=path)
+    return attributes
+
+
+def _forbidden(user_name: str, attributes: RequestAttributes) -> StatusError:
+    if attributes.resource_request:
+        return StatusError(
+            Reason.FORBIDDEN,
+            f'{attributes.resource}.{attributes.group} is forbidden: User "{user_name}" cannot '
+            f"{attributes.describe()}",
+            {"group": attributes.group, "kind": attributes.resource},
+        )
+    return StatusError(Reason.FORBIDDEN, f'forbidden: User "{user_name}" cannot {attributes.describe()}', {})
+
+
+@web.middleware
+async def guard(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """Authentication and authorization before any route; health checks are open to anyone."""
+    if request.path in HEALTH_PATHS and request.method in ALLOWED_METHODS:
+        return await handler(request)
+    if request.method not in ALLOWED_METHODS:
+        raise StatusError(
+            Reason.METHOD_NOT_ALLOWED, "the server does not allow this method on the requested resource"
+        )
+    attributes = attributes_for(request)
+    try:
+        user = await request.app[ACCESS].check(_peer_certificate(request), request.headers, attributes)
+    except Unauthenticated as exc:
+        log.info("401 for %s: %s", request.path, exc)
+        raise StatusError(Reason.UNAUTHORIZED, f"Unauthorized: {exc}") from None
+    except Forbidden as exc:
+        log.info("403 for %s: %s", request.path, exc)
+        raise _forbidden(exc.user.name, attributes) from None
+    except ReviewFailed as exc:
+        log.error("access review for %s failed: %s", request.path, exc)
+        raise StatusError(Reason.INTERNAL_ERROR, "Internal error occurred: unable to check access") from None
+    request[USER] = user
+    return await handler(request)
+
+
+# --- handlers -----------------------------------------------------------------------------------
+
+
+def _negotiate(request: web.Request, *, discovery: bool = False) -> Answer:
+    answer = wire.negotiate(request.headers.get("Accept"), discovery=discovery)
+    if answer is None:
+        raise wire.NOT_ACCEPTABLE
+    return answer
+
+
+async def apis(request: web.Request) -> web.Response:
+    answer = _negotiate(request, discovery=True)
+    if answer is Answer.JSON:
+        return json_response(wire.api_group_list())
+    version = answer.value
+    doc = wire.api_group_discovery_list(request.app[BACKEND].metric_names(), version)
+    return json_response(doc, content_type=wire.discovery_content_type(version))
+
+
+async def group(request: web.Request) -> web.Response:
+    _negotiate(request)
+    return json_response(wire.api_group())
+
+
+async def resources(request: web.Request) -> web.Response:
+    """The availability probe: fast, and independent of whether the backend has data."""
+    _negotiate(request)
+    return json_response(wire.api_resource_list(request.app[BACKEND].metric_names()))
+
+
+def _metric_target(request: web.Request) -> tuple[str, str, Selector]:
+    """Namespace, metric and selector of a read, validated here: the router hands over `a/b` and
+    `..` already percent-decoded."""
+    namespace = request.match_info["namespace"]
+    metric = request.match_info["metric"]
+    if request.query.get("watch", "") in _TRUE:
+        raise StatusError(
+            Reason.METHOD_NOT_ALLOWED,
+            f'watch is not supported on resources of kind "{metric}.{wire.GROUP}"',
+        )
+    if len(namespace) > 63 or not _DNS1123_LABEL.fullmatch(namespace):
+        raise StatusError(
+            Reason.NOT_FOUND,
+            f"namespace {namespace!r} is not a valid namespace name (a DNS-1123 label)",
+            {"name": namespace, "kind": "namespaces"},
+        )
+    if metric in (".", "..") or "/" in metric or "%" in metric:
+        raise StatusError(
+            Reason.NOT_FOUND,
+            f"metric name {metric!r} may not be '.' or '..' and may not contain '/' or '%'",
+            wire.metric_details(metric),
+        )
+    try:
+        selector = parse_selector(request.query.get("labelSelector", ""))
+    except SelectorError as exc:
+        raise StatusError(Reason.BAD_REQUEST, str(exc)) from None
+    return namespace, metric, selector
+
+
+async def _read(
+    request: web.Request, namespace: str, metric: str, selector: Selector
+) -> Sequence[MetricSample]:
+    """The backend's answer, or the StatusError it maps to. UnknownMetric is left to the caller."""
+    try:
+        async with asyncio.timeout(request.app[CONFIG].backend_timeout_s):
+            return await request.app[BACKEND].read(namespace, metric, selector)
+    except NoData as exc:
+        raise StatusError(
+            Reason.NOT_FOUND, str(exc) or f"no data for metric {metric}", wire.metric_details(metric)
+        ) from None
+    except SourceUnavailable as exc:
+        log.warning("source unavailable for %s/%s: %s", namespace, metric, exc)
+        raise StatusError(
+            Reason.SERVICE_UNAVAILABLE, str(exc) or "the metric source is unavailable"
+        ) from None
+    except TimeoutError:
+        log.warning("backend read of %s/%s timed out", namespace, metric)
+        raise StatusError(Reason.SERVICE_UNAVAILABLE, f"timed out reading metric {metric}") from None
+    except UnknownMetric:
+        raise
+    except BackendError as exc:
+        log.error("backend failed reading %s/%s: %s", namespace, metric, exc)
+        raise StatusError(Reason.INTERNAL_ERROR, "Internal error occurred: unable to fetch metrics") from None
+
+
+def _unknown_metric(metric: str, namespace: str) -> StatusError:
+    return StatusError(
+        Reason.NOT_FOUND,
+        f"the server could not find the metric {metric} for namespace {namespace}",
+        wire.metric_details(metric),
+    )
+
+
+async def read_metric(request: web.Request) -> web.Response:
+    _negotiate(request)
+    namespace, metric, selector = _metric_target(request)
+    try:
+        samples = await _read(request, namespace, metric, selector)
+    except UnknownMetric:
+        delegate = request.app.get(DELEGATE)
+        if delegate is None:
+            raise _unknown_metric(metric, namespace) from None
+        return await _delegated(request, delegate, namespace, metric)
+    try:
+        doc = wire.metric_value_list(metric, samples)
+    except wire.QuantityError as exc:
+        # NaN or out of range: no usable value, which is an error and never a 0
+        raise StatusError(
+            Reason.NOT_FOUND, f"metric {metric} has no usable value: {exc}", wire.metric_details(metric)
+        ) from None
+    return json_response(doc)
+
+
+async def _delegated(request: web.Request, delegate: Delegate, namespace: str, metric: str) -> web.Response:
+    try:
+        answer = await delegate.forward(
+            namespace, metric, request.rel_url.raw_query_string, request[USER], request.headers.get("Accept")
+        )
+    except DelegateUnavailable as exc:
+        log.warning("delegate failed for %s/%s: %s", namespace, metric, exc)
+        raise StatusError(
+            Reason.SERVICE_UNAVAILABLE, f"the delegate metrics server is unavailable: {exc}"
+        ) from None
+    headers = {"Content-Type": answer.content_type} if answer.content_type else {}
+    return web.Response(body=answer.body, status=answer.status, headers=headers)
+
+
+async def keda_value(request: web.Request) -> web.Response:
+    """KEDA `metrics-api` trigger: one number per read (`valueLocation: value`).
+
+    The value is what the HPA would compute from the same read: the sum of the matching items.
+    An empty match is an error here (KEDA has no "hold" answer; a 0 would scale to the minimum).
+    """
+    _negotiate(request)
+    namespace, metric, selector = _metric_target(request)
+    try:
+        samples = await _read(request, namespace, metric, selector)
+    except UnknownMetric:
+        raise _unknown_metric(metric, namespace) from None
+    if not samples:
+        raise StatusError(
+            Reason.NOT_FOUND,
+            f"no series of metric {metric} in namespace {namespace} matches labelSelector {str(selector)!r}",
+            wire.metric_details(metric),
+        )
+    total = sum(s.value for s in samples)
+    try:
+        quantity = wire.format_quantity(total)
+    except wire.QuantityError as exc:
+        raise StatusError(
+            Reason.NOT_FOUND, f"metric {metric} has no usable value: {exc}", wire.metric_details(metric)
+        ) from None
+    return json_response(
+        {
+            "metricName": metric,
+            "namespace": namespace,
+            "labelSelector": str(selector),
+            "value": wire.milli_round(total),
+            "quantity": quantity,
+            "items": len(samples),
+            "timestamp": wire.format_time(min(s.timestamp for s in samples)),
+        }
+    )
+
+
+async def health(request: web.Request) -> web.Response:
+    """Always ok while the process serves: readiness must not follow the backend, or the Service
+    loses its endpoints and the APIService turns Available=False for every kubectl user."""
+    return web.Response(text="ok", content_type="text/plain")
+
+
+async def version(request: web.Request) -> web.Response:
+    _negotiate(request)
+    return json_response(wire.version_info(request.app[CONFIG].version))
+
+
+async def metrics(request: web.Request) -> web.Response:
+    body = generate_latest(request.app[TELEMETRY].registry)
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+def routes(config: ServerConfig) -> list[web.RouteDef]:
+    """The one route table. Trailing-slash twins are explicit: a normalizing redirect would be a 3xx."""
+    table = [
+        web.get("/apis", apis),
+        web.get(f"/apis/{wire.GROUP}", group),
+        web.get(f"/apis/{wire.GROUP}/", group),
+        web.get(API_ROOT, resources),
+        web.get(API_ROOT + "/", resources),
+        web.get(API_ROOT + "/namespaces/{namespace}/{metric}", read_metric),
+        web.get("/healthz", health),
+        web.get("/livez", health),
+        web.get("/readyz", health),
+        web.get("/version", version),
+        web.get("/metrics", metrics),
+    ]
+    if config.keda_endpoint:
+        table.append(web.get(KEDA_ROOT + "/namespaces/{namespace}/{metric}", keda_value))
+    return table
+
+
+def create_app(
+    backend: MetricsBackend,
+    access: Access,
+    telemetry: Telemetry,
+    *,
+    delegate: Delegate | None = None,
+    config: ServerConfig | None = None,
+    background: Sequence[Callable[[], Awaitable[None]]] = (),
+) -> web.Application:
+    """The application. `background` coroutines (certificate reloads, ConfigMap refreshes) run
+    while the app runs and are cancelled on shutdown."""
+    config = config or ServerConfig()
+    app = web.Application(middlewares=[status_errors, guard], client_max_size=CLIENT_MAX_SIZE)
+    app[BACKEND] = backend
+    app[ACCESS] = access
+    app[TELEMETRY] = telemetry
+    app[CONFIG] = config
+    app[REQUEST_METRICS] = request_metrics(telemetry)
+    if delegate is not None:
+        app[DELEGATE] = delegate
+    app.add_routes(routes(config))
+    if background:
+        app.cleanup_ctx.append(_background_tasks(background))
+    return app
+
+
+def _background_tasks(
+    jobs: Sequence[Callable[[], Awaitable[None]]],
+) -> Callable[[web.Application], AsyncIterator[None]]:
+    async def run(app: web.Application) -> AsyncIterator[None]:
+        tasks = [asyncio.create_task(_logged(job)) for job in jobs]
+        yield
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    return run
+
+
+async def _logged(job: Callable[[], Awaitable[None]]) -> None:
+    try:
+        await job()
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("background task %r stopped", job)
