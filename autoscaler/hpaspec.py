@@ -8,7 +8,15 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from autoscaler import quantity
 from autoscaler.policy.spec import (
@@ -162,6 +170,11 @@ class ColdStartModel(_Model):
     gpus_per_replica: Annotated[int, Field(ge=1, alias="gpusPerReplica")] = 1
     gpus_per_node: Annotated[int, Field(ge=1, alias="gpusPerNode")] = 8
 
+    @model_validator(mode="after")
+    def _consistent(self) -> ColdStartModel:
+        self.to_spec()
+        return self
+
     def to_spec(self) -> ColdStartSpec:
         if self.gpus_per_replica > self.gpus_per_node:
             raise ValueError(
@@ -187,6 +200,18 @@ class PredictionModel(_Model):
     beta: Annotated[float, Field(ge=0, le=1)] = _PREDICTION.beta
     season_seconds: Annotated[float, Field(gt=0, alias="seasonSeconds")] = _PREDICTION.season_s
     lead_time_seconds: Annotated[float | None, Field(ge=0, alias="leadTimeSeconds")] = None
+    smoothing_period_seconds: Annotated[float, Field(gt=0, alias="smoothingPeriodSeconds")] = (
+        _PREDICTION.smoothing_period_s
+    )
+    season_bucket_seconds: Annotated[float, Field(gt=0, alias="seasonBucketSeconds")] = (
+        _PREDICTION.season_bucket_s
+    )
+    season_fallback: ForecasterKind = Field(default=_PREDICTION.season_fallback, alias="seasonFallback")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PredictionModel:
+        self.to_spec()  # PredictionSpec checks the combinations (season a multiple of its bucket, ...)
+        return self
 
     def to_spec(self) -> PredictionSpec:
         return PredictionSpec(
@@ -196,6 +221,9 @@ class PredictionModel(_Model):
             beta=self.beta,
             season_s=self.season_seconds,
             lead_time_s=self.lead_time_seconds,
+            smoothing_period_s=self.smoothing_period_seconds,
+            season_bucket_s=self.season_bucket_seconds,
+            season_fallback=ForecasterKind(self.season_fallback),
         )
 
 
