@@ -331,16 +331,19 @@ def _linear_step(lin: LinearState, at: float, y: float, window_s: float, replace
     x = at - lin.origin
     sx, sy, sxx, sxy = lin.back_sums
     back = (sx + x, sy + y, sxx + x * x, sxy + x * y)
-    samples = (*lin.samples, (at, y))
+    old = lin.samples
+    n = len(old)
     cutoff = at - window_s
     drop = 0
-    while samples[drop][0] < cutoff:  # stops at the newest, which is at >= cutoff
+    while drop < n and old[drop][0] < cutoff:
         drop += 1
-    if len(samples) - drop > MAX_WINDOW_SAMPLES:
-        drop = len(samples) - MAX_WINDOW_SAMPLES
+    if n + 1 - drop > MAX_WINDOW_SAMPLES:
+        drop = n + 1 - MAX_WINDOW_SAMPLES
+    if drop == 0:
+        return LinearState((*old, (at, y)), lin.origin, front, back)
     if drop <= len(front):
-        return LinearState(samples[drop:], lin.origin, front[drop:], back)
-    kept = samples[drop:]
+        return LinearState((*old[drop:], (at, y)), lin.origin, front[drop:], back)
+    kept = (*old[drop:], (at, y))
     return _linear_state(kept, kept[0][0], len(kept))
 
 
