@@ -131,6 +131,16 @@ def test_bundled_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
             id="bad time zone",
         ),
         pytest.param(
+            lambda d: d["spec"].update(prediction={"forecaster": "seasonal", "seasonSeconds": 1000}),
+            "spec.prediction: prediction.season_s must be 1 to 100000 times season_bucket_s",
+            id="season not a multiple of its bucket",
+        ),
+        pytest.param(
+            lambda d: d["spec"].update(coldStart={"weightsGB": 140, "storageGBps": 10, "gpusPerReplica": 16}),
+            "gpusPerReplica (16) exceeds gpusPerNode (8)",
+            id="replica larger than a node",
+        ),
+        pytest.param(
             lambda d: d["spec"].update(minReplicas=30),
             "maxReplicas (20) must be >= minReplicas",
             id="min above max",
