@@ -21,7 +21,6 @@ from autoscaler.policy.forecast import (
     MAX_WINDOW_SAMPLES,
     Forecast,
     ForecastState,
-    choose_horizon_s,
     forecast,
     observe,
 )
@@ -603,7 +602,7 @@ def test_good_dict_parses() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------
-# bad input, spec validation, horizon choice
+# bad input, spec validation
 # ---------------------------------------------------------------------------------------------------
 
 
@@ -672,41 +671,6 @@ def test_huge_values_saturate() -> None:
 def test_prediction_spec_rejects_bad_fields(fields: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         PredictionSpec(**fields)
-
-
-@pytest.mark.parametrize(
-    ("fixed", "observed", "model", "horizon"),
-    [
-        pytest.param(30.0, 90.0, 120.0, 30.0, id="the spec's fixed lead time wins"),
-        pytest.param(None, 90.0, 120.0, 90.0, id="then the observed start-up time"),
-        pytest.param(None, None, 120.0, 120.0, id="then the cold-start model"),
-        pytest.param(None, None, None, 0.0, id="none: reactive"),
-        pytest.param(0.0, 90.0, 120.0, 0.0, id="a fixed 0 is a choice, not a gap"),
-    ],
-)
-def test_choose_horizon(
-    fixed: float | None, observed: float | None, model: float | None, horizon: float
-) -> None:
-    spec = PredictionSpec(lead_time_s=fixed)
-    assert choose_horizon_s(spec, observed_lead_time_s=observed, model_lead_time_s=model) == horizon
-
-
-@pytest.mark.parametrize(
-    ("observed", "model", "message"),
-    [
-        pytest.param(
-            -1.0, None, r"observed_lead_time_s must be finite and >= 0, got -1\.0", id="negative observed"
-        ),
-        pytest.param(
-            None, math.inf, "model_lead_time_s must be finite and >= 0, got inf", id="infinite model"
-        ),
-    ],
-)
-def test_choose_horizon_rejects_bad_lead_times(
-    observed: float | None, model: float | None, message: str
-) -> None:
-    with pytest.raises(ValueError, match=message):
-        choose_horizon_s(PredictionSpec(), observed_lead_time_s=observed, model_lead_time_s=model)
 
 
 # ---------------------------------------------------------------------------------------------------

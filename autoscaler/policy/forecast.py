@@ -1,10 +1,10 @@
 """Forecast a metric's value at now + horizon, the predictive stage's input.
 
-Where it sits: every tick the policy feeds each metric's new sample to `observe` and asks
-`forecast` for the value one lead time ahead (the time a replica started now needs to become
-ready, `choose_horizon_s`). The forecaster's memory is a frozen `ForecastState` that the caller keeps
-in `PolicyState.forecasters[metric]`; `to_dict`/`from_dict` let a restarted controller resume it
-from a CRD status. Pure: no clock, no I/O; `at` and `now` are seconds on one clock that must not
+Where it sits: every tick the policy (decide.py) feeds each metric's new sample to `observe`
+and asks `forecast` for the value one lead time ahead: the time a replica started now needs to
+become ready, which decide.py picks. The forecaster's memory is a frozen `ForecastState` kept
+in `PolicyState.forecasters[metric]`; `to_dict`/`from_dict` let a restarted controller resume
+it from a CRD status. Pure: no clock, no I/O; `at` and `now` are seconds on one clock that must not
 restart (the seasonal history is indexed by absolute time).
 
 The methods and their parameters are described in docs/forecasting.md. The common path (LAST,
@@ -204,28 +204,6 @@ def forecast(spec: PredictionSpec, state: ForecastState | None, now: float, hori
     if value < 0.0:
         return Forecast(0.0, result.method, result.reason + "; clamped at 0")
     return _clamped_last(state, f"{result.method} overflowed ({value!r}); used the last value")
-
-
-def choose_horizon_s(
-    spec: PredictionSpec, *, observed_lead_time_s: float | None, model_lead_time_s: float | None
-) -> float:
-    """How far ahead to forecast: the time a replica started now needs to become ready.
-
-    The spec's fixed `lead_time_s` wins (the user said so); then the caller's observed value
-    (e.g. a quantile of measured start-ups, `Observation.lead_time_s`); then the cold-start
-    model's prediction; with none of them, 0 s: the forecast is the current level.
-    """
-    for name, value in (
-        ("prediction.lead_time_s", spec.lead_time_s),
-        ("observed_lead_time_s", observed_lead_time_s),
-        ("model_lead_time_s", model_lead_time_s),
-    ):
-        if value is None:
-            continue
-        if not 0.0 <= value < math.inf:
-            raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
-        return value
-    return 0.0
 
 
 # --- per-method arithmetic ----------------------------------------------------------------------
