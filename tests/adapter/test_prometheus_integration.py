@@ -1,0 +1,202 @@
+"""A real Prometheus scrapes engine-like endpoints; the Prometheus source reads it back and agrees with
+the direct scraper. Skipped when the `prometheus` binary (Debian package `prometheus`) is absent."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import subprocess
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+from aiohttp import web
+from engine_fixtures import vllm_text
+
+from adapter.backend import SourceUnavailable
+from adapter.catalog import Catalog, CatalogSettings, build_catalog
+from adapter.selector import EVERYTHING
+from adapter.telemetry import Telemetry
+
+pytestmark = pytest.mark.integration
+
+PROMETHEUS = shutil.which("prometheus")
+# pod -> (namespace, deployment, exposition)
+PODS = {
+    "llama-0": ("serving", "llama", vllm_text(4, 2, 0.5, model="llama")),
+    "llama-1": ("serving", "llama", vllm_text(6, 3, 0.7, model="llama")),
+    "qwen-0": ("serving", "qwen", vllm_text(1, 8, 0.9, model="qwen")),
+    "batch-0": ("batch", "llama", vllm_text(11, 1, 0.1, model="llama")),
+}
+METRICS = [
+    ("infscale_queue_size", "queue_size", "sum"),
+    ("infscale_batch_size", "batch_size", "sum"),
+    ("infscale_kv_cache_usage", "kv_cache_usage", "mean"),
+    ("infscale_kv_cache_max", "kv_cache_usage", "max"),
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass(frozen=True)
+class Engines:
+    urls: dict[str, str]  # pod -> metrics URL
+
+
+@pytest.fixture
+async def engines() -> AsyncIterator[Engines]:
+    app = web.Application()
+
+    async def metrics(request: web.Request) -> web.Response:
+        return web.Response(text=PODS[request.match_info["pod"]][2])
+
+    app.router.add_get("/{pod}/metrics", metrics)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    port = runner.addresses[0][1]
+    try:
+        yield Engines({pod: f"http://127.0.0.1:{port}/{pod}/metrics" for pod in PODS})
+    finally:
+        await runner.cleanup()
+
+
+@pytest.fixture
+def prometheus(tmp_path: Path, engines: Engines) -> Iterator[str]:
+    if PROMETHEUS is None:
+        pytest.skip("prometheus binary not installed (apt-get install prometheus)")
+    scrape_configs = []
+    for pod, url in engines.urls.items():
+        namespace, deployment, _ = PODS[pod]
+        parsed = httpx.URL(url)
+        scrape_configs.append(
+            {
+                "job_name": f"engine-{pod}",
+                "scrape_interval": "500ms",
+                "scrape_timeout": "400ms",
+                "metrics_path": parsed.path,
+                "static_configs": [
+                    {
+                        "targets": [f"{parsed.host}:{parsed.port}"],
+                        # what kubernetes_sd relabelling gives in a cluster
+                        "labels": {"namespace": namespace, "pod": pod, "deployment": deployment},
+                    }
+                ],
+            }
+        )
+    config = tmp_path / "prometheus.yml"
+    config.write_text(
+        yaml.safe_dump({"global": {"scrape_interval": "500ms"}, "scrape_configs": scrape_configs})
+    )
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            PROMETHEUS,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={tmp_path / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--log.level=warn",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=(tmp_path / "prometheus.log").open("w"),
+    )
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def catalog_settings(engines: Engines, prometheus_url: str | None) -> CatalogSettings:
+    if prometheus_url is None:  # direct scraping of the same endpoints, labelled as Prometheus labels them
+        return CatalogSettings.model_validate(
+            {
+                "metrics": [{"name": n, "signal": s, "aggregation": a} for n, s, a in METRICS],
+                "endpoints": [
+                    {
+                        "url": url,
+                        "namespace": PODS[pod][0],
+                        "deployment": PODS[pod][1],
+                        "labels": {"pod": pod},
+                    }
+                    for pod, url in engines.urls.items()
+                ],
+                "scrape": {"interval_s": 0.2},
+            }
+        )
+    return CatalogSettings.model_validate(
+        {
+            "metrics": [
+                {"name": n, "signal": s, "aggregation": a, "source": "prometheus"} for n, s, a in METRICS
+            ]
+            + [{"name": "broken", "source": "prometheus", "query": "sum by (x) (up"}],
+            "prometheus": {"url": prometheus_url, "cache_ttl_s": 0},
+        }
+    )
+
+
+async def answers(catalog: Catalog) -> dict[tuple[str, str], list[tuple[dict[str, str], float]]]:
+    out: dict[tuple[str, str], list[tuple[dict[str, str], float]]] = {}
+    for namespace in ("serving", "batch"):
+        for name, _, _ in METRICS:
+            samples = await catalog.read(namespace, name, EVERYTHING)
+            out[namespace, name] = [(dict(s.labels), round(s.value, 9)) for s in samples]
+    return out
+
+
+async def until(ready: Callable[[], Awaitable[bool]], what: str) -> None:
+    for _ in range(200):  # hang guard of ~20 s; typically ready in 1–2 s
+        try:
+            if await ready():
+                return
+        except httpx.HTTPError:  # Prometheus still starting
+            pass
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def test_prometheus_source_agrees_with_direct_scraping(engines: Engines, prometheus: str) -> None:
+    telemetry = Telemetry()
+
+    async def one_full_round() -> bool:
+        sample = telemetry.registry.get_sample_value
+        return (
+            sample("infscale_adapter_targets") == len(PODS) and sample("infscale_adapter_stale_targets") == 0
+        )
+
+    async def every_pod_in_prometheus() -> bool:
+        async with httpx.AsyncClient() as client:
+            r = await client.get(
+                f"{prometheus}/api/v1/query", params={"query": "count(vllm:num_requests_waiting)"}
+            )
+        result = r.json()["data"]["result"]
+        return bool(result) and result[0]["value"][1] == str(len(PODS))
+
+    async with build_catalog(catalog_settings(engines, None), telemetry) as direct:
+        await until(one_full_round, "a full scrape round")
+        scraped = await answers(direct)
+    await until(every_pod_in_prometheus, "Prometheus to scrape every pod")
+    async with build_catalog(catalog_settings(engines, prometheus), Telemetry()) as via_prometheus:
+        queried = await answers(via_prometheus)
+        with pytest.raises(SourceUnavailable, match=r"rejected query .*bad_data"):
+            await via_prometheus.read("serving", "broken", EVERYTHING)
+    assert queried == scraped
+    llama = {"namespace": "serving", "deployment": "llama", "model": "llama"}
+    qwen = {"namespace": "serving", "deployment": "qwen", "model": "qwen"}
+    assert scraped["serving", "infscale_queue_size"] == [(llama, 10.0), (qwen, 1.0)]
+    assert scraped["serving", "infscale_kv_cache_usage"] == [(llama, 0.6), (qwen, 0.9)]
+    assert scraped["serving", "infscale_kv_cache_max"] == [(llama, 0.7), (qwen, 0.9)]
+    assert scraped["batch", "infscale_batch_size"] == [({**llama, "namespace": "batch"}, 1.0)]
