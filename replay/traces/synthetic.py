@@ -151,11 +151,14 @@ def rate_profile(
             * _noise(spec, np.random.default_rng(noise_seed))[(starts // spec.noise_step_s).astype(np.int64)]
         )
     spikes = np.random.default_rng(spike_seed)
+    ends = starts + widths
     for _ in range(int(spikes.poisson(spec.spikes_per_hour * spec.duration_s / 3600.0))):
         start = spikes.uniform(0.0, spec.duration_s)
         length = spikes.uniform(*spec.spike_duration_s)
         multiplier = spikes.uniform(*spec.spike_multiplier)
-        rate[(starts + widths > start) & (starts < start + length)] *= multiplier
+        first = int(np.searchsorted(ends, start, side="right"))  # bins overlapping the spike
+        last = int(np.searchsorted(starts, start + length, side="left"))
+        rate[first:last] *= multiplier
     return starts, rate
 
 
@@ -175,14 +178,11 @@ def _noise(spec: SyntheticSpec, rng: np.random.Generator) -> npt.NDArray[np.floa
 def synthetic_trace(spec: SyntheticSpec | None = None, seed: int = 0) -> Trace:
     """Draw a trace from `spec` (default: the embedded default). Same spec and seed, same trace."""
     spec = SyntheticSpec() if spec is None else spec
+    minutes = np.arange(0.0, spec.duration_s, 60.0) + 30.0
+    _refuse_if_too_big(float(spec.base_rate(minutes).mean() * spec.duration_s))  # cheap, before the profile
     starts, rate = rate_profile(spec, seed)
     widths = np.minimum(spec.resolution_s, spec.duration_s - starts)
-    expected = float((rate * widths).sum())
-    if expected > MAX_EXPECTED_REQUESTS:
-        raise TraceError(
-            f"synthetic: about {expected:,.0f} requests expected, more than {MAX_EXPECTED_REQUESTS:,}; "
-            "shorten duration_s or lower the rates"
-        )
+    _refuse_if_too_big(float((rate * widths).sum()))
     _, _, arrival_seed, length_seed = np.random.SeedSequence(seed).spawn(4)
     arrivals_rng = np.random.default_rng(arrival_seed)
     counts = arrivals_rng.poisson(rate * widths)
@@ -202,6 +202,14 @@ def synthetic_trace(spec: SyntheticSpec | None = None, seed: int = 0) -> Trace:
             lengths_rng, spec.output_median_tokens, spec.output_sigma, spec.output_max_tokens, total
         ),
     )
+
+
+def _refuse_if_too_big(expected: float) -> None:
+    if expected > MAX_EXPECTED_REQUESTS:
+        raise TraceError(
+            f"synthetic: about {expected:,.0f} requests expected, more than {MAX_EXPECTED_REQUESTS:,}; "
+            "shorten duration_s or lower the rates"
+        )
 
 
 def _lognormal(
