@@ -221,8 +221,8 @@ class RequestHeaderConfig:
     def from_configmap(cls, data: Mapping[str, str]) -> RequestHeaderConfig | None:
         """From `kube-system/extension-apiserver-authentication`; None when the aggregation layer is
         not configured (no `requestheader-client-ca-file`)."""
-        ca = data.get("requestheader-client-ca-file", "").strip()
-        if not ca:
+        ca = data.get("requestheader-client-ca-file", "")
+        if not ca.strip():
             return None
 
         def strings(key: str, default: tuple[str, ...]) -> tuple[str, ...]:
@@ -596,6 +596,14 @@ async def read_request_header_configmap(
             CONFIGMAP_NAME, CONFIGMAP_NAMESPACE, _request_timeout=timeout_s
         )
     except ApiException as exc:
+        if exc.status == 404:
+            log.warning(
+                "ConfigMap %s/%s not found: the aggregation layer is not configured, front-proxy "
+                "authentication is off",
+                CONFIGMAP_NAMESPACE,
+                CONFIGMAP_NAME,
+            )
+            return None
         hint = (
             " (bind Role extension-apiserver-authentication-reader in kube-system to the adapter's "
             "service account)"

@@ -1,0 +1,83 @@
+"""Serving TLS: certificate rotation without a restart, the self-signed dev mode, bad files."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import ssl
+import stat
+from pathlib import Path
+
+import pytest
+from conftest import Issued, ScriptedBackend, issue, make_ca, serve
+from cryptography import x509
+from cryptography.x509.oid import ExtendedKeyUsageOID
+
+from adapter.auth import InsecureDevAccess
+from adapter.server import create_app
+from adapter.telemetry import Telemetry
+from adapter.tls import ServingTLS, TLSConfigError, self_signed_dev
+
+SERVER = [ExtendedKeyUsageOID.SERVER_AUTH]
+
+
+async def served_serial(url: str, cafile: Path) -> int:
+    """The serial number of the certificate a fresh handshake sees."""
+    host, port = url.removeprefix("https://").split(":")
+    ctx = ssl.create_default_context(cafile=str(cafile))
+    _, writer = await asyncio.open_connection(host, int(port), ssl=ctx, server_hostname="localhost")
+    der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
+    writer.close()
+    return x509.load_der_x509_certificate(der).serial_number
+
+
+def serial(issued: Issued) -> int:
+    return x509.load_pem_x509_certificate(issued.cert.read_bytes()).serial_number
+
+
+def install(issued: Issued, cert: Path, key: Path) -> None:
+    shutil.copyfile(issued.cert, cert)
+    shutil.copyfile(issued.key, key)
+
+
+async def test_rotated_certificate_is_served_without_restart(tmp_path: Path) -> None:
+    ca = make_ca(tmp_path, "rotation-ca")
+    first = issue(tmp_path, "first", ca, cn="a", usages=SERVER, hosts=("localhost",))
+    second = issue(tmp_path, "second", ca, cn="a", usages=SERVER, hosts=("localhost",))
+    live = tmp_path / "live"
+    live.mkdir()
+    cert, key = live / "tls.crt", live / "tls.key"
+    install(first, cert, key)
+    tls = ServingTLS(cert, key)
+    async with serve(create_app(ScriptedBackend(), InsecureDevAccess(), Telemetry()), tls.context) as url:
+        assert await served_serial(url, ca[0]) == serial(first)
+        assert tls.reload_if_changed() is False  # nothing changed
+        shutil.copyfile(second.cert, cert)  # half-way through a rotation: new cert, old key
+        assert tls.reload_if_changed() is False
+        assert await served_serial(url, ca[0]) == serial(first)  # the old pair stays live
+        shutil.copyfile(second.key, key)
+        assert tls.reload_if_changed() is True
+        assert await served_serial(url, ca[0]) == serial(second)
+
+
+def test_bad_files_name_the_file(tmp_path: Path) -> None:
+    garbage = tmp_path / "tls.crt"
+    garbage.write_text("not a certificate")
+    with pytest.raises(TLSConfigError, match=str(garbage)):
+        ServingTLS(garbage, tmp_path / "tls.key")
+    with pytest.raises(TLSConfigError, match="missing.crt"):
+        ServingTLS(tmp_path / "missing.crt", tmp_path / "tls.key")
+
+
+async def test_self_signed_dev_certificate(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    cert, key = self_signed_dev(directory=tmp_path)
+    assert stat.S_IMODE(os.stat(key).st_mode) == 0o600
+    assert "SELF-SIGNED DEV CERTIFICATE" in caplog.text
+    tls = ServingTLS(cert, key)
+    async with serve(create_app(ScriptedBackend(), InsecureDevAccess(), Telemetry()), tls.context) as url:
+        # only a client that pins this very certificate can verify it
+        parsed = x509.load_pem_x509_certificate(cert.read_bytes())
+        assert await served_serial(url, cert) == parsed.serial_number
+        names = parsed.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        assert "localhost" in names.get_values_for_type(x509.DNSName)
