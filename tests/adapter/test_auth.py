@@ -447,7 +447,7 @@ async def test_configmap_read_failure_names_the_configmap(kube_client: Any, kube
 async def test_request_header_refresh_applies_changes_only(pki: Pki) -> None:
     first = request_header_config(pki)
     changed = RequestHeaderConfig(ca_pem=first.ca_pem, allowed_names=("other",))
-    answers: list[RequestHeaderConfig | None | Exception] = [first, ReviewFailed("flaky"), changed, changed]
+    answers: list[RequestHeaderConfig | Exception | None] = [first, ReviewFailed("flaky"), changed, changed]
     applied: list[RequestHeaderConfig | None] = []
     done = asyncio.Event()
 

@@ -38,7 +38,8 @@ class KedaLike:
             )
         return web.Response(
             status=404,
-            body=b'{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404,"message":"keda: no such scaledobject"}',
+            body=b'{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404,'
+            b'"message":"keda: no such scaledobject"}',
             headers={"Content-Type": "application/json"},
         )
 
@@ -67,9 +68,9 @@ async def test_unknown_metric_is_forwarded_and_returned_unchanged(
     async with (
         Delegate(settings) as delegate,
         running_adapter(pki, kube_client, delegate=delegate) as adapter,
+        adapter.proxied() as client,
     ):
-        async with adapter.proxied() as client:
-            response = await client.get(f"{NS}/s0-rabbitmq-queue?{query}")
+        response = await client.get(f"{NS}/s0-rabbitmq-queue?{query}")
     assert response.status_code == 200
     assert response.content == KEDA_BODY
     assert response.headers["Content-Type"] == "application/json"
@@ -85,14 +86,14 @@ async def test_forwarding_as_a_front_proxy_carries_the_callers_identity(
     pki: Pki, kube_client: Any, keda: KedaLike
 ) -> None:
     settings = DelegateSettings(url=keda.url, cert_file=pki.front_proxy.cert, key_file=pki.front_proxy.key)
+    headers = [("X-Remote-User", HPA_USER), *(("X-Remote-Group", g) for g in HPA_GROUPS)]
+    headers.append(("X-Remote-Extra-Authentication.kubernetes.io%2Fcredential-id", "JTI=1"))
     async with (
         Delegate(settings) as delegate,
         running_adapter(pki, kube_client, delegate=delegate) as adapter,
+        adapter.client(pki.front_proxy) as client,
     ):
-        async with adapter.client(pki.front_proxy) as client:
-            headers = [("X-Remote-User", HPA_USER), *(("X-Remote-Group", g) for g in HPA_GROUPS)]
-            headers.append(("X-Remote-Extra-Authentication.kubernetes.io%2Fcredential-id", "JTI=1"))
-            await client.get(f"{NS}/s0-rabbitmq-queue", headers=headers)
+        await client.get(f"{NS}/s0-rabbitmq-queue", headers=headers)
     ((_, _, seen),) = keda.seen
     assert header_values(seen, "X-Remote-User") == [HPA_USER]
     assert header_values(seen, "X-Remote-Group") == list(HPA_GROUPS)
@@ -101,34 +102,34 @@ async def test_forwarding_as_a_front_proxy_carries_the_callers_identity(
 
 
 async def test_delegate_errors_pass_through_unchanged(pki: Pki, kube_client: Any, keda: KedaLike) -> None:
-    async with Delegate(DelegateSettings(url=keda.url)) as delegate:
-        async with (
-            running_adapter(pki, kube_client, delegate=delegate) as adapter,
-            adapter.proxied() as client,
-        ):
-            response = await client.get(f"{NS}/other")
+    async with (
+        Delegate(DelegateSettings(url=keda.url)) as delegate,
+        running_adapter(pki, kube_client, delegate=delegate) as adapter,
+        adapter.proxied() as client,
+    ):
+        response = await client.get(f"{NS}/other")
     assert response.status_code == 404
     assert response.json()["message"] == "keda: no such scaledobject"
 
 
 async def test_known_metrics_never_reach_the_delegate(pki: Pki, kube_client: Any, keda: KedaLike) -> None:
-    async with Delegate(DelegateSettings(url=keda.url)) as delegate:
-        async with (
-            running_adapter(pki, kube_client, delegate=delegate) as adapter,
-            adapter.proxied() as client,
-        ):
-            assert (await client.get(f"{NS}/infscale_queue_size")).status_code == 200
+    async with (
+        Delegate(DelegateSettings(url=keda.url)) as delegate,
+        running_adapter(pki, kube_client, delegate=delegate) as adapter,
+        adapter.proxied() as client,
+    ):
+        assert (await client.get(f"{NS}/infscale_queue_size")).status_code == 200
     assert keda.seen == []
 
 
 async def test_unreachable_delegate_is_503(pki: Pki, kube_client: Any, keda: KedaLike) -> None:
     closed = DelegateSettings(url="http://127.0.0.1:9", timeout_s=2)  # discard port: nothing listens
-    async with Delegate(closed) as delegate:
-        async with (
-            running_adapter(pki, kube_client, delegate=delegate) as adapter,
-            adapter.proxied() as client,
-        ):
-            response = await client.get(f"{NS}/s0-rabbitmq-queue")
+    async with (
+        Delegate(closed) as delegate,
+        running_adapter(pki, kube_client, delegate=delegate) as adapter,
+        adapter.proxied() as client,
+    ):
+        response = await client.get(f"{NS}/s0-rabbitmq-queue")
     assert response.status_code == 503
     body = response.json()
     assert body["reason"] == "ServiceUnavailable" and "delegate" in body["message"]
