@@ -648,6 +648,9 @@ def test_huge_values_saturate() -> None:
         pytest.param({"beta": -0.1}, r"prediction\.beta must be in \[0, 1\], got -0\.1", id="beta < 0"),
         pytest.param({"window_s": 0.0}, r"prediction\.window_s must be > 0", id="window 0"),
         pytest.param(
+            {"season_bucket_s": 0.5}, r"prediction\.season_bucket_s must be >= 1", id="bucket < 1 s"
+        ),
+        pytest.param(
             {"smoothing_period_s": math.nan}, r"prediction\.smoothing_period_s must be > 0", id="period nan"
         ),
         pytest.param(

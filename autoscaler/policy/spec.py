@@ -161,6 +161,8 @@ class PredictionSpec:
         ):
             if not 0.0 < value <= limit:
                 raise bad(name, value, f"> 0 and <= {limit:g}")
+        if self.season_bucket_s < 1.0:  # keeps the bucket index floor(at / bucket) finite for any time
+            raise bad("season_bucket_s", self.season_bucket_s, ">= 1 and <= 1e+07")
         buckets = self.season_s / self.season_bucket_s
         if abs(buckets - round(buckets)) > 1e-9 * buckets or not 1 <= round(buckets) <= 100_000:
             raise bad(
