@@ -155,7 +155,7 @@ def parse_pmf(text: object, where: str) -> Pmf | None:
     values, probs = numbers[0::2], numbers[1::2]
     if not (np.isfinite(values).all() and (values >= 0).all() and (values == np.rint(values)).all()):
         bad_value = values[~(np.isfinite(values) & (values >= 0) & (values == np.rint(values)))][0]
-        raise TraceError(f"{where}expected non-negative whole token counts as keys, got {bad_value!r}")
+        raise TraceError(f"{where}expected non-negative whole token counts as keys, got {float(bad_value)!r}")
     if not (np.isfinite(probs).all() and (probs >= 0).all()) or probs.sum() <= 0:
         raise TraceError(
             f"{where}expected non-negative probabilities with a positive sum, got {probs[:5].tolist()}…"
@@ -369,6 +369,8 @@ def synthesize_arrivals(
 
     Returns the arrival times (window by window, ascending within each) and each one's window index.
     """
+    if len(counts) == 0:
+        return np.empty(0), np.empty(0, dtype=np.int64)
     draws = counts + 1  # n requests need n + 1 gaps: the last one runs to the window's end
     total = int(draws.sum())
     shape_per = np.repeat(shapes, draws)
