@@ -186,7 +186,8 @@ def test_bad_options(tmp_path: Path, options: dict[str, object], expected: str) 
         ),
         pytest.param(
             "0,0.5,1,Pareto,0.3,1\n",
-            "chunk-0-trace.csv row 1: distribution: expected Gamma or Weibull for a window with 300 requests, "
+            "chunk-0-trace.csv row 1: distribution: expected Gamma or Weibull for a window with "
+            "300 requests, "
             "got 'Pareto'",
             id="unknown distribution",
         ),
