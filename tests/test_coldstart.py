@@ -407,6 +407,46 @@ def test_property_bandwidth_bounds(
     assert max(finish) >= min(starts) + (sum(sizes) - len(sizes) * BYTE_GB) / storage * (1 - 1e-9)
 
 
+def reference_finish_times(
+    sizes: list[float], starts: list[float], storage: float, cap: float | None
+) -> list[float]:
+    """A deliberately naive oracle: keep every loader's bytes left, step from event to event."""
+    left = list(sizes)
+    finish = [math.nan] * len(sizes)
+    t = min(starts)
+    while any(math.isnan(f) for f in finish):
+        active = [i for i in range(len(sizes)) if starts[i] <= t and math.isnan(finish[i])]
+        for i in active:
+            if left[i] <= BYTE_GB:
+                finish[i] = t
+        active = [i for i in active if math.isnan(finish[i])]
+        later = [st for st in starts if st > t]
+        if not active:
+            if later:
+                t = min(later)
+            continue  # the loop ends once every loader has finished
+        speed = min(storage / len(active), cap or math.inf)
+        step = min(min(left[i] for i in active) / speed, min(later, default=math.inf) - t)
+        for i in active:
+            left[i] -= step * speed
+        t += step
+    return finish
+
+
+@settings(max_examples=150, deadline=None)
+@given(loads=loads_st(), storage=rate_st, cap=cap_st)
+def test_property_matches_a_naive_simulation(
+    loads: tuple[list[float], list[float]], storage: float, cap: float | None
+) -> None:
+    sizes, starts = loads
+    fast = shared_load_finish_times(sizes, starts, storage_gbps=storage, per_loader_gbps=cap)
+    slow = reference_finish_times(sizes, starts, storage, cap)
+    # the two may disagree on which sub-byte remainder counts as done: one byte's time of slack
+    byte_s = BYTE_GB / loader_gbps(len(sizes), storage, cap)
+    for a, b in zip(fast, slow, strict=True):
+        assert abs(a - b) <= byte_s + 1e-9 * max(1.0, b)
+
+
 @settings(max_examples=150, deadline=None)
 @given(sizes=sizes_st, storage=rate_st)
 def test_property_no_cap_together_is_work_conserving(sizes: list[float], storage: float) -> None:
@@ -539,6 +579,13 @@ def test_cli_table_breakdown(capsys: pytest.CaptureFixture[str]) -> None:
     # replica, node, provision, pull, load from, load start, load, waiting, warm-up, ready
     expected = ("0", "new-4", "300.0", "60.0", "shared", "360.0", "14.0", "0.0", "45.0", "419.0")
     assert tuple(out.splitlines()[-1].split()) == expected
+
+
+def test_cli_nothing_to_start(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli([*SEED_ARGS, "--replicas", "0"], capsys)
+    assert (code, out.splitlines()[-1]) == (0, "nothing to start")
+    code, out, _ = run_cli([*SEED_ARGS, "--replicas", "0", "--json"], capsys)
+    assert (code, json.loads(out)["replicas"], json.loads(out)["all_ready_s"]) == (0, [], None)
 
 
 def test_cli_json(capsys: pytest.CaptureFixture[str]) -> None:

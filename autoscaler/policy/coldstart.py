@@ -113,7 +113,7 @@ def advance_loads(
     t = 0.0
     active = len(remaining_gb)
     for size in sorted(remaining_gb):
-        if size - served <= BYTE_GB:  # finished at the same instant as the previous one
+        if size - served <= BYTE_GB:  # done already, or together with the previous one
             active -= 1
             continue
         rate = loader_gbps(active, storage_gbps, per_loader_gbps)
@@ -174,8 +174,8 @@ def _finish_times(
     t = -math.inf
     nxt = 0  # index into arrivals
     while nxt < n or active:
-        if not active:  # idle storage: jump to the next start; S is only compared, never reset
-            t = starts[arrivals[nxt]]
+        if not active:  # idle storage: jump to the next start; no target is pending, so S restarts
+            t, served = starts[arrivals[nxt]], 0.0
         while nxt < n and starts[arrivals[nxt]] <= t:
             i = arrivals[nxt]
             heapq.heappush(active, (served + sizes_gb[i], i))
