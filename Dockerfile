@@ -1,0 +1,27 @@
+# One image for every `infscale` command (adapter, explain, coldstart, replay, …):
+#   docker build -t ghcr.io/infscale/infscale:0.1.0 .
+#   docker run --rm ghcr.io/infscale/infscale:0.1.0 --help
+# deploy/adapter/kustomization.yaml references this image by that name.
+
+# Build wheels in a throwaway stage, so the final image has no compiler, pip cache or sources.
+FROM python:3.11-slim AS build
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY infscale ./infscale
+COPY autoscaler ./autoscaler
+COPY adapter ./adapter
+COPY replay ./replay
+RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+
+FROM python:3.11-slim
+# numeric UID/GID so Kubernetes' runAsNonRoot can verify it without /etc/passwd lookups
+RUN groupadd --system --gid 10001 infscale \
+    && useradd --system --uid 10001 --gid 10001 --no-create-home --shell /usr/sbin/nologin infscale
+COPY --from=build /wheels /wheels
+RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels
+# read-only root filesystem in the cluster: no .pyc writes, unbuffered logs
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 MPLCONFIGDIR=/tmp/matplotlib
+USER 10001:10001
+EXPOSE 6443
+ENTRYPOINT ["infscale"]
+CMD ["--help"]

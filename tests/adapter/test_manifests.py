@@ -1,0 +1,197 @@
+"""deploy/: every kustomization builds with `kubectl kustomize`, every object validates against the
+Kubernetes 1.37 schemas, and the objects say what the adapter needs (skipped without kubectl)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tomllib
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from adapter.catalog import CatalogSettings
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+KUSTOMIZATIONS = [
+    "deploy/adapter",
+    "deploy/overlays/cert-manager",
+    "deploy/overlays/dev-insecure",
+    "deploy/examples/hpa",
+]
+KUBECTL = shutil.which("kubectl")
+CRD_GROUPS = ("cert-manager.io/",)  # custom resources: no schema in kubernetes-validate
+
+
+@cache
+def build(path: str) -> tuple[dict[str, Any], ...]:
+    if KUBECTL is None:
+        pytest.skip("kubectl not installed")
+    result = subprocess.run(
+        [KUBECTL, "kustomize", str(ROOT / path)], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, f"kubectl kustomize {path} failed:\n{result.stderr}"
+    return tuple(doc for doc in yaml.safe_load_all(result.stdout) if doc)
+
+
+def find(objects: tuple[dict[str, Any], ...], kind: str, name: str | None = None) -> dict[str, Any]:
+    matches = [o for o in objects if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
+    assert len(matches) == 1, f"expected one {kind} {name or ''}, found {len(matches)}"
+    return matches[0]
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, id=p) for p in KUSTOMIZATIONS])
+def test_every_object_validates_against_kubernetes_1_37(path: str) -> None:
+    objects = build(path)
+    assert objects
+    checked = 0
+    for obj in objects:
+        if obj["apiVersion"].startswith(CRD_GROUPS):
+            continue
+        try:
+            kubernetes_validate.validate(obj, "1.37", strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            pytest.fail(f"{path}: {obj['kind']}/{obj['metadata']['name']}: {exc.message} at {list(exc.path)}")
+        checked += 1
+    assert checked >= 1
+
+
+def test_the_validator_rejects_a_broken_object() -> None:
+    broken = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "x"},
+        "spec": {"replicas": "2"},
+    }
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, "1.37", strict=True)
+
+
+def test_base_has_every_required_object() -> None:
+    kinds = sorted((o["kind"], o["metadata"]["name"]) for o in build("deploy/adapter"))
+    names = {k for k, _ in kinds}
+    assert {
+        "Namespace",
+        "ServiceAccount",
+        "Deployment",
+        "Service",
+        "APIService",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "RoleBinding",
+        "PodDisruptionBudget",
+        "ConfigMap",
+    } <= names, kinds
+
+
+def test_deployment_is_hardened_and_probed() -> None:
+    deployment = find(build("deploy/adapter"), "Deployment", "infscale-adapter")
+    spec = deployment["spec"]
+    pod = spec["template"]["spec"]
+    (container,) = pod["containers"]
+    assert spec["replicas"] == 2
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    assert container["resources"]["requests"] and container["resources"]["limits"]["memory"]
+    probes = {p: container[p]["httpGet"] for p in ("readinessProbe", "livenessProbe")}
+    assert probes == {
+        "readinessProbe": {"scheme": "HTTPS", "path": "/readyz", "port": "https"},
+        "livenessProbe": {"scheme": "HTTPS", "path": "/livez", "port": "https"},
+    }
+    assert container["ports"] == [{"name": "https", "containerPort": 6443}]
+    service = find(build("deploy/adapter"), "Service", "infscale-adapter")
+    assert service["spec"]["ports"][0]["targetPort"] == "https"
+    assert service["spec"]["selector"] == spec["selector"]["matchLabels"]
+    pdb = find(build("deploy/adapter"), "PodDisruptionBudget")
+    assert pdb["spec"]["selector"] == spec["selector"] and pdb["spec"]["minAvailable"] == 1
+
+
+def test_image_is_the_dockerfiles_and_runs_as_its_user() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    deployment = find(build("deploy/adapter"), "Deployment", "infscale-adapter")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == f"ghcr.io/infscale/infscale:{version}"
+    assert f"ghcr.io/infscale/infscale:{version}" in dockerfile
+    assert re.search(r"^FROM python:3\.11-slim$", dockerfile, re.MULTILINE)
+    user = re.findall(r"^USER (\d+):(\d+)$", dockerfile, re.MULTILINE)
+    pod_security = deployment["spec"]["template"]["spec"]["securityContext"]
+    assert user == [(str(pod_security["runAsUser"]), str(pod_security["runAsGroup"]))]
+    assert container["args"][0] == "adapter" and 'ENTRYPOINT ["infscale"]' in dockerfile
+
+
+def test_rbac_for_delegation_and_discovery() -> None:
+    objects = build("deploy/adapter")
+    adapter = {"kind": "ServiceAccount", "name": "infscale-adapter", "namespace": "infscale-system"}
+    reader = find(objects, "RoleBinding", "infscale-adapter:auth-reader")
+    assert reader["metadata"]["namespace"] == "kube-system"
+    assert reader["roleRef"]["name"] == "extension-apiserver-authentication-reader"
+    assert reader["subjects"] == [adapter]
+    delegator = find(objects, "ClusterRoleBinding", "infscale-adapter:system:auth-delegator")
+    assert delegator["roleRef"]["name"] == "system:auth-delegator" and delegator["subjects"] == [adapter]
+    pods = find(objects, "ClusterRole", "infscale-adapter:pod-reader")
+    assert pods["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
+    binding = find(objects, "ClusterRoleBinding", "infscale-adapter:pod-reader")
+    assert binding["subjects"] == [adapter]
+    hpa_reader = find(
+        objects, "ClusterRoleBinding", "infscale-external-metrics-reader:horizontal-pod-autoscaler"
+    )
+    assert hpa_reader["subjects"][0]["name"] == "horizontal-pod-autoscaler"
+
+
+@pytest.mark.parametrize(
+    ("path", "annotation", "insecure"),
+    [
+        pytest.param(
+            "deploy/overlays/cert-manager", "infscale-system/infscale-adapter-tls", None, id="cert-manager"
+        ),
+        pytest.param("deploy/overlays/dev-insecure", None, True, id="dev-insecure"),
+    ],
+)
+def test_apiservice_trust_per_overlay(path: str, annotation: str | None, insecure: bool | None) -> None:
+    objects = build(path)
+    api = find(objects, "APIService", "v1beta1.external.metrics.k8s.io")
+    annotations = api["metadata"].get("annotations", {})
+    assert annotations.get("cert-manager.io/inject-ca-from") == annotation
+    assert api["spec"].get("insecureSkipTLSVerify") is insecure
+    assert "caBundle" not in api["spec"]  # never together with insecureSkipTLSVerify; cert-manager injects it
+    assert api["spec"]["service"] == {"name": "infscale-adapter", "namespace": "infscale-system", "port": 443}
+    if insecure:
+        assert "DEV ONLY" in annotations["infscale.io/warning"]
+        assert all(o["metadata"].get("labels", {}).get("infscale.io/dev-only") == "true" for o in objects)
+
+
+def test_cert_manager_certificate_covers_the_service_name() -> None:
+    objects = build("deploy/overlays/cert-manager")
+    cert = find(objects, "Certificate", "infscale-adapter-tls")
+    assert "infscale-adapter.infscale-system.svc" in cert["spec"]["dnsNames"]
+    deployment = find(objects, "Deployment", "infscale-adapter")
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["tls"]["secret"]["secretName"] == cert["spec"]["secretName"]
+
+
+def test_catalog_configmap_is_a_valid_catalog_mounted_where_the_args_point() -> None:
+    objects = build("deploy/adapter")
+    configmap = find(objects, "ConfigMap")
+    settings = CatalogSettings.model_validate(yaml.safe_load(configmap["data"]["catalog.yaml"]))
+    deployment = find(objects, "Deployment", "infscale-adapter")
+    pod = deployment["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["catalog"]["configMap"]["name"] == configmap["metadata"]["name"]  # hash suffix followed
+    mount = next(m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "catalog")
+    assert f"--catalog={mount['mountPath']}/catalog.yaml" in pod["containers"][0]["args"]
+    hpa = find(build("deploy/examples/hpa"), "HorizontalPodAutoscaler")
+    served = {m.name for m in settings.metric_specs()}
+    assert {m["external"]["metric"]["name"] for m in hpa["spec"]["metrics"]} <= served
+    assert hpa["spec"]["metrics"][0]["external"]["metric"]["selector"]["matchLabels"].keys() <= set(
+        settings.labels
+    )
