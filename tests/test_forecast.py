@@ -155,6 +155,25 @@ EVERY_15S = [0.0, 15.0, 30.0, 45.0]
             HOLT,
             id="holt extrapolates from the last sample time",
         ),
+        pytest.param(
+            PredictionSpec(forecaster=SEASONAL, season_s=600, season_bucket_s=300),
+            [(t, 7) for t in range(0, 901, 30)],
+            900,
+            60,
+            7,
+            SEASONAL,
+            id="seasonal constant",
+        ),
+        # irregular, noisy samples in [0, 300): the bucket keeps their plain mean (3 + 5 + 10 + 2) / 4
+        pytest.param(
+            PredictionSpec(forecaster=SEASONAL, season_s=600, season_bucket_s=300),
+            [(0, 3), (17, 5), (190, 10), (299.5, 2), (600, 40), (610, 41)],
+            610,
+            30,
+            5,
+            SEASONAL,
+            id="seasonal noisy, irregular samples: the bucket mean",
+        ),
         # season 600 s of 300 s buckets: bucket [0, 300) averages 4, [300, 600) averages 20
         pytest.param(
             PredictionSpec(forecaster=SEASONAL, season_s=600, season_bucket_s=300),
