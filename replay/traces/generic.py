@@ -18,7 +18,7 @@ from replay.traces import tabular
 from replay.traces.errors import TraceError
 
 TimeUnit = Literal["s", "ms", "us", "ns", "datetime"]
-SECONDS_PER_UNIT: dict[str, float] = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+UNITS_PER_SECOND: dict[str, float] = {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}
 
 DEFAULT_ARRIVAL, DEFAULT_INPUT, DEFAULT_OUTPUT = "timestamp", "input_tokens", "output_tokens"
 
@@ -61,7 +61,7 @@ def load_jsonl(
 
 
 def _check_options(time_unit: str, delimiter: str) -> None:
-    if time_unit != "datetime" and time_unit not in SECONDS_PER_UNIT:
+    if time_unit != "datetime" and time_unit not in UNITS_PER_SECOND:
         raise TraceError(f"time_unit: expected one of s, ms, us, ns, datetime, got {time_unit!r}")
     if len(delimiter) != 1:
         raise TraceError(f"delimiter: expected one character, got {delimiter!r}")
@@ -83,9 +83,8 @@ def _finish(
         arrival_s = tabular.datetime_column(columns[0], rows, file, names[0])
     else:
         stamps = tabular.float_column(columns[0], rows, file, names[0], text=text)
-        arrival_s = (stamps - stamps.min()) * SECONDS_PER_UNIT[
-            time_unit
-        ]  # re-base before scaling: keeps digits
+        # re-base before converting: epoch milliseconds keep their sub-millisecond digits
+        arrival_s = (stamps - stamps.min()) / UNITS_PER_SECOND[time_unit]
     return tabular.finish(
         tabular.trace_name(path),
         file,
