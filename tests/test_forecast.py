@@ -358,6 +358,15 @@ def test_clock_behind_the_last_sample_forecasts_from_the_last_sample() -> None:
             "fell back to linear",
             id="seasonal, first season: linear",
         ),
+        pytest.param(
+            PredictionSpec(forecaster=SEASONAL, season_fallback=LINEAR, season_s=600, season_bucket_s=300),
+            [(0, 4)],
+            0,
+            4,
+            LAST,
+            "fell back to linear; linear: fewer than 2 sample times in the window; used the last value",
+            id="seasonal, first sample: linear falls back to last",
+        ),
         # buckets [300, 600) and [600, 900) had no sample: closing [900, 1200) must not revive them
         pytest.param(
             PredictionSpec(forecaster=SEASONAL, season_fallback=LAST, season_s=600, season_bucket_s=300),

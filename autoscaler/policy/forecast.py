@@ -362,9 +362,10 @@ def _seasonal_forecast(spec: PredictionSpec, state: ForecastState, target: float
             return Forecast(s.open_sum / s.open_count, _SEASONAL, "seasonal: the open bucket one season back")
     fallback = spec.season_fallback
     got = _by_kind(fallback, spec, state, target)
-    return Forecast(
-        got.value, got.method, f"seasonal: no history one season before the target, fell back to {fallback}"
-    )
+    reason = f"seasonal: no history one season before the target, fell back to {fallback}"
+    if got.method != fallback:  # the fallback fell back too: say why
+        reason = f"{reason}; {got.reason}"
+    return Forecast(got.value, got.method, reason)
 
 
 # --- from_dict ----------------------------------------------------------------------------------
