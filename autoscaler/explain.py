@@ -77,6 +77,9 @@ class ExplainDocument(_Model):
     image_cached_nodes: list[Annotated[int, Field(ge=0)]] = Field(
         default_factory=list, alias="imageCachedNodes"
     )
+    weights_cached_nodes: list[Annotated[int, Field(ge=0)]] = Field(
+        default_factory=list, alias="weightsCachedNodes"
+    )
     loading_remaining_gb: list[Annotated[float, Field(ge=0)]] = Field(
         default_factory=list, alias="loadingRemainingGB"
     )
@@ -142,6 +145,7 @@ def evaluate(raw: Any, *, wall_now: float, where: str = "") -> tuple[str, Decisi
         lead_time_s=doc.lead_time_seconds,
         free_gpus_per_node=tuple(doc.free_gpus_per_node),
         image_cached_nodes=tuple(doc.image_cached_nodes),
+        weights_cached_nodes=tuple(doc.weights_cached_nodes),
         loading_remaining_gb=tuple(doc.loading_remaining_gb),
     )
     decision, _ = decide(spec, state, obs, now)

@@ -153,3 +153,28 @@ def test_record_rescale_then_decide_round_trip() -> None:
             state = record_rescale(spec, state, NOW + 15 * i, replicas, decision.desired_replicas)
             replicas = decision.desired_replicas
     assert replicas == 8  # ceil(80 / 10) once the rate limits have let it get there
+
+
+def test_lead_time_uses_the_cluster_facts() -> None:
+    cold = ColdStartSpec(
+        weights_gb=140,
+        storage_gbps=10,
+        local_cache_gbps=20,
+        image_pull_s=30,
+        node_provision_s=90,
+        gpus_per_replica=4,
+    )
+    spec = avg_spec(10, cold_start=cold, prediction=PredictionSpec(ForecasterKind.LAST))
+    base = observe(4, 10, 10, 10, 10)
+    cases = {
+        "cold cluster: provision + pull + load": (replace(base), 90 + 30 + 14),
+        "a node has room: pull + load": (replace(base, free_gpus_per_node=(4,)), 30 + 14),
+        "room and image cached: load": (replace(base, free_gpus_per_node=(4,), image_cached_nodes=(0,)), 14),
+        "weights in the node cache: 140 GB at 20 GB/s": (
+            replace(base, free_gpus_per_node=(4,), image_cached_nodes=(0,), weights_cached_nodes=(0,)),
+            7,
+        ),
+    }
+    for name, (obs, expected) in cases.items():
+        decision, _ = decide(spec, PolicyState(), obs, NOW)
+        assert decision.lead_time_s == pytest.approx(expected), name

@@ -291,18 +291,30 @@ def _lead_time_s(spec: AutoscalerSpec, obs: Observation) -> float:
         return spec.prediction.lead_time_s
     if spec.cold_start is not None:
         return _cold_start_lead_s(
-            spec.cold_start, obs.free_gpus_per_node, obs.image_cached_nodes, obs.loading_remaining_gb
+            spec.cold_start,
+            obs.free_gpus_per_node,
+            obs.image_cached_nodes,
+            obs.weights_cached_nodes,
+            obs.loading_remaining_gb,
         )
     return 0.0
 
 
 @lru_cache(maxsize=1024)
 def _cold_start_lead_s(
-    cold: ColdStartSpec, free: tuple[int, ...], cached: tuple[int, ...], loading: tuple[float, ...]
+    cold: ColdStartSpec,
+    free: tuple[int, ...],
+    image_cached: tuple[int, ...],
+    weights_cached: tuple[int, ...],
+    loading: tuple[float, ...],
 ) -> float:
     """The model is a pure function of hashable values, and a cluster looks the same most ticks."""
     return coldstart.lead_time_s(
-        cold, free_gpus_per_node=free, image_cached_nodes=cached, loading_remaining_gb=loading
+        cold,
+        free_gpus_per_node=free,
+        image_cached_nodes=image_cached,
+        weights_cached=weights_cached,
+        loading_remaining_gb=loading,
     )
 
 
@@ -310,6 +322,7 @@ def _cluster(obs: Observation) -> dict[str, Any]:
     return {
         "free_gpus_per_node": obs.free_gpus_per_node,
         "image_cached_nodes": obs.image_cached_nodes,
+        "weights_cached": obs.weights_cached_nodes,
         "loading_remaining_gb": obs.loading_remaining_gb,
     }
 

@@ -41,4 +41,5 @@ class Observation:
     # what the cold-start model needs to know of the cluster (empty: a cold cluster, the slow case)
     free_gpus_per_node: tuple[int, ...] = ()
     image_cached_nodes: tuple[int, ...] = ()  # indices into free_gpus_per_node
+    weights_cached_nodes: tuple[int, ...] = ()  # nodes whose local cache holds the weights
     loading_remaining_gb: tuple[float, ...] = ()  # replicas reading weights from shared storage now
