@@ -16,6 +16,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "explain": ("autoscaler.explain", "explain one scaling decision from an HPA-shaped JSON document"),
     "coldstart": ("autoscaler.coldstart_cli", "predict replica ready times under shared storage bandwidth"),
     "adapter": ("adapter.cli", "serve engine queue/batch/KV-cache signals to HPAs as external metrics"),
+    "replay": ("replay.cli", "replay a request trace through a simulated fleet with the policies in the loop"),
 }
 
 

@@ -108,12 +108,23 @@ class Engine:
         self._dropped = np.zeros(n, dtype=bool)
         self.finished_count = 0
         self.dropped_count = 0
-        # active sets; each kept grouped by replica with FCFS (= id) order inside a replica
-        self._wait = _EMPTY_I
+        self._n = max(n, 1)  # key = replica * n + id: one sorted array orders queues by (replica, FCFS)
+        self._wait_key = _EMPTY_I  # waiting requests, sorted by key
         self._pre = _EMPTY_I
         self._pre_left = _EMPTY_F  # prompt tokens still to prefill
         self._dec = _EMPTY_I
         self._dec_left = _EMPTY_F  # tokens still to generate (float: progress inside a step)
+        # per replica id, kept up to date so a tick never recounts the queues
+        self._waiting = _EMPTY_I
+        self._running = _EMPTY_I
+        self._kv_used = _EMPTY_F
+
+    def _grow(self, n_replicas: int) -> None:
+        extra = n_replicas - len(self._waiting)
+        if extra > 0:
+            self._waiting = np.concatenate((self._waiting, np.zeros(extra, dtype=np.int64)))
+            self._running = np.concatenate((self._running, np.zeros(extra, dtype=np.int64)))
+            self._kv_used = np.concatenate((self._kv_used, np.zeros(extra)))
 
     # --- inputs ----------------------------------------------------------------------------------
 
@@ -121,6 +132,7 @@ class Engine:
         """Requests routed to replicas; they join the replicas' queues."""
         if not len(ids):
             return
+        self._grow(int(replicas.max()) + 1)
         too_big = self._need[ids] > self.profile.kv_budget_tokens
         if too_big.any():  # could never be admitted: the engine refuses it at once
             bad = ids[too_big]
@@ -129,29 +141,29 @@ class Engine:
             self.dropped_count += len(bad)
             ids, replicas = ids[~too_big], replicas[~too_big]
         self._replica[ids] = replicas
-        self._wait = np.concatenate((self._wait, ids))
+        keys = np.sort(replicas * self._n + ids)
+        self._wait_key = np.insert(self._wait_key, np.searchsorted(self._wait_key, keys), keys)
+        self._waiting += np.bincount(replicas, minlength=len(self._waiting))
 
     # --- observation -----------------------------------------------------------------------------
 
     def outstanding(self, n_replicas: int) -> I64:
         """Waiting + running requests per replica id (what the router balances)."""
-        ids = np.concatenate((self._wait, self._pre, self._dec))
-        out: I64 = np.bincount(self._replica[ids], minlength=n_replicas)
+        self._grow(n_replicas)
+        out: I64 = (self._waiting + self._running)[:n_replicas]
         return out
 
     def gauges(self, n_replicas: int) -> Gauges:
-        running_ids = np.concatenate((self._pre, self._dec))
-        rep = self._replica[running_ids]
-        kv = np.bincount(rep, weights=self._need[running_ids], minlength=n_replicas)
+        self._grow(n_replicas)
         return Gauges(
-            running=np.bincount(rep, minlength=n_replicas),
-            waiting=np.bincount(self._replica[self._wait], minlength=n_replicas),
-            kv_usage=kv / self.profile.kv_budget_tokens,
+            running=self._running[:n_replicas].copy(),
+            waiting=self._waiting[:n_replicas].copy(),
+            kv_usage=self._kv_used[:n_replicas] / self.profile.kv_budget_tokens,
         )
 
     @property
     def in_flight(self) -> int:
-        return len(self._wait) + len(self._pre) + len(self._dec)
+        return len(self._wait_key) + len(self._pre) + len(self._dec)
 
     def results(self) -> RequestResults:
         return RequestResults(
@@ -168,11 +180,9 @@ class Engine:
         """Run every replica's engine from t to t + dt."""
         p = self.profile
         end = t + dt
-        running_before = np.bincount(self._replica[self._pre], minlength=n_replicas) + np.bincount(
-            self._replica[self._dec], minlength=n_replicas
-        )
-        admitted = self._admit(t, running_before, n_replicas)
-        running = running_before + np.bincount(self._replica[admitted], minlength=n_replicas)
+        self._grow(n_replicas)
+        self._admit(t)
+        running = self._running[:n_replicas]  # held for the tick, after its admissions
         if not len(self._pre) and not len(self._dec):
             return
 
@@ -239,31 +249,41 @@ class Engine:
             x = clock0[fin] + left[fin] * step[fin]
             self._finished[dec[fin]] = np.minimum(clock_to_time(x, g[fin]), end)
             self.finished_count += int(fin.sum())
+            gone = dec[fin]
+            size = len(self._running)
+            self._running -= np.bincount(self._replica[gone], minlength=size)
+            self._kv_used -= np.bincount(self._replica[gone], weights=self._need[gone], minlength=size)
         keep = ~fin
         self._dec = dec[keep]
         self._dec_left = (left - progress)[keep]
 
-    def _admit(self, t: float, running: I64, n_replicas: int) -> I64:
-        """FCFS admission from every replica's queue; returns the admitted ids."""
-        if not len(self._wait):
-            return _EMPTY_I
+    def _admit(self, t: float) -> None:
+        """FCFS admission from every replica's queue: only queue heads are looked at."""
         p = self.profile
-        order = np.argsort(self._replica[self._wait], kind="stable")
-        wait = self._wait[order]
-        g = self._replica[wait]
-        gid, starts = _group_starts(g)
-        rank = np.arange(len(wait)) - starts[gid]
-        running_ids = np.concatenate((self._pre, self._dec))
-        kv_used = np.bincount(
-            self._replica[running_ids], weights=self._need[running_ids], minlength=n_replicas
-        )
-        need = _grouped_cumsum(self._need[wait], gid, starts)
-        # both conditions grow along the queue, so `ok` is a prefix of each replica's queue (FCFS)
-        ok = (rank < p.max_running - running[g]) & (need <= p.kv_budget_tokens - kv_used[g])
-        admitted = wait[ok]
-        self._wait = wait[~ok]
-        if len(admitted):
-            self._admitted[admitted] = np.maximum(self._arrival[admitted], t)
-            self._pre = np.concatenate((self._pre, admitted))
-            self._pre_left = np.concatenate((self._pre_left, self._input[admitted]))
-        return admitted
+        free = p.max_running - self._running
+        reps = np.flatnonzero((self._waiting > 0) & (free > 0))
+        if not len(reps):
+            return
+        take = np.minimum(free[reps], self._waiting[reps])
+        starts = np.searchsorted(self._wait_key, reps * self._n)
+        before = np.cumsum(take) - take
+        idx = np.repeat(starts - before, take) + np.arange(int(take.sum()))
+        keys = self._wait_key[idx]
+        ids = keys % self._n
+        g = keys // self._n
+        gid, gstarts = _group_starts(g)
+        need = _grouped_cumsum(self._need[ids], gid, gstarts)
+        # the KV condition grows along the queue, so `ok` is a prefix of each replica's queue (FCFS)
+        ok = need <= p.kv_budget_tokens - self._kv_used[g]
+        if not ok.any():
+            return
+        admitted, g = ids[ok], g[ok]
+        self._wait_key = np.delete(self._wait_key, idx[ok])
+        size = len(self._running)
+        counts = np.bincount(g, minlength=size)
+        self._waiting -= counts
+        self._running += counts
+        self._kv_used += np.bincount(g, weights=self._need[admitted], minlength=size)
+        self._admitted[admitted] = np.maximum(self._arrival[admitted], t)
+        self._pre = np.concatenate((self._pre, admitted))
+        self._pre_left = np.concatenate((self._pre_left, self._input[admitted]))

@@ -36,7 +36,7 @@ from replay.profiles import Scenario
 from replay.trace import Trace
 
 METRIC = "inflight"
-DEFAULT_TARGET_INFLIGHT = 32.0  # requests per replica: half of reference-70b's 64 running slots
+DEFAULT_TARGET_INFLIGHT = 16.0  # requests per replica: a quarter of reference-70b's 64 slots
 
 
 class PolicyError(ValueError):
@@ -48,7 +48,10 @@ class ReplayPolicy(Protocol):
     period_s: float  # how often the loop asks
     fresh_metrics: bool  # True: reads the engines directly (no scrape delay), as Knative's activator
 
-    def initial_replicas(self, scenario: Scenario) -> int: ...
+    @property
+    def initial_replicas(self) -> int:
+        """Replicas ready at t = 0."""
+        ...
 
     def desired(self, now: float, obs: Observation) -> int: ...
 
@@ -68,7 +71,8 @@ class StaticPolicy:
             raise PolicyError(f"static: replicas must be >= 1, got {self.replicas}")
         self.name = self.name or f"static-{self.replicas}"
 
-    def initial_replicas(self, scenario: Scenario) -> int:
+    @property
+    def initial_replicas(self) -> int:
         return self.replicas
 
     def desired(self, now: float, obs: Observation) -> int:
@@ -92,14 +96,12 @@ class DecidePolicy:
     epoch_s: float = 1_704_067_200.0  # 2024-01-01 00:00 UTC, a Monday
     poll_interval_s: float = 0.0  # > 0: KEDA-like, the metric is refreshed only this often
     fresh_metrics: bool = False
+    initial_replicas: int = 1
     # False: drop the cluster's lead time from the observation so the spec's fixed one applies
     cluster_lead_time: bool = True
     state: PolicyState = field(default_factory=PolicyState)
     decisions: list[tuple[float, Observation, Decision]] = field(default_factory=list)
     _cached: tuple[float, Mapping[str, MetricReading]] | None = None
-
-    def initial_replicas(self, scenario: Scenario) -> int:
-        return max(self.spec.min_replicas, scenario.initial_replicas)
 
     def desired(self, now: float, obs: Observation) -> int:
         if self.poll_interval_s > 0:
@@ -187,12 +189,10 @@ class KpaLikePolicy:
     name: str = "kpa"
     period_s: float = 2.0
     fresh_metrics: bool = True
+    initial_replicas: int = 1
     _history: list[tuple[float, float]] = field(default_factory=list)
     _panic_since: float | None = None
     _max_panic: int = 0
-
-    def initial_replicas(self, scenario: Scenario) -> int:
-        return max(self.min_replicas, scenario.initial_replicas)
 
     def desired(self, now: float, obs: Observation) -> int:
         reading = obs.metrics.get(METRIC)
@@ -241,10 +241,7 @@ class ClairvoyantPolicy:
     fresh_metrics: bool = False
     min_replicas: int = 1
     max_replicas: int = 64
-    initial: int = 1
-
-    def initial_replicas(self, scenario: Scenario) -> int:
-        return self.initial
+    initial_replicas: int = 1
 
     def desired(self, now: float, obs: Observation) -> int:
         lo = int(now)
@@ -280,11 +277,25 @@ class PolicyParams:
     warm_floor: int = 0
     forecaster: ForecasterKind = ForecasterKind.HOLT
     lead_time_s: float | None = None  # None: the cold-start model, from the cluster's state
-    static_replicas: int = 8
+    static_replicas: int | None = None  # None: the trace's peak need at `target` (provision for peak)
     keda_poll_interval_s: float = 30.0
 
 
 POLICY_NAMES = ("static", "hpa", "keda", "kpa", "predictive", "clairvoyant")
+
+
+def peak_replicas(trace: Trace, scenario: Scenario, target: float) -> int:
+    need = needed_replicas(trace, scenario, target)
+    return min(scenario.max_replicas, max(scenario.min_replicas, int(need.max(initial=0))))
+
+
+def warm_start_replicas(trace: Trace, scenario: Scenario, target: float, first_s: float = 60.0) -> int:
+    """Replicas for the trace's first minute at `target`: as if the autoscaler had been running."""
+    if scenario.initial_replicas is not None:
+        return scenario.initial_replicas
+    head = needed_replicas(trace, scenario, target)[: int(first_s)]
+    want = int(head.max()) if len(head) else scenario.min_replicas
+    return min(scenario.max_replicas, max(scenario.min_replicas, want))
 
 
 def build_policy(
@@ -293,7 +304,7 @@ def build_policy(
     """One policy by name; `lead_s` is the fleet's current time to ready (for the clairvoyant)."""
     base, _, arg = name.partition("-")
     if base == "static":
-        n = params.static_replicas
+        n = params.static_replicas or peak_replicas(trace, scenario, params.target)
         if arg:
             try:
                 n = int(arg)
@@ -302,23 +313,17 @@ def build_policy(
         return StaticPolicy(n, name=f"static-{n}", period_s=scenario.sync_period_s)
     if arg:
         raise PolicyError(f"unknown policy {name!r} (known: {', '.join(POLICY_NAMES)}, static-N)")
-    if name == "hpa":
+    initial = warm_start_replicas(trace, scenario, params.target)
+    if name in ("hpa", "keda"):
         spec = hpa_spec(
             scenario,
             target=params.target,
             tolerance=params.tolerance,
             downscale_window_s=params.downscale_window_s,
         )
-        return DecidePolicy("hpa", spec, period_s=scenario.sync_period_s)
-    if name == "keda":
-        spec = hpa_spec(
-            scenario,
-            target=params.target,
-            tolerance=params.tolerance,
-            downscale_window_s=params.downscale_window_s,
-        )
+        poll = params.keda_poll_interval_s if name == "keda" else 0.0
         return DecidePolicy(
-            "keda", spec, period_s=scenario.sync_period_s, poll_interval_s=params.keda_poll_interval_s
+            name, spec, period_s=scenario.sync_period_s, poll_interval_s=poll, initial_replicas=initial
         )
     if name == "predictive":
         spec = predictive_spec(
@@ -331,11 +336,18 @@ def build_policy(
             lead_time_s=params.lead_time_s,
         )
         return DecidePolicy(
-            "predictive", spec, period_s=scenario.sync_period_s, cluster_lead_time=params.lead_time_s is None
+            "predictive",
+            spec,
+            period_s=scenario.sync_period_s,
+            cluster_lead_time=params.lead_time_s is None,
+            initial_replicas=max(initial, params.warm_floor),
         )
     if name == "kpa":
         return KpaLikePolicy(
-            target=params.target, min_replicas=scenario.min_replicas, max_replicas=scenario.max_replicas
+            target=params.target,
+            min_replicas=scenario.min_replicas,
+            max_replicas=scenario.max_replicas,
+            initial_replicas=initial,
         )
     if name == "clairvoyant":
         return ClairvoyantPolicy(
@@ -344,6 +356,6 @@ def build_policy(
             period_s=scenario.sync_period_s,
             min_replicas=scenario.min_replicas,
             max_replicas=scenario.max_replicas,
-            initial=scenario.initial_replicas,
+            initial_replicas=initial,
         )
     raise PolicyError(f"unknown policy {name!r} (known: {', '.join(POLICY_NAMES)}, static-N)")

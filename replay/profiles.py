@@ -74,7 +74,9 @@ class Scenario:
     sync_period_s: float = 15.0  # --horizontal-pod-autoscaler-sync-period
     min_replicas: int = 1
     max_replicas: int = 64
-    initial_replicas: int = 1  # ready at t = 0 on warm nodes (a static policy brings its own N)
+    # ready at t = 0 on warm nodes; None: sized for the trace's first minute at the policy's target
+    # (a static policy brings its own N)
+    initial_replicas: int | None = None
     node_idle_remove_s: float = 600.0  # cluster-autoscaler's scale-down-unneeded-time
     tick_s: float = 0.5  # the engine's time step (see docs/replay.md for what it resolves)
 
@@ -89,7 +91,7 @@ class Scenario:
         _check(self.min_replicas >= 1, "min_replicas", self.min_replicas, ">= 1")
         _check(self.max_replicas >= self.min_replicas, "max_replicas", self.max_replicas, ">= min_replicas")
         _check(
-            self.min_replicas <= self.initial_replicas <= self.max_replicas,
+            self.initial_replicas is None or self.min_replicas <= self.initial_replicas <= self.max_replicas,
             "initial_replicas",
             self.initial_replicas,
             f"within [min_replicas, max_replicas] = [{self.min_replicas}, {self.max_replicas}]",

@@ -109,7 +109,7 @@ def simulate(
     if fleet is None:
         fleet = Fleet(
             scenario.cold_start,
-            initial_ready=policy.initial_replicas(scenario),
+            initial_ready=policy.initial_replicas,
             node_idle_remove_s=scenario.node_idle_remove_s,
         )
     arrival = trace.arrival_s

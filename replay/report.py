@@ -1,0 +1,265 @@
+"""Replay reports: report.json (schema below), a Markdown summary and PNG plots.
+
+Sits at the end of the pipeline: it reads RunResults (replay/simulate.py) and never simulates.
+
+report.json, schema "infscale.replay.report/v1" (times in seconds, NaN written as null):
+
+    {
+      "schema": "infscale.replay.report/v1",
+      "trace": {"name": str, "requests": int, "duration_s": float},
+      "scenario": {...every Scenario field, engine and cold_start nested...},
+      "seed": int | null,
+      "wall_seconds": float,                      # all policies, simulation only
+      "simulated_requests_per_second": float,     # requests x policies / wall_seconds
+      "simulated_seconds_per_wall_second": float,
+      "policies": {
+        "<policy>": {
+          "slo_attainment": float,                # share of ALL requests with TTFT <= slo_ttft_s
+          "ttft_p50_s", "ttft_p95_s", "ttft_p99_s": float,
+          "queue_wait_p50_s", "queue_wait_p95_s", "queue_wait_p99_s": float,
+          "e2e_p50_s", "e2e_p99_s": float,
+          "gpu_hours": float,                     # GPUs held, scheduling to deletion (loading included)
+          "replica_seconds": float,               # replicas existing, request to deletion
+          "mean_ready_replicas": float,
+          "scale_events": int,                    # times the desired count changed
+          "cold_starts": int,                     # replicas started during the run
+          "requests_total", "requests_finished", "requests_dropped": int,
+          "end_s": float,                         # when the last request finished
+          "wall_seconds": float, "simulated_requests_per_second": float,
+          "timeline": [{"t_s", "desired", "ready", "starting", "draining", "arrivals_per_s", "inflight"}],
+          "replicas": [{"id", "requested_s", "scheduled_s", "ready_s", "drain_s", "deleted_s", "cold"}]
+        }
+      }
+    }
+
+Percentiles are over finished requests (dropped ones count as SLO misses). Keys are only ever
+added within a schema version.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from replay.simulate import RunResult
+from replay.trace import Trace
+
+SCHEMA = "infscale.replay.report/v1"
+
+
+def policy_summary(result: RunResult) -> dict[str, Any]:
+    """The headline numbers of one run (no timeline)."""
+    req = result.requests
+    arrival = result.arrival_s
+    slo = result.scenario.slo_ttft_s
+    ttft = req.first_token_s - arrival
+    wait = req.admitted_s - arrival
+    e2e = req.finished_s - arrival
+    total = len(arrival)
+    finished = int(np.isfinite(req.finished_s).sum())
+    met = int(np.count_nonzero(ttft <= slo))  # NaN (dropped) compares False: a miss
+    duration = max(result.end_s, 1e-9)
+    ready_seconds = _ready_seconds(result)
+    return {
+        "slo_attainment": met / total if total else 1.0,
+        **_percentiles("ttft", ttft, (50, 95, 99)),
+        **_percentiles("queue_wait", wait, (50, 95, 99)),
+        **_percentiles("e2e", e2e, (50, 99)),
+        "gpu_hours": result.gpu_seconds / 3600.0,
+        "replica_seconds": result.replica_seconds,
+        "mean_ready_replicas": ready_seconds / duration,
+        "scale_events": result.scale_events,
+        "cold_starts": result.cold_starts,
+        "requests_total": total,
+        "requests_finished": finished,
+        "requests_dropped": int(req.dropped.sum()),
+        "end_s": result.end_s,
+        "wall_seconds": result.wall_seconds,
+        "simulated_requests_per_second": total / result.wall_seconds if result.wall_seconds > 0 else math.inf,
+    }
+
+
+def policy_report(result: RunResult) -> dict[str, Any]:
+    return {
+        **policy_summary(result),
+        "timeline": [asdict(p) for p in result.timeline],
+        "replicas": [asdict(r) for r in result.replicas],
+    }
+
+
+def build_report(trace: Trace, results: Sequence[RunResult], *, seed: int | None) -> dict[str, Any]:
+    if not results:
+        raise ValueError("a report needs at least one run")
+    wall = sum(r.wall_seconds for r in results)
+    simulated = sum(r.end_s for r in results)
+    scenario = results[0].scenario
+    return {
+        "schema": SCHEMA,
+        "trace": {"name": trace.name, "requests": len(trace), "duration_s": trace.duration_s},
+        "scenario": asdict(scenario),
+        "seed": seed,
+        "wall_seconds": wall,
+        "simulated_requests_per_second": len(trace) * len(results) / wall if wall > 0 else math.inf,
+        "simulated_seconds_per_wall_second": simulated / wall if wall > 0 else math.inf,
+        "policies": {r.policy: policy_report(r) for r in results},
+    }
+
+
+def to_json(report: Mapping[str, Any]) -> str:
+    return json.dumps(_nulls(report), indent=1, allow_nan=False)
+
+
+def markdown(report: Mapping[str, Any]) -> str:
+    sc = report["scenario"]
+    lines = [
+        f"# Replay: {report['trace']['name']} on {sc['name']}",
+        "",
+        f"{report['trace']['requests']:,} requests over {report['trace']['duration_s'] / 3600:.2f} h; "
+        f"SLO TTFT <= {sc['slo_ttft_s']:g} s. Simulated {report['simulated_requests_per_second']:,.0f} "
+        f"requests/s, {report['simulated_seconds_per_wall_second']:,.0f}x real time.",
+        "",
+        "| policy | SLO met | TTFT p50 | p95 | p99 | queue p99 | GPU-hours | scale events | cold starts "
+        "| dropped |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, p in report["policies"].items():
+        lines.append(
+            f"| {name} | {p['slo_attainment']:.2%} | {_s(p['ttft_p50_s'])} | {_s(p['ttft_p95_s'])} | "
+            f"{_s(p['ttft_p99_s'])} | {_s(p['queue_wait_p99_s'])} | {p['gpu_hours']:.1f} | "
+            f"{p['scale_events']} | {p['cold_starts']} | {p['requests_dropped']} |"
+        )
+    lines += ["", "GPU-hours count every replica's GPUs from scheduling to deletion, loading included.", ""]
+    return "\n".join(lines)
+
+
+def write_report(out: Path, report: Mapping[str, Any], *, plots: bool = True) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    written = [out / "report.json", out / "report.md"]
+    written[0].write_text(to_json(report) + "\n", encoding="utf-8")
+    written[1].write_text(markdown(report), encoding="utf-8")
+    if plots:
+        written += [plot_timelines(out / "timeline.png", report), plot_frontier(out / "frontier.png", report)]
+    return written
+
+
+# --- plots ---------------------------------------------------------------------------------------
+
+
+def plot_timelines(path: Path, report: Mapping[str, Any]) -> Path:
+    """Per policy: arrivals/s (left axis) against ready and desired replicas (right axis)."""
+    plt = _pyplot()
+    policies = report["policies"]
+    fig, axes = plt.subplots(len(policies), 1, figsize=(10, 2.4 * len(policies)), sharex=True, squeeze=False)
+    for ax, (name, p) in zip(axes[:, 0], policies.items(), strict=True):
+        tl = p["timeline"]
+        t = [x["t_s"] / 60 for x in tl]
+        ax.fill_between(t, [x["arrivals_per_s"] for x in tl], color="0.85", step="post", label="arrivals/s")
+        ax.set_ylabel("req/s")
+        ax2 = ax.twinx()
+        ax2.step(t, [x["desired"] for x in tl], where="post", color="tab:orange", label="desired")
+        ax2.step(t, [x["ready"] for x in tl], where="post", color="tab:blue", label="ready")
+        ax2.set_ylabel("replicas")
+        ax.set_title(f"{name}: SLO {p['slo_attainment']:.1%}, {p['gpu_hours']:.1f} GPU-h", fontsize=9)
+        if ax is axes[0, 0]:
+            ax2.legend(loc="upper right", fontsize=8)
+    axes[-1, 0].set_xlabel("minutes")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def plot_frontier(path: Path, report: Mapping[str, Any], points: Sequence[Mapping[str, Any]] = ()) -> Path:
+    """GPU-hours against SLO attainment for each policy (and each sweep point), Pareto front drawn."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    if points:
+        xs = [p["gpu_hours"] for p in points]
+        ys = [p["slo_attainment"] for p in points]
+        ax.scatter(xs, ys, s=12, color="0.6", label="sweep")
+        front = pareto_front(points)
+        ax.step(
+            [p["gpu_hours"] for p in front],
+            [p["slo_attainment"] for p in front],
+            where="post",
+            color="tab:red",
+            label="Pareto front",
+        )
+    for name, p in report["policies"].items():
+        ax.scatter([p["gpu_hours"]], [p["slo_attainment"]], s=40)
+        ax.annotate(
+            name, (p["gpu_hours"], p["slo_attainment"]), fontsize=8, xytext=(4, 4), textcoords="offset points"
+        )
+    ax.set_xlabel("GPU-hours")
+    ax.set_ylabel(f"SLO attainment (TTFT <= {report['scenario']['slo_ttft_s']:g} s)")
+    ax.set_title("cost vs SLO")
+    if points:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def pareto_front(points: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Points no other point beats on both cost (lower GPU-hours) and SLO attainment, by cost."""
+    front: list[Mapping[str, Any]] = []
+    best = -math.inf
+    for p in sorted(points, key=lambda p: (p["gpu_hours"], -p["slo_attainment"])):
+        if p["slo_attainment"] > best:
+            front.append(p)
+            best = p["slo_attainment"]
+    return front
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only; never a window
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _percentiles(prefix: str, values: np.ndarray[Any, Any], qs: tuple[int, ...]) -> dict[str, float]:
+    done = values[np.isfinite(values)]
+    if not len(done):
+        return {f"{prefix}_p{q}_s": math.nan for q in qs}
+    got = np.percentile(done, qs)
+    return {f"{prefix}_p{q}_s": float(v) for q, v in zip(qs, got, strict=True)}
+
+
+def _ready_seconds(result: RunResult) -> float:
+    total = 0.0
+    for r in result.replicas:
+        if math.isnan(r.ready_s):
+            continue
+        stop = r.drain_s if not math.isnan(r.drain_s) else r.deleted_s
+        stop = result.end_s if math.isnan(stop) else stop
+        total += max(0.0, stop - r.ready_s)
+    return total
+
+
+def _s(x: float | None) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.2f} s"
+
+
+def _nulls(x: Any) -> Any:
+    if isinstance(x, float):
+        return None if not math.isfinite(x) else x
+    if isinstance(x, Mapping):
+        return {str(k): _nulls(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_nulls(v) for v in x]
+    if isinstance(x, frozenset | set):
+        return sorted(_nulls(v) for v in x)
+    return x
