@@ -265,20 +265,24 @@ def test_trend_methods_exact_on_a_jittered_ramp(kind: ForecasterKind) -> None:
 
 
 @pytest.mark.parametrize(
-    ("kind", "value"),
+    ("kind", "series", "value"),
     [
-        # the second value at t = 30 replaces the first where raw samples are kept
-        pytest.param(LAST, 50, id="last takes the replacement"),
-        pytest.param(LINEAR, 20, id="linear replaces the point: (0,10) (15,15) (30,20) is exact"),
-        # Holt gives a 0 s gap zero weight: as if (30, 20) were the last sample
-        pytest.param(HOLT, 20, id="holt ignores a 0 s gap"),
+        pytest.param(LAST, [(0, 10), (15, 15), (30, 20), (30, 50)], 50, id="last takes the replacement"),
+        # (0,10) (15,15) (30,20) is an exact line once 99 is replaced
+        pytest.param(LINEAR, [(0, 10), (15, 15), (30, 99), (30, 20)], 20, id="linear replaces the point"),
+        # window 20 s: at t = 30 the window is re-summed, so the replaced point is in the suffix sums
+        pytest.param(
+            LINEAR,
+            [(0, 0), (10, 1), (20, 2), (30, 50), (30, 3)],
+            3,
+            id="linear replaces a point just re-summed",
+        ),
+        # a 0 s gap has zero weight: as if (30, 20) were the last sample
+        pytest.param(HOLT, [(0, 10), (15, 15), (30, 20), (30, 50)], 20, id="holt ignores a 0 s gap"),
     ],
 )
-def test_duplicate_timestamp(kind: ForecasterKind, value: float) -> None:
-    spec = PredictionSpec(forecaster=kind)
-    series = (
-        [(0, 10), (15, 15), (30, 20), (30, 50)] if kind != LINEAR else [(0, 10), (15, 15), (30, 99), (30, 20)]
-    )
+def test_duplicate_timestamp(kind: ForecasterKind, series: Series, value: float) -> None:
+    spec = PredictionSpec(forecaster=kind, window_s=20)
     check(forecast(spec, run(spec, series), 30, 0), value, kind)
 
 
