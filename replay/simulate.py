@@ -173,7 +173,8 @@ def simulate(
             else:
                 gateway = ids
         engine.advance(t, dt, n_replicas)
-        if fleet.draining_ids:
+        if fleet.draining_ids:  # deleted at the end of the tick their last request finished in
+            fleet.advance(end)
             fleet.finish_draining(engine.outstanding(n_replicas))
         step += 1
         t = step * dt  # no drift from repeated addition

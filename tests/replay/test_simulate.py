@@ -1,0 +1,174 @@
+"""The run loop: conservation, determinism, parity with direct decide() calls, hand-computed runs."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from autoscaler.policy.decide import decide, record_rescale
+from autoscaler.policy.spec import ColdStartSpec
+from autoscaler.policy.state import PolicyState
+from replay import report
+from replay.cli import run_policy
+from replay.policies import DecidePolicy, PolicyParams, StaticPolicy, build_policy
+from replay.profiles import REFERENCE_70B, Scenario
+from replay.simulate import RunResult, simulate
+from replay.trace import Trace
+
+# small replicas that load in 14 s, a short scale-down window: a 25-minute trace sees scale-ups,
+# drains and scale-downs in well under a second of wall time
+FAST = replace(
+    REFERENCE_70B,
+    name="fast",
+    cold_start=ColdStartSpec(
+        weights_gb=14.0,
+        storage_gbps=10.0,
+        image_pull_s=5.0,
+        warmup_s=5.0,
+        node_provision_s=20.0,
+        gpus_per_replica=4,
+        gpus_per_node=8,
+    ),
+    node_idle_remove_s=120.0,
+)
+PARAMS = PolicyParams(target=8.0, downscale_window_s=60)
+
+
+@cache
+def ramp_trace(seed: int = 5) -> Trace:
+    """3 req/s, then 12 req/s for 5 minutes, then 3 req/s again: every policy scales both ways."""
+    rng = np.random.default_rng(seed)
+    parts = [
+        rng.uniform(a, b, int((b - a) * rate)) for a, b, rate in ((0, 300, 3), (300, 600, 12), (600, 1500, 3))
+    ]
+    arrival = np.sort(np.concatenate(parts))
+    n = len(arrival)
+    return Trace("ramp", arrival - arrival[0], rng.integers(50, 3_000, n), rng.integers(5, 400, n))
+
+
+@cache
+def run(policy: str, scenario: Scenario = FAST) -> RunResult:
+    return run_policy(ramp_trace(), scenario, policy, PARAMS)
+
+
+@pytest.mark.parametrize("policy", ["static-3", "hpa", "keda", "kpa", "predictive", "clairvoyant"])
+def test_every_request_finishes_exactly_once(policy: str) -> None:
+    result = run(policy)
+    req = result.requests
+    n = len(ramp_trace())
+    assert not req.dropped.any()
+    assert np.isfinite(req.finished_s).all(), "a request was lost"
+    assert (req.replica >= 0).all()
+    arrival = result.arrival_s
+    assert (req.admitted_s >= arrival - 1e-9).all()
+    assert (req.first_token_s > req.admitted_s).all()
+    assert (req.finished_s >= req.first_token_s - 1e-9).all()
+    summary = report.policy_summary(result)
+    assert summary["requests_total"] == summary["requests_finished"] == n
+    assert summary["requests_dropped"] == 0
+
+
+@pytest.mark.parametrize("policy", ["hpa", "kpa"])
+def test_scale_down_drains_replicas_that_still_had_requests(policy: str) -> None:
+    result = run(policy)
+    drained = [r for r in result.replicas if np.isfinite(r.drain_s)]
+    assert drained, "the ramp should make the policy scale down"
+    req = result.requests
+    served_after_drain = sum(
+        int(np.count_nonzero((req.replica == r.id) & (req.finished_s > r.drain_s))) for r in drained
+    )
+    assert served_after_drain > 0  # in-flight work on draining replicas finished there
+    for r in drained:
+        last = req.finished_s[req.replica == r.id].max(initial=r.drain_s)
+        assert r.deleted_s >= last - 1e-9  # deleted only once its last request finished
+
+
+def test_same_seed_same_report() -> None:
+    first = report.build_report(ramp_trace(), [run_policy(ramp_trace(), FAST, "hpa", PARAMS)], seed=5)
+    second = report.build_report(ramp_trace(), [run_policy(ramp_trace(), FAST, "hpa", PARAMS)], seed=5)
+    for doc in (first, second):
+        for key in ("wall_seconds", "simulated_requests_per_second", "simulated_seconds_per_wall_second"):
+            doc.pop(key)
+        for p in doc["policies"].values():
+            p.pop("wall_seconds")
+            p.pop("simulated_requests_per_second")
+    assert report.to_json(first) == report.to_json(second)
+
+
+@pytest.mark.parametrize("policy", ["hpa", "keda", "predictive"])
+def test_policy_decides_in_replay_as_when_called_directly(policy: str) -> None:
+    trace = ramp_trace()
+    built = build_policy(policy, FAST, trace, PARAMS, lambda: 0.0)
+    assert isinstance(built, DecidePolicy)
+    result = simulate(trace, FAST, built)
+    assert len(built.decisions) == len(result.timeline) > 50
+    # the same observations, fed straight to the controller's code with a fresh state
+    state = PolicyState()
+    for (now, obs, in_replay), point in zip(built.decisions, result.timeline, strict=True):
+        at = built.epoch_s + now
+        direct, state = decide(built.spec, state, obs, at)
+        if direct.desired_replicas != direct.current_replicas:
+            state = record_rescale(built.spec, state, at, direct.current_replicas, direct.desired_replicas)
+        assert direct == in_replay
+        assert point.desired == direct.desired_replicas
+    assert len({p.desired for p in result.timeline}) > 1  # it did scale
+
+
+def test_one_request_through_the_whole_loop() -> None:
+    trace = Trace("one", np.array([3.2]), np.array([1_600]), np.array([50]))
+    result = simulate(trace, REFERENCE_70B, StaticPolicy(1))
+    step = REFERENCE_70B.engine.step_s(1)
+    ttft = 1_600 / 8_000 + step
+    assert result.requests.first_token_s[0] - 3.2 == pytest.approx(ttft)
+    assert result.requests.finished_s[0] - 3.2 == pytest.approx(ttft + 49 * step)
+    summary = report.policy_summary(result)
+    assert summary["slo_attainment"] == 1.0
+    assert summary["cold_starts"] == 0 and summary["scale_events"] == 0
+
+
+def test_static_fleet_costs_its_gpus_for_the_whole_run() -> None:
+    result = run("static-3")
+    assert result.gpu_seconds == pytest.approx(3 * 4 * result.end_s)
+    assert result.scale_events == 0 and result.cold_starts == 0
+
+
+def test_policy_sees_metrics_scraped_at_least_the_delay_ago() -> None:
+    trace = ramp_trace()
+    policy = build_policy("hpa", FAST, trace, PARAMS, lambda: 0.0)
+    assert isinstance(policy, DecidePolicy)
+    simulate(trace, FAST, policy)
+    ages = [obs.metrics["inflight"].age_s for _, obs, _ in policy.decisions[1:]]
+    assert min(ages) >= FAST.metric_delay_s
+    assert max(ages) < FAST.metric_delay_s + FAST.scrape_interval_s
+
+
+def test_report_files_follow_the_schema(tmp_path: Path) -> None:
+    doc = report.build_report(ramp_trace(), [run("hpa"), run("static-3")], seed=5)
+    written = report.write_report(tmp_path, doc)
+    assert {p.name for p in written} == {"report.json", "report.md", "timeline.png", "frontier.png"}
+    loaded = json.loads((tmp_path / "report.json").read_text())
+    assert loaded["schema"] == report.SCHEMA
+    for key in ("wall_seconds", "simulated_requests_per_second"):
+        assert loaded[key] > 0
+    required = {
+        "slo_attainment",
+        "ttft_p50_s",
+        "ttft_p95_s",
+        "ttft_p99_s",
+        "queue_wait_p99_s",
+        "gpu_hours",
+        "scale_events",
+        "cold_starts",
+        "requests_total",
+        "requests_dropped",
+        "timeline",
+        "replicas",
+    }
+    for name in ("hpa", "static-3"):
+        assert required <= loaded["policies"][name].keys()
+    assert "| hpa |" in (tmp_path / "report.md").read_text()
