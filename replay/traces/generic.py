@@ -7,6 +7,7 @@ Numbers are read in `time_unit` (s, ms, us or ns). For JSONL the "columns" are t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -69,7 +70,7 @@ def _check_options(time_unit: str, delimiter: str) -> None:
 
 def _finish(
     path: Path,
-    columns: list[tuple[str, ...]] | list[list[object]],
+    columns: Sequence[Sequence[object]],
     rows: tabular.Rows,
     names: tuple[str, str, str],
     time_unit: str,

@@ -159,3 +159,29 @@ def test_bom_blank_lines_and_extra_columns_are_tolerated(tmp_path: Path) -> None
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(TraceError, match="no such file"):
         azure.load(tmp_path / "absent.csv")
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        pytest.param(GOOD.replace("\n", "\r\n"), id="CRLF line ends"),
+        pytest.param(
+            HEADER + '"2023-11-16 18:17:03.9799600","4808",10\n2023-11-16 18:17:04.0319600,3180,8\n'
+            '2023-11-16 18:17:06.4799600,110,"27"\n',
+            id="quoted fields (the csv module path)",
+        ),
+        pytest.param(GOOD + "\n\n\n", id="trailing blank lines"),
+    ],
+)
+def test_csv_dialects_read_the_same(tmp_path: Path, content: str) -> None:
+    plain, other = azure.load(write(tmp_path, GOOD, "a.csv")), azure.load(write(tmp_path, content, "b.csv"))
+    for column in ("arrival_s", "input_tokens", "output_tokens"):
+        assert np.array_equal(getattr(plain, column), getattr(other, column))
+
+
+def test_whitespace_inside_a_number_is_not_split_into_two(tmp_path: Path) -> None:
+    content = HEADER + "2023-11-16 18:17:05.0,1 2,3\n2023-11-16 18:17:06.0,,3\n"
+    with pytest.raises(
+        TraceError, match=r"^t.csv row 2: ContextTokens: expected a non-negative integer, got '1 2'$"
+    ):
+        azure.load(write(tmp_path, content))
