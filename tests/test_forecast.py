@@ -666,6 +666,22 @@ def test_forecast_rejects_bad_time(now: float, horizon_s: float, message: str) -
         forecast(PredictionSpec(), run(PredictionSpec(), [(0, 1)]), now, horizon_s)
 
 
+def test_overflowing_extrapolation_uses_the_last_value() -> None:
+    spec = PredictionSpec(forecaster=HOLT)
+    state = run(spec, [(0, 0), (1, 1e100)])  # a trend of 1e100 per second
+    check(forecast(spec, state, 1e300, 0), 1e100, LAST, "holt overflowed (inf); used the last value")
+
+
+def test_sub_millisecond_gap_moves_holt_level_not_trend() -> None:
+    spec = PredictionSpec(forecaster=HOLT)
+    state = run(spec, [(0, 0), (15, 3)])  # primed: level 3, trend 0.2 per second
+    state = observe(spec, state, 15.0005, 100)
+    assert state.holt is not None and state.holt.trend == 0.2
+    weight = 1 - 0.5 ** (0.0005 / 15)
+    level = 3 + 0.2 * 0.0005 + weight * (100 - 3 - 0.2 * 0.0005)
+    check(forecast(spec, state, 15.0005, 10), level + 2, HOLT)
+
+
 def test_huge_values_saturate() -> None:
     spec = PredictionSpec(forecaster=LINEAR)
     state = run(spec, [(0, 1e300), (1, 1e300)])
