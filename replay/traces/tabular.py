@@ -117,10 +117,7 @@ def read_csv(
         body = records[first_row - 1 :]
         widths = np.fromiter(map(len, body), dtype=np.int64, count=len(body))
     else:
-        lines = text.split("\n")[first_row - 1 :]
-        widths = np.fromiter(
-            (line.count(delimiter) + 1 if line else 0 for line in lines), dtype=np.int64, count=len(lines)
-        )
+        widths = _field_counts(text, delimiter)[first_row - 1 :]
     rows = np.arange(first_row, first_row + len(widths), dtype=np.int64)
     keep = widths > 0  # csv yields [] for an empty line (often the trailing newline): skip those
     if not keep.all():
@@ -136,9 +133,33 @@ def read_csv(
         transposed = list(zip(*(r for r in body if r), strict=True))
         columns = {name: transposed[i] for name, i in wanted.items()}
     else:
-        flat = delimiter.join(line for line in lines if line).split(delimiter)
+        body_text = text.split("\n", first_row - 1)[-1] if first_row > 1 else text
+        if keep[: int(np.flatnonzero(keep)[-1])].all():  # blank lines only at the end: one split
+            flat = body_text.rstrip("\n").replace("\n", delimiter).split(delimiter)
+        else:
+            flat = delimiter.join(line for line in body_text.split("\n") if line).split(delimiter)
         columns = {name: flat[i :: len(names)] for name, i in wanted.items()}
     return Table(file, columns, rows)
+
+
+def _field_counts(text: str, delimiter: str) -> npt.NDArray[np.int64]:
+    """Fields on each `\\n`-separated line (0 for an empty line), counted on the UTF-8 bytes.
+
+    ASCII bytes never occur inside a multi-byte UTF-8 sequence, so counting bytes is exact for an
+    ASCII delimiter; any other delimiter is counted line by line.
+    """
+    if not delimiter.isascii():
+        lines = text.split("\n")
+        return np.fromiter(
+            (ln.count(delimiter) + 1 if ln else 0 for ln in lines), dtype=np.int64, count=len(lines)
+        )
+    data = np.frombuffer(text.encode(), dtype=np.uint8)
+    newlines = np.flatnonzero(data == ord("\n"))
+    starts = np.concatenate(([0], newlines + 1))
+    ends = np.append(newlines, len(data))
+    delimiters = np.flatnonzero(data == ord(delimiter))
+    counts = np.searchsorted(delimiters, ends) - np.searchsorted(delimiters, starts)
+    return np.where(ends > starts, counts + 1, 0).astype(np.int64)
 
 
 def _csv_records(text: str, file: str, delimiter: str) -> list[list[str]]:
@@ -191,7 +212,7 @@ def int_column(
 ) -> npt.NDArray[np.int64]:
     """Non-negative integers: CSV strings (`text`) or JSON integers (JSON floats, strings, bools refused)."""
     try:
-        if text and all(type(v) is str for v in values):
+        if text:  # CSV cells are str by construction
             column = _parse_ints(cast(Sequence[str], values))
         elif all(type(v) is int for v in values):
             column = np.array(values, dtype=np.int64)
@@ -242,7 +263,7 @@ def float_column(
 ) -> npt.NDArray[np.float64]:
     """Finite numbers: CSV strings (`text`) or JSON numbers (JSON strings and bools refused)."""
     try:
-        if text and all(type(v) is str for v in values):
+        if text:
             column = np.array(values, dtype=np.str_).astype(np.float64)
         elif all(type(v) is int or type(v) is float for v in values):
             column = np.array(values, dtype=np.float64)
@@ -271,6 +292,7 @@ def _is_finite(value: object, text: bool) -> bool:
 
 
 _UTC_SUFFIXES = ("Z", "+00:00", "+0000", " UTC")
+_SHORTEST_DATETIME = len("2024-01-01T00:00")
 
 
 def datetime_column(values: Sequence[object], rows: Rows, file: str, field: str) -> npt.NDArray[np.float64]:
@@ -279,20 +301,24 @@ def datetime_column(values: Sequence[object], rows: Rows, file: str, field: str)
     Naive times are taken as they are (the Azure 2023 traces give no zone); a UTC suffix (`Z`,
     `+00:00`) is accepted; any other offset is refused rather than silently mixed.
     """
-    strings = [v if isinstance(v, str) else "" for v in values]
-    suffix = next((s for s in _UTC_SUFFIXES if strings and strings[0].endswith(s)), "")
+    # non-strings (JSON numbers, null) are parsed as their text, fail, and are reported as they were
+    strings = cast(Sequence[str], values)
+    suffix = next((s for s in _UTC_SUFFIXES if strings and str(strings[0]).endswith(s)), "")
     if suffix:
-        strings = [s[: -len(suffix)] if s.endswith(suffix) else s + "?" for s in strings]
+        strings = [str(s)[: -len(suffix)] if str(s).endswith(suffix) else f"{s}?" for s in strings]
     try:
         with warnings.catch_warnings():
             # numpy would convert an explicit offset with a UserWarning; make it a parse failure instead
             warnings.simplefilter("error", UserWarning)
-            stamps = np.array(strings, dtype=np.str_).astype("datetime64[ns]")
+            text = np.array(strings, dtype=np.str_)
+            stamps = text.astype("datetime64[ns]")
+        # numpy also reads "2023" or "17" as a year: a date-time here needs a time of day, ≥ 16 chars
+        stamps[np.char.str_len(text) < _SHORTEST_DATETIME] = np.datetime64("NaT")
     except (ValueError, UserWarning):
         stamps = np.full(len(strings), np.datetime64("NaT"), dtype="datetime64[ns]")
     bad = np.flatnonzero(np.isnat(stamps))
     if len(bad):
-        i = next((int(j) for j in bad if not _is_datetime(strings[int(j)])), int(bad[0]))
+        i = next((int(j) for j in bad if not _is_datetime(str(strings[int(j)]))), int(bad[0]))
         raise TraceError(
             f"{at(file, int(rows[i]), field)}expected a date-time like 2023-11-16 18:17:03.9799600"
             f"{' with a ' + suffix.strip() + ' suffix like the first row' if suffix else ''}, "
@@ -303,6 +329,8 @@ def datetime_column(values: Sequence[object], rows: Rows, file: str, field: str)
 
 
 def _is_datetime(value: str) -> bool:
+    if len(value) < _SHORTEST_DATETIME:
+        return False
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", UserWarning)

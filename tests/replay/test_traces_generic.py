@@ -119,3 +119,20 @@ def test_malformed(tmp_path: Path, loader: str, content: str, options: dict[str,
         else:
             generic.load_jsonl(path, **{**MAPPING, **options})  # type: ignore[arg-type]
     assert str(caught.value).startswith(expected), str(caught.value)
+
+
+def test_interior_blank_lines_keep_row_numbers(tmp_path: Path) -> None:
+    content = "ts,prompt,completion\n1,2,3\n\n2,4,5\n\n\n3,x,7\n"
+    with pytest.raises(
+        TraceError, match=r"^log.csv row 7: prompt: expected a non-negative integer, got 'x'$"
+    ):
+        generic.load_csv(write(tmp_path, content, "log.csv"), **MAPPING)
+    trace = generic.load_csv(write(tmp_path, content.replace("x", "6"), "log.csv"), **MAPPING)
+    assert (trace.input_tokens.tolist(), trace.output_tokens.tolist()) == ([2, 4, 6], [3, 5, 7])
+
+
+def test_a_number_where_a_date_time_belongs_is_reported_as_written(tmp_path: Path) -> None:
+    content = '{"ts": "2024-01-01 00:00:10", "prompt": 5, "completion": 6}\n'
+    content += '{"ts": 17, "prompt": 7, "completion": 8}\n'
+    with pytest.raises(TraceError, match=r"^q.jsonl row 2: ts: expected a date-time like .*, got 17$"):
+        generic.load_jsonl(write(tmp_path, content, "q.jsonl"), time_unit="datetime", **MAPPING)
