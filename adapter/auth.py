@@ -17,6 +17,7 @@ as in Go. Both reviews go through kubernetes-asyncio and are cached (≤ 10 s, G
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import logging
@@ -101,6 +102,7 @@ _VERBS = {
 _NAMESPACE_SUBRESOURCES = frozenset({"status", "finalize"})
 
 
+@functools.lru_cache(maxsize=4096)  # the same few paths, over and over
 def request_attributes(method: str, path: str, *, watch: bool = False) -> RequestAttributes:
     """The attributes Go's `RequestInfoFactory.NewRequestInfo` computes for `path` (decoded, with
     %2F inside a segment kept in that segment).

@@ -15,6 +15,7 @@ Pure: no I/O, no project imports.
 from __future__ import annotations
 
 import enum
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -367,6 +368,7 @@ class _Parser:
         raise SelectorError(f"found '{lit}', expected: identifier")
 
 
+@functools.lru_cache(maxsize=1024)  # every HPA repeats its selector each sync; results are immutable
 def parse_selector(text: str) -> Selector:
     """Parse a `labelSelector` (already URL-decoded once). Empty or blank text selects everything."""
     requirements = _Parser(text).parse()

@@ -81,10 +81,25 @@ USER = web.RequestKey("user", UserInfo)
 # --- request metrics ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
 class RequestMetrics:
-    requests: Counter
-    duration_s: Histogram
+    """Request count by route and code, latency by route; labelled children are looked up once
+    (`labels()` costs more than the observation itself on the hot path)."""
+
+    def __init__(self, requests: Counter, duration_s: Histogram) -> None:
+        self.requests = requests
+        self.duration_s = duration_s
+        self._counts: dict[tuple[str, int], Any] = {}
+        self._durations: dict[str, Any] = {}
+
+    def observe(self, route: str, code: int, seconds: float) -> None:
+        count = self._counts.get((route, code))
+        if count is None:
+            count = self._counts[(route, code)] = self.requests.labels(route, str(code))
+        duration = self._durations.get(route)
+        if duration is None:
+            duration = self._durations[route] = self.duration_s.labels(route)
+        count.inc()
+        duration.observe(seconds)
 
 
 REQUEST_METRICS = web.AppKey("request_metrics", RequestMetrics)
@@ -164,10 +179,9 @@ async def status_errors(
     except Exception:
         log.exception("unhandled error serving %s %s", request.method, request.path)
         response = status_response(StatusError(Reason.INTERNAL_ERROR, "Internal error occurred"))
-    metrics = request.app[REQUEST_METRICS]
-    route = _route_label(request)
-    metrics.requests.labels(route, str(response.status)).inc()
-    metrics.duration_s.labels(route).observe(time.perf_counter() - started)
+    request.app[REQUEST_METRICS].observe(
+        _route_label(request), response.status, time.perf_counter() - started
+    )
     return response
 
 

@@ -8,6 +8,7 @@ adapter/server.py. Shapes follow k8s.io/metrics `external_metrics/v1beta1` and a
 from __future__ import annotations
 
 import enum
+import functools
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -49,10 +50,15 @@ def format_quantity(value: float) -> str:
         raise QuantityError(f"value {value!r} has no Quantity form")
     if abs(value) > QUANTITY_MAX_ABS:
         raise QuantityError(f"value {value!r} exceeds the HPA's range (|v| ≤ {QUANTITY_MAX_ABS})")
-    mantissa = int(Decimal(repr(value)).quantize(_MILLI, rounding=ROUND_HALF_EVEN).scaleb(3))
+    if value == int(value):  # queue and batch sizes: whole numbers, no Decimal needed
+        mantissa, exponent = int(value), 0
+    else:
+        mantissa, exponent = (
+            int(Decimal(repr(value)).quantize(_MILLI, rounding=ROUND_HALF_EVEN).scaleb(3)),
+            -3,
+        )
     if mantissa == 0:
         return "0"
-    exponent = -3
     while mantissa % 10 == 0 and exponent < 18:
         mantissa //= 10
         exponent += 1
@@ -68,7 +74,12 @@ def milli_round(value: float) -> float:
 
 def format_time(unix_s: float) -> str:
     """RFC 3339 in UTC with whole seconds and a `Z`, as Go's metav1.Time marshals."""
-    return datetime.fromtimestamp(math.floor(unix_s), tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _format_second(math.floor(unix_s))
+
+
+@functools.lru_cache(maxsize=1024)  # samples of one scrape round share their second
+def _format_second(second: int) -> str:
+    return datetime.fromtimestamp(second, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def metric_value_list(metric: str, samples: Sequence[MetricSample]) -> dict[str, Any]:
@@ -281,6 +292,7 @@ def _parse_accept(header: str) -> list[_MediaRange]:
     return sorted(ranges, key=lambda r: -r.q)
 
 
+@functools.lru_cache(maxsize=256)  # a cluster sends a handful of distinct Accept headers
 def negotiate(accept: str | None, *, discovery: bool = False) -> Answer | None:
     """What to answer for this Accept header, or None for 406 (apiserver `NegotiateOutputMediaType`).
 
