@@ -8,6 +8,7 @@ from engine_fixtures import JETSTREAM, LLAMACPP, SGLANG, TGI, TRITON, TRTLLM, VL
 from adapter.presets import (
     PRESETS,
     ExpositionError,
+    ExpositionParser,
     Kind,
     Signal,
     counter_rate,
@@ -166,3 +167,36 @@ def test_every_engine_has_a_queue_and_well_formed_rules(engine: str) -> None:
         assert rule.terms and all(t.alternatives for t in rule.terms), signal
         assert rule.kind is not Kind.RATIO or len(rule.terms) == 2, signal
         assert (rule.kind is Kind.RATE) == signal.value.endswith("_rate"), signal
+
+
+TRICKY = (
+    'vllm:num_requests_waiting{engine="0",model_name="a} b\\"c"} 4.0 1700000000000\n'
+    "vllm:num_requests_running\t2\n"
+    'vllm:num_requests_running_total{engine="0"} 9\n'
+    "vllm:kv_cache_usage_perc{} +Inf\n"
+)
+
+
+@pytest.mark.parametrize(
+    "text", [VLLM, VLLM_V0, TGI, SGLANG, TRITON, TRTLLM, JETSTREAM, LLAMACPP, TRICKY], ids=lambda t: t[:30]
+)
+@pytest.mark.parametrize("engine", sorted(PRESETS))
+def test_memoizing_parser_matches_the_library_parser(engine: str, text: str) -> None:
+    wanted = wanted_names(PRESETS[engine])
+    parser = ExpositionParser(wanted, max_series=3)  # small: exercises forgetting too
+    expected = parse_exposition(text, wanted)
+    assert parser.parse(text) == expected
+    assert parser.parse(text) == expected  # second time from the memo
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        pytest.param('vllm:num_requests_waiting{engine="0"} four\n', id="bad value"),
+        pytest.param("vllm:num_requests_waiting{engine=0} 4\n", id="unquoted label value"),
+        pytest.param('vllm:num_requests_waiting{engine="0"}\n', id="no value"),
+    ],
+)
+def test_memoizing_parser_rejects_bad_lines(line: str) -> None:
+    with pytest.raises(ExpositionError, match="vllm:num_requests_waiting"):
+        ExpositionParser(wanted_names(PRESETS["vllm"])).parse(line)

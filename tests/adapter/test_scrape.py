@@ -286,6 +286,6 @@ async def test_owned_client_is_opened_and_closed(telemetry: Telemetry, clock: Ma
         get_preset("vllm"), [endpoints("http://a:8000/metrics")], ScrapeSettings(), telemetry, clock
     )
     async with source:
-        assert source._client is not None and not source._client.is_closed
-        client = source._client
-    assert client.is_closed
+        clients = list(source._clients)
+        assert clients and not any(c.is_closed for c in clients)
+    assert all(c.is_closed for c in clients)
