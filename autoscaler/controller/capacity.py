@@ -1,0 +1,96 @@
+"""Capacity awareness: free whole GPUs per node, and whether k new replicas of G GPUs each fit.
+
+Pure: nodes and pods (JSON) in, frozen values out. 16 idle GPUs spread 4+4+4+4 hold no 8-GPU
+replica; a replica needs G whole GPUs on one node, so node i holds free_i // G more replicas.
+Those that do not fit wait for a new node, whose provisioning time the predicted ready time then
+includes (the cold-start model's placement, autoscaler/policy/coldstart.py, does the same sum).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from autoscaler.controller.podfacts import GPU_RESOURCE, gpu_request
+
+
+@dataclass(frozen=True, slots=True)
+class GpuNodes:
+    """Schedulable nodes with GPUs, in name order."""
+
+    names: tuple[str, ...] = ()
+    free_gpus: tuple[int, ...] = ()
+    images: tuple[frozenset[str], ...] = ()  # normalized image references present on each node
+
+    def image_cached_nodes(self, image: str | None) -> tuple[int, ...]:
+        if not image:
+            return ()
+        wanted = normalize_image(image)
+        return tuple(i for i, names in enumerate(self.images) if wanted in names)
+
+
+@dataclass(frozen=True, slots=True)
+class Fit:
+    requested: int  # new replicas asked for
+    fitting: int  # of them, how many fit on existing nodes
+    gpus_per_replica: int
+
+    @property
+    def short(self) -> int:
+        return self.requested - self.fitting
+
+
+def normalize_image(ref: str) -> str:
+    """`vllm/vllm-openai:v0.6` and `docker.io/vllm/vllm-openai:v0.6` name the same image; a
+    reference without tag or digest means `:latest`, as the container runtime reads it."""
+    name, digest = ([*ref.split("@", 1), ""])[:2] if "@" in ref else (ref, "")
+    first, _, rest = name.partition("/")
+    if not rest:
+        name = f"docker.io/library/{name}"
+    elif "." not in first and ":" not in first and first != "localhost":
+        name = f"docker.io/{name}"
+    if digest:
+        return f"{name}@{digest}"
+    last = name.rsplit("/", 1)[-1]
+    return name if ":" in last else f"{name}:latest"
+
+
+def _int_quantity(value: Any) -> int:
+    try:
+        return int(str(value))
+    except ValueError:
+        return 0
+
+
+def gpu_nodes(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]) -> GpuNodes:
+    """Allocatable GPUs minus the requests of the pods bound to each node. Cordoned and NotReady
+    nodes take no new replica and are left out."""
+    used: dict[str, int] = {}
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+            used[node] = used.get(node, 0) + gpu_request(pod)
+    rows = []
+    for node in nodes:
+        meta, spec, status = node.get("metadata") or {}, node.get("spec") or {}, node.get("status") or {}
+        allocatable = _int_quantity((status.get("allocatable") or {}).get(GPU_RESOURCE, 0))
+        ready = any(
+            c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
+        )
+        if allocatable <= 0 or spec.get("unschedulable") or not ready:
+            continue
+        name = str(meta.get("name", ""))
+        images = frozenset(
+            normalize_image(n) for image in status.get("images") or [] for n in image.get("names") or []
+        )
+        rows.append((name, max(0, allocatable - used.get(name, 0)), images))
+    rows.sort()
+    return GpuNodes(tuple(r[0] for r in rows), tuple(r[1] for r in rows), tuple(r[2] for r in rows))
+
+
+def fit(free_gpus: Iterable[int], gpus_per_replica: int, k: int) -> Fit:
+    if gpus_per_replica <= 0:  # no GPUs asked: anything fits
+        return Fit(k, k, gpus_per_replica)
+    room = sum(free // gpus_per_replica for free in free_gpus)
+    return Fit(k, min(k, room), gpus_per_replica)

@@ -1,0 +1,156 @@
+"""`infscale controller`: run the predictive controller (leader election, loop, /metrics and probes).
+
+Flags override INFSCALE_CONTROLLER_* environment variables, which override the defaults in
+autoscaler/controller/settings.py. SIGTERM releases the lease, so the standby takes over at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from typing import Any
+
+from pydantic import ValidationError
+
+from autoscaler.controller.settings import ControllerSettings, MetricsSource
+
+_FLAGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    ("--kubeconfig", "kubeconfig", {"help": "kubeconfig file (default: in-cluster, else ~/.kube/config)"}),
+    (
+        "--namespace",
+        "namespace",
+        {"help": "watch InferenceAutoscalers in this namespace only (default: all)"},
+    ),
+    ("--tick-seconds", "tick_s", {"type": float, "help": "seconds between decisions per object (default 5)"}),
+    (
+        "--metrics-source",
+        "metrics_source",
+        {
+            "choices": [m.value for m in MetricsSource],
+            "help": "External Metrics API (api) or the adapter URL",
+        },
+    ),
+    ("--adapter-url", "adapter_url", {"help": "the adapter's base URL, with --metrics-source adapter"}),
+    ("--listen", "listen", {"help": "host:port of /metrics and the probes (default 0.0.0.0:8080)"}),
+    ("--lease-namespace", "lease_namespace", {"help": "namespace of the leader-election Lease"}),
+    ("--lease-name", "lease_name", {"help": "name of the leader-election Lease"}),
+    (
+        "--identity",
+        "identity",
+        {"help": "this replica's leader-election identity (default: hostname_random)"},
+    ),
+    ("--log-level", "log_level", {"help": "DEBUG, INFO, WARNING, ERROR"}),
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    for flag, dest, kwargs in _FLAGS:
+        parser.add_argument(flag, dest=dest, default=None, **kwargs)
+    parser.add_argument(
+        "--no-leader-elect",
+        dest="leader_elect",
+        action="store_false",
+        default=None,
+        help="act without a Lease (one replica only)",
+    )
+
+
+def settings_from(args: argparse.Namespace) -> ControllerSettings:
+    overrides = {dest: getattr(args, dest) for _, dest, _ in _FLAGS if getattr(args, dest, None) is not None}
+    if getattr(args, "leader_elect", None) is not None:
+        overrides["leader_elect"] = args.leader_elect
+    return ControllerSettings(**overrides)
+
+
+async def _serve(settings: ControllerSettings) -> int:
+    import time
+
+    from aiohttp import web
+    from kubernetes_asyncio import client, config
+
+    from autoscaler.controller.kube import KubeClient
+    from autoscaler.controller.leader import LeaderElector
+    from autoscaler.controller.loop import Controller, run
+    from autoscaler.controller.metrics import AdapterMetricsReader, ApiMetricsReader, MetricsReader
+    from autoscaler.controller.telemetry import Telemetry, make_app
+
+    configuration = client.Configuration()
+    if settings.kubeconfig is not None:
+        await config.load_kube_config(
+            config_file=str(settings.kubeconfig), client_configuration=configuration
+        )
+    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    else:
+        await config.load_kube_config(client_configuration=configuration)
+    api = client.ApiClient(configuration=configuration)
+    kube = KubeClient(api, timeout_s=settings.request_timeout_s)
+    reader: MetricsReader
+    if settings.metrics_source is MetricsSource.ADAPTER:
+        assert settings.adapter_url is not None
+        reader = AdapterMetricsReader(
+            settings.adapter_url,
+            timeout_s=settings.request_timeout_s,
+            ca_file=settings.adapter_ca_file,
+            insecure_skip_verify=settings.adapter_insecure_skip_verify,
+        )
+    else:
+        reader = ApiMetricsReader(kube)
+    elector = None
+    if settings.leader_elect:
+        elector = LeaderElector(
+            kube,
+            namespace=settings.lease_namespace,
+            name=settings.lease_name,
+            identity=settings.identity,
+            lease_duration_s=settings.lease_duration_s,
+            renew_deadline_s=settings.renew_deadline_s,
+        )
+    telemetry = Telemetry()
+    telemetry.health.stall_after_s = max(60.0, 3 * settings.tick_s + settings.request_timeout_s)
+    controller = Controller(settings, kube, reader, telemetry=telemetry, elector=elector, clock=time.time)
+
+    runner = web.AppRunner(make_app(telemetry, time.time), access_log=None)
+    await runner.setup()
+    host, port = settings.listen_host_port
+    await web.TCPSite(runner, host, port).start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    logging.getLogger(__name__).info(
+        "infscale controller %s: tick %g s, metrics from %s, /metrics on %s",
+        settings.identity,
+        settings.tick_s,
+        settings.metrics_source,
+        settings.listen,
+    )
+    try:
+        await run(controller, stop, retry_period_s=settings.retry_period_s)
+    finally:
+        await runner.cleanup()
+        await reader.close()
+        await api.close()
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        settings = settings_from(args)
+    except ValidationError as exc:
+        for err in exc.errors():
+            where = ".".join(str(p) for p in err["loc"]) or "settings"
+            print(
+                f"infscale controller: {where}: {err['msg'].removeprefix('Value error, ')}", file=sys.stderr
+            )
+        return 2
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    return asyncio.run(_serve(settings))

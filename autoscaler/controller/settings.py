@@ -1,0 +1,94 @@
+"""`infscale controller` settings: flags and INFSCALE_CONTROLLER_* environment, defaults written once here.
+
+Precedence, highest first: command-line flags, environment, the defaults below.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from enum import StrEnum
+from pathlib import Path
+from typing import Self
+from uuid import uuid4
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from autoscaler.policy.spec import DEFAULT_DOWNSCALE_STABILIZATION_S, DEFAULT_TOLERANCE
+
+ENV_PREFIX = "INFSCALE_CONTROLLER_"
+
+
+class MetricsSource(StrEnum):
+    API = "api"  # the kube-apiserver's aggregated External Metrics API, as the HPA reads it
+    ADAPTER = "adapter"  # straight from the adapter's URL (one hop less, no aggregation layer)
+
+
+def _default_identity() -> str:
+    # the pod name (hostname) plus a random suffix: a restarted pod is a new candidate
+    return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid4().hex[:8]}"
+
+
+class ControllerSettings(BaseSettings):
+    """Everything `infscale controller` needs. Defaults are the values below."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", frozen=True)
+
+    kubeconfig: Path | None = None  # None: in-cluster service account, else ~/.kube/config
+    namespace: str | None = None  # watch InferenceAutoscalers in this namespace only; None: all
+
+    tick_s: float = Field(default=5.0, gt=0, le=600)  # one decision per object per tick
+    concurrency: int = Field(default=16, ge=1, le=1000)  # objects reconciled at once
+    request_timeout_s: float = Field(default=5.0, gt=0)  # per kube-apiserver / adapter request
+    scale_conflict_retries: int = Field(default=3, ge=0, le=10)  # 409 on /scale: re-read, decide again
+    status_interval_s: float = Field(default=15.0, ge=0)  # rewrite an unchanged status at most this often
+
+    # metrics
+    metrics_source: MetricsSource = MetricsSource.API
+    adapter_url: str | None = (
+        None  # required with metrics_source=adapter, e.g. https://infscale-adapter.infscale.svc
+    )
+    adapter_ca_file: Path | None = None  # verify the adapter's certificate with this CA
+    adapter_insecure_skip_verify: bool = False
+    max_metric_age_s: float | None = Field(default=60.0, gt=0)  # older samples count as missing
+
+    # cluster flags of the HPA, applied to every object
+    tolerance: float = Field(default=DEFAULT_TOLERANCE, ge=0)
+    downscale_stabilization_s: int = Field(default=DEFAULT_DOWNSCALE_STABILIZATION_S, ge=0)
+
+    # learned cold starts
+    cold_start_samples: int = Field(default=32, ge=1, le=256)  # newest startups kept per target
+    max_startup_s: float = Field(default=3600.0, gt=0)  # longer creation -> ready is not a startup
+
+    # leader election (client-go's defaults)
+    leader_elect: bool = True
+    lease_name: str = "infscale-controller"
+    lease_namespace: str = "infscale-system"
+    lease_duration_s: float = Field(default=15.0, gt=0)
+    renew_deadline_s: float = Field(default=10.0, gt=0)
+    retry_period_s: float = Field(default=2.0, gt=0)
+    identity: str = Field(default_factory=_default_identity)
+
+    # telemetry and health
+    listen: str = "0.0.0.0:8080"
+    log_level: str = "INFO"
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if not self.retry_period_s < self.renew_deadline_s < self.lease_duration_s:
+            raise ValueError(
+                "leader election needs retry_period_s < renew_deadline_s < lease_duration_s, got "
+                f"{self.retry_period_s:g} < {self.renew_deadline_s:g} < {self.lease_duration_s:g}"
+            )
+        if self.metrics_source is MetricsSource.ADAPTER and not self.adapter_url:
+            raise ValueError("adapter_url is required when metrics_source is 'adapter'")
+        _host, sep, port = self.listen.rpartition(":")
+        if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+            raise ValueError(f"listen must be host:port, got {self.listen!r}")
+        return self
+
+    @property
+    def listen_host_port(self) -> tuple[str, int]:
+        host, _, port = self.listen.rpartition(":")
+        return host.strip("[]"), int(port)
