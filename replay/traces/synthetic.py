@@ -21,7 +21,7 @@ defaults sit near the Azure 2023 conversation trace (input p50 ≈ 1,000, output
 
 Generation is vectorized: Poisson counts per bin, uniform offsets inside each bin, one sort.
 Each random ingredient draws from its own child of the seed, so changing e.g. `spikes_per_hour`
-leaves the noise and lengths of the same seed untouched.
+does not move the noise of the same seed, and a burst changes the rate only where it is.
 
 Sizing for the reference-70b scenario (teaching numbers): at ≈ 3 requests/s per 4×H100 replica the
 default's peak (100 req/s, 150 during the burst) needs ≈ 35–50 replicas, inside the 1–64 range, with
