@@ -3,6 +3,7 @@ Kubernetes 1.37 schemas, and the objects say what the adapter needs (skipped wit
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -195,3 +196,26 @@ def test_catalog_configmap_is_a_valid_catalog_mounted_where_the_args_point() -> 
     assert hpa["spec"]["metrics"][0]["external"]["metric"]["selector"]["matchLabels"].keys() <= set(
         settings.labels
     )
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param(p, id=p)
+        for p in ("deploy/adapter", "deploy/overlays/cert-manager", "deploy/overlays/dev-insecure")
+    ],
+)
+def test_container_args_are_valid_adapter_settings(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Deployment's args go through the real `infscale adapter` parser and settings."""
+    from adapter.cli import overrides
+    from adapter.settings import AdapterSettings
+    from infscale.cli import build_parser
+
+    for name in [n for n in os.environ if n.startswith("INFSCALE_")]:
+        monkeypatch.delenv(name)
+    deployment = find(build(path), "Deployment", "infscale-adapter")
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    settings = AdapterSettings(**overrides(build_parser(args).parse_args(args)))
+    assert settings.listen_address() == ("0.0.0.0", 6443)
+    assert settings.tls_enabled and not settings.insecure_dev
+    assert settings.catalog_file == Path("/etc/infscale/catalog.yaml")
