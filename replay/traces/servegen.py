@@ -120,13 +120,11 @@ def parse_pmf(text: object, where: str) -> Pmf | None:
     numbers: Floats | None = None
     if inner == "":
         return None
-    if inner is not None:
+    if inner is not None and _alternates(inner):
         try:
             numbers = np.array(inner.replace(":", ",").split(","), dtype=np.float64)
         except ValueError:
-            numbers = None
-        if numbers is not None and (len(numbers) % 2 or inner.count(":") != len(numbers) // 2):
-            numbers = None  # e.g. a trailing comma or a nested value: let the literal parser decide
+            numbers = None  # e.g. a string key: let the literal parser decide
     if numbers is None:
         try:
             literal = ast.literal_eval(body)
@@ -161,6 +159,13 @@ def parse_pmf(text: object, where: str) -> Pmf | None:
             f"{where}expected non-negative probabilities with a positive sum, got {probs[:5].tolist()}…"
         )
     return Pmf(values.astype(np.int64), probs / probs.sum())
+
+
+def _alternates(inner: str) -> bool:
+    """`k: v, k: v, …, k: v` — separators alternate `:` `,` and end on `:` (checked on the bytes)."""
+    data = np.frombuffer(inner.encode(), dtype=np.uint8)
+    kinds = data[(data == ord(":")) | (data == ord(","))]
+    return len(kinds) % 2 == 1 and bool((kinds[0::2] == ord(":")).all() and (kinds[1::2] == ord(",")).all())
 
 
 def read_windows(text: str, file: str, client: int) -> ClientWindows:

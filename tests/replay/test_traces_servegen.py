@@ -295,6 +295,7 @@ def test_no_dataset_at_all_is_refused(tmp_path: Path) -> None:
         pytest.param("{0.0: 0.0, 0.001996007984031936: 0.25, 1: 0.75}", id="float keys"),
         pytest.param("{ 3 :1e-05,4: 2.5E-3 , 5:0.99749 }", id="odd spacing and exponents"),
         pytest.param("{7: 1}", id="one entry"),
+        pytest.param("{1: 0.5, 2: 0.5,}", id="trailing comma (the literal parser's path)"),
     ],
 )
 def test_fast_pmf_parse_agrees_with_literal_eval(text: str) -> None:
@@ -313,3 +314,16 @@ def test_fast_pmf_parse_agrees_with_literal_eval(text: str) -> None:
 
 def test_empty_pmf_means_no_data() -> None:
     assert servegen.parse_pmf(" {} ", "x: ") is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("{1: 2: 3, 4}", id="two colons in one entry"),
+        pytest.param("{1, 2}", id="a set"),
+        pytest.param("{'a': 1.0}", id="string key"),
+    ],
+)
+def test_text_that_is_not_a_numeric_dict_is_refused(text: str) -> None:
+    with pytest.raises(TraceError, match=r"^x: expected"):
+        servegen.parse_pmf(text, "x: ")
