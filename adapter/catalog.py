@@ -267,8 +267,13 @@ class CatalogSettings(BaseModel):
 def _describe(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors():
-        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        parts.append(f"{where}: {err['msg']} (got {json.dumps(err.get('input'), default=str)[:80]})")
+        message = err["msg"].removeprefix("Value error, ")
+        where = ".".join(str(p) for p in err["loc"])
+        value = err.get("input")
+        if isinstance(value, dict | list):  # a whole section: the message already names the culprit
+            parts.append(f"{where}: {message}" if where else message)
+        else:
+            parts.append(f"{where or 'catalog'}: {message} (got {json.dumps(value, default=str)[:80]})")
     return "; ".join(parts)
 
 

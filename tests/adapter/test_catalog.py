@@ -177,8 +177,13 @@ def test_yaml_and_json_files_load_the_same(tmp_path: Path) -> None:
         pytest.param(
             "endpoints: [http://a:1/metrics]\n"
             "metrics:\n  - {name: q, signal: queue_size, aggregation: median}\n",
-            "metrics.0.aggregation",
-            id="field path in the message",
+            "metrics.0.aggregation: Input should be 'sum', 'mean' or 'max' (got \"median\")",
+            id="field path and value in the message",
+        ),
+        pytest.param(
+            "engine: triton\nendpoints: [http://a:1/metrics]\nmetrics: [{name: b, signal: batch_size}]\n",
+            ": metric 'b': engine 'triton' has no signal 'batch_size' (has: queue_size, request_rate)",
+            id="cross-field rule, no pydantic noise",
         ),
     ],
 )
@@ -187,7 +192,7 @@ def test_bad_files_name_file_and_field(tmp_path: Path, text: str, message: str) 
     path.write_text(text)
     with pytest.raises(CatalogError, match=re.escape(message)) as info:
         CatalogSettings.from_file(path)
-    assert str(path) in str(info.value)
+    assert str(path) in str(info.value) and "Value error" not in str(info.value)
 
 
 def test_missing_file_is_a_catalog_error(tmp_path: Path) -> None:
