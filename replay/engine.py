@@ -118,6 +118,7 @@ class Engine:
         self._waiting = _EMPTY_I
         self._running = _EMPTY_I
         self._kv_used = _EMPTY_F
+        self._server_free = _EMPTY_F  # when each replica's prefill server is next idle
 
     def _grow(self, n_replicas: int) -> None:
         extra = n_replicas - len(self._waiting)
@@ -125,6 +126,7 @@ class Engine:
             self._waiting = np.concatenate((self._waiting, np.zeros(extra, dtype=np.int64)))
             self._running = np.concatenate((self._running, np.zeros(extra, dtype=np.int64)))
             self._kv_used = np.concatenate((self._kv_used, np.zeros(extra)))
+            self._server_free = np.concatenate((self._server_free, np.zeros(extra)))
 
     # --- inputs ----------------------------------------------------------------------------------
 
@@ -187,7 +189,8 @@ class Engine:
             return
 
         # prefill: one FIFO server per replica, exact inside the tick
-        busy: F64 = np.zeros(n_replicas)
+        busy: F64 = np.zeros(n_replicas)  # prefill seconds inside the tick
+        debt: F64 = np.zeros(n_replicas)  # prefill seconds before t (admitted late last tick)
         new_dec, new_clock = _EMPTY_I, _EMPTY_F
         idle_keys, busy_end, first_interval = _EMPTY_F, _EMPTY_F, np.zeros(n_replicas, dtype=np.int64)
         lift = dt + 1.0  # > any decode-clock value in the tick: keeps replicas apart in one sorted key
@@ -197,36 +200,42 @@ class Engine:
             g = self._replica[pre]
             gid, starts = _group_starts(g)
             work = left / p.prefill_tokens_per_s  # seconds of prefill server time
-            ready = np.maximum(self._admitted[pre], t)
+            ready = np.maximum(self._admitted[pre], self._server_free[g])
             cum = _grouped_cumsum(work, gid, starts)  # C_j, inclusive
             done = cum + _grouped_cummax(ready - (cum - work), gid)
-            rest = np.clip(done - end, 0.0, work)  # server seconds still owed after the tick
-            processed = work - rest
-            busy = np.bincount(g, weights=processed, minlength=n_replicas).astype(np.float64)
-            # the busy intervals [done - work, min(done, end)] of the tick, with the decode clock
-            # (time since t not spent prefilling) at each start: the map from clock to time
-            ran = processed > 0
-            idle_at_start = (done - work - t) - (cum - work)
-            idle_keys = idle_at_start[ran] + g[ran] * lift
+            begin = done - work
+            inside = np.maximum(np.minimum(done, end) - np.maximum(begin, t), 0.0)
+            before_t = np.maximum(np.minimum(done, t) - begin, 0.0)
+            busy = np.bincount(g, weights=inside, minlength=n_replicas).astype(np.float64)
+            debt = np.bincount(g, weights=before_t, minlength=n_replicas).astype(np.float64)
+            last = np.append(starts[1:], len(g)) - 1  # FIFO: a group's last request frees the server
+            self._server_free[g[last]] = np.minimum(done[last], end)
+            # the busy intervals inside the tick with the idle time before each: the map from a
+            # replica's decode clock to time (the clock also waits out the debt first)
+            cum_in = _grouped_cumsum(inside, gid, starts)
+            ran = inside > 0
+            idle_keys = ((np.maximum(begin, t) - t) - (cum_in - inside))[ran] + g[ran] * lift
             busy_end = np.minimum(done, end)[ran]
             first_interval = np.searchsorted(g[ran], np.arange(n_replicas), side="left")
             fin = done <= end
             new_dec = pre[fin]
-            # decode clock at prefill completion (FIFO: all ahead of j, and j, were prefilled by then)
-            new_clock = (done[fin] - t) - cum[fin]
+            # decode clock at prefill completion: idle time in the tick so far; negative when the
+            # prefill (admitted late last tick) completed before t: it joins the batch from then
+            d = done[fin]
+            new_clock = np.where(d < t, d - t, (d - t) - cum_in[fin])
             keep = ~fin
             self._pre = pre[keep]
-            self._pre_left = rest[keep] * p.prefill_tokens_per_s
+            self._pre_left = np.clip(done - end, 0.0, work)[keep] * p.prefill_tokens_per_s
 
-        def clock_to_time(x: F64, rep: I64) -> F64:
-            """When replica `rep`'s decode clock reads x: skip every busy interval that starts
-            before it (prefill has priority: a decode step waits for the prefill ahead of it)."""
-            m = np.searchsorted(idle_keys, x + rep * lift, side="left") - first_interval[rep]
+        def clock_to_time(y: F64, rep: I64) -> F64:
+            """When replica `rep`'s decode clock reads y: skip every busy interval that starts
+            before it (prefill has priority: a decode step waits for the prefill ahead)."""
             if not len(idle_keys):
-                return t + x
+                return t + y
+            m = np.searchsorted(idle_keys, y + rep * lift, side="left") - first_interval[rep]
             j = np.maximum(first_interval[rep] + m - 1, 0)
             idle_before = idle_keys[j] - rep * lift
-            out: F64 = np.where(m > 0, busy_end[j] + (x - idle_before), t + x)
+            out: F64 = np.where((m > 0) & (y >= 0), busy_end[j] + (y - idle_before), t + y)
             return out
 
         # decode: every decoding request advances by (decode time it saw) / step(n)
@@ -234,8 +243,10 @@ class Engine:
         if not len(dec):
             return
         left = np.concatenate((self._dec_left, self._output[new_dec]))
-        clock0 = np.concatenate((np.zeros(len(self._dec)), new_clock))
         g = self._replica[dec]
+        # requests decoding since before t first wait out the debt: the prefill of requests admitted
+        # late last tick ran while they were credited with decode time
+        clock0 = np.concatenate((debt[self._replica[self._dec]], new_clock))
         step = (p.decode_base_s + p.decode_per_running_s * np.maximum(running, 1))[g]
         decode_time = dt - busy  # per replica, seconds of the tick not spent prefilling
         progress = np.maximum(decode_time[g] - clock0, 0.0) / step  # tokens generated in the tick
@@ -245,29 +256,50 @@ class Engine:
             x = clock0[first_now] + (1.0 - done_tokens[first_now]) * step[first_now]
             self._first[dec[first_now]] = clock_to_time(x, g[first_now])
         fin = left <= progress + _EPS_TOKENS
-        if fin.any():
-            x = clock0[fin] + left[fin] * step[fin]
-            self._finished[dec[fin]] = np.minimum(clock_to_time(x, g[fin]), end)
-            self.finished_count += int(fin.sum())
-            gone = dec[fin]
-            size = len(self._running)
-            self._running -= np.bincount(self._replica[gone], minlength=size)
-            self._kv_used -= np.bincount(self._replica[gone], weights=self._need[gone], minlength=size)
         keep = ~fin
         self._dec = dec[keep]
         self._dec_left = (left - progress)[keep]
+        if fin.any():
+            x = clock0[fin] + left[fin] * step[fin]
+            gone, gone_at, gone_rep = dec[fin], np.minimum(clock_to_time(x, g[fin]), end), g[fin]
+            self._finished[gone] = gone_at
+            self.finished_count += len(gone)
+            size = len(self._running)
+            self._running -= np.bincount(gone_rep, minlength=size)
+            self._kv_used -= np.bincount(gone_rep, weights=self._need[gone], minlength=size)
+            self._admit_into_freed(gone_rep, gone_at)
 
     def _admit(self, t: float) -> None:
-        """FCFS admission from every replica's queue: only queue heads are looked at."""
-        p = self.profile
-        free = p.max_running - self._running
+        """FCFS admission at t from every replica's queue into its free slots."""
+        free = self.profile.max_running - self._running
         reps = np.flatnonzero((self._waiting > 0) & (free > 0))
+        if len(reps):
+            self._admit_heads(reps, np.minimum(free[reps], self._waiting[reps]), None, t)
+
+    def _admit_into_freed(self, rep: I64, at: F64) -> None:
+        """Waiters take the slots freed during the tick, the k-th in line at the k-th freed time.
+
+        Without this a freed slot would idle until the next tick; with it a queued request's wait
+        is exact, and its prefill starts then (the next tick charges that work as `debt`).
+        """
+        size = len(self._running)
+        freed = np.bincount(rep, minlength=size)
+        reps = np.flatnonzero((self._waiting > 0) & (freed > 0))
         if not len(reps):
             return
-        take = np.minimum(free[reps], self._waiting[reps])
-        starts = np.searchsorted(self._wait_key, reps * self._n)
+        order = np.lexsort((at, rep))
+        rep_sorted, at_sorted = rep[order], at[order]
+        first = np.searchsorted(rep_sorted, reps)
+        take = np.minimum(freed[reps], self._waiting[reps])
+        self._admit_heads(reps, take, (first, at_sorted), 0.0)
+
+    def _admit_heads(self, reps: I64, take: I64, freed: tuple[I64, F64] | None, t: float) -> None:
+        """Admit up to take[i] requests from the head of replica reps[i]'s queue, FCFS, while the KV
+        budget allows; at max(arrival, t), or at the freed slot times when `freed` is given."""
+        p = self.profile
         before = np.cumsum(take) - take
-        idx = np.repeat(starts - before, take) + np.arange(int(take.sum()))
+        rank = np.arange(int(take.sum())) - np.repeat(before, take)  # place in its replica's queue
+        idx = np.repeat(np.searchsorted(self._wait_key, reps * self._n), take) + rank
         keys = self._wait_key[idx]
         ids = keys % self._n
         g = keys // self._n
@@ -277,6 +309,11 @@ class Engine:
         ok = need <= p.kv_budget_tokens - self._kv_used[g]
         if not ok.any():
             return
+        if freed is None:
+            at = np.maximum(self._arrival[ids], t)
+        else:
+            first, times = freed
+            at = np.maximum(self._arrival[ids], times[np.repeat(first, take) + rank])
         admitted, g = ids[ok], g[ok]
         self._wait_key = np.delete(self._wait_key, idx[ok])
         size = len(self._running)
@@ -284,6 +321,6 @@ class Engine:
         self._waiting -= counts
         self._running += counts
         self._kv_used += np.bincount(g, weights=self._need[admitted], minlength=size)
-        self._admitted[admitted] = np.maximum(self._arrival[admitted], t)
+        self._admitted[admitted] = at[ok]
         self._pre = np.concatenate((self._pre, admitted))
         self._pre_left = np.concatenate((self._pre_left, self._input[admitted]))

@@ -90,16 +90,16 @@ def test_saturated_replica_runs_full_batches_and_prefill_stretches_the_steps() -
     np.testing.assert_allclose(r.admitted_s, 0.0)
 
 
-def test_request_beyond_the_slots_queues_until_one_frees() -> None:
-    # the 65th waits for the batch to finish at 4.288 s; it is admitted at the next tick boundary
-    # (the model's resolution), then prefills alone: TTFT = admission + 1/8000 + step(1)
-    tick = 0.5
+@pytest.mark.parametrize("tick", [pytest.param(0.5, id="tick 0.5 s"), pytest.param(2.0, id="tick 2 s")])
+def test_request_beyond_the_slots_takes_the_first_freed_slot(tick: float) -> None:
+    # the 65th waits for the batch to finish at 0.008 + 100 x step(64) = 4.288 s, takes the freed
+    # slot then (not at the next tick), prefills alone and decodes alone
     r = run([0.0] * 65, [1] * 65, [100] * 65, tick_s=tick)
     batch_done = 64 / REF.prefill_tokens_per_s + 100 * step(64)
-    admitted = r.admitted_s[64]
-    assert batch_done <= admitted <= batch_done + tick
-    assert admitted == pytest.approx(np.ceil(batch_done / tick) * tick)
-    assert r.first_token_s[64] == pytest.approx(admitted + 1 / REF.prefill_tokens_per_s + step(1))
+    assert r.admitted_s[64] == pytest.approx(batch_done)
+    ttft = batch_done + 1 / REF.prefill_tokens_per_s + step(1)
+    assert r.first_token_s[64] == pytest.approx(ttft)
+    assert r.finished_s[64] == pytest.approx(ttft + 99 * step(1))
 
 
 def test_prefill_is_first_come_first_served_and_has_priority_over_decode() -> None:

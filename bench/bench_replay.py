@@ -1,0 +1,103 @@
+"""Replay speed: simulated requests and seconds per wall second, and a 100-configuration sweep.
+
+    python -m bench replay              # all three
+    python -m bench.bench_replay real   # one: real | day | sweep
+
+- real: a 1-hour real trace (Azure 2023 conversation, from ../shared/traces when present, else a
+  1-hour synthetic stand-in), HPA on reference-70b.
+- day: a 24-hour synthetic trace of >= 5 M requests (a real diurnal period), HPA.
+- sweep: 100 configurations of the predictive policy on a 1-hour synthetic trace, on every core.
+Goals from the issue: >= 1,000,000 requests/s and >= 10,000x real time on one core; the sweep
+<= 30 s on 2 cores.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from replay.cli import run_policy, sweep
+from replay.policies import PolicyParams
+from replay.profiles import REFERENCE_70B
+from replay.trace import Trace
+from replay.traces import Burst, SyntheticSpec, load_trace, synthetic_trace
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
+
+
+def _report(label: str, trace: Trace, wall: float, simulated_s: float) -> None:
+    print(
+        f"{label}: {len(trace):,} requests, {simulated_s / 3600:.2f} simulated h in {wall:.2f} s wall -> "
+        f"{len(trace) / wall:,.0f} requests/s, {simulated_s / wall:,.0f}x real time",
+        flush=True,
+    )
+
+
+def bench_real() -> None:
+    path = SHARED / "azure_llm_2023_conv.csv"
+    if path.is_file():
+        trace = load_trace(path, "azure")
+        label = "real 1 h (azure_llm_2023_conv)"
+    else:
+        trace = synthetic_trace(SyntheticSpec(duration_s=3600.0, period_s=3600.0, peak_at_s=1800.0), seed=1)
+        label = "1 h synthetic (shared traces absent)"
+    for tick in (1.0, 2.0):
+        scenario = replace(REFERENCE_70B, tick_s=tick)
+        result = run_policy(trace, scenario, "hpa", PolicyParams())
+        _report(f"{label}, tick {tick:g} s", trace, result.wall_seconds, result.end_s)
+
+
+def day_trace() -> Trace:
+    spec = SyntheticSpec(
+        duration_s=86_400.0,
+        period_s=86_400.0,
+        peak_at_s=20 * 3600.0,
+        bursts=(Burst(start_s=15 * 3600.0, duration_s=1800.0, multiplier=1.5),),
+        name="synthetic-24h",
+    )
+    return synthetic_trace(spec, seed=0)
+
+
+def bench_day() -> None:
+    start = time.perf_counter()
+    trace = day_trace()
+    print(f"24 h synthetic trace generated in {time.perf_counter() - start:.1f} s", flush=True)
+    for tick in (1.0, 2.0):
+        result = run_policy(trace, replace(REFERENCE_70B, tick_s=tick), "hpa", PolicyParams())
+        _report(f"24 h synthetic, tick {tick:g} s", trace, result.wall_seconds, result.end_s)
+
+
+def bench_sweep() -> None:
+    trace = synthetic_trace(SyntheticSpec(duration_s=3600.0, period_s=3600.0, peak_at_s=1800.0), seed=2)
+    grid = [
+        {"target": target, "tolerance": tol, "warm_floor": floor, "downscale_window_s": window}
+        for target in (8.0, 12.0, 16.0, 20.0, 24.0)
+        for tol in (0.1, 0.2)
+        for floor in (0, 4, 8, 12, 16)
+        for window in (60, 300)
+    ]
+    workers = os.cpu_count() or 1
+    start = time.perf_counter()
+    points = sweep(trace, REFERENCE_70B, "predictive", PolicyParams(), grid, workers)
+    wall = time.perf_counter() - start
+    print(
+        f"sweep: {len(points)} configurations of predictive on {len(trace):,} requests (1 h) "
+        f"in {wall:.1f} s on {workers} processes",
+        flush=True,
+    )
+
+
+BENCHES = {"real": bench_real, "day": bench_day, "sweep": bench_sweep}
+
+
+def main() -> None:
+    chosen = [a for a in sys.argv[1:] if a in BENCHES] or list(BENCHES)
+    for name in chosen:
+        BENCHES[name]()
+
+
+if __name__ == "__main__":
+    main()
