@@ -95,10 +95,11 @@ def read_csv(
     """
     if "\r" in text:
         text = text.replace("\r\n", "\n")
-    if '"' in text or "\r" in text:
+    needs_csv_module = '"' in text or "\r" in text  # quoting, or old Mac line ends
+    if needs_csv_module:
         records = _csv_records(text, file, delimiter)
-    else:
-        records = [line.split(delimiter) if line else [] for line in text.split("\n")[:1]]
+    else:  # only the header is needed as records
+        records = [line.split(delimiter) if line else [] for line in text.split("\n", 1)[:1]]
     if header is None:
         if not records or not any(records[0]):
             raise TraceError(f"{file}: empty file, expected a header row naming {', '.join(required)}")
@@ -113,7 +114,7 @@ def read_csv(
             f"(found {', '.join(repr(n) for n in names)})"
         )
     wanted = {name: names.index(name) for name in required}
-    if '"' in text or "\r" in text:
+    if needs_csv_module:
         body = records[first_row - 1 :]
         widths = np.fromiter(map(len, body), dtype=np.int64, count=len(body))
     else:
@@ -129,7 +130,7 @@ def read_csv(
     if not len(rows):
         raise TraceError(f"{file}: no data rows after the header")
     columns: dict[str, Sequence[str]]
-    if '"' in text or "\r" in text:
+    if needs_csv_module:
         transposed = list(zip(*(r for r in body if r), strict=True))
         columns = {name: transposed[i] for name, i in wanted.items()}
     else:
