@@ -219,6 +219,13 @@ class RequestHeaderConfig:
         if not self.username_headers:
             raise ValueError("request-header username headers must not be empty")
 
+    def header_slots(self) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+        """Lower-cased username, group and uid header names, in configured order."""
+        return _header_slots(self.username_headers, self.group_headers, self.uid_headers)
+
+    def extra_prefixes_lower(self) -> tuple[str, ...]:
+        return _lowered(self.extra_prefixes)
+
     @classmethod
     def from_configmap(cls, data: Mapping[str, str]) -> RequestHeaderConfig | None:
         """From `kube-system/extension-apiserver-authentication`; None when the aggregation layer is
@@ -247,6 +254,18 @@ class RequestHeaderConfig:
             extra_prefixes=strings("requestheader-extra-headers-prefix", ("X-Remote-Extra-",)),
             uid_headers=strings("requestheader-uid-headers", ()),
         )
+
+
+@functools.lru_cache(maxsize=16)
+def _header_slots(
+    users: tuple[str, ...], groups: tuple[str, ...], uids: tuple[str, ...]
+) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    return _lowered(users), _lowered(groups), _lowered(uids)
+
+
+@functools.lru_cache(maxsize=16)
+def _lowered(names: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(n.lower() for n in names)
 
 
 def load_ca_bundle(pem: bytes, what: str) -> tuple[x509.Certificate, ...]:
@@ -333,23 +352,30 @@ def _issued_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
 def headers_user(config: RequestHeaderConfig, headers: MultiMapping[str]) -> UserInfo | None:
     """User, groups, uid and extras from the request headers of a trusted front-proxy request.
 
-    Groups: every value of every group header, one group per line (Go does not split on commas).
-    Extra keys: the header name after the prefix, lower-cased then percent-decoded.
+    Username and uid: the first non-empty value, headers in configured order. Groups: every value
+    of every group header, one group per line (Go does not split on commas). Extra keys: the
+    header name after the prefix, lower-cased then percent-decoded. One pass over the headers:
+    this runs on every proxied request.
     """
-    name = next((v for h in config.username_headers for v in headers.getall(h, ()) if v), "")
-    if not name:
-        return None
-    groups = tuple(v for h in config.group_headers for v in headers.getall(h, ()))
-    uid = next((v for h in config.uid_headers for v in headers.getall(h, ()) if v), "")
+    users, groups, uids = config.header_slots()
+    seen: dict[str, list[str]] = {}
     extra: dict[str, list[str]] = {}
-    prefixes = tuple(p.lower() for p in config.extra_prefixes)
+    prefixes = config.extra_prefixes_lower()
     for header, value in headers.items():
         lower = header.lower()
+        if lower in users or lower in groups or lower in uids:
+            seen.setdefault(lower, []).append(value)
+            continue
         for prefix in prefixes:
             if lower.startswith(prefix) and len(lower) > len(prefix):
                 extra.setdefault(unquote(lower[len(prefix) :]), []).append(value)
                 break
-    return UserInfo(name, uid, groups, tuple(sorted((k, tuple(v)) for k, v in extra.items())))
+    name = next((v for h in users for v in seen.get(h, ()) if v), "")
+    if not name:
+        return None
+    uid = next((v for h in uids for v in seen.get(h, ()) if v), "")
+    group_values = tuple(v for h in groups for v in seen.get(h, ()))
+    return UserInfo(name, uid, group_values, tuple(sorted((k, tuple(v)) for k, v in extra.items())))
 
 
 # --- delegated reviews --------------------------------------------------------------------------
