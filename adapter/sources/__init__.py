@@ -49,6 +49,11 @@ class SourceError(Exception):
 
 
 class Source(Protocol):
+    def generation(self) -> int | None:
+        """A number that changes whenever the source's data may have changed, so the catalog can
+        reuse an answer until then; None: no such promise (ask every time)."""
+        ...
+
     async def read(
         self, signal: Signal | None, query: str | None, namespace: str, now: float, max_age_s: float
     ) -> SourceReading:

@@ -122,6 +122,9 @@ class PrometheusSource:
             await self._client.aclose()
             self._client = None
 
+    def generation(self) -> int | None:
+        return None  # answers come from this source's own TTL cache
+
     def query_for(self, signal: Signal) -> str:
         return promql_for(self._preset.rule(signal), self._by, self._settings.rate_window_s)
 

@@ -143,6 +143,8 @@ class ScrapeSource:
         self._owns_clients = client is None
         self._shard_of: dict[str, int] = {}
         self._states: dict[str, _PodState] = {}
+        self._generation = 0  # bumped by every scrape result and every change of the target set
+        self._known: frozenset[str] = frozenset()
 
     async def __aenter__(self) -> Self:
         if not self._clients:
@@ -190,6 +192,9 @@ class ScrapeSource:
                 by_key.setdefault(t.key, t)
         return list(by_key.values())
 
+    def generation(self) -> int | None:
+        return self._generation
+
     def error_of(self, key: str) -> str | None:
         """Why the last scrape of a target failed (for logs and tests); None if it succeeded."""
         state = self._states.get(key)
@@ -206,7 +211,10 @@ class ScrapeSource:
     async def scrape_round(self) -> None:
         """Scrape all current targets once, concurrently; returns when every scrape ended or timed out."""
         targets = self.targets()
-        live = {t.key for t in targets}
+        live = frozenset(t.key for t in targets)
+        if live != self._known:
+            self._known = live
+            self._generation += 1
         for key in [k for k in self._states if k not in live]:  # pods that went away
             del self._states[key]
             self._shard_of.pop(key, None)
@@ -254,9 +262,11 @@ class ScrapeSource:
                 self._telemetry.scrape_duration_s.labels(SOURCE).observe(time.perf_counter() - started)
         state.good = observe(self._preset, samples, self._clock(), state.good)
         state.error = None
+        self._generation += 1
 
     def _fail(self, state: _PodState, reason: str, message: str) -> None:
         state.error = message
+        self._generation += 1
         self._telemetry.scrape_errors.labels(SOURCE, reason).inc()
 
     async def read(

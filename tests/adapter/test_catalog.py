@@ -254,9 +254,13 @@ def test_aggregate_keeps_newest_timestamp_and_widest_window() -> None:
 
 
 class ScriptedSource:
-    def __init__(self, reading: SourceReading | Exception) -> None:
+    def __init__(self, reading: SourceReading | Exception, generation: int | None = None) -> None:
         self.reading = reading
         self.calls: list[tuple[Signal | None, str, float]] = []
+        self.gen = generation
+
+    def generation(self) -> int | None:
+        return self.gen
 
     async def read(
         self, signal: Signal | None, query: str | None, namespace: str, now: float, max_age_s: float
@@ -327,6 +331,46 @@ async def test_per_metric_max_age_reaches_the_source() -> None:
     catalog = Catalog(settings, {SourceKind.SCRAPE: source}, Telemetry(), lambda: 200.0)
     await catalog.read("ns1", "q", EVERYTHING)
     assert source.calls == [(Signal.QUEUE_SIZE, "ns1", 12.0)]
+
+
+async def test_answers_are_reused_until_data_changes_or_ages_out() -> None:
+    source = ScriptedSource(
+        SourceReading((pv(1, t=190, deployment="a"), pv(2, t=195, deployment="b")), targets=2), 7
+    )
+    now = [200.0]
+    catalog = Catalog(
+        CatalogSettings.model_validate(SCRAPE_OK), {SourceKind.SCRAPE: source}, Telemetry(), lambda: now[0]
+    )
+
+    async def read(selector: str = "") -> list[float]:
+        return [
+            s.value for s in await catalog.read("default", "infscale_queue_size", parse_selector(selector))
+        ]
+
+    assert await read() == [1.0, 2.0]
+    assert await read("deployment=b") == [2.0]  # the selector applies to the reused answer
+    assert len(source.calls) == 1
+    await catalog.read("other", "infscale_queue_size", EVERYTHING)  # per namespace
+    assert len(source.calls) == 2
+    source.gen = 8  # a scrape landed
+    await read()
+    assert len(source.calls) == 3
+    now[0] = 220.0  # the value from t=190 is exactly max-age (30 s) old: still valid
+    await read()
+    assert len(source.calls) == 3
+    now[0] = 220.5  # now it is older: ask again
+    await read()
+    assert len(source.calls) == 4
+
+
+async def test_sources_without_a_generation_are_asked_every_time() -> None:
+    source = ScriptedSource(SourceReading((pv(1),), targets=1), None)
+    catalog = Catalog(
+        CatalogSettings.model_validate(SCRAPE_OK), {SourceKind.SCRAPE: source}, Telemetry(), lambda: 100.0
+    )
+    for _ in range(3):
+        await catalog.read("default", "infscale_queue_size", EVERYTHING)
+    assert len(source.calls) == 3
 
 
 async def test_reads_feed_telemetry() -> None:
