@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import signal
 import socket
@@ -17,7 +18,15 @@ from typing import Any
 import httpx
 import pytest
 from aiohttp import web
-from conftest import serve
+from conftest import (
+    ADAPTER_SA_TOKEN,
+    HPA_GROUPS,
+    HPA_USER,
+    KubeApiMock,
+    Pki,
+    client_context,
+    serve,
+)
 
 from adapter import cli
 from adapter.catalog import CatalogError
@@ -301,3 +310,59 @@ async def test_secure_mode_without_cluster_access_fails_clearly(tmp_path: Path) 
     _, stderr = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 1
     assert "no Kubernetes API access" in stderr.decode()
+
+
+@pytest.mark.integration
+async def test_secure_mode_end_to_end(
+    engines: list[str], pki: Pki, kube_api: KubeApiMock, tmp_path: Path
+) -> None:
+    """TLS, front-proxy settings from the kube-system ConfigMap and SubjectAccessReview, all through
+    the CLI against the mock kube-apiserver."""
+    kube_api.configmap = {
+        "requestheader-client-ca-file": pki.front_proxy_ca.read_text(),
+        "requestheader-allowed-names": '["front-proxy-client"]',
+        "requestheader-username-headers": '["X-Remote-User"]',
+        "requestheader-group-headers": '["X-Remote-Group"]',
+        "requestheader-extra-headers-prefix": '["X-Remote-Extra-"]',
+    }
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "mock", "cluster": {"server": kube_api.url}}],
+                "users": [{"name": "adapter", "user": {"token": ADAPTER_SA_TOKEN}}],
+                "contexts": [{"name": "mock", "context": {"cluster": "mock", "user": "adapter"}}],
+                "current-context": "mock",
+            }
+        )
+    )
+    proc, address = await _start(
+        "--tls-cert-file",
+        str(pki.server.cert),
+        "--tls-private-key-file",
+        str(pki.server.key),
+        "--kubeconfig",
+        str(kubeconfig),
+        "--endpoints",
+        engines[0],
+    )
+    path = "/apis/external.metrics.k8s.io/v1beta1/namespaces/llm/infscale_queue_size"
+    hpa = [("X-Remote-User", HPA_USER), *(("X-Remote-Group", g) for g in HPA_GROUPS)]
+    try:
+        async with (
+            httpx.AsyncClient(base_url=f"https://{address}", verify=client_context(pki)) as anonymous,
+            httpx.AsyncClient(
+                base_url=f"https://{address}", verify=client_context(pki, pki.front_proxy), headers=hpa
+            ) as aggregator,
+        ):
+            await _wait_for(anonymous, "/readyz", proc)  # probes need no credentials
+            response = await _wait_for(aggregator, path, proc)
+            refused = await anonymous.get(path)
+    finally:
+        code, stderr = await _stop(proc)
+    assert [i["value"] for i in response.json()["items"]] == ["4"]
+    assert refused.status_code == 401
+    assert any(r["spec"]["user"] == HPA_USER for r in kube_api.access_reviews)
+    assert code == 0 and "INSECURE" not in stderr
