@@ -233,7 +233,7 @@ def _expositions(draw: st.DrawFn) -> str:
     return "\n".join(lines) + "\n"
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(_expositions())
 def test_memoizing_parser_agrees_with_the_library_on_generated_text(text: str) -> None:
     wanted = wanted_names(PRESETS["vllm"])
