@@ -356,7 +356,7 @@ class _Hang:
 async def test_error_paths(
     pki: Pki, kube_client: Any, path: str, code: int, reason: str, message: str
 ) -> None:
-    script = {
+    script: dict[str, Sequence[MetricSample] | BackendError] = {
         "infscale_queue_size": [MetricSample({"deployment": "llama"}, 1.0, T0)],
         "nodata": NoData("no fresh data for metric nodata in namespace default: no engine pods found"),
         "down": SourceUnavailable("prometheus unreachable"),
