@@ -1,0 +1,520 @@
+"""The emulator's /metrics: what vLLM, TGI and SGLang expose, with their exact names, types and labels.
+
+Sits beside replay/emulate/batching.py: `EngineStats` observes the engine loop (an Observer) and
+keeps the counters and histograms every engine derives its metrics from; one renderer per engine
+turns them, with the current gauges, into that engine's exposition. Names, types, labels and bucket
+boundaries follow ../shared/engine_metrics.md (each engine's metrics module).
+
+vLLM and SGLang export with prometheus_client, so they render through it (floats with `.0`, `_total`
+on counters, `le="1.0"`). TGI exports from Rust (metrics-exporter-prometheus): plain numbers, counters
+without `_total`, some families with a TYPE line and no HELP line; it has its own small writer.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.utils import floatToGoString
+
+from replay.emulate.batching import Gauges, Request, Work, WorkKind
+
+
+class Hist(StrEnum):
+    """The distributions an engine may export; each engine picks its own buckets for those it has."""
+
+    TTFT = "ttft"
+    ITL = "itl"  # one observation per token after the first
+    E2E = "e2e"
+    QUEUE = "queue"
+    PREFILL = "prefill"
+    DECODE = "decode"
+    INFERENCE = "inference"  # prefill + decode
+    PROMPT_TOKENS = "prompt_tokens"
+    GENERATION_TOKENS = "generation_tokens"
+    MEAN_TPOT = "mean_tpot"  # per request: mean time per output token (TGI)
+    STEP_TOKENS = "step_tokens"  # tokens per engine step (vLLM iteration_tokens)
+    PREFILL_BATCH_S = "prefill_batch_s"  # per forward pass (TGI method="prefill")
+    DECODE_BATCH_S = "decode_batch_s"  # per forward pass (TGI method="decode")
+    BATCH_NEXT_SIZE = "batch_next_size"  # size of each new batch (TGI)
+
+
+class Histogram:
+    """A Prometheus histogram: per-bucket counts (a value v lands in the first bucket with le >= v)."""
+
+    __slots__ = ("bounds", "count", "counts", "total")
+
+    def __init__(self, bounds: Sequence[float]) -> None:
+        if list(bounds) != sorted(set(bounds)):
+            raise ValueError(f"histogram bounds must increase strictly, got {list(bounds)}")
+        self.bounds = tuple(bounds)
+        self.counts = [0] * (len(self.bounds) + 1)  # the last: above every bound (+Inf only)
+        self.total = 0.0
+        self.count = 0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect.bisect_left(self.bounds, value)] += 1
+        self.total += value
+        self.count += 1
+
+    def cumulative(self) -> list[tuple[float, int]]:
+        """(le, cumulative count) per bucket, +Inf last."""
+        out, running = [], 0
+        for le, c in zip((*self.bounds, math.inf), self.counts, strict=True):
+            running += c
+            out.append((le, running))
+        return out
+
+
+@dataclass(slots=True)
+class EngineStats:
+    """Counters and histograms of one engine, fed by EngineLoop (it is an Observer)."""
+
+    buckets: Mapping[Hist, Sequence[float]]
+    hists: dict[Hist, Histogram] = field(init=False)
+    requests_received: int = 0
+    prompt_tokens: int = 0
+    generation_tokens: int = 0
+    requests_finished: int = 0
+    requests_aborted: int = 0
+    requests_rejected: int = 0  # refused before reaching the engine (validation, context length)
+    forward_passes: dict[WorkKind, int] = field(default_factory=lambda: dict.fromkeys(WorkKind, 0))
+    gen_throughput: float = 0.0  # tokens per second of the last decode step (SGLang's gauge)
+
+    def __post_init__(self) -> None:
+        self.hists = {h: Histogram(b) for h, b in self.buckets.items()}
+
+    def _observe(self, hist: Hist, value: float) -> None:
+        h = self.hists.get(hist)
+        if h is not None:
+            h.observe(value)
+
+    # --- Observer ---
+
+    def on_submit(self, request: Request) -> None:
+        self.requests_received += 1
+
+    def on_abort(self, request: Request) -> None:
+        self.requests_aborted += 1
+
+    def on_gauges(self, gauges: Gauges) -> None:
+        pass
+
+    def on_work(self, work: Work, emitted: Sequence[Request]) -> None:
+        self.forward_passes[work.kind] += 1
+        duration = work.end_s - work.start_s
+        if work.kind is WorkKind.PREFILL:
+            (request,) = work.batch
+            self.prompt_tokens += request.input_tokens
+            self._observe(Hist.STEP_TOKENS, request.input_tokens)
+            self._observe(Hist.PREFILL_BATCH_S, duration)
+            self._observe(Hist.BATCH_NEXT_SIZE, 1)
+            return
+        self._observe(Hist.STEP_TOKENS, len(work.batch))
+        self._observe(Hist.DECODE_BATCH_S, duration)
+        self.generation_tokens += len(emitted)
+        self.gen_throughput = len(emitted) / duration if duration > 0 else 0.0
+        for r in emitted:
+            if r.generated == 1:
+                self._observe(Hist.TTFT, r.first_token_s - r.arrival_s)
+                self._observe(Hist.QUEUE, r.admitted_s - r.arrival_s)
+                self._observe(Hist.PREFILL, r.first_token_s - r.admitted_s)
+            else:
+                self._observe(Hist.ITL, r.last_token_s - r.prev_token_s)
+            if r.generated >= r.output_tokens:
+                self.requests_finished += 1
+                self._observe(Hist.E2E, r.finished_s - r.arrival_s)
+                self._observe(Hist.DECODE, r.finished_s - r.first_token_s)
+                self._observe(Hist.INFERENCE, r.finished_s - r.admitted_s)
+                self._observe(Hist.PROMPT_TOKENS, r.input_tokens)
+                self._observe(Hist.GENERATION_TOKENS, r.output_tokens)
+                self._observe(Hist.MEAN_TPOT, (r.finished_s - r.admitted_s) / r.output_tokens)
+
+
+Renderer = Callable[[EngineStats, Gauges, str], str]
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsFlavor:
+    """One engine's /metrics: its buckets and its writer."""
+
+    buckets: Callable[[int], Mapping[Hist, Sequence[float]]]  # from the context length (KV budget)
+    render: Renderer
+    content_type: str = "text/plain; version=0.0.4; charset=utf-8"
+
+
+# --- vLLM (vllm/v1/metrics/loggers.py) -------------------------------------------------------------
+
+_VLLM_TTFT = (
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+    20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+)  # fmt: skip
+_VLLM_ITL = (
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+    40.0, 80.0,
+)  # fmt: skip
+_VLLM_REQUEST = (
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
+    480.0, 960.0, 1920.0, 7680.0,
+)  # fmt: skip
+_VLLM_STEP_TOKENS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+
+
+def _one_two_five(limit: int) -> tuple[float, ...]:
+    """vLLM's build_1_2_5_buckets: 1, 2, 5, 10, 20, 50, ... up to the context length."""
+    out: list[float] = []
+    exponent = 0
+    while True:
+        for m in (1, 2, 5):
+            value = m * 10**exponent
+            if value > limit:
+                return tuple(out)
+            out.append(float(value))
+        exponent += 1
+
+
+def _vllm_buckets(context: int) -> Mapping[Hist, Sequence[float]]:
+    return {
+        Hist.TTFT: _VLLM_TTFT,
+        Hist.ITL: _VLLM_ITL,
+        Hist.E2E: _VLLM_REQUEST,
+        Hist.QUEUE: _VLLM_REQUEST,
+        Hist.PREFILL: _VLLM_REQUEST,
+        Hist.DECODE: _VLLM_REQUEST,
+        Hist.INFERENCE: _VLLM_REQUEST,
+        Hist.PROMPT_TOKENS: _one_two_five(context),
+        Hist.GENERATION_TOKENS: _one_two_five(context),
+        Hist.STEP_TOKENS: _VLLM_STEP_TOKENS,
+    }
+
+
+def _families(families: list[Metric]) -> str:
+    class _Collector:
+        def collect(self) -> Iterable[Metric]:
+            return families
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Collector())
+    return generate_latest(registry).decode()
+
+
+def _go_float(value: float) -> str:
+    """How prometheus_client writes a bucket bound (le="1.0", le="+Inf")."""
+    out: str = floatToGoString(value)  # type: ignore[no-untyped-call]
+    return out
+
+
+def _pc_hist(name: str, doc: str, labels: Mapping[str, str], h: Histogram) -> HistogramMetricFamily:
+    family = HistogramMetricFamily(name, doc, labels=list(labels))
+    buckets = [(_go_float(le), float(c)) for le, c in h.cumulative()]
+    family.add_metric(list(labels.values()), buckets, h.total)
+    return family
+
+
+def _pc_gauge(name: str, doc: str, labels: Mapping[str, str], value: float) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(name, doc, labels=list(labels))
+    family.add_metric(list(labels.values()), float(value))
+    return family
+
+
+def _pc_counter(name: str, doc: str, labels: Mapping[str, str], value: float) -> CounterMetricFamily:
+    family = CounterMetricFamily(name, doc, labels=list(labels))
+    family.add_metric(list(labels.values()), float(value))
+    return family
+
+
+def render_vllm(stats: EngineStats, gauges: Gauges, model: str) -> str:
+    labels = {"model_name": model, "engine": "0"}
+    h = stats.hists
+    success = CounterMetricFamily(
+        "vllm:request_success",
+        "Count of successfully processed requests.",
+        labels=[*labels, "finished_reason"],
+    )
+    # no EOS in the emulator: every finished request stopped at max_tokens
+    for reason, value in (
+        ("stop", 0),
+        ("length", stats.requests_finished),
+        ("abort", stats.requests_aborted),
+    ):
+        success.add_metric([*labels.values(), reason], float(value))
+    cache_info = GaugeMetricFamily(
+        "vllm:cache_config_info",
+        "Information of the LLMEngine CacheConfig",
+        labels=["block_size", "num_gpu_blocks", "enable_prefix_caching"],
+    )
+    cache_info.add_metric(["16", str(gauges.kv_budget_tokens // 16), "False"], 1.0)
+    families: list[Metric] = [
+        _pc_gauge(
+            "vllm:num_requests_running",
+            "Number of requests in model execution batches.",
+            labels,
+            gauges.running,
+        ),
+        _pc_gauge(
+            "vllm:num_requests_waiting", "Number of requests waiting to be processed.", labels, gauges.waiting
+        ),
+        _pc_gauge(
+            "vllm:kv_cache_usage_perc",
+            "KV-cache usage. 1 means 100 percent usage.",
+            labels,
+            gauges.kv_used_tokens / gauges.kv_budget_tokens,
+        ),
+        _pc_counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.", labels, 0),
+        _pc_counter("vllm:prompt_tokens", "Number of prefill tokens processed.", labels, stats.prompt_tokens),
+        _pc_counter(
+            "vllm:generation_tokens",
+            "Number of generation tokens processed.",
+            labels,
+            stats.generation_tokens,
+        ),
+        success,
+        _pc_hist(
+            "vllm:request_prompt_tokens", "Number of prefill tokens processed.", labels, h[Hist.PROMPT_TOKENS]
+        ),
+        _pc_hist(
+            "vllm:request_generation_tokens",
+            "Number of generation tokens processed.",
+            labels,
+            h[Hist.GENERATION_TOKENS],
+        ),
+        _pc_hist(
+            "vllm:iteration_tokens_total",
+            "Histogram of number of tokens per engine_step.",
+            labels,
+            h[Hist.STEP_TOKENS],
+        ),
+        _pc_hist(
+            "vllm:time_to_first_token_seconds",
+            "Histogram of time to first token in seconds.",
+            labels,
+            h[Hist.TTFT],
+        ),
+        _pc_hist(
+            "vllm:inter_token_latency_seconds",
+            "Histogram of inter-token latency in seconds.",
+            labels,
+            h[Hist.ITL],
+        ),
+        _pc_hist(
+            "vllm:e2e_request_latency_seconds",
+            "Histogram of e2e request latency in seconds.",
+            labels,
+            h[Hist.E2E],
+        ),
+        _pc_hist(
+            "vllm:request_queue_time_seconds",
+            "Histogram of time spent in WAITING phase for request.",
+            labels,
+            h[Hist.QUEUE],
+        ),
+        _pc_hist(
+            "vllm:request_inference_time_seconds",
+            "Histogram of time spent in RUNNING phase for request.",
+            labels,
+            h[Hist.INFERENCE],
+        ),
+        _pc_hist(
+            "vllm:request_prefill_time_seconds",
+            "Histogram of time spent in PREFILL phase for request.",
+            labels,
+            h[Hist.PREFILL],
+        ),
+        _pc_hist(
+            "vllm:request_decode_time_seconds",
+            "Histogram of time spent in DECODE phase for request.",
+            labels,
+            h[Hist.DECODE],
+        ),
+        cache_info,
+    ]
+    return _families(families)
+
+
+# --- SGLang (python/sglang/srt/metrics/collector.py) -----------------------------------------------
+
+_SGLANG_TTFT = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0,
+                200.0, 400.0)  # fmt: skip
+_SGLANG_ITL = (0.002, 0.004, 0.006, 0.008, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.06, 0.08,
+               0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0)  # fmt: skip
+_SGLANG_E2E = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0,
+               200.0, 400.0, 600.0, 1200.0, 1800.0, 2400.0)  # fmt: skip
+_SGLANG_QUEUE = (0.0, 0.1, 0.2, 0.5, 1, 2, 3, 4, 5, 10, 15, 20, 30, 40, 50, 60, 70, 80, 90, 100,
+                 200, 300, 400, 500, 600, 700, 800, 900, 1000, 1200, 1400, 1600, 1800, 2000, 2500,
+                 3000)  # fmt: skip
+
+
+def _sglang_buckets(context: int) -> Mapping[Hist, Sequence[float]]:
+    return {Hist.TTFT: _SGLANG_TTFT, Hist.ITL: _SGLANG_ITL, Hist.E2E: _SGLANG_E2E, Hist.QUEUE: _SGLANG_QUEUE}
+
+
+def render_sglang(stats: EngineStats, gauges: Gauges, model: str) -> str:
+    labels = {"model_name": model, "engine_type": "unified", "tp_rank": "0", "pp_rank": "0"}
+    h = stats.hists
+    families: list[Metric] = [
+        _pc_gauge("sglang:num_running_reqs", "The number of running requests.", labels, gauges.running),
+        _pc_gauge("sglang:num_used_tokens", "The number of used tokens.", labels, gauges.kv_used_tokens),
+        _pc_gauge(
+            "sglang:token_usage", "The token usage.", labels, gauges.kv_used_tokens / gauges.kv_budget_tokens
+        ),
+        _pc_gauge(
+            "sglang:gen_throughput",
+            "The generation throughput (token/s).",
+            labels,
+            stats.gen_throughput if gauges.running else 0.0,
+        ),
+        _pc_gauge(
+            "sglang:num_queue_reqs", "The number of requests in the waiting queue.", labels, gauges.waiting
+        ),
+        _pc_gauge(
+            "sglang:num_grammar_queue_reqs", "The number of requests in the grammar waiting queue.", labels, 0
+        ),
+        _pc_gauge("sglang:num_retracted_reqs", "The number of retracted requests.", labels, 0),
+        _pc_gauge("sglang:cache_hit_rate", "The prefix cache hit rate.", labels, 0.0),
+        _pc_counter(
+            "sglang:prompt_tokens", "Number of prefill tokens processed.", labels, stats.prompt_tokens
+        ),
+        _pc_counter(
+            "sglang:generation_tokens",
+            "Number of generation tokens processed.",
+            labels,
+            stats.generation_tokens,
+        ),
+        _pc_counter("sglang:cached_tokens", "Number of cached prompt tokens.", labels, 0),
+        _pc_counter("sglang:num_requests", "Number of requests processed.", labels, stats.requests_finished),
+        _pc_counter(
+            "sglang:num_aborted_requests", "Number of requests aborted.", labels, stats.requests_aborted
+        ),
+        _pc_hist(
+            "sglang:time_to_first_token_seconds",
+            "Histogram of time to first token in seconds.",
+            labels,
+            h[Hist.TTFT],
+        ),
+        _pc_hist(
+            "sglang:inter_token_latency_seconds",
+            "Histogram of inter-token latency in seconds.",
+            labels,
+            h[Hist.ITL],
+        ),
+        _pc_hist(
+            "sglang:e2e_request_latency_seconds",
+            "Histogram of End-to-end request latency in seconds",
+            labels,
+            h[Hist.E2E],
+        ),
+        _pc_hist(
+            "sglang:queue_time_seconds", "Histogram of queueing time in seconds.", labels, h[Hist.QUEUE]
+        ),
+    ]
+    return _families(families)
+
+
+# --- TGI (router/src/server.rs, metrics-exporter-prometheus) ---------------------------------------
+
+_TGI_DURATION = tuple(0.00015 * 1.5**n for n in range(35))  # the router's duration matcher buckets
+
+
+def _tgi_buckets(context: int) -> Mapping[Hist, Sequence[float]]:
+    linear = tuple(context / 100 * (i + 1) for i in range(100))  # 100 linear buckets up to the limit
+    return {
+        Hist.E2E: _TGI_DURATION,
+        Hist.QUEUE: _TGI_DURATION,
+        Hist.INFERENCE: _TGI_DURATION,
+        Hist.MEAN_TPOT: _TGI_DURATION,
+        Hist.PREFILL_BATCH_S: _TGI_DURATION,
+        Hist.DECODE_BATCH_S: _TGI_DURATION,
+        Hist.PROMPT_TOKENS: linear,
+        Hist.GENERATION_TOKENS: linear,
+        Hist.BATCH_NEXT_SIZE: tuple(float(2**i) for i in range(11)),
+    }
+
+
+def _num(value: float) -> str:
+    """Rust's f64 Display: integral values without a fraction, others shortest round-trip."""
+    if value == math.inf:
+        return "+Inf"
+    return str(int(value)) if value == int(value) else repr(value)
+
+
+def _labels(pairs: Mapping[str, str]) -> str:
+    return "{" + ",".join(f'{k}="{v}"' for k, v in pairs.items()) + "}" if pairs else ""
+
+
+class _TgiWriter:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def family(self, name: str, kind: str, doc: str | None) -> None:
+        if doc is not None:
+            self.lines.append(f"# HELP {name} {doc}")
+        self.lines.append(f"# TYPE {name} {kind}")
+
+    def sample(self, name: str, value: float, labels: Mapping[str, str] | None = None) -> None:
+        self.lines.append(f"{name}{_labels(labels or {})} {_num(value)}")
+
+    def hist(self, name: str, h: Histogram, labels: Mapping[str, str] | None = None) -> None:
+        base = dict(labels or {})
+        for le, c in h.cumulative():
+            self.sample(f"{name}_bucket", c, {**base, "le": _num(le)})
+        self.sample(f"{name}_sum", h.total, base)
+        self.sample(f"{name}_count", h.count, base)
+
+
+def render_tgi(stats: EngineStats, gauges: Gauges, model: str) -> str:
+    h = stats.hists
+    w = _TgiWriter()
+    for name, doc, value in (
+        ("tgi_queue_size", "Current queue size", gauges.waiting),
+        ("tgi_batch_current_size", "Current batch size", gauges.running),
+        ("tgi_batch_current_max_tokens", "Maximum tokens for the current batch", gauges.kv_used_tokens),
+    ):
+        w.family(name, "gauge", doc)
+        w.sample(name, value)
+    w.family("tgi_batch_max_total_tokens", "gauge", None)  # TGI describes it nowhere: no HELP line
+    w.sample("tgi_batch_max_total_tokens", gauges.kv_budget_tokens)
+    w.family("tgi_request_count", "counter", "Total number of requests")
+    w.sample("tgi_request_count", stats.requests_received + stats.requests_rejected)
+    w.family("tgi_request_success", "counter", "Number of successful requests")
+    w.sample("tgi_request_success", stats.requests_finished)
+    w.family("tgi_request_failure", "counter", None)
+    w.sample("tgi_request_failure", stats.requests_rejected, {"err": "validation"})
+    w.sample("tgi_request_failure", stats.requests_aborted, {"err": "incomplete"})
+    for suffix, doc in (
+        ("count", "Inference calls per method"),
+        ("success", "Number of successful inference calls per method"),
+    ):
+        w.family(f"tgi_batch_inference_{suffix}", "counter", doc)
+        for method in WorkKind:
+            w.sample(f"tgi_batch_inference_{suffix}", stats.forward_passes[method], {"method": method.value})
+    for name, doc, hist in (
+        ("tgi_request_duration", "Request duration", Hist.E2E),
+        ("tgi_request_queue_duration", "Time spent in the queue per request", Hist.QUEUE),
+        ("tgi_request_inference_duration", "Request inference duration", Hist.INFERENCE),
+        ("tgi_request_mean_time_per_token_duration", "Mean time per token per request", Hist.MEAN_TPOT),
+        ("tgi_request_input_length", "Input token length per request", Hist.PROMPT_TOKENS),
+        ("tgi_request_generated_tokens", "Generated tokens per request", Hist.GENERATION_TOKENS),
+        ("tgi_batch_next_size", "Batch size distribution", Hist.BATCH_NEXT_SIZE),
+    ):
+        w.family(name, "histogram", doc)
+        w.hist(name, h[hist])
+    w.family("tgi_batch_inference_duration", "histogram", "Batch inference duration")
+    w.hist("tgi_batch_inference_duration", h[Hist.PREFILL_BATCH_S], {"method": "prefill"})
+    w.hist("tgi_batch_inference_duration", h[Hist.DECODE_BATCH_S], {"method": "decode"})
+    return "\n".join(w.lines) + "\n"
+
+
+FLAVORS: dict[str, MetricsFlavor] = {
+    "vllm": MetricsFlavor(_vllm_buckets, render_vllm),
+    "tgi": MetricsFlavor(_tgi_buckets, render_tgi, content_type="text/plain; charset=utf-8"),
+    "sglang": MetricsFlavor(_sglang_buckets, render_sglang),
+}
+
+
+def new_stats(engine: str, context_tokens: int) -> EngineStats:
+    return EngineStats(FLAVORS[engine].buckets(context_tokens))
