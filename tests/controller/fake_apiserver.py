@@ -1,0 +1,840 @@
+"""A small in-process kube-apiserver for the controller's tests: aiohttp on loopback, spoken to by the
+REAL kubernetes-asyncio client over HTTP.
+
+It serves only what the controller uses (discovery of apps/v1, Deployment /scale, pods, nodes, HPAs,
+events.k8s.io Events, coordination Leases, InferenceAutoscalers and their /status, and the
+aggregated External Metrics API) and behaves as the real API does where a lenient fake would hide
+bugs (../../../shared/kubernetes_api_gotchas.md):
+
+- every write is validated: built-in kinds against the Kubernetes 1.37 schemas (kubernetes-validate,
+  strict: unknown fields are errors), the custom resource against the CRD's openAPIV3Schema from
+  deploy/controller/crd.yaml (unknown fields are errors too: the real API would prune them silently,
+  which would lose state without a trace); MicroTime fields need six fractional digits and a zone;
+- resourceVersions: a stale one is 409 Conflict; a PUT of a Lease or a custom resource without one
+  is 422; creating an existing name is 409 AlreadyExists;
+- /scale: spec.replicas and status.selector (a string), zero counts omitted; a count sent as "3" or
+  3.0 is 400, a negative one 422;
+- a dict PATCH sent as json-patch is 400, strategic merge on a custom resource 415; /status writes
+  change only .status;
+- list items of built-in kinds carry no kind/apiVersion, custom-resource items do;
+- errors are metav1.Status JSON; failures on demand (any status, or a hang until the client times out).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import re
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+from aiohttp import web
+from kubernetes_asyncio import client
+from kubernetes_validate import utils as kv_utils
+from referencing import Registry, Resource
+
+from adapter.selector import parse_selector
+from autoscaler.controller.kube import KubeClient
+
+ROOT = Path(__file__).resolve().parents[2]
+CRD_FILE = ROOT / "deploy" / "controller" / "crd.yaml"
+K8S_VERSION = "1.37"
+MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}(Z|[+-]\d\d:\d\d)$")
+GPU = "nvidia.com/gpu"
+_MODIFIED = (
+    'Operation cannot be fulfilled on {resource} "{name}": the object has been modified;'
+    " please apply your changes to the latest version and try again"
+)
+
+
+class ApiStatus(Exception):
+    """Raised by handlers; becomes a metav1.Status response."""
+
+    def __init__(
+        self, code: int, reason: str, message: str, causes: list[dict[str, str]] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.code, self.reason, self.message, self.causes = code, reason, message, causes or []
+
+    def response(self) -> web.Response:
+        body: dict[str, Any] = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
+        if self.causes:
+            body["details"] = {"causes": self.causes}
+        return web.json_response(body, status=self.code)
+
+
+# --- validation -----------------------------------------------------------------------------------
+
+
+@cache
+def _builtin_validator(kind: str, api_version: str) -> jsonschema.protocols.Validator:
+    """The 1.37 strict schema of one built-in kind; the 1.8 MB definitions file is loaded once."""
+    group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
+    schema_dir = f"v{K8S_VERSION}.0-local-strict"
+    schema = kv_utils.schema_contents(
+        f"kubernetes-json-schema/{schema_dir}/{kind.lower()}-{group_version}.json", K8S_VERSION
+    )
+    registry: Registry = Resource.from_contents(schema) @ Registry()
+    registry = Resource.from_contents(_definitions(schema_dir)) @ registry
+    return jsonschema.validators.Draft202012Validator(schema, registry=registry)
+
+
+@cache
+def _definitions(schema_dir: str) -> Any:
+    return kv_utils.schema_contents(f"kubernetes-json-schema/{schema_dir}/_definitions.json", K8S_VERSION)
+
+
+def validate_builtin(obj: Mapping[str, Any]) -> None:
+    validator = _builtin_validator(str(obj.get("kind")), str(obj.get("apiVersion")))
+    errors = sorted(validator.iter_errors(obj), key=lambda e: list(e.absolute_path))
+    if errors:
+        causes = [{"field": ".".join(map(str, e.absolute_path)), "message": e.message[:300]} for e in errors]
+        raise ApiStatus(
+            422,
+            "Invalid",
+            f"{obj.get('kind')} is invalid: {causes[0]['field']}: {causes[0]['message']}",
+            causes,
+        )
+
+
+def crd_document() -> dict[str, Any]:
+    return dict(yaml.safe_load(CRD_FILE.read_text(encoding="utf-8")))
+
+
+def structural_to_jsonschema(node: Any) -> Any:
+    """openAPIV3Schema -> JSON Schema (draft 4: boolean exclusiveMinimum). Objects with properties
+    reject unknown fields unless x-kubernetes-preserve-unknown-fields; int-or-string is both types."""
+    if not isinstance(node, dict):
+        return node
+    out = {k: structural_to_jsonschema(v) if isinstance(v, dict) else v for k, v in node.items()}
+    if "properties" in node:
+        out["properties"] = {k: structural_to_jsonschema(v) for k, v in node["properties"].items()}
+        if not node.get("x-kubernetes-preserve-unknown-fields") and "additionalProperties" not in node:
+            out["additionalProperties"] = False
+    if "items" in node:
+        out["items"] = structural_to_jsonschema(node["items"])
+    if node.get("x-kubernetes-int-or-string"):
+        out.pop("anyOf", None)
+        out["type"] = ["integer", "string"]
+    if node.get("nullable"):
+        out["type"] = [out.get("type", "object"), "null"]
+    return {k: v for k, v in out.items() if not k.startswith("x-kubernetes-")}
+
+
+@cache
+def crd_validator() -> jsonschema.protocols.Validator:
+    schema = crd_document()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return jsonschema.Draft4Validator(structural_to_jsonschema(schema))
+
+
+def crd_schema() -> dict[str, Any]:
+    return dict(crd_document()["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+
+
+def validate_custom(obj: Mapping[str, Any]) -> None:
+    errors = sorted(crd_validator().iter_errors(obj), key=lambda e: list(e.absolute_path))
+    if errors:
+        causes = [{"field": ".".join(map(str, e.absolute_path)), "message": e.message[:300]} for e in errors]
+        raise ApiStatus(
+            422,
+            "Invalid",
+            f"InferenceAutoscaler is invalid: {causes[0]['field']}: {causes[0]['message']}",
+            causes,
+        )
+
+
+def apply_defaults(schema: Mapping[str, Any], obj: Any) -> Any:
+    """The structural schema's defaults, as the API server fills them on create and read."""
+    if isinstance(obj, dict) and "properties" in schema:
+        for key, sub in schema["properties"].items():
+            if key not in obj and "default" in sub:
+                obj[key] = copy.deepcopy(sub["default"])
+            if key in obj:
+                apply_defaults(sub, obj[key])
+    elif isinstance(obj, list) and "items" in schema:
+        for item in obj:
+            apply_defaults(schema["items"], item)
+    return obj
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386: null deletes, objects merge, everything else replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def _check_micro_time(obj: Mapping[str, Any], *paths: tuple[str, ...]) -> None:
+    for path in paths:
+        value: Any = obj
+        for part in path:
+            value = value.get(part) if isinstance(value, Mapping) else None
+        if value is not None and not (isinstance(value, str) and MICRO_TIME.match(value)):
+            field_name = ".".join(path)
+            raise ApiStatus(
+                400,
+                "BadRequest",
+                f'{field_name}: parsing time "{value}" as "2006-01-02T15:04:05.000000Z07:00": cannot parse',
+            )
+
+
+# --- the store ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Failure:
+    method: str
+    pattern: re.Pattern[str]
+    status: int | str  # an HTTP code, or "timeout": never answer
+    times: int
+
+
+@dataclass
+class FakeKube:
+    rv: int = 1000
+    deployments: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    pods: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    hpas: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    leases: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    autoscalers: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    # (namespace, metric) -> [(labels, value quantity, timestamp)]
+    external: dict[tuple[str, str], list[tuple[dict[str, str], str, str]]] = field(default_factory=dict)
+    failures: list[Failure] = field(default_factory=list)
+    log: list[tuple[str, str]] = field(default_factory=list)  # (method, path) of every request
+    scale_writes: list[tuple[str, int]] = field(default_factory=list)  # (deployment, replicas)
+    on_scale_write: Callable[[str, int], None] | None = None  # e.g. a kubelet starting pods
+    before_put_scale: Callable[[str], None] | None = None  # e.g. a user scaling at the same moment
+    hang: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def _next_rv(self) -> str:
+        self.rv += 1
+        return str(self.rv)
+
+    # --- test set-up: what kubelets, schedulers and users would do --------------------------------
+
+    def add_deployment(
+        self, namespace: str, name: str, replicas: int, *, labels: Mapping[str, str] | None = None
+    ) -> None:
+        labels = dict(labels or {"app": name})
+        obj = {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "uid": f"uid-{name}",
+                "resourceVersion": self._next_rv(),
+            },
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {"containers": [{"name": "engine", "image": "vllm/vllm-openai:v0.10.1"}]},
+                },
+            },
+            "status": {"replicas": replicas},
+        }
+        validate_builtin(obj)
+        self.deployments[(namespace, name)] = obj
+
+    def set_replicas(self, namespace: str, name: str, replicas: int) -> None:
+        """Someone else (a user, an HPA) changes the count: the resourceVersion moves."""
+        dep = self.deployments[(namespace, name)]
+        dep["spec"]["replicas"] = replicas
+        dep["status"]["replicas"] = replicas
+        dep["metadata"]["resourceVersion"] = self._next_rv()
+
+    def replicas(self, namespace: str, name: str) -> int:
+        return int(self.deployments[(namespace, name)]["spec"].get("replicas") or 0)
+
+    def add_pod(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        labels: Mapping[str, str],
+        created: str,
+        ready_at: str | None = None,
+        scheduled_at: str | None = None,
+        node: str | None = None,
+        gpus: int = 0,
+        unschedulable: bool = False,
+        image: str = "vllm/vllm-openai:v0.10.1",
+    ) -> None:
+        conditions: list[dict[str, Any]] = []
+        if unschedulable:
+            conditions.append(
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "lastTransitionTime": created,
+                }
+            )
+        elif scheduled_at or node:
+            conditions.append(
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": scheduled_at or created}
+            )
+        if ready_at:
+            conditions.append({"type": "Ready", "status": "True", "lastTransitionTime": ready_at})
+        container: dict[str, Any] = {"name": "engine", "image": image}
+        if gpus:
+            container["resources"] = {"limits": {GPU: str(gpus)}}
+        spec: dict[str, Any] = {"containers": [container]}
+        if node:
+            spec["nodeName"] = node
+        obj = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "labels": dict(labels),
+                "creationTimestamp": created,
+                "resourceVersion": self._next_rv(),
+            },
+            "spec": spec,
+            "status": {
+                "phase": "Running" if ready_at else "Pending",
+                "conditions": conditions,
+                "containerStatuses": [
+                    {
+                        "name": "engine",
+                        "image": image,
+                        "imageID": "",
+                        "ready": bool(ready_at),
+                        "restartCount": 0,
+                    }
+                ],
+            },
+        }
+        validate_builtin(obj)
+        self.pods[(namespace, name)] = obj
+
+    def add_node(self, name: str, *, gpus: int, images: tuple[str, ...] = (), ready: bool = True) -> None:
+        obj = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "resourceVersion": self._next_rv()},
+            "spec": {},
+            "status": {
+                "allocatable": {GPU: str(gpus), "cpu": "64"},
+                "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+                "images": [{"names": [image]} for image in images],
+            },
+        }
+        validate_builtin(obj)
+        self.nodes[name] = obj
+
+    def add_hpa(self, namespace: str, name: str, target: str) -> None:
+        obj = {
+            "apiVersion": "autoscaling/v2",
+            "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": name, "namespace": namespace, "resourceVersion": self._next_rv()},
+            "spec": {
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
+                "maxReplicas": 10,
+                "metrics": [
+                    {
+                        "type": "Resource",
+                        "resource": {
+                            "name": "cpu",
+                            "target": {"type": "Utilization", "averageUtilization": 80},
+                        },
+                    }
+                ],
+            },
+        }
+        validate_builtin(obj)
+        self.hpas[(namespace, name)] = obj
+
+    def add_autoscaler(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """kubectl apply of an InferenceAutoscaler: validated against the CRD, defaults filled."""
+        stored = apply_defaults(crd_schema(), copy.deepcopy(dict(obj)))
+        meta = stored.setdefault("metadata", {})
+        meta.setdefault("uid", f"uid-ia-{meta['name']}")
+        meta["generation"] = 1
+        meta["resourceVersion"] = self._next_rv()
+        meta.setdefault("creationTimestamp", "2026-11-29T10:00:00Z")
+        validate_custom(stored)
+        self.autoscalers[(meta["namespace"], meta["name"])] = stored
+        return stored
+
+    def set_metric(
+        self,
+        namespace: str,
+        metric: str,
+        *values: float | str,
+        labels: Mapping[str, str] | None = None,
+        timestamp: str = "",
+    ) -> None:
+        """What the adapter would answer for this metric; no values: an empty list."""
+        self.external[(namespace, metric)] = [(dict(labels or {}), str(v), timestamp) for v in values]
+
+    def drop_metric(self, namespace: str, metric: str) -> None:
+        self.external.pop((namespace, metric), None)
+
+    def fail(self, method: str, path_regex: str, status: int | str, times: int = 1) -> None:
+        self.failures.append(Failure(method, re.compile(path_regex), status, times))
+
+    def status_of(self, namespace: str, name: str) -> dict[str, Any]:
+        return dict(self.autoscalers[(namespace, name)].get("status") or {})
+
+    # --- HTTP ------------------------------------------------------------------------------------
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        path = request.path
+        self.log.append((request.method, path))
+        for failure in self.failures:
+            if failure.times > 0 and failure.method == request.method and failure.pattern.search(path):
+                failure.times -= 1
+                if failure.status == "timeout":
+                    await self.hang.wait()  # released at shutdown; the client gives up first
+                    raise ApiStatus(504, "Timeout", "the fake was told to hang")
+                code = int(failure.status)
+                reason = {404: "NotFound", 409: "Conflict", 429: "TooManyRequests", 500: "InternalError"}.get(
+                    code, "Failure"
+                )
+                raise ApiStatus(code, reason, f"injected failure {code} for {request.method} {path}")
+        for method, pattern, handler in self._routes():
+            if method == request.method and (match := pattern.fullmatch(path)):
+                return await handler(request, **match.groupdict())
+        raise ApiStatus(
+            404, "NotFound", f"the server could not find the requested resource ({request.method} {path})"
+        )
+
+    def _routes(self) -> Iterator[tuple[str, re.Pattern[str], Callable[..., Any]]]:
+        ns = r"/namespaces/(?P<namespace>[^/]+)"
+        yield "GET", re.compile(r"/apis/(?P<group>[^/]+)/(?P<version>[^/]+)"), self._discovery
+        yield "GET", re.compile(rf"/apis/apps/v1{ns}/deployments/(?P<name>[^/]+)/scale"), self._get_scale
+        yield "PUT", re.compile(rf"/apis/apps/v1{ns}/deployments/(?P<name>[^/]+)/scale"), self._put_scale
+        yield "GET", re.compile(rf"/api/v1{ns}/pods"), self._list_pods
+        yield "GET", re.compile(r"/api/v1/pods"), self._list_pods
+        yield "GET", re.compile(r"/api/v1/nodes"), self._list_nodes
+        yield "GET", re.compile(rf"/apis/autoscaling/v2{ns}/horizontalpodautoscalers"), self._list_hpas
+        yield "POST", re.compile(rf"/apis/events.k8s.io/v1{ns}/events"), self._create_event
+        yield "GET", re.compile(rf"/apis/coordination.k8s.io/v1{ns}/leases/(?P<name>[^/]+)"), self._get_lease
+        yield "POST", re.compile(rf"/apis/coordination.k8s.io/v1{ns}/leases"), self._create_lease
+        yield "PUT", re.compile(rf"/apis/coordination.k8s.io/v1{ns}/leases/(?P<name>[^/]+)"), self._put_lease
+        yield "GET", re.compile(r"/apis/infscale.io/v1alpha1/inferenceautoscalers"), self._list_autoscalers
+        yield (
+            "GET",
+            re.compile(rf"/apis/infscale.io/v1alpha1{ns}/inferenceautoscalers"),
+            self._list_autoscalers,
+        )
+        yield (
+            "PATCH",
+            re.compile(rf"/apis/infscale.io/v1alpha1{ns}/inferenceautoscalers/(?P<name>[^/]+)/status"),
+            self._patch_status,
+        )
+        yield (
+            "PUT",
+            re.compile(rf"/apis/infscale.io/v1alpha1{ns}/inferenceautoscalers/(?P<name>[^/]+)/status"),
+            self._put_status,
+        )
+        yield (
+            "GET",
+            re.compile(rf"/apis/external.metrics.k8s.io/v1beta1{ns}/(?P<metric>[^/]+)"),
+            self._external,
+        )
+
+    @staticmethod
+    async def _json(request: web.Request) -> Any:
+        try:
+            return json.loads(await request.read())
+        except ValueError as exc:
+            raise ApiStatus(400, "BadRequest", f"the body is not JSON: {exc}") from None
+
+    async def _discovery(self, request: web.Request, group: str, version: str) -> web.Response:
+        if (group, version) != ("apps", "v1"):
+            raise ApiStatus(
+                404, "NotFound", f"the server could not find the requested resource /apis/{group}/{version}"
+            )
+        resources = [
+            {
+                "name": "deployments",
+                "singularName": "deployment",
+                "namespaced": True,
+                "kind": "Deployment",
+                "verbs": ["get", "list"],
+            },
+            {
+                "name": "deployments/scale",
+                "singularName": "",
+                "namespaced": True,
+                "group": "autoscaling",
+                "version": "v1",
+                "kind": "Scale",
+                "verbs": ["get", "patch", "update"],
+            },
+            {
+                "name": "deployments/status",
+                "singularName": "",
+                "namespaced": True,
+                "kind": "Deployment",
+                "verbs": ["get"],
+            },
+            {
+                "name": "controllerrevisions",
+                "singularName": "controllerrevision",
+                "namespaced": True,
+                "kind": "ControllerRevision",
+                "verbs": ["get"],
+            },
+        ]
+        return web.json_response(
+            {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "apps/v1", "resources": resources}
+        )
+
+    def _deployment(self, namespace: str, name: str) -> dict[str, Any]:
+        dep = self.deployments.get((namespace, name))
+        if dep is None:
+            raise ApiStatus(404, "NotFound", f'deployments.apps "{name}" not found')
+        return dep
+
+    def _scale_of(self, dep: Mapping[str, Any]) -> dict[str, Any]:
+        meta = dep["metadata"]
+        labels = dep["spec"]["selector"]["matchLabels"]
+        spec: dict[str, Any] = {}
+        status: dict[str, Any] = {"selector": ",".join(f"{k}={v}" for k, v in sorted(labels.items()))}
+        if dep["spec"].get("replicas"):  # omitempty: 0 is absent
+            spec["replicas"] = dep["spec"]["replicas"]
+        if dep["status"].get("replicas"):
+            status["replicas"] = dep["status"]["replicas"]
+        return {
+            "kind": "Scale",
+            "apiVersion": "autoscaling/v1",
+            "metadata": {
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "uid": meta["uid"],
+                "resourceVersion": meta["resourceVersion"],
+            },
+            "spec": spec,
+            "status": status,
+        }
+
+    async def _get_scale(self, request: web.Request, namespace: str, name: str) -> web.Response:
+        return web.json_response(self._scale_of(self._deployment(namespace, name)))
+
+    async def _put_scale(self, request: web.Request, namespace: str, name: str) -> web.Response:
+        body = await self._json(request)
+        if self.before_put_scale is not None:
+            self.before_put_scale(name)
+        dep = self._deployment(namespace, name)
+        replicas = (body.get("spec") or {}).get("replicas")
+        if replicas is not None and (isinstance(replicas, bool) or not isinstance(replicas, int)):
+            raise ApiStatus(
+                400,
+                "BadRequest",
+                f'Scale in version "v1" cannot be handled as a Scale: spec.replicas: {replicas!r}'
+                " is not an int32",
+            )
+        validate_builtin(body)
+        if (replicas or 0) < 0:
+            raise ApiStatus(
+                422,
+                "Invalid",
+                f'Scale.autoscaling "{name}" is invalid: spec.replicas: Invalid value: {replicas}:'
+                " must be greater than or equal to 0",
+                [{"field": "spec.replicas", "message": "must be greater than or equal to 0"}],
+            )
+        rv = (body.get("metadata") or {}).get("resourceVersion")
+        if rv and rv != dep["metadata"]["resourceVersion"]:
+            raise ApiStatus(
+                409,
+                "Conflict",
+                _MODIFIED.format(resource="deployments.apps", name=name),
+            )
+        dep["spec"]["replicas"] = replicas or 0
+        dep["metadata"]["resourceVersion"] = self._next_rv()
+        self.scale_writes.append((name, replicas or 0))
+        if self.on_scale_write is not None:
+            self.on_scale_write(name, replicas or 0)
+        return web.json_response(self._scale_of(dep))
+
+    @staticmethod
+    def _strip(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{k: v for k, v in copy.deepcopy(i).items() if k not in ("kind", "apiVersion")} for i in items]
+
+    def _list(self, kind: str, items: list[dict[str, Any]], *, builtin: bool = True) -> web.Response:
+        return web.json_response(
+            {
+                "kind": kind,
+                "apiVersion": "v1",
+                "metadata": {"resourceVersion": str(self.rv)},
+                "items": self._strip(items) if builtin else copy.deepcopy(items),
+            }
+        )
+
+    async def _list_pods(self, request: web.Request, namespace: str | None = None) -> web.Response:
+        selector = parse_selector(request.query.get("labelSelector", ""))
+        fields = [f for f in request.query.get("fieldSelector", "").split(",") if f]
+        items = []
+        for (ns, _), pod in sorted(self.pods.items()):
+            if namespace is not None and ns != namespace:
+                continue
+            if not selector.matches(pod["metadata"].get("labels") or {}):
+                continue
+            ok = True
+            for f in fields:
+                key, op, value = re.match(r"([^!=]+)(!=|==|=)(.*)", f).groups()  # type: ignore[union-attr]
+                actual = {
+                    "spec.nodeName": pod["spec"].get("nodeName", ""),
+                    "status.phase": pod["status"].get("phase", ""),
+                }[key]
+                ok = ok and ((actual != value) if op == "!=" else (actual == value))
+            if ok:
+                items.append(pod)
+        return self._list("PodList", items)
+
+    async def _list_nodes(self, request: web.Request) -> web.Response:
+        return self._list("NodeList", [self.nodes[n] for n in sorted(self.nodes)])
+
+    async def _list_hpas(self, request: web.Request, namespace: str) -> web.Response:
+        return self._list(
+            "HorizontalPodAutoscalerList", [h for (ns, _), h in sorted(self.hpas.items()) if ns == namespace]
+        )
+
+    async def _create_event(self, request: web.Request, namespace: str) -> web.Response:
+        body = await self._json(request)
+        validate_builtin(body)
+        _check_micro_time(body, ("eventTime",))
+        missing = [
+            k
+            for k in (
+                "eventTime",
+                "reportingController",
+                "reportingInstance",
+                "action",
+                "reason",
+                "regarding",
+            )
+            if not body.get(k)
+        ]
+        if missing:
+            raise ApiStatus(
+                422,
+                "Invalid",
+                f"Event is invalid: {missing} Required value",
+                [{"field": m, "message": "Required value"} for m in missing],
+            )
+        if body["metadata"].get("namespace") not in (None, namespace):
+            raise ApiStatus(
+                400, "BadRequest", "the namespace of the object does not match the namespace on the request"
+            )
+        if any(e["metadata"]["name"] == body["metadata"]["name"] for e in self.events):
+            raise ApiStatus(
+                409, "AlreadyExists", f'events.events.k8s.io "{body["metadata"]["name"]}" already exists'
+            )
+        body["metadata"]["resourceVersion"] = self._next_rv()
+        self.events.append(body)
+        return web.json_response(body, status=201)
+
+    def _check_lease(self, body: Mapping[str, Any]) -> None:
+        validate_builtin(body)
+        _check_micro_time(body, ("spec", "acquireTime"), ("spec", "renewTime"))
+
+    async def _get_lease(self, request: web.Request, namespace: str, name: str) -> web.Response:
+        lease = self.leases.get((namespace, name))
+        if lease is None:
+            raise ApiStatus(404, "NotFound", f'leases.coordination.k8s.io "{name}" not found')
+        return web.json_response(lease)
+
+    async def _create_lease(self, request: web.Request, namespace: str) -> web.Response:
+        body = await self._json(request)
+        self._check_lease(body)
+        name = body["metadata"]["name"]
+        if (namespace, name) in self.leases:
+            raise ApiStatus(409, "AlreadyExists", f'leases.coordination.k8s.io "{name}" already exists')
+        body["metadata"]["resourceVersion"] = self._next_rv()
+        self.leases[(namespace, name)] = body
+        return web.json_response(body, status=201)
+
+    async def _put_lease(self, request: web.Request, namespace: str, name: str) -> web.Response:
+        body = await self._json(request)
+        self._check_lease(body)
+        current = self.leases.get((namespace, name))
+        if current is None:
+            raise ApiStatus(404, "NotFound", f'leases.coordination.k8s.io "{name}" not found')
+        rv = body["metadata"].get("resourceVersion")
+        if not rv:
+            raise ApiStatus(
+                422,
+                "Invalid",
+                f'Lease.coordination.k8s.io "{name}" is invalid: metadata.resourceVersion:'
+                " Invalid value: 0x0: must be specified for an update",
+                [{"field": "metadata.resourceVersion", "message": "must be specified for an update"}],
+            )
+        if rv != current["metadata"]["resourceVersion"]:
+            raise ApiStatus(
+                409,
+                "Conflict",
+                _MODIFIED.format(resource="leases.coordination.k8s.io", name=name),
+            )
+        body["metadata"]["resourceVersion"] = self._next_rv()
+        self.leases[(namespace, name)] = body
+        return web.json_response(body)
+
+    async def _list_autoscalers(self, request: web.Request, namespace: str | None = None) -> web.Response:
+        items = [o for (ns, _), o in sorted(self.autoscalers.items()) if namespace is None or ns == namespace]
+        return web.json_response(
+            {
+                "kind": "InferenceAutoscalerList",
+                "apiVersion": "infscale.io/v1alpha1",
+                "metadata": {"resourceVersion": str(self.rv)},
+                "items": copy.deepcopy(items),
+            }
+        )
+
+    def _autoscaler(self, namespace: str, name: str) -> dict[str, Any]:
+        obj = self.autoscalers.get((namespace, name))
+        if obj is None:
+            raise ApiStatus(404, "NotFound", f'inferenceautoscalers.infscale.io "{name}" not found')
+        return obj
+
+    def _store_status(self, namespace: str, name: str, obj: dict[str, Any], status: Any) -> web.Response:
+        updated = copy.deepcopy(obj)
+        if status is None:
+            updated.pop("status", None)
+        else:
+            updated["status"] = status
+        validate_custom(updated)
+        updated["metadata"]["resourceVersion"] = self._next_rv()
+        self.autoscalers[(namespace, name)] = updated
+        return web.json_response(updated)
+
+    async def _patch_status(self, request: web.Request, namespace: str, name: str) -> web.Response:
+        content_type = request.headers.get("Content-Type", "").split(";")[0]
+        body = await self._json(request)
+        obj = self._autoscaler(namespace, name)
+        if content_type == "application/strategic-merge-patch+json":
+            raise ApiStatus(
+                415, "UnsupportedMediaType", "strategic merge patch is not supported for custom resources"
+            )
+        if content_type == "application/json-patch+json":
+            if not isinstance(body, list):
+                raise ApiStatus(
+                    400,
+                    "BadRequest",
+                    "json: cannot unmarshal object into Go value of type []handlers.jsonPatchOp",
+                )
+            raise ApiStatus(415, "UnsupportedMediaType", "the fake applies merge patches only")
+        if content_type != "application/merge-patch+json":
+            raise ApiStatus(
+                415,
+                "UnsupportedMediaType",
+                "the body of the request was in an unknown format - accepted media types include:"
+                " application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml;"
+                f" got {content_type}",
+            )
+        rv = (body.get("metadata") or {}).get("resourceVersion")
+        if rv and rv != obj["metadata"]["resourceVersion"]:
+            raise ApiStatus(
+                409,
+                "Conflict",
+                _MODIFIED.format(resource="inferenceautoscalers.infscale.io", name=name),
+            )
+        # a /status write changes only .status
+        return self._store_status(
+            namespace,
+            name,
+            obj,
+            merge_patch(obj.get("status"), body.get("status")) if "status" in body else obj.get("status"),
+        )
+
+    async def _put_status(self, request: web.Request, namespace: str, name: str) -> web.Response:
+        body = await self._json(request)
+        obj = self._autoscaler(namespace, name)
+        rv = (body.get("metadata") or {}).get("resourceVersion")
+        if not rv:
+            raise ApiStatus(
+                422,
+                "Invalid",
+                "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update",
+            )
+        if rv != obj["metadata"]["resourceVersion"]:
+            raise ApiStatus(
+                409,
+                "Conflict",
+                _MODIFIED.format(resource="inferenceautoscalers.infscale.io", name=name),
+            )
+        return self._store_status(namespace, name, obj, body.get("status"))
+
+    async def _external(self, request: web.Request, namespace: str, metric: str) -> web.Response:
+        series = self.external.get((namespace, metric))
+        if series is None:
+            raise ApiStatus(
+                404, "NotFound", f"the server could not find the metric {metric} for namespace {namespace}"
+            )
+        selector = parse_selector(request.query.get("labelSelector", ""))
+        items = [
+            {
+                "metricName": metric,
+                "metricLabels": labels,
+                "timestamp": stamp or "2026-11-29T10:00:00Z",
+                "value": value,
+            }
+            for labels, value, stamp in series
+            if selector.matches(labels)
+        ]
+        return web.json_response(
+            {
+                "kind": "ExternalMetricValueList",
+                "apiVersion": "external.metrics.k8s.io/v1beta1",
+                "metadata": {},
+                "items": items,
+            }
+        )
+
+
+@web.middleware
+async def _status_errors(request: web.Request, handler: Callable[[web.Request], Any]) -> web.StreamResponse:
+    try:
+        response: web.StreamResponse = await handler(request)
+        return response
+    except ApiStatus as exc:
+        return exc.response()
+
+
+@asynccontextmanager
+async def serve(fake: FakeKube, *, timeout_s: float = 5.0) -> AsyncIterator[KubeClient]:
+    """Start the fake on a loopback port; yield a KubeClient (the real ApiClient) pointed at it."""
+    app = web.Application(middlewares=[_status_errors])
+    app.router.add_route("*", "/{tail:.*}", fake.handle)
+    runner = web.AppRunner(app, shutdown_timeout=0.1)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    api = client.ApiClient(configuration=client.Configuration(host=f"http://127.0.0.1:{port}"))
+    try:
+        yield KubeClient(api, timeout_s=timeout_s)
+    finally:
+        fake.hang.set()
+        await api.close()
+        await runner.cleanup()
