@@ -351,6 +351,17 @@ class _Hang:
         pytest.param(
             "/nowhere", 404, "NotFound", "could not find the requested resource", id="unknown route"
         ),
+        pytest.param(
+            f"{NS}/infscale_queue_size?labelSelector=%FF%FE",
+            400,
+            "BadRequest",
+            "invalid label key",
+            id="invalid UTF-8",
+        ),
+        pytest.param(f"{NS}/%FF%FE", 404, "NotFound", "may not contain", id="undecodable metric name"),
+        pytest.param(
+            f"{ROOT}/namespaces/%00/infscale_queue_size", 404, "NotFound", "not a valid namespace", id="NUL"
+        ),
     ],
 )
 async def test_error_paths(
