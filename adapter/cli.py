@@ -91,7 +91,9 @@ _DELEGATE_FLAGS: list[tuple[str, str, Any, str]] = [
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     for flag, field, kind, help_text in _FLAGS:
-        parser.add_argument(flag, dest=field, type=kind, default=argparse.SUPPRESS, help=help_text)
+        parser.add_argument(
+            flag, dest=field, type=kind, default=argparse.SUPPRESS, help=help_text, metavar=_metavar(flag)
+        )
     for flag, field, help_text in _SWITCHES:
         parser.add_argument(flag, dest=field, action="store_true", default=argparse.SUPPRESS, help=help_text)
     parser.add_argument(
@@ -104,7 +106,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("delegation (co-existence with KEDA or prometheus-adapter)")
     for flag, field, kind, help_text in _DELEGATE_FLAGS:
         group.add_argument(
-            flag, dest=f"delegate.{field}", type=kind, default=argparse.SUPPRESS, help=help_text
+            flag,
+            dest=f"delegate.{field}",
+            type=kind,
+            default=argparse.SUPPRESS,
+            help=help_text,
+            metavar=_metavar(flag),
         )
     group.add_argument(
         "--delegate-insecure-skip-tls-verify",
@@ -113,6 +120,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=argparse.SUPPRESS,
         help="do not verify the delegate's certificate (development only)",
     )
+
+
+def _metavar(flag: str) -> str:
+    """`--tls-cert-file` -> FILE, `--auth-timeout-s` -> S, `--listen` -> LISTEN."""
+    return flag.rsplit("-", 1)[-1].upper()
 
 
 def overrides(args: argparse.Namespace) -> dict[str, Any]:
