@@ -257,7 +257,7 @@ async def guard(
 def _negotiate(request: web.Request, *, discovery: bool = False) -> Answer:
     answer = wire.negotiate(request.headers.get("Accept"), discovery=discovery)
     if answer is None:
-        raise wire.NOT_ACCEPTABLE
+        raise wire.not_acceptable()
     return answer
 
 

@@ -328,4 +328,5 @@ def negotiate(accept: str | None, *, discovery: bool = False) -> Answer | None:
     return None
 
 
-NOT_ACCEPTABLE = StatusError(Reason.NOT_ACCEPTABLE, f"only the following media types are accepted: {JSON}")
+def not_acceptable() -> StatusError:
+    return StatusError(Reason.NOT_ACCEPTABLE, f"only the following media types are accepted: {JSON}")
