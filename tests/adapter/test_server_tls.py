@@ -10,12 +10,30 @@ import ssl
 import stat
 from pathlib import Path
 
+import httpx
 import pytest
-from conftest import Issued, ScriptedBackend, issue, make_ca, serve
+from conftest import (
+    Issued,
+    Pki,
+    ScriptedBackend,
+    client_context,
+    default_script,
+    issue,
+    make_ca,
+    request_header_config,
+    serve,
+)
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from adapter.auth import InsecureDevAccess
+from adapter.auth import (
+    Decision,
+    DelegatedAccess,
+    InsecureDevAccess,
+    RequestAttributes,
+    TokenReviewResult,
+    UserInfo,
+)
 from adapter.server import create_app
 from adapter.telemetry import Telemetry
 from adapter.tls import ServingTLS, TLSConfigError, self_signed_dev
@@ -82,3 +100,26 @@ async def test_self_signed_dev_certificate(tmp_path: Path, caplog: pytest.LogCap
         assert await served_serial(url, cert) == parsed.serial_number
         names = parsed.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
         assert "localhost" in names.get_values_for_type(x509.DNSName)
+
+
+class _AllowAll:
+    async def review_token(self, token: str) -> TokenReviewResult:
+        return TokenReviewResult(False)
+
+    async def review_access(self, user: UserInfo, attributes: RequestAttributes) -> Decision:
+        return Decision(True)
+
+
+async def test_a_client_ca_added_at_runtime_is_trusted_by_new_connections(pki: Pki) -> None:
+    """The ConfigMap refresh hands a new front-proxy CA to the running server."""
+    tls = ServingTLS(pki.server.cert, pki.server.key)  # no client CA yet: certificates not even asked for
+    access = DelegatedAccess(_AllowAll(), request_header_config(pki))
+    app = create_app(ScriptedBackend(default_script()), access, Telemetry())
+    path = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/infscale_queue_size"
+    headers = {"X-Remote-User": "system:kube-aggregator"}
+    async with serve(app, tls.context) as url:
+        async with httpx.AsyncClient(base_url=url, verify=client_context(pki, pki.front_proxy)) as client:
+            assert (await client.get(path, headers=headers)).status_code == 401
+        tls.add_client_ca(pki.front_proxy_ca.read_bytes())
+        async with httpx.AsyncClient(base_url=url, verify=client_context(pki, pki.front_proxy)) as client:
+            assert (await client.get(path, headers=headers)).status_code == 200
