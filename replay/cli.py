@@ -12,6 +12,7 @@ also writes DIR/sweep.json and prints the cheapest configuration meeting the SLO
 from __future__ import annotations
 
 import argparse
+import importlib
 import itertools
 import os
 import sys
@@ -31,6 +32,11 @@ from replay.simulate import RunResult, lead_time_of, simulate
 from replay.trace import Trace
 
 FORMATS = ("azure", "mooncake", "burstgpt", "servegen", "csv", "jsonl")
+# subcommands that live in their own module (add_arguments/run, as infscale/cli.py's table)
+MODULE_COMMANDS: dict[str, tuple[str, str]] = {
+    "online": ("replay.online", "replay a trace against live OpenAI-compatible endpoints"),
+    "calibrate": ("replay.calibrate", "compare an online run with the offline simulation; fit a profile"),
+}
 DEFAULT_COMPARE = "static,hpa,keda,kpa,predictive,clairvoyant"
 
 
@@ -39,7 +45,9 @@ class CliError(Exception):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="replay_command", metavar="{run,compare,sweep}", required=True)
+    sub = parser.add_subparsers(
+        dest="replay_command", metavar="{run,compare,sweep,online,calibrate}", required=True
+    )
     run_p = sub.add_parser("run", help="replay one policy")
     run_p.add_argument("--policy", default="predictive", help=f"one of {', '.join(POLICY_NAMES)}, static-N")
     cmp_p = sub.add_parser("compare", help="replay several policies side by side")
@@ -62,6 +70,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     for p in (run_p, cmp_p, sweep_p):
         _common(p)
+    for name, (module, help_text) in MODULE_COMMANDS.items():
+        importlib.import_module(module).add_arguments(
+            sub.add_parser(name, help=help_text, description=help_text)
+        )
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -91,6 +103,9 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.replay_command in MODULE_COMMANDS:
+        code: int = importlib.import_module(MODULE_COMMANDS[args.replay_command][0]).run(args)
+        return code
     try:
         return _run(args)
     except (CliError, ProfileError, PolicyError, ValueError) as e:

@@ -1,0 +1,399 @@
+"""`infscale replay calibrate`: an online run (replay/online.py) against the offline simulation of the
+same requests, and an engine profile fitted from what was measured.
+
+    infscale replay calibrate --online online-out/ --profile fast-test --out calib/
+    infscale replay calibrate --online online-out/ --fit --out calib/   # + calib/fitted-profile.yaml
+
+Reads ONLINE/requests.jsonl and ONLINE/report.json, simulates the same requests (scheduled times,
+prompt and output lengths as sent) on a static fleet of as many replicas as there were endpoints,
+with the given engine profile and a fine tick, and writes OUT/calibrate.json (schema
+infscale.replay.calibrate/v1), OUT/calibrate.md and OUT/calibrate.png (TTFT and e2e side by side).
+
+The fit (`fit_profile`) reads the engine model's two laws off the measurements:
+  decode   e2e - TTFT = (generated - 1) x step(n), step(n) = decode_base_s + decode_per_running_s x n,
+           with n the request's time-averaged concurrency on its endpoint (capped at max_running)
+           and the prefills of requests that started meanwhile taken out (prefill has priority);
+  prefill  for requests alone on their endpoint from send to first token,
+           TTFT = overhead + input / prefill_tokens_per_s + step(1).
+The two are solved in turn a few times (each needs the other's estimate). max_running and the KV
+budget are not identifiable from latencies and keep the base profile's values. Fit from a run well
+below saturation: queueing is invisible from the client and would read as slower decode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import yaml
+
+from replay.online import RequestRecord, Status, read_records, trace_of
+from replay.profiles import EngineProfile, ProfileError, Scenario, get_scenario
+from replay.simulate import RunResult
+
+SCHEMA = "infscale.replay.calibrate/v1"
+F64 = npt.NDArray[np.float64]
+
+
+class FitError(ValueError):
+    """Too little of the right data to fit a profile; the message says what to change."""
+
+
+# --- offline twin --------------------------------------------------------------------------------
+
+
+def simulate_offline(
+    records: Sequence[RequestRecord], scenario: Scenario, endpoints: int, tick_s: float
+) -> RunResult:
+    """The offline replay of exactly the requests that were sent, on `endpoints` always-ready replicas."""
+    from replay.cli import run_policy
+    from replay.policies import PolicyParams
+
+    sent = [r for r in records if r.status is not Status.NOT_SENT]
+    if not sent:
+        raise ValueError("no request was sent in the online run: nothing to compare")
+    trace = trace_of(sent, "online-slice")
+    scenario = replace(
+        scenario,
+        tick_s=tick_s,
+        initial_replicas=endpoints,
+        min_replicas=1,
+        max_replicas=max(endpoints, scenario.max_replicas),
+    )
+    return run_policy(trace, scenario, f"static-{endpoints}", PolicyParams())
+
+
+@dataclass(frozen=True, slots=True)
+class Paired:
+    """Per request present in both runs (online OK, offline finished), in trace order."""
+
+    index: npt.NDArray[np.int64]
+    ttft_online: F64
+    ttft_offline: F64
+    e2e_online: F64
+    e2e_offline: F64
+
+
+def pair(records: Sequence[RequestRecord], offline: RunResult) -> Paired:
+    sent = sorted(
+        (r for r in records if r.status is not Status.NOT_SENT), key=lambda r: (r.scheduled_s, r.index)
+    )
+    req = offline.requests
+    ttft_off = req.first_token_s - offline.arrival_s
+    e2e_off = req.finished_s - offline.arrival_s
+    keep = [
+        k
+        for k, r in enumerate(sent)
+        if r.status is Status.OK and math.isfinite(ttft_off[k]) and math.isfinite(e2e_off[k])
+    ]
+    return Paired(
+        index=np.array([sent[k].index for k in keep], dtype=np.int64),
+        ttft_online=np.array([sent[k].ttft_s for k in keep]),
+        ttft_offline=ttft_off[keep],
+        e2e_online=np.array([sent[k].e2e_s for k in keep]),
+        e2e_offline=e2e_off[keep],
+    )
+
+
+def compare(p: Paired) -> dict[str, Any]:
+    """Per metric: online, offline, difference (online - offline) and relative difference; and the
+    per-request absolute differences."""
+    if not len(p.index):
+        raise ValueError("no request finished in both the online run and the simulation")
+    metrics: dict[str, dict[str, float]] = {}
+    for name, on, off in (("ttft", p.ttft_online, p.ttft_offline), ("e2e", p.e2e_online, p.e2e_offline)):
+        for q in (50, 95, 99):
+            metrics[f"{name}_p{q}_s"] = _row(float(np.percentile(on, q)), float(np.percentile(off, q)))
+        metrics[f"{name}_mean_s"] = _row(float(on.mean()), float(off.mean()))
+    d_ttft = np.abs(p.ttft_online - p.ttft_offline)
+    d_e2e = np.abs(p.e2e_online - p.e2e_offline)
+    return {
+        "requests_compared": len(p.index),
+        "metrics": metrics,
+        "per_request": {
+            "ttft_abs_diff_p50_s": float(np.percentile(d_ttft, 50)),
+            "ttft_abs_diff_p95_s": float(np.percentile(d_ttft, 95)),
+            "ttft_abs_diff_max_s": float(d_ttft.max()),
+            "e2e_abs_diff_p50_s": float(np.percentile(d_e2e, 50)),
+            "e2e_abs_diff_p95_s": float(np.percentile(d_e2e, 95)),
+            "e2e_abs_diff_max_s": float(d_e2e.max()),
+        },
+    }
+
+
+def _row(online: float, offline: float) -> dict[str, float]:
+    diff = online - offline
+    return {
+        "online": online,
+        "offline": offline,
+        "diff": diff,
+        "rel_diff": diff / offline if offline > 0 else math.nan,
+    }
+
+
+# --- fitting -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Fit:
+    profile: EngineProfile
+    overhead_s: float  # fixed time per request outside the engine model (HTTP, tokenization)
+    decode_requests: int
+    prefill_requests: int
+    decode_rms_s: float  # residual of the per-request inter-token time
+    prefill_rms_s: float
+
+
+def fit_profile(records: Sequence[RequestRecord], base: EngineProfile, iterations: int = 4) -> Fit:
+    ok = [r for r in records if r.status is Status.OK and r.generated_tokens >= 1]
+    if not ok:
+        raise FitError("no successful request to fit from")
+    ep = np.array([r.endpoint for r in ok])
+    sent = np.array([r.sent_s for r in ok])
+    first = np.array([r.first_token_s for r in ok])
+    fin = np.array([r.finished_s for r in ok])
+    gen = np.array([r.generated_tokens for r in ok], dtype=np.float64)
+    inp = np.array([r.input_tokens for r in ok], dtype=np.float64)
+    dec = gen >= 3
+    if dec.sum() < 3:
+        raise FitError(
+            f"need >= 3 requests with >= 3 generated tokens for the decode fit, got {int(dec.sum())}"
+        )
+    conc = np.minimum(_mean_concurrency(ep, sent, fin, first, fin), base.max_running)
+    prefill_inside = _prefill_tokens_inside(ep, first, fin, inp)
+    alone = _alone(ep, sent, fin, first)
+    if alone.sum() < 3:
+        raise FitError(
+            f"need >= 3 requests that had their endpoint to themselves from send to first token, got "
+            f"{int(alone.sum())}: replay at a lower rate (--speedup < 1 or --rate-scale < 1)"
+        )
+    rate = base.prefill_tokens_per_s
+    a, b, overhead = base.decode_base_s, base.decode_per_running_s, 0.0
+    d_rms = p_rms = math.nan
+    for _ in range(iterations):
+        itl = (fin - first - prefill_inside / rate)[dec] / (gen[dec] - 1)
+        a, b, d_rms = _line(conc[dec], itl, fallback_slope=b)
+        b = max(b, 0.0)
+        prefill = first[alone] - sent[alone] - (a + b * 1)
+        overhead, slope, p_rms = _line(inp[alone], prefill, fallback_slope=1.0 / rate)
+        if slope <= 0:
+            raise FitError(f"prefill time does not grow with prompt length (slope {slope:.3g} s/token)")
+        rate = 1.0 / slope
+    if a <= 0:
+        raise FitError(f"fitted decode_base_s {a:.3g} s is not positive: too few or too noisy requests")
+    try:
+        profile = replace(base, prefill_tokens_per_s=rate, decode_base_s=a, decode_per_running_s=b)
+    except ProfileError as e:
+        raise FitError(f"fitted values out of range: {e}") from e
+    return Fit(profile, overhead, int(dec.sum()), int(alone.sum()), d_rms, p_rms)
+
+
+def _line(x: F64, y: F64, *, fallback_slope: float) -> tuple[float, float, float]:
+    """Least squares y = c + m x; with no spread in x, m is the fallback and c the mean residual."""
+    if float(np.ptp(x)) < 1e-9:
+        c = float(np.mean(y - fallback_slope * x))
+        m = fallback_slope
+    else:
+        m, c = (float(v) for v in np.polyfit(x, y, 1))
+    rms = float(np.sqrt(np.mean((y - (c + m * x)) ** 2)))
+    return c, m, rms
+
+
+def _mean_concurrency(ep: F64, start: F64, end: F64, lo: F64, hi: F64) -> F64:
+    """Per request i: requests of its endpoint in flight ([start, end]), averaged over [lo_i, hi_i]."""
+    out = np.ones(len(ep))
+    for i in range(len(ep)):
+        span = hi[i] - lo[i]
+        if span <= 0:
+            continue
+        same = ep == ep[i]
+        overlap = np.clip(np.minimum(end[same], hi[i]) - np.maximum(start[same], lo[i]), 0.0, None)
+        out[i] = overlap.sum() / span
+    return out
+
+
+def _prefill_tokens_inside(ep: F64, first: F64, fin: F64, inp: F64) -> F64:
+    """Per request: prompt tokens of the requests of its endpoint whose first token came during its
+    decode (their prefill ran then, and paused its decoding)."""
+    out = np.zeros(len(ep))
+    for i in range(len(ep)):
+        inside = (ep == ep[i]) & (first > first[i]) & (first <= fin[i])
+        out[i] = inp[inside].sum()
+    return out
+
+
+def _alone(ep: F64, sent: F64, fin: F64, first: F64) -> npt.NDArray[np.bool_]:
+    """Requests that had their endpoint to themselves from send to first token."""
+    out = np.zeros(len(ep), dtype=bool)
+    for i in range(len(ep)):
+        same = ep == ep[i]
+        others = int(np.count_nonzero((sent[same] < first[i]) & (fin[same] > sent[i]))) - 1
+        out[i] = others == 0
+    return out
+
+
+def fitted_yaml(fit: Fit, name: str) -> str:
+    doc = {"base": "reference-70b", "name": name, "engine": asdict(fit.profile)}
+    return (
+        f"# fitted by `infscale replay calibrate --fit` from {fit.decode_requests} decode and "
+        f"{fit.prefill_requests} prefill samples; fixed overhead {fit.overhead_s * 1000:.1f} ms per request "
+        "is outside the engine model\n" + yaml.safe_dump(doc, sort_keys=False)
+    )
+
+
+# --- report --------------------------------------------------------------------------------------
+
+
+def plot(path: Path, p: Paired, title: str) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+    for ax, name, on, off in (
+        (axes[0], "TTFT", p.ttft_online, p.ttft_offline),
+        (axes[1], "e2e latency", p.e2e_online, p.e2e_offline),
+    ):
+        for values, label, color in ((on, "online", "tab:blue"), (off, "offline", "tab:orange")):
+            xs = np.sort(values)
+            ax.step(xs, np.arange(1, len(xs) + 1) / len(xs), where="post", label=label, color=color)
+        ax.set_xlabel(f"{name} (s)")
+        ax.set_ylabel("share of requests")
+        ax.set_title(f"{name}: CDF")
+        ax.legend(fontsize=8)
+    ax = axes[2]
+    ax.scatter(p.ttft_offline, p.ttft_online, s=6)
+    hi = float(max(p.ttft_offline.max(), p.ttft_online.max()))
+    ax.plot([0, hi], [0, hi], color="0.5", lw=0.8)
+    ax.set_xlabel("offline TTFT (s)")
+    ax.set_ylabel("online TTFT (s)")
+    ax.set_title("TTFT per request")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    lines = [
+        f"# Calibration: {doc['online_dir']} against the offline engine `{doc['profile_name']}`",
+        "",
+        f"{doc['requests_compared']} requests in both runs, {doc['endpoints']} endpoint(s), "
+        f"offline tick {doc['tick_s']:g} s.",
+        "",
+        "| metric | online | offline | online - offline | relative |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, row in doc["metrics"].items():
+        lines.append(
+            f"| {name} | {row['online']:.4f} | {row['offline']:.4f} | {row['diff']:+.4f} "
+            f"| {row['rel_diff']:+.1%} |"
+        )
+    pr = doc["per_request"]
+    lines += [
+        "",
+        f"Per request |TTFT online - offline|: p50 {pr['ttft_abs_diff_p50_s'] * 1000:.1f} ms, "
+        f"p95 {pr['ttft_abs_diff_p95_s'] * 1000:.1f} ms; "
+        f"|e2e|: p50 {pr['e2e_abs_diff_p50_s'] * 1000:.1f} ms, "
+        f"p95 {pr['e2e_abs_diff_p95_s'] * 1000:.1f} ms.",
+    ]
+    if "fit" in doc:
+        f = doc["fit"]
+        lines += [
+            "",
+            "Fitted engine profile: " + ", ".join(f"{k} {v:g}" for k, v in f["engine"].items()) + ".",
+            f"Fixed overhead per request {f['overhead_s'] * 1000:.1f} ms; residuals: decode "
+            f"{f['decode_rms_s'] * 1000:.2f} ms/token, prefill {f['prefill_rms_s'] * 1000:.2f} ms.",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def calibrate(
+    online_dir: Path, scenario: Scenario, profile_name: str, tick_s: float, *, fit: bool
+) -> tuple[dict[str, Any], Paired, Fit | None]:
+    records = read_records(online_dir / "requests.jsonl")
+    endpoints = _endpoints(online_dir, records)
+    offline = simulate_offline(records, scenario, endpoints, tick_s)
+    paired = pair(records, offline)
+    doc: dict[str, Any] = {
+        "schema": SCHEMA,
+        "online_dir": str(online_dir),
+        "profile_name": profile_name,
+        "engine": asdict(scenario.engine),
+        "endpoints": endpoints,
+        "tick_s": tick_s,
+        **compare(paired),
+    }
+    result = None
+    if fit:
+        result = fit_profile(records, scenario.engine)
+        doc["fit"] = {
+            "engine": asdict(result.profile),
+            "overhead_s": result.overhead_s,
+            "decode_requests": result.decode_requests,
+            "prefill_requests": result.prefill_requests,
+            "decode_rms_s": result.decode_rms_s,
+            "prefill_rms_s": result.prefill_rms_s,
+        }
+    return doc, paired, result
+
+
+def _endpoints(online_dir: Path, records: Sequence[RequestRecord]) -> int:
+    report = online_dir / "report.json"
+    if report.is_file():
+        try:
+            return len(json.loads(report.read_text(encoding="utf-8"))["online"]["endpoints"])
+        except (KeyError, TypeError, json.JSONDecodeError) as e:
+            raise ValueError(f"{report}: not an online report (no online.endpoints): {e}") from e
+    return max(r.endpoint for r in records) + 1
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--online", type=Path, required=True, help="directory of an `infscale replay online` run")
+    p.add_argument("--scenario", default="reference-70b", help="scenario (SLO, engine) of the offline twin")
+    p.add_argument("--profile", default=None, help="engine profile (default: the scenario's engine)")
+    p.add_argument("--tick", type=float, default=0.002, help="offline engine tick in seconds (default 0.002)")
+    p.add_argument("--fit", action="store_true", help="also fit an engine profile (OUT/fitted-profile.yaml)")
+    p.add_argument("--out", type=Path, default=Path("calibrate-out"), help="output directory")
+    p.add_argument("--no-plots", action="store_true", help="skip calibrate.png")
+
+
+def run(args: argparse.Namespace) -> int:
+    from replay.emulate.profiles import get_engine_profile
+
+    try:
+        if not (math.isfinite(args.tick) and args.tick > 0):
+            raise ValueError(f"--tick must be a finite number > 0, got {args.tick!r}")
+        scenario = get_scenario(args.scenario)
+        name = args.profile or scenario.name
+        if args.profile is not None:
+            scenario = replace(scenario, engine=get_engine_profile(args.profile))
+        doc, paired, fit = calibrate(args.online, scenario, name, args.tick, fit=args.fit)
+    except (ValueError, OSError) as e:  # ProfileError, FitError are ValueErrors
+        print(f"infscale replay calibrate: error: {e}", file=sys.stderr)
+        return 2
+    from replay.report import to_json
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    written = [args.out / "calibrate.json", args.out / "calibrate.md"]
+    written[0].write_text(to_json(doc) + "\n", encoding="utf-8")
+    written[1].write_text(markdown(doc), encoding="utf-8")
+    if not args.no_plots:
+        written.append(plot(args.out / "calibrate.png", paired, f"{args.online} vs offline {name}"))
+    if fit is not None:
+        path = args.out / "fitted-profile.yaml"
+        path.write_text(fitted_yaml(fit, f"fitted-{name}"), encoding="utf-8")
+        written.append(path)
+    print(markdown(doc))
+    print("wrote " + ", ".join(str(p) for p in written))
+    return 0
