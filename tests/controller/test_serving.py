@@ -1,0 +1,162 @@
+"""The controller's edges over real HTTP: /metrics and the probes, the adapter reader (httpx against the
+fake's External Metrics path), and `infscale controller` as a process against the fake kube-apiserver."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+from aiohttp.test_utils import TestClient, TestServer
+from fake_apiserver import FakeKube, serve
+from harness import FAST, NAME, NS, QUEUE, T0, Clock, autoscaler, environment, only
+
+from autoscaler.controller.kubetime import rfc3339
+from autoscaler.controller.metrics import AdapterMetricsReader
+from autoscaler.controller.telemetry import make_app
+from autoscaler.policy.spec import MetricSpec, TargetType
+
+
+async def test_metrics_and_probes() -> None:
+    async with environment() as env:
+        env.start(
+            2, autoscaler(behavior=FAST, cold_start={"weightsGB": 140, "storageGBps": 10}, prediction={})
+        )
+        controller = env.controller()
+        probe_clock = Clock(T0)
+        async with TestClient(TestServer(make_app(controller.telemetry, probe_clock))) as http:
+            assert (await http.get("/readyz")).status == 503  # before the first tick
+            env.queue(24)
+            only(await controller.step())
+            assert (await http.get("/readyz")).status == 200
+            assert (await http.get("/healthz")).status == 200
+            text = await (await http.get("/metrics")).text()
+            assert 'infscale_desired_replicas{autoscaler="llama",namespace="serving"} 6.0' in text
+            assert 'infscale_current_replicas{autoscaler="llama",namespace="serving"} 6.0' in text
+            assert (
+                'infscale_forecast_value{autoscaler="llama",metric="infscale_queue_size",namespace="serving"}'
+                in text
+            )
+            assert (
+                'infscale_cold_start_seconds{autoscaler="llama",namespace="serving",source="model"} 14.0'
+                in text
+            )
+            assert 'infscale_scales_total{autoscaler="llama",direction="up",namespace="serving"} 1.0' in text
+            assert "infscale_tick_duration_seconds_count 1.0" in text
+            assert (
+                'infscale_decisions_total{autoscaler="llama",namespace="serving",reason="ValidMetricFound"}'
+                in text
+            )
+
+            probe_clock.now = T0 + 3600  # no tick for an hour: liveness fails
+            assert (await http.get("/healthz")).status == 503
+
+            del env.fake.autoscalers[(NS, NAME)]  # deleted: its series go
+            only_none = await controller.step()
+            assert only_none == []
+            assert "infscale_desired_replicas{" not in await (await http.get("/metrics")).text()
+
+
+async def test_adapter_reader_over_http() -> None:
+    fake = FakeKube()
+    fake.set_metric(NS, QUEUE, "1500m", 2, labels={"deployment": NAME}, timestamp=rfc3339(T0 - 4))
+    fake.set_metric(NS, QUEUE + "_other", 9, labels={"deployment": "other"})
+    metric = MetricSpec(QUEUE, TargetType.VALUE, 1000, selector=f"deployment={NAME}")
+    async with serve(fake) as kube:
+        base = str(kube.api.configuration.host)
+        reader = AdapterMetricsReader(base, timeout_s=2, token_file=None)
+        try:
+            reading = await reader.read(NS, metric, T0)
+            assert (reading.values_milli, reading.age_s) == ((1500, 2000), 4.0)
+            missing = await reader.read(NS, MetricSpec("nope", TargetType.VALUE, 1000), T0)
+            assert missing.values_milli is None and "404" in missing.error and "nope" in missing.error
+        finally:
+            await reader.close()
+    assert ("GET", f"/apis/external.metrics.k8s.io/v1beta1/namespaces/{NS}/{QUEUE}") in fake.log
+
+
+async def test_adapter_reader_sends_the_service_account_token(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("s3cret\n")
+    seen: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers.get("Authorization", ""))
+        return httpx.Response(503, json={"kind": "Status", "message": "backend down"})
+
+    reader = AdapterMetricsReader(
+        "https://adapter.example", timeout_s=1, token_file=token, transport=httpx.MockTransport(answer)
+    )
+    reading = await reader.read(NS, MetricSpec(QUEUE, TargetType.VALUE, 1000), T0)
+    await reader.close()
+    assert seen == ["Bearer s3cret"]
+    assert reading.values_milli is None and "503 backend down" in reading.error
+
+
+@pytest.mark.integration
+async def test_infscale_controller_process_scales_and_releases_the_lease(tmp_path: Path) -> None:
+    """The console script end to end: kubeconfig -> leader election -> a scale write -> SIGTERM ->
+    the lease released. Waits are hang guards on a condition, not timing assumptions."""
+    fake = FakeKube()
+    fake.add_deployment(NS, NAME, 2)
+    for i in range(2):
+        fake.add_pod(NS, f"p{i}", labels={"app": NAME}, created=rfc3339(T0), ready_at=rfc3339(T0), node="n")
+    fake.add_autoscaler(autoscaler(behavior=FAST))
+    async with serve(fake) as kube:
+        fake.set_metric(NS, QUEUE, 24, labels={"deployment": NAME})  # no timestamp: no staleness check
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [{"name": "fake", "cluster": {"server": str(kube.api.configuration.host)}}],
+                    "users": [{"name": "u", "user": {"token": "t"}}],
+                    "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}],
+                    "current-context": "fake",
+                }
+            )
+        )
+        env = {
+            **os.environ,
+            "INFSCALE_CONTROLLER_TICK_S": "0.2",
+            "INFSCALE_CONTROLLER_MAX_METRIC_AGE_S": "1e9",
+            "INFSCALE_CONTROLLER_LEASE_NAMESPACE": "infscale-system",
+        }
+        env.pop("KUBERNETES_SERVICE_HOST", None)
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "infscale",
+            "controller",
+            f"--kubeconfig={kubeconfig}",
+            "--listen=127.0.0.1:0",
+            "--identity=proc",
+            env=env,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            for _ in range(300):  # hang guard: 30 s
+                if fake.scale_writes:
+                    break
+                await asyncio.sleep(0.1)
+            assert fake.scale_writes == [(NAME, 6)]
+            assert fake.leases[("infscale-system", "infscale-controller")]["spec"]["holderIdentity"] == "proc"
+        finally:
+            process.send_signal(signal.SIGTERM)
+            _, stderr = await asyncio.wait_for(process.communicate(), timeout=30)
+        assert process.returncode == 0, stderr.decode()[-2000:]
+        assert fake.leases[("infscale-system", "infscale-controller")]["spec"]["holderIdentity"] == ""
+
+
+def test_cli_rejects_bad_settings(capsys: pytest.CaptureFixture[str]) -> None:
+    from infscale.cli import main
+
+    assert main(["controller", "--tick-seconds", "-1"]) == 2
+    assert "tick_s" in capsys.readouterr().err
