@@ -7,6 +7,7 @@ import asyncio
 import shutil
 import socket
 import subprocess
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,18 +98,24 @@ def prometheus(tmp_path: Path, engines: Engines) -> Iterator[str]:
     config.write_text(
         yaml.safe_dump({"global": {"scrape_interval": "500ms"}, "scrape_configs": scrape_configs})
     )
-    port = free_port()
-    process = subprocess.Popen(
-        [
-            PROMETHEUS,
-            f"--config.file={config}",
-            f"--storage.tsdb.path={tmp_path / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--log.level=warn",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=(tmp_path / "prometheus.log").open("w"),
-    )
+    log = tmp_path / "prometheus.log"
+    for _attempt in range(3):  # another process may take the free port before Prometheus binds it
+        port = free_port()
+        process = subprocess.Popen(
+            [
+                PROMETHEUS,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={tmp_path / 'data'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                "--log.level=warn",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=log.open("w"),
+        )
+        if _wait_ready(process, f"http://127.0.0.1:{port}"):
+            break
+    else:
+        pytest.fail(f"Prometheus did not start:\n{log.read_text()[-2000:]}")
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
@@ -118,6 +125,22 @@ def prometheus(tmp_path: Path, engines: Engines) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def _wait_ready(process: subprocess.Popen[bytes], url: str) -> bool:
+    """True once /-/ready answers 200; False if the process exits first (e.g. the port was taken)."""
+    for _ in range(300):  # hang guard of ~30 s
+        if process.poll() is not None:
+            return False
+        try:
+            if httpx.get(f"{url}/-/ready", timeout=1).status_code == 200:
+                return True
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    process.kill()
+    process.wait()
+    return False
 
 
 def catalog_settings(engines: Engines, prometheus_url: str | None) -> CatalogSettings:
@@ -162,7 +185,7 @@ async def until(ready: Callable[[], Awaitable[bool]], what: str) -> None:
         try:
             if await ready():
                 return
-        except httpx.HTTPError:  # Prometheus still starting
+        except (httpx.HTTPError, KeyError, ValueError):  # not ready, or an error body
             pass
         await asyncio.sleep(0.1)
     raise AssertionError(f"timed out waiting for {what}")

@@ -281,11 +281,18 @@ async def test_round_updates_target_gauges(
     )
 
 
-async def test_owned_client_is_opened_and_closed(telemetry: Telemetry, clock: ManualClock) -> None:
-    source = ScrapeSource(
-        get_preset("vllm"), [endpoints("http://a:8000/metrics")], ScrapeSettings(), telemetry, clock
-    )
+@respx.mock
+async def test_owned_clients_are_sharded_by_origin_and_closed(
+    telemetry: Telemetry, clock: ManualClock
+) -> None:
+    urls = [f"http://pod-{i}:8000/metrics" for i in range(40)] + ["http://pod-0:8000/other"]
+    for url in urls:
+        respx.get(url).respond(text=vllm_text(1, 1, 0.1))
+    source = ScrapeSource(get_preset("vllm"), [endpoints(*urls)], ScrapeSettings(), telemetry, clock)
     async with source:
-        clients = list(source._clients)
-        assert clients and not any(c.is_closed for c in clients)
+        await source.scrape_round()
+        clients = {source._client_for(t) for t in source.targets()}
+        same_origin = {source._client_for(t) for t in source.targets() if t.url.startswith("http://pod-0:")}
+        assert 1 < len(clients) <= 40 and len(same_origin) == 1
+        assert len((await read(source, Signal.QUEUE_SIZE, now=1000.0)).values) == 41
     assert all(c.is_closed for c in clients)
