@@ -112,13 +112,19 @@ class Engine:
         self._wait_key = _EMPTY_I  # waiting requests, sorted by key
         self._pre = _EMPTY_I
         self._pre_left = _EMPTY_F  # prompt tokens still to prefill
+        # decoding requests: all requests of a replica advance one token per step, so a replica
+        # keeps one counter of steps run (`_steps`) and a request the count it finishes at
         self._dec = _EMPTY_I
-        self._dec_left = _EMPTY_F  # tokens still to generate (float: progress inside a step)
+        self._dec_rep = _EMPTY_I
+        self._dec_until = _EMPTY_F  # the replica's step count at which the request is done
+        self._no_first = _EMPTY_I  # decoding requests whose first token is still to come
+        self._until = np.zeros(n)  # per request, a copy of _dec_until (looked up by id)
         # per replica id, kept up to date so a tick never recounts the queues
         self._waiting = _EMPTY_I
         self._running = _EMPTY_I
         self._kv_used = _EMPTY_F
         self._server_free = _EMPTY_F  # when each replica's prefill server is next idle
+        self._steps = _EMPTY_F  # decode steps each replica has run (fractional inside a step)
 
     def _grow(self, n_replicas: int) -> None:
         extra = n_replicas - len(self._waiting)
@@ -127,6 +133,7 @@ class Engine:
             self._running = np.concatenate((self._running, np.zeros(extra, dtype=np.int64)))
             self._kv_used = np.concatenate((self._kv_used, np.zeros(extra)))
             self._server_free = np.concatenate((self._server_free, np.zeros(extra)))
+            self._steps = np.concatenate((self._steps, np.zeros(extra)))
 
     # --- inputs ----------------------------------------------------------------------------------
 
@@ -238,30 +245,49 @@ class Engine:
             out: F64 = np.where((m > 0) & (y >= 0), busy_end[j] + (y - idle_before), t + y)
             return out
 
-        # decode: every decoding request advances by (decode time it saw) / step(n)
-        dec = np.concatenate((self._dec, new_dec))
-        if not len(dec):
+        # decode. On replica r the decode clock y (idle seconds since t) maps to steps run as
+        # steps(y) = steps_at_t + (y - debt) / step(n): requests decoding since before t start
+        # after the debt; a request whose prefill ended at clock c joins at steps(c) (c < 0: it
+        # finished prefilling before t and was in the batch since).
+        if not len(new_dec) and not len(self._dec):
             return
-        left = np.concatenate((self._dec_left, self._output[new_dec]))
-        g = self._replica[dec]
-        # requests decoding since before t first wait out the debt: the prefill of requests admitted
-        # late last tick ran while they were credited with decode time
-        clock0 = np.concatenate((debt[self._replica[self._dec]], new_clock))
-        step = (p.decode_base_s + p.decode_per_running_s * np.maximum(running, 1))[g]
-        decode_time = dt - busy  # per replica, seconds of the tick not spent prefilling
-        progress = np.maximum(decode_time[g] - clock0, 0.0) / step  # tokens generated in the tick
-        done_tokens = self._output[dec] - left
-        first_now = (done_tokens < 1.0) & (done_tokens + progress >= 1.0 - _EPS_TOKENS)
-        if first_now.any():
-            x = clock0[first_now] + (1.0 - done_tokens[first_now]) * step[first_now]
-            self._first[dec[first_now]] = clock_to_time(x, g[first_now])
-        fin = left <= progress + _EPS_TOKENS
-        keep = ~fin
-        self._dec = dec[keep]
-        self._dec_left = (left - progress)[keep]
+        step = p.decode_base_s + p.decode_per_running_s * np.maximum(running, 1)
+        decode_time = dt - busy
+        debt = np.minimum(debt, decode_time)  # more prefill than time: the excess is forgiven
+        steps0 = self._steps[:n_replicas].copy()
+        steps_end = steps0 + (decode_time - debt) / step
+        if len(new_dec):
+            r = self._replica[new_dec]
+            joined = steps0[r] + (new_clock - debt[r]) / step[r]
+            self._dec = np.concatenate((self._dec, new_dec))
+            self._dec_rep = np.concatenate((self._dec_rep, r))
+            until = joined + self._output[new_dec]
+            self._until[new_dec] = until
+            self._dec_until = np.concatenate((self._dec_until, until))
+            self._no_first = np.concatenate((self._no_first, new_dec))
+
+        def time_at(steps: F64, rep: I64) -> F64:
+            return clock_to_time(debt[rep] + (steps - steps0[rep]) * step[rep], rep)
+
+        if len(self._no_first):
+            nf = self._no_first
+            r = self._replica[nf]
+            first_at = self._until[nf] - self._output[nf] + 1.0
+            now = first_at <= steps_end[r] + _EPS_TOKENS
+            if now.any():
+                self._first[nf[now]] = np.minimum(time_at(first_at[now], r[now]), end)
+                self._no_first = nf[~now]
+        self._steps[:n_replicas] = steps_end
+        fin = self._dec_until <= steps_end[self._dec_rep] + _EPS_TOKENS
         if fin.any():
-            x = clock0[fin] + left[fin] * step[fin]
-            gone, gone_at, gone_rep = dec[fin], np.minimum(clock_to_time(x, g[fin]), end), g[fin]
+            gone, gone_rep = self._dec[fin], self._dec_rep[fin]
+            gone_at = np.minimum(time_at(self._dec_until[fin], gone_rep), end)
+            keep = ~fin
+            self._dec, self._dec_rep, self._dec_until = (
+                self._dec[keep],
+                self._dec_rep[keep],
+                self._dec_until[keep],
+            )
             self._finished[gone] = gone_at
             self.finished_count += len(gone)
             size = len(self._running)

@@ -172,3 +172,80 @@ def test_report_files_follow_the_schema(tmp_path: Path) -> None:
     for name in ("hpa", "static-3"):
         assert required <= loaded["policies"][name].keys()
     assert "| hpa |" in (tmp_path / "report.md").read_text()
+
+
+def _write_azure(path: Path, rows: int) -> Path:
+    rng = np.random.default_rng(11)
+    seconds = np.sort(rng.uniform(0, 300, rows))
+    lines = ["TIMESTAMP,ContextTokens,GeneratedTokens"]
+    for s, i, o in zip(seconds, rng.integers(10, 3_000, rows), rng.integers(5, 300, rows), strict=True):
+        minute, sec = divmod(float(s), 60.0)
+        lines.append(f"2023-11-16 18:{int(minute):02d}:{sec:010.7f},{i},{o}")
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
+def test_cli_compare_writes_the_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from infscale.cli import main
+
+    trace = _write_azure(tmp_path / "trace.csv", 600)
+    out = tmp_path / "out"
+    code = main(
+        [
+            "replay",
+            "compare",
+            "--trace",
+            str(trace),
+            "--format",
+            "azure",
+            "--policies",
+            "static-2,hpa",
+            "--out",
+            str(out),
+            "--no-plots",
+            "--quiet",
+        ]
+    )
+    assert code == 0
+    doc = json.loads((out / "report.json").read_text())
+    assert list(doc["policies"]) == ["static-2", "hpa"]
+    assert doc["trace"]["requests"] == 600
+    assert doc["policies"]["hpa"]["requests_finished"] == 600
+    assert "| static-2 |" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        pytest.param(["--policies", "hpa,nope"], "unknown policy 'nope'", id="unknown policy"),
+        pytest.param(
+            ["--format", "azure"], "--format/--trace-option need --trace", id="format without trace"
+        ),
+        pytest.param(["--scenario", "missing.yaml"], "scenario 'missing.yaml'", id="unknown scenario"),
+        pytest.param(["--policies", "static-x"], "static-N with N an integer", id="static without N"),
+    ],
+)
+def test_cli_rejects_bad_input_naming_it(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from infscale.cli import main
+
+    assert main(["replay", "compare", "--end-s", "60", "--no-plots", "--quiet", *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_sweep_finds_the_cheapest_configuration_meeting_the_slo(tmp_path: Path) -> None:
+    from replay.cli import parse_grid, sweep
+
+    grid = parse_grid(["target=4,8,64", "warm_floor=0,2"])
+    assert len(grid) == 6
+    points = sweep(ramp_trace(), FAST, "hpa", PARAMS, grid, workers=2)
+    assert [p["params"] for p in points] == grid
+    front = report.pareto_front(points)
+    costs = [p["gpu_hours"] for p in front]
+    assert costs == sorted(costs)
+    assert [p["slo_attainment"] for p in front] == sorted(p["slo_attainment"] for p in front)
+    # a target of 64 in flight per replica is the cheapest and the worst
+    by_target = {p["params"]["target"]: p for p in points if p["params"]["warm_floor"] == 0}
+    assert by_target[64.0]["gpu_hours"] < by_target[4.0]["gpu_hours"]
+    assert by_target[64.0]["slo_attainment"] < by_target[4.0]["slo_attainment"]
