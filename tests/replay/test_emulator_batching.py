@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
+from emulator_fixtures import ManualClock
 
 from replay.emulate.batching import BatchCore, EngineLoop, Gauges, Request, RequestRejected, Work, run_virtual
 from replay.engine import Engine
@@ -151,43 +152,6 @@ def test_emulator_engine_agrees_with_the_offline_engine(rate_per_s: float, p50_t
 
 
 # --- real time, on a manual clock ----------------------------------------------------------------
-
-
-@dataclass
-class ManualClock:
-    """Time moves only when the test says so; sleepers wake in order."""
-
-    t: float = 0.0
-    sleepers: list[tuple[float, asyncio.Future[None]]] = field(default_factory=list)
-
-    def now(self) -> float:
-        return self.t
-
-    async def sleep_until(self, t: float) -> None:
-        if t <= self.t:
-            return
-        fut = asyncio.get_running_loop().create_future()
-        self.sleepers.append((t, fut))
-        await fut
-
-    async def advance(self, to: float) -> None:
-        """Move to `to`, waking each sleeper at its own time and letting the loop react."""
-        while True:
-            await _settle()
-            due = sorted((s for s in self.sleepers if s[0] <= to), key=lambda s: s[0])
-            if not due:
-                break
-            when, fut = due[0]
-            self.sleepers.remove(due[0])
-            self.t = when
-            fut.set_result(None)
-        self.t = to
-        await _settle()
-
-
-async def _settle() -> None:
-    for _ in range(20):
-        await asyncio.sleep(0)
 
 
 @dataclass
