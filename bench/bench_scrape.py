@@ -1,12 +1,12 @@
 """One scrape round over 1,000 engine endpoints served locally, and the adapter's memory.
 
-Run: `python -m bench.bench_scrape [--endpoints 1000] [--rounds 5] [--concurrency 100] [--ports 50]`
+Run: `python -m bench.bench_scrape [--endpoints 1000] [--rounds 5] [--concurrency 100] [--ports 1000]`
 (or `python -m bench scrape`). Goal: a round ≤ 1 s; adapter RSS ≤ 150 MB.
 
 The engines run in a separate process (so their CPU is not charged to the scraper's event loop):
-`--ports` aiohttp listeners, each serving `endpoints / ports` distinct `/pod-N/metrics` URLs with a
-full vLLM V1 exposition (~230 lines: gauges, counters, eight histograms, two data-parallel engines),
-every pod with different values. The scraper is the real `ScrapeSource` with the vLLM preset; a round
+`--ports` aiohttp listeners (default one per endpoint, as every pod has its own IP) serving distinct
+`/pod-N/metrics` URLs, each a full vLLM V1 exposition (~230 lines: gauges, counters, eight
+histograms, two data-parallel engines) with its own values. The scraper is the real `ScrapeSource` with the vLLM preset; a round
 is `scrape_round()` (all requests, parsing and per-pod signal extraction). The first round pays for
 TCP connects; later rounds reuse keep-alive connections, as the adapter's loop does every interval.
 """
@@ -151,7 +151,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--endpoints", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--concurrency", type=int, default=100)
-    parser.add_argument("--ports", type=int, default=50, help="listeners the engines are spread over")
+    parser.add_argument(
+        "--ports", type=int, default=1000, help="listeners (origins) the engines are spread over"
+    )
     args = parser.parse_args([] if argv is None else argv)
 
     rss_before = _rss_mb()
