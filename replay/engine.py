@@ -110,6 +110,7 @@ class Engine:
         self.dropped_count = 0
         self._n = max(n, 1)  # key = replica * n + id: one sorted array orders queues by (replica, FCFS)
         self._wait_key = _EMPTY_I  # waiting requests, sorted by key
+        self._fresh = _EMPTY_I  # submitted since the last advance, not yet queued
         self._pre = _EMPTY_I
         self._pre_left = _EMPTY_F  # prompt tokens still to prefill
         # decoding requests: all requests of a replica advance one token per step, so a replica
@@ -150,9 +151,7 @@ class Engine:
             self.dropped_count += len(bad)
             ids, replicas = ids[~too_big], replicas[~too_big]
         self._replica[ids] = replicas
-        keys = np.sort(replicas * self._n + ids)
-        self._wait_key = np.insert(self._wait_key, np.searchsorted(self._wait_key, keys), keys)
-        self._waiting += np.bincount(replicas, minlength=len(self._waiting))
+        self._fresh = np.concatenate((self._fresh, ids))  # queued (or admitted) by the next advance
 
     # --- observation -----------------------------------------------------------------------------
 
@@ -172,7 +171,7 @@ class Engine:
 
     @property
     def in_flight(self) -> int:
-        return len(self._wait_key) + len(self._pre) + len(self._dec)
+        return len(self._wait_key) + len(self._fresh) + len(self._pre) + len(self._dec)
 
     def results(self) -> RequestResults:
         return RequestResults(
@@ -296,11 +295,50 @@ class Engine:
             self._admit_into_freed(gone_rep, gone_at)
 
     def _admit(self, t: float) -> None:
-        """FCFS admission at t from every replica's queue into its free slots."""
+        """FCFS admission at t into free slots: the queues first, then the fresh arrivals."""
         free = self.profile.max_running - self._running
         reps = np.flatnonzero((self._waiting > 0) & (free > 0))
         if len(reps):
             self._admit_heads(reps, np.minimum(free[reps], self._waiting[reps]), None, t)
+        if len(self._fresh):
+            self._admit_fresh(t)
+
+    def _admit_fresh(self, t: float) -> None:
+        """Fresh arrivals go straight in where nobody waits and there is room; the rest queue.
+
+        The common case (no queue anywhere) never touches the sorted queue array.
+        """
+        p = self.profile
+        ids, self._fresh = self._fresh, _EMPTY_I
+        order = np.argsort(self._replica[ids], kind="stable")
+        ids = ids[order]
+        g = self._replica[ids]
+        gid, starts = _group_starts(g)
+        rank = np.arange(len(ids)) - starts[gid]
+        need = _grouped_cumsum(self._need[ids], gid, starts)
+        # all three conditions hold for a prefix of each replica's arrivals (FCFS)
+        ok = (
+            (self._waiting[g] == 0)
+            & (rank < p.max_running - self._running[g])
+            & (need <= p.kv_budget_tokens - self._kv_used[g])
+        )
+        if not ok.all():
+            queued, gq = ids[~ok], g[~ok]
+            keys = gq * self._n + queued  # sorted already: by replica, then id
+            self._wait_key = np.insert(self._wait_key, np.searchsorted(self._wait_key, keys), keys)
+            self._waiting += np.bincount(gq, minlength=len(self._waiting))
+        if ok.any():
+            admitted = ids[ok]
+            self._start(admitted, g[ok], np.maximum(self._arrival[admitted], t))
+
+    def _start(self, admitted: I64, g: I64, at: F64) -> None:
+        """Admitted requests take their slot and KV, and join their replica's prefill queue."""
+        size = len(self._running)
+        self._running += np.bincount(g, minlength=size)
+        self._kv_used += np.bincount(g, weights=self._need[admitted], minlength=size)
+        self._admitted[admitted] = at
+        self._pre = np.concatenate((self._pre, admitted))
+        self._pre_left = np.concatenate((self._pre_left, self._input[admitted]))
 
     def _admit_into_freed(self, rep: I64, at: F64) -> None:
         """Waiters take the slots freed during the tick, the k-th in line at the k-th freed time.
@@ -342,11 +380,5 @@ class Engine:
             at = np.maximum(self._arrival[ids], times[np.repeat(first, take) + rank])
         admitted, g = ids[ok], g[ok]
         self._wait_key = np.delete(self._wait_key, idx[ok])
-        size = len(self._running)
-        counts = np.bincount(g, minlength=size)
-        self._waiting -= counts
-        self._running += counts
-        self._kv_used += np.bincount(g, weights=self._need[admitted], minlength=size)
-        self._admitted[admitted] = at[ok]
-        self._pre = np.concatenate((self._pre, admitted))
-        self._pre_left = np.concatenate((self._pre_left, self._input[admitted]))
+        self._waiting -= np.bincount(g, minlength=len(self._waiting))
+        self._start(admitted, g, at[ok])
