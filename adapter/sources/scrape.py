@@ -120,7 +120,7 @@ class _PodState:
 
 
 class ScrapeSource:
-    """The `scrape` source. Use as an async context manager (it owns its httpx client)."""
+    """The `scrape` source. Use as an async context manager (it owns its httpx clients)."""
 
     def __init__(
         self,
@@ -246,11 +246,8 @@ class ScrapeSource:
             try:
                 # asyncio.timeout bounds the whole exchange; httpx's timeout is per read/connect phase
                 async with asyncio.timeout(self._settings.timeout_s):
-                    response = await client.get(target.url)
-                response.raise_for_status()
-                if len(response.content) > _MAX_BODY_BYTES:
-                    raise ExpositionError(f"body of {len(response.content)} bytes is too large")
-                samples = self._parser.parse(response.text)
+                    body = await self._fetch(client, target.url)
+                samples = self._parser.parse(body.decode("utf-8", errors="replace"))
             except (TimeoutError, httpx.TimeoutException):
                 self._fail(state, "timeout", f"no answer within {self._settings.timeout_s:g}s")
                 return
@@ -268,6 +265,21 @@ class ScrapeSource:
         state.good = observe(self._preset, samples, self._clock(), state.good)
         state.error = None
         self._generation += 1
+
+    @staticmethod
+    async def _fetch(client: httpx.AsyncClient, url: str) -> bytes:
+        """The body, read in chunks so a runaway endpoint cannot fill the adapter's memory."""
+        async with client.stream("GET", url) as response:
+            response.raise_for_status()
+            chunks, size = [], 0
+            async for chunk in response.aiter_bytes():
+                size += len(chunk)
+                if size > _MAX_BODY_BYTES:
+                    raise ExpositionError(
+                        f"body larger than {_MAX_BODY_BYTES} bytes: not an engine's metrics"
+                    )
+                chunks.append(chunk)
+        return b"".join(chunks)
 
     def _fail(self, state: _PodState, reason: str, message: str) -> None:
         state.error = message
