@@ -6,9 +6,11 @@ Run: `python -m bench.bench_scrape [--endpoints 1000] [--rounds 5] [--concurrenc
 The engines run in a separate process (so their CPU is not charged to the scraper's event loop):
 `--ports` aiohttp listeners (default one per endpoint, as every pod has its own IP) serving distinct
 `/pod-N/metrics` URLs, each a full vLLM V1 exposition (~230 lines: gauges, counters, eight
-histograms, two data-parallel engines) with its own values. The scraper is the real `ScrapeSource` with the vLLM preset; a round
-is `scrape_round()` (all requests, parsing and per-pod signal extraction). The first round pays for
-TCP connects; later rounds reuse keep-alive connections, as the adapter's loop does every interval.
+histograms, two data-parallel engines) with its own values. The scraper is the real `ScrapeSource`
+with the vLLM preset; a round is `scrape_round()` (all requests, parsing and per-pod signals). The
+first round pays for TCP connects; later rounds reuse keep-alive connections, as the adapter's loop
+does every interval. Besides wall time it prints the scraper's own CPU time per round, which other
+processes on a shared machine disturb less.
 """
 
 from __future__ import annotations
