@@ -173,6 +173,15 @@ class ScrapeSettings(BaseModel):
     interval_s: float = Field(default=5.0, gt=0)  # one round per interval
     timeout_s: float = Field(default=2.0, gt=0)  # per pod; a slow pod costs only its own value
     concurrency: int = Field(default=100, gt=0)  # scrapes in flight at once
+    # for https endpoints: the CA that signed the engines' certificates (default: system roots)
+    tls_ca_file: str | None = None
+    tls_insecure_skip_verify: bool = False  # development only: accept any engine certificate
+
+    @model_validator(mode="after")
+    def _tls(self) -> Self:
+        if self.tls_ca_file is not None and self.tls_insecure_skip_verify:
+            raise ValueError("tls_ca_file and tls_insecure_skip_verify exclude each other")
+        return self
 
 
 # The three signals the quick start serves, with how they add up across pods: queues and batches

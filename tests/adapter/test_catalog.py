@@ -104,6 +104,11 @@ SCRAPE_OK: dict[str, Any] = {"endpoints": ["http://10.0.0.1:8000/metrics"]}
         pytest.param({"metrics": [], **SCRAPE_OK}, "metrics is empty", id="no metrics"),
         pytest.param({"scrape": {"concurrency": 0}, **SCRAPE_OK}, "concurrency", id="zero concurrency"),
         pytest.param({"surprise": 1, **SCRAPE_OK}, "surprise", id="unknown key"),
+        pytest.param(
+            {"scrape": {"tls_ca_file": "/ca.pem", "tls_insecure_skip_verify": True}, **SCRAPE_OK},
+            "tls_ca_file and tls_insecure_skip_verify exclude each other",
+            id="engine TLS options",
+        ),
     ],
 )
 def test_invalid_settings_name_the_problem(data: dict[str, Any], message: str) -> None:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import httpx
 import pytest
 import respx
+from aiohttp import web
 from engine_fixtures import VLLM, vllm_text
 
 from adapter.catalog import ScrapeSettings, StaticEndpoint
@@ -15,6 +18,7 @@ from adapter.presets import Signal, get_preset
 from adapter.sources import SourceError, SourceReading
 from adapter.sources.scrape import ScrapeSource, StaticTargets
 from adapter.telemetry import Telemetry
+from adapter.tls import generate_self_signed
 
 
 class ManualClock:
@@ -296,3 +300,45 @@ async def test_owned_clients_are_sharded_by_origin_and_closed(
         assert 1 < len(clients) <= 40 and len(same_origin) == 1
         assert len((await read(source, Signal.QUEUE_SIZE, now=1000.0)).values) == 41
     assert all(c.is_closed for c in clients)
+
+
+@pytest.mark.parametrize(
+    ("tls", "served"),
+    [
+        pytest.param({}, False, id="system roots do not trust a private CA"),
+        pytest.param({"tls_ca_file": "CERT"}, True, id="the engines' CA"),
+        pytest.param({"tls_insecure_skip_verify": True}, True, id="verification off (development)"),
+    ],
+)
+async def test_https_engines(
+    tmp_path: Path, clock: ManualClock, tls: dict[str, object], served: bool
+) -> None:
+    """A real HTTPS engine on loopback with its own certificate."""
+    cert_pem, key_pem = generate_self_signed(["127.0.0.1"])
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    cert.write_bytes(cert_pem)
+    key.write_bytes(key_pem)
+    server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_tls.load_cert_chain(cert, key)
+
+    async def metrics(request: web.Request) -> web.Response:
+        return web.Response(text=vllm_text(4, 2, 0.5))
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=server_tls).start()
+    url = f"https://127.0.0.1:{runner.addresses[0][1]}/metrics"
+    settings = ScrapeSettings.model_validate({k: str(cert) if v == "CERT" else v for k, v in tls.items()})
+    try:
+        async with ScrapeSource(
+            get_preset("vllm"), [endpoints(url)], settings, Telemetry(clock), clock
+        ) as source:
+            await source.scrape_round()
+            reading = await read(source, Signal.QUEUE_SIZE, now=1000.0)
+    finally:
+        await runner.cleanup()
+    assert [v.value for v in reading.values] == ([4.0] if served else [])
+    if not served:
+        assert "CERTIFICATE_VERIFY_FAILED" in (source.error_of(url) or "")
