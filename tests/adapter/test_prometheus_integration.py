@@ -18,7 +18,7 @@ import yaml
 from aiohttp import web
 from engine_fixtures import vllm_text
 
-from adapter.backend import SourceUnavailable
+from adapter.backend import NoData, SourceUnavailable
 from adapter.catalog import Catalog, CatalogSettings, build_catalog
 from adapter.selector import EVERYTHING
 from adapter.telemetry import Telemetry
@@ -26,19 +26,21 @@ from adapter.telemetry import Telemetry
 pytestmark = pytest.mark.integration
 
 PROMETHEUS = shutil.which("prometheus")
-# pod -> (namespace, deployment, exposition)
-PODS = {
-    "llama-0": ("serving", "llama", vllm_text(4, 2, 0.5, model="llama")),
-    "llama-1": ("serving", "llama", vllm_text(6, 3, 0.7, model="llama")),
-    "qwen-0": ("serving", "qwen", vllm_text(1, 8, 0.9, model="qwen")),
-    "batch-0": ("batch", "llama", vllm_text(11, 1, 0.1, model="llama")),
+# pod -> (namespace, deployment, (waiting, running, kv-cache usage, model))
+PODS: dict[str, tuple[str, str, tuple[float, float, float, str]]] = {
+    "llama-0": ("serving", "llama", (4, 2, 0.5, "llama")),
+    "llama-1": ("serving", "llama", (6, 3, 0.7, "llama")),
+    "qwen-0": ("serving", "qwen", (1, 8, 0.9, "qwen")),
+    "batch-0": ("batch", "llama", (11, 1, 0.1, "llama")),
 }
+REQUESTS_PER_S = 10.0  # every pod's success counter grows this fast, in real time
 METRICS = [
     ("infscale_queue_size", "queue_size", "sum"),
     ("infscale_batch_size", "batch_size", "sum"),
     ("infscale_kv_cache_usage", "kv_cache_usage", "mean"),
     ("infscale_kv_cache_max", "kv_cache_usage", "max"),
 ]
+RATE = ("infscale_request_rate", "request_rate", "sum")
 
 
 def free_port() -> int:
@@ -56,9 +58,12 @@ class Engines:
 @pytest.fixture
 async def engines() -> AsyncIterator[Engines]:
     app = web.Application()
+    started = time.monotonic()
 
     async def metrics(request: web.Request) -> web.Response:
-        return web.Response(text=PODS[request.match_info["pod"]][2])
+        waiting, running, kv, model = PODS[request.match_info["pod"]][2]
+        successes = REQUESTS_PER_S * (time.monotonic() - started)
+        return web.Response(text=vllm_text(waiting, running, kv, model=model, success=successes))
 
     app.router.add_get("/{pod}/metrics", metrics)
     runner = web.AppRunner(app)
@@ -147,7 +152,7 @@ def catalog_settings(engines: Engines, prometheus_url: str | None) -> CatalogSet
     if prometheus_url is None:  # direct scraping of the same endpoints, labelled as Prometheus labels them
         return CatalogSettings.model_validate(
             {
-                "metrics": [{"name": n, "signal": s, "aggregation": a} for n, s, a in METRICS],
+                "metrics": [{"name": n, "signal": s, "aggregation": a} for n, s, a in [*METRICS, RATE]],
                 "endpoints": [
                     {
                         "url": url,
@@ -163,10 +168,12 @@ def catalog_settings(engines: Engines, prometheus_url: str | None) -> CatalogSet
     return CatalogSettings.model_validate(
         {
             "metrics": [
-                {"name": n, "signal": s, "aggregation": a, "source": "prometheus"} for n, s, a in METRICS
+                {"name": n, "signal": s, "aggregation": a, "source": "prometheus"}
+                for n, s, a in [*METRICS, RATE]
             ]
             + [{"name": "broken", "source": "prometheus", "query": "sum by (x) (up"}],
-            "prometheus": {"url": prometheus_url, "cache_ttl_s": 0},
+            # a short window: Prometheus scrapes every 0.5 s, so 3 s holds ~6 samples
+            "prometheus": {"url": prometheus_url, "cache_ttl_s": 0, "rate_window_s": 3},
         }
     )
 
@@ -178,6 +185,36 @@ async def answers(catalog: Catalog) -> dict[tuple[str, str], list[tuple[dict[str
             samples = await catalog.read(namespace, name, EVERYTHING)
             out[namespace, name] = [(dict(s.labels), round(s.value, 9)) for s in samples]
     return out
+
+
+def _near(rates: dict[str, float]) -> bool:
+    expected = {"llama": 2 * REQUESTS_PER_S, "qwen": REQUESTS_PER_S}  # llama has two pods
+    return rates.keys() == expected.keys() and all(
+        rates[d] == pytest.approx(v, rel=0.15) for d, v in expected.items()
+    )
+
+
+async def _rates(settings: CatalogSettings, telemetry: Telemetry) -> dict[str, float]:
+    """infscale_request_rate per deployment in `serving`, once it is the true rate.
+
+    Until a series is older than the rate window, Prometheus' rate() divides a partial increase by
+    the whole window and reads low; the scraper needs two scrapes. Both must then settle on the
+    true rate; a wrong query (double counting, a missed pod) never would, and the hang guard fails.
+    """
+    async with build_catalog(settings, telemetry) as catalog:
+        got: dict[str, float] = {}
+
+        async def settled() -> bool:
+            try:
+                samples = await catalog.read("serving", "infscale_request_rate", EVERYTHING)
+            except (NoData, SourceUnavailable):
+                return False
+            got.clear()
+            got.update({s.labels["deployment"]: s.value for s in samples})
+            return _near(got)
+
+        await until(settled, "the true request rate")
+        return got
 
 
 async def until(ready: Callable[[], Awaitable[bool]], what: str) -> None:
@@ -217,6 +254,10 @@ async def test_prometheus_source_agrees_with_direct_scraping(engines: Engines, p
         with pytest.raises(SourceUnavailable, match=r"rejected query .*bad_data"):
             await via_prometheus.read("serving", "broken", EVERYTHING)
     assert queried == scraped
+    # rates: the scraper divides by the time between two scrapes, Prometheus uses rate() over
+    # its window; on counters growing 10/s per pod both settle on it
+    assert _near(await _rates(catalog_settings(engines, None), Telemetry()))
+    assert _near(await _rates(catalog_settings(engines, prometheus), Telemetry()))
     llama = {"namespace": "serving", "deployment": "llama", "model": "llama"}
     qwen = {"namespace": "serving", "deployment": "qwen", "model": "qwen"}
     assert scraped["serving", "infscale_queue_size"] == [(llama, 10.0), (qwen, 1.0)]
