@@ -226,9 +226,13 @@ def _param(key: str, text: str) -> Any:
     try:
         if key == "forecaster":
             return ForecasterKind(text)
-        if key == "lead_time_s":
-            return None if text in ("model", "none") else float(text)
-        if key in ("downscale_window_s", "warm_floor", "static_replicas"):
+        if key in ("lead_time_s", "lead_quantile", "static_replicas"):
+            return (
+                None
+                if text in ("model", "none")
+                else (int(text) if key == "static_replicas" else float(text))
+            )
+        if key in ("downscale_window_s", "warm_floor"):
             return int(text)
         return float(text)
     except ValueError:
@@ -309,7 +313,7 @@ def _sweep(args: argparse.Namespace, trace: Trace, scenario: Scenario, params: P
         f"{best['slo_attainment']:.4f}\n"
     )
     print(hpa_yaml(scenario, chosen))
-    print(settings_yaml(args.policy, chosen))
+    print(settings_yaml(scenario, chosen))
     return 0
 
 
@@ -345,12 +349,42 @@ spec:
 """
 
 
-def settings_yaml(policy: str, p: PolicyParams) -> str:
-    lead = "null  # the cold-start model" if p.lead_time_s is None else f"{p.lead_time_s:g}"
-    return f"""# infscale policy settings (AutoscalerSpec fields) for `{policy}`
-tolerance: {p.tolerance:g}
-downscale_stabilization_s: {p.downscale_window_s}
-metrics: [{{name: inflight, target_type: AverageValue, target: {p.target:g}}}]
-prediction: {{forecaster: {p.forecaster}, lead_time_s: {lead}}}
-floors: {{warm_min_replicas: {p.warm_floor}}}
+def settings_yaml(scenario: Scenario, p: PolicyParams) -> str:
+    """The configuration as the spec of an InferenceAutoscaler (deploy/controller/crd.yaml)."""
+    cs = scenario.cold_start
+    if p.lead_time_s is not None:
+        horizon = f"leadTimeSeconds: {p.lead_time_s:g}"
+    elif p.lead_quantile is not None:
+        horizon = f"horizon: {{source: Auto, quantile: {p.lead_quantile:g}}}"
+    else:
+        horizon = "horizon: {source: ColdStartModel}"
+    cold = [
+        f"weightsGB: {cs.weights_gb:g}",
+        f"storageGBps: {cs.storage_gbps:g}",
+        *([f"perLoaderGBps: {cs.per_loader_gbps:g}"] if cs.per_loader_gbps is not None else []),
+        *([f"localCacheGBps: {cs.local_cache_gbps:g}"] if cs.local_cache_gbps is not None else []),
+        f"imagePullSeconds: {cs.image_pull_s:g}",
+        f"warmupSeconds: {cs.warmup_s:g}",
+        f"nodeProvisionSeconds: {cs.node_provision_s:g}",
+        f"gpusPerReplica: {cs.gpus_per_replica}",
+        f"gpusPerNode: {cs.gpus_per_node}",
+    ]
+    return f"""# infscale InferenceAutoscaler (infscale.io/v1alpha1): spec fields to merge into yours
+spec:
+  minReplicas: {scenario.min_replicas}
+  maxReplicas: {scenario.max_replicas}
+  metrics:
+  - type: External
+    external:
+      metric:
+        name: inflight
+      target:
+        type: AverageValue
+        averageValue: "{p.target:g}"
+  behavior:
+    scaleUp: {{tolerance: {p.tolerance:g}}}
+    scaleDown: {{stabilizationWindowSeconds: {p.downscale_window_s}, tolerance: {p.tolerance:g}}}
+  coldStart: {{{", ".join(cold)}}}
+  prediction: {{forecaster: {p.forecaster}, {horizon}}}
+  floors: {{warmMinReplicas: {p.warm_floor}}}
 """

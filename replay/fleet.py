@@ -149,6 +149,10 @@ class Fleet:
         """Replicas that count towards the desired number: every one not draining or deleted."""
         return sum(1 for r in self.replicas if r.phase < Phase.READY) + len(self._ready)
 
+    def startup_durations(self) -> list[float]:
+        """Request-to-ready times of the replicas started during the run that are ready by now."""
+        return [r.ready_s - r.requested_s for r in self.replicas if r.cold and r.ready_s <= self.now]
+
     def starting(self) -> list[Replica]:
         return [r for r in self.replicas if r.phase < Phase.READY]
 

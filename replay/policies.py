@@ -53,6 +53,12 @@ class ReplayPolicy(Protocol):
         """Replicas ready at t = 0."""
         ...
 
+    @property
+    def lead_quantile(self) -> float | None:
+        """Set: the lead time given to the policy is this quantile of the start-up times observed
+        so far (the controller's learned cold starts, once 3 were seen); None: the cold-start model."""
+        ...
+
     def desired(self, now: float, obs: Observation) -> int: ...
 
 
@@ -65,6 +71,7 @@ class StaticPolicy:
     name: str = ""
     period_s: float = 15.0
     fresh_metrics: bool = False
+    lead_quantile: float | None = None
 
     def __post_init__(self) -> None:
         if self.replicas < 1:
@@ -97,6 +104,7 @@ class DecidePolicy:
     poll_interval_s: float = 0.0  # > 0: KEDA-like, the metric is refreshed only this often
     fresh_metrics: bool = False
     initial_replicas: int = 1
+    lead_quantile: float | None = None
     # False: drop the cluster's lead time from the observation so the spec's fixed one applies
     cluster_lead_time: bool = True
     state: PolicyState = field(default_factory=PolicyState)
@@ -190,6 +198,7 @@ class KpaLikePolicy:
     period_s: float = 2.0
     fresh_metrics: bool = True
     initial_replicas: int = 1
+    lead_quantile: float | None = None
     _history: list[tuple[float, float]] = field(default_factory=list)
     _panic_since: float | None = None
     _max_panic: int = 0
@@ -242,6 +251,7 @@ class ClairvoyantPolicy:
     min_replicas: int = 1
     max_replicas: int = 64
     initial_replicas: int = 1
+    lead_quantile: float | None = None
 
     def desired(self, now: float, obs: Observation) -> int:
         lo = int(now)
@@ -277,6 +287,7 @@ class PolicyParams:
     warm_floor: int = 0
     forecaster: ForecasterKind = ForecasterKind.HOLT
     lead_time_s: float | None = None  # None: the cold-start model, from the cluster's state
+    lead_quantile: float | None = None  # set: that quantile of observed start-ups (after 3)
     static_replicas: int | None = None  # None: the trace's peak need at `target` (provision for peak)
     keda_poll_interval_s: float = 30.0
 
@@ -314,6 +325,8 @@ def build_policy(
     if arg:
         raise PolicyError(f"unknown policy {name!r} (known: {', '.join(POLICY_NAMES)}, static-N)")
     initial = warm_start_replicas(trace, scenario, params.target)
+    if params.lead_quantile is not None and not 0.5 <= params.lead_quantile <= 0.99:
+        raise PolicyError(f"lead_quantile must be within [0.5, 0.99], got {params.lead_quantile}")
     if name in ("hpa", "keda"):
         spec = hpa_spec(
             scenario,
@@ -341,6 +354,7 @@ def build_policy(
             period_s=scenario.sync_period_s,
             cluster_lead_time=params.lead_time_s is None,
             initial_replicas=max(initial, params.warm_floor),
+            lead_quantile=params.lead_quantile,
         )
     if name == "kpa":
         return KpaLikePolicy(

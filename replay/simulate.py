@@ -134,7 +134,7 @@ def simulate(
             scrapes.append((t, _scrape(engine, fleet, n_replicas)))
             next_scrape += scenario.scrape_interval_s
         if t >= next_decision:
-            obs = _observe(t, scenario, fleet, engine, scrapes, policy.fresh_metrics, desired, n_replicas)
+            obs = _observe(t, scenario, fleet, engine, scrapes, policy, desired, n_replicas)
             want = policy.desired(t, obs)
             if want != desired:
                 scale_events += 1
@@ -220,11 +220,11 @@ def _observe(
     fleet: Fleet,
     engine: Engine,
     scrapes: deque[tuple[float, tuple[int, ...]]],
-    fresh: bool,
+    policy: ReplayPolicy,
     desired: int,
     n_replicas: int,
 ) -> Observation:
-    if fresh:
+    if policy.fresh_metrics:
         reading = _reading(_scrape(engine, fleet, n_replicas), 0.0)
     else:
         visible = now - scenario.metric_delay_s
@@ -242,8 +242,19 @@ def _observe(
         ready_pods=serving,
         metrics={METRIC: reading},
         starting_ready_at=fleet.predicted_ready_at(),
-        lead_time_s=fleet_lead_time_s(fleet),
+        lead_time_s=_lead_time_s(fleet, policy.lead_quantile),
     )
+
+
+MIN_STARTUPS = 3  # as the controller's horizon source Auto: the model until 3 start-ups were seen
+
+
+def _lead_time_s(fleet: Fleet, quantile: float | None) -> float:
+    if quantile is not None:
+        seen = fleet.startup_durations()
+        if len(seen) >= MIN_STARTUPS:
+            return float(np.quantile(seen, quantile))
+    return fleet_lead_time_s(fleet)
 
 
 def _reading(values: tuple[int, ...], age_s: float) -> MetricReading:

@@ -249,3 +249,77 @@ def test_sweep_finds_the_cheapest_configuration_meeting_the_slo(tmp_path: Path) 
     by_target = {p["params"]["target"]: p for p in points if p["params"]["warm_floor"] == 0}
     assert by_target[64.0]["gpu_hours"] < by_target[4.0]["gpu_hours"]
     assert by_target[64.0]["slo_attainment"] < by_target[4.0]["slo_attainment"]
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        pytest.param(
+            PolicyParams(target=12.0, tolerance=0.2, downscale_window_s=120, warm_floor=3), id="model horizon"
+        ),
+        pytest.param(PolicyParams(lead_quantile=0.9), id="observed quantile horizon"),
+        pytest.param(PolicyParams(lead_time_s=240.0), id="fixed lead time"),
+    ],
+)
+def test_printed_settings_are_an_inference_autoscaler_the_controller_accepts(params: PolicyParams) -> None:
+    import yaml
+
+    from autoscaler.controller.crd import parse_autoscaler
+    from replay.cli import settings_yaml
+    from replay.policies import predictive_spec
+
+    doc = yaml.safe_load(settings_yaml(REFERENCE_70B, params))
+    doc["spec"]["scaleTargetRef"] = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "llama"}
+    parsed = parse_autoscaler(doc, tolerance=0.1, downscale_stabilization_s=300, max_metric_age_s=None).spec
+    replayed = predictive_spec(
+        REFERENCE_70B,
+        target=params.target,
+        tolerance=params.tolerance,
+        downscale_window_s=params.downscale_window_s,
+        forecaster=params.forecaster,
+        warm_floor=params.warm_floor,
+        lead_time_s=params.lead_time_s,
+    )
+    assert parsed.metrics[0].target_milli == replayed.metrics[0].target_milli
+    assert parsed.tolerances == replayed.tolerances
+    assert parsed.behavior is not None
+    assert parsed.behavior.scale_down.stabilization_window_s == params.downscale_window_s
+    assert parsed.cold_start == replayed.cold_start
+    assert parsed.prediction is not None and replayed.prediction is not None
+    assert parsed.prediction.forecaster == replayed.prediction.forecaster
+    assert parsed.prediction.lead_time_s == replayed.prediction.lead_time_s
+    assert parsed.floors == replayed.floors
+    assert (parsed.min_replicas, parsed.max_replicas) == (replayed.min_replicas, replayed.max_replicas)
+
+
+def test_printed_hpa_is_a_valid_autoscaling_v2_object() -> None:
+    import kubernetes_validate
+    import yaml
+
+    from replay.cli import hpa_yaml
+
+    spec = yaml.safe_load(hpa_yaml(REFERENCE_70B, PolicyParams(target=12.0, tolerance=0.05)))["spec"]
+    spec["scaleTargetRef"] = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "llama"}
+    hpa = {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "llama"},
+        "spec": spec,
+    }
+    kubernetes_validate.validate(hpa, "1.33.0", strict=True)
+    assert spec["metrics"][0]["external"]["target"]["averageValue"] == "12"
+    assert spec["behavior"]["scaleUp"]["tolerance"] == 0.05
+
+
+def test_lead_quantile_uses_the_start_ups_seen_so_far() -> None:
+    trace = ramp_trace()
+    policy = build_policy("predictive", FAST, trace, replace(PARAMS, lead_quantile=0.9), lambda: 0.0)
+    assert isinstance(policy, DecidePolicy)
+    result = simulate(trace, FAST, policy)
+    checked = 0
+    for now, obs, _ in policy.decisions:
+        seen = [r.ready_s - r.requested_s for r in result.replicas if r.cold and r.ready_s <= now]
+        if len(seen) >= 3:
+            assert obs.lead_time_s == pytest.approx(float(np.quantile(seen, 0.9)))
+            checked += 1
+    assert checked > 10
