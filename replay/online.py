@@ -121,6 +121,7 @@ class OnlineResult:
     model: str
     records: tuple[RequestRecord, ...]
     wall_seconds: float
+    started_unix_s: float = math.nan  # wall-clock time of the run's t = 0 (to line it up with others)
 
 
 # --- the request body and the stream -------------------------------------------------------------
@@ -243,6 +244,7 @@ async def _drive(
     slots = asyncio.Semaphore(config.max_in_flight)
     tasks: set[asyncio.Task[None]] = set()
     t0 = now()
+    started_unix = time.time()
     deadline = math.inf if config.max_duration_s is None else t0 + config.max_duration_s
 
     async def one(i: int, endpoint: int, sent: float) -> None:
@@ -301,7 +303,7 @@ async def _drive(
                 "not sent before --max-duration-s" if i >= stopped_at else "cancelled at --max-duration-s",
             )
     done = tuple(r for r in records if r is not None)
-    return OnlineResult(config, model, done, time.perf_counter() - wall_start)
+    return OnlineResult(config, model, done, time.perf_counter() - wall_start, started_unix)
 
 
 async def _send(
@@ -440,6 +442,7 @@ def online_section(result: OnlineResult) -> dict[str, Any]:
     return {
         "endpoints": list(c.endpoints),
         "model": result.model,
+        "started_unix_s": result.started_unix_s,
         "api": c.api.value,
         "prompt": c.prompt.value,
         "speedup": c.speedup,
