@@ -93,7 +93,8 @@ class StaticPolicy:
 class DecidePolicy:
     """The controller's decision code: decide(), then record_rescale() as after a successful write.
 
-    `epoch_s` maps replay time 0 onto a Unix time (schedules read the wall clock from `now`).
+    `epoch_s` maps replay time 0 onto a Unix time (schedules read the wall clock from `now`); the
+    observation's predicted ready times move with it.
     `decisions` keeps every (now, observation, decision) for reports and the parity test.
     """
 
@@ -116,6 +117,8 @@ class DecidePolicy:
             obs = self._polled(now, obs)
         if not self.cluster_lead_time:
             obs = replace(obs, lead_time_s=None)
+        if obs.starting_ready_at:  # absolute times, on the same clock as `now`
+            obs = replace(obs, starting_ready_at=tuple(self.epoch_s + x for x in obs.starting_ready_at))
         at = self.epoch_s + now
         decision, self.state = decide(self.spec, self.state, obs, at)
         if decision.desired_replicas != decision.current_replicas:

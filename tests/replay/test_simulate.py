@@ -111,6 +111,7 @@ def test_policy_decides_in_replay_as_when_called_directly(policy: str) -> None:
     state = PolicyState()
     for (now, obs, in_replay), point in zip(built.decisions, result.timeline, strict=True):
         at = built.epoch_s + now
+        assert all(at - 1e-6 <= ready_at for ready_at in obs.starting_ready_at)  # on decide's clock
         direct, state = decide(built.spec, state, obs, at)
         if direct.desired_replicas != direct.current_replicas:
             state = record_rescale(built.spec, state, at, direct.current_replicas, direct.desired_replicas)
