@@ -9,7 +9,6 @@ when the microseconds are 0 (../shared/kubernetes_api_gotchas.md). Errors are tr
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -249,7 +248,3 @@ class KubeClient:
         )
         return replaced
 
-
-async def gather_settled(*aws: Any) -> list[Any]:
-    """asyncio.gather that returns exceptions as values: one failed read never cancels the others."""
-    return list(await asyncio.gather(*aws, return_exceptions=True))
