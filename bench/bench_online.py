@@ -159,7 +159,7 @@ def main() -> None:
     )
     expected, measured, expected_tps, tps = bench_full_batch()
     print(
-        f"reference-70b, 64 slots full (256 x 100 tokens) over HTTP: e2e p50 {measured:.2f} s vs engine model "
+        f"reference-70b, 64 slots full (256 x 100 tokens) over HTTP: e2e p50 {measured:.2f} s vs model "
         f"{expected:.2f} s ({(measured / expected - 1):+.1%}); {tps:,.0f} tokens/s vs {expected_tps:,.0f}"
     )
 
