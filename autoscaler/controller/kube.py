@@ -247,4 +247,3 @@ class KubeClient:
             "PUT", self._lease_path(namespace, name), body=dict(lease), what="update lease"
         )
         return replaced
-

@@ -243,7 +243,8 @@ class Controller:
                 "FailedGetScale",
                 f"the controller was unable to get the target's current scale: {exc}",
             )
-            await self._write_status(a, mem, now, self._status_without_decision(a, mem, (cond,)), force=False)
+            status = self._status_without_decision(a, mem, cond)
+            self.memory[a.uid] = await self._write_status(a, mem, now, status, force=False)
             return Outcome(a.key, error=str(exc), conditions=(cond,))
 
         facts = await self._pod_facts(a, scale)
@@ -445,10 +446,16 @@ class Controller:
             )
         return out
 
-    def _status_without_decision(
-        self, a: Autoscaler, mem: Memory, conditions: Sequence[ConditionStatus]
-    ) -> dict[str, Any]:
-        return {"conditions": list(conditions), "policyState": crd.state_to_status(mem.state)}
+    def _status_without_decision(self, a: Autoscaler, mem: Memory, cond: ConditionStatus) -> dict[str, Any]:
+        """No decision this tick: the last status stays, with `cond` replacing its condition type."""
+        kept = [
+            ConditionStatus(
+                str(c.get("type")), str(c.get("status")), str(c.get("reason", "")), str(c.get("message", ""))
+            )
+            for c in a.status.get("conditions") or []
+            if isinstance(c, Mapping) and c.get("type") != cond.type
+        ]
+        return {**a.status, "conditions": [cond, *kept], "policyState": crd.state_to_status(mem.state)}
 
     def _status(
         self,

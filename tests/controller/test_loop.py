@@ -373,18 +373,24 @@ async def test_conflict_on_scale_rereads_and_decides_again() -> None:
 async def test_api_failures_become_conditions(method: str, path: str, status: int | str, check: str) -> None:
     async with environment(timeout_s=0.3) as env:
         env.start(2, autoscaler(behavior=FAST))
+        controller = env.controller()
+        env.queue(8)
+        only(await controller.step())  # a healthy tick first: the status has samples and a decision
+        env.clock.advance(5)
         env.fake.fail(method, path, status)
         env.queue(24)
-        controller = env.controller()
         out = only(await controller.step())
         assert out.scaled_to is None
         able = env.condition("AbleToScale")
         assert able is not None and (able["status"], able["reason"]) == ("False", check)
+        assert len(env.status["coldStarts"]["samples"]) == 2  # the rest of the status is kept
+        assert env.condition("ScalingActive") is not None
         if check == "FailedUpdateScale":
             assert (
                 env.fake.events[-1]["reason"] == "FailedRescale" and env.fake.events[-1]["type"] == "Warning"
             )
         env.clock.advance(5)  # the failure was one-off: the next tick acts
+        env.queue(24)
         assert only(await controller.step()).scaled_to == 6
 
 
