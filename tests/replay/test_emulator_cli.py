@@ -1,0 +1,104 @@
+"""`infscale emulate`: flags, profile resolution, and the command as a real process."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from replay.emulate.cli import add_arguments, parse_listen, run
+from replay.emulate.profiles import FAST_TEST, get_engine_profile
+from replay.profiles import REFERENCE_70B, ProfileError
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return parser.parse_args(argv)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        pytest.param("127.0.0.1:8000", ("127.0.0.1", 8000), id="v4"),
+        pytest.param("[::1]:0", ("::1", 0), id="v6, ephemeral"),
+        pytest.param("localhost:30000", ("localhost", 30000), id="name"),
+    ],
+)
+def test_parse_listen(value: str, expected: tuple[str, int]) -> None:
+    assert parse_listen(value) == expected
+
+
+@pytest.mark.parametrize("value", ["8000", ":8000", "h:port", "h:70000"])
+def test_parse_listen_refuses(value: str) -> None:
+    with pytest.raises(ValueError, match=f"--listen '{value}': expected HOST:PORT"):
+        parse_listen(value)
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        pytest.param("fast-test", FAST_TEST, id="emulator built-in"),
+        pytest.param("reference-70b", REFERENCE_70B.engine, id="replay scenario"),
+    ],
+)
+def test_profiles_by_name(name: str, expected: object) -> None:
+    assert get_engine_profile(name) == expected
+
+
+def test_profile_file_and_errors(tmp_path: Path) -> None:
+    good = tmp_path / "p.yaml"
+    good.write_text("engine: {max_running: 2, decode_base_s: 0.002}\n")
+    assert get_engine_profile(str(good)).max_running == 2
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("engine: {max_running: 0}\n")
+    with pytest.raises(ProfileError, match=r"engine\.max_running must be >= 1, got 0"):
+        get_engine_profile(str(bad))
+    with pytest.raises(ProfileError, match=r"profile .nope.*built-in profiles: fast-test, reference-70b"):
+        get_engine_profile("nope")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        pytest.param(["--listen", "nowhere"], "--listen 'nowhere'", id="listen"),
+        pytest.param(["--profile", "nope"], "profile 'nope'", id="profile"),
+        pytest.param(["--startup-seconds", "-1"], "startup_s must be a finite number >= 0", id="startup"),
+    ],
+)
+def test_bad_flags_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(_args(*argv)) == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.integration
+async def test_the_command_serves_until_sigterm() -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "infscale", "emulate", "--engine", "sglang", "--profile", "fast-test",
+        "--listen", "127.0.0.1:0",
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode().strip()
+        assert line.startswith("listening on 127.0.0.1:")
+        url = "http://" + line.removeprefix("listening on ")
+        async with httpx.AsyncClient(base_url=url) as client:
+            assert (await client.get("/health_generate")).status_code == 200
+            r = await client.post("/v1/completions", json={"prompt": "a b", "max_tokens": 2})
+            assert r.json()["usage"]["completion_tokens"] == 2
+            assert "sglang:num_requests_total" in (await client.get("/metrics")).text
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(proc.wait(), 10)
+    assert proc.returncode == 0
