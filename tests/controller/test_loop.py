@@ -473,3 +473,81 @@ async def test_parity_with_decide() -> None:
                 replicas = expected.desired_replicas
             assert out.decision == expected, f"tick {i}"
             assert env.fake.replicas(NS, NAME) == replicas
+
+
+async def test_learned_cold_starts_feed_the_horizon_and_survive_a_restart() -> None:
+    """Auto horizon: the cold-start model (14 s load + 6 s warm-up = 20 s) until three start-ups were
+    seen, then the p90 of their scheduled -> Ready times (plus provisioning if a replica would not
+    fit). The model's prediction and the observations sit side by side in the status."""
+    async with environment(ready_after_s=None) as env:
+        env.fake.add_node("gpu-a", gpus=8)
+        cold = {**SEED, "gpusPerReplica": 1}
+        env.start(
+            0, autoscaler(min_replicas=0, behavior=FAST, cold_start=cold, prediction={"forecaster": "holt"})
+        )
+        for i, (created, scheduled, ready) in enumerate([(0, 10, 100), (0, 10, 130), (0, 20, 220)]):
+            env.fake.add_pod(
+                NS,
+                f"old-{i}",
+                labels={"app": NAME},
+                created=rfc3339(T0 - 1000 + created),
+                scheduled_at=rfc3339(T0 - 1000 + scheduled),
+                ready_at=rfc3339(T0 - 1000 + ready),
+                node="gpu-a",
+                gpus=1,
+            )
+        env.fake.set_replicas(NS, NAME, 3)
+        env.queue(24)  # ratio 3 x 3 ready = 9 wanted: the horizon is what this test looks at
+        first = env.controller()
+        out = only(await first.step())
+        assert out.decision is not None
+        # load times 90, 120, 200 s: p90 = 184 s; one more replica fits on gpu-a (3 of 8 GPUs used)
+        assert out.decision.lead_time_s == pytest.approx(184.0)
+        cold_status = env.status["coldStarts"]
+        assert cold_status["observedMedianSeconds"] == 130.0  # creation -> Ready: 100, 130, 220
+        assert cold_status["modelSeconds"] == pytest.approx(20.0)
+        assert [s["pod"] for s in cold_status["samples"]] == ["old-0", "old-1", "old-2"]
+        text = first.telemetry.cold_start.labels(NS, NAME, "observed_p90")._value.get()
+        assert text == pytest.approx(202.0)
+
+        # a restart reads the samples back and does not count the same pods twice
+        env.clock.advance(5)
+        env.queue(24)
+        second = env.controller()
+        only(await second.step())
+        assert [s["pod"] for s in env.status["coldStarts"]["samples"]] == ["old-0", "old-1", "old-2"]
+
+
+@pytest.mark.parametrize(
+    ("horizon", "samples", "lead"),
+    [
+        pytest.param({"source": "Auto"}, 2, 20.0, id="Auto, too few samples: the model"),
+        pytest.param({"source": "ObservedStartups"}, 2, 0.0, id="ObservedStartups, too few: no horizon"),
+        pytest.param({"source": "ColdStartModel"}, 3, 20.0, id="ColdStartModel: the model even with samples"),
+        pytest.param({"source": "Auto", "quantile": 0.5}, 3, 120.0, id="Auto, median of the observations"),
+    ],
+)
+async def test_horizon_sources(horizon: dict[str, Any], samples: int, lead: float) -> None:
+    async with environment() as env:
+        env.fake.add_node("gpu-a", gpus=8)
+        obj = autoscaler(
+            behavior=FAST,
+            cold_start={**SEED, "gpusPerReplica": 1},
+            prediction={"forecaster": "holt", "horizon": horizon},
+        )
+        env.fake.add_deployment(NS, NAME, samples, labels={"app": NAME})
+        env.fake.add_autoscaler(obj)
+        for i, load in enumerate([90, 120, 200][:samples]):
+            env.fake.add_pod(
+                NS,
+                f"p{i}",
+                labels={"app": NAME},
+                created=rfc3339(T0 - 1000),
+                scheduled_at=rfc3339(T0 - 1000),
+                ready_at=rfc3339(T0 - 1000 + load),
+                node="gpu-a",
+                gpus=1,
+            )
+        env.queue(8)
+        out = only(await env.controller().step())
+        assert out.decision is not None and out.decision.lead_time_s == pytest.approx(lead)
