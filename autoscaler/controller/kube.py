@@ -29,12 +29,11 @@ MERGE_PATCH = "application/merge-patch+json"
 class KubeError(Exception):
     """A failed request: the Status's code, reason and message (code 0: no HTTP answer)."""
 
-    def __init__(self, code: int, reason: str, message: str, *, retry_after_s: float | None = None) -> None:
+    def __init__(self, code: int, reason: str, message: str) -> None:
         super().__init__(f"{code} {reason}: {message}" if code else f"{reason}: {message}")
         self.code = code
         self.reason = reason
         self.message = message
-        self.retry_after_s = retry_after_s
 
     @property
     def conflict(self) -> bool:
@@ -55,16 +54,7 @@ def _from_api_exception(exc: ApiException, what: str) -> KubeError:
     if isinstance(status, dict) and status.get("kind") == "Status":
         reason = str(status.get("reason") or reason)
         message = str(status.get("message") or "")
-    retry = None
-    headers: Mapping[str, str] = exc.headers or {}
-    if "Retry-After" in headers:
-        try:
-            retry = float(headers["Retry-After"])
-        except ValueError:
-            retry = None
-    return KubeError(
-        int(exc.status or 0), reason, f"{what}: {message or body or reason}", retry_after_s=retry
-    )
+    return KubeError(int(exc.status or 0), reason, f"{what}: {message or body or reason}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -759,7 +759,11 @@ async def run(controller: Controller, stop: asyncio.Event, *, retry_period_s: fl
             await elector.tick(controller.clock())
         while not stop.is_set():
             began = controller.clock()
-            await controller.step()
+            try:
+                await controller.step()
+            except Exception:  # a bug in one tick must not end the process; the next tick retries
+                log.exception("tick failed")
+                controller.telemetry.errors.labels("tick").inc()
             await wait(controller.settings.tick_s - (controller.clock() - began))
     finally:
         if election is not None:
