@@ -268,7 +268,13 @@ async def _drive(
         delay = at - now()
         if delay > 0:
             await asyncio.sleep(delay)
-        await slots.acquire()
+        try:  # a full window waits for a slot, but never past the deadline
+            await asyncio.wait_for(
+                slots.acquire(), None if math.isinf(deadline) else max(0.0, deadline - now())
+            )
+        except TimeoutError:
+            stopped_at = i
+            break
         if now() >= deadline:
             slots.release()
             stopped_at = i

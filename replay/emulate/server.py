@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import math
 import time
 import uuid
@@ -29,6 +30,8 @@ from aiohttp import web
 from replay.emulate.batching import Clock, EngineLoop, Gauges, LoopClock, Request, RequestRejected, Work
 from replay.emulate.metrics import FLAVORS, EngineStats, new_stats
 from replay.profiles import EngineProfile
+
+log = logging.getLogger("infscale.emulate")
 
 ENGINES = ("vllm", "tgi", "sglang")
 DEFAULT_PORTS = {"vllm": 8000, "tgi": 3000, "sglang": 30000}
@@ -147,10 +150,17 @@ async def _engine_task(app: web.Application) -> AsyncIterator[None]:
     emu = app[EMULATOR]
     emu.ready_at = emu.clock.now() + emu.config.startup_s
     task = asyncio.create_task(emu.engine.run(), name="emulator-engine")
+    task.add_done_callback(_engine_died)
     yield
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
+
+
+def _engine_died(task: asyncio.Task[None]) -> None:
+    """The engine loop never returns; if it raised, every request would hang: say so loudly."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("the emulated engine stopped", exc_info=task.exception())
 
 
 def _routes(engine: str) -> list[web.RouteDef]:

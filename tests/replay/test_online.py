@@ -372,3 +372,18 @@ def test_replay_group_lists_online_and_calibrate() -> None:
     assert (args.replay_command, args.speedup, args.endpoint) == ("online", 3.0, ["http://h:1"])
     args = parser.parse_args(["replay", "calibrate", "--online", "d", "--fit"])
     assert (args.replay_command, args.fit) == ("calibrate", True)
+
+
+async def test_a_full_window_does_not_wait_past_the_deadline() -> None:
+    slow = EngineProfile(
+        max_running=4,
+        kv_budget_tokens=4_096,
+        prefill_tokens_per_s=1e6,
+        decode_base_s=0.05,
+        decode_per_running_s=0,
+    )
+    t = trace([0.0, 0.0, 0.0], outputs=[1_000, 5, 5])  # the first holds the only slot for 50 s
+    async with emulator(profile=slow) as (url, _):
+        result = await run_online(t, OnlineConfig(endpoints=(url,), max_in_flight=1, max_duration_s=0.3))
+    assert [r.status for r in result.records] == [Status.CANCELLED, Status.NOT_SENT, Status.NOT_SENT]
+    assert result.wall_seconds < 5
