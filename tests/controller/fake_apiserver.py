@@ -12,8 +12,8 @@ bugs (../../../shared/kubernetes_api_gotchas.md):
   which would lose state without a trace); MicroTime fields need six fractional digits and a zone;
 - resourceVersions: a stale one is 409 Conflict; a PUT of a Lease or a custom resource without one
   is 422; creating an existing name is 409 AlreadyExists;
-- /scale: spec.replicas and status.selector (a string), zero counts omitted; a count sent as "3" or
-  3.0 is 400, a negative one 422;
+- /scale: spec.replicas (absent at 0: omitempty), status.replicas (always) and status.selector (a
+  string); a count sent as "3" or 3.0 is 400, a negative one 422;
 - a dict PATCH sent as json-patch is 400, strategic merge on a custom resource 415; /status writes
   change only .status;
 - list items of built-in kinds carry no kind/apiVersion, custom-resource items do;
@@ -520,11 +520,13 @@ class FakeKube:
         meta = dep["metadata"]
         labels = dep["spec"]["selector"]["matchLabels"]
         spec: dict[str, Any] = {}
-        status: dict[str, Any] = {"selector": ",".join(f"{k}={v}" for k, v in sorted(labels.items()))}
-        if dep["spec"].get("replicas"):  # omitempty: 0 is absent
+        # status.replicas is required (always sent), spec.replicas is omitempty: 0 is absent
+        status: dict[str, Any] = {
+            "replicas": dep["status"].get("replicas") or 0,
+            "selector": ",".join(f"{k}={v}" for k, v in sorted(labels.items())),
+        }
+        if dep["spec"].get("replicas"):
             spec["replicas"] = dep["spec"]["replicas"]
-        if dep["status"].get("replicas"):
-            status["replicas"] = dep["status"]["replicas"]
         return {
             "kind": "Scale",
             "apiVersion": "autoscaling/v1",
