@@ -27,7 +27,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -551,26 +551,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--end-s", type=float, default=None, help="... to this second")
     p.add_argument("--rate-scale", type=float, default=1.0, help="multiply the arrival rate by K (loader)")
     p.add_argument("--seed", type=int, default=0, help="seed of the synthetic trace and of rate scaling")
-    p.add_argument("--speedup", type=float, default=1.0, help="send at trace time / K (default 1)")
     p.add_argument("--max-input-tokens", type=int, default=None, help="cap each prompt at N tokens")
     p.add_argument("--max-output-tokens", type=int, default=None, help="cap each max_tokens at N")
-    p.add_argument("--model", default=None, help="model name (default: the first one /v1/models lists)")
-    p.add_argument(
-        "--api", choices=[a.value for a in Api], default=Api.COMPLETIONS.value, help="default completions"
-    )
-    p.add_argument(
-        "--prompt",
-        choices=[s.value for s in PromptStyle],
-        default=PromptStyle.WORDS.value,
-        help="default words",
-    )
     p.add_argument(
         "--no-ignore-eos", action="store_true", help="do not send ignore_eos (e.g. strict servers)"
     )
-    p.add_argument("--max-in-flight", type=int, default=256, help="requests in flight at most (default 256)")
-    p.add_argument("--max-duration-s", type=float, default=None, help="stop sending after this many seconds")
-    p.add_argument("--timeout-s", type=float, default=600.0, help="per-request timeout (default 600)")
-    p.add_argument("--api-key", default=None, help="bearer token, if the server wants one")
+    # OnlineConfig's fields: only flags given reach it, so its defaults are the only ones
+    for name, kind, help_text in _CONFIG_FLAGS:
+        default = _config_default(name)
+        choices = [m.value for m in kind] if isinstance(kind, type) and issubclass(kind, StrEnum) else None
+        p.add_argument(
+            "--" + name.replace("_", "-"),
+            dest=name,
+            type=str if choices else kind,
+            choices=choices,
+            default=argparse.SUPPRESS,
+            help=f"{help_text} (default {'none' if default is None else getattr(default, 'value', default)})",
+        )
     p.add_argument("--scenario", default="reference-70b", help="scenario for the SLO and GPUs per endpoint")
     p.add_argument(
         "--out", type=Path, default=Path("online-out"), help="report directory (default online-out)"
@@ -578,20 +575,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
 
 
+_CONFIG_FLAGS: tuple[tuple[str, Any, str], ...] = (
+    ("speedup", float, "send at trace time / K"),
+    ("model", str, "model name; none: the first one the first endpoint's /v1/models lists"),
+    ("api", Api, "which OpenAI API"),
+    ("prompt", PromptStyle, "prompt of N words, or N token ids (exact; vLLM/SGLang completions)"),
+    ("max_in_flight", int, "requests in flight at most; a send past it waits"),
+    ("max_duration_s", float, "stop sending after this many seconds, cancel what is in flight"),
+    ("timeout_s", float, "per-request timeout"),
+    ("api_key", str, "bearer token, if the server wants one"),
+)
+
+
+def _config_default(name: str) -> Any:
+    return next(f.default for f in fields(OnlineConfig) if f.name == name)
+
+
 def config_from_args(args: argparse.Namespace) -> OnlineConfig:
     endpoints = tuple(u.strip() for item in args.endpoint for u in item.split(",") if u.strip())
-    return OnlineConfig(
-        endpoints=endpoints,
-        model=args.model,
-        api=Api(args.api),
-        prompt=PromptStyle(args.prompt),
-        speedup=args.speedup,
-        max_in_flight=args.max_in_flight,
-        max_duration_s=args.max_duration_s,
-        timeout_s=args.timeout_s,
-        ignore_eos=not args.no_ignore_eos,
-        api_key=args.api_key,
-    )
+    given: dict[str, Any] = {name: getattr(args, name) for name, _, _ in _CONFIG_FLAGS if hasattr(args, name)}
+    if "api" in given:
+        given["api"] = Api(given["api"])
+    if "prompt" in given:
+        given["prompt"] = PromptStyle(given["prompt"])
+    return OnlineConfig(endpoints=endpoints, ignore_eos=not args.no_ignore_eos, **given)
 
 
 def cap_tokens(trace: Trace, max_input: int | None, max_output: int | None) -> Trace:

@@ -4,7 +4,8 @@
     infscale emulate --engine tgi --profile fast-test --startup-seconds 5 --listen 127.0.0.1:3000
 
 Serves the OpenAI-compatible API with continuous batching in real time (replay/emulate/batching.py),
-the chosen engine's /metrics and readiness paths (replay/emulate/server.py).
+the chosen engine's /metrics and readiness paths (replay/emulate/server.py). Every flag also reads
+from `INFSCALE_EMULATE_<NAME>` (e.g. INFSCALE_EMULATE_STARTUP_SECONDS=30 in a container); flags win.
 """
 
 from __future__ import annotations
@@ -12,8 +13,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import math
 import signal
 import sys
+from typing import Literal
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from replay.emulate.profiles import PROFILES, get_engine_profile
 from replay.emulate.server import ENGINES, EmulatorConfig, create_app
@@ -22,20 +28,49 @@ from replay.profiles import ProfileError
 log = logging.getLogger("infscale.emulate")
 
 
+class EmulatorSettings(BaseSettings):
+    """The emulator's settings; the defaults below are the one place they are written."""
+
+    model_config = SettingsConfigDict(env_prefix="INFSCALE_EMULATE_", frozen=True, extra="forbid")
+
+    listen: str = "127.0.0.1:8000"  # HOST:PORT; port 0 picks a free one
+    engine: Literal["vllm", "tgi", "sglang"] = "vllm"
+    profile: str = "reference-70b"  # a name in replay/emulate/profiles.py, a scenario name, or a file
+    model: str = Field(default="emulated-model", min_length=1)
+    startup_seconds: float = Field(default=0.0, ge=0)  # weight loading: not ready before
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, value: str) -> str:
+        parse_listen(value)
+        return value
+
+    @field_validator("startup_seconds")
+    @classmethod
+    def _finite(cls, value: float) -> float:
+        if not math.isfinite(value):
+            raise ValueError(f"startup_seconds must be finite, got {value}")
+        return value
+
+
+_HELP = {
+    "listen": "HOST:PORT to serve on; port 0 picks a free one (default 127.0.0.1:8000)",
+    "engine": "whose API errors, readiness paths and /metrics (default vllm)",
+    "profile": f"engine timing: {', '.join(PROFILES)}, a replay scenario name, or a scenario YAML/JSON file "
+    "(default reference-70b)",
+    "model": "served model name (default emulated-model)",
+    "startup_seconds": "weight loading: readiness and the API answer 503 until then (default 0)",
+}
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--listen", default="127.0.0.1:8000", help="HOST:PORT (default 127.0.0.1:8000)")
-    parser.add_argument(
-        "--engine", choices=ENGINES, default="vllm", help="whose API and metrics (default vllm)"
-    )
-    parser.add_argument(
-        "--profile",
-        default="reference-70b",
-        help=f"engine timing: {', '.join(PROFILES)}, a replay scenario name, or a scenario YAML/JSON file",
-    )
-    parser.add_argument("--model", default="emulated-model", help="served model name")
-    parser.add_argument(
-        "--startup-seconds", type=float, default=0.0, help="weight loading: not ready before (default 0)"
-    )
+    for name, help_text in _HELP.items():
+        flag = "--" + name.replace("_", "-")
+        kind = float if name == "startup_seconds" else str
+        choices = ENGINES if name == "engine" else None
+        parser.add_argument(
+            flag, dest=name, type=kind, choices=choices, default=argparse.SUPPRESS, help=help_text
+        )
 
 
 def parse_listen(value: str) -> tuple[str, int]:
@@ -45,23 +80,33 @@ def parse_listen(value: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def settings_from_args(args: argparse.Namespace) -> EmulatorSettings:
+    given = {name: getattr(args, name) for name in _HELP if hasattr(args, name)}
+    return EmulatorSettings(**given)
+
+
 def run(args: argparse.Namespace) -> int:
     try:
-        host, port = parse_listen(args.listen)
+        settings = settings_from_args(args)
         config = EmulatorConfig(
-            engine=args.engine,
-            profile=get_engine_profile(args.profile),
-            model=args.model,
-            startup_s=args.startup_seconds,
+            engine=settings.engine,
+            profile=get_engine_profile(settings.profile),
+            model=settings.model,
+            startup_s=settings.startup_seconds,
         )
+    except ValidationError as e:
+        lines = [f"  {'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in e.errors()]
+        print("infscale emulate: invalid settings:\n" + "\n".join(lines), file=sys.stderr)
+        return 2
     except (ValueError, ProfileError) as e:
         print(f"infscale emulate: error: {e}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    host, port = parse_listen(settings.listen)
     try:
         asyncio.run(serve(config, host, port))
     except OSError as e:
-        print(f"infscale emulate: cannot listen on {args.listen}: {e}", file=sys.stderr)
+        print(f"infscale emulate: cannot listen on {settings.listen}: {e}", file=sys.stderr)
         return 1
     return 0
 

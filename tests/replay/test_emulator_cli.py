@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from replay.emulate.cli import add_arguments, parse_listen, run
+from replay.emulate.cli import add_arguments, parse_listen, run, settings_from_args
 from replay.emulate.profiles import FAST_TEST, get_engine_profile
 from replay.profiles import REFERENCE_70B, ProfileError
 
@@ -71,12 +71,25 @@ def test_profile_file_and_errors(tmp_path: Path) -> None:
     [
         pytest.param(["--listen", "nowhere"], "--listen 'nowhere'", id="listen"),
         pytest.param(["--profile", "nope"], "profile 'nope'", id="profile"),
-        pytest.param(["--startup-seconds", "-1"], "startup_s must be a finite number >= 0", id="startup"),
+        pytest.param(
+            ["--startup-seconds", "-1"],
+            "startup_seconds: Input should be greater than or equal to 0",
+            id="startup",
+        ),
+        pytest.param(["--startup-seconds", "inf"], "startup_seconds must be finite", id="startup infinite"),
+        pytest.param(["--model", ""], "model: String should have at least 1 character", id="empty model"),
     ],
 )
 def test_bad_flags_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert run(_args(*argv)) == 2
     assert message in capsys.readouterr().err
+
+
+def test_environment_fills_in_and_flags_win(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("INFSCALE_EMULATE_ENGINE", "tgi")
+    monkeypatch.setenv("INFSCALE_EMULATE_STARTUP_SECONDS", "30")
+    settings = settings_from_args(_args("--startup-seconds", "2"))
+    assert (settings.engine, settings.startup_seconds, settings.listen) == ("tgi", 2.0, "127.0.0.1:8000")
 
 
 @pytest.mark.integration
