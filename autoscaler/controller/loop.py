@@ -92,6 +92,8 @@ class ClusterView:
     gpu: GpuNodes | None = None  # None: not read, or the read failed
     gpu_error: str = ""
     hpas: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
+    # direct-mode autoscalers by (namespace, target): more than one on a target is ambiguous
+    actuators: Mapping[tuple[str, TargetRef], tuple[str, ...]] = field(default_factory=dict)
 
 
 def _targets(hpa: Mapping[str, Any], target: TargetRef) -> bool:
@@ -210,7 +212,12 @@ class Controller:
                 raise result
             else:
                 self._hpa_cache[ns] = result
-        return ClusterView(gpu, gpu_error, dict(self._hpa_cache))
+        actuators: dict[tuple[str, TargetRef], tuple[str, ...]] = {}
+        for a in autoscalers:
+            if a.mode is Mode.DIRECT:
+                key = (a.namespace, a.target)
+                actuators[key] = (*actuators.get(key, ()), a.name)
+        return ClusterView(gpu, gpu_error, dict(self._hpa_cache), actuators)
 
     # --- one object -------------------------------------------------------------------------
 
@@ -273,6 +280,7 @@ class Controller:
         refused = ""
         last_scale_time = mem.last_scale_time
         foreign = [h for h in cluster.hpas.get(a.namespace, ()) if _targets(h, a.target)]
+        siblings = sorted(set(cluster.actuators.get((a.namespace, a.target), ())) - {a.name})
         if a.mode is Mode.DIRECT and foreign:
             names = ", ".join(sorted(str((h.get("metadata") or {}).get("name")) for h in foreign))
             refused = (
@@ -281,6 +289,13 @@ class Controller:
             )
             conditions = [c for c in conditions if c.type != "AbleToScale"]
             conditions.insert(0, ConditionStatus("AbleToScale", "False", "ForeignHPA", refused))
+        elif a.mode is Mode.DIRECT and siblings:  # as upstream's AmbiguousSelector: nobody acts
+            refused = (
+                f"InferenceAutoscaler {', '.join(siblings)} also targets {a.target} in mode direct;"
+                " keep one of them"
+            )
+            conditions = [c for c in conditions if c.type != "AbleToScale"]
+            conditions.insert(0, ConditionStatus("AbleToScale", "False", "AmbiguousTarget", refused))
         elif a.mode is Mode.DIRECT and decision.scale:
             decision, new_state, scale, written, error = await self._write_scale(
                 a, state, plan, scale, facts, readings, decision, new_state, now

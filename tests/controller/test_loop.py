@@ -551,3 +551,17 @@ async def test_horizon_sources(horizon: dict[str, Any], samples: int, lead: floa
         env.queue(8)
         out = only(await env.controller().step())
         assert out.decision is not None and out.decision.lead_time_s == pytest.approx(lead)
+
+
+async def test_two_autoscalers_on_one_target_neither_acts() -> None:
+    async with environment() as env:
+        env.start(2, autoscaler(behavior=FAST))
+        env.fake.add_autoscaler(autoscaler(name="llama-2", behavior=FAST))
+        env.fake.add_autoscaler(autoscaler(name="llama-dry", behavior=FAST, mode="dryRun"))  # reports only
+        env.queue(24)
+        outcomes = await env.controller().step()
+        assert env.fake.scale_writes == []
+        refused = {o.key: o.condition("AbleToScale") for o in outcomes}
+        assert refused[f"{NS}/{NAME}"] is not None and refused[f"{NS}/{NAME}"].reason == "AmbiguousTarget"  # type: ignore[union-attr]
+        assert "llama-2" in refused[f"{NS}/{NAME}"].message  # type: ignore[union-attr]
+        assert refused[f"{NS}/llama-dry"].reason != "AmbiguousTarget"  # type: ignore[union-attr]
