@@ -13,17 +13,18 @@ The model of one replica (EngineProfile):
   prefill    one FIFO server at prefill_tokens_per_s; completion times are exact inside a tick
              (Lindley recursion, done_j = max(done_j-1, admitted_j) + input_j / rate, as a cummax).
   decode     a step emits one token per decoding request and takes step(n) = base + per x n, n the
-             requests running on the replica (prefilling or decoding). Prefill has priority and
-             the GPU does one thing at a time: a replica's decode clock stops while it prefills
-             (the "prefill work in the step"). The first token comes one step after the prefill
-             completes, so a request alone has TTFT = input/rate + step(1) and
-             e2e = TTFT + (output-1) x step(1), whatever the tick.
+             requests running on the replica (prefilling or decoding), averaged over the tick.
+             Prefill has priority and the GPU does one thing at a time: a replica's decode clock
+             stops while it prefills (the "prefill work in the step"). The first token comes one
+             step after the prefill completes, so a request alone has TTFT = input/rate + step(1)
+             and e2e = TTFT + (output-1) x step(1), whatever the tick.
 
-What the tick resolves (tick_s, 0.5 s in reference-70b): prefill, first-token and finish times are
-exact inside a tick (busy intervals are mapped back to time), but n is held for the tick (taken
-after the tick's admissions), a request waiting for a slot is admitted at the first tick boundary
-after the slot frees (its queue wait is over-counted by at most one tick), and routing sees the
-outstanding counts at the tick start.
+What the tick resolves (tick_s, 1 s in reference-70b): arrivals, admissions (also into slots freed
+inside the tick: the k-th waiter takes the k-th freed slot then), prefill completions, first tokens
+and finishes are exact inside a tick (busy intervals are mapped back to time). Held for a tick: the
+batch size n in the step time (its time average over the tick's admissions; finishes inside the
+tick are not subtracted), and the outstanding counts the router balances. A slot freed by a request
+admitted in the same tick is reused only from the next tick.
 """
 
 from __future__ import annotations
@@ -126,6 +127,7 @@ class Engine:
         self._kv_used = _EMPTY_F
         self._server_free = _EMPTY_F  # when each replica's prefill server is next idle
         self._steps = _EMPTY_F  # decode steps each replica has run (fractional inside a step)
+        self._last_finish = _EMPTY_F  # when each replica's latest request finished
 
     def _grow(self, n_replicas: int) -> None:
         extra = n_replicas - len(self._waiting)
@@ -135,6 +137,7 @@ class Engine:
             self._kv_used = np.concatenate((self._kv_used, np.zeros(extra)))
             self._server_free = np.concatenate((self._server_free, np.zeros(extra)))
             self._steps = np.concatenate((self._steps, np.zeros(extra)))
+            self._last_finish = np.concatenate((self._last_finish, np.zeros(extra)))
 
     # --- inputs ----------------------------------------------------------------------------------
 
@@ -169,6 +172,21 @@ class Engine:
             kv_usage=self._kv_used[:n_replicas] / self.profile.kv_budget_tokens,
         )
 
+    def last_finish_s(self, replica: int) -> float:
+        """When the replica's latest request finished (0 if none did)."""
+        return float(self._last_finish[replica]) if replica < len(self._last_finish) else 0.0
+
+    def quiet(self, n_replicas: int) -> bool:
+        """No queue anywhere and every replica at most half full (slots and KV): a long tick
+        cannot fill a replica, so nothing the tick holds (n, routing counts) matters much."""
+        self._grow(n_replicas)
+        p = self.profile
+        return (
+            not len(self._wait_key)
+            and int(self._running.max(initial=0)) * 2 <= p.max_running
+            and float(self._kv_used.max(initial=0.0)) * 2 <= p.kv_budget_tokens
+        )
+
     @property
     def in_flight(self) -> int:
         return len(self._wait_key) + len(self._fresh) + len(self._pre) + len(self._dec)
@@ -189,8 +207,15 @@ class Engine:
         p = self.profile
         end = t + dt
         self._grow(n_replicas)
+        before, known = self._running[:n_replicas].astype(np.float64), len(self._pre)
         self._admit(t)
-        running = self._running[:n_replicas]  # held for the tick, after its admissions
+        # the batch size held for the tick: its time average over the admissions (a request
+        # admitted halfway counts one half), so a long tick does not charge early steps for late
+        # arrivals; finishes inside the tick are not subtracted (they are not known yet)
+        new = self._pre[known:]
+        running = before + np.bincount(
+            self._replica[new], weights=(end - self._admitted[new]) / dt, minlength=n_replicas
+        )
         if not len(self._pre) and not len(self._dec):
             return
 
@@ -288,6 +313,7 @@ class Engine:
                 self._dec_until[keep],
             )
             self._finished[gone] = gone_at
+            np.maximum.at(self._last_finish, gone_rep, gone_at)
             self.finished_count += len(gone)
             size = len(self._running)
             self._running -= np.bincount(gone_rep, minlength=size)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -210,11 +211,14 @@ class Fleet:
             return 0, current - desired
         return 0, 0
 
-    def finish_draining(self, outstanding: I64) -> None:
-        """Delete the draining replicas that have nothing left in flight."""
+    def finish_draining(self, outstanding: I64, last_finish_s: Callable[[int], float] | None = None) -> None:
+        """Delete the draining replicas that have nothing left in flight, at their last request's
+        finish when `last_finish_s` tells it (else now)."""
         for rid in list(self._draining):
             if rid >= len(outstanding) or outstanding[rid] == 0:
-                self._delete(self.replicas[rid])
+                r = self.replicas[rid]
+                at = self.now if last_finish_s is None else max(r.drain_s, last_finish_s(rid))
+                self._delete(r, at=min(at, self.now))
 
     # --- time ------------------------------------------------------------------------------------
 
@@ -226,7 +230,7 @@ class Fleet:
             load_done = self.now + coldstart.next_load_completion_s(
                 left, spec.storage_gbps, spec.per_loader_gbps
             )
-            at = min(timer, load_done)
+            at = max(min(timer, load_done), self.now)  # an event stamped in the past happens now
             if at > to:
                 self._advance_loads(left, to - self.now)
                 self.now = to
@@ -354,7 +358,7 @@ class Fleet:
         else:
             self._push(r.ready_s, _Ev.WARM_DONE, r.id)
 
-    def _delete(self, r: Replica) -> None:
+    def _delete(self, r: Replica, at: float | None = None) -> None:
         if r.phase < Phase.READY:
             r.ready_s = math.nan  # never became ready
         if r.phase == Phase.READY:
@@ -365,12 +369,12 @@ class Fleet:
         if r.id in self._loading:
             self._loading.remove(r.id)
         r.phase = Phase.DELETED
-        r.deleted_s = self.now
+        r.deleted_s = self.now if at is None else at
         node = self.nodes[r.node]
         node.gpus_free += self.spec.gpus_per_replica
         if node.gpus_free == self.spec.gpus_per_node:
-            node.empty_since = self.now
-            self._push(self.now + self.node_idle_remove_s, _Ev.NODE_IDLE, node.id)
+            node.empty_since = r.deleted_s
+            self._push(r.deleted_s + self.node_idle_remove_s, _Ev.NODE_IDLE, node.id)
 
     # --- accounting ------------------------------------------------------------------------------
 

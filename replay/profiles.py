@@ -79,10 +79,11 @@ class Scenario:
     initial_replicas: int | None = None
     node_idle_remove_s: float = 600.0  # cluster-autoscaler's scale-down-unneeded-time
     tick_s: float = 1.0  # the engine's time step (see docs/replay.md for what it resolves)
+    quiet_tick_s: float = 5.0  # the step while no replica queues or is over half full
 
     def __post_init__(self) -> None:
         _check(bool(self.name), "name", self.name, "non-empty")
-        for name in ("slo_ttft_s", "scrape_interval_s", "sync_period_s", "tick_s"):
+        for name in ("slo_ttft_s", "scrape_interval_s", "sync_period_s", "tick_s", "quiet_tick_s"):
             value = getattr(self, name)
             _check(math.isfinite(value) and value > 0, name, value, "a finite number > 0")
         for name in ("metric_delay_s", "node_idle_remove_s"):

@@ -8,7 +8,9 @@ The only clock of a replay lives here. Each tick (scenario.tick_s) the loop
   4. routes the tick's arrivals to the ready replica with the fewest outstanding requests
      (arrivals find no ready replica only if every replica is draining or starting; they then wait
      at the gateway, their TTFT counting the wait),
-  5. advances every engine by one tick, then deletes drained replicas.
+  5. advances every engine by one tick, then deletes drained replicas (at their last finish).
+Ticks are scenario.tick_s long, or quiet_tick_s while no replica has a queue or is more than half
+full, and always end on the next scrape or decision.
 The run ends when every request has finished (or been dropped) and the trace is over.
 """
 
@@ -114,7 +116,6 @@ def simulate(
         )
     arrival = trace.arrival_s
     n = len(trace)
-    dt = scenario.tick_s
     scrapes: deque[tuple[float, tuple[int, ...]]] = deque()
     next_scrape = 0.0
     next_decision = 0.0
@@ -125,7 +126,6 @@ def simulate(
     next_arrival = 0
     last_decision_arrivals = 0
     t = 0.0
-    step = 0
     hard_end = trace.duration_s + max_tail_s
     while True:
         fleet.advance(t)
@@ -158,6 +158,11 @@ def simulate(
                 on_progress(t)
             n_replicas = len(fleet.replicas)
 
+        # a long tick while no replica is busy, never past the next scrape or decision
+        dt = scenario.tick_s
+        if scenario.quiet_tick_s > dt and not len(gateway) and engine.quiet(n_replicas):
+            dt = scenario.quiet_tick_s
+        dt = min(dt, next_scrape - t, next_decision - t)
         end = t + dt
         upto = int(np.searchsorted(arrival, end, side="left"))
         ids = np.arange(next_arrival, upto, dtype=np.int64)
@@ -173,11 +178,10 @@ def simulate(
             else:
                 gateway = ids
         engine.advance(t, dt, n_replicas)
-        if fleet.draining_ids:  # deleted at the end of the tick their last request finished in
+        if fleet.draining_ids:  # deleted when their last request finished
             fleet.advance(end)
-            fleet.finish_draining(engine.outstanding(n_replicas))
-        step += 1
-        t = step * dt  # no drift from repeated addition
+            fleet.finish_draining(engine.outstanding(n_replicas), engine.last_finish_s)
+        t = end
         if next_arrival >= n and engine.in_flight == 0 and not len(gateway):
             break
         if t > hard_end:
