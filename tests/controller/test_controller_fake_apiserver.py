@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from controller_harness import NAME, NS, T0, autoscaler
 from fake_apiserver import FakeKube, serve
-from harness import NAME, NS, T0, autoscaler
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 

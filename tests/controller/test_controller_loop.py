@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from harness import FAST, NAME, NS, QUEUE, T0, autoscaler, environment, only
+from controller_harness import FAST, NAME, NS, QUEUE, T0, autoscaler, environment, only
 
 from autoscaler.controller import crd
 from autoscaler.controller.kubetime import rfc3339

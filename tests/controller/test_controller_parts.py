@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from harness import T0, autoscaler
+from controller_harness import T0, autoscaler
 from pydantic import ValidationError
 
 from autoscaler.controller import capacity, crd

@@ -13,8 +13,8 @@ import httpx
 import pytest
 import yaml
 from aiohttp.test_utils import TestClient, TestServer
+from controller_harness import FAST, NAME, NS, QUEUE, T0, Clock, autoscaler, environment, only
 from fake_apiserver import FakeKube, serve
-from harness import FAST, NAME, NS, QUEUE, T0, Clock, autoscaler, environment, only
 
 from autoscaler.controller.kubetime import rfc3339
 from autoscaler.controller.metrics import AdapterMetricsReader
