@@ -82,35 +82,39 @@ def trace_flags() -> list[str]:
 
 @asynccontextmanager
 async def process(
-    *argv: str, ready_line: str | None = None
+    *argv: str, ready_line: str | None = None, log: Path | None = None
 ) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "infscale",
-        *argv,
-        env=ENV,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    line = ""
-    try:
-        if ready_line is not None:
-            assert proc.stdout is not None
-            raw = await asyncio.wait_for(proc.stdout.readline(), 30)
-            line = raw.decode().strip()
-            if not line.startswith(ready_line):
-                _, err = await proc.communicate()
-                raise AssertionError(f"{argv[0]} did not start: {line!r} {err.decode()[-2000:]}")
-        yield proc, line
-    finally:
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(proc.wait(), 10)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
+    """`infscale ARGV` as a process; with `log`, its stderr goes there (a pipe nobody reads would
+    fill up and stall it); with `ready_line`, wait for its first stdout line to start with it."""
+    with open(os.devnull, "w") if log is None else log.open("w") as log_file:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "infscale",
+            *argv,
+            env=ENV,
+            stdout=asyncio.subprocess.PIPE if ready_line or log is None else asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE if log is None else log_file,
+        )
+        line = ""
+        try:
+            if ready_line is not None:
+                assert proc.stdout is not None
+                raw = await asyncio.wait_for(proc.stdout.readline(), 30)
+                line = raw.decode().strip()
+                if not line.startswith(ready_line):
+                    await proc.wait()
+                    tail = log.read_text()[-2000:] if log else ""
+                    raise AssertionError(f"{argv[0]} did not start: {line!r} {tail}")
+            yield proc, line
+        finally:
+            if proc.returncode is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    await asyncio.wait_for(proc.wait(), 10)
+                except TimeoutError:
+                    proc.kill()
+                    await proc.wait()
 
 
 async def until(what: str, check: Any, seconds: float = 30.0) -> None:
@@ -212,11 +216,11 @@ async def test_emulators_prometheus_adapter_and_online_replay(tmp_path: Path) ->
     async with AsyncExitStack() as stack:
         # three engines, ready after a one-second "weight load"
         emulators = []
-        for _ in range(EMULATORS):
+        for k in range(EMULATORS):
             _, line = await stack.enter_async_context(
                 process(
                     "emulate", "--listen", "127.0.0.1:0", "--profile", str(profile_file), "--model", "llama",
-                    "--startup-seconds", "1", ready_line="listening on",
+                    "--startup-seconds", "1", ready_line="listening on", log=tmp_path / f"emulator-{k}.log",
                 )
             )  # fmt: skip
             emulators.append("http://" + line.removeprefix("listening on "))
@@ -258,7 +262,7 @@ async def test_emulators_prometheus_adapter_and_online_replay(tmp_path: Path) ->
         adapter_proc, _ = await stack.enter_async_context(
             process(
                 "adapter", "--insecure-dev", "--self-signed-dev", "--listen", f"127.0.0.1:{port}",
-                "--catalog", str(catalog),
+                "--catalog", str(catalog), log=tmp_path / "adapter.log",
             )
         )  # fmt: skip
         adapter = await stack.enter_async_context(
@@ -267,7 +271,8 @@ async def test_emulators_prometheus_adapter_and_online_replay(tmp_path: Path) ->
         poller = Poller(adapter)
 
         async def every_signal_served() -> bool:
-            assert adapter_proc.returncode is None, "the adapter exited"
+            if adapter_proc.returncode is not None:
+                raise AssertionError(f"the adapter exited: {(tmp_path / 'adapter.log').read_text()[-3000:]}")
             await poller.read()
             return True
 
