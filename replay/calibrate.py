@@ -64,6 +64,7 @@ def simulate_offline(
     scenario = replace(
         scenario,
         tick_s=tick_s,
+        quiet_tick_s=tick_s,  # a fine tick throughout: quiet ticks hold the batch size for seconds
         initial_replicas=endpoints,
         min_replicas=1,
         max_replicas=max(endpoints, scenario.max_replicas),

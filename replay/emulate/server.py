@@ -27,7 +27,16 @@ from typing import Any
 
 from aiohttp import web
 
-from replay.emulate.batching import Clock, EngineLoop, Gauges, LoopClock, Request, RequestRejected, Work
+from replay.emulate.batching import (
+    Clock,
+    EngineLoop,
+    Gauges,
+    LoopClock,
+    Request,
+    RequestRejected,
+    TokenStream,
+    Work,
+)
 from replay.emulate.metrics import FLAVORS, EngineStats, new_stats
 from replay.profiles import EngineProfile
 
@@ -339,7 +348,7 @@ _TOKEN = " tok"  # each generated token is this word
 
 
 async def _stream(
-    request: web.Request, emu: Emulator, gen: Generation, stream: Any, ids: str, created: int
+    request: web.Request, emu: Emulator, gen: Generation, stream: TokenStream, ids: str, created: int
 ) -> web.StreamResponse:
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await response.prepare(request)
