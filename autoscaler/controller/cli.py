@@ -72,6 +72,7 @@ async def _serve(settings: ControllerSettings) -> int:
     from aiohttp import web
     from kubernetes_asyncio import client, config
 
+    from autoscaler.controller import publish
     from autoscaler.controller.kube import KubeClient
     from autoscaler.controller.leader import LeaderElector
     from autoscaler.controller.loop import Controller, run
@@ -114,7 +115,8 @@ async def _serve(settings: ControllerSettings) -> int:
     telemetry.health.stall_after_s = max(60.0, 3 * settings.tick_s + settings.request_timeout_s)
     controller = Controller(settings, kube, reader, telemetry=telemetry, elector=elector, clock=time.time)
 
-    runner = web.AppRunner(make_app(telemetry, time.time), access_log=None)
+    external = publish.handler(kube.list_autoscalers, time.time, settings.publish_max_age_s)
+    runner = web.AppRunner(make_app(telemetry, time.time, external), access_log=None)
     await runner.setup()
     host, port = settings.listen_host_port
     await web.TCPSite(runner, host, port).start()

@@ -533,7 +533,10 @@ class Controller:
             {k: c[k] for k in ("type", "status", "reason", "message")} for c in status["conditions"]
         ]
         significant["samples"] = len((status.get("coldStarts") or {}).get("samples", []))
-        due = now - mem.written_at >= self.settings.status_interval_s
+        interval = self.settings.status_interval_s
+        if a.mode is Mode.HPA:  # the published recommendation's freshness is lastDecision.time
+            interval = min(interval, self.settings.publish_max_age_s / 3)
+        due = now - mem.written_at >= interval
         if not force and not due and significant == mem.written:
             return mem
         try:

@@ -70,8 +70,9 @@ class ControllerSettings(BaseSettings):
     retry_period_s: float = Field(default=2.0, gt=0)
     identity: str = Field(default_factory=_default_identity)
 
-    # telemetry and health
+    # telemetry, health, and mode hpa's infscale_desired_replicas (publish.py)
     listen: str = "0.0.0.0:8080"
+    publish_max_age_s: float = Field(default=60.0, gt=0)  # older recommendations are not served
     log_level: str = "INFO"
 
     @model_validator(mode="after")

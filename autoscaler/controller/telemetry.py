@@ -8,7 +8,7 @@ scrapes it, the adapter serves it as an External metric, and an HPA with an Aver
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -22,6 +22,7 @@ from prometheus_client import (
 )
 
 _KEY = ("namespace", "autoscaler")
+EXTERNAL_PATH = "/apis/external.metrics.k8s.io/v1beta1/namespaces/{namespace}/{metric}"
 
 
 @dataclass
@@ -153,7 +154,12 @@ TELEMETRY = web.AppKey("telemetry", Telemetry)
 CLOCK: web.AppKey[Callable[[], float]] = web.AppKey("clock")
 
 
-def make_app(telemetry: Telemetry, clock: Callable[[], float]) -> web.Application:
+def make_app(
+    telemetry: Telemetry,
+    clock: Callable[[], float],
+    external: Callable[[web.Request], Awaitable[web.Response]] | None = None,
+) -> web.Application:
+    """`external`: the mode-hpa External Metrics handler (publish.py), served when given."""
     app = web.Application()
     app[TELEMETRY] = telemetry
     app[CLOCK] = clock
@@ -165,4 +171,6 @@ def make_app(telemetry: Telemetry, clock: Callable[[], float]) -> web.Applicatio
             web.get("/readyz", _readyz),
         ]
     )
+    if external is not None:
+        app.router.add_get(EXTERNAL_PATH, external)
     return app
