@@ -11,5 +11,6 @@ capacity    pure: free whole GPUs per node and whether k new replicas fit
 leader      coordination.k8s.io Lease leader election
 loop        per object per tick: read, decide(), write /scale, event, status
 telemetry   /metrics and health endpoints (aiohttp)
+publish     mode hpa: infscale_desired_replicas served as an External metric
 cli         `infscale controller`
 """
