@@ -519,17 +519,23 @@ async def test_learned_cold_starts_feed_the_horizon_and_survive_a_restart() -> N
 
 
 @pytest.mark.parametrize(
-    ("horizon", "samples", "lead"),
+    ("horizon", "samples", "node_gpus", "lead"),
     [
-        pytest.param({"source": "Auto"}, 2, 20.0, id="Auto, too few samples: the model"),
-        pytest.param({"source": "ObservedStartups"}, 2, 0.0, id="ObservedStartups, too few: no horizon"),
-        pytest.param({"source": "ColdStartModel"}, 3, 20.0, id="ColdStartModel: the model even with samples"),
-        pytest.param({"source": "Auto", "quantile": 0.5}, 3, 120.0, id="Auto, median of the observations"),
+        pytest.param({"source": "Auto"}, 2, 8, 20.0, id="Auto, too few samples: the model"),
+        pytest.param({"source": "ObservedStartups"}, 2, 8, 0.0, id="ObservedStartups, too few: no horizon"),
+        pytest.param(
+            {"source": "ColdStartModel"}, 3, 8, 20.0, id="ColdStartModel: the model even with samples"
+        ),
+        pytest.param({"source": "Auto", "quantile": 0.5}, 3, 8, 120.0, id="Auto, median of the observations"),
+        pytest.param({"source": "Auto"}, 3, 3, 184.0 + 300, id="Auto, no GPU free: p90 + node provisioning"),
+        pytest.param(
+            {"source": "ColdStartModel"}, 3, 3, 320.0, id="model, no GPU free: provisioning included"
+        ),
     ],
 )
-async def test_horizon_sources(horizon: dict[str, Any], samples: int, lead: float) -> None:
+async def test_horizon_sources(horizon: dict[str, Any], samples: int, node_gpus: int, lead: float) -> None:
     async with environment() as env:
-        env.fake.add_node("gpu-a", gpus=8)
+        env.fake.add_node("gpu-a", gpus=node_gpus)
         obj = autoscaler(
             behavior=FAST,
             cold_start={**SEED, "gpusPerReplica": 1},
