@@ -120,6 +120,8 @@ class Fleet:
         self._seq = 0
         self._loading: list[int] = []  # replica ids reading from shared storage
         self._ready: list[int] = []
+        self._starting: list[int] = []  # phase before READY, in creation order
+        self._startups: list[float] = []  # request-to-ready seconds of each replica started in the run
         self._draining: list[int] = []
         self._ready_array: I64 | None = None
         per_node = spec.gpus_per_node // spec.gpus_per_replica
@@ -148,14 +150,19 @@ class Fleet:
     @property
     def active_count(self) -> int:
         """Replicas that count towards the desired number: every one not draining or deleted."""
-        return sum(1 for r in self.replicas if r.phase < Phase.READY) + len(self._ready)
+        return len(self._starting) + len(self._ready)
 
     def startup_durations(self) -> list[float]:
         """Request-to-ready times of the replicas started during the run that are ready by now."""
-        return [r.ready_s - r.requested_s for r in self.replicas if r.cold and r.ready_s <= self.now]
+        return list(self._startups)
 
     def starting(self) -> list[Replica]:
-        return [r for r in self.replicas if r.phase < Phase.READY]
+        return [self.replicas[i] for i in self._starting]
+
+    @property
+    def loading_remaining_gb(self) -> list[float]:
+        """GB still to read by each replica loading from shared storage."""
+        return [self.replicas[i].load_left_gb for i in self._loading]
 
     def predicted_ready_at(self) -> tuple[float, ...]:
         """When each starting replica would be ready if nobody else started: what the controller
@@ -196,7 +203,7 @@ class Fleet:
                 self._create()
             return desired - current, 0
         if desired < current:
-            candidates = [r for r in self.replicas if r.phase <= Phase.READY]
+            candidates = [self.replicas[i] for i in (*self._starting, *self._ready)]
             # unready before ready, then the newest first (ReplicaSet's deletion preference)
             candidates.sort(key=lambda r: (r.phase, -r.requested_s, -r.id))
             for r in candidates[: current - desired]:
@@ -266,7 +273,8 @@ class Fleet:
                 node.removed = True
             return
         if kind == _Ev.NODE_UP:
-            for r in self.replicas:
+            for i in list(self._starting):
+                r = self.replicas[i]
                 if r.node == ref and r.phase == Phase.PROVISIONING:
                     self._schedule(r)
             return
@@ -281,9 +289,7 @@ class Fleet:
         elif kind == _Ev.CACHE_LOAD_DONE:
             self._loaded(r)
         elif kind == _Ev.WARM_DONE:
-            r.phase = Phase.READY
-            self._ready.append(r.id)
-            self._ready_array = None
+            self._become_ready(r)
 
     # --- lifecycle steps -------------------------------------------------------------------------
 
@@ -317,6 +323,7 @@ class Fleet:
         node.empty_since = None
         r = Replica(len(self.replicas), node.id, Phase.PROVISIONING, self.now)
         self.replicas.append(r)
+        self._starting.append(r.id)
         if node.up_s <= self.now:
             self._schedule(r)
 
@@ -352,15 +359,21 @@ class Fleet:
             self.nodes[r.node].weights_cached = True
         r.ready_s = self.now + self.spec.warmup_s
         if self.spec.warmup_s <= 0:
-            r.phase = Phase.READY
-            self._ready.append(r.id)
-            self._ready_array = None
+            self._become_ready(r)
         else:
             self._push(r.ready_s, _Ev.WARM_DONE, r.id)
+
+    def _become_ready(self, r: Replica) -> None:
+        r.phase = Phase.READY
+        self._starting.remove(r.id)
+        self._ready.append(r.id)
+        self._ready_array = None
+        self._startups.append(self.now - r.requested_s)
 
     def _delete(self, r: Replica, at: float | None = None) -> None:
         if r.phase < Phase.READY:
             r.ready_s = math.nan  # never became ready
+            self._starting.remove(r.id)
         if r.phase == Phase.READY:
             self._ready.remove(r.id)
             self._ready_array = None

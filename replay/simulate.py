@@ -28,7 +28,7 @@ import numpy.typing as npt
 from autoscaler.policy import coldstart
 from autoscaler.policy.observation import MetricReading, Observation
 from replay.engine import Engine, RequestResults
-from replay.fleet import Fleet, Phase, Replica, route
+from replay.fleet import Fleet, Replica, route
 from replay.policies import METRIC, ReplayPolicy
 from replay.profiles import Scenario
 from replay.trace import Trace
@@ -83,7 +83,7 @@ def fleet_lead_time_s(fleet: Fleet) -> float:
     """Time to ready of one more replica started now, from the cluster's state (policy core model)."""
     spec = fleet.spec
     live = [n for n in fleet.nodes if not n.removed and n.up_s <= fleet.now]
-    loading = [r.load_left_gb for r in fleet.replicas if r.phase == Phase.LOADING]
+    loading = fleet.loading_remaining_gb
     return coldstart.lead_time_s(
         spec,
         free_gpus_per_node=[n.gpus_free for n in live],
