@@ -293,19 +293,29 @@ class Engine:
         def time_at(steps: F64, rep: I64) -> F64:
             return clock_to_time(debt[rep] + (steps - steps0[rep]) * step[rep], rep)
 
+        # first tokens (only requests still waiting for theirs) and finishes, mapped to time in one go
+        first_ids, first_at, first_rep = _EMPTY_I, _EMPTY_F, _EMPTY_I
         if len(self._no_first):
             nf = self._no_first
             r = self._replica[nf]
-            first_at = self._until[nf] - self._output[nf] + 1.0
-            now = first_at <= steps_end[r] + _EPS_TOKENS
+            at_steps = self._until[nf] - self._output[nf] + 1.0
+            now = at_steps <= steps_end[r] + _EPS_TOKENS
             if now.any():
-                self._first[nf[now]] = np.minimum(time_at(first_at[now], r[now]), end)
+                first_ids, first_at, first_rep = nf[now], at_steps[now], r[now]
                 self._no_first = nf[~now]
         self._steps[:n_replicas] = steps_end
         fin = self._dec_until <= steps_end[self._dec_rep] + _EPS_TOKENS
-        if fin.any():
-            gone, gone_rep = self._dec[fin], self._dec_rep[fin]
-            gone_at = np.minimum(time_at(self._dec_until[fin], gone_rep), end)
+        gone, gone_rep = self._dec[fin], self._dec_rep[fin]
+        if not len(gone) and not len(first_ids):
+            return
+        k = len(first_ids)
+        times = np.minimum(
+            time_at(np.concatenate((first_at, self._dec_until[fin])), np.concatenate((first_rep, gone_rep))),
+            end,
+        )
+        self._first[first_ids] = times[:k]
+        if len(gone):
+            gone_at = times[k:]
             keep = ~fin
             self._dec, self._dec_rep, self._dec_until = (
                 self._dec[keep],

@@ -121,6 +121,7 @@ class Fleet:
         self._loading: list[int] = []  # replica ids reading from shared storage
         self._ready: list[int] = []
         self._starting: list[int] = []  # phase before READY, in creation order
+        self._alive_nodes: list[Node] = []  # not removed (up or provisioning)
         self._startups: list[float] = []  # request-to-ready seconds of each replica started in the run
         self._draining: list[int] = []
         self._ready_array: I64 | None = None
@@ -128,6 +129,7 @@ class Fleet:
         for i in range(initial_ready):
             if i % per_node == 0:
                 self.nodes.append(Node(len(self.nodes), spec.gpus_per_node, 0.0, True, True))
+                self._alive_nodes.append(self.nodes[-1])
             node = self.nodes[-1]
             node.gpus_free -= spec.gpus_per_replica
             rep = Replica(len(self.replicas), node.id, Phase.READY, 0.0, 0.0, ready_s=0.0, cold=False)
@@ -158,6 +160,10 @@ class Fleet:
 
     def starting(self) -> list[Replica]:
         return [self.replicas[i] for i in self._starting]
+
+    def live_nodes(self) -> list[Node]:
+        """Nodes that are up now (not removed, not still provisioning), in creation order."""
+        return [n for n in self._alive_nodes if n.up_s <= self.now]
 
     @property
     def loading_remaining_gb(self) -> list[float]:
@@ -271,6 +277,7 @@ class Fleet:
                 and self.now >= node.empty_since + self.node_idle_remove_s
             ):
                 node.removed = True
+                self._alive_nodes.remove(node)
             return
         if kind == _Ev.NODE_UP:
             for i in list(self._starting):
@@ -295,7 +302,7 @@ class Fleet:
 
     def _create(self) -> None:
         spec = self.spec
-        live = [n for n in self.nodes if not n.removed and n.up_s <= self.now]
+        live = self.live_nodes()
         (slot,) = coldstart.place_replicas(
             spec,
             1,
@@ -318,6 +325,7 @@ class Fleet:
             else:
                 node = Node(len(self.nodes), spec.gpus_per_node, self.now + spec.node_provision_s)
                 self.nodes.append(node)
+                self._alive_nodes.append(node)
                 self._push(node.up_s, _Ev.NODE_UP, node.id)
         node.gpus_free -= spec.gpus_per_replica
         node.empty_since = None

@@ -82,7 +82,7 @@ class RunResult:
 def fleet_lead_time_s(fleet: Fleet) -> float:
     """Time to ready of one more replica started now, from the cluster's state (policy core model)."""
     spec = fleet.spec
-    live = [n for n in fleet.nodes if not n.removed and n.up_s <= fleet.now]
+    live = fleet.live_nodes()
     loading = fleet.loading_remaining_gb
     return coldstart.lead_time_s(
         spec,
