@@ -316,9 +316,7 @@ class Fleet:
             node = live[slot.node]
         else:  # a node already on its way with room, else a new one
             coming = [
-                n
-                for n in self.nodes
-                if not n.removed and n.up_s > self.now and n.gpus_free >= spec.gpus_per_replica
+                n for n in self._alive_nodes if n.up_s > self.now and n.gpus_free >= spec.gpus_per_replica
             ]
             if coming:
                 node = min(coming, key=lambda n: n.up_s)
