@@ -281,7 +281,11 @@ async def test_emulators_prometheus_adapter_and_online_replay(tmp_path: Path) ->
         # replay while polling the adapter
         stop = asyncio.Event()
         polling = asyncio.create_task(poller.run(stop))
-        await asyncio.sleep(1.0)  # idle readings first
+
+        async def polled(k: int) -> bool:
+            return len(poller.polls) >= k
+
+        await until("idle readings", lambda: polled(3))
         out = tmp_path / "online"
         endpoints = ",".join(emulators)
         replay_proc, _ = await stack.enter_async_context(
@@ -291,7 +295,13 @@ async def test_emulators_prometheus_adapter_and_online_replay(tmp_path: Path) ->
         )
         stdout, stderr = await asyncio.wait_for(replay_proc.communicate(), 90)
         assert replay_proc.returncode == 0, stderr.decode()[-3000:] + stdout.decode()[-3000:]
-        await asyncio.sleep(2.5)  # the drain reaches both sources
+
+        async def drained() -> bool:  # the drain has reached both sources, twice in a row
+            return len(poller.polls) >= 2 and all(
+                v == 0 for p in poller.polls[-2:] for v in p.values.values()
+            )
+
+        await until("both sources to read 0 after the replay", drained, seconds=15)
         stop.set()
         await polling
         histories = [History.of((await client.get(f"{u}/emulator/history")).json()) for u in emulators]
