@@ -14,7 +14,7 @@ from collections.abc import Sequence
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "explain": ("autoscaler.explain", "explain one scaling decision from an HPA-shaped JSON document"),
-    "controller": ("autoscaler.controller.cli", "run the predictive controller for InferenceAutoscaler objects"),
+    "controller": ("autoscaler.controller.cli", "run the predictive controller (InferenceAutoscalers)"),
     "coldstart": ("autoscaler.coldstart_cli", "predict replica ready times under shared storage bandwidth"),
     "adapter": ("adapter.cli", "serve engine queue/batch/KV-cache signals to HPAs as external metrics"),
     "replay": ("replay.cli", "replay a request trace through a simulated fleet with the policies in the loop"),
