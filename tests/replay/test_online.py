@@ -387,3 +387,21 @@ async def test_a_full_window_does_not_wait_past_the_deadline() -> None:
         result = await run_online(t, OnlineConfig(endpoints=(url,), max_in_flight=1, max_duration_s=0.3))
     assert [r.status for r in result.records] == [Status.CANCELLED, Status.NOT_SENT, Status.NOT_SENT]
     assert result.wall_seconds < 5
+
+
+@pytest.mark.parametrize(
+    ("engine", "api", "prompt"),
+    [
+        pytest.param("vllm", Api.COMPLETIONS, PromptStyle.TOKEN_IDS, id="vllm, token ids"),
+        pytest.param("sglang", Api.COMPLETIONS, PromptStyle.WORDS, id="sglang, words"),
+        pytest.param("tgi", Api.CHAT, PromptStyle.WORDS, id="tgi, chat"),
+    ],
+)
+async def test_prompts_arrive_with_the_trace_lengths(engine: str, api: Api, prompt: PromptStyle) -> None:
+    t = trace([0.0, 0.0, 0.01], inputs=[7, 300, 1], outputs=[3, 4, 5])
+    async with emulator(engine) as (url, app):
+        result = await run_online(t, OnlineConfig(endpoints=(url,), api=api, prompt=prompt))
+        stats = app[EMULATOR].stats
+    assert [r.status for r in result.records] == [Status.OK] * 3
+    assert stats.prompt_tokens == 308 and stats.generation_tokens == 12
+    assert [r.generated_tokens for r in result.records] == [3, 4, 5]
