@@ -12,7 +12,15 @@ import pytest
 from emulator_fixtures import TINY, ManualClock, emulator, serve
 from prometheus_client.parser import text_string_to_metric_families
 
-from adapter.presets import Signal, gauge_value, get_preset, parse_exposition, wanted_names
+from adapter.presets import (
+    Kind,
+    Signal,
+    counter_total,
+    gauge_value,
+    get_preset,
+    parse_exposition,
+    wanted_names,
+)
 from replay.emulate.server import EMULATOR, EmulatorConfig, create_app, parse_generation
 
 
@@ -271,6 +279,9 @@ async def test_metrics_parse_and_satisfy_the_adapter_presets(engine: str, ttft_f
     assert gauge_value(preset.rule(Signal.KV_CACHE_USAGE), samples) == pytest.approx(
         gauges.kv_used_tokens / gauges.kv_budget_tokens
     )
+    for signal, rule in preset.rules.items():  # every signal the adapter knows for this engine is there
+        read = counter_total if rule.kind is Kind.RATE else gauge_value
+        assert read(rule, parse_exposition(text)) is not None, signal
     families = {f.name: f for f in text_string_to_metric_families(text)}
     hist = families[ttft_family]
     assert hist.type == "histogram"
