@@ -102,6 +102,18 @@ def _targets(hpa: Mapping[str, Any], target: TargetRef) -> bool:
     return ref.get("kind") == target.kind and ref.get("name") == target.name and group == target.group
 
 
+def _conditions_of(decision: Decision) -> list[ConditionStatus]:
+    return [
+        ConditionStatus(c.type, "True" if c.status else "False", c.reason, c.message)
+        for c in decision.conditions
+    ]
+
+
+def _replace(conditions: list[ConditionStatus], new: ConditionStatus) -> list[ConditionStatus]:
+    """`new` first, in place of the condition of its type (the actuator's verdict leads)."""
+    return [new, *(c for c in conditions if c.type != new.type)]
+
+
 def _stage_chain(decision: Decision) -> str:
     return "; ".join(f"{s.name} {s.before}->{s.after} {s.reason}" for s in decision.stages)
 
@@ -273,9 +285,7 @@ class Controller:
             state = record_rescale(a.spec, state, now, mem.last_spec_replicas, scale.spec_replicas)
         decision, new_state = decide(a.spec, state, plan.observation(scale, facts, readings), now)
 
-        conditions = [
-            ConditionStatus(c.type, str(c.status), c.reason, c.message) for c in decision.conditions
-        ]
+        conditions = _conditions_of(decision)
         scaled_to: int | None = None
         refused = ""
         last_scale_time = mem.last_scale_time
@@ -287,28 +297,28 @@ class Controller:
                 f"HorizontalPodAutoscaler {names} also targets {a.target}; two actuators fight over"
                 " /scale: delete it, or set mode: hpa to keep the HPA as the actuator"
             )
-            conditions = [c for c in conditions if c.type != "AbleToScale"]
-            conditions.insert(0, ConditionStatus("AbleToScale", "False", "ForeignHPA", refused))
+            conditions = _replace(conditions, ConditionStatus("AbleToScale", "False", "ForeignHPA", refused))
         elif a.mode is Mode.DIRECT and siblings:  # as upstream's AmbiguousSelector: nobody acts
             refused = (
                 f"InferenceAutoscaler {', '.join(siblings)} also targets {a.target} in mode direct;"
                 " keep one of them"
             )
-            conditions = [c for c in conditions if c.type != "AbleToScale"]
-            conditions.insert(0, ConditionStatus("AbleToScale", "False", "AmbiguousTarget", refused))
+            conditions = _replace(
+                conditions, ConditionStatus("AbleToScale", "False", "AmbiguousTarget", refused)
+            )
         elif a.mode is Mode.DIRECT and decision.scale:
             decision, new_state, scale, written, error = await self._write_scale(
                 a, state, plan, scale, facts, readings, decision, new_state, now
             )
+            conditions = _conditions_of(decision)  # a 409 may have led to a new decision
             if written is not None:
                 scaled_to = written
                 new_state = record_rescale(a.spec, new_state, now, decision.current_replicas, written)
                 last_scale_time = rfc3339(now)
                 direction = "up" if written > decision.current_replicas else "down"
                 self.telemetry.count(key, self.telemetry.scales, direction)
-                conditions = [c for c in conditions if c.type != "AbleToScale"]
-                conditions.insert(
-                    0,
+                conditions = _replace(
+                    conditions,
                     ConditionStatus(
                         "AbleToScale",
                         "True",
@@ -325,9 +335,8 @@ class Controller:
                 )
             elif error:
                 refused = error
-                conditions = [c for c in conditions if c.type != "AbleToScale"]
-                conditions.insert(
-                    0,
+                conditions = _replace(
+                    conditions,
                     ConditionStatus(
                         "AbleToScale",
                         "False",
