@@ -18,7 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "coldstart": ("autoscaler.coldstart_cli", "predict replica ready times under shared storage bandwidth"),
     "adapter": ("adapter.cli", "serve engine queue/batch/KV-cache signals to HPAs as external metrics"),
     "replay": ("replay.cli", "replay a request trace through a simulated fleet with the policies in the loop"),
-    "emulate": ("replay.emulate.cli", "an inference engine without a GPU: OpenAI API, batching, engine metrics"),
+    "emulate": ("replay.emulate.cli", "an LLM engine without a GPU: OpenAI API, batching, engine metrics"),
 }
 
 
