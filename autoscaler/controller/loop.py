@@ -80,6 +80,7 @@ class Outcome:
     refused: str = ""  # why a wanted scale was not written
     error: str = ""
     conditions: tuple[ConditionStatus, ...] = ()
+    observation: Observation | None = None  # what decide() was given
 
     def condition(self, type_: str) -> ConditionStatus | None:
         return next((c for c in self.conditions if c.type == type_), None)
@@ -283,7 +284,8 @@ class Controller:
         ):
             # the HPA (the actuator) changed the count: a scale event for our rate limits too
             state = record_rescale(a.spec, state, now, mem.last_spec_replicas, scale.spec_replicas)
-        decision, new_state = decide(a.spec, state, plan.observation(scale, facts, readings), now)
+        observation = plan.observation(scale, facts, readings)
+        decision, new_state = decide(a.spec, state, observation, now)
 
         conditions = _conditions_of(decision)
         scaled_to: int | None = None
@@ -307,7 +309,7 @@ class Controller:
                 conditions, ConditionStatus("AbleToScale", "False", "AmbiguousTarget", refused)
             )
         elif a.mode is Mode.DIRECT and decision.scale:
-            decision, new_state, scale, written, error = await self._write_scale(
+            decision, new_state, observation, written, error = await self._write_scale(
                 a, state, plan, scale, facts, readings, decision, new_state, now
             )
             conditions = _conditions_of(decision)  # a 409 may have led to a new decision
@@ -364,7 +366,9 @@ class Controller:
         mem = await self._write_status(a, mem, now, status, force=scaled_to is not None)
         self.memory[a.uid] = mem
         self._publish(a, decision, plan, facts, spec_replicas)
-        return Outcome(a.key, decision, scaled_to, refused, conditions=tuple(conditions))
+        return Outcome(
+            a.key, decision, scaled_to, refused, conditions=tuple(conditions), observation=observation
+        )
 
     async def _pod_facts(self, a: Autoscaler, scale: Scale) -> PodFacts | None:
         if not scale.selector:
@@ -396,25 +400,31 @@ class Controller:
         decision: Decision,
         new_state: PolicyState,
         now: float,
-    ) -> tuple[Decision, PolicyState, Scale, int | None, str]:
-        """PUT /scale with the resourceVersion read; on 409 read again and decide again from `state`."""
+    ) -> tuple[Decision, PolicyState, Observation, int | None, str]:
+        """PUT /scale with the resourceVersion read; on 409 read again and decide again from `state`.
+
+        Returns the decision that stands, its new state and observation, the count written (None:
+        nothing written) and the error that stopped it.
+        """
+        observation = plan.observation(scale, facts, readings)
         for attempt in range(self.settings.scale_conflict_retries + 1):
             try:
-                written = await self.kube.put_scale(a.namespace, a.target, scale, decision.desired_replicas)
-                return decision, new_state, written, decision.desired_replicas, ""
+                await self.kube.put_scale(a.namespace, a.target, scale, decision.desired_replicas)
+                return decision, new_state, observation, decision.desired_replicas, ""
             except KubeError as exc:
                 if not exc.conflict or attempt == self.settings.scale_conflict_retries:
                     self.telemetry.errors.labels("update_scale").inc()
-                    return decision, new_state, scale, None, str(exc)
+                    return decision, new_state, observation, None, str(exc)
                 log.info("%s: %s; reading the scale again", a.key, exc)
             try:
                 scale = await self.kube.get_scale(a.namespace, a.target)
             except KubeError as exc:
                 self.telemetry.errors.labels("get_scale").inc()
-                return decision, new_state, scale, None, str(exc)
-            decision, new_state = decide(a.spec, state, plan.observation(scale, facts, readings), now)
+                return decision, new_state, observation, None, str(exc)
+            observation = plan.observation(scale, facts, readings)
+            decision, new_state = decide(a.spec, state, observation, now)
             if not decision.scale:
-                return decision, new_state, scale, None, ""
+                return decision, new_state, observation, None, ""
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _event(self, a: Autoscaler, now: float, type_: str, reason: str, note: str) -> None:

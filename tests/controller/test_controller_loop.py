@@ -336,7 +336,11 @@ async def test_unschedulable_replicas_count_as_starting_not_ready() -> None:
         env.queue(8)
         out = only(await controller.step())
         assert env.status["readyReplicas"] == 2
-        assert out.decision is not None
+        assert out.observation is not None and out.observation.ready_pods == 2
+        # no GPU node at all: it waits for a node (300 s), then loads (14 s) and warms up (6 s)
+        assert out.observation.starting_ready_at == (T0 + 320,)
+        cond = out.condition("CapacityAvailable")
+        assert cond is not None and cond.reason == "InsufficientGPUs"
 
 
 async def test_conflict_on_scale_rereads_and_decides_again() -> None:
