@@ -331,8 +331,9 @@ async def test_report_has_the_offline_schema(tmp_path: Path) -> None:
     assert math.isnan(policy["queue_wait_p50_s"])  # not visible from outside: null in JSON
     assert policy["mean_ready_replicas"] == pytest.approx(1.0)
     assert report["online"]["requests_by_status"] == {"ok": 4}
-    written = rep.write_report(tmp_path, report, plots=False)
+    written = rep.write_report(tmp_path, report, plots=True)
     assert json.loads(written[0].read_text())["policies"]["online"]["queue_wait_p50_s"] is None
+    assert {p.name for p in written} == {"report.json", "report.md", "timeline.png", "frontier.png"}
 
 
 def _args(*argv: str) -> argparse.Namespace:
