@@ -105,26 +105,29 @@ async def _scale_negative(api: client.ApiClient, fake: FakeKube) -> Any:
     ("call", "status"),
     [
         pytest.param(_status_as_json_patch, 400, id="CR status: dict body sent as json-patch -> 400"),
-        pytest.param(_status_as_merge_patch, 200, id="CR status: merge patch -> 200"),
+        pytest.param(_status_as_merge_patch, None, id="CR status: merge patch is accepted"),
         pytest.param(
             _status_unknown_field, 422, id="CR status: unknown field -> 422 (the API would prune it)"
         ),
         pytest.param(_lease_with_isoformat, 400, id="Lease: MicroTime without its fraction -> 400"),
-        pytest.param(_lease_with_micro_time, 201, id="Lease: six fractional digits -> 201"),
+        pytest.param(_lease_with_micro_time, None, id="Lease: six fractional digits are accepted"),
         pytest.param(_lease_put_without_rv, 422, id="Lease: PUT without resourceVersion -> 422"),
         pytest.param(_lease_put_stale_rv, 409, id="Lease: stale resourceVersion -> 409"),
         pytest.param(_scale_as_string, 400, id="Scale: replicas as a string -> 400"),
         pytest.param(_scale_negative, 422, id="Scale: negative replicas -> 422"),
     ],
 )
-async def test_gotchas(call: Callable[[client.ApiClient, FakeKube], Awaitable[Any]], status: int) -> None:
+async def test_gotchas(
+    call: Callable[[client.ApiClient, FakeKube], Awaitable[Any]], status: int | None
+) -> None:
+    """`status`: the error code the real API answers with; None: it accepts the request."""
     fake = FakeKube()
     fake.add_deployment(NS, NAME, 2)
     fake.add_autoscaler(autoscaler())
+    got: int | None = None
     async with serve(fake) as kube:
         try:
             await call(kube.api, fake)
-            got = 201 if "create" in call.__name__ or "micro_time" in call.__name__ else 200
         except ApiException as exc:
             got = exc.status
             assert '"kind": "Status"' in exc.body or '"kind":"Status"' in exc.body
