@@ -54,12 +54,11 @@ class EmulatorSettings(BaseSettings):
 
 
 _HELP = {
-    "listen": "HOST:PORT to serve on; port 0 picks a free one (default 127.0.0.1:8000)",
-    "engine": "whose API errors, readiness paths and /metrics (default vllm)",
-    "profile": f"engine timing: {', '.join(PROFILES)}, a replay scenario name, or a scenario YAML/JSON file "
-    "(default reference-70b)",
-    "model": "served model name (default emulated-model)",
-    "startup_seconds": "weight loading: readiness and the API answer 503 until then (default 0)",
+    "listen": "HOST:PORT to serve on; port 0 picks a free one",
+    "engine": "whose API errors, readiness paths and /metrics",
+    "profile": f"engine timing: {', '.join(PROFILES)}, a replay scenario name, or a scenario YAML/JSON file",
+    "model": "served model name",
+    "startup_seconds": "weight loading: readiness and the API answer 503 until then",
 }
 
 
@@ -68,8 +67,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         flag = "--" + name.replace("_", "-")
         kind = float if name == "startup_seconds" else str
         choices = ENGINES if name == "engine" else None
+        default = EmulatorSettings.model_fields[name].default
         parser.add_argument(
-            flag, dest=name, type=kind, choices=choices, default=argparse.SUPPRESS, help=help_text
+            flag,
+            dest=name,
+            type=kind,
+            choices=choices,
+            default=argparse.SUPPRESS,  # only flags given override the environment and the defaults
+            help=f"{help_text} (default {default}; env INFSCALE_EMULATE_{name.upper()})",
         )
 
 
