@@ -250,10 +250,12 @@ def _init_worker(trace: Trace, scenario: Scenario, policy: str, base: PolicyPara
 def _sweep_point(changes: dict[str, Any]) -> dict[str, Any]:
     assert _SWEEP is not None
     trace, scenario, policy, base = _SWEEP
+    cpu = time.process_time()
     result = run_policy(trace, scenario, policy, replace(base, **changes))
     return {
         "params": {k: str(v) if isinstance(v, ForecasterKind) else v for k, v in changes.items()},
         **rep.policy_summary(result),
+        "cpu_seconds": time.process_time() - cpu,  # of this configuration, in its worker
     }
 
 
