@@ -19,12 +19,13 @@ The model of one replica (EngineProfile):
              step after the prefill completes, so a request alone has TTFT = input/rate + step(1)
              and e2e = TTFT + (output-1) x step(1), whatever the tick.
 
-What the tick resolves (tick_s, 1 s in reference-70b): arrivals, admissions (also into slots freed
-inside the tick: the k-th waiter takes the k-th freed slot then), prefill completions, first tokens
-and finishes are exact inside a tick (busy intervals are mapped back to time). Held for a tick: the
-batch size n in the step time (its time average over the tick's admissions; finishes inside the
-tick are not subtracted), and the outstanding counts the router balances. A slot freed by a request
-admitted in the same tick is reused only from the next tick.
+What the tick resolves (the run loop's ticks are 0.5 s in reference-70b, 5 s while no replica is
+busy): arrivals, admissions (also into slots freed inside the tick: the k-th waiter takes the k-th
+freed slot then), prefill completions, first tokens and finishes are exact inside a tick (busy
+intervals are mapped back to time). Held for a tick: the batch size n in the step time (its time
+average over the tick's admissions; finishes inside the tick are not subtracted), and the outstanding
+counts the router balances. A slot freed by a request admitted in the same tick is reused only from
+the next tick.
 """
 
 from __future__ import annotations
