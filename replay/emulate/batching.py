@@ -283,8 +283,9 @@ class Observer(Protocol):
 
 
 class TokenStream:
-    """One request's tokens as they are decoded: `async with` it, `async for` over it (each item is
-    the request after one more token); leaving early aborts the request."""
+    """One request's tokens as they are decoded: `async with` it, `async for` over it. Each item is
+    the number of tokens generated when that token was (1, 2, ... output_tokens): the request object
+    itself may already be further along when a slow reader gets to an item. Leaving early aborts."""
 
     def __init__(self, engine: EngineLoop, request: Request) -> None:
         self.request = request
@@ -297,10 +298,11 @@ class TokenStream:
     def __aiter__(self) -> TokenStream:
         return self
 
-    async def __anext__(self) -> Request:
-        if await self._tokens.get() < 0:
+    async def __anext__(self) -> int:
+        count = await self._tokens.get()
+        if count < 0:
             raise StopAsyncIteration
-        return self.request
+        return count
 
     async def __aenter__(self) -> TokenStream:
         return self

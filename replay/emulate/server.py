@@ -367,9 +367,9 @@ async def _stream(
         last = (
             head + f'"text":"{_TOKEN}","logprobs":null,"finish_reason":"length","stop_reason":null}}]}}\n\n'
         )
-    async for r in stream:
-        chunk = last if r.generated >= r.output_tokens else token
-        if r.generated == 1 and first:
+    async for count in stream:
+        chunk = last if count >= gen.max_tokens else token
+        if count == 1 and first:
             chunk = first + chunk
         await response.write(chunk.encode())
     if gen.include_usage:

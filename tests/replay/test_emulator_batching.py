@@ -184,8 +184,8 @@ async def test_engine_loop_streams_tokens_at_their_times() -> None:
 
         async def consume() -> None:
             async with stream:
-                async for r in stream:
-                    seen.append((r.generated, clock.now()))
+                async for count in stream:
+                    seen.append((count, clock.now()))
 
         consumer = asyncio.create_task(consume())
         await clock.advance(10.0 + 0.01 + FAST.step_s(1) / 2)
@@ -211,8 +211,8 @@ async def test_leaving_a_stream_early_aborts_the_request() -> None:
 
         async def first_token_only() -> int:
             async with stream:
-                async for r in stream:
-                    return r.generated
+                async for count in stream:
+                    return count
             return 0
 
         consumer = asyncio.create_task(first_token_only())
@@ -230,3 +230,19 @@ def test_refused_request_raises_at_open() -> None:
     engine = EngineLoop(FAST, ManualClock())
     with pytest.raises(RequestRejected, match="exceed the KV budget"):
         engine.open(FAST.kv_budget_tokens, 1)
+
+
+async def test_a_slow_reader_still_sees_each_token_in_turn() -> None:
+    """The engine may be several tokens ahead of the HTTP writer: items carry their own count."""
+    clock = ManualClock()
+    engine = EngineLoop(FAST, clock)
+    task = asyncio.create_task(engine.run())
+    try:
+        stream = engine.open(10, 3)
+        await clock.advance(1.0)  # all three decoded before anyone reads
+        assert stream.request.generated == 3
+        async with stream:
+            counts = [count async for count in stream]
+    finally:
+        task.cancel()
+    assert counts == [1, 2, 3]
