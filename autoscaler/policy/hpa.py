@@ -244,6 +244,21 @@ def _changes_in_period(events: Iterable[ScaleEvent], now: float, period_s: int) 
     return sum(e.change for e in events if e.at > cutoff)  # strictly newer than now - period
 
 
+def _period_start(
+    current: int,
+    up_events: Sequence[ScaleEvent],
+    down_events: Sequence[ScaleEvent],
+    now: float,
+    period_s: int,
+) -> int:
+    """The count at the start of the period: both lists count, whatever the direction of the limit."""
+    return (
+        current
+        - _changes_in_period(up_events, now, period_s)
+        + _changes_in_period(down_events, now, period_s)
+    )
+
+
 def scale_up_limit(
     current: int,
     up_events: Sequence[ScaleEvent],
@@ -257,11 +272,7 @@ def scale_up_limit(
     pick_min = rules.select_policy is SelectPolicy.MIN
     result = MAX_INT32 if pick_min else 0
     for policy in rules.policies:
-        period_start = (
-            current
-            - _changes_in_period(up_events, now, policy.period_s)
-            + _changes_in_period(down_events, now, policy.period_s)
-        )
+        period_start = _period_start(current, up_events, down_events, now, policy.period_s)
         if policy.type is RatePolicyType.PODS:
             proposed = period_start + policy.value
         else:  # the proposal is rounded up so that a small percentage still adds a pod
@@ -283,11 +294,7 @@ def scale_down_limit(
     pick_max = rules.select_policy is SelectPolicy.MIN
     result = MIN_INT32 if pick_max else MAX_INT32
     for policy in rules.policies:
-        period_start = (
-            current
-            - _changes_in_period(up_events, now, policy.period_s)
-            + _changes_in_period(down_events, now, policy.period_s)
-        )
+        period_start = _period_start(current, up_events, down_events, now, policy.period_s)
         if policy.type is RatePolicyType.PODS:
             proposed = period_start - policy.value
         else:  # int32(float64) truncates toward zero: the number removed is rounded up
