@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import asdict, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -156,10 +156,10 @@ def decision_json(decision: Decision) -> dict[str, Any]:
     return {
         "currentReplicas": decision.current_replicas,
         "desiredReplicas": decision.desired_replicas,
-        "stages": [asdict(s) for s in decision.stages],
-        "conditions": [asdict(c) for c in decision.conditions],
+        "stages": [s._asdict() for s in decision.stages],
+        "conditions": [c._asdict() for c in decision.conditions],
         "leadTimeSeconds": decision.lead_time_s,
-        "forecasts": [asdict(f) for f in decision.forecasts],
+        "forecasts": [f._asdict() for f in decision.forecasts],
         "predictedReadySeconds": list(decision.predicted_ready_s),
     }
 

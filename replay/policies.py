@@ -134,7 +134,7 @@ class DecidePolicy:
             self._cached = (now, obs.metrics)
             return obs
         polled_at, metrics = self._cached
-        aged = {k: replace(v, age_s=v.age_s + now - polled_at) for k, v in metrics.items()}
+        aged = {k: v._replace(age_s=v.age_s + now - polled_at) for k, v in metrics.items()}
         return replace(obs, metrics=aged)
 
 

@@ -106,7 +106,7 @@ def test_empty_metric_list_is_an_error_not_zero() -> None:
 
 def test_stale_metric_never_scales_down() -> None:
     spec = replace(avg_spec(10), max_metric_age_s=30)
-    obs = Observation(6, 6, 6, metrics={QUEUE: replace(MetricReading.of(0), age_s=45)})
+    obs = Observation(6, 6, 6, metrics={QUEUE: MetricReading.of(0)._replace(age_s=45)})
     decision, _ = decide(spec, PolicyState(), obs, NOW)
     assert decision.desired_replicas == 6
     assert reason(decision, "ScalingActive") == "FailedGetExternalMetric"

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo
 
 from autoscaler.policy import coldstart, forecast
@@ -43,8 +43,7 @@ from autoscaler.policy.spec import AutoscalerSpec, ColdStartSpec, FloorSpec, Sch
 from autoscaler.policy.state import PolicyState, Recommendation
 
 
-@dataclass(frozen=True, slots=True)
-class Stage:
+class Stage(NamedTuple):
     name: str
     before: int
     after: int
@@ -52,8 +51,7 @@ class Stage:
     message: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class MetricForecast:
+class MetricForecast(NamedTuple):
     metric: str
     current: float  # the summed value now
     predicted: float  # at now + lead time

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from autoscaler.policy.observation import MetricReading
 from autoscaler.policy.spec import (
@@ -27,23 +27,20 @@ MIN_INT32 = -(2**31)
 MAX_INT64 = 2**63 - 1
 
 
-@dataclass(frozen=True, slots=True)
-class Condition:
+class Condition(NamedTuple):
     type: str  # AbleToScale | ScalingActive | ScalingLimited
     status: bool
     reason: str
     message: str
 
 
-@dataclass(frozen=True, slots=True)
-class MetricProposal:
+class MetricProposal(NamedTuple):
     replicas: int
     ratio: float
     current_milli: int  # what upstream reports: the sum (Value) or ceil(sum / status replicas) (AverageValue)
 
 
-@dataclass(frozen=True, slots=True)
-class MetricError:
+class MetricError(NamedTuple):
     reason: str  # FailedGetExternalMetric
     message: str
 
@@ -111,8 +108,7 @@ def external_metric_replicas(
     return MetricProposal(_ceil_replicas(ratio * ready_pods), ratio, usage)
 
 
-@dataclass(frozen=True, slots=True)
-class MetricsRecommendation:
+class MetricsRecommendation(NamedTuple):
     """The max over all metrics, or why there is none (upstream's computeReplicasForMetrics)."""
 
     replicas: int | None  # None: no usable recommendation, do not scale

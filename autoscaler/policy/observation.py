@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class MetricReading:
+class MetricReading(NamedTuple):
     """The items the External Metrics API returned for one metric, in milli-units.
 
     `values_milli=None` means the read failed (`error` says why); an empty tuple is an empty list,
