@@ -105,8 +105,18 @@ def test_no_double_scale_up_while_replicas_load() -> None:
     decision, _ = decide(spec, PolicyState(), loading, NOW)
     capacity = next(s for s in decision.stages if s.name == "capacity")
     assert (capacity.before, capacity.after, capacity.reason) == (18, 12, "CapacityArriving")
-    # LAST forecasts the same value, so the forecast stage re-raises it: that is the forecast's call
-    assert "forecast" in stage_names(decision)
+    assert decision.desired_replicas == 12  # a flat forecast adds nothing either
+
+
+def test_predicted_growth_still_scales_up_while_replicas_load() -> None:
+    prediction = PredictionSpec(ForecasterKind.LINEAR, window_s=120, lead_time_s=60)
+    spec = value_spec(30, prediction=prediction, behavior=FAST_UP)
+    state = PolicyState()
+    for i, queue in enumerate((75, 90, 105, 120)):  # +15 per 15 s: 180 expected in 60 s
+        obs = Observation(12, 12, 4, metrics=observe(12, queue).metrics, starting_ready_at=(NOW + 100,) * 8)
+        decision, state = decide(spec, state, obs, NOW + 15 * i)
+    assert [s.name for s in decision.stages][:3] == ["metrics", "capacity", "forecast"]
+    assert decision.desired_replicas == 24  # ceil(180 / 30 × 4 ready)
 
 
 def test_predicted_ready_times_for_the_replicas_added() -> None:

@@ -5,7 +5,7 @@ Stages run in this order, each recorded with the replica count before and after 
   guard         current outside [min, max] or at 0: jump to the bound, nothing else runs (upstream)
   metrics       upstream's per-metric proposals on the current values, max over metrics
   capacity      while replicas are starting, the current value alone adds none (predictive only)
-  forecast      the same formula on each metric's forecast at now + lead time (predictive only)
+  forecast      the same formula on each metric forecast to grow by now + lead time (predictive only)
   floors        warm minimum, time-of-day schedules, headroom
   stabilization upstream's windows (legacy or behavior path)
   limits        upstream's rate policies and min/max
@@ -143,7 +143,7 @@ def decide(
 
     forecasters = state.forecasters
     if spec.prediction is not None:
-        forecasters, forecasts, predicted = _predict(spec, state, obs, readings, lead_s, now)
+        forecasters, forecasts, predicted = _predict(spec, state, obs, readings, tolerances, lead_s, now)
         # Replicas already starting are capacity that arrives before any replica started now
         # would, and spec replicas already count them. The current value was produced without
         # them, so scaling up on it again is a reactive autoscaler's double scale-up.
@@ -174,6 +174,16 @@ def decide(
                 )
             )
             raw = after
+        elif raw is not None and forecasts:
+            stages.append(
+                Stage(
+                    "forecast",
+                    raw,
+                    raw,
+                    "ForecastNotAbove",
+                    f"no metric is forecast above its current value in {lead_s:.0f} s",
+                )
+            )
 
     if raw is None:  # every metric unusable, or some unusable and the rest would scale down
         stages.append(Stage("metrics", current, current, active.reason, active.message))
@@ -330,6 +340,7 @@ def _predict(
     state: PolicyState,
     obs: Observation,
     readings: dict[str, MetricReading],
+    tolerances: tuple[float, float],
     lead_s: float,
     now: float,
 ) -> tuple[dict[str, Any], tuple[MetricForecast, ...], MetricsRecommendation | None]:
@@ -346,14 +357,15 @@ def _predict(
         forecasters[metric.name] = fstate
         fc = forecast.forecast(spec.prediction, fstate, now, lead_s)
         results.append(MetricForecast(metric.name, value, fc.value, str(fc.method), fc.reason))
-        proposals[metric.name] = external_metric_replicas(
-            MetricReading((round(fc.value * 1000),)),
-            metric,
-            spec_replicas=obs.spec_replicas,
-            status_replicas=obs.status_replicas,
-            ready_pods=obs.ready_pods,
-            tolerances=spec.tolerances,
-        )
+        if fc.value > value:  # only predicted growth adds: the current value had its say above
+            proposals[metric.name] = external_metric_replicas(
+                MetricReading((round(fc.value * 1000),)),
+                metric,
+                spec_replicas=obs.spec_replicas,
+                status_replicas=obs.status_replicas,
+                ready_pods=obs.ready_pods,
+                tolerances=tolerances,
+            )
     predicted = combine_metrics(proposals, obs.spec_replicas) if proposals else None
     return forecasters, tuple(results), predicted
 
