@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime
 from functools import lru_cache
 from typing import Any, NamedTuple
@@ -59,8 +59,7 @@ class MetricForecast(NamedTuple):
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
+class Decision(NamedTuple):
     current_replicas: int
     desired_replicas: int
     stages: tuple[Stage, ...]
@@ -69,7 +68,7 @@ class Decision:
     lead_time_s: float = 0.0
     forecasts: tuple[MetricForecast, ...] = ()
     # seconds from now until each replica this decision adds is predicted ready
-    predicted_ready_s: tuple[float, ...] = field(default=())
+    predicted_ready_s: tuple[float, ...] = ()
 
     @property
     def scale(self) -> bool:
