@@ -50,7 +50,7 @@ def bench_real() -> None:
     else:
         trace = synthetic_trace(SyntheticSpec(duration_s=3600.0, period_s=3600.0, peak_at_s=1800.0), seed=1)
         label = "1 h synthetic (shared traces absent)"
-    for tick in (0.5, 1.0):
+    for tick in (0.1, 0.25):
         _run(label, trace, tick)
 
 
@@ -69,7 +69,7 @@ def bench_day() -> None:
     start = time.perf_counter()
     trace = day_trace()
     print(f"24 h synthetic trace generated in {time.perf_counter() - start:.1f} s", flush=True)
-    for tick in (0.5, 1.0):
+    for tick in (0.1, 0.25):
         _run("24 h synthetic", trace, tick)
 
 

@@ -19,13 +19,13 @@ The model of one replica (EngineProfile):
              step after the prefill completes, so a request alone has TTFT = input/rate + step(1)
              and e2e = TTFT + (output-1) x step(1), whatever the tick.
 
-What the tick resolves (the run loop's ticks are 0.5 s in reference-70b, 5 s while no replica is
-busy): arrivals, admissions (also into slots freed inside the tick: the k-th waiter takes the k-th
-freed slot then), prefill completions, first tokens and finishes are exact inside a tick (busy
+What the tick resolves (the run loop's ticks are 0.1 s in reference-70b, 5 s while no replica is
+busy): arrivals, prefill completions, first tokens and finishes are exact inside a tick (busy
 intervals are mapped back to time). Held for a tick: the batch size n in the step time (its time
-average over the tick's admissions; finishes inside the tick are not subtracted), and the outstanding
-counts the router balances. A slot freed by a request admitted in the same tick is reused only from
-the next tick.
+average over the tick's admissions; finishes inside the tick are not subtracted), the outstanding
+counts the router balances, and the slots: a request waiting for a slot is admitted at the first
+tick boundary after one frees. All three err on the slow side; tests/replay/test_engine.py measures
+the error against an exact event-driven simulation of the same model.
 """
 
 from __future__ import annotations
@@ -126,7 +126,6 @@ class Engine:
         self._waiting = _EMPTY_I
         self._running = _EMPTY_I
         self._kv_used = _EMPTY_F
-        self._server_free = _EMPTY_F  # when each replica's prefill server is next idle
         self._steps = _EMPTY_F  # decode steps each replica has run (fractional inside a step)
         self._last_finish = _EMPTY_F  # when each replica's latest request finished
 
@@ -136,7 +135,6 @@ class Engine:
             self._waiting = np.concatenate((self._waiting, np.zeros(extra, dtype=np.int64)))
             self._running = np.concatenate((self._running, np.zeros(extra, dtype=np.int64)))
             self._kv_used = np.concatenate((self._kv_used, np.zeros(extra)))
-            self._server_free = np.concatenate((self._server_free, np.zeros(extra)))
             self._steps = np.concatenate((self._steps, np.zeros(extra)))
             self._last_finish = np.concatenate((self._last_finish, np.zeros(extra)))
 
@@ -222,7 +220,6 @@ class Engine:
 
         # prefill: one FIFO server per replica, exact inside the tick
         busy: F64 = np.zeros(n_replicas)  # prefill seconds inside the tick
-        debt: F64 = np.zeros(n_replicas)  # prefill seconds before t (admitted late last tick)
         new_dec, new_clock = _EMPTY_I, _EMPTY_F
         idle_keys, busy_end, first_interval = _EMPTY_F, _EMPTY_F, np.zeros(n_replicas, dtype=np.int64)
         lift = dt + 1.0  # > any decode-clock value in the tick: keeps replicas apart in one sorted key
@@ -232,29 +229,23 @@ class Engine:
             g = self._replica[pre]
             gid, starts = _group_starts(g)
             work = left / p.prefill_tokens_per_s  # seconds of prefill server time
-            ready = np.maximum(self._admitted[pre], self._server_free[g])
+            ready = np.maximum(self._admitted[pre], t)
             cum = _grouped_cumsum(work, gid, starts)  # C_j, inclusive
             done = cum + _grouped_cummax(ready - (cum - work), gid)
-            begin = done - work
-            inside = np.maximum(np.minimum(done, end) - np.maximum(begin, t), 0.0)
-            before_t = np.maximum(np.minimum(done, t) - begin, 0.0)
+            begin = done - work  # >= t: nothing is admitted before the tick it starts in
+            inside = np.maximum(np.minimum(done, end) - begin, 0.0)
             busy = np.bincount(g, weights=inside, minlength=n_replicas).astype(np.float64)
-            debt = np.bincount(g, weights=before_t, minlength=n_replicas).astype(np.float64)
-            last = np.append(starts[1:], len(g)) - 1  # FIFO: a group's last request frees the server
-            self._server_free[g[last]] = np.minimum(done[last], end)
             # the busy intervals inside the tick with the idle time before each: the map from a
-            # replica's decode clock to time (the clock also waits out the debt first)
+            # replica's decode clock to time
             cum_in = _grouped_cumsum(inside, gid, starts)
             ran = inside > 0
-            idle_keys = ((np.maximum(begin, t) - t) - (cum_in - inside))[ran] + g[ran] * lift
+            idle_keys = ((begin - t) - (cum_in - inside))[ran] + g[ran] * lift
             busy_end = np.minimum(done, end)[ran]
             first_interval = np.searchsorted(g[ran], np.arange(n_replicas), side="left")
             fin = done <= end
             new_dec = pre[fin]
-            # decode clock at prefill completion: idle time in the tick so far; negative when the
-            # prefill (admitted late last tick) completed before t: it joins the batch from then
-            d = done[fin]
-            new_clock = np.where(d < t, d - t, (d - t) - cum_in[fin])
+            # decode clock at prefill completion: idle time in the tick so far
+            new_clock = (done[fin] - t) - cum_in[fin]
             keep = ~fin
             self._pre = pre[keep]
             self._pre_left = np.clip(done - end, 0.0, work)[keep] * p.prefill_tokens_per_s
@@ -267,23 +258,21 @@ class Engine:
             m = np.searchsorted(idle_keys, y + rep * lift, side="left") - first_interval[rep]
             j = np.maximum(first_interval[rep] + m - 1, 0)
             idle_before = idle_keys[j] - rep * lift
-            out: F64 = np.where((m > 0) & (y >= 0), busy_end[j] + (y - idle_before), t + y)
+            out: F64 = np.where(m > 0, busy_end[j] + (y - idle_before), t + y)
             return out
 
         # decode. On replica r the decode clock y (idle seconds since t) maps to steps run as
-        # steps(y) = steps_at_t + (y - debt) / step(n): requests decoding since before t start
-        # after the debt; a request whose prefill ended at clock c joins at steps(c) (c < 0: it
-        # finished prefilling before t and was in the batch since).
+        # steps(y) = steps_at_t + y / step(n); a request whose prefill ended at clock c joins at
+        # steps(c) and is done at steps(c) + output tokens.
         if not len(new_dec) and not len(self._dec):
             return
         step = p.decode_base_s + p.decode_per_running_s * np.maximum(running, 1)
         decode_time = dt - busy
-        debt = np.minimum(debt, decode_time)  # more prefill than time: the excess is forgiven
         steps0 = self._steps[:n_replicas].copy()
-        steps_end = steps0 + (decode_time - debt) / step
+        steps_end = steps0 + decode_time / step
         if len(new_dec):
             r = self._replica[new_dec]
-            joined = steps0[r] + (new_clock - debt[r]) / step[r]
+            joined = steps0[r] + new_clock / step[r]
             self._dec = np.concatenate((self._dec, new_dec))
             self._dec_rep = np.concatenate((self._dec_rep, r))
             until = joined + self._output[new_dec]
@@ -292,7 +281,7 @@ class Engine:
             self._no_first = np.concatenate((self._no_first, new_dec))
 
         def time_at(steps: F64, rep: I64) -> F64:
-            return clock_to_time(debt[rep] + (steps - steps0[rep]) * step[rep], rep)
+            return clock_to_time((steps - steps0[rep]) * step[rep], rep)
 
         # first tokens (only requests still waiting for theirs) and finishes, mapped to time in one go
         first_ids, first_at, first_rep = _EMPTY_I, _EMPTY_F, _EMPTY_I
@@ -329,14 +318,13 @@ class Engine:
             size = len(self._running)
             self._running -= np.bincount(gone_rep, minlength=size)
             self._kv_used -= np.bincount(gone_rep, weights=self._need[gone], minlength=size)
-            self._admit_into_freed(gone_rep, gone_at)
 
     def _admit(self, t: float) -> None:
         """FCFS admission at t into free slots: the queues first, then the fresh arrivals."""
         free = self.profile.max_running - self._running
         reps = np.flatnonzero((self._waiting > 0) & (free > 0))
         if len(reps):
-            self._admit_heads(reps, np.minimum(free[reps], self._waiting[reps]), None, t)
+            self._admit_heads(reps, np.minimum(free[reps], self._waiting[reps]), t)
         if len(self._fresh):
             self._admit_fresh(t)
 
@@ -377,26 +365,9 @@ class Engine:
         self._pre = np.concatenate((self._pre, admitted))
         self._pre_left = np.concatenate((self._pre_left, self._input[admitted]))
 
-    def _admit_into_freed(self, rep: I64, at: F64) -> None:
-        """Waiters take the slots freed during the tick, the k-th in line at the k-th freed time.
-
-        Without this a freed slot would idle until the next tick; with it a queued request's wait
-        is exact, and its prefill starts then (the next tick charges that work as `debt`).
-        """
-        size = len(self._running)
-        freed = np.bincount(rep, minlength=size)
-        reps = np.flatnonzero((self._waiting > 0) & (freed > 0))
-        if not len(reps):
-            return
-        order = np.lexsort((at, rep))
-        rep_sorted, at_sorted = rep[order], at[order]
-        first = np.searchsorted(rep_sorted, reps)
-        take = np.minimum(freed[reps], self._waiting[reps])
-        self._admit_heads(reps, take, (first, at_sorted), 0.0)
-
-    def _admit_heads(self, reps: I64, take: I64, freed: tuple[I64, F64] | None, t: float) -> None:
+    def _admit_heads(self, reps: I64, take: I64, t: float) -> None:
         """Admit up to take[i] requests from the head of replica reps[i]'s queue, FCFS, while the KV
-        budget allows; at max(arrival, t), or at the freed slot times when `freed` is given."""
+        budget allows, at max(arrival, t)."""
         p = self.profile
         before = np.cumsum(take) - take
         rank = np.arange(int(take.sum())) - np.repeat(before, take)  # place in its replica's queue
@@ -410,12 +381,7 @@ class Engine:
         ok = need <= p.kv_budget_tokens - self._kv_used[g]
         if not ok.any():
             return
-        if freed is None:
-            at = np.maximum(self._arrival[ids], t)
-        else:
-            first, times = freed
-            at = np.maximum(self._arrival[ids], times[np.repeat(first, take) + rank])
         admitted, g = ids[ok], g[ok]
         self._wait_key = np.delete(self._wait_key, idx[ok])
         self._waiting -= np.bincount(g, minlength=len(self._waiting))
-        self._start(admitted, g, at[ok])
+        self._start(admitted, g, np.maximum(self._arrival[admitted], t))

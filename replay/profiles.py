@@ -78,7 +78,7 @@ class Scenario:
     # (a static policy brings its own N)
     initial_replicas: int | None = None
     node_idle_remove_s: float = 600.0  # cluster-autoscaler's scale-down-unneeded-time
-    tick_s: float = 0.5  # the engine's time step (see docs/replay.md for what it resolves)
+    tick_s: float = 0.1  # the engine's time step (see docs/replay.md for what it resolves)
     quiet_tick_s: float = 5.0  # the step while no replica queues or is over half full
 
     def __post_init__(self) -> None:
