@@ -83,17 +83,19 @@ def bench_sweep() -> None:
         for window in (60, 300)
     ]
     workers = os.cpu_count() or 1
-    start = time.perf_counter()
-    tick = REFERENCE_70B.tick_s
-    points = sweep(trace, REFERENCE_70B, "predictive", PolicyParams(), grid, workers)
-    wall = time.perf_counter() - start
-    cpu = sum(p["cpu_seconds"] for p in points)
-    print(
-        f"sweep: {len(points)} configurations of predictive on {len(trace):,} requests (1 h), "
-        f"tick {tick:g} s, in {wall:.1f} s wall on {workers} processes; {cpu:.1f} CPU-seconds in the "
-        f"workers, i.e. {cpu / workers:.1f} s on {workers} idle cores",
-        flush=True,
-    )
+    for tick in (REFERENCE_70B.tick_s, 0.25):
+        start = time.perf_counter()
+        points = sweep(
+            trace, replace(REFERENCE_70B, tick_s=tick), "predictive", PolicyParams(), grid, workers
+        )
+        wall = time.perf_counter() - start
+        cpu = sum(p["cpu_seconds"] for p in points)
+        print(
+            f"sweep: {len(points)} configurations of predictive on {len(trace):,} requests (1 h), "
+            f"tick {tick:g} s, in {wall:.1f} s wall on {workers} processes; {cpu:.1f} CPU-seconds in the "
+            f"workers, i.e. {cpu / workers:.1f} s on {workers} idle cores",
+            flush=True,
+        )
 
 
 BENCHES = {"real": bench_real, "day": bench_day, "sweep": bench_sweep}
