@@ -121,11 +121,14 @@ def test_scale_down_removes_unready_first_then_drains_the_newest_ready() -> None
     assert phases == [Phase.READY, Phase.READY, Phase.DRAINING, Phase.DELETED]
     # the draining replica still has 3 requests in flight: it stays until they finish
     fleet.finish_draining(np.array([0, 0, 3, 0]))
-    assert fleet.replicas[2].phase == Phase.DRAINING
+    draining = fleet.replicas[2]
+    assert [r.phase for r in fleet.replicas][2] == Phase.DRAINING
     assert fleet.ready_ids.tolist() == [0, 1]
     fleet.advance(20.0)
-    fleet.finish_draining(np.array([0, 0, 0, 0]))
-    assert fleet.replicas[2].phase == Phase.DELETED and fleet.replicas[2].deleted_s == 20.0
+    # its last request finished at 17 s: deleted then, not when the loop noticed
+    fleet.finish_draining(np.array([0, 0, 0, 0]), lambda replica: 17.0)
+    assert [r.phase for r in fleet.replicas][2] == Phase.DELETED
+    assert draining.deleted_s == 17.0
 
 
 def test_idle_node_is_removed_and_the_next_replica_provisions_again() -> None:
