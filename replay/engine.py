@@ -176,15 +176,27 @@ class Engine:
         return float(self._last_finish[replica]) if replica < len(self._last_finish) else 0.0
 
     def quiet(self, n_replicas: int) -> bool:
-        """No queue anywhere and every replica at most half full (slots and KV): a long tick
-        cannot fill a replica, so nothing the tick holds (n, routing counts) matters much."""
+        """No queue anywhere and every replica at most half full (slots and KV)."""
         self._grow(n_replicas)
         p = self.profile
         return (
             not len(self._wait_key)
+            and not len(self._fresh)
             and int(self._running.max(initial=0)) * 2 <= p.max_running
             and float(self._kv_used.max(initial=0.0)) * 2 <= p.kv_budget_tokens
         )
+
+    def fits(self, ids: I64, replicas: I64) -> bool:
+        """Would these arrivals all find a free slot and KV on their replicas even if nothing
+        finished first? Then none of them waits for a slot, however long the tick."""
+        if not len(ids):
+            return True
+        p = self.profile
+        self._grow(int(replicas.max()) + 1)
+        size = len(self._running)
+        slots = self._running + self._waiting + np.bincount(replicas, minlength=size)
+        kv = self._kv_used + np.bincount(replicas, weights=self._need[ids], minlength=size)
+        return bool(slots.max() <= p.max_running and kv.max() <= p.kv_budget_tokens)
 
     @property
     def in_flight(self) -> int:

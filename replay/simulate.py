@@ -9,8 +9,8 @@ The only clock of a replay lives here. Each tick (scenario.tick_s) the loop
      (arrivals find no ready replica only if every replica is draining or starting; they then wait
      at the gateway, their TTFT counting the wait),
   5. advances every engine by one tick, then deletes drained replicas (at their last finish).
-Ticks are scenario.tick_s long, or quiet_tick_s while no replica has a queue or is more than half
-full, and always end on the next scrape or decision.
+Ticks are scenario.tick_s long, or quiet_tick_s when nothing queues, no replica is over half full and
+the tick's arrivals fit the replicas' free slots and KV; they always end on the next scrape or decision.
 The run ends when every request has finished (or been dropped) and the trace is over.
 """
 
@@ -158,23 +158,35 @@ def simulate(
                 on_progress(t)
             n_replicas = len(fleet.replicas)
 
-        # a long tick while no replica is busy, never past the next scrape or decision
-        dt = scenario.tick_s
-        if scenario.quiet_tick_s > dt and not len(gateway) and engine.quiet(n_replicas):
-            dt = scenario.quiet_tick_s
-        dt = min(dt, next_scrape - t, next_decision - t)
+        # Ticks end on the next scrape or decision. A long (quiet) tick is taken when nothing
+        # queues, no replica is over half full (the router's snapshot and the held batch size stay
+        # close), and the tick's arrivals, routed, fit every replica's free slots and KV even if
+        # nothing finished: then no request can wait for a slot inside it.
+        ready = fleet.ready_ids
+        horizon = min(next_scrape, next_decision)
+        dt = min(scenario.tick_s, horizon - t)
+        ids, targets, routed = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), False
+        quiet_dt = min(scenario.quiet_tick_s, horizon - t)
+        if quiet_dt > dt and not len(gateway) and len(ready) and engine.quiet(n_replicas):
+            upto = int(np.searchsorted(arrival, t + quiet_dt, side="left"))
+            ids = np.arange(next_arrival, upto, dtype=np.int64)
+            targets = ready[route(engine.outstanding(n_replicas)[ready], len(ids))]
+            if engine.fits(ids, targets):
+                dt, routed = quiet_dt, True
         end = t + dt
         upto = int(np.searchsorted(arrival, end, side="left"))
-        ids = np.arange(next_arrival, upto, dtype=np.int64)
+        if not routed:  # the short tick: route its own arrivals
+            ids = np.arange(next_arrival, upto, dtype=np.int64)
+            if len(gateway):
+                ids = np.concatenate((gateway, ids))
+                gateway = np.zeros(0, dtype=np.int64)
+            targets = np.zeros(0, dtype=np.int64)
+            if len(ids) and len(ready):
+                targets = ready[route(engine.outstanding(n_replicas)[ready], len(ids))]
         next_arrival = upto
-        if len(gateway):
-            ids = np.concatenate((gateway, ids))
-            gateway = np.zeros(0, dtype=np.int64)
         if len(ids):
-            ready = fleet.ready_ids
             if len(ready):
-                load = engine.outstanding(n_replicas)[ready]
-                engine.submit(ids, ready[route(load, len(ids))])
+                engine.submit(ids, targets)
             else:
                 gateway = ids
         engine.advance(t, dt, n_replicas)
