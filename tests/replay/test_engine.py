@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from replay.engine import Engine, RequestResults
 from replay.fleet import route
-from replay.profiles import EngineProfile
+from replay.profiles import REFERENCE_70B, EngineProfile, ProfileError, get_scenario, scenario_from_mapping
 from replay.trace import Trace
 
 REF = EngineProfile()  # reference-70b: 64 slots, 400k KV, 8,000 tok/s prefill, 30 ms + 0.2 ms x n
@@ -258,3 +260,91 @@ def test_engine_against_an_exact_event_by_event_replica(
         want = float(np.mean(getattr(exact, name) - arrival))
         have = float(np.mean(getattr(got, name) - arrival))
         assert want * (1 - 0.002) <= have <= want * (1 + error), (name, have, want)
+
+
+# --- engine profiles and scenarios as data ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("suffix", "text"),
+    [
+        pytest.param(
+            ".yaml",
+            "name: small\nengine: {max_running: 256, decode_base_s: 0.012}\ncold_start: {weights_gb: 16}\n"
+            "slo_ttft_s: 1\ninitial_replicas: 3\n",
+            id="yaml",
+        ),
+        pytest.param(
+            ".json",
+            '{"name": "small", "engine": {"max_running": 256, "decode_base_s": 0.012},'
+            ' "cold_start": {"weights_gb": 16}, "slo_ttft_s": 1, "initial_replicas": 3}',
+            id="json",
+        ),
+    ],
+)
+def test_scenario_file_overrides_the_base(tmp_path: Path, suffix: str, text: str) -> None:
+    path = tmp_path / f"scenario{suffix}"
+    path.write_text(text, encoding="utf-8")
+    scenario = get_scenario(str(path))
+    assert scenario.name == "small"
+    assert scenario.engine == replace(REFERENCE_70B.engine, max_running=256, decode_base_s=0.012)
+    assert scenario.cold_start == replace(REFERENCE_70B.cold_start, weights_gb=16.0)
+    assert (scenario.slo_ttft_s, scenario.initial_replicas) == (1.0, 3)
+    assert scenario.max_replicas == REFERENCE_70B.max_replicas  # untouched fields keep the base's
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        pytest.param(
+            {"engine": {"max_running": 0}}, "engine.max_running must be >= 1, got 0", id="out of range"
+        ),
+        pytest.param(
+            {"engine": {"prefill_tokens_per_s": "fast"}},
+            "engine.prefill_tokens_per_s must be a number, got 'fast'",
+            id="not a number",
+        ),
+        pytest.param({"max_replicas": True}, "max_replicas must be an integer, got True", id="bool for int"),
+        pytest.param({"nope": 1}, "unknown field 'nope'", id="unknown field"),
+        pytest.param({"engine": {"nope": 1}}, "unknown field engine.nope", id="unknown nested field"),
+        pytest.param({"engine": [1]}, "engine must be a mapping", id="section not a mapping"),
+        pytest.param(
+            {"cold_start": {"gpus_per_replica": 16}},
+            "cold_start.gpus_per_replica must be <= gpus_per_node (8)",
+            id="cold start checked by the policy core",
+        ),
+        pytest.param(
+            {"initial_replicas": 100}, "initial_replicas must be within [min_replicas", id="initial"
+        ),
+        pytest.param(
+            {"slo_ttft_s": -1}, "slo_ttft_s must be a finite number > 0, got -1.0", id="negative SLO"
+        ),
+        pytest.param({"base": "reference-8b"}, "base must be one of reference-70b", id="unknown base"),
+    ],
+)
+def test_bad_scenario_names_the_field_and_value(doc: dict[str, object], message: str) -> None:
+    with pytest.raises(ProfileError, match=re.escape(message)):
+        scenario_from_mapping(doc)
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        pytest.param("bad.yaml", "engine: [1, 2", "not valid YAML", id="invalid yaml"),
+        pytest.param("bad.json", "{", "not valid JSON", id="invalid json"),
+        pytest.param(
+            "list.yaml", "- 1\n", "expected a mapping at the top level, got list", id="not a mapping"
+        ),
+    ],
+)
+def test_bad_scenario_file_names_the_file(tmp_path: Path, name: str, text: str, message: str) -> None:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ProfileError, match=re.escape(message)) as info:
+        get_scenario(str(path))
+    assert str(path) in str(info.value)
+
+
+def test_unknown_scenario_lists_the_built_ins() -> None:
+    with pytest.raises(ProfileError, match="neither a built-in \\(reference-70b\\) nor a file"):
+        get_scenario("reference-8b")
