@@ -144,6 +144,9 @@ def _run(args: argparse.Namespace) -> int:
     )
     if not names:
         raise CliError("--policies: give at least one policy")
+    if len(set(names)) != len(names):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        raise CliError(f"--policies: {', '.join(twice)} listed twice")
     for name in names:  # fail on a bad name before the first long run
         build_policy(name, scenario, trace, params, lambda: 0.0)
     results = [run_policy(trace, scenario, name, params, progress=not args.quiet) for name in names]

@@ -224,6 +224,8 @@ def test_cli_compare_writes_the_reports(tmp_path: Path, capsys: pytest.CaptureFi
         ),
         pytest.param(["--scenario", "missing.yaml"], "scenario 'missing.yaml'", id="unknown scenario"),
         pytest.param(["--policies", "static-x"], "static-N with N an integer", id="static without N"),
+        pytest.param(["--policies", "hpa,kpa,hpa"], "--policies: hpa listed twice", id="policy twice"),
+        pytest.param(["--tick", "0"], "tick_s must be a finite number > 0, got 0.0", id="zero tick"),
     ],
 )
 def test_cli_rejects_bad_input_naming_it(
