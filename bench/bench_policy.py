@@ -45,6 +45,14 @@ SCENARIOS = {
         prediction=PredictionSpec(forecaster=ForecasterKind.HOLT),
         floors=FloorSpec(warm_min_replicas=2, schedules=(Schedule(8, frozenset(range(5)), 9 * 60, 18 * 60),)),
     ),
+    "infscale predictive (holt, cold start, floors, 1 metric)": AutoscalerSpec(
+        max_replicas=64,
+        metrics=(QUEUE,),
+        behavior=Behavior(),
+        cold_start=COLD,
+        prediction=PredictionSpec(forecaster=ForecasterKind.HOLT),
+        floors=FloorSpec(warm_min_replicas=2, schedules=(Schedule(8, frozenset(range(5)), 9 * 60, 18 * 60),)),
+    ),
     "infscale predictive (linear)": AutoscalerSpec(
         max_replicas=64,
         metrics=(QUEUE,),

@@ -233,9 +233,7 @@ def decide(
 
     ready_in: tuple[float, ...] = ()
     if desired > current and spec.cold_start is not None:
-        ready_in = tuple(
-            r.ready_s for r in coldstart.predict_ready(spec.cold_start, desired - current, **_cluster(obs))
-        )
+        ready_in = _ready_in_s(spec.cold_start, desired - current, *_cluster(obs))
 
     decision = Decision(
         current,
@@ -297,13 +295,7 @@ def _lead_time_s(spec: AutoscalerSpec, obs: Observation) -> float:
     if spec.prediction.lead_time_s is not None:
         return spec.prediction.lead_time_s
     if spec.cold_start is not None:
-        return _cold_start_lead_s(
-            spec.cold_start,
-            obs.free_gpus_per_node,
-            obs.image_cached_nodes,
-            obs.weights_cached_nodes,
-            obs.loading_remaining_gb,
-        )
+        return _cold_start_lead_s(spec.cold_start, *_cluster(obs))
     return 0.0
 
 
@@ -325,13 +317,31 @@ def _cold_start_lead_s(
     )
 
 
-def _cluster(obs: Observation) -> dict[str, Any]:
-    return {
-        "free_gpus_per_node": obs.free_gpus_per_node,
-        "image_cached_nodes": obs.image_cached_nodes,
-        "weights_cached": obs.weights_cached_nodes,
-        "loading_remaining_gb": obs.loading_remaining_gb,
-    }
+def _cluster(
+    obs: Observation,
+) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[float, ...]]:
+    return obs.free_gpus_per_node, obs.image_cached_nodes, obs.weights_cached_nodes, obs.loading_remaining_gb
+
+
+@lru_cache(maxsize=1024)
+def _ready_in_s(
+    cold: ColdStartSpec,
+    k: int,
+    free: tuple[int, ...],
+    image_cached: tuple[int, ...],
+    weights_cached: tuple[int, ...],
+    loading: tuple[float, ...],
+) -> tuple[float, ...]:
+    """Seconds until each of k replicas started now is ready (pure, so cached like the lead time)."""
+    replicas = coldstart.predict_ready(
+        cold,
+        k,
+        free_gpus_per_node=free,
+        image_cached_nodes=image_cached,
+        weights_cached=weights_cached,
+        loading_remaining_gb=loading,
+    )
+    return tuple(r.ready_s for r in replicas)
 
 
 def _predict(
