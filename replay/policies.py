@@ -240,10 +240,11 @@ class KpaLikePolicy:
 class ClairvoyantPolicy:
     """Knows every future arrival and its own cold start; see docs/replay.md for why it is a fair floor.
 
-    needed(τ) = ceil(concurrency(τ) / target) where concurrency is computed from the trace with each
-    request's service time at a full batch (prefill + output x step(max_running)). At `now` it asks
-    for max needed over [now, now + lead + period]: capacity for the worst moment before a replica
-    started at the next decision could be ready, and never more.
+    needed(τ) = the larger of ceil(concurrency(τ) / target), concurrency computed from the trace with
+    each request's service time at a full batch (prefill + output x step(max_running)), and the
+    replicas that keep prefill under 70 % of each replica's time (averaged over a minute). At `now`
+    it asks for max needed over [now, now + lead + period]: capacity for the worst moment before a
+    replica started at the next decision could be ready, and never more.
     """
 
     needed: npt.NDArray[np.int64]  # per second of the trace
@@ -264,16 +265,27 @@ class ClairvoyantPolicy:
         return min(self.max_replicas, max(self.min_replicas, want))
 
 
+MAX_PREFILL_SHARE = 0.7  # of a replica's GPU time; the rest decodes (prefill stops decoding)
+PREFILL_WINDOW_S = 60  # prefill work is averaged over a minute: short bursts queue, they do not add replicas
+
+
 def needed_replicas(trace: Trace, scenario: Scenario, target: float) -> npt.NDArray[np.int64]:
-    """Per second, the replicas the trace needs at `target` requests in flight per replica."""
+    """Per second, the replicas the trace needs: enough to keep `target` requests in flight per
+    replica, and enough prefill capacity that prefill takes at most MAX_PREFILL_SHARE of each
+    replica's time (long prompts saturate the prefill server long before the slots fill)."""
     e = scenario.engine
-    service = trace.input_tokens / e.prefill_tokens_per_s + trace.output_tokens * e.step_s(e.max_running)
+    prefill_s = trace.input_tokens / e.prefill_tokens_per_s
+    service = prefill_s + trace.output_tokens * e.step_s(e.max_running)
     horizon = math.ceil(trace.duration_s + float(service.max(initial=0.0))) + 2
     start = np.floor(trace.arrival_s).astype(np.int64)
     stop = np.floor(trace.arrival_s + service).astype(np.int64) + 1
     delta = np.bincount(start, minlength=horizon + 1) - np.bincount(stop, minlength=horizon + 1)
     concurrency = np.cumsum(delta)[:horizon]  # requests in flight at some point of each second
-    out: npt.NDArray[np.int64] = np.ceil(concurrency / target).astype(np.int64)
+    work = np.bincount(start, weights=prefill_s, minlength=horizon)[:horizon]  # prefill seconds per second
+    window = np.ones(PREFILL_WINDOW_S) / PREFILL_WINDOW_S
+    prefill_load = np.convolve(work, window, mode="same")
+    need = np.maximum(np.ceil(concurrency / target), np.ceil(prefill_load / MAX_PREFILL_SHARE - 1e-9))
+    out: npt.NDArray[np.int64] = need.astype(np.int64)
     return out
 
 
