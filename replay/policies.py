@@ -283,7 +283,8 @@ def needed_replicas(trace: Trace, scenario: Scenario, target: float) -> npt.NDAr
     concurrency = np.cumsum(delta)[:horizon]  # requests in flight at some point of each second
     work = np.bincount(start, weights=prefill_s, minlength=horizon)[:horizon]  # prefill seconds per second
     window = np.ones(PREFILL_WINDOW_S) / PREFILL_WINDOW_S
-    prefill_load = np.convolve(work, window, mode="same")
+    half = PREFILL_WINDOW_S // 2  # centred moving average, as long as `work` even for short traces
+    prefill_load = np.convolve(work, window, mode="full")[half : half + horizon]
     need = np.maximum(np.ceil(concurrency / target), np.ceil(prefill_load / MAX_PREFILL_SHARE - 1e-9))
     out: npt.NDArray[np.int64] = need.astype(np.int64)
     return out

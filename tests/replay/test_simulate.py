@@ -326,3 +326,23 @@ def test_lead_quantile_uses_the_start_ups_seen_so_far() -> None:
             assert obs.lead_time_s == pytest.approx(float(np.quantile(seen, 0.9)))
             checked += 1
     assert checked > 10
+
+
+@pytest.mark.parametrize(
+    ("seconds", "expected_middle"),
+    [
+        # 8 s of prefill per second for 5 s, averaged over the minute: 0.67 s/s, one replica at 70 %
+        pytest.param(5.0, 1, id="shorter than the prefill window"),
+        # a full minute of it: ceil(8 / 0.7) = 12 replicas
+        pytest.param(600.0, 12, id="longer"),
+    ],
+)
+def test_needed_replicas_covers_prefill_work(seconds: float, expected_middle: int) -> None:
+    from replay.policies import needed_replicas
+
+    n = int(4 * seconds)  # 4 requests/s of 16,000-token prompts: 2 s of prefill each
+    trace = Trace("long prompts", np.linspace(0, seconds, n), np.full(n, 16_000), np.full(n, 10))
+    need = needed_replicas(trace, REFERENCE_70B, target=1_000.0)  # the in-flight target never binds
+    assert len(need) >= seconds
+    assert need[int(seconds / 2)] == expected_middle
+    assert need.max() == expected_middle
