@@ -146,7 +146,8 @@ def decide(
         # Replicas already starting are capacity that arrives before any replica started now
         # would, and spec replicas already count them. The current value was produced without
         # them, so scaling up on it again is a reactive autoscaler's double scale-up.
-        arriving = sum(1 for t in obs.starting_ready_at if t <= now + lead_s)
+        horizon = now + lead_s
+        arriving = sum(1 for t in obs.starting_ready_at if t <= horizon) if obs.starting_ready_at else 0
         if raw is not None and arriving and raw > current:
             stages.append(
                 Stage(
@@ -365,7 +366,7 @@ def _predict(
         fstate = forecast.observe(spec.prediction, forecasters.get(metric.name), now, value)
         forecasters[metric.name] = fstate
         fc = forecast.forecast(spec.prediction, fstate, now, lead_s)
-        results.append(MetricForecast(metric.name, value, fc.value, str(fc.method), fc.reason))
+        results.append(MetricForecast(metric.name, value, fc.value, fc.method, fc.reason))
         if fc.value > value:  # only predicted growth adds: the current value had its say above
             proposals[metric.name] = external_metric_replicas(
                 MetricReading((round(fc.value * 1000),)),
@@ -395,20 +396,21 @@ def _fmt_forecast(forecasts: tuple[MetricForecast, ...], metric: str) -> str:
     )
 
 
-@lru_cache(maxsize=64)
-def _zone(name: str) -> ZoneInfo:
-    return ZoneInfo(name)
+@lru_cache(maxsize=256)
+def _local_clock(timezone: str, epoch_minute: int) -> tuple[int, int]:
+    """(weekday, minute of day) in a zone. Offsets change on whole minutes, so one lookup a minute."""
+    local = datetime.fromtimestamp(epoch_minute * 60, ZoneInfo(timezone))
+    return local.weekday(), local.hour * 60 + local.minute
 
 
 def schedule_active(schedule: Schedule, now: float) -> bool:
-    local = datetime.fromtimestamp(now, _zone(schedule.timezone))
-    minute = local.hour * 60 + local.minute
+    weekday, minute = _local_clock(schedule.timezone, int(now // 60))
     if schedule.start_minute <= schedule.end_minute:
-        return local.weekday() in schedule.weekdays and schedule.start_minute <= minute < schedule.end_minute
+        return weekday in schedule.weekdays and schedule.start_minute <= minute < schedule.end_minute
     # wraps past midnight: the part after midnight belongs to the previous day's window
     if minute >= schedule.start_minute:
-        return local.weekday() in schedule.weekdays
-    return minute < schedule.end_minute and (local.weekday() - 1) % 7 in schedule.weekdays
+        return weekday in schedule.weekdays
+    return minute < schedule.end_minute and (weekday - 1) % 7 in schedule.weekdays
 
 
 def _apply_floors(floors: FloorSpec, raw: int, now: float) -> tuple[int, tuple[str, str]]:
