@@ -10,8 +10,8 @@ $(BIN)/infscale: pyproject.toml
 	touch $@
 
 .PHONY: demo test lint bench
-demo: $(BIN)/infscale  ## the main job on the embedded default
-	$(BIN)/infscale explain examples/explain.json
+demo: $(BIN)/infscale  ## the main job on the embedded default: compare autoscalers offline
+	$(BIN)/infscale replay compare --out replay-out
 
 lint: $(BIN)/infscale
 	$(BIN)/ruff check .

@@ -184,18 +184,20 @@ class ScrapeSettings(BaseModel):
         return self
 
 
-# The three signals the quick start serves, with how they add up across pods: queues and batches
-# are totals (an AverageValue target divides by replicas), saturation is a mean fraction.
+# The signals the quick start serves, with how they add up across pods: queues and batches are
+# totals (an AverageValue target divides by replicas), saturation is a mean fraction.
 _DEFAULT_METRICS = (
     ("infscale_queue_size", Signal.QUEUE_SIZE, Aggregation.SUM),
     ("infscale_batch_size", Signal.BATCH_SIZE, Aggregation.SUM),
+    ("infscale_inflight", Signal.INFLIGHT, Aggregation.SUM),
     ("infscale_kv_cache_usage", Signal.KV_CACHE_USAGE, Aggregation.MEAN),
 )
 
 
 class CatalogSettings(BaseModel):
     """The catalog. Defaults: engine vllm, max_age_s 30, labels namespace/deployment/model, and (when
-    `metrics` is omitted) infscale_queue_size, infscale_batch_size, infscale_kv_cache_usage from the
+    `metrics` is omitted) infscale_queue_size, infscale_batch_size, infscale_inflight (the two added
+    up), infscale_kv_cache_usage from the
     scrape source, limited to the signals the engine has."""
 
     model_config = _FROZEN

@@ -7,6 +7,8 @@ into PromQL, so both sources compute the same thing.
 
 Normalized signals:
 - `queue_size`: requests waiting (count); `batch_size`: requests running (count);
+- `inflight`: waiting + running, derived for every engine that has both (what the replay's
+  policies scale on, so its sweep prints an HPA that reads a served metric);
 - `kv_cache_usage`: KV-cache saturation as a 0–1 fraction;
 - `request_rate`, `prompt_token_rate`, `generation_token_rate`: per-second rates of counters;
 - `slot_usage`: JetStream's decode-slot occupancy (a 0–1 fraction; JetStream has no running count).
@@ -28,6 +30,7 @@ from prometheus_client.parser import text_string_to_metric_families
 class Signal(StrEnum):
     QUEUE_SIZE = "queue_size"
     BATCH_SIZE = "batch_size"
+    INFLIGHT = "inflight"
     KV_CACHE_USAGE = "kv_cache_usage"
     REQUEST_RATE = "request_rate"
     PROMPT_TOKEN_RATE = "prompt_token_rate"
@@ -113,10 +116,25 @@ def rate(*alternatives: Series) -> Rule:
     return Rule(Kind.RATE, (Term(alternatives),))
 
 
+def _with_inflight(preset: EnginePreset) -> EnginePreset:
+    """Add `inflight` = the queue's terms + the batch's terms, when both are plain summed gauges."""
+    queue, batch = preset.rules.get(Signal.QUEUE_SIZE), preset.rules.get(Signal.BATCH_SIZE)
+    plain = (Kind.GAUGE, Combine.SUM)
+    if (
+        queue is None
+        or batch is None
+        or (queue.kind, queue.combine) != plain
+        or (batch.kind, batch.combine) != plain
+    ):
+        return preset
+    rules = {**preset.rules, Signal.INFLIGHT: Rule(Kind.GAUGE, queue.terms + batch.terms)}
+    return EnginePreset(preset.name, rules, preset.model_label)
+
+
 # Sources: ../shared/engine_metrics.md (each engine's metrics module). Within a pod, queues and
 # batches of data-parallel engines / ranks add up; saturation fractions average.
 PRESETS: dict[str, EnginePreset] = {
-    p.name: p
+    p.name: _with_inflight(p)
     for p in (
         EnginePreset(
             "vllm",

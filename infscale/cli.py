@@ -17,7 +17,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "controller": ("autoscaler.controller.cli", "run the predictive controller (InferenceAutoscalers)"),
     "coldstart": ("autoscaler.coldstart_cli", "predict replica ready times under shared storage bandwidth"),
     "adapter": ("adapter.cli", "serve engine queue/batch/KV-cache signals to HPAs as external metrics"),
-    "replay": ("replay.cli", "replay a request trace through a simulated fleet with the policies in the loop"),
+    "replay": (
+        "replay.cli",
+        "replay a request trace through a simulated fleet with the policies in the loop",
+    ),
     "emulate": ("replay.emulate.cli", "an LLM engine without a GPU: OpenAI API, batching, engine metrics"),
 }
 

@@ -343,7 +343,7 @@ spec:
   - type: External
     external:
       metric:
-        name: inflight
+        name: infscale_inflight
       target:
         type: AverageValue
         averageValue: "{p.target:g}"
@@ -392,7 +392,7 @@ spec:
   - type: External
     external:
       metric:
-        name: inflight
+        name: infscale_inflight
       target:
         type: AverageValue
         averageValue: "{p.target:g}"

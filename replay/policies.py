@@ -35,7 +35,7 @@ from autoscaler.policy.state import PolicyState
 from replay.profiles import Scenario
 from replay.trace import Trace
 
-METRIC = "inflight"
+METRIC = "infscale_inflight"  # as the adapter serves it: waiting + running requests
 DEFAULT_TARGET_INFLIGHT = 16.0  # requests per replica: a quarter of reference-70b's 64 slots
 
 

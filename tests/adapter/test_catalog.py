@@ -124,9 +124,10 @@ def test_invalid_settings_name_the_problem(data: dict[str, Any], message: str) -
             {
                 "infscale_queue_size": ("queue_size", "sum"),
                 "infscale_batch_size": ("batch_size", "sum"),
+                "infscale_inflight": ("inflight", "sum"),
                 "infscale_kv_cache_usage": ("kv_cache_usage", "mean"),
             },
-            id="vllm: all three",
+            id="vllm: all four",
         ),
         pytest.param("triton", {"infscale_queue_size": ("queue_size", "sum")}, id="triton: only what it has"),
     ],
@@ -429,6 +430,7 @@ async def test_quick_start_end_to_end_over_real_http(engines: list[str]) -> None
         assert catalog.metric_names() == [
             "infscale_queue_size",
             "infscale_batch_size",
+            "infscale_inflight",
             "infscale_kv_cache_usage",
         ]
         got = {m: await first_answer(catalog, m, "any-namespace") for m in catalog.metric_names()}
@@ -437,6 +439,7 @@ async def test_quick_start_end_to_end_over_real_http(engines: list[str]) -> None
     assert summary == {
         "infscale_queue_size": [(labels, 10.0)],
         "infscale_batch_size": [(labels, 5.0)],
+        "infscale_inflight": [(labels, 15.0)],  # waiting + running
         "infscale_kv_cache_usage": [(labels, pytest.approx(0.6))],
     }
     assert telemetry.registry.get_sample_value(

@@ -51,6 +51,9 @@ Q, B, KV = Signal.QUEUE_SIZE, Signal.BATCH_SIZE, Signal.KV_CACHE_USAGE
         pytest.param("llama.cpp", LLAMACPP, B, 2.0, id="llama.cpp processing"),
         pytest.param("llama.cpp", LLAMACPP, KV, None, id="llama.cpp kv gone from new builds: no data"),
         pytest.param("tgi", VLLM, Q, None, id="wrong engine's text: no data, not 0"),
+        pytest.param("vllm", VLLM, Signal.INFLIGHT, 14.0, id="vllm inflight = waiting 6 + running 8"),
+        pytest.param("tgi", TGI, Signal.INFLIGHT, 9.0, id="tgi inflight = queue 3 + batch 6"),
+        pytest.param("tensorrt-llm", TRTLLM, Signal.INFLIGHT, 13.0, id="trt-llm inflight = waiting + active"),
     ],
 )
 def test_gauge_signals(engine: str, text: str, signal: Signal, expected: float | None) -> None:
@@ -145,6 +148,11 @@ def test_model_of(engine: str, text: str, expected: str | None) -> None:
 def test_unparseable_text_names_the_line() -> None:
     with pytest.raises(ExpositionError, match="this is not prometheus"):
         parse_exposition("vllm:num_requests_waiting 1\nthis is not prometheus {\n")
+
+
+@pytest.mark.parametrize("engine", ["triton", "jetstream"])
+def test_inflight_only_where_both_queue_and_batch_exist(engine: str) -> None:
+    assert Signal.INFLIGHT not in get_preset(engine).rules
 
 
 def test_unknown_engine_lists_the_known_ones() -> None:

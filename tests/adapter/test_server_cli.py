@@ -255,7 +255,12 @@ async def test_quick_start_serves_aggregated_signals(engines: list[str]) -> None
         async with httpx.AsyncClient(base_url=f"http://{address}") as client:
             ns = "/apis/external.metrics.k8s.io/v1beta1/namespaces/anywhere"
             values = {}
-            for metric in ("infscale_queue_size", "infscale_batch_size", "infscale_kv_cache_usage"):
+            for metric in (
+                "infscale_queue_size",
+                "infscale_batch_size",
+                "infscale_inflight",
+                "infscale_kv_cache_usage",
+            ):
                 (item,) = (await _wait_for(client, f"{ns}/{metric}", proc)).json()["items"]
                 values[metric] = item["value"]
                 assert item["metricLabels"]["namespace"] == "anywhere"
@@ -267,10 +272,12 @@ async def test_quick_start_serves_aggregated_signals(engines: list[str]) -> None
     assert values == {
         "infscale_queue_size": "10",
         "infscale_batch_size": "8",
+        "infscale_inflight": "18",
         "infscale_kv_cache_usage": "600m",
     }
     assert [r["name"] for r in discovery["resources"]] == [
         "infscale_batch_size",
+        "infscale_inflight",
         "infscale_kv_cache_usage",
         "infscale_queue_size",
     ]

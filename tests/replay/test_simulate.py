@@ -15,7 +15,7 @@ from autoscaler.policy.spec import ColdStartSpec
 from autoscaler.policy.state import PolicyState
 from replay import report
 from replay.cli import run_policy
-from replay.policies import DecidePolicy, PolicyParams, StaticPolicy, build_policy
+from replay.policies import METRIC, DecidePolicy, PolicyParams, StaticPolicy, build_policy
 from replay.profiles import REFERENCE_70B, Scenario
 from replay.simulate import RunResult, simulate
 from replay.trace import Trace
@@ -143,7 +143,7 @@ def test_policy_sees_metrics_scraped_at_least_the_delay_ago() -> None:
     policy = build_policy("hpa", FAST, trace, PARAMS, lambda: 0.0)
     assert isinstance(policy, DecidePolicy)
     simulate(trace, FAST, policy)
-    ages = [obs.metrics["inflight"].age_s for _, obs, _ in policy.decisions[1:]]
+    ages = [obs.metrics[METRIC].age_s for _, obs, _ in policy.decisions[1:]]
     assert min(ages) >= FAST.metric_delay_s
     assert max(ages) < FAST.metric_delay_s + FAST.scrape_interval_s
 
