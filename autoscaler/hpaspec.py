@@ -53,29 +53,37 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
 
+class MatchExpressionModel(_Model):
+    key: Annotated[str, Field(min_length=1)]
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _values_fit_operator(self) -> MatchExpressionModel:
+        # the apiserver's rule: In/NotIn need values, Exists/DoesNotExist take none
+        if self.operator in ("In", "NotIn") and not self.values:
+            raise ValueError(f"operator {self.operator} needs at least one value")
+        if self.operator in ("Exists", "DoesNotExist") and self.values:
+            raise ValueError(f"operator {self.operator} takes no values, got {self.values}")
+        return self
+
+    def as_string(self) -> str:
+        if self.operator == "Exists":
+            return self.key
+        if self.operator == "DoesNotExist":
+            return f"!{self.key}"
+        op = "in" if self.operator == "In" else "notin"
+        return f"{self.key} {op} ({','.join(self.values)})"
+
+
 class LabelSelectorModel(_Model):
     match_labels: dict[str, str] = Field(default_factory=dict, alias="matchLabels")
-    match_expressions: list[dict[str, object]] = Field(default_factory=list, alias="matchExpressions")
+    match_expressions: list[MatchExpressionModel] = Field(default_factory=list, alias="matchExpressions")
 
     def as_string(self) -> str:
         """The selector in the string form the External Metrics API takes as `labelSelector`."""
         parts = [f"{k}={v}" for k, v in sorted(self.match_labels.items())]
-        for expr in self.match_expressions:
-            key, op, values = expr.get("key"), str(expr.get("operator", "")), expr.get("values") or []
-            assert isinstance(values, list)
-            if op == "In":
-                parts.append(f"{key} in ({','.join(map(str, values))})")
-            elif op == "NotIn":
-                parts.append(f"{key} notin ({','.join(map(str, values))})")
-            elif op == "Exists":
-                parts.append(str(key))
-            elif op == "DoesNotExist":
-                parts.append(f"!{key}")
-            else:
-                raise ValueError(
-                    f"matchExpressions operator must be In, NotIn, Exists or DoesNotExist, got {op!r}"
-                )
-        return ",".join(parts)
+        return ",".join([*parts, *(expr.as_string() for expr in self.match_expressions)])
 
 
 class MetricIdentifierModel(_Model):

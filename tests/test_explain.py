@@ -168,3 +168,39 @@ def test_array_error_names_the_document(tmp_path: Path, capsys: pytest.CaptureFi
     bad["status"] = {}
     assert run_explain(tmp_path, [document(), bad]) == 2
     assert "[1].status.currentReplicas: Field required" in capsys.readouterr().err
+
+
+def test_selector_becomes_the_label_selector_string() -> None:
+    from autoscaler.hpaspec import MetricSpecModel
+
+    metric = MetricSpecModel.model_validate(
+        {
+            "type": "External",
+            "external": {
+                "metric": {
+                    "name": "q",
+                    "selector": {
+                        "matchLabels": {"model": "llama", "deployment": "llama-70b"},
+                        "matchExpressions": [
+                            {"key": "tier", "operator": "In", "values": ["gold", "silver"]},
+                            {"key": "canary", "operator": "DoesNotExist"},
+                        ],
+                    },
+                },
+                "target": {"type": "Value", "value": "5"},
+            },
+        }
+    )
+    assert metric.to_spec().selector == "deployment=llama-70b,model=llama,tier in (gold,silver),!canary"
+
+
+def test_bad_match_expression_names_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = document()
+    doc["spec"]["metrics"][0]["external"]["metric"]["selector"] = {
+        "matchExpressions": [{"key": "tier", "operator": "In"}]
+    }
+    assert run_explain(tmp_path, doc) == 2
+    assert (
+        "spec.metrics[0].external.metric.selector.matchExpressions[0]: operator In needs at least one value"
+        in (capsys.readouterr().err)
+    )
