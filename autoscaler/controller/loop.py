@@ -358,7 +358,8 @@ class Controller:
             refused = "mode dryRun: decided, not applied"
         conditions.append(plan.capacity_condition(decision))
 
-        spec_replicas = scaled_to if scaled_to is not None else scale.spec_replicas
+        # decision.current_replicas is the count of the last read (a 409 reads the scale again)
+        spec_replicas = scaled_to if scaled_to is not None else decision.current_replicas
         mem = replace(
             mem, state=new_state, cold=cold, last_spec_replicas=spec_replicas, last_scale_time=last_scale_time
         )

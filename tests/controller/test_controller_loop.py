@@ -363,6 +363,21 @@ async def test_conflict_on_scale_rereads_and_decides_again() -> None:
         assert env.fake.replicas(NS, NAME) == out.scaled_to == 6
 
 
+async def test_conflict_then_no_change_reports_the_count_read_again() -> None:
+    """A user scales to what infscale wanted between its GET and PUT: after the 409 the new decision
+    holds, and the status and gauges carry the count read again, not the stale one."""
+    async with environment() as env:
+        env.start(2, autoscaler(behavior=FAST))
+        controller = env.controller()
+        env.queue(24)  # ratio 3 x 2 ready -> 6
+        env.fake.before_put_scale = lambda name: env.fake.set_replicas(NS, NAME, 6)
+        out = only(await controller.step())
+        assert out.scaled_to is None and out.decision is not None and not out.decision.scale
+        assert env.fake.replicas(NS, NAME) == 6
+        assert env.status["currentReplicas"] == 6
+        assert controller.telemetry.current.labels(NS, NAME)._value.get() == 6
+
+
 @pytest.mark.parametrize(
     ("method", "path", "status", "check"),
     [
