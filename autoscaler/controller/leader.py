@@ -12,6 +12,7 @@ resourceVersion, so two candidates racing for an expired lease produce one winne
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from autoscaler.controller.kube import KubeClient, KubeError
@@ -45,6 +46,13 @@ class LeaderElector:
     def leading(self, now: float) -> bool:
         return self._renewed_at is not None and now - self._renewed_at < self.renew_deadline_s
 
+    def _lease(self, read: Mapping[str, Any] | None, spec: dict[str, Any]) -> dict[str, Any]:
+        """The Lease to write; an update carries the resourceVersion of the one `read`."""
+        metadata: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
+        if read is not None:
+            metadata["resourceVersion"] = (read.get("metadata") or {}).get("resourceVersion")
+        return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata, "spec": spec}
+
     def _spec(self, now: float, acquire_time: str, transitions: int) -> dict[str, Any]:
         return {
             "holderIdentity": self.identity,
@@ -72,14 +80,10 @@ class LeaderElector:
     async def _try_acquire_or_renew(self, now: float) -> None:
         lease = await self.kube.get_lease(self.namespace, self.name)
         if lease is None:
-            body = {
-                "apiVersion": "coordination.k8s.io/v1",
-                "kind": "Lease",
-                "metadata": {"name": self.name, "namespace": self.namespace},
-                "spec": self._spec(now, micro_time(now), 0),
-            }
             try:
-                await self.kube.create_lease(self.namespace, body)
+                await self.kube.create_lease(
+                    self.namespace, self._lease(None, self._spec(now, micro_time(now), 0))
+                )
             except KubeError as exc:
                 if exc.conflict:  # another candidate created it first
                     return
@@ -100,18 +104,10 @@ class LeaderElector:
             acquire = str(spec.get("acquireTime") or micro_time(now))
         else:
             acquire, transitions = micro_time(now), transitions + (1 if holder != self.identity else 0)
-        body = {
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": {
-                "name": self.name,
-                "namespace": self.namespace,
-                "resourceVersion": (lease.get("metadata") or {}).get("resourceVersion"),
-            },
-            "spec": self._spec(now, acquire, transitions),
-        }
         try:
-            await self.kube.replace_lease(self.namespace, self.name, body)
+            await self.kube.replace_lease(
+                self.namespace, self.name, self._lease(lease, self._spec(now, acquire, transitions))
+            )
         except KubeError as exc:
             if exc.conflict:  # someone wrote it since we read it: they won this round
                 self._renewed_at = None
@@ -129,23 +125,14 @@ class LeaderElector:
         if lease is None or (lease.get("spec") or {}).get("holderIdentity") != self.identity:
             return
         spec = lease.get("spec") or {}
-        body = {
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": {
-                "name": self.name,
-                "namespace": self.namespace,
-                "resourceVersion": (lease.get("metadata") or {}).get("resourceVersion"),
-            },
-            "spec": {
-                "holderIdentity": "",
-                "leaseDurationSeconds": 1,
-                "acquireTime": micro_time(now),
-                "renewTime": micro_time(now),
-                "leaseTransitions": int(spec.get("leaseTransitions") or 0),
-            },
+        released = {
+            "holderIdentity": "",
+            "leaseDurationSeconds": 1,
+            "acquireTime": micro_time(now),
+            "renewTime": micro_time(now),
+            "leaseTransitions": int(spec.get("leaseTransitions") or 0),
         }
         try:
-            await self.kube.replace_lease(self.namespace, self.name, body)
+            await self.kube.replace_lease(self.namespace, self.name, self._lease(lease, released))
         except KubeError as exc:
             log.warning("leader election: release failed: %s", exc)
