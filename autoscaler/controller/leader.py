@@ -120,8 +120,12 @@ class LeaderElector:
         """Give the lease up on shutdown, so a standby takes over at once instead of after expiry."""
         if not self.leading(now):
             return
-        lease = await self.kube.get_lease(self.namespace, self.name)
         self._renewed_at = None
+        try:
+            lease = await self.kube.get_lease(self.namespace, self.name)
+        except KubeError as exc:  # shutting down: the lease then expires on its own
+            log.warning("leader election: release failed: %s", exc)
+            return
         if lease is None or (lease.get("spec") or {}).get("holderIdentity") != self.identity:
             return
         spec = lease.get("spec") or {}

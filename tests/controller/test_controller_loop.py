@@ -223,6 +223,17 @@ async def test_two_controllers_exactly_one_acts() -> None:
         assert await a_elector.tick(env.clock.now) is True
 
 
+async def test_release_survives_a_failed_lease_read() -> None:
+    """SIGTERM releases the lease from run()'s `finally`: a failing kube-apiserver then is a warning,
+    not an exception that turns a clean shutdown into a crash."""
+    async with environment() as env:
+        elector = env.elector("a")
+        assert await elector.tick(env.clock.now) is True
+        env.fake.fail("GET", "/leases/", 500)
+        await elector.release(env.clock.now)
+        assert not elector.leading(env.clock.now)
+
+
 async def test_leader_election_race_has_one_winner() -> None:
     async with environment() as env:
         electors = [env.elector(f"c{i}") for i in range(3)]
