@@ -184,14 +184,33 @@ class StreamTally:
         usage = chunk.get("usage")
         if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
             self.completion_tokens = usage["completion_tokens"]
-        for choice in chunk.get("choices") or ():
-            text = choice.get("text")
-            if text is None:
-                text = (choice.get("delta") or {}).get("content")
+        texts = _choice_texts(chunk.get("choices") or [])
+        if texts is None:  # not the OpenAI shape: an error of this request (raising would lose its record)
+            self.error = f"malformed stream chunk {data[:200]!r}"
+            return
+        for text in texts:
             if text:
                 self.text_chunks += 1
                 if math.isnan(self.first_text_at):
                     self.first_text_at = now
+
+
+def _choice_texts(choices: object) -> list[object] | None:
+    """Each choice's text (completions) or delta content (chat); None when the shape is not OpenAI's."""
+    if not isinstance(choices, list):
+        return None
+    texts = []
+    for choice in choices:
+        if not isinstance(choice, dict):
+            return None
+        text = choice.get("text")
+        if text is None:
+            delta = choice.get("delta") or {}
+            if not isinstance(delta, dict):
+                return None
+            text = delta.get("content")
+        texts.append(text)
+    return texts
 
 
 # --- the driver -----------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 import pytest
 from emulator_fixtures import emulator
@@ -101,6 +102,24 @@ def _chunk(**choice: Any) -> str:
             ["data: {oops"], math.nan, 0, None, "unparseable stream chunk '{oops'", False, id="garbage"
         ),
         pytest.param([": keep-alive", "event: ping"], math.nan, 0, None, "", False, id="comments ignored"),
+        pytest.param(
+            ['data: {"choices": ["x"]}'],
+            math.nan,
+            0,
+            None,
+            """malformed stream chunk '{"choices": ["x"]}'""",
+            False,
+            id="choices not objects",
+        ),
+        pytest.param(
+            ['data: {"choices": [{"delta": "x"}]}'],
+            math.nan,
+            0,
+            None,
+            """malformed stream chunk '{"choices": [{"delta": "x"}]}'""",
+            False,
+            id="delta not an object",
+        ),
     ],
 )
 def test_stream_tally(
@@ -291,6 +310,19 @@ async def test_refusals_and_dead_endpoints_are_recorded_not_raised() -> None:
     assert by_index[0].error.startswith("HTTP 400: This model's maximum context length is 4096 tokens")
     assert by_index[1].status is Status.TRANSPORT and "ConnectError" in by_index[1].error
     assert by_index[2].status is Status.OK
+
+
+async def test_a_malformed_stream_is_an_error_of_that_request() -> None:
+    """A server whose chunks are not the OpenAI shape fails the request, not the driver."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, text='data: {"choices": "oops"}\n\ndata: [DONE]\n\n')
+
+    config = OnlineConfig(endpoints=("http://h:1",), model="m")
+    result = await run_online(trace([0.0]), config, transport=httpx.MockTransport(handler))
+    (record,) = result.records
+    assert (record.status, record.endpoint) == (Status.ERROR, 0)
+    assert record.error == """malformed stream chunk '{"choices": "oops"}'"""
 
 
 async def test_without_a_model_the_endpoint_must_name_one() -> None:
