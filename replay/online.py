@@ -88,6 +88,8 @@ class OnlineConfig:
             raise ValueError(f"--max-duration-s must be > 0, got {self.max_duration_s!r}")
         if not self.timeout_s > 0:
             raise ValueError(f"--timeout-s must be > 0, got {self.timeout_s!r}")
+        if self.prompt is PromptStyle.TOKEN_IDS and self.api is Api.CHAT:
+            raise ValueError("--prompt token-ids needs --api completions (chat messages are text)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,9 +146,7 @@ def request_body(
     }
     if config.ignore_eos:
         body["ignore_eos"] = True
-    if config.api is Api.CHAT:
-        if config.prompt is PromptStyle.TOKEN_IDS:
-            raise ValueError("--prompt token-ids needs --api completions (chat messages are text)")
+    if config.api is Api.CHAT:  # with a text prompt: OnlineConfig refuses token ids for chat
         body["messages"] = [{"role": "user", "content": prompt}]
         return "/v1/chat/completions", body
     body["prompt"] = prompt
@@ -637,8 +637,6 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         config = config_from_args(args)
-        if config.prompt is PromptStyle.TOKEN_IDS and config.api is Api.CHAT:
-            raise ValueError("--prompt token-ids needs --api completions (chat messages are text)")
         scenario = get_scenario(args.scenario)
         trace = cap_tokens(load(args), args.max_input_tokens, args.max_output_tokens)
     except (CliError, ProfileError, TraceError, ValueError) as e:

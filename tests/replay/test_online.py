@@ -170,12 +170,6 @@ def test_request_body(api: Api, prompt: PromptStyle, path: str, expected: dict[s
     }
 
 
-def test_token_ids_need_the_completions_api() -> None:
-    config = OnlineConfig(endpoints=("http://h:1",), api=Api.CHAT, prompt=PromptStyle.TOKEN_IDS)
-    with pytest.raises(ValueError, match="--prompt token-ids needs --api completions"):
-        request_body(config, "m", 3, 9)
-
-
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
@@ -185,6 +179,11 @@ def test_token_ids_need_the_completions_api() -> None:
         pytest.param({"max_in_flight": 0}, "--max-in-flight must be >= 1, got 0", id="in flight"),
         pytest.param({"max_duration_s": -1.0}, "--max-duration-s must be > 0, got -1.0", id="duration"),
         pytest.param({"timeout_s": 0.0}, "--timeout-s must be > 0", id="timeout"),
+        pytest.param(
+            {"api": Api.CHAT, "prompt": PromptStyle.TOKEN_IDS},
+            r"--prompt token-ids needs --api completions \(chat messages are text\)",
+            id="token ids for chat",
+        ),
     ],
 )
 def test_config_errors_name_the_flag(fields: dict[str, Any], message: str) -> None:
