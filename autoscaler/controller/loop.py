@@ -92,7 +92,8 @@ class ClusterView:
 
     gpu: GpuNodes | None = None  # None: not read, or the read failed
     gpu_error: str = ""
-    hpas: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
+    hpas: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)  # last good list
+    hpa_errors: Mapping[str, str] = field(default_factory=dict)  # namespaces never listed: why
     # direct-mode autoscalers by (namespace, target): more than one on a target is ambiguous
     actuators: Mapping[tuple[str, TargetRef], tuple[str, ...]] = field(default_factory=dict)
 
@@ -217,10 +218,13 @@ class Controller:
         results = await asyncio.gather(
             *(self.kube.list_hpas(ns) for ns in namespaces), return_exceptions=True
         )
+        hpa_errors: dict[str, str] = {}
         for ns, result in zip(namespaces, results, strict=True):
             if isinstance(result, KubeError):
                 self.telemetry.errors.labels("list_hpas").inc()
                 log.warning("%s", result)
+                if ns not in self._hpa_cache:
+                    hpa_errors[ns] = str(result)
             elif isinstance(result, BaseException):
                 raise result
             else:
@@ -230,7 +234,7 @@ class Controller:
             if a.mode is Mode.DIRECT:
                 key = (a.namespace, a.target)
                 actuators[key] = (*actuators.get(key, ()), a.name)
-        return ClusterView(gpu, gpu_error, dict(self._hpa_cache), actuators)
+        return ClusterView(gpu, gpu_error, dict(self._hpa_cache), hpa_errors, actuators)
 
     # --- one object -------------------------------------------------------------------------
 
@@ -293,7 +297,15 @@ class Controller:
         last_scale_time = mem.last_scale_time
         foreign = [h for h in cluster.hpas.get(a.namespace, ()) if _targets(h, a.target)]
         siblings = sorted(set(cluster.actuators.get((a.namespace, a.target), ())) - {a.name})
-        if a.mode is Mode.DIRECT and foreign:
+        if a.mode is Mode.DIRECT and a.namespace in cluster.hpa_errors:  # no blind writes
+            refused = (
+                f"cannot tell whether a HorizontalPodAutoscaler also targets {a.target}:"
+                f" {cluster.hpa_errors[a.namespace]}"
+            )
+            conditions = _replace(
+                conditions, ConditionStatus("AbleToScale", "False", "FailedListHPAs", refused)
+            )
+        elif a.mode is Mode.DIRECT and foreign:
             names = ", ".join(sorted(str((h.get("metadata") or {}).get("name")) for h in foreign))
             refused = (
                 f"HorizontalPodAutoscaler {names} also targets {a.target}; two actuators fight over"

@@ -273,6 +273,24 @@ async def test_foreign_hpa_and_modes(mode: str, writes: list[Any], condition: tu
         assert text == 6  # published for the HPA (mode hpa) and for dashboards
 
 
+async def test_direct_mode_does_not_act_blind_when_the_hpas_cannot_be_read() -> None:
+    """The foreign-HPA check needs the HPA list: while it was never read, direct mode refuses."""
+    async with environment() as env:
+        env.start(2, autoscaler(behavior=FAST))
+        env.fake.add_hpa(NS, "llama-cpu", NAME)
+        env.fake.fail("GET", "/horizontalpodautoscalers$", 500)
+        env.queue(24)
+        controller = env.controller()
+        out = only(await controller.step())
+        assert env.fake.scale_writes == [] and out.scaled_to is None
+        able = env.condition("AbleToScale")
+        assert able is not None and (able["status"], able["reason"]) == ("False", "FailedListHPAs")
+        assert "500" in able["message"]
+        env.clock.advance(5)  # the list works again: the foreign HPA is seen
+        only(await controller.step())
+        assert env.condition("AbleToScale")["reason"] == "ForeignHPA"  # type: ignore[index]
+
+
 async def test_hpa_mode_records_the_hpas_scale_changes() -> None:
     """The HPA writes /scale in mode hpa; infscale sees the change and books it as a scale event, so
     its own rate limits stay true to what happened."""
