@@ -410,8 +410,8 @@ def parse_generation(body: Mapping[str, Any], *, chat: bool, model: str, max_mod
         max_tokens = _int_field(body, "max_completion_tokens")
         if max_tokens is None:
             max_tokens = _int_field(body, "max_tokens")
-        if max_tokens is None:  # as vLLM: whatever the context leaves
-            max_tokens = max_model_len - input_tokens
+        if max_tokens is None:  # as vLLM: whatever the context leaves; none left is the context error below
+            max_tokens = max(1, max_model_len - input_tokens)
     else:
         input_tokens = _prompt_tokens(body.get("prompt"))
         max_tokens = _int_field(body, "max_tokens")

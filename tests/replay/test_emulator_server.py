@@ -362,6 +362,15 @@ def test_chat_without_max_tokens_gets_the_rest_of_the_context() -> None:
     assert (gen.input_tokens, gen.max_tokens) == (3, 97)
 
 
+def test_chat_without_max_tokens_and_a_prompt_filling_the_context_is_a_context_error() -> None:
+    """The client asked for no max_tokens: the error is about the messages, not about max_tokens."""
+    from replay.emulate.server import ApiError
+
+    body = {"messages": [{"role": "user", "content": "a " * 100}]}
+    with pytest.raises(ApiError, match=r"context length is 100 tokens\..*\(100 in the messages, 1 in the"):
+        parse_generation(body, chat=True, model="m", max_model_len=100)
+
+
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
