@@ -26,6 +26,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
 from autoscaler.controller import capacity, crd
@@ -42,6 +43,7 @@ from autoscaler.controller.telemetry import Telemetry
 from autoscaler.policy import coldstart
 from autoscaler.policy.decide import Decision, decide, record_rescale
 from autoscaler.policy.observation import MetricReading, Observation
+from autoscaler.policy.spec import ColdStartSpec
 from autoscaler.policy.state import PolicyState
 
 log = logging.getLogger(__name__)
@@ -642,6 +644,13 @@ def _with_deletions(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str,
     return out
 
 
+@lru_cache(maxsize=1024)
+def _model_s(spec: ColdStartSpec, free_gpus: tuple[int, ...], image_cached: tuple[int, ...]) -> float:
+    """The cold-start model's time to ready of one more replica: pure, asked several times a tick per
+    object (expected load, status, gauges), and a cluster looks the same most ticks."""
+    return coldstart.lead_time_s(spec, free_gpus_per_node=free_gpus, image_cached_nodes=image_cached)
+
+
 @dataclass(frozen=True, slots=True)
 class _Plan:
     """The horizon and capacity facts of one object this tick (pure, from what was read)."""
@@ -671,9 +680,7 @@ class _Plan:
         if enough:
             expected = cold.load_quantile(0.5) or 0.0
         elif spec is not None:  # the model's time for one replica on a node with room and the image
-            expected = coldstart.lead_time_s(
-                spec, free_gpus_per_node=(spec.gpus_per_node,), image_cached_nodes=(0,)
-            )
+            expected = _model_s(spec, (spec.gpus_per_node,), (0,))
         else:
             expected = 0.0
         return cls(a, cold, now, free, cached, gpus, gpu is not None, cluster.gpu_error, observed, expected)
@@ -767,9 +774,7 @@ class _Plan:
         spec = self.autoscaler.spec.cold_start
         model = None
         if spec is not None:
-            model = coldstart.lead_time_s(
-                spec, free_gpus_per_node=self.free_gpus, image_cached_nodes=self.image_cached
-            )
+            model = _model_s(spec, self.free_gpus, self.image_cached)
         return {
             "model": model,
             "observed_p50": self.cold.startup_quantile(0.5),
