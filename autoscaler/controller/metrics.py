@@ -115,7 +115,9 @@ class AdapterMetricsReader:
         if response.status_code != 200:
             message = response.text[:300]
             with contextlib.suppress(ValueError):
-                message = str(response.json().get("message") or message)
+                answer = response.json()
+                if isinstance(answer, Mapping):  # a Status; anything else is quoted as it came
+                    message = str(answer.get("message") or message)
             return MetricReading.failed(
                 f"read {metric.name} from the adapter: {response.status_code} {message}"
             )

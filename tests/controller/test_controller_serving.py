@@ -98,6 +98,30 @@ async def test_adapter_reader_sends_the_service_account_token(tmp_path: Path) ->
     assert reading.values_milli is None and "503 backend down" in reading.error
 
 
+@pytest.mark.parametrize(
+    ("status", "body", "error"),
+    [
+        pytest.param(
+            502, b'["not", "a", "Status"]', '502 ["not", "a", "Status"]', id="error with JSON not an object"
+        ),
+        pytest.param(500, b"<html>oops</html>", "500 <html>oops</html>", id="error that is not JSON"),
+        pytest.param(200, b"[1, 2]", "not an ExternalMetricValueList", id="200 with a JSON array"),
+    ],
+)
+async def test_adapter_reader_odd_answers_are_failed_reads(status: int, body: bytes, error: str) -> None:
+    reader = AdapterMetricsReader(
+        "https://adapter.example",
+        timeout_s=1,
+        token_file=None,
+        transport=httpx.MockTransport(lambda request: httpx.Response(status, content=body)),
+    )
+    try:
+        reading = await reader.read(NS, MetricSpec(QUEUE, TargetType.VALUE, 1000), T0)
+    finally:
+        await reader.close()
+    assert reading.values_milli is None and error in reading.error
+
+
 @pytest.mark.integration
 async def test_infscale_controller_process_scales_and_releases_the_lease(tmp_path: Path) -> None:
     """The console script end to end: kubeconfig -> leader election -> a scale write -> SIGTERM ->
