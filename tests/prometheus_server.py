@@ -37,8 +37,8 @@ def prometheus(
     interval = f"{round(interval_s * 1000)}ms"
     timeout = f"{round(interval_s * 800)}ms"
     jobs = []
-    for k, (url, labels) in enumerate(targets):
-        parsed = httpx.URL(url)
+    for k, (metrics_url, labels) in enumerate(targets):
+        parsed = httpx.URL(metrics_url)
         jobs.append(
             {
                 "job_name": f"target-{k}",
@@ -50,39 +50,52 @@ def prometheus(
         )
     config = workdir / "prometheus.yml"
     config.write_text(yaml.safe_dump({"global": {"scrape_interval": interval}, "scrape_configs": jobs}))
-    port = free_port()
-    with (workdir / "prometheus.log").open("w") as log:
-        process = subprocess.Popen(
-            [
-                PROMETHEUS,
-                f"--config.file={config}",
-                f"--storage.tsdb.path={workdir / 'prometheus-data'}",
-                f"--web.listen-address=127.0.0.1:{port}",
-                "--log.level=warn",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-        )
-    url = f"http://127.0.0.1:{port}"
+    log = workdir / "prometheus.log"
+    for _attempt in range(3):  # another process may take the free port before Prometheus binds it
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        with log.open("w") as log_file:
+            process = subprocess.Popen(
+                [
+                    PROMETHEUS,
+                    f"--config.file={config}",
+                    f"--storage.tsdb.path={workdir / 'prometheus-data'}",
+                    f"--web.listen-address=127.0.0.1:{port}",
+                    "--log.level=warn",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=log_file,
+            )
+        if _wait_ready(process, url):
+            break
+    else:
+        raise AssertionError(f"prometheus did not start:\n{log.read_text()[-2000:]}")
     try:
-        for _ in range(300):  # hang guard of ~30 s; ready in about a second
-            if process.poll() is not None:
-                raise AssertionError(
-                    f"prometheus exited with {process.returncode}: see {workdir}/prometheus.log"
-                )
-            try:
-                if httpx.get(f"{url}/-/ready", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        else:
-            raise AssertionError("prometheus never became ready")
         yield url
     finally:
-        process.terminate()
+        _stop(process)
+
+
+def _wait_ready(process: subprocess.Popen[bytes], url: str) -> bool:
+    """True once /-/ready answers 200; False if the process exits first (e.g. the port was taken) or
+    never gets ready (it is stopped then)."""
+    for _ in range(300):  # hang guard of ~30 s; ready in about a second
+        if process.poll() is not None:
+            return False
         try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            if httpx.get(f"{url}/-/ready", timeout=1).status_code == 200:
+                return True
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    _stop(process)
+    return False
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
