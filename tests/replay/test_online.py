@@ -48,6 +48,16 @@ def trace(arrivals: list[float], inputs: list[int] | None = None, outputs: list[
     )
 
 
+# 50 ms steps: a 1,000-token answer holds its slot for 50 s, far past any deadline below
+SLOW = EngineProfile(
+    max_running=4,
+    kv_budget_tokens=4_096,
+    prefill_tokens_per_s=1e6,
+    decode_base_s=0.05,
+    decode_per_running_s=0,
+)
+
+
 # --- pure parts ----------------------------------------------------------------------------------
 
 
@@ -281,15 +291,8 @@ async def test_max_in_flight_serializes_and_reports_the_lag() -> None:
 
 
 async def test_max_duration_leaves_late_requests_unsent_and_cancels_the_rest() -> None:
-    slow = EngineProfile(
-        max_running=4,
-        kv_budget_tokens=4_096,
-        prefill_tokens_per_s=1e6,
-        decode_base_s=0.05,
-        decode_per_running_s=0,
-    )
     t = trace([0.0, 0.0, 30.0], outputs=[1, 1_000, 5])
-    async with emulator(profile=slow) as (url, app):
+    async with emulator(profile=SLOW) as (url, app):
         result = await run_online(t, OnlineConfig(endpoints=(url,), max_duration_s=0.5))
         core = app[EMULATOR].engine.core
     assert [r.status for r in result.records] == [Status.OK, Status.CANCELLED, Status.NOT_SENT]
@@ -407,15 +410,8 @@ def test_replay_group_lists_online_and_calibrate() -> None:
 
 
 async def test_a_full_window_does_not_wait_past_the_deadline() -> None:
-    slow = EngineProfile(
-        max_running=4,
-        kv_budget_tokens=4_096,
-        prefill_tokens_per_s=1e6,
-        decode_base_s=0.05,
-        decode_per_running_s=0,
-    )
     t = trace([0.0, 0.0, 0.0], outputs=[1_000, 5, 5])  # the first holds the only slot for 50 s
-    async with emulator(profile=slow) as (url, _):
+    async with emulator(profile=SLOW) as (url, _):
         result = await run_online(t, OnlineConfig(endpoints=(url,), max_in_flight=1, max_duration_s=0.3))
     assert [r.status for r in result.records] == [Status.CANCELLED, Status.NOT_SENT, Status.NOT_SENT]
     assert result.wall_seconds < 5
