@@ -380,7 +380,7 @@ class Controller:
         status = self._status(a, mem, decision, plan, facts, spec_replicas, conditions, now)
         mem = await self._write_status(a, mem, now, status, force=scaled_to is not None)
         self.memory[a.uid] = mem
-        self._publish(a, decision, plan, facts, spec_replicas)
+        self._publish(a, decision, plan, facts, readings, spec_replicas)
         return Outcome(
             a.key, decision, scaled_to, refused, conditions=tuple(conditions), observation=observation
         )
@@ -606,7 +606,13 @@ class Controller:
         return Outcome(f"{ns}/{name}", error=message, conditions=(cond,))
 
     def _publish(
-        self, a: Autoscaler, decision: Decision, plan: _Plan, facts: PodFacts | None, spec_replicas: int
+        self,
+        a: Autoscaler,
+        decision: Decision,
+        plan: _Plan,
+        facts: PodFacts | None,
+        readings: Mapping[str, MetricReading],
+        spec_replicas: int,
     ) -> None:
         t, key = self.telemetry, (a.namespace, a.name)
         t.put(key, t.desired, decision.desired_replicas)
@@ -615,9 +621,11 @@ class Controller:
         t.put(key, t.lead_time, decision.lead_time_s)
         ready_in = plan.predicted_ready(decision)
         t.put(key, t.predicted_ready, max(ready_in, default=0.0))
+        for name, reading in readings.items():  # every metric read, forecast or not
+            if reading.values_milli:
+                t.put(key, t.metric_value, sum(reading.values_milli) / 1000.0, name)
         for f in decision.forecasts:
             t.put(key, t.forecast, f.predicted, f.metric)
-            t.put(key, t.metric_value, f.current, f.metric)
         deciding = next(
             (s for s in reversed(decision.stages) if s.before != s.after),
             decision.stages[-1] if decision.stages else None,

@@ -62,6 +62,15 @@ async def test_metrics_and_probes() -> None:
             assert "infscale_desired_replicas{" not in await (await http.get("/metrics")).text()
 
 
+async def test_metric_value_is_published_without_prediction_too() -> None:
+    async with environment() as env:
+        env.start(2, autoscaler(behavior=FAST))  # reactive: no forecasts
+        controller = env.controller()
+        env.fake.set_metric(NS, QUEUE, 20, "4500m", labels={"deployment": NAME}, timestamp=rfc3339(T0))
+        only(await controller.step())
+        assert controller.telemetry.metric_value.labels(NS, NAME, QUEUE)._value.get() == 24.5
+
+
 async def test_adapter_reader_over_http() -> None:
     fake = FakeKube()
     fake.set_metric(NS, QUEUE, "1500m", 2, labels={"deployment": NAME}, timestamp=rfc3339(T0 - 4))
