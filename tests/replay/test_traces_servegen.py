@@ -176,15 +176,20 @@ def test_bad_options(tmp_path: Path, options: dict[str, object], expected: str) 
     assert expected in str(caught.value), str(caught.value)
 
 
+TRACE_CSV, DATASET_JSON = "chunk-0-trace.csv", "chunk-0-dataset.json"
+
+
 @pytest.mark.parametrize(
-    ("trace_csv", "expected"),
+    ("member", "content", "expected"),
     [
         pytest.param(
+            TRACE_CSV,
             "0,0.5,1,Gamma,0.3,1\n600,0.0025,1,Gamma,0.3,1\n",
             "chunk-0-trace.csv row 2: rate: rate × 600 s = 1.5 requests, expected a whole number",
             id="fractional count",
         ),
         pytest.param(
+            TRACE_CSV,
             "0,0.5,1,Pareto,0.3,1\n",
             "chunk-0-trace.csv row 1: distribution: expected Gamma or Weibull for a window with "
             "300 requests, "
@@ -192,77 +197,79 @@ def test_bad_options(tmp_path: Path, options: dict[str, object], expected: str) 
             id="unknown distribution",
         ),
         pytest.param(
+            TRACE_CSV,
             "0,0.5,1,Gamma,0,0\n",
             "chunk-0-trace.csv row 1: shape: expected a shape > 0, got 0",
             id="zero shape",
         ),
         pytest.param(
+            TRACE_CSV,
             "0,0.5,1,Gamma,0.3,1\n600,0,0,,0,0\n1300,0,0,,0,0\n",
             "chunk-0-trace.csv row 3: window start: expected windows every 600 s",
             id="uneven windows",
         ),
         pytest.param(
-            "0,0.5,1,Gamma,0.3\n", "chunk-0-trace.csv row 1: expected 6 fields, got 5", id="short row"
+            TRACE_CSV,
+            "0,0.5,1,Gamma,0.3\n",
+            "chunk-0-trace.csv row 1: expected 6 fields, got 5",
+            id="short row",
         ),
         pytest.param(
+            TRACE_CSV,
             "0,-0.5,1,Gamma,0.3,1\n",
             "chunk-0-trace.csv row 1: rate: expected a rate >= 0, got -0.5",
             id="negative rate",
         ),
         pytest.param(
+            TRACE_CSV,
             "0,fast,1,Gamma,0.3,1\n",
             "chunk-0-trace.csv row 1: rate: expected a finite number, got 'fast'",
             id="rate not a number",
         ),
-    ],
-)
-def test_malformed_window_files(tmp_path: Path, trace_csv: str, expected: str) -> None:
-    root = make_model(tmp_path)
-    next(root.rglob("chunk-0-trace.csv")).write_text(trace_csv)
-    with pytest.raises(TraceError) as caught:
-        servegen.load(root)
-    assert str(caught.value).startswith(expected), str(caught.value)
-
-
-@pytest.mark.parametrize(
-    ("dataset", "expected"),
-    [
         pytest.param(
+            DATASET_JSON,
             '{"0": {"input_tokens": "{100: 1.0",',
             "chunk-0-dataset.json row 1: not valid JSON",
             id="truncated JSON",
         ),
         pytest.param(
+            DATASET_JSON,
             '{"0": {"input_tokens": "{100: oops}", "output_tokens": "{1: 1}"}}',
             "chunk-0-dataset.json: window 0: input_tokens: expected a dict literal",
             id="pmf not a literal",
         ),
         pytest.param(
+            DATASET_JSON,
             '{"0": {"input_tokens": "{100: -1.0}", "output_tokens": "{1: 1}"}}',
             "chunk-0-dataset.json: window 0: input_tokens: expected non-negative probabilities",
             id="negative probability",
         ),
         pytest.param(
+            DATASET_JSON,
             '{"0": {"input_tokens": "{10.5: 1.0}", "output_tokens": "{1: 1}"}}',
             "chunk-0-dataset.json: window 0: input_tokens: expected non-negative whole token counts as keys, "
             "got 10.5",
             id="fractional tokens",
         ),
         pytest.param(
+            DATASET_JSON,
             '{"0": {"input_tokens": "[1, 2]", "output_tokens": "{1: 1}"}}',
             "chunk-0-dataset.json: window 0: input_tokens: expected a dict literal",
             id="a list",
         ),
         pytest.param(
+            DATASET_JSON,
             '{"noon": {}}',
             "chunk-0-dataset.json: window 'noon': expected a window start in seconds",
             id="bad key",
         ),
     ],
 )
-def test_malformed_datasets(tmp_path: Path, dataset: str, expected: str) -> None:
+def test_malformed_files_name_the_file_row_and_field(
+    tmp_path: Path, member: str, content: str, expected: str
+) -> None:
     root = make_model(tmp_path)
-    next(root.rglob("chunk-0-dataset.json")).write_text(dataset)
+    next(root.rglob(member)).write_text(content)
     with pytest.raises(TraceError) as caught:
         servegen.load(root, clients=(0,))
     assert str(caught.value).startswith(expected), str(caught.value)
