@@ -6,8 +6,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from trace_files import write
 
 from replay.traces import TraceError, azure
+
+FILE = "t.csv"  # the name the error messages below expect
 
 HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
 GOOD = HEADER + (
@@ -15,12 +18,6 @@ GOOD = HEADER + (
     "2023-11-16 18:17:04.0319600,3180,8\n"
     "2023-11-16 18:17:06.4799600,110,27"  # no trailing newline, like the real files
 )
-
-
-def write(tmp_path: Path, content: str | bytes, name: str = "t.csv") -> Path:
-    path = tmp_path / name
-    path.write_bytes(content.encode() if isinstance(content, str) else content)
-    return path
 
 
 def test_reads_rows_rebased_to_the_first_request(tmp_path: Path) -> None:
@@ -88,7 +85,7 @@ def test_reads_rows_rebased_to_the_first_request(tmp_path: Path) -> None:
 )
 def test_malformed_files_name_file_row_and_field(tmp_path: Path, content: str | bytes, expected: str) -> None:
     with pytest.raises(TraceError) as caught:
-        azure.load(write(tmp_path, content))
+        azure.load(write(tmp_path, content, FILE))
     assert str(caught.value).startswith(expected), str(caught.value)
 
 
@@ -107,7 +104,7 @@ UNSORTED = HEADER + "2023-11-16 18:17:05.0,1,1\n2023-11-16 18:17:03.0,2,2\n2023-
 
 
 def test_unsorted_rows_are_sorted_stably_by_default(tmp_path: Path) -> None:
-    trace = azure.load(write(tmp_path, UNSORTED))
+    trace = azure.load(write(tmp_path, UNSORTED, FILE))
     assert trace.arrival_s.tolist() == [0.0, 2.0, 2.0]
     assert trace.input_tokens.tolist() == [2, 1, 3]  # equal timestamps keep file order
 
@@ -117,11 +114,11 @@ def test_unsorted_rows_are_rejected_on_request(tmp_path: Path) -> None:
         TraceError,
         match=r"^t.csv row 3: TIMESTAMP: 2023-11-16 18:17:03.0 is earlier than row 2's 2023-11-16 18:17:05.0",
     ):
-        azure.load(write(tmp_path, UNSORTED), on_unsorted="reject")
+        azure.load(write(tmp_path, UNSORTED, FILE), on_unsorted="reject")
 
 
 def test_zero_tokens_are_raised_to_one(tmp_path: Path) -> None:
-    trace = azure.load(write(tmp_path, HEADER + "2023-11-16 18:17:05.0,0,0\n"))
+    trace = azure.load(write(tmp_path, HEADER + "2023-11-16 18:17:05.0,0,0\n", FILE))
     assert (trace.input_tokens.tolist(), trace.output_tokens.tolist()) == ([1], [1])
 
 
@@ -139,7 +136,7 @@ def test_zero_tokens_are_raised_to_one(tmp_path: Path) -> None:
 )
 def test_timestamp_styles(tmp_path: Path, stamps: tuple[str, str], expected: list[float]) -> None:
     content = HEADER + "".join(f"{s},10,10\n" for s in stamps)
-    np.testing.assert_allclose(azure.load(write(tmp_path, content)).arrival_s, expected, atol=1e-9)
+    np.testing.assert_allclose(azure.load(write(tmp_path, content, FILE)).arrival_s, expected, atol=1e-9)
 
 
 def test_a_row_without_the_first_rows_utc_suffix_is_refused(tmp_path: Path) -> None:
@@ -147,12 +144,12 @@ def test_a_row_without_the_first_rows_utc_suffix_is_refused(tmp_path: Path) -> N
     with pytest.raises(
         TraceError, match=r"^t.csv row 3: TIMESTAMP: .* with a \+00:00 suffix like the first row"
     ):
-        azure.load(write(tmp_path, content))
+        azure.load(write(tmp_path, content, FILE))
 
 
 def test_bom_blank_lines_and_extra_columns_are_tolerated(tmp_path: Path) -> None:
     content = "\ufeffTIMESTAMP,NumImages,ContextTokens,GeneratedTokens\n\n2023-11-16 18:17:05.0,2,7,8\n\n"
-    trace = azure.load(write(tmp_path, content))
+    trace = azure.load(write(tmp_path, content, FILE))
     assert (len(trace), trace.input_tokens.tolist(), trace.output_tokens.tolist()) == (1, [7], [8])
 
 
@@ -184,4 +181,4 @@ def test_whitespace_inside_a_number_is_not_split_into_two(tmp_path: Path) -> Non
     with pytest.raises(
         TraceError, match=r"^t.csv row 2: ContextTokens: expected a non-negative integer, got '1 2'$"
     ):
-        azure.load(write(tmp_path, content))
+        azure.load(write(tmp_path, content, FILE))

@@ -5,8 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from trace_files import write
 
 from replay.traces import TraceError, burstgpt
+
+FILE = "BurstGPT_1.csv"  # the name the error messages below expect
 
 V1 = (
     "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
@@ -24,15 +27,9 @@ V3 = (
 )
 
 
-def write(tmp_path: Path, content: str, name: str = "BurstGPT_1.csv") -> Path:
-    path = tmp_path / name
-    path.write_text(content)
-    return path
-
-
 @pytest.mark.parametrize("content", [pytest.param(V1, id="v1 layout"), pytest.param(V3, id="v3 layout")])
 def test_failed_requests_are_dropped_by_default(tmp_path: Path, content: str) -> None:
-    trace = burstgpt.load(write(tmp_path, content))
+    trace = burstgpt.load(write(tmp_path, content, FILE))
     assert trace.name == "BurstGPT_1"
     assert trace.arrival_s.tolist() == [0.0, 40.0, 113.0]
     assert trace.input_tokens.tolist() == [472, 1087, 417]
@@ -49,13 +46,13 @@ def test_failed_requests_are_dropped_by_default(tmp_path: Path, content: str) ->
     ],
 )
 def test_filters(tmp_path: Path, options: dict[str, object], inputs: list[int]) -> None:
-    trace = burstgpt.load(write(tmp_path, V3), **options)  # type: ignore[arg-type]
+    trace = burstgpt.load(write(tmp_path, V3, FILE), **options)  # type: ignore[arg-type]
     assert trace.input_tokens.tolist() == inputs
     assert trace.arrival_s[0] == 0.0
 
 
 def test_a_kept_failure_still_costs_one_output_token(tmp_path: Path) -> None:
-    assert burstgpt.load(write(tmp_path, V1), keep_failed=True).output_tokens.tolist()[-1] == 1
+    assert burstgpt.load(write(tmp_path, V1, FILE), keep_failed=True).output_tokens.tolist()[-1] == 1
 
 
 @pytest.mark.parametrize(
@@ -95,14 +92,14 @@ def test_a_kept_failure_still_costs_one_output_token(tmp_path: Path) -> None:
 )
 def test_malformed(tmp_path: Path, content: str, options: dict[str, object], expected: str) -> None:
     with pytest.raises(TraceError) as caught:
-        burstgpt.load(write(tmp_path, content), **options)  # type: ignore[arg-type]
+        burstgpt.load(write(tmp_path, content, FILE), **options)  # type: ignore[arg-type]
     assert str(caught.value).startswith(expected), str(caught.value)
 
 
 def test_unsorted_rows_reported_in_file_terms(tmp_path: Path) -> None:
     content = V1 + "100,GPT-4,5,5,10,Conversation log\n"
-    assert burstgpt.load(write(tmp_path, content)).arrival_s.tolist() == [0.0, 40.0, 95.0, 113.0]
+    assert burstgpt.load(write(tmp_path, content, FILE)).arrival_s.tolist() == [0.0, 40.0, 95.0, 113.0]
     with pytest.raises(
         TraceError, match=r"^BurstGPT_1.csv row 6: Timestamp: 100 is earlier than row 4's 118"
     ):
-        burstgpt.load(write(tmp_path, content), on_unsorted="reject")
+        burstgpt.load(write(tmp_path, content, FILE), on_unsorted="reject")

@@ -6,15 +6,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from trace_files import write
 
 from replay.traces import TraceError, generic
-
-
-def write(tmp_path: Path, content: str, name: str) -> Path:
-    path = tmp_path / name
-    path.write_text(content)
-    return path
-
 
 MAPPING = {"arrival_column": "ts", "input_column": "prompt", "output_column": "completion"}
 

@@ -6,20 +6,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from trace_files import write
 
 from replay.traces import TraceError, mooncake
+
+FILE = "m.jsonl"  # the name the error messages below expect
 
 GOOD = (
     '{"timestamp": 0, "input_length": 40160, "output_length": 6, "hash_ids": [0, 1, 2]}\n'
     '{"timestamp": 0, "input_length": 36640, "output_length": 4, "hash_ids": [3, 4]}\n'
     '{"timestamp": 1500, "input_length": 513, "output_length": 1, "hash_ids": [0, 5]}\n'
 )
-
-
-def write(tmp_path: Path, content: str | bytes, name: str = "m.jsonl") -> Path:
-    path = tmp_path / name
-    path.write_bytes(content.encode() if isinstance(content, str) else content)
-    return path
 
 
 def test_milliseconds_become_seconds_and_duplicates_stay(tmp_path: Path) -> None:
@@ -35,8 +32,8 @@ def test_hash_ids_are_optional_and_blank_lines_keep_row_numbers(tmp_path: Path) 
         '{"timestamp": 5, "input_length": 1, "output_length": 2}\n\n{"timestamp": 7, "input_length": 3}\n'
     )
     with pytest.raises(TraceError, match=r"^m.jsonl row 3: missing key 'output_length'$"):
-        mooncake.load(write(tmp_path, content))
-    trace = mooncake.load(write(tmp_path, content.replace("3}", '3, "output_length": 4}')))
+        mooncake.load(write(tmp_path, content, FILE))
+    trace = mooncake.load(write(tmp_path, content.replace("3}", '3, "output_length": 4}'), FILE))
     assert trace.arrival_s.tolist() == [0.0, 0.002]
 
 
@@ -93,14 +90,14 @@ def test_hash_ids_are_optional_and_blank_lines_keep_row_numbers(tmp_path: Path) 
 )
 def test_malformed_lines_name_file_row_and_field(tmp_path: Path, content: str | bytes, expected: str) -> None:
     with pytest.raises(TraceError) as caught:
-        mooncake.load(write(tmp_path, content))
+        mooncake.load(write(tmp_path, content, FILE))
     assert str(caught.value).startswith(expected), str(caught.value)
 
 
 def test_unsorted_lines_sorted_or_rejected(tmp_path: Path) -> None:
     content = GOOD + '{"timestamp": 1000, "input_length": 9, "output_length": 9}\n'
-    trace = mooncake.load(write(tmp_path, content))
+    trace = mooncake.load(write(tmp_path, content, FILE))
     assert trace.arrival_s.tolist() == [0.0, 0.0, 1.0, 1.5]
     assert trace.input_tokens.tolist() == [40160, 36640, 9, 513]
     with pytest.raises(TraceError, match=r"^m.jsonl row 4: timestamp: 1000 is earlier than row 3's 1500"):
-        mooncake.load(write(tmp_path, content), on_unsorted="reject")
+        mooncake.load(write(tmp_path, content, FILE), on_unsorted="reject")
