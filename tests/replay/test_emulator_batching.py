@@ -91,13 +91,16 @@ def test_abort_frees_the_slot_and_the_kv_reservation() -> None:
     core = BatchCore(FAST)
     a = core.submit(100, 10, 0.0)
     b = core.submit(100, 10, 0.0)
+    c = core.submit(9_800, 10, 0.0)  # 220 + 9,810 tokens: over the 10,000 budget, waits
     work = core.next_work()
     assert work is not None
     core.finish(work)  # a prefilled
+    assert core.gauges() == Gauges(1, 2, 220, FAST.kv_budget_tokens)
     core.abort(a)
     core.abort(b)  # still waiting for its prefill
+    core.abort(c)  # still waiting for a slot
     assert core.gauges() == Gauges(0, 0, 0, FAST.kv_budget_tokens)
-    assert core.idle or core.next_work() is None
+    assert core.idle and core.next_work() is None
 
 
 def test_run_virtual_drops_what_can_never_fit() -> None:
