@@ -810,16 +810,24 @@ async def run(controller: Controller, stop: asyncio.Event, *, retry_period_s: fl
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=max(0.0, seconds))
 
-    async def elect() -> None:
+    async def elect_once() -> None:
         assert elector is not None
-        while not stop.is_set():
+        try:
             await elector.tick(controller.clock())
-            await wait(retry_period_s)
+        except Exception:  # not a KubeError (those tick() handles): retried, or nobody ever leads
+            log.exception("leader election failed")
+            controller.telemetry.errors.labels("leader_election").inc()
 
+    async def elect() -> None:  # after the first round, which run() awaits: never two at once
+        while not stop.is_set():
+            await wait(retry_period_s)
+            if not stop.is_set():
+                await elect_once()
+
+    if elector is not None:
+        await elect_once()
     election = asyncio.create_task(elect()) if elector is not None else None
     try:
-        if elector is not None:
-            await elector.tick(controller.clock())
         while not stop.is_set():
             began = controller.clock()
             try:

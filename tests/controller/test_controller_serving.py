@@ -18,6 +18,7 @@ from fake_apiserver import FakeKube, serve
 
 from autoscaler.controller.kubetime import rfc3339
 from autoscaler.controller.metrics import AdapterMetricsReader
+from autoscaler.controller.settings import ControllerSettings
 from autoscaler.controller.telemetry import make_app
 from autoscaler.policy.spec import MetricSpec, TargetType
 
@@ -129,6 +130,47 @@ async def test_adapter_reader_odd_answers_are_failed_reads(status: int, body: by
     finally:
         await reader.close()
     assert reading.values_milli is None and error in reading.error
+
+
+class FlakyElector:
+    """Leader election whose kube reads blow up twice with an unexpected error, then stop the run."""
+
+    def __init__(self, stop: asyncio.Event) -> None:
+        self.stop, self.calls = stop, 0
+
+    def leading(self, now: float) -> bool:
+        return False
+
+    async def tick(self, now: float) -> bool:
+        self.calls += 1
+        if self.calls <= 2:
+            raise RuntimeError("unexpected lease document")
+        self.stop.set()
+        return False
+
+    async def release(self, now: float) -> None:
+        return None
+
+
+async def test_run_keeps_electing_after_an_unexpected_election_error() -> None:
+    """A leader-election round that raises must not end the election for good (the replica would
+    tick on, healthy and never leading again): it is logged, counted and retried."""
+    from typing import Any, cast
+
+    from autoscaler.controller.loop import Controller, run
+
+    stop = asyncio.Event()
+    elector = FlakyElector(stop)
+    controller = Controller(
+        ControllerSettings(identity="t", tick_s=0.01),
+        cast(Any, None),
+        cast(Any, None),
+        elector=cast(Any, elector),
+        clock=Clock(T0),
+    )
+    await asyncio.wait_for(run(controller, stop, retry_period_s=0), timeout=10)  # hang guard
+    assert elector.calls == 3
+    assert controller.telemetry.errors.labels("leader_election")._value.get() == 2
 
 
 @pytest.mark.integration
