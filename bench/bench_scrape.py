@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import multiprocessing
 import multiprocessing.connection
 import resource
@@ -185,10 +184,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"warm rounds (median/max): {statistics.median(warm):.3f} s / {max(warm):.3f} s wall, "
         f"{statistics.median(warm_cpu):.3f} s scraper CPU (median)   goal <= 1 s"
     )
-    if importlib.util.find_spec("sniffio") is None:
-        print(
-            "note: sniffio is not installed; httpcore then retries `import sniffio` on every lock (~0.1 ms)"
-        )
     print(
         f"adapter RSS: {_rss_mb():.0f} MB now, {peak_mb:.0f} MB peak (python + imports: {rss_before:.0f} MB)"
         "   goal <= 150 MB"

@@ -1,10 +1,11 @@
 """Direct pod scraping: fetch each engine pod's `/metrics`, keep the newest value per pod.
 
 Pipeline position: targets come from `TargetSet`s (a static URL list here, Kubernetes pods in
-adapter/sources/discovery.py); `ScrapeSource.run` scrapes them every interval with httpx (bounded
-concurrency, a timeout per request, each pod's result stored as soon as it arrives, so one slow pod
-never delays another's value); `observe` (pure) turns one scrape into timestamped signal values;
-`ScrapeSource.read` hands the catalog the values no older than max-age and counts the rest.
+adapter/sources/discovery.py); `ScrapeSource.run` scrapes them every interval with aiohttp's
+client (bounded concurrency, a timeout per request, keep-alive connections reused across rounds,
+each pod's result stored as soon as it arrives, so one slow pod never delays another's value);
+`observe` (pure) turns one scrape into timestamped signal values; `ScrapeSource.read` hands the
+catalog the values no older than max-age and counts the rest.
 """
 
 from __future__ import annotations
@@ -12,13 +13,12 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
-import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Protocol, Self
 
-import httpx
+import aiohttp
 
 from adapter.presets import (
     EnginePreset,
@@ -40,7 +40,6 @@ if TYPE_CHECKING:
     from adapter.catalog import ScrapeSettings, StaticEndpoint
 
 SOURCE = "scrape"
-_CLIENT_SHARDS = 128
 _MAX_BODY_BYTES = 16 * 1024 * 1024  # a vLLM exposition is ~100 kB; anything near this is not an engine
 
 
@@ -119,8 +118,22 @@ class _PodState:
     error: str | None = None  # why the last attempt failed; None when it succeeded
 
 
+class _ScrapeFailed(Exception):
+    """One scrape failed for a reason counted in telemetry (`timeout`, `http_status`, …)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
 class ScrapeSource:
-    """The `scrape` source. Use as an async context manager (it owns its httpx clients)."""
+    """The `scrape` source. Use as an async context manager (it owns its HTTP client session).
+
+    aiohttp's client, not httpx: a request costs ~0.25 ms of CPU against httpx's ~0.6 ms (C HTTP
+    parser; the connection pool finds an idle connection by origin in O(1), where httpcore scans
+    every pooled connection twice per request), which is what keeps a round over 1,000 pods under
+    a second.
+    """
 
     def __init__(
         self,
@@ -129,7 +142,6 @@ class ScrapeSource:
         settings: ScrapeSettings,
         telemetry: Telemetry,
         clock: Callable[[], float] = time.time,
-        client: httpx.AsyncClient | None = None,
         max_age_s: float = 30.0,  # only for the stale-targets gauge; reads apply each metric's own
     ) -> None:
         self._preset = preset
@@ -139,57 +151,35 @@ class ScrapeSource:
         self._settings = settings
         self._telemetry = telemetry
         self._clock = clock
-        self._injected = client
-        self._shards: dict[int, httpx.AsyncClient] = {}  # created on first use
-        self._shard_of: dict[str, int] = {}
-        self._tls: ssl.SSLContext | None = None
-        self._open = False
+        self._session: aiohttp.ClientSession | None = None  # open between enter and exit
         self._states: dict[str, _PodState] = {}
         self._generation = 0  # bumped by every scrape result and every change of the target set
         self._known: frozenset[str] = frozenset()
 
     async def __aenter__(self) -> Self:
-        self._open = True
+        settings = self._settings
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(
+                limit=settings.concurrency,  # the semaphore is the real bound
+                limit_per_host=0,
+                ssl=self._tls_context(),
+                # keep connections across rounds: a 5 s expiry would equal the default interval
+                keepalive_timeout=3 * settings.interval_s + settings.timeout_s,
+            ),
+            timeout=aiohttp.ClientTimeout(total=settings.timeout_s),
+            headers={"Accept": "text/plain;version=0.0.4"},  # not OpenMetrics: one parser
+            # no HTTP(S)_PROXY or ~/.netrc: pods are scraped directly, as Prometheus does (and
+            # trust_env costs a thread-pool hop per request to read ~/.netrc)
+            trust_env=False,
+        )
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self._open = False
-        shards, self._shards = list(self._shards.values()), {}
-        await asyncio.gather(*(c.aclose() for c in shards))
-
-    def _client_for(self, target: Target) -> httpx.AsyncClient:
-        """The shard client of a target's origin.
-
-        httpcore's pool scans every pooled connection on each request and response, so one pool
-        holding 1,000 pods' keep-alive connections costs O(pods²) per round (measured: 6 s of CPU for
-        1,000 pods). Origins are spread over up to 128 clients, each with a small pool.
-        """
-        if self._injected is not None:  # its owner opens and closes it
-            return self._injected
-        assert self._open, "use ScrapeSource as an async context manager"
-        shard = self._shard_of.get(target.key)
-        if shard is None:
-            url = httpx.URL(target.url)
-            origin = f"{url.scheme}://{url.host}:{url.port}".encode()
-            shard = self._shard_of[target.key] = zlib.crc32(origin) % _CLIENT_SHARDS
-        client = self._shards.get(shard)
-        if client is None:
-            if self._tls is None:
-                self._tls = self._tls_context()
-            client = self._shards[shard] = httpx.AsyncClient(
-                limits=httpx.Limits(
-                    max_connections=self._settings.concurrency,  # the semaphore is the real bound
-                    max_keepalive_connections=None,
-                    # keep connections across rounds: the default 5 s expiry equals the default interval
-                    keepalive_expiry=3 * self._settings.interval_s + self._settings.timeout_s,
-                ),
-                timeout=self._settings.timeout_s,
-                verify=self._tls,
-                headers={"Accept": "text/plain;version=0.0.4"},  # not OpenMetrics: one parser
-            )
-        return client
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
 
     def targets(self) -> list[Target]:
         by_key: dict[str, Target] = {}
@@ -223,7 +213,6 @@ class ScrapeSource:
             self._generation += 1
         for key in [k for k in self._states if k not in live]:  # pods that went away
             del self._states[key]
-            self._shard_of.pop(key, None)
         started = time.perf_counter()
         semaphore = asyncio.Semaphore(self._settings.concurrency)
         await asyncio.gather(*(self._scrape(t, semaphore) for t in targets))
@@ -239,22 +228,23 @@ class ScrapeSource:
         return state is not None and state.good is not None and now - state.good.t <= max_age_s
 
     async def _scrape(self, target: Target, semaphore: asyncio.Semaphore) -> None:
-        client = self._client_for(target)
+        session = self._session
+        assert session is not None, "use ScrapeSource as an async context manager"
         state = self._states.setdefault(target.key, _PodState())
         async with semaphore:
             started = time.perf_counter()
             try:
-                # asyncio.timeout bounds the whole exchange; httpx's timeout is per read/connect phase
+                # asyncio.timeout bounds the whole exchange, connect to last byte
                 async with asyncio.timeout(self._settings.timeout_s):
-                    body = await self._fetch(client, target.url)
+                    body = await self._fetch(session, target.url)
                 samples = self._parser.parse(body.decode("utf-8", errors="replace"))
-            except (TimeoutError, httpx.TimeoutException):
+            except TimeoutError:
                 self._fail(state, "timeout", f"no answer within {self._settings.timeout_s:g}s")
                 return
-            except httpx.HTTPStatusError as exc:
-                self._fail(state, "http_status", f"HTTP {exc.response.status_code}")
+            except _ScrapeFailed as exc:
+                self._fail(state, exc.reason, str(exc))
                 return
-            except httpx.HTTPError as exc:
+            except aiohttp.ClientError as exc:
                 self._fail(state, "connect", f"{type(exc).__name__}: {exc}")
                 return
             except ExpositionError as exc:
@@ -267,7 +257,7 @@ class ScrapeSource:
         self._generation += 1
 
     def _tls_context(self) -> ssl.SSLContext:
-        """One context for every shard client (building one costs milliseconds and memory)."""
+        """The engines' trust: system roots, the configured CA, or none (development)."""
         context = ssl.create_default_context(cafile=self._settings.tls_ca_file)
         if self._settings.tls_insecure_skip_verify:
             context.check_hostname = False
@@ -275,12 +265,13 @@ class ScrapeSource:
         return context
 
     @staticmethod
-    async def _fetch(client: httpx.AsyncClient, url: str) -> bytes:
+    async def _fetch(session: aiohttp.ClientSession, url: str) -> bytes:
         """The body, read in chunks so a runaway endpoint cannot fill the adapter's memory."""
-        async with client.stream("GET", url) as response:
-            response.raise_for_status()
+        async with session.get(url, allow_redirects=False) as response:
+            if not 200 <= response.status < 300:  # a redirect too: /metrics is never moved
+                raise _ScrapeFailed("http_status", f"HTTP {response.status}")
             chunks, size = [], 0
-            async for chunk in response.aiter_bytes():
+            async for chunk in response.content.iter_any():
                 size += len(chunk)
                 if size > _MAX_BODY_BYTES:
                     raise ExpositionError(

@@ -1,16 +1,18 @@
-"""The direct scraper against respx-mocked engines: values, freshness, rates, errors, concurrency."""
+"""The direct scraper against engines on a loopback server: values, freshness, rates, errors,
+concurrency, connection reuse."""
 
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack
 from pathlib import Path
 
-import httpx
 import pytest
-import respx
 from aiohttp import web
+from conftest import serve
 from engine_fixtures import VLLM, vllm_text
 
 from adapter.catalog import ScrapeSettings, StaticEndpoint
@@ -20,6 +22,9 @@ from adapter.sources.scrape import ScrapeSource, StaticTargets
 from adapter.telemetry import Telemetry
 from adapter.tls import generate_self_signed
 
+Handler = Callable[[web.Request], Awaitable[web.Response]]
+MakeSource = Callable[..., Awaitable[ScrapeSource]]
+
 
 class ManualClock:
     def __init__(self, t: float = 0.0) -> None:
@@ -27,6 +32,66 @@ class ManualClock:
 
     def __call__(self) -> float:
         return self.t
+
+
+class Engines:
+    """Engine pods on one loopback server: `/{pod}/metrics` answers as `respond`/`handle` said."""
+
+    def __init__(self) -> None:
+        self.base = ""
+        self.handlers: dict[str, Handler] = {}
+        self.peers: set[object] = set()  # client (host, port) pairs: one per connection
+        self.requests = 0
+        self.closing = asyncio.Event()  # set at teardown: hanging handlers return
+
+    def url(self, pod: str) -> str:
+        return f"{self.base}/{pod}/metrics"
+
+    def respond(self, pod: str, text: str = "", status: int = 200) -> str:
+        async def answer(request: web.Request) -> web.Response:
+            return web.Response(text=text, status=status)
+
+        return self.handle(pod, answer)
+
+    def handle(self, pod: str, handler: Handler) -> str:
+        self.handlers[pod] = handler
+        return self.url(pod)
+
+    async def hang(self, request: web.Request) -> web.Response:
+        await self.closing.wait()
+        return web.Response(status=503)
+
+    def app(self) -> web.Application:
+        async def metrics(request: web.Request) -> web.Response:
+            self.requests += 1
+            assert request.transport is not None
+            self.peers.add(request.transport.get_extra_info("peername"))
+            handler = self.handlers.get(request.match_info["pod"])
+            if handler is None:
+                raise web.HTTPNotFound()  # no such pod: what a wrong metrics path gets
+            return await handler(request)
+
+        app = web.Application()
+        app.router.add_get("/{pod}/metrics", metrics)
+        return app
+
+
+@pytest.fixture
+async def engines() -> AsyncIterator[Engines]:
+    fake = Engines()
+    async with serve(fake.app()) as base:
+        fake.base = base
+        try:
+            yield fake
+        finally:
+            fake.closing.set()
+
+
+def closed_port_url() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}/metrics"  # nothing listens there any more: connection refused
 
 
 def endpoints(*urls: str, namespace: str | None = None) -> StaticTargets:
@@ -49,18 +114,19 @@ def telemetry(clock: ManualClock) -> Telemetry:
 
 
 @pytest.fixture
-async def make_source(clock: ManualClock, telemetry: Telemetry) -> AsyncIterator[Callable[..., ScrapeSource]]:
-    async with httpx.AsyncClient() as client:
+async def make_source(clock: ManualClock, telemetry: Telemetry) -> AsyncIterator[MakeSource]:
+    """Open sources, closed at teardown."""
+    async with AsyncExitStack() as stack:
 
-        def make(*urls: str, namespace: str | None = None, **settings: float) -> ScrapeSource:
-            return ScrapeSource(
+        async def make(*urls: str, namespace: str | None = None, **settings: float) -> ScrapeSource:
+            source = ScrapeSource(
                 get_preset("vllm"),
                 [endpoints(*urls, namespace=namespace)],
-                ScrapeSettings(**settings),
+                ScrapeSettings.model_validate(settings),
                 telemetry,
                 clock,
-                client=client,
             )
+            return await stack.enter_async_context(source)
 
         yield make
 
@@ -69,11 +135,10 @@ async def read(source: ScrapeSource, signal: Signal, now: float, max_age_s: floa
     return await source.read(signal, None, "default", now, max_age_s)
 
 
-@respx.mock
-async def test_values_are_per_pod_and_timestamped(make_source: Callable[..., ScrapeSource]) -> None:
-    respx.get("http://a:8000/metrics").respond(text=vllm_text(4, 2, 0.5, model="m1"))
-    respx.get("http://b:8000/metrics").respond(text=VLLM)
-    source = make_source("http://a:8000/metrics", "http://b:8000/metrics")
+async def test_values_are_per_pod_and_timestamped(make_source: MakeSource, engines: Engines) -> None:
+    a = engines.respond("a", text=vllm_text(4, 2, 0.5, model="m1"))
+    b = engines.respond("b", text=VLLM)
+    source = await make_source(a, b)
     await source.scrape_round()
     reading = await read(source, Signal.QUEUE_SIZE, now=1000.0)
     got = sorted((v.labels.get("model"), v.value, v.timestamp) for v in reading.values)
@@ -90,113 +155,100 @@ async def test_values_are_per_pod_and_timestamped(make_source: Callable[..., Scr
         pytest.param(1011.0, 10.0, False, id="a metric's shorter max-age applies"),
     ],
 )
-@respx.mock
 async def test_a_pod_older_than_max_age_is_left_out_and_counted(
-    make_source: Callable[..., ScrapeSource], read_at: float, max_age_s: float, fresh: bool
+    make_source: MakeSource, engines: Engines, read_at: float, max_age_s: float, fresh: bool
 ) -> None:
-    respx.get("http://a:8000/metrics").respond(text=vllm_text(4, 2, 0.5))
-    source = make_source("http://a:8000/metrics")
+    source = await make_source(engines.respond("a", text=vllm_text(4, 2, 0.5)))
     await source.scrape_round()
     reading = await read(source, Signal.QUEUE_SIZE, now=read_at, max_age_s=max_age_s)
     assert [v.value for v in reading.values] == ([4.0] if fresh else [])
     assert reading.stale == (0 if fresh else 1)
 
 
-@respx.mock
 async def test_a_failed_scrape_keeps_the_last_good_value_until_it_is_stale(
-    make_source: Callable[..., ScrapeSource], clock: ManualClock, telemetry: Telemetry
+    make_source: MakeSource, engines: Engines, clock: ManualClock, telemetry: Telemetry
 ) -> None:
-    route = respx.get("http://a:8000/metrics")
-    route.respond(text=vllm_text(4, 2, 0.5))
-    source = make_source("http://a:8000/metrics")
+    url = engines.respond("a", text=vllm_text(4, 2, 0.5))
+    source = await make_source(url)
     await source.scrape_round()
     clock.t = 1010.0
-    route.respond(status_code=503)
+    engines.respond("a", status=503)
     await source.scrape_round()
     reading = await read(source, Signal.QUEUE_SIZE, now=1010.0)
     assert ([v.value for v in reading.values], reading.failing) == ([4.0], 1)
     assert [v.timestamp for v in reading.values] == [1000.0]  # the time of the data, not of the read
     stale = await read(source, Signal.QUEUE_SIZE, now=1031.0)
     assert (stale.values, stale.stale, stale.failing) == ((), 1, 1)
-    assert source.error_of("http://a:8000/metrics") == "HTTP 503"
+    assert source.error_of(url) == "HTTP 503"
     assert (
         counter(telemetry, "infscale_adapter_scrape_errors_total", source="scrape", reason="http_status") == 1
     )
 
 
+async def _redirect(request: web.Request) -> web.Response:
+    raise web.HTTPFound("/b/metrics")
+
+
 @pytest.mark.parametrize(
-    ("effect", "reason", "message"),
+    ("pod", "reason", "message"),
     [
-        pytest.param(httpx.Response(500), "http_status", "HTTP 500", id="server error"),
-        pytest.param(httpx.Response(404), "http_status", "HTTP 404", id="wrong path"),
-        pytest.param(
-            httpx.ConnectError("refused"), "connect", "ConnectError: refused", id="connection refused"
-        ),
-        pytest.param(httpx.ReadTimeout("slow"), "timeout", "no answer within 2s", id="read timeout"),
-        pytest.param(
-            httpx.Response(200, text="vllm:num_requests_waiting{broken 1\n"),
-            "parse",
-            "broken",
-            id="garbage line",
-        ),
+        pytest.param("500", "http_status", "HTTP 500", id="server error"),
+        pytest.param("unknown", "http_status", "HTTP 404", id="wrong path"),
+        pytest.param("redirect", "http_status", "HTTP 302", id="a redirect is not followed"),
+        pytest.param(None, "connect", "ClientConnectorError: Cannot connect", id="connection refused"),
+        pytest.param("hang", "timeout", "no answer within 0.2s", id="no answer in time"),
+        pytest.param("garbage", "parse", "broken", id="garbage line"),
     ],
 )
-@respx.mock
 async def test_scrape_failures_are_counted_by_reason(
-    make_source: Callable[..., ScrapeSource],
+    make_source: MakeSource,
+    engines: Engines,
     telemetry: Telemetry,
-    effect: httpx.Response | Exception,
+    pod: str | None,
     reason: str,
     message: str,
 ) -> None:
-    route = respx.get("http://a:8000/metrics")
-    if isinstance(effect, Exception):
-        route.side_effect = effect
-    else:
-        route.return_value = effect
-    source = make_source("http://a:8000/metrics")
+    engines.respond("500", status=500)
+    engines.handle("redirect", _redirect)
+    engines.respond("b", text=vllm_text(4, 2, 0.5))
+    engines.handle("hang", engines.hang)
+    engines.respond("garbage", text="vllm:num_requests_waiting{broken 1\n")
+    url = closed_port_url() if pod is None else engines.url(pod)
+    source = await make_source(url, timeout_s=0.2)
     await source.scrape_round()
     reading = await read(source, Signal.QUEUE_SIZE, now=1000.0)
     assert (reading.values, reading.failing, reading.stale) == ((), 1, 1)
-    assert message in (source.error_of("http://a:8000/metrics") or "")
+    assert message in (source.error_of(url) or "")
     assert counter(telemetry, "infscale_adapter_scrape_errors_total", source="scrape", reason=reason) == 1
 
 
-@respx.mock
 async def test_a_hanging_pod_is_cut_off_by_the_per_request_timeout(
-    make_source: Callable[..., ScrapeSource], telemetry: Telemetry
+    make_source: MakeSource, engines: Engines, telemetry: Telemetry
 ) -> None:
-    never = asyncio.Event()
-
-    async def hang(request: httpx.Request) -> httpx.Response:
-        await never.wait()
-        raise AssertionError("unreachable")
-
-    respx.get("http://slow:8000/metrics").mock(side_effect=hang)
-    respx.get("http://a:8000/metrics").respond(text=vllm_text(4, 2, 0.5))
-    source = make_source("http://slow:8000/metrics", "http://a:8000/metrics", timeout_s=0.01)
+    slow = engines.handle("slow", engines.hang)
+    a = engines.respond("a", text=vllm_text(4, 2, 0.5))
+    source = await make_source(slow, a, timeout_s=0.5)
     await source.scrape_round()
     reading = await read(source, Signal.QUEUE_SIZE, now=1000.0)
     assert ([v.value for v in reading.values], reading.failing) == ([4.0], 1)
     assert counter(telemetry, "infscale_adapter_scrape_errors_total", source="scrape", reason="timeout") == 1
 
 
-@respx.mock
-async def test_one_slow_pod_never_delays_the_others_values(make_source: Callable[..., ScrapeSource]) -> None:
+async def test_one_slow_pod_never_delays_the_others_values(make_source: MakeSource, engines: Engines) -> None:
     release = asyncio.Event()
 
-    async def slow(request: httpx.Request) -> httpx.Response:
+    async def slow(request: web.Request) -> web.Response:
         await release.wait()
-        return httpx.Response(200, text=vllm_text(9, 1, 0.1))
+        return web.Response(text=vllm_text(9, 1, 0.1))
 
-    respx.get("http://slow:8000/metrics").mock(side_effect=slow)
-    respx.get("http://a:8000/metrics").respond(text=vllm_text(4, 2, 0.5))
-    source = make_source("http://slow:8000/metrics", "http://a:8000/metrics")
+    source = await make_source(engines.handle("slow", slow), engines.respond("a", text=vllm_text(4, 2, 0.5)))
     round_task = asyncio.create_task(source.scrape_round())
-    for _ in range(50):  # let the fast scrape finish; the slow one is still blocked
-        await asyncio.sleep(0)
+    for _ in range(500):  # until the fast scrape has landed; the slow one is still blocked
+        during = await read(source, Signal.QUEUE_SIZE, now=1000.0)
+        if during.values:
+            break
+        await asyncio.sleep(0.01)
     assert not round_task.done()
-    during = await read(source, Signal.QUEUE_SIZE, now=1000.0)
     assert [v.value for v in during.values] == [4.0]
     release.set()
     await round_task
@@ -204,75 +256,65 @@ async def test_one_slow_pod_never_delays_the_others_values(make_source: Callable
     assert sorted(v.value for v in after.values) == [4.0, 9.0]
 
 
-@respx.mock
-async def test_concurrency_is_bounded(make_source: Callable[..., ScrapeSource]) -> None:
+async def test_concurrency_is_bounded(make_source: MakeSource, engines: Engines) -> None:
     in_flight = peak = 0
 
-    async def engine(request: httpx.Request) -> httpx.Response:
+    async def engine(request: web.Request) -> web.Response:
         nonlocal in_flight, peak
         in_flight += 1
         peak = max(peak, in_flight)
-        for _ in range(5):
-            await asyncio.sleep(0)
+        await asyncio.sleep(0.1)  # long enough for every request the bound lets through to arrive
         in_flight -= 1
-        return httpx.Response(200, text=vllm_text(1, 1, 0.1))
+        return web.Response(text=vllm_text(1, 1, 0.1))
 
-    urls = [f"http://pod-{i}:8000/metrics" for i in range(7)]
-    for url in urls:
-        respx.get(url).mock(side_effect=engine)
-    source = make_source(*urls, concurrency=3)
+    urls = [engines.handle(f"pod-{i}", engine) for i in range(7)]
+    source = await make_source(*urls, concurrency=3)
     await source.scrape_round()
     assert peak == 3
     assert len((await read(source, Signal.QUEUE_SIZE, now=1000.0)).values) == 7
 
 
-@respx.mock
 async def test_rates_come_from_consecutive_scrapes_of_the_same_pod(
-    make_source: Callable[..., ScrapeSource], clock: ManualClock
+    make_source: MakeSource, engines: Engines, clock: ManualClock
 ) -> None:
-    route = respx.get("http://a:8000/metrics")
-    route.respond(text=vllm_text(0, 0, 0, success=100))
-    source = make_source("http://a:8000/metrics")
+    source = await make_source(engines.respond("a", text=vllm_text(0, 0, 0, success=100)))
     await source.scrape_round()
     first = await read(source, Signal.REQUEST_RATE, now=1000.0)
     assert first.values == ()  # one scrape is no rate: no data, not 0
     clock.t = 1010.0
-    route.respond(text=vllm_text(0, 0, 0, success=160))
+    engines.respond("a", text=vllm_text(0, 0, 0, success=160))
     await source.scrape_round()
     (value,) = (await read(source, Signal.REQUEST_RATE, now=1010.0)).values
     assert (value.value, value.window_s, value.timestamp) == (6.0, 10, 1010.0)
     clock.t = 1015.0
-    route.respond(text=vllm_text(0, 0, 0, success=20))  # engine restarted
+    engines.respond("a", text=vllm_text(0, 0, 0, success=20))  # engine restarted
     await source.scrape_round()
     (value,) = (await read(source, Signal.REQUEST_RATE, now=1015.0)).values
     assert (value.value, value.window_s) == (4.0, 5)
 
 
-@respx.mock
 async def test_static_endpoints_with_a_namespace_serve_only_it(
-    make_source: Callable[..., ScrapeSource],
+    make_source: MakeSource, engines: Engines
 ) -> None:
-    respx.get("http://a:8000/metrics").respond(text=vllm_text(4, 2, 0.5))
-    source = make_source("http://a:8000/metrics", namespace="serving")
+    source = await make_source(engines.respond("a", text=vllm_text(4, 2, 0.5)), namespace="serving")
     await source.scrape_round()
     assert len((await source.read(Signal.QUEUE_SIZE, None, "serving", 1000.0, 30.0)).values) == 1
     other = await source.read(Signal.QUEUE_SIZE, None, "default", 1000.0, 30.0)
     assert (other.values, other.targets) == ((), 0)
 
 
-async def test_queries_are_refused(make_source: Callable[..., ScrapeSource]) -> None:
-    source = make_source("http://a:8000/metrics")
+async def test_queries_are_refused(make_source: MakeSource) -> None:
+    source = await make_source("http://a:8000/metrics")
     with pytest.raises(SourceError, match="not PromQL"):
         await source.read(None, "up", "default", 1000.0, 30.0)
 
 
-@respx.mock
 async def test_round_updates_target_gauges(
-    make_source: Callable[..., ScrapeSource], telemetry: Telemetry
+    make_source: MakeSource, engines: Engines, telemetry: Telemetry
 ) -> None:
-    respx.get("http://a:8000/metrics").respond(text=vllm_text(4, 2, 0.5))
-    respx.get("http://b:8000/metrics").respond(status_code=500)
-    source = make_source("http://a:8000/metrics", "http://b:8000/metrics")
+    a = engines.respond("a", text=vllm_text(4, 2, 0.5))
+    b = engines.respond("b", status=500)
+    source = await make_source(a, b)
     await source.scrape_round()
     assert telemetry.registry.get_sample_value("infscale_adapter_targets") == 2
     assert telemetry.registry.get_sample_value("infscale_adapter_stale_targets") == 1
@@ -285,21 +327,21 @@ async def test_round_updates_target_gauges(
     )
 
 
-@respx.mock
-async def test_owned_clients_are_sharded_by_origin_and_closed(
-    telemetry: Telemetry, clock: ManualClock
-) -> None:
-    urls = [f"http://pod-{i}:8000/metrics" for i in range(40)] + ["http://pod-0:8000/other"]
-    for url in urls:
-        respx.get(url).respond(text=vllm_text(1, 1, 0.1))
-    source = ScrapeSource(get_preset("vllm"), [endpoints(*urls)], ScrapeSettings(), telemetry, clock)
-    async with source:
+async def test_connections_are_kept_across_rounds(make_source: MakeSource, engines: Engines) -> None:
+    urls = [engines.respond(f"pod-{i}", text=vllm_text(1, 1, 0.1)) for i in range(3)]
+    source = await make_source(*urls)
+    for _ in range(3):
         await source.scrape_round()
-        clients = {source._client_for(t) for t in source.targets()}
-        same_origin = {source._client_for(t) for t in source.targets() if t.url.startswith("http://pod-0:")}
-        assert 1 < len(clients) <= 40 and len(same_origin) == 1
-        assert len((await read(source, Signal.QUEUE_SIZE, now=1000.0)).values) == 41
-    assert all(c.is_closed for c in clients)
+    assert len((await read(source, Signal.QUEUE_SIZE, now=1000.0)).values) == 3
+    assert (engines.requests, len(engines.peers)) == (9, 3)  # one connection per pod, reused
+
+
+async def test_a_source_that_is_not_open_refuses_to_scrape(telemetry: Telemetry, clock: ManualClock) -> None:
+    source = ScrapeSource(
+        get_preset("vllm"), [endpoints("http://a/metrics")], ScrapeSettings(), telemetry, clock
+    )
+    with pytest.raises(AssertionError, match="async context manager"):
+        await source.scrape_round()
 
 
 @pytest.mark.parametrize(
