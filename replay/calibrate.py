@@ -35,7 +35,7 @@ import numpy as np
 import numpy.typing as npt
 import yaml
 
-from replay.online import RequestRecord, Status, read_records, trace_of
+from replay.online import RequestRecord, Status, in_schedule_order, read_records, trace_of
 from replay.profiles import EngineProfile, ProfileError, Scenario, get_scenario
 from replay.simulate import RunResult
 
@@ -57,7 +57,7 @@ def simulate_offline(
     from replay.cli import run_policy
     from replay.policies import PolicyParams
 
-    sent = [r for r in records if r.status is not Status.NOT_SENT]
+    sent = _sent(records)
     if not sent:
         raise ValueError("no request was sent in the online run: nothing to compare")
     trace = trace_of(sent, "online-slice")
@@ -83,10 +83,14 @@ class Paired:
     e2e_offline: F64
 
 
+def _sent(records: Sequence[RequestRecord]) -> list[RequestRecord]:
+    """The requests the online run sent, in the order of the offline twin's trace (`trace_of`)."""
+    return in_schedule_order(r for r in records if r.status is not Status.NOT_SENT)
+
+
 def pair(records: Sequence[RequestRecord], offline: RunResult) -> Paired:
-    sent = sorted(
-        (r for r in records if r.status is not Status.NOT_SENT), key=lambda r: (r.scheduled_s, r.index)
-    )
+    """Online and offline latencies side by side: the k-th request sent is the twin's k-th request."""
+    sent = _sent(records)
     req = offline.requests
     ttft_off = req.first_token_s - offline.arrival_s
     e2e_off = req.finished_s - offline.arrival_s

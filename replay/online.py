@@ -26,7 +26,7 @@ import math
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from enum import StrEnum
 from pathlib import Path
@@ -540,9 +540,14 @@ def _f(value: object) -> float:
     return float(value)
 
 
-def trace_of(records: Sequence[RequestRecord], name: str) -> Trace:
+def in_schedule_order(records: Iterable[RequestRecord]) -> list[RequestRecord]:
+    """By scheduled time, then trace index: the order of `trace_of`'s requests."""
+    return sorted(records, key=lambda r: (r.scheduled_s, r.index))
+
+
+def trace_of(records: Iterable[RequestRecord], name: str) -> Trace:
     """The slice an online run replayed, at its sent-time scale (scheduled times, as sent)."""
-    order = sorted(records, key=lambda r: (r.scheduled_s, r.index))
+    order = in_schedule_order(records)
     return Trace(
         name,
         np.array([r.scheduled_s for r in order], dtype=np.float64),
