@@ -203,6 +203,9 @@ class Controller:
         alive = {a.uid for a in parsed}
         for uid in set(self.memory) - alive:
             del self.memory[uid]
+        listed = {str((o.get("metadata") or {}).get("uid", "")) for o in objects}
+        for uid in set(self._invalid) - listed:  # deleted while invalid
+            del self._invalid[uid]
         for key in self.telemetry.known() - {(a.namespace, a.name) for a in parsed}:
             self.telemetry.forget(key)
         return outcomes

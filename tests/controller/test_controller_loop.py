@@ -490,6 +490,21 @@ async def test_invalid_spec_is_reported_in_status(spec_patch: dict[str, Any], me
         assert message in active["message"]
 
 
+async def test_invalid_spec_reported_once_and_forgotten_with_the_object() -> None:
+    async with environment() as env:
+        obj = autoscaler()
+        obj["spec"]["floors"] = {"schedules": [{"minReplicas": 2, "timezone": "Mars/Olympus"}]}
+        env.start(2, obj)
+        env.queue(8)
+        controller = env.controller()
+        only(await controller.step())
+        only(await controller.step())
+        assert len([p for m, p in env.fake.log if m == "PATCH"]) == 1  # the same error: written once
+        del env.fake.autoscalers[(NS, NAME)]
+        assert await controller.step() == []
+        assert controller._invalid == {}  # nothing kept for a deleted object
+
+
 async def test_parity_with_decide() -> None:
     """The controller makes the decisions decide() makes on the same observations (the replay calls
     decide() the same way; tests/replay adds that side)."""
