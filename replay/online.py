@@ -666,6 +666,8 @@ def run(args: argparse.Namespace) -> int:
         f"requests by status: {section['requests_by_status']}; send lag p99 {section['send_lag_p99_s']:.3f} s"
     )
     print("wrote " + ", ".join(str(p) for p in written))
+    for message, count in list(section["errors"].items())[:3]:  # e.g. an endpoint that refuses everything
+        print(f"infscale replay online: {count} request(s) failed: {message}", file=sys.stderr)
     failed = sum(1 for r in result.records if r.status is not Status.OK)
     return 0 if failed == 0 else 1
 

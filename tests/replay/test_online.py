@@ -399,6 +399,21 @@ def test_cli_errors_exit_2_naming_the_flag(
     assert message in capsys.readouterr().err
 
 
+def test_an_unreachable_endpoint_exits_1_and_says_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"  # bound, not listening: refused
+        argv = ["--endpoint", dead, "--model", "m", "--end-s", "0.5", "--out", str(tmp_path), "--no-plots"]
+        assert run(_args(*argv)) == 1
+    err = capsys.readouterr().err
+    assert "request(s) failed: ConnectError" in err  # the refused connection, named
+    assert json.loads((tmp_path / "report.json").read_text())["online"]["requests_by_status"].keys() == {
+        "transport"
+    }
+
+
 def test_replay_group_lists_online_and_calibrate() -> None:
     from infscale.cli import build_parser
 
