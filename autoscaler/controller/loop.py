@@ -223,6 +223,8 @@ class Controller:
         results = await asyncio.gather(
             *(self.kube.list_hpas(ns) for ns in namespaces), return_exceptions=True
         )
+        for ns in set(self._hpa_cache) - set(namespaces):  # unused lists would only go stale
+            del self._hpa_cache[ns]
         hpa_errors: dict[str, str] = {}
         for ns, result in zip(namespaces, results, strict=True):
             if isinstance(result, KubeError):

@@ -290,6 +290,14 @@ async def test_direct_mode_does_not_act_blind_when_the_hpas_cannot_be_read() -> 
         only(await controller.step())
         assert env.condition("AbleToScale")["reason"] == "ForeignHPA"  # type: ignore[index]
 
+        # no direct-mode object left in the namespace: its list is dropped, not kept to go stale
+        stored = env.fake.autoscalers.pop((NS, NAME))
+        assert await controller.step() == []
+        env.fake.autoscalers[(NS, NAME)] = stored
+        env.fake.fail("GET", "/horizontalpodautoscalers$", 500)
+        only(await controller.step())
+        assert env.condition("AbleToScale")["reason"] == "FailedListHPAs"  # type: ignore[index]
+
 
 async def test_hpa_mode_records_the_hpas_scale_changes() -> None:
     """The HPA writes /scale in mode hpa; infscale sees the change and books it as a scale event, so
