@@ -28,7 +28,7 @@ from replay.trace import Trace
 from replay.traces import azure, burstgpt, generic, mooncake, servegen
 from replay.traces.errors import TraceError
 from replay.traces.synthetic import Burst, SyntheticSpec, default_trace, synthetic_trace
-from replay.traces.transform import scale_rate, time_window
+from replay.traces.transform import scale_rate, time_window, window_and_scale
 
 __all__ = [
     "FORMATS",
@@ -42,6 +42,7 @@ __all__ = [
     "scale_rate",
     "synthetic_trace",
     "time_window",
+    "window_and_scale",
 ]
 
 
@@ -93,11 +94,7 @@ def load_trace(
     if spec.synthesizes:
         return spec.load(Path(path), start_s=start_s, end_s=end_s, rate_scale=rate_scale, seed=seed, **typed)
     trace = spec.load(Path(path), **typed)
-    if start_s != 0.0 or end_s is not None:
-        trace = time_window(trace, start_s, end_s)
-    if rate_scale != 1.0:
-        trace = scale_rate(trace, rate_scale, seed=seed)
-    return trace
+    return window_and_scale(trace, start_s=start_s, end_s=end_s, rate_scale=rate_scale, seed=seed)
 
 
 def options_from_pairs(pairs: Sequence[str]) -> dict[str, str]:

@@ -82,3 +82,12 @@ def time_window(trace: Trace, start_s: float = 0.0, end_s: float | None = None) 
         input_tokens=trace.input_tokens[lo:hi],
         output_tokens=trace.output_tokens[lo:hi],
     )
+
+
+def window_and_scale(
+    trace: Trace, *, start_s: float = 0.0, end_s: float | None = None, rate_scale: float = 1.0, seed: int = 0
+) -> Trace:
+    """The window first (on the trace's own clock), then the rate scale: what every loader applies."""
+    if start_s != 0.0 or end_s is not None:
+        trace = time_window(trace, start_s, end_s)
+    return trace if rate_scale == 1.0 else scale_rate(trace, rate_scale, seed=seed)
