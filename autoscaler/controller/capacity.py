@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from autoscaler.controller.podfacts import GPU_RESOURCE, gpu_request
+from autoscaler.controller.podfacts import GPU_RESOURCE, gpu_request, whole_count
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,13 +56,6 @@ def normalize_image(ref: str) -> str:
     return name if ":" in last else f"{name}:latest"
 
 
-def _int_quantity(value: Any) -> int:
-    try:
-        return int(str(value))
-    except ValueError:
-        return 0
-
-
 def gpu_nodes(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]) -> GpuNodes:
     """Allocatable GPUs minus the requests of the pods bound to each node. Cordoned and NotReady
     nodes take no new replica and are left out."""
@@ -74,7 +67,7 @@ def gpu_nodes(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, An
     rows = []
     for node in nodes:
         meta, spec, status = node.get("metadata") or {}, node.get("spec") or {}, node.get("status") or {}
-        allocatable = _int_quantity((status.get("allocatable") or {}).get(GPU_RESOURCE, 0))
+        allocatable = whole_count((status.get("allocatable") or {}).get(GPU_RESOURCE, 0))
         ready = any(
             c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
         )

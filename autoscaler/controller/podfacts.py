@@ -60,6 +60,14 @@ def _time(value: Any) -> float | None:
         return None
 
 
+def whole_count(quantity: Any) -> int:
+    """A count such as GPUs (`8`, `"8"`); absent or not a whole number: 0."""
+    try:
+        return int(str(quantity))
+    except ValueError:
+        return 0
+
+
 def gpu_request(pod: Mapping[str, Any]) -> int:
     """Whole GPUs a pod holds: the containers' sum, or the largest init container if larger.
 
@@ -71,10 +79,7 @@ def gpu_request(pod: Mapping[str, Any]) -> int:
         amount = (resources.get("requests") or {}).get(GPU_RESOURCE)
         if amount is None:
             amount = (resources.get("limits") or {}).get(GPU_RESOURCE)
-        try:
-            return int(str(amount)) if amount is not None else 0
-        except ValueError:
-            return 0
+        return whole_count(amount)
 
     spec = pod.get("spec") or {}
     main = sum(gpus(c) for c in spec.get("containers") or [])
