@@ -65,6 +65,17 @@ def check_metric_name(name: str) -> str:
     return name
 
 
+def check_http_url(value: str, what: str) -> str:
+    """An http(s) URL with a host; `what` names the setting in the message ("endpoint url")."""
+    try:
+        url = httpx.URL(value)
+    except httpx.InvalidURL as exc:
+        raise ValueError(f"{what} {value!r} is not a URL: {exc}") from exc
+    if url.scheme not in ("http", "https") or not url.host:
+        raise ValueError(f"{what} {value!r} must be http:// or https:// with a host")
+    return value
+
+
 def _check_namespace(value: str | None) -> str | None:
     if value is not None and (len(value) > 63 or not _DNS1123_LABEL.fullmatch(value)):
         raise ValueError(f"namespace {value!r} is not a DNS-1123 label (lower-case a-z, 0-9, '-'; ≤ 63)")
@@ -104,16 +115,7 @@ class StaticEndpoint(BaseModel):
     deployment: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)  # extra labels served with its values
 
-    @field_validator("url")
-    @classmethod
-    def _url(cls, value: str) -> str:
-        try:
-            url = httpx.URL(value)
-        except httpx.InvalidURL as exc:
-            raise ValueError(f"endpoint url {value!r} is not a URL: {exc}") from exc
-        if url.scheme not in ("http", "https") or not url.host:
-            raise ValueError(f"endpoint url {value!r} must be http:// or https:// with a host")
-        return value
+    _url = field_validator("url")(classmethod(lambda cls, v: check_http_url(v, "endpoint url")))
 
     _namespace = field_validator("namespace")(classmethod(lambda cls, v: _check_namespace(v)))
 
@@ -162,10 +164,7 @@ class PrometheusSettings(BaseModel):
     pod_label: str = "pod"
     deployment_label: str = "deployment"
 
-    @field_validator("url")
-    @classmethod
-    def _url(cls, value: str) -> str:
-        return StaticEndpoint._url(value)
+    _url = field_validator("url")(classmethod(lambda cls, v: check_http_url(v, "prometheus url")))
 
 
 class ScrapeSettings(BaseModel):

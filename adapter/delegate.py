@@ -23,6 +23,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from adapter.auth import UserInfo
+from adapter.catalog import check_http_url
 from adapter.wire import GROUP_VERSION
 
 
@@ -38,16 +39,7 @@ class DelegateSettings(BaseModel):
     timeout_s: float = Field(default=5.0, gt=0)
     insecure_skip_tls_verify: bool = False  # dev only
 
-    @field_validator("url")
-    @classmethod
-    def _url(cls, value: str) -> str:
-        try:
-            url = httpx.URL(value)
-        except httpx.InvalidURL as exc:
-            raise ValueError(f"delegate url {value!r} is not a URL: {exc}") from exc
-        if url.scheme not in ("http", "https") or not url.host:
-            raise ValueError(f"delegate url {value!r} must be http:// or https:// with a host")
-        return value.rstrip("/")
+    _url = field_validator("url")(classmethod(lambda cls, v: check_http_url(v, "delegate url").rstrip("/")))
 
 
 class DelegateUnavailable(Exception):

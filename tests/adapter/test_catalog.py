@@ -90,6 +90,14 @@ SCRAPE_OK: dict[str, Any] = {"endpoints": ["http://10.0.0.1:8000/metrics"]}
         ),
         pytest.param({"endpoints": ["ftp://x/metrics"]}, "must be http:// or https://", id="endpoint scheme"),
         pytest.param(
+            {
+                "metrics": [{"name": "q", "signal": "queue_size", "source": "prometheus"}],
+                "prometheus": {"url": "ftp://p:9090"},
+            },
+            "prometheus url 'ftp://p:9090' must be http:// or https://",
+            id="prometheus scheme",
+        ),
+        pytest.param(
             {"endpoints": [{"url": "http://x", "namespace": "Bad_NS"}]}, "DNS-1123", id="bad namespace"
         ),
         pytest.param(
