@@ -44,7 +44,7 @@ class Fit:
 def normalize_image(ref: str) -> str:
     """`vllm/vllm-openai:v0.6` and `docker.io/vllm/vllm-openai:v0.6` name the same image; a
     reference without tag or digest means `:latest`, as the container runtime reads it."""
-    name, digest = ([*ref.split("@", 1), ""])[:2] if "@" in ref else (ref, "")
+    name, _, digest = ref.partition("@")
     first, _, rest = name.partition("/")
     if not rest:
         name = f"docker.io/library/{name}"
