@@ -232,7 +232,6 @@ async def run_online(
     *,
     clock: Callable[[], float] | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
-    on_progress: Callable[[int, int], None] | None = None,
 ) -> OnlineResult:
     """Send every request of `trace` at its (scaled) time; gather what happened to each."""
     now = clock or asyncio.get_running_loop().time
@@ -245,7 +244,7 @@ async def run_online(
         limits=limits, timeout=timeout, headers=headers, transport=transport
     ) as client:
         model = config.model or await discover_model(client, config.endpoints[0])
-        return await _drive(client, trace, config, model, now, on_progress)
+        return await _drive(client, trace, config, model, now)
 
 
 async def _drive(
@@ -254,7 +253,6 @@ async def _drive(
     config: OnlineConfig,
     model: str,
     now: Callable[[], float],
-    on_progress: Callable[[int, int], None] | None,
 ) -> OnlineResult:
     n = len(trace)
     scheduled = trace.arrival_s / config.speedup
@@ -274,8 +272,6 @@ async def _drive(
         finally:
             outstanding[endpoint] -= 1
             slots.release()
-            if on_progress is not None:
-                on_progress(sum(r is not None for r in records), n)
 
     wall_start = time.perf_counter()
     stopped_at = n
