@@ -26,7 +26,7 @@ import asyncio
 import copy
 import json
 import re
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import cache
@@ -420,46 +420,11 @@ class FakeKube:
                     code, "Failure"
                 )
                 raise ApiStatus(code, reason, f"injected failure {code} for {request.method} {path}")
-        for method, pattern, handler in self._routes():
+        for method, pattern, handler in _ROUTES:
             if method == request.method and (match := pattern.fullmatch(path)):
-                return await handler(request, **match.groupdict())
+                return await handler(self, request, **match.groupdict())
         raise ApiStatus(
             404, "NotFound", f"the server could not find the requested resource ({request.method} {path})"
-        )
-
-    def _routes(self) -> Iterator[tuple[str, re.Pattern[str], Callable[..., Any]]]:
-        ns = r"/namespaces/(?P<namespace>[^/]+)"
-        yield "GET", re.compile(r"/apis/(?P<group>[^/]+)/(?P<version>[^/]+)"), self._discovery
-        yield "GET", re.compile(rf"/apis/apps/v1{ns}/deployments/(?P<name>[^/]+)/scale"), self._get_scale
-        yield "PUT", re.compile(rf"/apis/apps/v1{ns}/deployments/(?P<name>[^/]+)/scale"), self._put_scale
-        yield "GET", re.compile(rf"/api/v1{ns}/pods"), self._list_pods
-        yield "GET", re.compile(r"/api/v1/pods"), self._list_pods
-        yield "GET", re.compile(r"/api/v1/nodes"), self._list_nodes
-        yield "GET", re.compile(rf"/apis/autoscaling/v2{ns}/horizontalpodautoscalers"), self._list_hpas
-        yield "POST", re.compile(rf"/apis/events.k8s.io/v1{ns}/events"), self._create_event
-        yield "GET", re.compile(rf"/apis/coordination.k8s.io/v1{ns}/leases/(?P<name>[^/]+)"), self._get_lease
-        yield "POST", re.compile(rf"/apis/coordination.k8s.io/v1{ns}/leases"), self._create_lease
-        yield "PUT", re.compile(rf"/apis/coordination.k8s.io/v1{ns}/leases/(?P<name>[^/]+)"), self._put_lease
-        yield "GET", re.compile(r"/apis/infscale.io/v1alpha1/inferenceautoscalers"), self._list_autoscalers
-        yield (
-            "GET",
-            re.compile(rf"/apis/infscale.io/v1alpha1{ns}/inferenceautoscalers"),
-            self._list_autoscalers,
-        )
-        yield (
-            "PATCH",
-            re.compile(rf"/apis/infscale.io/v1alpha1{ns}/inferenceautoscalers/(?P<name>[^/]+)/status"),
-            self._patch_status,
-        )
-        yield (
-            "PUT",
-            re.compile(rf"/apis/infscale.io/v1alpha1{ns}/inferenceautoscalers/(?P<name>[^/]+)/status"),
-            self._put_status,
-        )
-        yield (
-            "GET",
-            re.compile(rf"/apis/external.metrics.k8s.io/v1beta1{ns}/(?P<metric>[^/]+)"),
-            self._external,
         )
 
     @staticmethod
@@ -812,6 +777,34 @@ class FakeKube:
                 "items": items,
             }
         )
+
+
+_NS = r"/namespaces/(?P<namespace>[^/]+)"
+_NAME = r"/(?P<name>[^/]+)"
+_LEASES = rf"/apis/coordination.k8s.io/v1{_NS}/leases"
+_AUTOSCALERS = r"/apis/infscale.io/v1alpha1"
+# (method, path, handler), tried in order; compiled once, not per request
+_ROUTES: tuple[tuple[str, re.Pattern[str], Callable[..., Awaitable[web.StreamResponse]]], ...] = tuple(
+    (method, re.compile(path), handler)
+    for method, path, handler in (
+        ("GET", r"/apis/(?P<group>[^/]+)/(?P<version>[^/]+)", FakeKube._discovery),
+        ("GET", rf"/apis/apps/v1{_NS}/deployments{_NAME}/scale", FakeKube._get_scale),
+        ("PUT", rf"/apis/apps/v1{_NS}/deployments{_NAME}/scale", FakeKube._put_scale),
+        ("GET", rf"/api/v1{_NS}/pods", FakeKube._list_pods),
+        ("GET", r"/api/v1/pods", FakeKube._list_pods),
+        ("GET", r"/api/v1/nodes", FakeKube._list_nodes),
+        ("GET", rf"/apis/autoscaling/v2{_NS}/horizontalpodautoscalers", FakeKube._list_hpas),
+        ("POST", rf"/apis/events.k8s.io/v1{_NS}/events", FakeKube._create_event),
+        ("GET", rf"{_LEASES}{_NAME}", FakeKube._get_lease),
+        ("POST", _LEASES, FakeKube._create_lease),
+        ("PUT", rf"{_LEASES}{_NAME}", FakeKube._put_lease),
+        ("GET", rf"{_AUTOSCALERS}/inferenceautoscalers", FakeKube._list_autoscalers),
+        ("GET", rf"{_AUTOSCALERS}{_NS}/inferenceautoscalers", FakeKube._list_autoscalers),
+        ("PATCH", rf"{_AUTOSCALERS}{_NS}/inferenceautoscalers{_NAME}/status", FakeKube._patch_status),
+        ("PUT", rf"{_AUTOSCALERS}{_NS}/inferenceautoscalers{_NAME}/status", FakeKube._put_status),
+        ("GET", rf"/apis/external.metrics.k8s.io/v1beta1{_NS}/(?P<metric>[^/]+)", FakeKube._external),
+    )
+)
 
 
 @web.middleware
