@@ -36,6 +36,7 @@ import httpx
 import numpy as np
 
 from replay.engine import RequestResults
+from replay.profiles import ProfileError, Scenario, get_scenario
 from replay.simulate import ReplicaSpan, RunResult, TimelinePoint
 from replay.trace import Trace
 
@@ -388,7 +389,9 @@ def _message(text: str) -> str:
 # --- results in the offline report's shape --------------------------------------------------------
 
 
-def to_run_result(result: OnlineResult, trace_name: str, scenario: Any, period_s: float = 1.0) -> RunResult:
+def to_run_result(
+    result: OnlineResult, trace_name: str, scenario: Scenario, period_s: float = 1.0
+) -> RunResult:
     """The online run as a RunResult, so replay/report.py writes it in the offline schema.
 
     Per request: arrival = when it was sent, first token and finish as measured, dropped = not
@@ -633,7 +636,6 @@ def cap_tokens(trace: Trace, max_input: int | None, max_output: int | None) -> T
 def run(args: argparse.Namespace) -> int:
     from replay import report as rep
     from replay.cli import CliError, load
-    from replay.profiles import ProfileError, get_scenario
     from replay.traces import TraceError
 
     try:
@@ -668,7 +670,7 @@ def run(args: argparse.Namespace) -> int:
     return 0 if failed == 0 else 1
 
 
-def build_online_report(trace: Trace, result: OnlineResult, scenario: Any) -> dict[str, Any]:
+def build_online_report(trace: Trace, result: OnlineResult, scenario: Scenario) -> dict[str, Any]:
     from replay import report as rep
 
     run_result = to_run_result(result, trace.name, scenario)
