@@ -73,6 +73,12 @@ def check_http_url(value: str, what: str) -> str:
         raise ValueError(f"{what} {value!r} is not a URL: {exc}") from exc
     if url.scheme not in ("http", "https") or not url.host:
         raise ValueError(f"{what} {value!r} must be http:// or https:// with a host")
+    # httpx percent-encodes what a host may not contain ('[10.0.0.5' -> '%5B10.0.0.5') and keeps
+    # any port number; either would only fail at the first request, on every request
+    if "%" in url.host:
+        raise ValueError(f"{what} {value!r}: {url.host!r} is not a valid host")
+    if url.port is not None and not 0 < url.port < 65536:
+        raise ValueError(f"{what} {value!r}: port {url.port} is not in 1-65535")
     return value
 
 

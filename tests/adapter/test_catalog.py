@@ -90,6 +90,15 @@ SCRAPE_OK: dict[str, Any] = {"endpoints": ["http://10.0.0.1:8000/metrics"]}
         ),
         pytest.param({"endpoints": ["ftp://x/metrics"]}, "must be http:// or https://", id="endpoint scheme"),
         pytest.param(
+            {"endpoints": ["http://x:99999/metrics"]}, "port 99999", id="endpoint port out of range"
+        ),
+        pytest.param(
+            {"endpoints": ["http://[10.0.0.5/metrics"]}, "not a valid host", id="endpoint broken host"
+        ),
+        pytest.param(
+            {"endpoints": ["http://a b/metrics"]}, "not a valid host", id="endpoint host with a space"
+        ),
+        pytest.param(
             {
                 "metrics": [{"name": "q", "signal": "queue_size", "source": "prometheus"}],
                 "prometheus": {"url": "ftp://p:9090"},
