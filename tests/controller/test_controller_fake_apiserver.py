@@ -36,28 +36,24 @@ async def _status_as_json_patch(api: client.ApiClient, fake: FakeKube) -> Any:
     )
 
 
-async def _status_as_merge_patch(api: client.ApiClient, fake: FakeKube) -> Any:
+async def _merge_patch_status(api: client.ApiClient, status: dict[str, Any]) -> Any:
     return await client.CustomObjectsApi(api).patch_namespaced_custom_object_status(
         "infscale.io",
         "v1alpha1",
         NS,
         "inferenceautoscalers",
         NAME,
-        {"status": {"desiredReplicas": 3}},
+        {"status": status},
         _content_type="application/merge-patch+json",
     )
+
+
+async def _status_as_merge_patch(api: client.ApiClient, fake: FakeKube) -> Any:
+    return await _merge_patch_status(api, {"desiredReplicas": 3})
 
 
 async def _status_unknown_field(api: client.ApiClient, fake: FakeKube) -> Any:
-    return await client.CustomObjectsApi(api).patch_namespaced_custom_object_status(
-        "infscale.io",
-        "v1alpha1",
-        NS,
-        "inferenceautoscalers",
-        NAME,
-        {"status": {"desiredReplica": 3}},
-        _content_type="application/merge-patch+json",
-    )
+    return await _merge_patch_status(api, {"desiredReplica": 3})
 
 
 async def _lease_with_isoformat(api: client.ApiClient, fake: FakeKube) -> Any:
