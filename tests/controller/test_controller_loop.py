@@ -319,24 +319,16 @@ async def test_capacity_shortage_adds_node_provisioning_to_the_predicted_ready_t
         env.fake.add_node("gpu-a", gpus=8)
         env.fake.add_node("gpu-b", gpus=8)
         env.fake.add_node("gpu-c", gpus=8)
-        env.fake.add_pod(
-            "other",
-            "busy-a",
-            labels={"x": "y"},
-            created=rfc3339(T0 - 100),
-            ready_at=rfc3339(T0 - 50),
-            node="gpu-a",
-            gpus=4,
-        )
-        env.fake.add_pod(
-            "other",
-            "busy-b",
-            labels={"x": "y"},
-            created=rfc3339(T0 - 100),
-            ready_at=rfc3339(T0 - 50),
-            node="gpu-b",
-            gpus=4,
-        )
+        for node in ("gpu-a", "gpu-b"):
+            env.fake.add_pod(
+                "other",
+                f"busy-{node}",
+                labels={"x": "y"},
+                created=rfc3339(T0 - 100),
+                ready_at=rfc3339(T0 - 50),
+                node=node,
+                gpus=4,
+            )
         env.kubelet.node, env.kubelet.gpus = "gpu-d", 8
         env.fake.add_node("gpu-d", gpus=8)  # the target's existing replica fills gpu-d
         env.start(1, autoscaler(behavior=FAST, cold_start=SEED, prediction={"forecaster": "last"}))
