@@ -236,7 +236,7 @@ class Engine:
         # prefill: one FIFO server per replica, exact inside the tick
         busy: F64 = np.zeros(n_replicas)  # prefill seconds inside the tick
         new_dec, new_clock = _EMPTY_I, _EMPTY_F
-        idle_keys, busy_end, first_interval = _EMPTY_F, _EMPTY_F, np.zeros(n_replicas, dtype=np.int64)
+        idle_keys, busy_end, busy_rep = _EMPTY_F, _EMPTY_F, _EMPTY_I
         lift = dt + 1.0  # > any decode-clock value in the tick: keeps replicas apart in one sorted key
         if len(self._pre):
             order = np.argsort(self._replica[self._pre], kind="stable")
@@ -254,9 +254,8 @@ class Engine:
             # replica's decode clock to time
             cum_in = _grouped_cumsum(inside, gid, starts)
             ran = inside > 0
-            idle_keys = ((begin - t) - (cum_in - inside))[ran] + g[ran] * lift
-            busy_end = np.minimum(done, end)[ran]
-            first_interval = np.searchsorted(g[ran], np.arange(n_replicas), side="left")
+            idle_keys = ((begin - t) - (cum_in - inside))[ran] + g[ran] * lift  # sorted
+            busy_end, busy_rep = np.minimum(done, end)[ran], g[ran]
             fin = done <= end
             new_dec = pre[fin]
             # decode clock at prefill completion: idle time in the tick so far
@@ -270,10 +269,11 @@ class Engine:
             before it (prefill has priority: a decode step waits for the prefill ahead)."""
             if not len(idle_keys):
                 return t + y
-            m = np.searchsorted(idle_keys, y + rep * lift, side="left") - first_interval[rep]
-            j = np.maximum(first_interval[rep] + m - 1, 0)
-            idle_before = idle_keys[j] - rep * lift
-            out: F64 = np.where(m > 0, busy_end[j] + (y - idle_before), t + y)
+            base = rep * lift
+            j = np.searchsorted(idle_keys, y + base, side="left") - 1  # the last interval before y ...
+            idle_before = idle_keys[j] - base
+            mine = (j >= 0) & (busy_rep[j] >= rep)  # ... if it is this replica's (keys sort by replica)
+            out: F64 = np.where(mine, busy_end[j] + (y - idle_before), t + y)
             return out
 
         # decode. On replica r the decode clock y (idle seconds since t) maps to steps run as
