@@ -336,20 +336,32 @@ class Engine:
 
     def _admit(self, t: float) -> None:
         """FCFS admission at t into free slots: the queues first, then the fresh arrivals."""
-        free = self.profile.max_running - self._running
-        reps = np.flatnonzero((self._waiting > 0) & (free > 0))
-        if len(reps):
-            self._admit_heads(reps, np.minimum(free[reps], self._waiting[reps]), t)
+        if len(self._wait_key):
+            free = self.profile.max_running - self._running
+            reps = np.flatnonzero((self._waiting > 0) & (free > 0))
+            if len(reps):
+                self._admit_heads(reps, np.minimum(free[reps], self._waiting[reps]), t)
         if len(self._fresh):
             self._admit_fresh(t)
 
     def _admit_fresh(self, t: float) -> None:
         """Fresh arrivals go straight in where nobody waits and there is room; the rest queue.
 
-        The common case (no queue anywhere) never touches the sorted queue array.
+        The common case (no queue anywhere, and every replica's arrivals fit its free slots and KV)
+        admits them all in arrival order without grouping them by replica: advance() groups the
+        prefill queue anyway, keeping each replica's order.
         """
         p = self.profile
         ids, self._fresh = self._fresh, _EMPTY_I
+        if not len(self._wait_key):
+            g = self._replica[ids]
+            size = len(self._running)
+            running = self._running + np.bincount(g, minlength=size)
+            kv_used = self._kv_used + np.bincount(g, weights=self._need[ids], minlength=size)
+            if running.max() <= p.max_running and kv_used.max() <= p.kv_budget_tokens:
+                self._running, self._kv_used = running, kv_used
+                self._queue_prefill(ids, np.maximum(self._arrival[ids], t))
+                return
         order = np.argsort(self._replica[ids], kind="stable")
         ids = ids[order]
         g = self._replica[ids]
@@ -376,6 +388,9 @@ class Engine:
         size = len(self._running)
         self._running += np.bincount(g, minlength=size)
         self._kv_used += np.bincount(g, weights=self._need[admitted], minlength=size)
+        self._queue_prefill(admitted, at)
+
+    def _queue_prefill(self, admitted: I64, at: F64) -> None:
         self._admitted[admitted] = at
         self._pre = np.concatenate((self._pre, admitted))
         self._pre_left = np.concatenate((self._pre_left, self._input[admitted]))
