@@ -554,7 +554,7 @@ class Controller:
                 ],
                 "predictedReadySeconds": [round(t, 3) for t in plan.predicted_ready(decision)],
             },
-            "coldStarts": plan.cold_start_status(mem.cold),
+            "coldStarts": plan.cold_start_status(),
             "policyState": crd.state_to_status(mem.state),
         }
         if mem.last_scale_time:
@@ -794,9 +794,9 @@ class _Plan:
             "observed_p90": self.cold.startup_quantile(0.9),
         }
 
-    def cold_start_status(self, cold: ColdStartHistory) -> dict[str, Any]:
+    def cold_start_status(self) -> dict[str, Any]:
         figures = self.cold_start_figures()
-        out: dict[str, Any] = {"samples": cold.to_dict()}
+        out: dict[str, Any] = {"samples": self.cold.to_dict()}
         for name, value in (
             ("modelSeconds", figures["model"]),
             ("observedMedianSeconds", figures["observed_p50"]),
