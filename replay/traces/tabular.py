@@ -240,23 +240,24 @@ def _parse_ints(values: Sequence[str]) -> npt.NDArray[np.int64]:
             with warnings.catch_warnings():
                 warnings.simplefilter("error")  # numpy warns, and stops early, on text it cannot read
                 column = np.fromstring(joined, dtype=np.int64, sep="\n")
-            if len(column) == len(values):
+            # it saturates out-of-range numbers at the int64 bounds, where `astype` raises
+            if len(column) == len(values) and not np.isin(column, _INT64_BOUNDS).any():
                 return column
         except (ValueError, DeprecationWarning):
             pass
     return np.array(values, dtype=np.str_).astype(np.int64)  # raises ValueError on the bad value
 
 
+_INT64_BOUNDS = np.array([np.iinfo(np.int64).min, np.iinfo(np.int64).max], dtype=np.int64)
+
+
 def _is_int(value: object, text: bool) -> bool:
-    if type(value) is int:
-        return -(2**63) <= value < 2**63
     if text and isinstance(value, str):
         try:
-            int(value)
+            value = int(value)
         except ValueError:
             return False
-        return True
-    return False
+    return type(value) is int and -(2**63) <= value < 2**63
 
 
 def float_column(

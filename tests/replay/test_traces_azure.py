@@ -48,6 +48,11 @@ def test_reads_rows_rebased_to_the_first_request(tmp_path: Path) -> None:
             id="fractional tokens",
         ),
         pytest.param(
+            GOOD + "\n2023-11-16 18:17:07.0,99999999999999999999,3\n",
+            "t.csv row 5: ContextTokens: expected a non-negative integer, got '99999999999999999999'",
+            id="tokens past int64",
+        ),
+        pytest.param(
             GOOD + "\n2023-11-16 18:17:07.0,,3\n",
             "t.csv row 5: ContextTokens: expected a non-negative integer, got ''",
             id="empty field",
