@@ -309,6 +309,8 @@ def load(
         raise TraceError(f"time window: expected 0 <= start < end, got start={start_s!r} end={end_s!r}")
     if not (math.isfinite(rate_scale) and rate_scale > 0):
         raise TraceError(f"rate scale: expected a number > 0, got {rate_scale!r}")
+    if clients is not None and not clients:
+        raise TraceError(f"{path.name}: clients: expected at least one chunk id, got none")
     model = _read_model(path)
     chosen = sorted(model.windows) if clients is None else sorted(set(clients))
     unknown = [c for c in chosen if c not in model.windows]

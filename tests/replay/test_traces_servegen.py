@@ -165,6 +165,7 @@ def test_rate_scale_rounds_each_window_up_or_down(tmp_path: Path, scale: float) 
             {"clients": (0,), "start_s": 600, "end_s": 1200}, "no request in [600, 1200) s", id="quiet window"
         ),
         pytest.param({"rate_scale": 0.0}, "rate scale: expected a number > 0", id="zero scale"),
+        pytest.param({"clients": ()}, "clients: expected at least one chunk id", id="no client"),
         pytest.param(
             {"start_s": 100, "end_s": 50}, "time window: expected 0 <= start < end", id="inverted window"
         ),
