@@ -258,7 +258,13 @@ class Controller:
             self.telemetry.errors.labels("restore_state").inc()
             state, cold = PolicyState(), ColdStartHistory()
         last = a.status.get("lastScaleTime")
-        return Memory(state, cold, last_scale_time=str(last) if last else None)
+        seen = a.status.get("currentReplicas")  # mode hpa books the HPA's changes against it
+        return Memory(
+            state,
+            cold,
+            last_spec_replicas=seen if isinstance(seen, int) and not isinstance(seen, bool) else None,
+            last_scale_time=str(last) if last else None,
+        )
 
     async def reconcile(self, a: Autoscaler, cluster: ClusterView, now: float) -> Outcome:
         self._invalid.pop(a.uid, None)

@@ -313,6 +313,19 @@ async def test_hpa_mode_records_the_hpas_scale_changes() -> None:
         assert env.status["policyState"]["scaleUpEvents"] == [{"at": T0 + 15, "change": 4}]
 
 
+async def test_hpa_mode_books_a_change_made_across_a_restart() -> None:
+    """The count last seen lives in status.currentReplicas: a new leader books an HPA's write made
+    while no controller was looking, as the old leader would have at its next tick."""
+    async with environment() as env:
+        env.start(2, autoscaler(behavior=FAST, mode="hpa"))
+        env.queue(24)
+        only(await env.controller().step())
+        env.clock.advance(15)
+        env.fake.set_replicas(NS, NAME, 6)  # the HPA acts while the controller restarts
+        only(await env.controller().step())
+        assert env.status["policyState"]["scaleUpEvents"] == [{"at": T0 + 15, "change": 4}]
+
+
 async def test_capacity_shortage_adds_node_provisioning_to_the_predicted_ready_time() -> None:
     async with environment() as env:
         # 16 idle GPUs as 4 + 4 + 8: one 8-GPU replica fits, the second needs a new node
