@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Histogram, generate_latest
 
 from adapter import wire
@@ -127,6 +128,28 @@ def request_metrics(telemetry: Telemetry) -> RequestMetrics:
         )
         _REQUEST_METRICS[telemetry] = found
     return found
+
+
+# --- requests the HTTP parser refuses ------------------------------------------------------------
+
+
+class _OneLineForMalformedRequests(logging.Filter):
+    """aiohttp's parser refuses a request line or header field over 8190 bytes, or more than 128
+    headers, before any handler or middleware runs, answers a plain-text 400 (Go's net/http answers
+    a plain-text 431 there, not a Status, so the apiserver does not either) and logs the parser's
+    traceback at ERROR. A client's malformed request is not our error: one INFO line, as for a 401.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, HttpProcessingError):
+            record.msg, record.args = "refused a malformed request: %s", (exc.message,)
+            record.exc_info = record.exc_text = None
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return True
+
+
+_MALFORMED_REQUESTS: Final = _OneLineForMalformedRequests()
 
 
 # --- responses ----------------------------------------------------------------------------------
@@ -473,6 +496,7 @@ def create_app(
     if delegate is not None:
         app[DELEGATE] = delegate
     app.add_routes(routes(config))
+    logging.getLogger("aiohttp.server").addFilter(_MALFORMED_REQUESTS)  # once: the same instance
     if background:
         app.cleanup_ctx.append(_background_tasks(background))
     return app

@@ -5,6 +5,7 @@ traversal attempts, oversized requests and content negotiation. Callers are the 
 from __future__ import annotations
 
 import asyncio
+import logging
 import ssl
 from collections.abc import Sequence
 from typing import Any
@@ -492,10 +493,18 @@ async def test_literal_dot_segments_never_reach_a_metric(adapter: Adapter, targe
         ),
     ],
 )
-async def test_oversized_requests_are_refused(adapter: Adapter, head: str) -> None:
-    status, _ = await raw_request(adapter, head.encode())
+async def test_oversized_requests_are_refused(
+    adapter: Adapter, head: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """aiohttp's parser refuses them before any handler, with a plain-text 400 (Go's net/http answers
+    a plain-text 431 there too, not a Status); the log gets one line, not a traceback per request."""
+    with caplog.at_level(logging.DEBUG, logger="aiohttp.server"):
+        status, _ = await raw_request(adapter, head.encode())
     assert 400 <= status < 500
     assert (await get(adapter, ROOT)).status_code == 200  # and the server keeps serving
+    (record,) = [r for r in caplog.records if r.name == "aiohttp.server"]
+    assert (record.levelno, record.exc_info) == (logging.INFO, None)
+    assert "refused a malformed request" in record.getMessage()
 
 
 async def test_large_body_is_refused(adapter: Adapter) -> None:
