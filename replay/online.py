@@ -413,8 +413,10 @@ def to_run_result(
         finished_s=finished,
         dropped=~ok,
     )
-    ends = finished[np.isfinite(finished)]
-    end_s = float(max(ends.max() if len(ends) else 0.0, sent.max() if len(sent) else 0.0))
+    # the run's own length (until its last finish, or until --max-duration-s cancelled what was in
+    # flight): the trace times of requests never sent do not extend it
+    last = max((t for r in recs for t in (r.sent_s, r.finished_s) if math.isfinite(t)), default=0.0)
+    end_s = max(last, result.wall_seconds)
     timeline = timeline_of(sent, finished, n_ep, period_s, end_s)
     replicas = tuple(ReplicaSpan(e, 0.0, 0.0, 0.0, math.nan, end_s, False) for e in range(n_ep))
     gpus = scenario.cold_start.gpus_per_replica

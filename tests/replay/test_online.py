@@ -298,6 +298,12 @@ async def test_max_duration_leaves_late_requests_unsent_and_cancels_the_rest() -
     assert [r.status for r in result.records] == [Status.OK, Status.CANCELLED, Status.NOT_SENT]
     assert math.isfinite(result.records[1].sent_s) and math.isnan(result.records[2].sent_s)
     assert core.gauges().running <= 1  # the cancelled stream was hung up on
+    # the report covers the run, not the trace time of requests never sent (30 s here)
+    policy = build_online_report(t, result, REFERENCE_70B)["policies"]["online"]
+    assert 0.5 <= policy["end_s"] < 5
+    assert policy["gpu_hours"] == pytest.approx(
+        REFERENCE_70B.cold_start.gpus_per_replica * policy["end_s"] / 3600
+    )
 
 
 async def test_refusals_and_dead_endpoints_are_recorded_not_raised() -> None:
