@@ -237,6 +237,9 @@ class Fleet:
 
     def advance(self, to: float) -> None:
         spec = self.spec
+        if not self._loading and (not self._events or self._events[0][0] > to):
+            self.now = to  # nothing happens before `to` (most of the loop's ticks)
+            return
         while True:
             timer = self._events[0][0] if self._events else math.inf
             left = [self.replicas[i].load_left_gb for i in self._loading]
