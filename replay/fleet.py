@@ -22,6 +22,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -70,6 +71,23 @@ class Node:
     pull_done_s: float | None = None  # a pull in progress finishes then; others on the node wait for it
     empty_since: float | None = None
     removed: bool = False
+
+
+class NodeState(TypedDict):
+    """The up nodes as the policy core's placement and lead-time arithmetic take them."""
+
+    free_gpus_per_node: list[int]
+    image_cached_nodes: set[int]
+    weights_cached: set[int]
+
+
+def _node_state(spec: ColdStartSpec, live: list[Node]) -> NodeState:
+    cache = spec.local_cache_gbps is not None  # weights stay on a node only with a local cache
+    return NodeState(
+        free_gpus_per_node=[n.gpus_free for n in live],
+        image_cached_nodes={i for i, n in enumerate(live) if n.image_cached},
+        weights_cached={i for i, n in enumerate(live) if n.weights_cached} if cache else set(),
+    )
 
 
 class _Ev(IntEnum):
@@ -125,6 +143,7 @@ class Fleet:
         self._startups: list[float] = []  # request-to-ready seconds of each replica started in the run
         self._draining: list[int] = []
         self._ready_array: I64 | None = None
+        self._lead_time: tuple[object, float] | None = None  # (cluster state, lead time) last computed
         per_node = spec.gpus_per_node // spec.gpus_per_replica
         for i in range(initial_ready):
             if i % per_node == 0:
@@ -164,6 +183,19 @@ class Fleet:
     def live_nodes(self) -> list[Node]:
         """Nodes that are up now (not removed, not still provisioning), in creation order."""
         return [n for n in self._alive_nodes if n.up_s <= self.now]
+
+    def lead_time_s(self) -> float:
+        """Time to ready of one more replica started now, from the cluster's state (the policy
+        core's coldstart.lead_time_s); the last answer is reused while that state is unchanged."""
+        live = self.live_nodes()
+        loading = self.loading_remaining_gb
+        key = (tuple((n.gpus_free, n.image_cached, n.weights_cached) for n in live), tuple(loading))
+        if self._lead_time is None or self._lead_time[0] != key:
+            lead = coldstart.lead_time_s(
+                self.spec, **_node_state(self.spec, live), loading_remaining_gb=loading
+            )
+            self._lead_time = (key, lead)
+        return self._lead_time[1]
 
     @property
     def loading_remaining_gb(self) -> list[float]:
@@ -306,15 +338,7 @@ class Fleet:
     def _create(self) -> None:
         spec = self.spec
         live = self.live_nodes()
-        (slot,) = coldstart.place_replicas(
-            spec,
-            1,
-            free_gpus_per_node=[n.gpus_free for n in live],
-            image_cached_nodes={i for i, n in enumerate(live) if n.image_cached},
-            weights_cached={i for i, n in enumerate(live) if n.weights_cached}
-            if spec.local_cache_gbps is not None
-            else (),
-        )
+        (slot,) = coldstart.place_replicas(spec, 1, **_node_state(spec, live))
         if not slot.new_node:
             node = live[slot.node]
         else:  # a node already on its way with room, else a new one

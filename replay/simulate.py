@@ -16,7 +16,6 @@ The run ends when every request has finished (or been dropped) and the trace is 
 
 from __future__ import annotations
 
-import math
 import time
 from collections import deque
 from collections.abc import Callable
@@ -25,7 +24,6 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from autoscaler.policy import coldstart
 from autoscaler.policy.observation import MetricReading, Observation
 from replay.engine import Engine, RequestResults
 from replay.fleet import Fleet, Replica, route
@@ -77,22 +75,6 @@ class RunResult:
     scale_events: int
     cold_starts: int
     wall_seconds: float
-
-
-def fleet_lead_time_s(fleet: Fleet) -> float:
-    """Time to ready of one more replica started now, from the cluster's state (policy core model)."""
-    spec = fleet.spec
-    live = fleet.live_nodes()
-    loading = fleet.loading_remaining_gb
-    return coldstart.lead_time_s(
-        spec,
-        free_gpus_per_node=[n.gpus_free for n in live],
-        image_cached_nodes={i for i, n in enumerate(live) if n.image_cached},
-        weights_cached={i for i, n in enumerate(live) if n.weights_cached}
-        if spec.local_cache_gbps is not None
-        else (),
-        loading_remaining_gb=loading,
-    )
 
 
 def simulate(
@@ -270,7 +252,7 @@ def _lead_time_s(fleet: Fleet, quantile: float | None) -> float:
         seen = fleet.startup_durations()
         if len(seen) >= MIN_STARTUPS:
             return float(np.quantile(seen, quantile))
-    return fleet_lead_time_s(fleet)
+    return fleet.lead_time_s()
 
 
 def _reading(values: tuple[int, ...], age_s: float) -> MetricReading:
@@ -284,4 +266,4 @@ def _span(r: Replica) -> ReplicaSpan:
 
 
 def lead_time_of(fleet: Fleet) -> Callable[[], float]:
-    return lambda: fleet_lead_time_s(fleet) if math.isfinite(fleet.now) else 0.0
+    return fleet.lead_time_s
