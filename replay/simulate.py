@@ -203,13 +203,10 @@ def simulate(
 
 
 def _scrape(engine: Engine, fleet: Fleet, n_replicas: int) -> tuple[int, ...]:
-    """In-flight requests of every pod that serves (ready or draining): one series per pod."""
+    """In-flight requests (running + waiting) of every pod that serves (ready or draining): one
+    series per pod."""
     pods = [*fleet.ready_ids.tolist(), *fleet.draining_ids]
-    if not pods:
-        return ()
-    g = engine.gauges(n_replicas)
-    per_pod = g.running + g.waiting
-    return tuple(int(per_pod[p]) for p in pods)
+    return tuple(engine.outstanding(n_replicas)[pods].tolist()) if pods else ()
 
 
 def _observe(
