@@ -108,11 +108,7 @@ class PrometheusSource:
 
     async def __aenter__(self) -> Self:
         if self._client is None:
-            headers = {}
-            if self._settings.bearer_token_file:
-                token = Path(self._settings.bearer_token_file).read_text(encoding="utf-8").strip()
-                headers["Authorization"] = f"Bearer {token}"
-            self._client = httpx.AsyncClient(timeout=self._settings.timeout_s, headers=headers)
+            self._client = httpx.AsyncClient(timeout=self._settings.timeout_s)
         return self
 
     async def __aexit__(
@@ -151,9 +147,10 @@ class PrometheusSource:
         """Evaluate `promql` now; one PodValue per result series. Raises SourceError."""
         assert self._client is not None, "use PrometheusSource as an async context manager"
         url = self._settings.url.rstrip("/") + "/api/v1/query"
+        headers = self._auth_headers()
         started = time.perf_counter()
         try:
-            response = await self._client.post(url, data={"query": promql})
+            response = await self._client.post(url, data={"query": promql}, headers=headers)
         except httpx.TimeoutException as exc:
             self._telemetry.scrape_errors.labels(SOURCE, "timeout").inc()
             raise SourceError(f"Prometheus at {self._settings.url} did not answer in time") from exc
@@ -163,6 +160,18 @@ class PrometheusSource:
         finally:
             self._telemetry.scrape_duration_s.labels(SOURCE).observe(time.perf_counter() - started)
         return self._parse(promql, response)
+
+    def _auth_headers(self) -> dict[str, str]:
+        """Read for every query (at most one per cache_ttl_s per metric): projected
+        service-account tokens rotate, and a token read once at start-up would expire."""
+        path = self._settings.bearer_token_file
+        if path is None:
+            return {}
+        try:
+            token = Path(path).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise SourceError(f"cannot read Prometheus bearer token file {path}: {exc}") from exc
+        return {"Authorization": f"Bearer {token}"}
 
     def _parse(self, promql: str, response: httpx.Response) -> list[PodValue]:
         try:

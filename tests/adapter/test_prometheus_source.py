@@ -207,3 +207,20 @@ async def test_bearer_token_file_is_sent(tmp_path: Any) -> None:
         reading = await source.read(Signal.QUEUE_SIZE, None, "ns", 100.0, 30.0)
     assert reading.values == ()
     assert route.calls.last.request.headers["Authorization"] == "Bearer s3cret"
+
+
+@respx.mock
+async def test_a_rotated_bearer_token_is_sent_and_an_unreadable_one_is_a_source_error(tmp_path: Any) -> None:
+    """Projected service-account tokens rotate: the file is read for every query, not once."""
+    token = tmp_path / "token"
+    token.write_text("first\n")
+    route = respx.post(QUERY_URL).respond(json=vector())
+    settings = PrometheusSettings(url=URL, bearer_token_file=str(token), cache_ttl_s=0)
+    async with PrometheusSource(get_preset("vllm"), settings, Telemetry()) as source:
+        await source.read(Signal.QUEUE_SIZE, None, "ns", 100.0, 30.0)
+        token.write_text("rotated\n")
+        await source.read(Signal.QUEUE_SIZE, None, "ns", 101.0, 30.0)
+        token.unlink()
+        with pytest.raises(SourceError, match="cannot read Prometheus bearer token file"):
+            await source.read(Signal.QUEUE_SIZE, None, "ns", 102.0, 30.0)
+    assert [c.request.headers["Authorization"] for c in route.calls] == ["Bearer first", "Bearer rotated"]
