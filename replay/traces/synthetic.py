@@ -119,10 +119,16 @@ class SyntheticSpec:
             if not 0 < lo <= hi:
                 raise TraceError(f"synthetic: {name}: expected 0 < low <= high, got ({lo}, {hi})")
         for i, burst in enumerate(self.bursts):
-            if burst.duration_s <= 0 or burst.multiplier <= 0 or burst.ramp_s < 0:
+            # written so that NaN fails every comparison; a duration may be infinite (to the end)
+            if not (
+                math.isfinite(burst.start_s)
+                and burst.duration_s > 0
+                and 0 < burst.multiplier < math.inf
+                and 0 <= burst.ramp_s < math.inf
+            ):
                 raise TraceError(
-                    f"synthetic: bursts[{i}]: expected duration_s > 0, multiplier > 0, ramp_s >= 0, "
-                    f"got {burst}"
+                    f"synthetic: bursts[{i}]: expected duration_s > 0, multiplier > 0, ramp_s >= 0 and a "
+                    f"finite start_s, got {burst}"
                 )
 
     def bin_starts(self) -> npt.NDArray[np.float64]:

@@ -118,6 +118,17 @@ def test_default_is_sized_for_reference_70b() -> None:
             "synthetic: bursts[0]: expected duration_s > 0",
             id="bad burst",
         ),
+        pytest.param(
+            {"bursts": (Burst(float("nan"), 10.0, 2.0),)},
+            "synthetic: bursts[0]: expected duration_s > 0, multiplier > 0, ramp_s >= 0 and a finite "
+            "start_s, got Burst(start_s=nan",
+            id="burst starting at NaN",
+        ),
+        pytest.param(
+            {"bursts": (Burst(10.0, 10.0, float("nan")),)},
+            "synthetic: bursts[0]: expected duration_s > 0, multiplier > 0",
+            id="NaN multiplier",
+        ),
     ],
 )
 def test_bad_parameters_are_named(change: dict[str, object], expected: str) -> None:
