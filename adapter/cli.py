@@ -17,8 +17,8 @@ import asyncio
 import logging
 import signal
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -171,23 +171,6 @@ class StartupError(Exception):
     """The server cannot start (port taken, certificate unreadable, kube-apiserver unreachable)."""
 
 
-@asynccontextmanager
-async def kube_api_client(kubeconfig: Path | None) -> AsyncIterator[Any]:
-    """An ApiClient from `kubeconfig`, else the pod's service account, else ~/.kube/config."""
-    from kubernetes_asyncio import client, config
-
-    configuration = client.Configuration()
-    if kubeconfig is not None:
-        await config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
-    else:
-        try:
-            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        except config.ConfigException:
-            await config.load_kube_config(client_configuration=configuration)
-    async with client.ApiClient(configuration) as api:
-        yield api
-
-
 async def serve(settings: AdapterSettings, stop: asyncio.Event | None = None) -> None:
     """Run until SIGTERM/SIGINT (or `stop` is set)."""
     from aiohttp import web
@@ -217,6 +200,8 @@ async def serve(settings: AdapterSettings, stop: asyncio.Event | None = None) ->
     async with AsyncExitStack() as stack:
         kube = None
         if not settings.insecure_dev or catalog_settings.kubernetes is not None:
+            from adapter.sources.discovery import kube_api_client  # loads the Kubernetes client
+
             try:
                 kube = await stack.enter_async_context(kube_api_client(settings.kubeconfig))
             except Exception as exc:

@@ -13,6 +13,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
@@ -170,14 +171,16 @@ def _bind_namespace(func: Any, namespace: str) -> Any:
 
 
 @asynccontextmanager
-async def kube_api_client() -> AsyncIterator[Any]:
-    """An ApiClient from the pod's service account, or else from the local kubeconfig."""
-    try:
-        config.load_incluster_config()  # type: ignore[no-untyped-call]
-    except config.ConfigException:
-        await config.load_kube_config()
-    api = client.ApiClient()
-    try:
+async def kube_api_client(kubeconfig: Path | None = None) -> AsyncIterator[Any]:
+    """An ApiClient from `kubeconfig`, else the pod's service account, else ~/.kube/config. Its own
+    Configuration: the library's global default is left alone."""
+    configuration = client.Configuration()
+    if kubeconfig is not None:
+        await config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
+    else:
+        try:
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        except config.ConfigException:
+            await config.load_kube_config(client_configuration=configuration)
+    async with client.ApiClient(configuration) as api:
         yield api
-    finally:
-        await api.close()
