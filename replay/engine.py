@@ -87,9 +87,8 @@ def _grouped_cummax(x: F64, gid: I64) -> F64:
     """Cumulative max restarting at each group: lift each group above every earlier one."""
     if not len(x):
         return x
-    lift = float(np.max(x) - np.min(x)) + 1.0
-    lifted = x + gid * lift
-    out: F64 = np.maximum.accumulate(lifted) - gid * lift
+    lift = gid * (float(np.max(x) - np.min(x)) + 1.0)
+    out: F64 = np.maximum.accumulate(x + lift) - lift
     return out
 
 
@@ -247,22 +246,24 @@ class Engine:
             ready = np.maximum(self._admitted[pre], t)
             cum = _grouped_cumsum(work, gid, starts)  # C_j, inclusive
             done = cum + _grouped_cummax(ready - (cum - work), gid)
-            begin = done - work  # >= t: nothing is admitted before the tick it starts in
-            inside = np.maximum(np.minimum(done, end) - begin, 0.0)
-            busy = np.bincount(g, weights=inside, minlength=n_replicas).astype(np.float64)
+            begin = done - work  # >= t up to rounding: nothing is admitted before its tick
+            stop = np.minimum(done, end)
+            inside = np.maximum(stop - begin, 0.0)
+            busy = np.bincount(g, weights=inside, minlength=n_replicas).astype(np.float64, copy=False)
             # the busy intervals inside the tick with the idle time before each: the map from a
             # replica's decode clock to time
             cum_in = _grouped_cumsum(inside, gid, starts)
             ran = inside > 0
-            idle_keys = ((begin - t) - (cum_in - inside))[ran] + g[ran] * lift  # sorted
-            busy_end, busy_rep = np.minimum(done, end)[ran], g[ran]
+            busy_end, busy_rep = stop[ran], g[ran]
+            idle_keys = ((begin - t) - (cum_in - inside))[ran] + busy_rep * lift  # sorted
             fin = done <= end
             new_dec = pre[fin]
             # decode clock at prefill completion: idle time in the tick so far
             new_clock = (done[fin] - t) - cum_in[fin]
             keep = ~fin
             self._pre = pre[keep]
-            self._pre_left = np.clip(done - end, 0.0, work)[keep] * p.prefill_tokens_per_s
+            # tokens left: the work after `end` (> 0 here), all of it if the prefill has not begun
+            self._pre_left = np.minimum(done - end, work)[keep] * p.prefill_tokens_per_s
 
         def clock_to_time(y: F64, rep: I64) -> F64:
             """When replica `rep`'s decode clock reads y: skip every busy interval that starts
