@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import re
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -30,6 +29,7 @@ from adapter.presets import PRESETS, Signal, get_preset
 from adapter.selector import Selector, SelectorError, parse_selector
 from adapter.sources import NAMESPACE, PodValue, Source, SourceError, SourceReading
 from adapter.telemetry import Telemetry
+from adapter.wire import metric_name_problem, namespace_problem
 
 
 class Aggregation(StrEnum):
@@ -48,7 +48,6 @@ class CatalogError(ValueError):
 
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
-_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 # Go's RequestInfo reads /namespaces/{ns}/status|finalize as a namespace subresource, so the
 # kube-apiserver would authorize such a metric as namespaces/status (external_metrics_api.md 1.4).
 _RESERVED_METRIC_NAMES = frozenset({"status", "finalize"})
@@ -58,8 +57,8 @@ def check_metric_name(name: str) -> str:
     """The HPA's rule for an external metric name (IsValidPathSegmentName), plus the reserved names."""
     if not name:
         raise ValueError("metric name must not be empty")
-    if name in (".", "..") or "/" in name or "%" in name:
-        raise ValueError(f"metric name {name!r} may not be '.' or '..' and may not contain '/' or '%'")
+    if problem := metric_name_problem(name):
+        raise ValueError(problem)
     if name in _RESERVED_METRIC_NAMES:
         raise ValueError(f"metric name {name!r} is reserved: the kube-apiserver routes it as a subresource")
     return name
@@ -83,8 +82,8 @@ def check_http_url(value: str, what: str) -> str:
 
 
 def _check_namespace(value: str | None) -> str | None:
-    if value is not None and (len(value) > 63 or not _DNS1123_LABEL.fullmatch(value)):
-        raise ValueError(f"namespace {value!r} is not a DNS-1123 label (lower-case a-z, 0-9, '-'; ≤ 63)")
+    if value is not None and (problem := namespace_problem(value)):
+        raise ValueError(problem)
     return value
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -57,7 +56,6 @@ ALLOWED_METHODS: Final = frozenset({"GET", "HEAD"})
 # We never read a request body; anything beyond a few KiB is a mistake or an attack.
 CLIENT_MAX_SIZE: Final = 64 * 1024
 
-_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})  # Go strconv.ParseBool
 
 
@@ -314,18 +312,10 @@ def _metric_target(request: web.Request) -> tuple[str, str, Selector]:
             Reason.METHOD_NOT_ALLOWED,
             f'watch is not supported on resources of kind "{metric}.{wire.GROUP}"',
         )
-    if len(namespace) > 63 or not _DNS1123_LABEL.fullmatch(namespace):
-        raise StatusError(
-            Reason.NOT_FOUND,
-            f"namespace {namespace!r} is not a valid namespace name (a DNS-1123 label)",
-            {"name": namespace, "kind": "namespaces"},
-        )
-    if metric in (".", "..") or "/" in metric or "%" in metric:
-        raise StatusError(
-            Reason.NOT_FOUND,
-            f"metric name {metric!r} may not be '.' or '..' and may not contain '/' or '%'",
-            wire.metric_details(metric),
-        )
+    if problem := wire.namespace_problem(namespace):
+        raise StatusError(Reason.NOT_FOUND, problem, {"name": namespace, "kind": "namespaces"})
+    if problem := wire.metric_name_problem(metric):
+        raise StatusError(Reason.NOT_FOUND, problem, wire.metric_details(metric))
     try:
         selector = parse_selector(request.query.get("labelSelector", ""))
     except SelectorError as exc:

@@ -1,4 +1,5 @@
-"""The External Metrics API wire format: Quantity strings, value lists, Status errors, discovery.
+"""The External Metrics API wire format: Quantity strings, value lists, Status errors, discovery,
+the names a path may carry.
 
 Pure functions from values to JSON-ready dicts (and the Accept-header negotiation), used by
 adapter/server.py. Shapes follow k8s.io/metrics `external_metrics/v1beta1` and apimachinery
@@ -11,6 +12,7 @@ import enum
 import functools
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -32,6 +34,32 @@ QUANTITY_MAX_ABS = 9_223_372_036_854_775
 
 _MILLI = Decimal("0.001")
 _SUFFIXES = {-9: "n", -6: "u", -3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
+
+
+# --- names in request paths ----------------------------------------------------------------------
+
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+def namespace_problem(name: str) -> str | None:
+    """Why `name` cannot be a namespace (a DNS-1123 label, as the apiserver demands); None if it can."""
+    if len(name) > 63 or not _DNS1123_LABEL.fullmatch(name):
+        return (
+            f"namespace {name!r} is not a valid namespace name "
+            "(a DNS-1123 label: lower-case a-z, 0-9, '-'; ≤ 63)"
+        )
+    return None
+
+
+def metric_name_problem(name: str) -> str | None:
+    """Why `name` cannot be a metric name in a path (Go's IsValidPathSegmentName); None if it can.
+    The server checks it itself: aiohttp hands `a%2Fb` and `%2e%2e` to handlers already decoded."""
+    if name in (".", "..") or "/" in name or "%" in name:
+        return f"metric name {name!r} may not be '.' or '..' and may not contain '/' or '%'"
+    return None
+
+
+# --- quantities ----------------------------------------------------------------------------------
 
 
 class QuantityError(ValueError):
