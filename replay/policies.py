@@ -307,6 +307,14 @@ class PolicyParams:
     static_replicas: int | None = None  # None: the trace's peak need at `target` (provision for peak)
     keda_poll_interval_s: float = 30.0
 
+    def __post_init__(self) -> None:
+        # every policy reads the target (warm start, static's peak, the clairvoyant's needs), not
+        # only those that build an HPA metric from it
+        if not (math.isfinite(self.target) and self.target > 0):
+            raise PolicyError(f"target must be a finite number > 0, got {self.target!r}")
+        if self.lead_quantile is not None and not 0.5 <= self.lead_quantile <= 0.99:
+            raise PolicyError(f"lead_quantile must be within [0.5, 0.99], got {self.lead_quantile}")
+
 
 POLICY_NAMES = ("static", "hpa", "keda", "kpa", "predictive", "clairvoyant")
 
@@ -345,8 +353,6 @@ def build_policy(
     if arg:
         raise PolicyError(f"unknown policy {name!r} (known: {', '.join(POLICY_NAMES)}, static-N)")
     initial = warm_start_replicas(trace, scenario, params.target)
-    if params.lead_quantile is not None and not 0.5 <= params.lead_quantile <= 0.99:
-        raise PolicyError(f"lead_quantile must be within [0.5, 0.99], got {params.lead_quantile}")
     if name in ("hpa", "keda"):
         spec = hpa_spec(
             scenario,

@@ -226,6 +226,17 @@ def test_cli_compare_writes_the_reports(tmp_path: Path, capsys: pytest.CaptureFi
         pytest.param(["--policies", "static-x"], "static-N with N an integer", id="static without N"),
         pytest.param(["--policies", "hpa,kpa,hpa"], "--policies: hpa listed twice", id="policy twice"),
         pytest.param(["--tick", "0"], "tick_s must be a finite number > 0, got 0.0", id="zero tick"),
+        # every policy sizes its warm start by the target: not only the ones that build an HPA spec
+        pytest.param(
+            ["--policies", "kpa", "--target", "0"],
+            "target must be a finite number > 0, got 0.0",
+            id="kpa target 0",
+        ),
+        pytest.param(
+            ["--policies", "static,clairvoyant", "--target", "-3"],
+            "target must be a finite number > 0, got -3.0",
+            id="negative target",
+        ),
     ],
 )
 def test_cli_rejects_bad_input_naming_it(
