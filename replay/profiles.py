@@ -158,7 +158,7 @@ def load_scenario(path: Path) -> Scenario:
 
 def scenario_from_mapping(doc: Mapping[str, Any]) -> Scenario:
     base_name = doc.get("base", REFERENCE_70B.name)
-    if base_name not in SCENARIOS:
+    if not isinstance(base_name, str) or base_name not in SCENARIOS:
         raise ProfileError(f"base must be one of {', '.join(SCENARIOS)}, got {base_name!r}")
     base = SCENARIOS[base_name]
     top = {f.name: f for f in fields(Scenario)}

@@ -320,6 +320,9 @@ def test_scenario_file_overrides_the_base(tmp_path: Path, suffix: str, text: str
             {"slo_ttft_s": -1}, "slo_ttft_s must be a finite number > 0, got -1.0", id="negative SLO"
         ),
         pytest.param({"base": "reference-8b"}, "base must be one of reference-70b", id="unknown base"),
+        pytest.param(
+            {"base": ["reference-70b"]}, "base must be one of reference-70b, got [", id="base a list"
+        ),
     ],
 )
 def test_bad_scenario_names_the_field_and_value(doc: dict[str, object], message: str) -> None:
