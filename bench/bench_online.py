@@ -24,6 +24,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
@@ -100,14 +101,7 @@ def emulator(profile_yaml: str) -> Iterator[str]:
 
 
 def _yaml(p: EngineProfile) -> str:
-    fields = (
-        "max_running",
-        "kv_budget_tokens",
-        "prefill_tokens_per_s",
-        "decode_base_s",
-        "decode_per_running_s",
-    )
-    return yaml.safe_dump({"engine": {k: getattr(p, k) for k in fields}})  # 1e-07 needs YAML's own writer
+    return yaml.safe_dump({"engine": asdict(p)})  # 1e-07 needs YAML's own writer
 
 
 def _trace(n: int, input_tokens: int, output_tokens: int) -> Trace:

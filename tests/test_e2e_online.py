@@ -32,7 +32,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -210,9 +210,7 @@ def band(histories: Sequence[History], column: int, lo: float, hi: float) -> tup
 
 async def test_emulators_prometheus_adapter_and_online_replay(tmp_path: Path) -> None:
     profile_file = tmp_path / "profile.yaml"
-    profile_file.write_text(
-        yaml.safe_dump({"name": "e2e", "engine": {k: getattr(PROFILE, k) for k in PROFILE.__slots__}})
-    )
+    profile_file.write_text(yaml.safe_dump({"name": "e2e", "engine": asdict(PROFILE)}))
     async with AsyncExitStack() as stack:
         # three engines, ready after a one-second "weight load"
         emulators = []
