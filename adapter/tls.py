@@ -98,7 +98,14 @@ class ServingTLS:
         except TLSConfigError as exc:
             log.warning("keeping the current serving certificate: %s", exc)
             return False
-        self.context.load_cert_chain(self.cert_file, self.key_file)
+        try:
+            # the files can change again after the check (the volume swaps its symlink at any
+            # moment); a failed live load may leave the new certificate with the old key, and the
+            # fingerprint left unchanged makes the next check load the pair again
+            self.context.load_cert_chain(self.cert_file, self.key_file)
+        except (OSError, ssl.SSLError) as exc:
+            log.warning("serving certificate changed while loading it; retrying at the next check: %s", exc)
+            return False
         self._loaded = current
         log.info("serving certificate reloaded from %s", self.cert_file)
         return True

@@ -26,6 +26,7 @@ from conftest import (
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
+import adapter.tls
 from adapter.auth import (
     Decision,
     DelegatedAccess,
@@ -78,6 +79,36 @@ async def test_rotated_certificate_is_served_without_restart(tmp_path: Path) -> 
         shutil.copyfile(second.key, key)
         assert tls.reload_if_changed() is True
         assert await served_serial(url, ca[0]) == serial(second)
+
+
+async def test_files_that_change_between_check_and_load_are_retried_not_fatal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pair can change again between the scratch check and the live load (the Secret volume
+    swaps its symlink at any moment); that must not end the reload loop."""
+    ca = make_ca(tmp_path, "race-ca")
+    first = issue(tmp_path, "first", ca, cn="a", usages=SERVER, hosts=("localhost",))
+    second = issue(tmp_path, "second", ca, cn="a", usages=SERVER, hosts=("localhost",))
+    third = issue(tmp_path, "third", ca, cn="a", usages=SERVER, hosts=("localhost",))
+    live = tmp_path / "live"
+    live.mkdir()
+    cert, key = live / "tls.crt", live / "tls.key"
+    install(first, cert, key)
+    tls = ServingTLS(cert, key)
+    check = adapter.tls._check_pair
+
+    def check_then_race(cert_file: Path, key_file: Path) -> None:
+        check(cert_file, key_file)
+        shutil.copyfile(third.cert, cert)  # the next rotation starts: new cert, key not yet
+
+    install(second, cert, key)
+    monkeypatch.setattr(adapter.tls, "_check_pair", check_then_race)
+    assert tls.reload_if_changed() is False
+    monkeypatch.setattr(adapter.tls, "_check_pair", check)
+    shutil.copyfile(third.key, key)
+    assert tls.reload_if_changed() is True
+    async with serve(create_app(ScriptedBackend(), InsecureDevAccess(), Telemetry()), tls.context) as url:
+        assert await served_serial(url, ca[0]) == serial(third)
 
 
 def test_bad_files_name_the_file(tmp_path: Path) -> None:
