@@ -187,6 +187,12 @@ class AdapterSettings(BaseSettings):
                 "no metrics source: give --endpoints URL[,URL…] (quick start), --catalog FILE, "
                 "or a catalog: section in the config file"
             )
+        if "engine" in self.model_fields_set and not self.endpoints:
+            # it would be ignored: a catalog names its own engine
+            raise ValueError(
+                f"engine {self.engine!r} goes with endpoints (quick start); "
+                "with a catalog, set engine: in the catalog"
+            )
         return self
 
     @property

@@ -92,6 +92,11 @@ def test_config_file_from_the_environment_and_comma_lists(
         pytest.param({"insecure_dev": True}, "no metrics source", id="no source"),
         pytest.param({**QUICK, "catalog_file": "c.yaml"}, "catalog_file and endpoints", id="two sources"),
         pytest.param(
+            {"insecure_dev": True, "catalog_file": "c.yaml", "engine": "tgi"},
+            "engine 'tgi' goes with endpoints",
+            id="engine beside a catalog file",
+        ),
+        pytest.param(
             {**QUICK, "listen": "6443"}, "listen '6443' must be host:port", id="listen without host"
         ),
         pytest.param({**QUICK, "listen": "h:70000"}, "port 70000 is outside", id="port range"),
