@@ -226,7 +226,10 @@ def parse_grid(items: Sequence[str]) -> list[dict[str, Any]]:
         key = key.strip()
         if not sep or key not in known:
             raise CliError(f"--grid {item!r}: expected PARAM=V1,V2 with PARAM one of {', '.join(known)}")
-        axes.append((key, [_param(key, v.strip()) for v in values.split(",") if v.strip()]))
+        parsed = [_param(key, v.strip()) for v in values.split(",") if v.strip()]
+        if not parsed:  # else the grid would be empty: "no configuration meets the SLO"
+            raise CliError(f"--grid {item!r}: give at least one value")
+        axes.append((key, parsed))
     if not axes:
         raise CliError("sweep: give at least one --grid PARAM=V1,V2,...")
     return [

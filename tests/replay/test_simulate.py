@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
@@ -263,6 +264,24 @@ def test_sweep_finds_the_cheapest_configuration_meeting_the_slo(tmp_path: Path) 
     by_target = {p["params"]["target"]: p for p in points if p["params"]["warm_floor"] == 0}
     assert by_target[64.0]["gpu_hours"] < by_target[4.0]["gpu_hours"]
     assert by_target[64.0]["slo_attainment"] < by_target[4.0]["slo_attainment"]
+
+
+@pytest.mark.parametrize(
+    ("grid", "message"),
+    [
+        pytest.param(
+            ["target=8,16", "warm_floor="], "--grid 'warm_floor=': give at least one value", id="no value"
+        ),
+        pytest.param(["speed=1"], "--grid 'speed=1': expected PARAM=V1,V2", id="unknown parameter"),
+        pytest.param(["target=fast"], "--grid target: cannot read 'fast'", id="not a number"),
+        pytest.param([], "sweep: give at least one --grid", id="no grid"),
+    ],
+)
+def test_bad_grid_is_an_error_naming_it(grid: list[str], message: str) -> None:
+    from replay.cli import CliError, parse_grid
+
+    with pytest.raises(CliError, match=re.escape(message)):
+        parse_grid(grid)
 
 
 @pytest.mark.parametrize(
