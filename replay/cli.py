@@ -26,7 +26,7 @@ from typing import Any
 from autoscaler.policy.spec import ForecasterKind
 from replay import report as rep
 from replay.fleet import Fleet
-from replay.policies import POLICY_NAMES, PolicyError, PolicyParams, build_policy
+from replay.policies import METRIC, POLICY_NAMES, PolicyError, PolicyParams, build_policy
 from replay.profiles import SCENARIOS, ProfileError, Scenario, get_scenario
 from replay.simulate import RunResult, lead_time_of, simulate
 from replay.trace import Trace
@@ -335,21 +335,27 @@ def _sweep(args: argparse.Namespace, trace: Trace, scenario: Scenario, params: P
     return 0
 
 
-def hpa_yaml(scenario: Scenario, p: PolicyParams) -> str:
-    """The reactive part of a configuration as an autoscaling/v2 HPA spec with a `behavior` block
-    (upstream's default rate policies written out, the swept windows and tolerances filled in)."""
-    return f"""# HPA (autoscaling/v2): the reactive part; per-direction tolerance needs Kubernetes >= 1.33
-spec:
+def _spec_head(scenario: Scenario, p: PolicyParams) -> str:
+    """The replica bounds and the metric, as both the HPA and the InferenceAutoscaler spell them."""
+    target = f'"{p.target:g}"'  # a Quantity string
+    return f"""spec:
   minReplicas: {scenario.min_replicas}
   maxReplicas: {scenario.max_replicas}
   metrics:
   - type: External
     external:
       metric:
-        name: infscale_inflight
+        name: {METRIC}
       target:
         type: AverageValue
-        averageValue: "{p.target:g}"
+        averageValue: {target}"""
+
+
+def hpa_yaml(scenario: Scenario, p: PolicyParams) -> str:
+    """The reactive part of a configuration as an autoscaling/v2 HPA spec with a `behavior` block
+    (upstream's default rate policies written out, the swept windows and tolerances filled in)."""
+    return f"""# HPA (autoscaling/v2): the reactive part; per-direction tolerance needs Kubernetes >= 1.33
+{_spec_head(scenario, p)}
   behavior:
     scaleUp:
       stabilizationWindowSeconds: 0
@@ -388,17 +394,7 @@ def settings_yaml(scenario: Scenario, p: PolicyParams) -> str:
         f"gpusPerNode: {cs.gpus_per_node}",
     ]
     return f"""# infscale InferenceAutoscaler (infscale.io/v1alpha1): spec fields to merge into yours
-spec:
-  minReplicas: {scenario.min_replicas}
-  maxReplicas: {scenario.max_replicas}
-  metrics:
-  - type: External
-    external:
-      metric:
-        name: infscale_inflight
-      target:
-        type: AverageValue
-        averageValue: "{p.target:g}"
+{_spec_head(scenario, p)}
   behavior:
     scaleUp: {{tolerance: {p.tolerance:g}}}
     scaleDown: {{stabilizationWindowSeconds: {p.downscale_window_s}, tolerance: {p.tolerance:g}}}
