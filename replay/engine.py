@@ -57,15 +57,6 @@ class RequestResults:
     dropped: npt.NDArray[np.bool_]
 
 
-@dataclass(frozen=True, slots=True)
-class Gauges:
-    """Per replica, what the engine's /metrics would show now (vLLM names in comments)."""
-
-    running: I64  # vllm:num_requests_running
-    waiting: I64  # vllm:num_requests_waiting
-    kv_usage: F64  # vllm:kv_cache_usage_perc, 0-1
-
-
 def _group_starts(groups: I64) -> tuple[I64, I64]:
     """For a sorted group column: each element's group number and each group's first index."""
     is_start = np.empty(len(groups), dtype=bool)
@@ -157,18 +148,11 @@ class Engine:
     # --- observation -----------------------------------------------------------------------------
 
     def outstanding(self, n_replicas: int) -> I64:
-        """Waiting + running requests per replica id (what the router balances)."""
+        """Waiting + running requests per replica id: what the router balances and what a scrape
+        reads (vllm:num_requests_waiting + vllm:num_requests_running)."""
         self._grow(n_replicas)
         out: I64 = (self._waiting + self._running)[:n_replicas]
         return out
-
-    def gauges(self, n_replicas: int) -> Gauges:
-        self._grow(n_replicas)
-        return Gauges(
-            running=self._running[:n_replicas].copy(),
-            waiting=self._waiting[:n_replicas].copy(),
-            kv_usage=self._kv_used[:n_replicas] / self.profile.kv_budget_tokens,
-        )
 
     def last_finish_s(self, replica: int) -> float:
         """When the replica's latest request finished (0 if none did)."""
