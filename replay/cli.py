@@ -28,7 +28,7 @@ from replay import report as rep
 from replay.fleet import Fleet
 from replay.policies import METRIC, POLICY_NAMES, PolicyError, PolicyParams, build_policy
 from replay.profiles import SCENARIOS, ProfileError, Scenario, get_scenario
-from replay.simulate import RunResult, lead_time_of, simulate
+from replay.simulate import RunResult, simulate
 from replay.trace import Trace
 
 FORMATS = ("azure", "mooncake", "burstgpt", "servegen", "csv", "jsonl")
@@ -190,7 +190,7 @@ def run_policy(
 ) -> RunResult:
     """Build the policy and its fleet, replay, with a progress bar on long runs when asked."""
     holder: list[Fleet] = []
-    policy = build_policy(name, scenario, trace, params, lambda: lead_time_of(holder[0])())
+    policy = build_policy(name, scenario, trace, params, lambda: holder[0].lead_time_s())
     fleet = Fleet(
         scenario.cold_start,
         initial_ready=policy.initial_replicas,

@@ -260,7 +260,3 @@ def _reading(values: tuple[int, ...], age_s: float) -> MetricReading:
 
 def _span(r: Replica) -> ReplicaSpan:
     return ReplicaSpan(r.id, r.requested_s, r.scheduled_s, r.ready_s, r.drain_s, r.deleted_s, r.cold)
-
-
-def lead_time_of(fleet: Fleet) -> Callable[[], float]:
-    return fleet.lead_time_s
