@@ -11,6 +11,7 @@ catalog the values no older than max-age and counts the rest.
 from __future__ import annotations
 
 import asyncio
+import logging
 import ssl
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -39,6 +40,7 @@ from adapter.telemetry import Telemetry
 if TYPE_CHECKING:
     from adapter.catalog import ScrapeSettings, StaticEndpoint
 
+log = logging.getLogger(__name__)
 SOURCE = "scrape"
 _MAX_BODY_BYTES = 16 * 1024 * 1024  # a vLLM exposition is ~100 kB; anything near this is not an engine
 
@@ -201,7 +203,10 @@ class ScrapeSource:
         loop = asyncio.get_running_loop()
         while True:
             started = loop.time()
-            await self.scrape_round()
+            try:
+                await self.scrape_round()
+            except Exception:  # a bug must not end scraping for every pod: log it, go on next interval
+                log.exception("scrape round failed")
             await asyncio.sleep(max(0.0, self._settings.interval_s - (loop.time() - started)))
 
     async def scrape_round(self) -> None:

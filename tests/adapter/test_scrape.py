@@ -4,6 +4,7 @@ concurrency, connection reuse."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -18,7 +19,7 @@ from engine_fixtures import VLLM, vllm_text
 from adapter.catalog import ScrapeSettings, StaticEndpoint
 from adapter.presets import Signal, get_preset
 from adapter.sources import SourceError, SourceReading
-from adapter.sources.scrape import ScrapeSource, StaticTargets
+from adapter.sources.scrape import ScrapeSource, StaticTargets, Target
 from adapter.telemetry import Telemetry
 from adapter.tls import generate_self_signed
 
@@ -384,3 +385,37 @@ async def test_https_engines(
     assert [v.value for v in reading.values] == ([4.0] if served else [])
     if not served:
         assert "CERTIFICATE_VERIFY_FAILED" in (source.error_of(url) or "")
+
+
+async def test_a_failed_round_is_logged_and_the_loop_goes_on(
+    engines: Engines, telemetry: Telemetry, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The loop is the only thing that scrapes: an unexpected error in one round must not end it."""
+    url = engines.respond("a", text=vllm_text(4, 2, 0.5))
+
+    class FailsOnce:
+        calls = 0
+
+        def targets(self) -> list[Target]:
+            self.calls += 1
+            if self.calls == 1:
+                raise RuntimeError("discovery bug")
+            return [Target(key=url, url=url)]
+
+    targets = FailsOnce()  # the first round fails; no read may call targets() before it
+    settings = ScrapeSettings(interval_s=0.01)
+    async with ScrapeSource(get_preset("vllm"), [targets], settings, telemetry, clock) as source:
+        loop = asyncio.create_task(source.run())
+        try:
+            for _ in range(500):  # until a round has completed (the failed one never does)
+                if telemetry.registry.get_sample_value(
+                    "infscale_adapter_scrape_round_duration_seconds_count"
+                ):
+                    break
+                await asyncio.sleep(0.01)
+        finally:
+            loop.cancel()
+        assert [v.value for v in (await read(source, Signal.QUEUE_SIZE, now=1000.0)).values] == [4.0]
+    (record,) = [r for r in caplog.records if r.name == "adapter.sources.scrape"]
+    assert record.levelno == logging.ERROR and record.exc_info is not None
+    assert "discovery bug" in str(record.exc_info[1])
