@@ -138,45 +138,26 @@ class DecidePolicy:
         return replace(obs, metrics=aged)
 
 
-def inflight_metric(target: float) -> MetricSpec:
-    if not (math.isfinite(target) and target > 0):
-        raise PolicyError(f"target must be a finite number > 0, got {target!r}")
-    return MetricSpec(METRIC, TargetType.AVERAGE_VALUE, round(target * 1000))
-
-
-def hpa_spec(
-    scenario: Scenario,
-    *,
-    target: float = DEFAULT_TARGET_INFLIGHT,
-    tolerance: float = 0.1,
-    downscale_window_s: int = 300,
-) -> AutoscalerSpec:
-    """An HPA with upstream defaults (no `behavior`: the legacy path, as kube-controller-manager)."""
+def hpa_spec(scenario: Scenario, params: PolicyParams) -> AutoscalerSpec:
+    """An HPA with upstream defaults (no `behavior`: the legacy path, as kube-controller-manager)
+    on an AverageValue target of `inflight` per replica."""
     return AutoscalerSpec(
         max_replicas=scenario.max_replicas,
         min_replicas=scenario.min_replicas,
-        metrics=(inflight_metric(target),),
-        tolerance=tolerance,
-        downscale_stabilization_s=downscale_window_s,
+        metrics=(MetricSpec(METRIC, TargetType.AVERAGE_VALUE, round(params.target * 1000)),),
+        tolerance=params.tolerance,
+        downscale_stabilization_s=params.downscale_window_s,
     )
 
 
-def predictive_spec(
-    scenario: Scenario,
-    *,
-    target: float = DEFAULT_TARGET_INFLIGHT,
-    tolerance: float = 0.1,
-    downscale_window_s: int = 300,
-    forecaster: ForecasterKind = ForecasterKind.HOLT,
-    warm_floor: int = 0,
-    lead_time_s: float | None = None,
-) -> AutoscalerSpec:
-    """infscale predictive: the HPA plus a forecast at the cold-start lead time and a warm floor."""
+def predictive_spec(scenario: Scenario, params: PolicyParams) -> AutoscalerSpec:
+    """infscale predictive: the HPA plus a forecast at the lead time (the params' fixed one, else
+    the cold-start model's) and a warm floor."""
     return replace(
-        hpa_spec(scenario, target=target, tolerance=tolerance, downscale_window_s=downscale_window_s),
+        hpa_spec(scenario, params),
         cold_start=scenario.cold_start,
-        prediction=PredictionSpec(forecaster=forecaster, lead_time_s=lead_time_s),
-        floors=FloorSpec(warm_min_replicas=warm_floor),
+        prediction=PredictionSpec(forecaster=params.forecaster, lead_time_s=params.lead_time_s),
+        floors=FloorSpec(warm_min_replicas=params.warm_floor),
     )
 
 
@@ -354,26 +335,13 @@ def build_policy(
         raise PolicyError(f"unknown policy {name!r} (known: {', '.join(POLICY_NAMES)}, static-N)")
     initial = warm_start_replicas(trace, scenario, params.target)
     if name in ("hpa", "keda"):
-        spec = hpa_spec(
-            scenario,
-            target=params.target,
-            tolerance=params.tolerance,
-            downscale_window_s=params.downscale_window_s,
-        )
+        spec = hpa_spec(scenario, params)
         poll = params.keda_poll_interval_s if name == "keda" else 0.0
         return DecidePolicy(
             name, spec, period_s=scenario.sync_period_s, poll_interval_s=poll, initial_replicas=initial
         )
     if name == "predictive":
-        spec = predictive_spec(
-            scenario,
-            target=params.target,
-            tolerance=params.tolerance,
-            downscale_window_s=params.downscale_window_s,
-            forecaster=params.forecaster,
-            warm_floor=params.warm_floor,
-            lead_time_s=params.lead_time_s,
-        )
+        spec = predictive_spec(scenario, params)
         return DecidePolicy(
             "predictive",
             spec,

@@ -304,15 +304,7 @@ def test_printed_settings_are_an_inference_autoscaler_the_controller_accepts(par
     doc = yaml.safe_load(settings_yaml(REFERENCE_70B, params))
     doc["spec"]["scaleTargetRef"] = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "llama"}
     parsed = parse_autoscaler(doc, tolerance=0.1, downscale_stabilization_s=300, max_metric_age_s=None).spec
-    replayed = predictive_spec(
-        REFERENCE_70B,
-        target=params.target,
-        tolerance=params.tolerance,
-        downscale_window_s=params.downscale_window_s,
-        forecaster=params.forecaster,
-        warm_floor=params.warm_floor,
-        lead_time_s=params.lead_time_s,
-    )
+    replayed = predictive_spec(REFERENCE_70B, params)
     assert parsed.metrics[0].target_milli == replayed.metrics[0].target_milli
     assert parsed.tolerances == replayed.tolerances
     assert parsed.behavior is not None
