@@ -357,6 +357,13 @@ def _unknown_metric(metric: str, namespace: str) -> StatusError:
     )
 
 
+def _no_usable_value(metric: str, exc: wire.QuantityError) -> StatusError:
+    """NaN or beyond the HPA's range: no usable value, which is an error and never a 0."""
+    return StatusError(
+        Reason.NOT_FOUND, f"metric {metric} has no usable value: {exc}", wire.metric_details(metric)
+    )
+
+
 async def read_metric(request: web.Request) -> web.Response:
     _negotiate(request)
     namespace, metric, selector = _metric_target(request)
@@ -370,10 +377,7 @@ async def read_metric(request: web.Request) -> web.Response:
     try:
         doc = wire.metric_value_list(metric, samples)
     except wire.QuantityError as exc:
-        # NaN or out of range: no usable value, which is an error and never a 0
-        raise StatusError(
-            Reason.NOT_FOUND, f"metric {metric} has no usable value: {exc}", wire.metric_details(metric)
-        ) from None
+        raise _no_usable_value(metric, exc) from None
     return json_response(doc)
 
 
@@ -413,9 +417,7 @@ async def keda_value(request: web.Request) -> web.Response:
     try:
         quantity = wire.format_quantity(total)
     except wire.QuantityError as exc:
-        raise StatusError(
-            Reason.NOT_FOUND, f"metric {metric} has no usable value: {exc}", wire.metric_details(metric)
-        ) from None
+        raise _no_usable_value(metric, exc) from None
     return json_response(
         {
             "metricName": metric,
