@@ -25,17 +25,14 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from adapter.backend import MetricSample, NoData, SourceUnavailable, UnknownMetric
-from adapter.presets import PRESETS, Signal, get_preset
+from adapter.presets import PRESETS, Combine, Signal, combine, get_preset
 from adapter.selector import Selector, SelectorError, parse_selector
 from adapter.sources import NAMESPACE, PodValue, Source, SourceError, SourceReading
 from adapter.telemetry import Telemetry
 from adapter.wire import metric_name_problem, namespace_problem
 
-
-class Aggregation(StrEnum):
-    SUM = "sum"
-    MEAN = "mean"
-    MAX = "max"
+# How the pods of one label group add up: the same three ways as the series of one pod.
+Aggregation = Combine
 
 
 class SourceKind(StrEnum):
@@ -314,13 +311,7 @@ def aggregate(
         groups.setdefault(key, []).append(v)
     out = []
     for key, members in sorted(groups.items()):
-        numbers = [m.value for m in members]
-        if how is Aggregation.SUM:
-            value = sum(numbers)
-        elif how is Aggregation.MEAN:
-            value = sum(numbers) / len(numbers)
-        else:
-            value = max(numbers)
+        value = combine([m.value for m in members], how)
         windows = [m.window_s for m in members if m.window_s is not None]
         out.append(
             MetricSample(

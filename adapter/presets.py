@@ -39,7 +39,8 @@ class Signal(StrEnum):
 
 
 class Combine(StrEnum):
-    """How the series of one pod combine: per data-parallel engine, per rank, per model."""
+    """How values combine: the series of one pod (per data-parallel engine, rank, model) here, the
+    pods of one label group in the catalog (its `Aggregation`)."""
 
     SUM = "sum"
     MEAN = "mean"
@@ -384,7 +385,9 @@ def _term_samples(samples: Samples, term: Term) -> list[Sample]:
     return []
 
 
-def _combine(values: Sequence[float], how: Combine) -> float:
+def combine(values: Sequence[float], how: Combine) -> float:
+    """Sum, mean or max of a non-empty sequence: a pod's series here, a label group's pods in the
+    catalog."""
     if how is Combine.SUM:
         return sum(values)
     if how is Combine.MEAN:
@@ -407,7 +410,7 @@ def gauge_value(rule: Rule, samples: Samples) -> float | None:
     present = [f for f in found if f]
     if not present:
         return None
-    return sum(_combine([s.value for s in f], rule.combine) for f in present)
+    return sum(combine([s.value for s in f], rule.combine) for f in present)
 
 
 def counter_total(rule: Rule, samples: Samples) -> float | None:
