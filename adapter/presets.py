@@ -262,8 +262,8 @@ def wanted_names(preset: EnginePreset) -> frozenset[str]:
 _NAME_END = re.compile(r"[{ \t]")
 
 
-def _keep(text: str, wanted: frozenset[str]) -> str:
-    """The sample lines whose metric name is exactly one of `wanted`.
+def _kept_lines(text: str, wanted: frozenset[str]) -> list[str]:
+    """The sample lines whose metric name is exactly one of `wanted` (never empty lines).
 
     `str.startswith(tuple)` runs in C and rejects the ~95 % of lines (histogram buckets) at once;
     only the survivors get the exact name check (`x` must not keep `x_total`'s lines by accident).
@@ -275,7 +275,7 @@ def _keep(text: str, wanted: frozenset[str]) -> str:
             end = _NAME_END.search(line)
             if end is not None and line[: end.start()] in wanted:
                 kept.append(line)
-    return "\n".join(kept) + "\n"
+    return kept
 
 
 @functools.lru_cache(maxsize=64)
@@ -293,7 +293,7 @@ def parse_exposition(text: str, wanted: frozenset[str] | None = None) -> dict[st
     every kept sample parses as untyped under its exposed name.
     """
     if wanted is not None:
-        text = _keep(text, wanted)
+        text = "\n".join(_kept_lines(text, wanted)) + "\n"
     index: dict[str, list[Sample]] = {}
     try:
         for family in text_string_to_metric_families(text):
@@ -320,9 +320,7 @@ class ExpositionParser:
 
     def parse(self, text: str) -> dict[str, list[Sample]]:
         index: dict[str, list[Sample]] = {}
-        for line in _keep(text, self._wanted).split("\n"):
-            if not line:
-                continue
+        for line in _kept_lines(text, self._wanted):
             # values and timestamps never contain "}", so the last one closes the labels
             brace = line.rfind("}")
             if brace != -1:
