@@ -158,6 +158,9 @@ class KubernetesPods:
             except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
                 self._telemetry.discovery_restarts.labels("error").inc()
                 log.warning("pod discovery: %s: %s; retrying", type(exc).__name__, exc)
+            except Exception:  # a bug must not freeze the targets for good: log it, list again
+                self._telemetry.discovery_restarts.labels("error").inc()
+                log.exception("pod discovery failed unexpectedly; retrying")
             await asyncio.sleep(_RETRY_AFTER_ERROR_S)
 
 

@@ -22,6 +22,7 @@ from kubernetes_asyncio import client
 from adapter.backend import NoData
 from adapter.catalog import CatalogSettings, KubernetesDiscovery, build_catalog
 from adapter.selector import EVERYTHING, parse_selector
+from adapter.sources import discovery
 from adapter.sources.discovery import KubernetesPods, target_of
 from adapter.telemetry import Telemetry
 
@@ -297,6 +298,39 @@ async def test_expired_watch_relists(apiserver: tuple[FakeApiServer, client.ApiC
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_an_unexpected_error_is_logged_and_discovery_goes_on(
+    apiserver: tuple[FakeApiServer, client.ApiClient],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The loop is the only thing that keeps the targets current: an error it did not foresee (here
+    a port entry without containerPort) is logged and retried, never the end of discovery."""
+    monkeypatch.setattr(discovery, "_RETRY_AFTER_ERROR_S", 0.01)
+    fake, api = apiserver
+    broken = pod("a", ports={"http": 8000})
+    del broken["spec"]["containers"][0]["ports"][0]["containerPort"]
+    await fake.put(broken)
+    telemetry = Telemetry()
+    settings = KubernetesDiscovery(namespace="serving", label_selector=SELECTOR, port="http")
+    pods = KubernetesPods(api, settings, telemetry)
+    task = asyncio.create_task(pods.run())
+    try:
+        await eventually(
+            lambda: bool(
+                telemetry.registry.get_sample_value(
+                    "infscale_adapter_discovery_restarts_total", {"reason": "error"}
+                )
+            ),
+            "the failed list to be counted",
+        )
+        await fake.put(pod("a", ports={"http": 8000}))
+        await eventually(lambda: names(pods) == {"a"}, "the re-list after the error")
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert any(r.exc_info and isinstance(r.exc_info[1], KeyError) for r in caplog.records)
 
 
 async def test_catalog_serves_discovered_pods_end_to_end(
