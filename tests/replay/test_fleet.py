@@ -149,3 +149,20 @@ def test_predicted_ready_at_uses_the_cold_start_arithmetic_without_future_starts
     fleet.advance(7.0)
     # both loading since 0 at 5 GB/s: 105 GB left each, together at 10 GB/s -> 7 + 21 = 28
     assert fleet.predicted_ready_at() == pytest.approx((28.0, 28.0))
+
+
+def test_lead_time_follows_the_cluster_state() -> None:
+    # one full warm node: a new replica needs a node, the image, the weights alone and warm-up
+    spec = REFERENCE_70B.cold_start
+    fleet = Fleet(spec, initial_ready=2, node_idle_remove_s=600)
+    assert fleet.lead_time_s() == pytest.approx(90 + 30 + 14 + 30)
+    fleet.scale_to(3)
+    for now, left_gb in ((120.0, 140.0), (127.0, 70.0)):  # node up at 90, image at 120, then loading
+        fleet.advance(now)
+        assert fleet.loading_remaining_gb == pytest.approx([left_gb])
+        # the second node has room and the image: the next replica shares the storage with the loader
+        expected = coldstart.lead_time_s(
+            spec, free_gpus_per_node=[0, 4], image_cached_nodes={0, 1}, loading_remaining_gb=[left_gb]
+        )
+        assert fleet.lead_time_s() == pytest.approx(expected)
+    assert expected == pytest.approx(2 * 70 / 10 + 70 / 10 + 30)  # both at 5 GB/s, then alone at 10
