@@ -615,7 +615,30 @@ class DelegatedAccess:
 async def read_request_header_configmap(
     api_client: Any, timeout_s: float = 10.0
 ) -> RequestHeaderConfig | None:
-    """Read `kube-system/extension-apiserver-authentication`; None when it has no request-header CA."""
+    """The front-proxy settings of `kube-system/extension-apiserver-authentication`; None when it is
+    missing or has no request-header CA."""
+    data = await _read_authentication_configmap(api_client, timeout_s)
+    if data is None:
+        log.warning(
+            "ConfigMap %s/%s not found: the aggregation layer is not configured, front-proxy "
+            "authentication is off",
+            CONFIGMAP_NAMESPACE,
+            CONFIGMAP_NAME,
+        )
+        return None
+    return RequestHeaderConfig.from_configmap(data)
+
+
+async def read_client_ca_configmap(api_client: Any, timeout_s: float = 10.0) -> bytes | None:
+    """The kube-apiserver's client CA (PEM) from the same ConfigMap: without --client-ca-file, Go's
+    delegated authentication accepts x509 users it issued. None when the ConfigMap or key is missing."""
+    data = await _read_authentication_configmap(api_client, timeout_s)
+    ca = (data or {}).get("client-ca-file", "")
+    return ca.encode() if ca.strip() else None
+
+
+async def _read_authentication_configmap(api_client: Any, timeout_s: float) -> Mapping[str, str] | None:
+    """The ConfigMap's data; None when it does not exist."""
     from kubernetes_asyncio import client
     from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -625,12 +648,6 @@ async def read_request_header_configmap(
         )
     except ApiException as exc:
         if exc.status == 404:
-            log.warning(
-                "ConfigMap %s/%s not found: the aggregation layer is not configured, front-proxy "
-                "authentication is off",
-                CONFIGMAP_NAMESPACE,
-                CONFIGMAP_NAME,
-            )
             return None
         hint = (
             " (bind Role extension-apiserver-authentication-reader in kube-system to the adapter's "
@@ -641,7 +658,8 @@ async def read_request_header_configmap(
         raise ReviewFailed(
             f"cannot read ConfigMap {CONFIGMAP_NAMESPACE}/{CONFIGMAP_NAME}: {exc.status} {exc.reason}{hint}"
         ) from exc
-    return RequestHeaderConfig.from_configmap(cm.data or {})
+    data: Mapping[str, str] = cm.data or {}
+    return data
 
 
 async def refresh_request_header(

@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 if TYPE_CHECKING:
+    from cryptography import x509
+
     from adapter.auth import RequestHeaderConfig
     from adapter.settings import AdapterSettings
 
@@ -181,7 +183,6 @@ async def serve(settings: AdapterSettings, stop: asyncio.Event | None = None) ->
         InsecureDevAccess,
         KubeReviewer,
         ReviewFailed,
-        load_ca_bundle,
         read_request_header_configmap,
         refresh_request_header,
     )
@@ -237,11 +238,7 @@ async def serve(settings: AdapterSettings, stop: asyncio.Event | None = None) ->
         else:
             assert kube is not None and tls is not None  # the settings demand both
             request_header = await _request_header(settings, kube, read_request_header_configmap)
-            client_cas = (
-                load_ca_bundle(settings.client_ca_file.read_bytes(), str(settings.client_ca_file))
-                if settings.client_ca_file
-                else ()
-            )
+            client_cas = await _client_cas(settings, kube)
             delegated = DelegatedAccess(
                 KubeReviewer(kube, settings.auth_timeout_s),
                 request_header,
@@ -316,6 +313,23 @@ async def serve(settings: AdapterSettings, stop: asyncio.Event | None = None) ->
         finally:
             log.info("shutting down")
             await runner.cleanup()
+
+
+async def _client_cas(settings: AdapterSettings, kube: Any) -> tuple[x509.Certificate, ...]:
+    """CAs of x509 client users: `--client-ca-file`, else the kube-system ConfigMap's
+    `client-ca-file` (as Go's delegated authentication does), read once at start-up."""
+    from adapter.auth import ReviewFailed, load_ca_bundle, read_client_ca_configmap
+
+    if settings.client_ca_file is not None:
+        try:
+            return load_ca_bundle(settings.client_ca_file.read_bytes(), str(settings.client_ca_file))
+        except (OSError, ValueError) as exc:
+            raise StartupError(f"client_ca_file {settings.client_ca_file}: {exc}") from exc
+    try:
+        pem = await read_client_ca_configmap(kube, settings.auth_timeout_s)
+        return load_ca_bundle(pem, "ConfigMap client-ca-file") if pem else ()
+    except (ReviewFailed, ValueError) as exc:
+        raise StartupError(str(exc)) from exc
 
 
 async def _request_header(

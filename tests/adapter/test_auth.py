@@ -31,6 +31,7 @@ from adapter.auth import (
     Unauthenticated,
     UserInfo,
     headers_user,
+    read_client_ca_configmap,
     read_request_header_configmap,
     refresh_request_header,
     request_attributes,
@@ -436,6 +437,15 @@ async def test_configmap_read_through_kubernetes_asyncio(
 
 async def test_missing_configmap_means_no_front_proxy(kube_client: Any) -> None:
     assert await read_request_header_configmap(kube_client) is None
+    assert await read_client_ca_configmap(kube_client) is None
+
+
+async def test_client_ca_from_the_configmap(pki: Pki, kube_client: Any, kube_api: KubeApiMock) -> None:
+    """As Go's delegated authentication: without --client-ca-file, the kube-apiserver's own."""
+    kube_api.configmap = {"requestheader-client-ca-file": pki.front_proxy_ca.read_text()}
+    assert await read_client_ca_configmap(kube_client) is None  # key absent: no x509 users
+    kube_api.configmap["client-ca-file"] = pki.client_ca.read_text()
+    assert await read_client_ca_configmap(kube_client) == pki.client_ca.read_bytes()
 
 
 async def test_configmap_read_failure_names_the_configmap(kube_client: Any, kube_api: KubeApiMock) -> None:

@@ -324,19 +324,8 @@ async def test_secure_mode_without_cluster_access_fails_clearly(tmp_path: Path) 
     assert "no Kubernetes API access" in stderr.decode()
 
 
-@pytest.mark.integration
-async def test_secure_mode_end_to_end(
-    engines: list[str], pki: Pki, kube_api: KubeApiMock, tmp_path: Path
-) -> None:
-    """TLS, front-proxy settings from the kube-system ConfigMap and SubjectAccessReview, all through
-    the CLI against the mock kube-apiserver."""
-    kube_api.configmap = {
-        "requestheader-client-ca-file": pki.front_proxy_ca.read_text(),
-        "requestheader-allowed-names": '["front-proxy-client"]',
-        "requestheader-username-headers": '["X-Remote-User"]',
-        "requestheader-group-headers": '["X-Remote-Group"]',
-        "requestheader-extra-headers-prefix": '["X-Remote-Extra-"]',
-    }
+def _kubeconfig(tmp_path: Path, kube_api: KubeApiMock) -> Path:
+    """A kubeconfig for the mock kube-apiserver, as the adapter's service account."""
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(
         json.dumps(
@@ -350,6 +339,46 @@ async def test_secure_mode_end_to_end(
             }
         )
     )
+    return kubeconfig
+
+
+@pytest.mark.integration
+async def test_an_unreadable_client_ca_file_fails_clearly(
+    pki: Pki, kube_api: KubeApiMock, tmp_path: Path
+) -> None:
+    missing = tmp_path / "missing-ca.crt"
+    proc, _ = await _start(
+        "--tls-cert-file",
+        str(pki.server.cert),
+        "--tls-private-key-file",
+        str(pki.server.key),
+        "--kubeconfig",
+        str(_kubeconfig(tmp_path, kube_api)),
+        "--client-ca-file",
+        str(missing),
+        "--endpoints",
+        "http://127.0.0.1:1/metrics",
+    )
+    _, stderr = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 1
+    assert f"client_ca_file {missing}" in stderr.decode() and "Traceback" not in stderr.decode()
+
+
+@pytest.mark.integration
+async def test_secure_mode_end_to_end(
+    engines: list[str], pki: Pki, kube_api: KubeApiMock, tmp_path: Path
+) -> None:
+    """TLS, front-proxy settings from the kube-system ConfigMap and SubjectAccessReview, all through
+    the CLI against the mock kube-apiserver."""
+    kube_api.configmap = {
+        "client-ca-file": pki.client_ca.read_text(),  # x509 users, without --client-ca-file
+        "requestheader-client-ca-file": pki.front_proxy_ca.read_text(),
+        "requestheader-allowed-names": '["front-proxy-client"]',
+        "requestheader-username-headers": '["X-Remote-User"]',
+        "requestheader-group-headers": '["X-Remote-Group"]',
+        "requestheader-extra-headers-prefix": '["X-Remote-Extra-"]',
+    }
+    kubeconfig = _kubeconfig(tmp_path, kube_api)
     proc, address = await _start(
         "--tls-cert-file",
         str(pki.server.cert),
@@ -372,9 +401,15 @@ async def test_secure_mode_end_to_end(
             await _wait_for(anonymous, "/readyz", proc)  # probes need no credentials
             response = await _wait_for(aggregator, path, proc)
             refused = await anonymous.get(path)
+            async with httpx.AsyncClient(
+                base_url=f"https://{address}", verify=client_context(pki, pki.alice)
+            ) as alice:
+                discovery = await alice.get("/apis/external.metrics.k8s.io/v1beta1")
     finally:
         code, stderr = await _stop(proc)
     assert [i["value"] for i in response.json()["items"]] == ["4"]
     assert refused.status_code == 401
+    assert discovery.status_code == 200  # alice's certificate, issued by the ConfigMap's client CA
     assert any(r["spec"]["user"] == HPA_USER for r in kube_api.access_reviews)
+    assert any(r["spec"]["user"] == "alice" for r in kube_api.access_reviews)
     assert code == 0 and "INSECURE" not in stderr
