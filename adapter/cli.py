@@ -189,6 +189,7 @@ async def serve(settings: AdapterSettings, stop: asyncio.Event | None = None) ->
     from adapter.catalog import build_catalog
     from adapter.delegate import Delegate
     from adapter.server import ServerConfig, create_app
+    from adapter.sources import SourceError
     from adapter.telemetry import Telemetry
     from adapter.tls import ServingTLS, TLSConfigError, self_signed_dev
 
@@ -280,11 +281,14 @@ async def serve(settings: AdapterSettings, stop: asyncio.Event | None = None) ->
             backend = await stack.enter_async_context(
                 build_catalog(catalog_settings, telemetry, kube_client=kube)
             )
-        except ReviewFailed as exc:
+        except (ReviewFailed, SourceError) as exc:
             raise StartupError(str(exc)) from exc
         delegate = None
         if settings.delegate is not None:
-            delegate = await stack.enter_async_context(Delegate(settings.delegate))
+            try:
+                delegate = await stack.enter_async_context(Delegate(settings.delegate))
+            except ValueError as exc:  # a TLS file that cannot be used, named
+                raise StartupError(str(exc)) from exc
         app = create_app(
             backend,
             access,

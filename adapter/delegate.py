@@ -53,17 +53,26 @@ class DelegateResponse:
     body: bytes
 
 
-def _ssl_context(settings: DelegateSettings) -> ssl.SSLContext | bool:
+def _ssl_context(settings: DelegateSettings) -> ssl.SSLContext:
+    """ValueError naming the file when one cannot be used (ssl's own errors do not name it)."""
     if settings.insecure_skip_tls_verify:
         ctx = ssl.create_default_context()
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
     else:
-        ctx = ssl.create_default_context(cafile=str(settings.ca_file) if settings.ca_file else None)
+        try:
+            ctx = ssl.create_default_context(cafile=str(settings.ca_file) if settings.ca_file else None)
+        except (OSError, ssl.SSLError) as exc:
+            raise ValueError(f"delegate ca_file {settings.ca_file}: {exc}") from exc
     if settings.cert_file is not None:
         if settings.key_file is None:
             raise ValueError("delegate cert_file needs key_file")
-        ctx.load_cert_chain(settings.cert_file, settings.key_file)
+        try:
+            ctx.load_cert_chain(settings.cert_file, settings.key_file)
+        except (OSError, ssl.SSLError) as exc:
+            raise ValueError(
+                f"delegate cert_file {settings.cert_file} with key_file {settings.key_file}: {exc}"
+            ) from exc
     return ctx
 
 

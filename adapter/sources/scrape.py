@@ -263,7 +263,10 @@ class ScrapeSource:
 
     def _tls_context(self) -> ssl.SSLContext:
         """The engines' trust: system roots, the configured CA, or none (development)."""
-        context = ssl.create_default_context(cafile=self._settings.tls_ca_file)
+        try:
+            context = ssl.create_default_context(cafile=self._settings.tls_ca_file)
+        except (OSError, ssl.SSLError) as exc:  # neither names the file
+            raise SourceError(f"scrape tls_ca_file {self._settings.tls_ca_file}: {exc}") from exc
         if self._settings.tls_insecure_skip_verify:
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE

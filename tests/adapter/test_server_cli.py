@@ -173,6 +173,41 @@ def test_invalid_settings_exit_2_with_the_field(capsys: pytest.CaptureFixture[st
     assert "listen: Value error, listen 'x' must be host:port" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("flags", "catalog", "error"),
+    [
+        pytest.param(
+            [],
+            "scrape: {tls_ca_file: /nonexistent/engines-ca.pem}\n",
+            "scrape tls_ca_file /nonexistent/engines-ca.pem",
+            id="engines' CA file missing",
+        ),
+        pytest.param(
+            ["--delegate-url", "https://k:443", "--delegate-ca-file", "/nonexistent/keda-ca.pem"],
+            "",
+            "delegate ca_file /nonexistent/keda-ca.pem",
+            id="delegate's CA file missing",
+        ),
+        pytest.param(
+            ["--delegate-url", "https://k:443", "--delegate-cert-file", "/nonexistent/proxy.crt"],
+            "",
+            "delegate cert_file needs key_file",
+            id="delegate certificate without key",
+        ),
+    ],
+)
+def test_unusable_files_exit_1_naming_them(
+    tmp_path: Path, flags: list[str], catalog: str, error: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    catalog_file = tmp_path / "catalog.yaml"
+    catalog_file.write_text("endpoints: [http://127.0.0.1:1/metrics]\n" + catalog)
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    args = ["--insecure-dev", "--listen", "127.0.0.1:0", "--catalog", str(catalog_file), *flags]
+    assert cli.run(parser.parse_args(args)) == 1
+    assert any(error in r.getMessage() and r.exc_info is None for r in caplog.records)
+
+
 # --- end to end -------------------------------------------------------------------------------
 
 
