@@ -103,8 +103,9 @@ def route(outstanding: I64, k: int) -> I64:
     (ties to the lowest index); returns each request's index into `outstanding`.
 
     Water-filling without a loop: the k requests take the k smallest (level, index) pairs where
-    replica r offers levels o_r, o_r + 1, ... Find the level L that k requests fill up to, then sort
-    only the pairs below it.
+    replica r offers levels o_r, o_r + 1, ... Find the level L that k requests fill up to; the
+    pairs below it, in (level, index) order, are the row-major nonzeros of the table
+    "replica j offers level l" (rows min(o) .. L - 1: at most k + the spread of o).
     """
     r = len(outstanding)
     if k == 0:
@@ -115,12 +116,8 @@ def route(outstanding: I64, k: int) -> I64:
     fill_to_own = np.arange(1, r + 1) * sorted_o - cs  # requests needed to lift the j lowest to level o_(j)
     m = int(np.searchsorted(fill_to_own, k, side="left"))  # replicas below the final level
     level = -(-(k + int(cs[m - 1])) // m)  # ceil: smallest L with m*L - sum >= k
-    take = np.maximum(level - o, 0)  # pairs with level < L per replica (>= k in total)
-    owner = np.repeat(np.arange(r), take)
-    offset = np.arange(len(owner)) - np.repeat(np.cumsum(take) - take, take)
-    pair_level = np.repeat(o, take) + offset
-    order = np.lexsort((owner, pair_level))[:k]
-    out: I64 = owner[order]
+    _, owner = np.nonzero(o <= np.arange(int(sorted_o[0]), level)[:, None])
+    out: I64 = owner[:k]
     return out
 
 
