@@ -143,7 +143,10 @@ def get_scenario(name_or_path: str) -> Scenario:
 
 
 def load_scenario(path: Path) -> Scenario:
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ProfileError(f"{path}: not UTF-8 text: {e}") from e
     try:
         doc = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as e:

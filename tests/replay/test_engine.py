@@ -331,18 +331,19 @@ def test_bad_scenario_names_the_field_and_value(doc: dict[str, object], message:
 
 
 @pytest.mark.parametrize(
-    ("name", "text", "message"),
+    ("name", "content", "message"),
     [
-        pytest.param("bad.yaml", "engine: [1, 2", "not valid YAML", id="invalid yaml"),
-        pytest.param("bad.json", "{", "not valid JSON", id="invalid json"),
+        pytest.param("bad.yaml", b"engine: [1, 2", "not valid YAML", id="invalid yaml"),
+        pytest.param("bad.json", b"{", "not valid JSON", id="invalid json"),
         pytest.param(
-            "list.yaml", "- 1\n", "expected a mapping at the top level, got list", id="not a mapping"
+            "list.yaml", b"- 1\n", "expected a mapping at the top level, got list", id="not a mapping"
         ),
+        pytest.param("latin1.yaml", "name: café\n".encode("latin-1"), "not UTF-8 text", id="not UTF-8"),
     ],
 )
-def test_bad_scenario_file_names_the_file(tmp_path: Path, name: str, text: str, message: str) -> None:
+def test_bad_scenario_file_names_the_file(tmp_path: Path, name: str, content: bytes, message: str) -> None:
     path = tmp_path / name
-    path.write_text(text, encoding="utf-8")
+    path.write_bytes(content)
     with pytest.raises(ProfileError, match=re.escape(message)) as info:
         get_scenario(str(path))
     assert str(path) in str(info.value)
