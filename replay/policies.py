@@ -324,7 +324,11 @@ def build_policy(
     """One policy by name; `lead_s` is the fleet's current time to ready (for the clairvoyant)."""
     base, _, arg = name.partition("-")
     if base == "static":
-        n = params.static_replicas or peak_replicas(trace, scenario, params.target)
+        n = (
+            params.static_replicas
+            if params.static_replicas is not None
+            else peak_replicas(trace, scenario, params.target)
+        )
         if arg:
             try:
                 n = int(arg)

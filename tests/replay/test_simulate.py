@@ -238,6 +238,12 @@ def test_cli_compare_writes_the_reports(tmp_path: Path, capsys: pytest.CaptureFi
             "target must be a finite number > 0, got -3.0",
             id="negative target",
         ),
+        pytest.param(
+            ["--policies", "static", "--static-replicas", "0"],
+            "static: replicas must be >= 1, got 0",
+            id="static with no replica (0 used to read as unset)",
+        ),
+        pytest.param(["--policies", "static-0"], "static: replicas must be >= 1, got 0", id="static-0"),
     ],
 )
 def test_cli_rejects_bad_input_naming_it(
