@@ -28,7 +28,7 @@ from replay import report as rep
 from replay.fleet import Fleet
 from replay.policies import METRIC, POLICY_NAMES, PolicyError, PolicyParams, build_policy
 from replay.profiles import SCENARIOS, ProfileError, Scenario, get_scenario
-from replay.simulate import RunResult, simulate
+from replay.simulate import RunResult, SimulationStalled, simulate
 from replay.trace import Trace
 
 FORMATS = ("azure", "mooncake", "burstgpt", "servegen", "csv", "jsonl")
@@ -119,6 +119,9 @@ def run(args: argparse.Namespace) -> int:
     except (CliError, ProfileError, PolicyError, ValueError) as e:
         print(f"infscale replay: error: {e}", file=sys.stderr)
         return 2
+    except SimulationStalled as e:  # a finding about the policy, not a usage error
+        print(f"infscale replay: {e}", file=sys.stderr)
+        return 1
 
 
 def _run(args: argparse.Namespace) -> int:

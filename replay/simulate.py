@@ -77,6 +77,10 @@ class RunResult:
     wall_seconds: float
 
 
+class SimulationStalled(RuntimeError):
+    """Requests were still waiting long after the trace ended: the policy never served them."""
+
+
 def simulate(
     trace: Trace,
     scenario: Scenario,
@@ -179,7 +183,7 @@ def simulate(
         if next_arrival >= n and engine.in_flight == 0 and not len(gateway):
             break
         if t > hard_end:
-            raise RuntimeError(
+            raise SimulationStalled(
                 f"policy {policy.name}: {engine.in_flight + len(gateway)} requests still in flight "
                 f"{max_tail_s:.0f} s after the trace ended (no ready replica?)"
             )

@@ -374,3 +374,24 @@ def test_needed_replicas_covers_prefill_work(seconds: float, expected_middle: in
     assert len(need) >= seconds
     assert need[int(seconds / 2)] == expected_middle
     assert need.max() == expected_middle
+
+
+class _NeverScales:
+    """A policy that never asks for a replica: nothing is ever served."""
+
+    name = "never"
+    period_s = 15.0
+    fresh_metrics = False
+    initial_replicas = 0
+    lead_quantile = None
+
+    def desired(self, now: float, obs: object) -> int:
+        return 0
+
+
+def test_requests_never_served_stop_the_run_with_a_named_error() -> None:
+    from replay.simulate import SimulationStalled
+
+    trace = Trace("three", np.array([0.0, 1.0, 2.0]), np.array([100, 100, 100]), np.array([10, 10, 10]))
+    with pytest.raises(SimulationStalled, match=r"policy never: 3 requests still in flight 60 s after"):
+        simulate(trace, FAST, _NeverScales(), max_tail_s=60.0)
