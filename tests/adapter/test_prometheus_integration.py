@@ -4,9 +4,6 @@ the direct scraper. Skipped when the `prometheus` binary (Debian package `promet
 from __future__ import annotations
 
 import asyncio
-import shutil
-import socket
-import subprocess
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -14,7 +11,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-import yaml
 from aiohttp import web
 from engine_fixtures import vllm_text
 
@@ -22,10 +18,10 @@ from adapter.backend import NoData, SourceUnavailable
 from adapter.catalog import Catalog, CatalogSettings, build_catalog
 from adapter.selector import EVERYTHING
 from adapter.telemetry import Telemetry
+from tests.prometheus_server import prometheus as real_prometheus
 
 pytestmark = pytest.mark.integration
 
-PROMETHEUS = shutil.which("prometheus")
 # pod -> (namespace, deployment, (waiting, running, kv-cache usage, model))
 PODS: dict[str, tuple[str, str, tuple[float, float, float, str]]] = {
     "llama-0": ("serving", "llama", (4, 2, 0.5, "llama")),
@@ -41,13 +37,6 @@ METRICS = [
     ("infscale_kv_cache_max", "kv_cache_usage", "max"),
 ]
 RATE = ("infscale_request_rate", "request_rate", "sum")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @dataclass(frozen=True)
@@ -78,74 +67,13 @@ async def engines() -> AsyncIterator[Engines]:
 
 @pytest.fixture
 def prometheus(tmp_path: Path, engines: Engines) -> Iterator[str]:
-    if PROMETHEUS is None:
-        pytest.skip("prometheus binary not installed (apt-get install prometheus)")
-    scrape_configs = []
-    for pod, url in engines.urls.items():
-        namespace, deployment, _ = PODS[pod]
-        parsed = httpx.URL(url)
-        scrape_configs.append(
-            {
-                "job_name": f"engine-{pod}",
-                "scrape_interval": "500ms",
-                "scrape_timeout": "400ms",
-                "metrics_path": parsed.path,
-                "static_configs": [
-                    {
-                        "targets": [f"{parsed.host}:{parsed.port}"],
-                        # what kubernetes_sd relabelling gives in a cluster
-                        "labels": {"namespace": namespace, "pod": pod, "deployment": deployment},
-                    }
-                ],
-            }
-        )
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
-        yaml.safe_dump({"global": {"scrape_interval": "500ms"}, "scrape_configs": scrape_configs})
-    )
-    log = tmp_path / "prometheus.log"
-    for _attempt in range(3):  # another process may take the free port before Prometheus binds it
-        port = free_port()
-        process = subprocess.Popen(
-            [
-                PROMETHEUS,
-                f"--config.file={config}",
-                f"--storage.tsdb.path={tmp_path / 'data'}",
-                f"--web.listen-address=127.0.0.1:{port}",
-                "--log.level=warn",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=log.open("w"),
-        )
-        if _wait_ready(process, f"http://127.0.0.1:{port}"):
-            break
-    else:
-        pytest.fail(f"Prometheus did not start:\n{log.read_text()[-2000:]}")
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-def _wait_ready(process: subprocess.Popen[bytes], url: str) -> bool:
-    """True once /-/ready answers 200; False if the process exits first (e.g. the port was taken)."""
-    for _ in range(300):  # hang guard of ~30 s
-        if process.poll() is not None:
-            return False
-        try:
-            if httpx.get(f"{url}/-/ready", timeout=1).status_code == 200:
-                return True
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    process.kill()
-    process.wait()
-    return False
+    # the target labels are what kubernetes_sd relabelling gives in a cluster
+    targets = [
+        (url, {"namespace": PODS[pod][0], "pod": pod, "deployment": PODS[pod][1]})
+        for pod, url in engines.urls.items()
+    ]
+    with real_prometheus(tmp_path, targets, interval_s=0.5) as url:
+        yield url
 
 
 def catalog_settings(engines: Engines, prometheus_url: str | None) -> CatalogSettings:
