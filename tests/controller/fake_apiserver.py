@@ -99,17 +99,18 @@ def _definitions(schema_dir: str) -> Any:
     return kv_utils.schema_contents(f"kubernetes-json-schema/{schema_dir}/_definitions.json", K8S_VERSION)
 
 
-def validate_builtin(obj: Mapping[str, Any]) -> None:
-    validator = _builtin_validator(str(obj.get("kind")), str(obj.get("apiVersion")))
+def _check(validator: jsonschema.protocols.Validator, obj: Mapping[str, Any], kind: str) -> None:
+    """422 Invalid with one cause per schema error, the first named in the message, as the apiserver."""
     errors = sorted(validator.iter_errors(obj), key=lambda e: list(e.absolute_path))
     if errors:
         causes = [{"field": ".".join(map(str, e.absolute_path)), "message": e.message[:300]} for e in errors]
         raise ApiStatus(
-            422,
-            "Invalid",
-            f"{obj.get('kind')} is invalid: {causes[0]['field']}: {causes[0]['message']}",
-            causes,
+            422, "Invalid", f"{kind} is invalid: {causes[0]['field']}: {causes[0]['message']}", causes
         )
+
+
+def validate_builtin(obj: Mapping[str, Any]) -> None:
+    _check(_builtin_validator(str(obj.get("kind")), str(obj.get("apiVersion"))), obj, str(obj.get("kind")))
 
 
 def crd_document() -> dict[str, Any]:
@@ -138,8 +139,7 @@ def structural_to_jsonschema(node: Any) -> Any:
 
 @cache
 def crd_validator() -> jsonschema.protocols.Validator:
-    schema = crd_document()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    return jsonschema.Draft4Validator(structural_to_jsonschema(schema))
+    return jsonschema.Draft4Validator(structural_to_jsonschema(crd_schema()))
 
 
 def crd_schema() -> dict[str, Any]:
@@ -147,15 +147,7 @@ def crd_schema() -> dict[str, Any]:
 
 
 def validate_custom(obj: Mapping[str, Any]) -> None:
-    errors = sorted(crd_validator().iter_errors(obj), key=lambda e: list(e.absolute_path))
-    if errors:
-        causes = [{"field": ".".join(map(str, e.absolute_path)), "message": e.message[:300]} for e in errors]
-        raise ApiStatus(
-            422,
-            "Invalid",
-            f"InferenceAutoscaler is invalid: {causes[0]['field']}: {causes[0]['message']}",
-            causes,
-        )
+    _check(crd_validator(), obj, "InferenceAutoscaler")
 
 
 def apply_defaults(schema: Mapping[str, Any], obj: Any) -> Any:
