@@ -1,0 +1,54 @@
+"""What every replay policy is: the protocol the run loop calls, the metric it reads, its errors,
+and the context a policy is built from."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from autoscaler.policy.observation import Observation
+from replay.profiles import Scenario
+from replay.trace import Trace
+
+if TYPE_CHECKING:
+    from replay.policies.params import PolicyParams
+
+METRIC = "infscale_inflight"  # as the adapter serves it: waiting + running requests
+DEFAULT_TARGET_INFLIGHT = 16.0  # requests per replica: a quarter of reference-70b's 64 slots
+
+
+class PolicyError(ValueError):
+    """A policy name or parameter that cannot be built; the message names it."""
+
+
+class ReplayPolicy(Protocol):
+    """Called by replay/simulate.py every `period_s` with an Observation of the simulated cluster."""
+
+    name: str
+    period_s: float  # how often the loop asks
+    fresh_metrics: bool  # True: reads the engines directly (no scrape delay), as Knative's activator
+
+    @property
+    def initial_replicas(self) -> int:
+        """Replicas ready at t = 0."""
+        ...
+
+    @property
+    def lead_quantile(self) -> float | None:
+        """Set: the lead time given to the policy is this quantile of the start-up times observed
+        so far (the controller's learned cold starts, once 3 were seen); None: the cold-start model."""
+        ...
+
+    def desired(self, now: float, obs: Observation) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyContext:
+    """Everything a policy may be built from. `lead_s` is the fleet's current time to ready of one
+    more replica (only the clairvoyant reads it: the others see the cluster through observations)."""
+
+    scenario: Scenario
+    trace: Trace
+    params: PolicyParams
+    lead_s: Callable[[], float]

@@ -1,0 +1,30 @@
+"""The knobs a sweep varies, one value per field, applied to the policies that have them."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from autoscaler.policy.spec import ForecasterKind
+from replay.policies.base import DEFAULT_TARGET_INFLIGHT, PolicyError
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyParams:
+    target: float = DEFAULT_TARGET_INFLIGHT
+    tolerance: float = 0.1
+    downscale_window_s: int = 300
+    warm_floor: int = 0
+    forecaster: ForecasterKind = ForecasterKind.HOLT
+    lead_time_s: float | None = None  # None: the cold-start model, from the cluster's state
+    lead_quantile: float | None = None  # set: that quantile of observed start-ups (after 3)
+    static_replicas: int | None = None  # None: the trace's peak need at `target` (provision for peak)
+    keda_poll_interval_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        # every policy reads the target (warm start, static's peak, the clairvoyant's needs), not
+        # only those that build an HPA metric from it
+        if not (math.isfinite(self.target) and self.target > 0):
+            raise PolicyError(f"target must be a finite number > 0, got {self.target!r}")
+        if self.lead_quantile is not None and not 0.5 <= self.lead_quantile <= 0.99:
+            raise PolicyError(f"lead_quantile must be within [0.5, 0.99], got {self.lead_quantile}")

@@ -1,0 +1,43 @@
+"""The policies a comparison can name, and build_policy(name, ...) over them.
+
+To add a policy: a module with `build(ctx: PolicyContext) -> ReplayPolicy`, and a row in BUILDERS.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from replay.policies import clairvoyant, hpa, keda, kpa, predictive, static
+from replay.policies.base import PolicyContext, PolicyError, ReplayPolicy
+from replay.policies.params import PolicyParams
+from replay.profiles import Scenario
+from replay.trace import Trace
+
+BUILDERS: Mapping[str, Callable[[PolicyContext], ReplayPolicy]] = {
+    "static": static.build,
+    "hpa": hpa.build,
+    "keda": keda.build,
+    "kpa": kpa.build,
+    "predictive": predictive.build,
+    "clairvoyant": clairvoyant.build,
+}
+POLICY_NAMES = tuple(BUILDERS)
+
+
+def build_policy(
+    name: str, scenario: Scenario, trace: Trace, params: PolicyParams, lead_s: Callable[[], float]
+) -> ReplayPolicy:
+    """One policy by name (or static-N); `lead_s` is the fleet's current time to ready (for the
+    clairvoyant)."""
+    ctx = PolicyContext(scenario, trace, params, lead_s)
+    builder = BUILDERS.get(name)
+    if builder is not None:
+        return builder(ctx)
+    base, _, arg = name.partition("-")
+    if base == "static" and arg:
+        try:
+            n = int(arg)
+        except ValueError:
+            raise PolicyError(f"policy {name!r}: expected static-N with N an integer") from None
+        return static.build(ctx, n)
+    raise PolicyError(f"unknown policy {name!r} (known: {', '.join(POLICY_NAMES)}, static-N)")
