@@ -363,6 +363,9 @@ def _endpoints(online_dir: Path, records: Sequence[RequestRecord]) -> int:
     return max(r.endpoint for r in records) + 1
 
 
+CALIBRATE_FILES = ("calibrate.json", "calibrate.md", "calibrate.png", "fitted-profile.yaml")
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--online", type=Path, required=True, help="directory of an `infscale replay online` run")
     p.add_argument("--scenario", default="reference-70b", help="scenario (SLO, engine) of the offline twin")
@@ -375,8 +378,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from replay.emulate.profiles import get_engine_profile
+    from replay.outdir import check_out_dir, write_error
 
     try:
+        check_out_dir(args.out, files=CALIBRATE_FILES)
         if not (math.isfinite(args.tick) and args.tick > 0):
             raise ValueError(f"--tick must be a finite number > 0, got {args.tick!r}")
         scenario = get_scenario(args.scenario)
@@ -387,6 +392,19 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as e:  # ProfileError, FitError are ValueErrors
         print(f"infscale replay calibrate: error: {e}", file=sys.stderr)
         return 2
+    try:
+        written = _write(args, doc, paired, fit, name)
+    except OSError as e:
+        print(f"infscale replay calibrate: error: {write_error(e)}", file=sys.stderr)
+        return 1
+    print(markdown(doc))
+    print("wrote " + ", ".join(str(p) for p in written))
+    return 0
+
+
+def _write(
+    args: argparse.Namespace, doc: dict[str, Any], paired: Paired, fit: Fit | None, name: str
+) -> list[Path]:
     from replay.report import to_json
 
     args.out.mkdir(parents=True, exist_ok=True)
@@ -399,6 +417,4 @@ def run(args: argparse.Namespace) -> int:
         path = args.out / "fitted-profile.yaml"
         path.write_text(fitted_yaml(fit, f"fitted-{name}"), encoding="utf-8")
         written.append(path)
-    print(markdown(doc))
-    print("wrote " + ", ".join(str(p) for p in written))
-    return 0
+    return written

@@ -26,6 +26,7 @@ from typing import Any
 from autoscaler.policy.spec import ForecasterKind
 from replay import report as rep
 from replay.fleet import Fleet
+from replay.outdir import check_out_dir, write_error
 from replay.policies import METRIC, POLICY_NAMES, PolicyError, PolicyParams, build_policy
 from replay.profiles import SCENARIOS, ProfileError, Scenario, get_scenario
 from replay.simulate import RunResult, SimulationStalled, simulate
@@ -122,9 +123,17 @@ def run(args: argparse.Namespace) -> int:
     except SimulationStalled as e:  # a finding about the policy, not a usage error
         print(f"infscale replay: {e}", file=sys.stderr)
         return 1
+    except OSError as e:  # writing the output after the work (checked before it started)
+        print(f"infscale replay: error: {write_error(e)}", file=sys.stderr)
+        return 1
+
+
+REPORT_FILES = ("report.json", "report.md", "timeline.png", "frontier.png")
+SWEEP_FILES = ("sweep.json", "frontier.png")
 
 
 def _run(args: argparse.Namespace) -> int:
+    check_out_dir(args.out, files=SWEEP_FILES if args.replay_command == "sweep" else REPORT_FILES)
     scenario = get_scenario(args.scenario)
     if args.tick is not None:
         scenario = replace(scenario, tick_s=args.tick)

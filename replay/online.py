@@ -637,10 +637,12 @@ def cap_tokens(trace: Trace, max_input: int | None, max_output: int | None) -> T
 
 def run(args: argparse.Namespace) -> int:
     from replay import report as rep
-    from replay.cli import CliError, load
+    from replay.cli import REPORT_FILES, CliError, load
+    from replay.outdir import check_out_dir, write_error
     from replay.traces import TraceError
 
     try:
+        check_out_dir(args.out, files=(*REPORT_FILES, "requests.jsonl"))
         config = config_from_args(args)
         scenario = get_scenario(args.scenario)
         trace = cap_tokens(load(args), args.max_input_tokens, args.max_output_tokens)
@@ -658,8 +660,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"infscale replay online: error: {e}", file=sys.stderr)
         return 2
     report = build_online_report(trace, result, scenario)
-    written = rep.write_report(args.out, report, plots=not args.no_plots)
-    written.append(write_records(args.out / "requests.jsonl", result.records))
+    try:
+        written = rep.write_report(args.out, report, plots=not args.no_plots)
+        written.append(write_records(args.out / "requests.jsonl", result.records))
+    except OSError as e:
+        print(f"infscale replay online: error: {write_error(e)}", file=sys.stderr)
+        return 1
     print(rep.markdown(report))
     section = report["online"]
     print(
