@@ -328,7 +328,9 @@ def _sweep(args: argparse.Namespace, trace: Trace, scenario: Scenario, params: P
     (args.out / "sweep.json").write_text(rep.to_json(doc) + "\n", encoding="utf-8")
     if not args.no_plots:
         summary = {"scenario": asdict(scenario), "policies": {}}
-        rep.plot_frontier(args.out / "frontier.png", summary, points)
+        from replay import plots
+
+        plots.plot_frontier(args.out / "frontier.png", summary, points)
     print(f"{len(points)} configurations of {args.policy} in {wall:.1f} s on {args.workers} processes")
     print("Pareto front (GPU-hours, SLO attainment, parameters):")
     for p in front:
