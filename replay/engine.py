@@ -57,6 +57,24 @@ class RequestResults:
     dropped: npt.NDArray[np.bool_]
 
 
+@dataclass(frozen=True, slots=True)
+class EngineScrape:
+    """What every replica's /metrics shows at one moment, indexed by replica id (copies).
+
+    Counters are cumulative since the replica started, as vLLM's; a scrape pipeline turns them into
+    rates. Names: vllm:request_success_total, vllm:prompt_tokens_total (counted when a request's
+    prefill ends), vllm:generation_tokens_total, vllm:num_requests_waiting, vllm:num_requests_running,
+    vllm:kv_cache_usage_perc (a fraction, 0..1).
+    """
+
+    requests_finished: I64
+    prompt_tokens: I64
+    generation_tokens: I64
+    waiting: I64
+    running: I64
+    kv_usage: F64
+
+
 def _group_starts(groups: I64) -> tuple[I64, I64]:
     """For a sorted group column: each element's group number and each group's first index."""
     is_start = np.empty(len(groups), dtype=bool)
@@ -118,6 +136,9 @@ class Engine:
         self._kv_used = _EMPTY_F
         self._steps = _EMPTY_F  # decode steps each replica has run (fractional inside a step)
         self._last_finish = _EMPTY_F  # when each replica's latest request finished
+        self._finished_n = _EMPTY_I  # cumulative counters per replica (a scrape's counters)
+        self._prompt_tok = _EMPTY_I
+        self._gen_tok = _EMPTY_I
 
     def _grow(self, n_replicas: int) -> None:
         extra = n_replicas - len(self._waiting)
@@ -127,6 +148,10 @@ class Engine:
             self._kv_used = np.concatenate((self._kv_used, np.zeros(extra)))
             self._steps = np.concatenate((self._steps, np.zeros(extra)))
             self._last_finish = np.concatenate((self._last_finish, np.zeros(extra)))
+            zeros = np.zeros(extra, dtype=np.int64)
+            self._finished_n = np.concatenate((self._finished_n, zeros))
+            self._prompt_tok = np.concatenate((self._prompt_tok, zeros))
+            self._gen_tok = np.concatenate((self._gen_tok, zeros))
 
     # --- inputs ----------------------------------------------------------------------------------
 
@@ -180,6 +205,19 @@ class Engine:
         slots = self._running + self._waiting + np.bincount(replicas, minlength=size)
         kv = self._kv_used + np.bincount(replicas, weights=self._need[ids], minlength=size)
         return bool(slots.max() <= p.max_running and kv.max() <= p.kv_budget_tokens)
+
+    def scrape(self, n_replicas: int) -> EngineScrape:
+        """Every replica's counters and gauges now (this engine counts a request's generated tokens
+        when it finishes, its first token when it comes)."""
+        self._grow(n_replicas)
+        return EngineScrape(
+            requests_finished=self._finished_n[:n_replicas].copy(),
+            prompt_tokens=self._prompt_tok[:n_replicas].copy(),
+            generation_tokens=self._gen_tok[:n_replicas].copy(),
+            waiting=self._waiting[:n_replicas].copy(),
+            running=self._running[:n_replicas].copy(),
+            kv_usage=self._kv_used[:n_replicas] / self.profile.kv_budget_tokens,
+        )
 
     @property
     def in_flight(self) -> int:
@@ -304,6 +342,12 @@ class Engine:
             end,
         )
         self._first[first_ids] = times[:k]
+        if len(first_ids):
+            size = len(self._running)
+            self._prompt_tok += np.bincount(first_rep, weights=self._input[first_ids], minlength=size).astype(
+                np.int64
+            )
+            self._gen_tok += np.bincount(first_rep, minlength=size)
         if len(gone):
             gone_at = times[k:]
             keep = ~fin
@@ -316,6 +360,10 @@ class Engine:
             np.maximum.at(self._last_finish, gone_rep, gone_at)
             self.finished_count += len(gone)
             size = len(self._running)
+            self._finished_n += np.bincount(gone_rep, minlength=size)
+            self._gen_tok += np.bincount(gone_rep, weights=self._output[gone] - 1, minlength=size).astype(
+                np.int64
+            )
             self._running -= np.bincount(gone_rep, minlength=size)
             self._kv_used -= np.bincount(gone_rep, weights=self._need[gone], minlength=size)
 

@@ -352,3 +352,23 @@ def test_bad_scenario_file_names_the_file(tmp_path: Path, name: str, content: by
 def test_unknown_scenario_lists_the_built_ins() -> None:
     with pytest.raises(ProfileError, match="neither a built-in \\(reference-70b\\) nor a file"):
         get_scenario("reference-8b")
+
+
+def test_scrape_counts_finished_requests_and_tokens_per_replica() -> None:
+    trace = Trace(
+        "scrape",
+        np.array([0.0, 0.0, 0.0]),
+        np.array([100, 200, 300], dtype=np.int64),
+        np.array([5, 7, 9], dtype=np.int64),
+    )
+    engine = Engine(REF, trace)
+    engine.submit(np.array([0, 1, 2]), np.array([0, 1, 1]))
+    first = engine.scrape(2)
+    assert first.waiting.tolist() == [0, 0] and first.requests_finished.tolist() == [0, 0]
+    for k in range(100):
+        engine.advance(k * 0.1, 0.1, 2)
+    s = engine.scrape(2)
+    assert s.requests_finished.tolist() == [1, 2]
+    assert s.prompt_tokens.tolist() == [100, 500]
+    assert s.generation_tokens.tolist() == [5, 16]
+    assert s.running.tolist() == [0, 0] and s.kv_usage.tolist() == [0.0, 0.0]
