@@ -30,6 +30,7 @@ from replay.outdir import check_out_dir, write_error
 from replay.policies import METRIC, POLICY_NAMES, PolicyError, PolicyParams, build_policy
 from replay.profiles import SCENARIOS, ProfileError, Scenario, get_scenario
 from replay.simulate import RunResult, SimulationStalled, simulate
+from replay.slo import SLO_PRESETS
 from replay.trace import Trace
 
 FORMATS = ("azure", "mooncake", "burstgpt", "servegen", "csv", "jsonl")
@@ -65,7 +66,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="values of one parameter (repeatable); parameters: "
         + ", ".join(f.name for f in fields(PolicyParams)),
     )
-    sweep_p.add_argument("--slo", type=float, default=0.99, help="SLO attainment to meet (default 0.99)")
+    sweep_p.add_argument(
+        "--slo",
+        type=float,
+        default=0.99,
+        help="slo_attainment to reach: the share of good requests, TTFT and TPOT met (default 0.99)",
+    )
     sweep_p.add_argument(
         "--workers", type=int, default=os.cpu_count() or 1, help="processes (default: cores)"
     )
@@ -85,6 +91,12 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--end-s", type=float, default=None, help="... to this second")
     p.add_argument(
         "--scenario", default="reference-70b", help=f"built-in ({', '.join(SCENARIOS)}) or YAML/JSON file"
+    )
+    p.add_argument(
+        "--slo-preset",
+        choices=sorted(SLO_PRESETS),
+        default=None,
+        help="judge requests by this SLO instead of the scenario's (replay/slo.py)",
     )
     p.add_argument("--rate-scale", type=float, default=1.0, help="multiply the arrival rate by K")
     p.add_argument("--seed", type=int, default=0, help="seed of the synthetic trace and of rate scaling")
@@ -141,6 +153,8 @@ def _run(args: argparse.Namespace) -> int:
         scenario = replace(scenario, quiet_tick_s=args.quiet_tick)
     if args.initial_replicas is not None:
         scenario = replace(scenario, initial_replicas=args.initial_replicas)
+    if args.slo_preset is not None:
+        scenario = replace(scenario, slo=SLO_PRESETS[args.slo_preset])
     trace = load(args)
     params = PolicyParams()
     if args.target is not None:

@@ -425,6 +425,11 @@ def to_run_result(
         scenario=scenario,
         trace_name=trace_name,
         arrival_s=sent,
+        input_tokens=np.array([r.input_tokens for r in recs], dtype=np.int64),
+        # what came back (TPOT divides by it), the asked count where nothing did
+        output_tokens=np.array(
+            [r.generated_tokens if r.generated_tokens > 0 else r.output_tokens for r in recs], dtype=np.int64
+        ),
         requests=requests,
         timeline=timeline,
         replicas=replicas,

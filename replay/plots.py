@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from replay.report import pareto_front
+from replay.report import pareto_front, slo_text
 
 
 def draw_all(out: Path, report: Mapping[str, Any]) -> list[Path]:
@@ -63,7 +63,7 @@ def plot_frontier(path: Path, report: Mapping[str, Any], points: Sequence[Mappin
             name, (p["gpu_hours"], p["slo_attainment"]), fontsize=8, xytext=(4, 4), textcoords="offset points"
         )
     ax.set_xlabel("GPU-hours")
-    ax.set_ylabel(f"SLO attainment (TTFT <= {report['scenario']['slo_ttft_s']:g} s)")
+    ax.set_ylabel(f"SLO attainment ({slo_text(report['scenario'])})")
     ax.set_title("cost vs SLO")
     if points:
         ax.legend(fontsize=8)

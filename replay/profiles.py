@@ -11,7 +11,10 @@ the built-in value of the scenario named by `base` (default `reference-70b`):
     name: my-8b
     engine: {max_running: 256, prefill_tokens_per_s: 30000, decode_base_s: 0.012}
     cold_start: {weights_gb: 16, gpus_per_replica: 1}
-    slo_ttft_s: 1.0
+    slo: {ttft_s: 1.0, tpot_s: 0.1}      # or a preset name: slo: mlperf-interactive
+
+`slo_ttft_s: X` (the single TTFT target of earlier files) still loads, as `slo: {ttft_s: X}`: the
+other SLO fields keep the base's (add `tpot_s: null` for the old TTFT-only verdict).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import yaml
 
 from autoscaler.policy.coldstart import ColdStartInputError, check_spec
 from autoscaler.policy.spec import ColdStartSpec
+from replay.slo import DEFAULT_SLO, SLO_PRESETS, SloError, SloSpec, preset
 
 
 class ProfileError(ValueError):
@@ -68,7 +72,7 @@ class Scenario:
     description: str
     engine: EngineProfile
     cold_start: ColdStartSpec
-    slo_ttft_s: float = 2.0
+    slo: SloSpec = DEFAULT_SLO  # replay/slo.py: MLPerf's llama2-70b server constraints
     scrape_interval_s: float = 5.0  # engine gauges are sampled this often
     metric_delay_s: float = 2.0  # a scrape reaches the policy this much later (adapter, query)
     sync_period_s: float = 15.0  # --horizontal-pod-autoscaler-sync-period
@@ -83,7 +87,7 @@ class Scenario:
 
     def __post_init__(self) -> None:
         _check(bool(self.name), "name", self.name, "non-empty")
-        for name in ("slo_ttft_s", "scrape_interval_s", "sync_period_s", "tick_s", "quiet_tick_s"):
+        for name in ("scrape_interval_s", "sync_period_s", "tick_s", "quiet_tick_s"):
             value = getattr(self, name)
             _check(math.isfinite(value) and value > 0, name, value, "a finite number > 0")
         for name in ("metric_delay_s", "node_idle_remove_s"):
@@ -166,6 +170,10 @@ def scenario_from_mapping(doc: Mapping[str, Any]) -> Scenario:
     base = SCENARIOS[base_name]
     top = {f.name: f for f in fields(Scenario)}
     changes: dict[str, Any] = {}
+    if "slo_ttft_s" in doc:  # the single TTFT target of earlier scenario files
+        if "slo" in doc:
+            raise ProfileError("give slo.ttft_s, not both slo and the older slo_ttft_s")
+        doc = {**{k: v for k, v in doc.items() if k != "slo_ttft_s"}, "slo": {"ttft_s": doc["slo_ttft_s"]}}
     for key, value in doc.items():
         if key == "base":
             continue
@@ -173,6 +181,8 @@ def scenario_from_mapping(doc: Mapping[str, Any]) -> Scenario:
             changes[key] = _sub(EngineProfile, base.engine, value, "engine")
         elif key == "cold_start":
             changes[key] = _sub(ColdStartSpec, base.cold_start, value, "cold_start")
+        elif key == "slo":
+            changes[key] = _slo(base.slo, value)
         elif key in top:
             changes[key] = _typed(value, top[key].type, key)
         else:
@@ -180,6 +190,26 @@ def scenario_from_mapping(doc: Mapping[str, Any]) -> Scenario:
     if "name" not in changes:
         changes["name"] = f"{base.name}-custom"
     return replace(base, **changes)
+
+
+def _slo(base: SloSpec, value: object) -> SloSpec:
+    """`slo: mlperf-interactive`, or a mapping of SloSpec fields, optionally on a `preset`."""
+    try:
+        if isinstance(value, str):
+            return preset(value)
+        if not isinstance(value, dict):
+            raise ProfileError(
+                f"slo must be a preset name ({', '.join(SLO_PRESETS)}) or a mapping, got {value!r}"
+            )
+        if "preset" in value:
+            name = value["preset"]
+            if not isinstance(name, str):
+                raise ProfileError(f"slo.preset must be a string, got {name!r}")
+            base, value = preset(name), {k: v for k, v in value.items() if k != "preset"}
+        spec: SloSpec = _sub(SloSpec, base, value, "slo")
+        return spec
+    except SloError as e:
+        raise ProfileError(str(e)) from e
 
 
 def _sub(cls: Any, base: Any, value: object, prefix: str) -> Any:

@@ -2,28 +2,34 @@
 
 Sits at the end of the pipeline: it reads RunResults (replay/simulate.py) and never simulates.
 
-report.json, schema "infscale.replay.report/v1" (times in seconds, NaN written as null):
+report.json, schema "infscale.replay.report/v2" (times in seconds, NaN written as null):
 
     {
-      "schema": "infscale.replay.report/v1",
+      "schema": "infscale.replay.report/v2",
       "trace": {"name": str, "requests": int, "duration_s": float},
-      "scenario": {...every Scenario field, engine and cold_start nested...},
+      "scenario": {...every Scenario field, engine, cold_start and slo nested...},
       "seed": int | null,
       "wall_seconds": float,                      # all policies, simulation only
       "simulated_requests_per_second": float,     # requests x policies / wall_seconds
       "simulated_seconds_per_wall_second": float,
       "policies": {
         "<policy>": {
-          "slo_attainment": float,                # share of ALL requests with TTFT <= slo_ttft_s
+          "slo_attainment": float,                # share of ALL requests that are good: TTFT and TPOT met
+          "ttft_attainment", "tpot_attainment": float,   # share of ALL requests meeting each target
           "ttft_p50_s", "ttft_p95_s", "ttft_p99_s": float,
+          "tpot_p50_s", "tpot_p95_s", "tpot_p99_s": float,   # requests with 2+ output tokens
           "queue_wait_p50_s", "queue_wait_p95_s", "queue_wait_p99_s": float,
           "e2e_p50_s", "e2e_p99_s": float,
+          "goodput_rps": float,                   # good requests / the trace's arrival span
+          "goodput_per_gpu_hour": float,          # good requests / gpu_hours
           "gpu_hours": float,                     # GPUs held, scheduling to deletion (loading included)
           "replica_seconds": float,               # replicas existing, request to deletion
           "mean_ready_replicas": float,
           "scale_events": int,                    # times the desired count changed
           "cold_starts": int,                     # replicas started during the run
           "requests_total", "requests_finished", "requests_dropped": int,
+          "preemptions": int,                     # KV preemptions (recompute) in the engines
+          "prefix_cache_hit_rate": float | null,  # null: the scenario models no prefix cache
           "end_s": float,                         # when the last request finished
           "wall_seconds": float, "simulated_requests_per_second": float,
           "timeline": [{"t_s", "desired", "ready", "starting", "draining", "arrivals_per_s", "inflight"}],
@@ -32,8 +38,11 @@ report.json, schema "infscale.replay.report/v1" (times in seconds, NaN written a
       }
     }
 
-Percentiles are over finished requests (dropped ones count as SLO misses). Keys are only ever
-added within a schema version.
+Verdicts per request are replay/slo.py's (scenario.slo): dropped requests miss both targets, a
+1-token output meets any TPOT target. Percentiles are over finished requests. v2 (from v1):
+slo_attainment now needs TPOT as well as TTFT; scenario.slo_ttft_s became scenario.slo; the
+attainment, TPOT, goodput, preemption and prefix-cache keys are new. Keys are only ever added
+within a schema version.
 """
 
 from __future__ import annotations
@@ -48,30 +57,46 @@ from typing import Any
 import numpy as np
 
 from replay.simulate import RunResult
+from replay.slo import judge
 from replay.trace import Trace
 
-SCHEMA = "infscale.replay.report/v1"
+SCHEMA = "infscale.replay.report/v2"
 
 
 def policy_summary(result: RunResult) -> dict[str, Any]:
     """The headline numbers of one run (no timeline)."""
     req = result.requests
     arrival = result.arrival_s
-    slo = result.scenario.slo_ttft_s
-    ttft = req.first_token_s - arrival
+    v = judge(
+        result.scenario.slo,
+        arrival,
+        req.first_token_s,
+        req.finished_s,
+        result.input_tokens,
+        result.output_tokens,
+    )
     wait = req.admitted_s - arrival
     e2e = req.finished_s - arrival
     total = len(arrival)
     finished = int(np.isfinite(req.finished_s).sum())
-    met = int(np.count_nonzero(ttft <= slo))  # NaN (dropped) compares False: a miss
+    good = int(np.count_nonzero(v.good))
     duration = max(result.end_s, 1e-9)
+    # the offered load's window, the same for every policy on the trace (the drain tail is not)
+    span = float(arrival.max() - arrival.min()) if total else 0.0
+    span = span if span > 0 else duration
+    gpu_hours = result.gpu_seconds / 3600.0
     ready_seconds = _ready_seconds(result)
     return {
-        "slo_attainment": met / total if total else 1.0,
-        **_percentiles("ttft", ttft, (50, 95, 99)),
+        "slo_attainment": good / total if total else 1.0,
+        "ttft_attainment": int(np.count_nonzero(v.ttft_met)) / total if total else 1.0,
+        "tpot_attainment": int(np.count_nonzero(v.tpot_met)) / total if total else 1.0,
+        **_percentiles("ttft", v.ttft_s, (50, 95, 99)),
+        **_percentiles("tpot", v.tpot_s, (50, 95, 99)),
         **_percentiles("queue_wait", wait, (50, 95, 99)),
         **_percentiles("e2e", e2e, (50, 99)),
-        "gpu_hours": result.gpu_seconds / 3600.0,
+        "goodput_rps": good / span,
+        "goodput_per_gpu_hour": good / gpu_hours if gpu_hours > 0 else math.nan,
+        "gpu_hours": gpu_hours,
         "replica_seconds": result.replica_seconds,
         "mean_ready_replicas": ready_seconds / duration,
         "scale_events": result.scale_events,
@@ -79,6 +104,10 @@ def policy_summary(result: RunResult) -> dict[str, Any]:
         "requests_total": total,
         "requests_finished": finished,
         "requests_dropped": int(req.dropped.sum()),
+        # the engine reserves a request's whole KV at admission, so nothing is ever preempted, and
+        # it has no prefix cache (docs/replay.md, "Limits of the model")
+        "preemptions": 0,
+        "prefix_cache_hit_rate": math.nan,
         "end_s": result.end_s,
         "wall_seconds": result.wall_seconds,
         "simulated_requests_per_second": total / result.wall_seconds if result.wall_seconds > 0 else math.inf,
@@ -121,21 +150,38 @@ def markdown(report: Mapping[str, Any]) -> str:
         f"# Replay: {report['trace']['name']} on {sc['name']}",
         "",
         f"{report['trace']['requests']:,} requests over {report['trace']['duration_s'] / 3600:.2f} h; "
-        f"SLO TTFT <= {sc['slo_ttft_s']:g} s. Simulated {report['simulated_requests_per_second']:,.0f} "
+        f"SLO {slo_text(sc)} (a request is good when it meets both). "
+        f"Simulated {report['simulated_requests_per_second']:,.0f} "
         f"requests/s, {report['simulated_seconds_per_wall_second']:,.0f}x real time.",
         "",
-        "| policy | SLO met | TTFT p50 | p95 | p99 | queue p99 | GPU-hours | scale events | cold starts "
-        "| dropped |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| policy | SLO met | TTFT met | TPOT met | TTFT p50 | p99 | TPOT p50 | p99 | good/GPU-h | GPU-hours "
+        "| scale events | cold starts | dropped |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, p in report["policies"].items():
         lines.append(
-            f"| {name} | {p['slo_attainment']:.2%} | {_s(p['ttft_p50_s'])} | {_s(p['ttft_p95_s'])} | "
-            f"{_s(p['ttft_p99_s'])} | {_s(p['queue_wait_p99_s'])} | {p['gpu_hours']:.1f} | "
+            f"| {name} | {p['slo_attainment']:.2%} | {p['ttft_attainment']:.2%} | "
+            f"{p['tpot_attainment']:.2%} | {_s(p['ttft_p50_s'])} | {_s(p['ttft_p99_s'])} | "
+            f"{_ms(p['tpot_p50_s'])} | {_ms(p['tpot_p99_s'])} | "
+            f"{_n(p['goodput_per_gpu_hour'])} | {p['gpu_hours']:.1f} | "
             f"{p['scale_events']} | {p['cold_starts']} | {p['requests_dropped']} |"
         )
-    lines += ["", "GPU-hours count every replica's GPUs from scheduling to deletion, loading included.", ""]
+    lines += [
+        "",
+        "GPU-hours count every replica's GPUs from scheduling to deletion, loading included; "
+        "good/GPU-h is good requests per GPU-hour.",
+        "",
+    ]
     return "\n".join(lines)
+
+
+def slo_text(scenario: Mapping[str, Any]) -> str:
+    """The scenario's SLO in words, from its report.json form (`scenario.slo`)."""
+    slo = scenario["slo"]
+    ttft = f"TTFT <= {slo['ttft_s']:g} s"
+    if slo.get("ttft_tokens_per_s") is not None:
+        ttft += f" + prompt / {slo['ttft_tokens_per_s']:g} tokens/s"
+    return ttft if slo.get("tpot_s") is None else f"{ttft}, TPOT <= {slo['tpot_s'] * 1000:g} ms"
 
 
 def write_report(out: Path, report: Mapping[str, Any], *, plots: bool = True) -> list[Path]:
@@ -185,6 +231,14 @@ def _ready_seconds(result: RunResult) -> float:
 
 def _s(x: float | None) -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.2f} s"
+
+
+def _ms(x: float | None) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x * 1000:.0f} ms"
+
+
+def _n(x: float | None) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:,.0f}"
 
 
 def _nulls(x: Any) -> Any:

@@ -66,6 +66,8 @@ class RunResult:
     scenario: Scenario
     trace_name: str
     arrival_s: F64
+    input_tokens: npt.NDArray[np.int64]  # per request, as arrival_s
+    output_tokens: npt.NDArray[np.int64]  # tokens generated (the trace's, offline)
     requests: RequestResults
     timeline: tuple[TimelinePoint, ...]
     replicas: tuple[ReplicaSpan, ...]
@@ -194,6 +196,8 @@ def simulate(
         scenario=scenario,
         trace_name=trace.name,
         arrival_s=arrival,
+        input_tokens=trace.input_tokens,
+        output_tokens=trace.output_tokens,
         requests=engine.results(),
         timeline=tuple(timeline),
         replicas=replicas,

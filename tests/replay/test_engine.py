@@ -271,7 +271,7 @@ def test_engine_against_an_exact_event_by_event_replica(
         pytest.param(
             ".yaml",
             "name: small\nengine: {max_running: 256, decode_base_s: 0.012}\ncold_start: {weights_gb: 16}\n"
-            "slo_ttft_s: 1\ninitial_replicas: 3\n",
+            "slo: {ttft_s: 1}\ninitial_replicas: 3\n",
             id="yaml",
         ),
         pytest.param(
@@ -289,7 +289,7 @@ def test_scenario_file_overrides_the_base(tmp_path: Path, suffix: str, text: str
     assert scenario.name == "small"
     assert scenario.engine == replace(REFERENCE_70B.engine, max_running=256, decode_base_s=0.012)
     assert scenario.cold_start == replace(REFERENCE_70B.cold_start, weights_gb=16.0)
-    assert (scenario.slo_ttft_s, scenario.initial_replicas) == (1.0, 3)
+    assert (scenario.slo.ttft_s, scenario.initial_replicas) == (1.0, 3)
     assert scenario.max_replicas == REFERENCE_70B.max_replicas  # untouched fields keep the base's
 
 
@@ -317,7 +317,7 @@ def test_scenario_file_overrides_the_base(tmp_path: Path, suffix: str, text: str
             {"initial_replicas": 100}, "initial_replicas must be within [min_replicas", id="initial"
         ),
         pytest.param(
-            {"slo_ttft_s": -1}, "slo_ttft_s must be a finite number > 0, got -1.0", id="negative SLO"
+            {"slo": {"ttft_s": -1}}, "slo.ttft_s must be a finite number > 0, got -1.0", id="negative SLO"
         ),
         pytest.param({"base": "reference-8b"}, "base must be one of reference-70b", id="unknown base"),
         pytest.param(
