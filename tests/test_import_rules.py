@@ -1,4 +1,5 @@
-"""The architecture, enforced: the policy core is pure; the three parts depend on it, not on each other."""
+"""The architecture, enforced: the policy core is pure; the three parts depend on it, not on each other;
+the neutral shared package (common/) depends on none of them, and all of them may use it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PROJECT = ("autoscaler", "adapter", "replay", "infscale")
+PROJECT = ("autoscaler", "adapter", "replay", "infscale", "common")
 # stdlib modules that do I/O or talk to the outside world: never in the pure core
 IO_STDLIB = {
     "asyncio",
@@ -72,6 +73,7 @@ FORBIDDEN = {
     "adapter": ("replay", "autoscaler.controller", "infscale"),
     "replay": ("adapter", "autoscaler.controller", "infscale"),
     "autoscaler": ("adapter", "replay", "infscale"),
+    "common": ("adapter", "autoscaler", "replay", "infscale"),
 }
 
 
