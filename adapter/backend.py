@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from adapter.selector import Selector
+from common.selector import Selector
 
 
 @dataclass(frozen=True, slots=True)

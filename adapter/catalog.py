@@ -26,10 +26,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from adapter.backend import MetricSample, NoData, SourceUnavailable, UnknownMetric
 from adapter.presets import PRESETS, Combine, Signal, combine, get_preset
-from adapter.selector import Selector, SelectorError, parse_selector
 from adapter.sources import NAMESPACE, PodValue, Source, SourceError, SourceReading
 from adapter.telemetry import Telemetry
 from adapter.wire import metric_name_problem, namespace_problem
+from common.selector import Selector, SelectorError, parse_selector
 
 # How the pods of one label group add up: the same three ways as the series of one pod.
 Aggregation = Combine

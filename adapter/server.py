@@ -43,9 +43,9 @@ from adapter.backend import (
     UnknownMetric,
 )
 from adapter.delegate import Delegate, DelegateUnavailable
-from adapter.selector import Selector, SelectorError, parse_selector
 from adapter.telemetry import Telemetry
 from adapter.wire import Answer, Reason, StatusError
+from common.selector import Selector, SelectorError, parse_selector
 
 log = logging.getLogger(__name__)
 

@@ -51,10 +51,10 @@ def _serve(mode: str, pki_dir: str) -> None:
         TokenReviewResult,
     )
     from adapter.backend import MetricSample
-    from adapter.selector import Selector
     from adapter.server import create_app
     from adapter.telemetry import Telemetry
     from adapter.tls import ServingTLS
+    from common.selector import Selector
 
     class Static:
         samples = (

@@ -27,10 +27,10 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from adapter.auth import DelegatedAccess, KubeReviewer, RequestHeaderConfig, load_ca_bundle
 from adapter.backend import BackendError, MetricSample
-from adapter.selector import Selector
 from adapter.server import ServerConfig, create_app
 from adapter.telemetry import Telemetry
 from adapter.tls import ServingTLS
+from common.selector import Selector
 
 HPA_USER = "system:serviceaccount:kube-system:horizontal-pod-autoscaler"
 HPA_GROUPS = ("system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated")

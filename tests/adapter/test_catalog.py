@@ -25,9 +25,9 @@ from adapter.catalog import (
     build_catalog,
 )
 from adapter.presets import Signal
-from adapter.selector import EVERYTHING, parse_selector
 from adapter.sources import PodValue, SourceError, SourceReading
 from adapter.telemetry import Telemetry
+from common.selector import EVERYTHING, parse_selector
 
 SCRAPE_OK: dict[str, Any] = {"endpoints": ["http://10.0.0.1:8000/metrics"]}
 

@@ -21,10 +21,10 @@ from kubernetes_asyncio import client
 
 from adapter.backend import NoData
 from adapter.catalog import CatalogSettings, KubernetesDiscovery, build_catalog
-from adapter.selector import EVERYTHING, parse_selector
 from adapter.sources import discovery
 from adapter.sources.discovery import KubernetesPods, target_of
 from adapter.telemetry import Telemetry
+from common.selector import EVERYTHING, parse_selector
 
 SELECTOR = "app.kubernetes.io/component=engine"
 

@@ -16,8 +16,8 @@ from engine_fixtures import vllm_text
 
 from adapter.backend import NoData, SourceUnavailable
 from adapter.catalog import Catalog, CatalogSettings, build_catalog
-from adapter.selector import EVERYTHING
 from adapter.telemetry import Telemetry
+from common.selector import EVERYTHING
 from tests.prometheus_server import prometheus as real_prometheus
 
 pytestmark = pytest.mark.integration

@@ -15,8 +15,8 @@ import pytest
 from conftest import HPA_USER, T0, Adapter, Pki, ScriptedBackend, client_context, running_adapter
 
 from adapter.backend import BackendError, MetricSample, NoData, SourceUnavailable
-from adapter.selector import Selector
 from adapter.server import ServerConfig
+from common.selector import Selector
 
 ROOT = "/apis/external.metrics.k8s.io/v1beta1"
 NS = f"{ROOT}/namespaces/default"

@@ -40,8 +40,8 @@ from kubernetes_asyncio import client
 from kubernetes_validate import utils as kv_utils
 from referencing import Registry, Resource
 
-from adapter.selector import parse_selector
 from autoscaler.controller.kube import KubeClient
+from common.selector import parse_selector
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD_FILE = ROOT / "deploy" / "controller" / "crd.yaml"

@@ -1,4 +1,4 @@
-"""Kubernetes label selectors: the `labelSelector` query parameter of an external-metric read.
+"""Kubernetes label selectors: parse, match, print (an external-metric read's `labelSelector`, pods).
 
 The server parses the parameter once per request and the backend filters series with
 `Selector.matches(labels)`. The grammar, validation and matching mirror apimachinery
@@ -9,7 +9,8 @@ here and one it would reject is a 400 naming the offending part:
     requirement := ["!"] KEY [ ("in" | "notin") "(" VALUE ("," VALUE)* ")"
                              | ("=" | "==" | "!=" | ">" | "<") VALUE ]
 
-Pure: no I/O, no project imports.
+Pure: no I/O, no project imports. Shared: the adapter filters series with it, the controller matches
+pods and serves mode hpa's metric with it, the tests' fake kube-apiserver applies it to lists and watches.
 """
 
 from __future__ import annotations

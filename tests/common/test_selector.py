@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapter.selector import EVERYTHING, Operator, Requirement, Selector, SelectorError, parse_selector
+from common.selector import EVERYTHING, Operator, Requirement, Selector, SelectorError, parse_selector
 
 
 @pytest.mark.parametrize(
