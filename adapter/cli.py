@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from common.listen import bind_host
+
 if TYPE_CHECKING:
     from cryptography import x509
 
@@ -304,7 +306,7 @@ async def serve(settings: AdapterSettings, stop: asyncio.Event | None = None) ->
         )
         await runner.setup()
         host, port = settings.listen_address()
-        site = web.TCPSite(runner, host, port, ssl_context=tls.context if tls else None)
+        site = web.TCPSite(runner, bind_host(host), port, ssl_context=tls.context if tls else None)
         try:
             await site.start()
         except OSError as exc:

@@ -21,7 +21,6 @@ Example config file (YAML; JSON works too):
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from pathlib import Path
 from typing import Annotated, Any, Self
@@ -40,6 +39,7 @@ from pydantic_settings import (
 from adapter.auth import MAX_CACHE_TTL_S
 from adapter.catalog import CatalogError, CatalogSettings
 from adapter.delegate import DelegateSettings
+from common.listen import parse_listen
 
 ENV_PREFIX = "INFSCALE_ADAPTER_"
 
@@ -212,20 +212,3 @@ class AdapterSettings(BaseSettings):
             return CatalogSettings.quick_start(self.endpoints, self.engine)
         except ValueError as exc:  # pydantic's ValidationError is a ValueError
             raise CatalogError(f"--endpoints/--engine: {exc}") from exc
-
-
-def parse_listen(value: str) -> tuple[str, int]:
-    """`host:port` or `[v6]:port` -> (host, port); ValueError naming the value otherwise."""
-    host, sep, port_text = value.rpartition(":")
-    if not sep or not host or not port_text.isdigit():
-        raise ValueError(f"listen {value!r} must be host:port, e.g. 0.0.0.0:6443 or [::]:6443")
-    port = int(port_text)
-    if not 0 <= port <= 65535:
-        raise ValueError(f"listen {value!r}: port {port} is outside 0..65535")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-        try:
-            ipaddress.IPv6Address(host)
-        except ValueError as exc:
-            raise ValueError(f"listen {value!r}: {host!r} is not an IPv6 address") from exc
-    return host, port

@@ -20,6 +20,7 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
 from adapter.backend import MetricSample
+from common.status import status_body
 
 GROUP = "external.metrics.k8s.io"
 VERSION = "v1beta1"
@@ -170,18 +171,7 @@ class StatusError(Exception):
 
 
 def status(error: StatusError) -> dict[str, Any]:
-    doc: dict[str, Any] = {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": error.message,
-        "reason": error.reason.value,
-    }
-    if error.details is not None:
-        doc["details"] = dict(error.details)
-    doc["code"] = error.code
-    return doc
+    return status_body(error.code, error.reason.value, error.message, error.details)
 
 
 def not_found_route() -> StatusError:

@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
-from kubernetes_asyncio import client, config, watch
+from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from adapter.sources import DEPLOYMENT, NAMESPACE, POD
 from adapter.sources.scrape import Target
 from adapter.telemetry import Telemetry
+from common.kubeconfig import load_configuration
 
 if TYPE_CHECKING:
     from adapter.catalog import KubernetesDiscovery
@@ -175,15 +176,7 @@ def _bind_namespace(func: Any, namespace: str) -> Any:
 
 @asynccontextmanager
 async def kube_api_client(kubeconfig: Path | None = None) -> AsyncIterator[Any]:
-    """An ApiClient from `kubeconfig`, else the pod's service account, else ~/.kube/config. Its own
-    Configuration: the library's global default is left alone."""
-    configuration = client.Configuration()
-    if kubeconfig is not None:
-        await config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
-    else:
-        try:
-            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        except config.ConfigException:
-            await config.load_kube_config(client_configuration=configuration)
-    async with client.ApiClient(configuration) as api:
+    """An ApiClient from `kubeconfig`, else the pod's service account, else ~/.kube/config
+    (common/kubeconfig.py; KubeconfigError names the problem)."""
+    async with client.ApiClient(await load_configuration(kubeconfig)) as api:
         yield api
