@@ -21,6 +21,7 @@ from typing import Literal
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from common.listen import bind_host, parse_listen
 from replay.emulate.profiles import PROFILES, get_engine_profile
 from replay.emulate.server import ENGINES, EmulatorConfig, create_app
 from replay.profiles import ProfileError
@@ -78,13 +79,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         )
 
 
-def parse_listen(value: str) -> tuple[str, int]:
-    host, sep, port = value.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"--listen {value!r}: expected HOST:PORT with a port in 0-65535")
-    return host.strip("[]"), int(port)
-
-
 def settings_from_args(args: argparse.Namespace) -> EmulatorSettings:
     given = {name: getattr(args, name) for name in _HELP if hasattr(args, name)}
     return EmulatorSettings(**given)
@@ -127,7 +121,7 @@ async def serve(config: EmulatorConfig, host: str, port: int, stop: asyncio.Even
     runner = web.AppRunner(create_app(config), access_log=None)
     await runner.setup()
     try:
-        await web.TCPSite(runner, host, port).start()
+        await web.TCPSite(runner, bind_host(host), port).start()
         bound = runner.addresses[0][1] if runner.addresses else port
         log.info(
             "emulating %s (%s) on http://%s:%d; ready in %.1f s",

@@ -36,17 +36,10 @@ from adapter.auth import (
     refresh_request_header,
     request_attributes,
 )
+from common.clock import ManualClock
 
 NS = "/apis/external.metrics.k8s.io/v1beta1/namespaces/default"
 READ = f"{NS}/infscale_queue_size"
-
-
-class ManualClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 # --- request attributes (Go RequestInfoFactory) -----------------------------------------------
@@ -183,9 +176,9 @@ def test_ttl_cache_expires_and_stays_bounded() -> None:
     clock = ManualClock()
     cache: TTLCache[str, int] = TTLCache(10.0, clock, max_entries=2)
     cache.put("a", 1)
-    clock.now = 9.9
+    clock.set(9.9)
     assert cache.get("a") == 1
-    clock.now = 10.0
+    clock.set(10.0)
     assert cache.get("a") is None
     cache.put("b", 2)
     cache.put("c", 3)
@@ -369,7 +362,7 @@ async def test_bearer_token_is_reviewed_once_then_cached(
         review = kube_api.access_reviews[0]["spec"]
         assert review["user"] == "token-reader" and review["uid"] == "u-1"
         assert review["groups"] == ["readers", "system:authenticated"]
-        clock.now = 10.0  # the TTL: both reviews are asked again
+        clock.set(10.0)  # the TTL: both reviews are asked again
         assert (await client.get(READ, headers=headers)).status_code == 200
         assert len(kube_api.token_reviews) == 2 and len(kube_api.access_reviews) == 2
 

@@ -22,17 +22,10 @@ from adapter.sources import SourceError, SourceReading
 from adapter.sources.scrape import ScrapeSource, StaticTargets, Target
 from adapter.telemetry import Telemetry
 from adapter.tls import generate_self_signed
+from common.clock import ManualClock
 
 Handler = Callable[[web.Request], Awaitable[web.Response]]
 MakeSource = Callable[..., Awaitable[ScrapeSource]]
-
-
-class ManualClock:
-    def __init__(self, t: float = 0.0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
 
 
 class Engines:
@@ -172,7 +165,7 @@ async def test_a_failed_scrape_keeps_the_last_good_value_until_it_is_stale(
     url = engines.respond("a", text=vllm_text(4, 2, 0.5))
     source = await make_source(url)
     await source.scrape_round()
-    clock.t = 1010.0
+    clock.set(1010.0)
     engines.respond("a", status=503)
     await source.scrape_round()
     reading = await read(source, Signal.QUEUE_SIZE, now=1010.0)
@@ -282,12 +275,12 @@ async def test_rates_come_from_consecutive_scrapes_of_the_same_pod(
     await source.scrape_round()
     first = await read(source, Signal.REQUEST_RATE, now=1000.0)
     assert first.values == ()  # one scrape is no rate: no data, not 0
-    clock.t = 1010.0
+    clock.set(1010.0)
     engines.respond("a", text=vllm_text(0, 0, 0, success=160))
     await source.scrape_round()
     (value,) = (await read(source, Signal.REQUEST_RATE, now=1010.0)).values
     assert (value.value, value.window_s, value.timestamp) == (6.0, 10, 1010.0)
-    clock.t = 1015.0
+    clock.set(1015.0)
     engines.respond("a", text=vllm_text(0, 0, 0, success=20))  # engine restarted
     await source.scrape_round()
     (value,) = (await read(source, Signal.REQUEST_RATE, now=1015.0)).values

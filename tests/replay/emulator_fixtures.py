@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 
 from aiohttp import web
 
@@ -20,43 +18,6 @@ TINY = EngineProfile(
     decode_base_s=0.001,
     decode_per_running_s=0.0002,
 )
-
-
-@dataclass
-class ManualClock:
-    """Time moves only when the test says so; sleepers wake in order."""
-
-    t: float = 0.0
-    sleepers: list[tuple[float, asyncio.Future[None]]] = field(default_factory=list)
-
-    def now(self) -> float:
-        return self.t
-
-    async def sleep_until(self, t: float) -> None:
-        if t <= self.t:
-            return
-        fut = asyncio.get_running_loop().create_future()
-        self.sleepers.append((t, fut))
-        await fut
-
-    async def advance(self, to: float) -> None:
-        """Move to `to`, waking each sleeper at its own time and letting the loop react."""
-        while True:
-            await _settle()
-            due = sorted((s for s in self.sleepers if s[0] <= to), key=lambda s: s[0])
-            if not due:
-                break
-            when, fut = due[0]
-            self.sleepers.remove(due[0])
-            self.t = when
-            fut.set_result(None)
-        self.t = to
-        await _settle()
-
-
-async def _settle() -> None:
-    for _ in range(20):
-        await asyncio.sleep(0)
 
 
 @asynccontextmanager

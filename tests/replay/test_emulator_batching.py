@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
-from emulator_fixtures import ManualClock
 
+from common.clock import ManualClock
 from replay.emulate.batching import BatchCore, EngineLoop, Gauges, Request, RequestRejected, Work, run_virtual
 from replay.engine import Engine
 from replay.profiles import EngineProfile
@@ -191,9 +191,9 @@ async def test_engine_loop_streams_tokens_at_their_times() -> None:
                     seen.append((count, clock.now()))
 
         consumer = asyncio.create_task(consume())
-        await clock.advance(10.0 + 0.01 + FAST.step_s(1) / 2)
+        await clock.advance_to(10.0 + 0.01 + FAST.step_s(1) / 2)
         assert seen == []  # prefill 10 ms, then half a step
-        await clock.advance(11.0)
+        await clock.advance_to(11.0)
         await consumer
     finally:
         task.cancel()
@@ -219,9 +219,9 @@ async def test_leaving_a_stream_early_aborts_the_request() -> None:
             return 0
 
         consumer = asyncio.create_task(first_token_only())
-        await clock.advance(0.5)
+        await clock.advance_to(0.5)
         assert await consumer == 1
-        await clock.advance(1.0)
+        await clock.advance_to(1.0)
     finally:
         task.cancel()
     assert recorder.aborted == [stream.request]
@@ -242,7 +242,7 @@ async def test_a_slow_reader_still_sees_each_token_in_turn() -> None:
     task = asyncio.create_task(engine.run())
     try:
         stream = engine.open(10, 3)
-        await clock.advance(1.0)  # all three decoded before anyone reads
+        await clock.advance_to(1.0)  # all three decoded before anyone reads
         assert stream.request.generated == 3
         async with stream:
             counts = [count async for count in stream]

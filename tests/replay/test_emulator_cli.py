@@ -11,8 +11,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from pydantic import ValidationError
 
-from replay.emulate.cli import add_arguments, parse_listen, run, settings_from_args
+from replay.emulate.cli import EmulatorSettings, add_arguments, run, settings_from_args
 from replay.emulate.profiles import FAST_TEST, get_engine_profile
 from replay.profiles import REFERENCE_70B, ProfileError
 
@@ -25,22 +26,15 @@ def _args(*argv: str) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-@pytest.mark.parametrize(
-    ("value", "expected"),
-    [
-        pytest.param("127.0.0.1:8000", ("127.0.0.1", 8000), id="v4"),
-        pytest.param("[::1]:0", ("::1", 0), id="v6, ephemeral"),
-        pytest.param("localhost:30000", ("localhost", 30000), id="name"),
-    ],
-)
-def test_parse_listen(value: str, expected: tuple[str, int]) -> None:
-    assert parse_listen(value) == expected
+@pytest.mark.parametrize("value", ["127.0.0.1:8000", "[::1]:0", "localhost:30000", ":8000"])
+def test_listen_addresses_as_every_component_reads_them(value: str) -> None:
+    assert EmulatorSettings(listen=value).listen == value
 
 
-@pytest.mark.parametrize("value", ["8000", ":8000", "h:port", "h:70000"])
-def test_parse_listen_refuses(value: str) -> None:
-    with pytest.raises(ValueError, match=f"--listen '{value}': expected HOST:PORT"):
-        parse_listen(value)
+@pytest.mark.parametrize("value", ["8000", "h:port", "h:70000", "::1:8000"])
+def test_a_bad_listen_address_is_refused(value: str) -> None:
+    with pytest.raises(ValidationError, match=f"listen address '{value}'"):
+        EmulatorSettings(listen=value)
 
 
 @pytest.mark.parametrize(
@@ -69,7 +63,7 @@ def test_profile_file_and_errors(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        pytest.param(["--listen", "nowhere"], "--listen 'nowhere'", id="listen"),
+        pytest.param(["--listen", "nowhere"], "listen: Value error, listen address 'nowhere'", id="listen"),
         pytest.param(["--profile", "nope"], "profile 'nope'", id="profile"),
         pytest.param(
             ["--startup-seconds", "-1"],

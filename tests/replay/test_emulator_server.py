@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
-from emulator_fixtures import TINY, ManualClock, emulator, serve
+from emulator_fixtures import TINY, emulator, serve
 from prometheus_client.parser import text_string_to_metric_families
 
 from adapter.presets import (
@@ -21,6 +21,7 @@ from adapter.presets import (
     parse_exposition,
     wanted_names,
 )
+from common.clock import ManualClock
 from replay.emulate.server import EMULATOR, EmulatorConfig, create_app, parse_generation
 
 
@@ -213,9 +214,9 @@ async def test_ready_only_after_the_startup_delay(engine: str, paths: list[str])
         before = [(await client.get(p)).status_code for p in paths]
         refused = await client.post("/v1/completions", json={"prompt": "a", "max_tokens": 1})
         metrics_early = await client.get("/metrics")
-        await clock.advance(129.9)
+        await clock.advance_to(129.9)
         still = [(await client.get(p)).status_code for p in paths]
-        await clock.advance(130.0)
+        await clock.advance_to(130.0)
         after = [(await client.get(p)).status_code for p in paths]
     assert before == still == [503] * len(paths)
     assert refused.status_code == 503
