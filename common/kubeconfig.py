@@ -12,10 +12,12 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
-from kubernetes_asyncio import client, config
+
+if TYPE_CHECKING:
+    from kubernetes_asyncio import client
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
@@ -64,6 +66,8 @@ def check_file(path: Path, context: str | None = None) -> None:
 
 async def load_configuration(kubeconfig: Path | None = None) -> client.Configuration:
     """A fresh Configuration (the library's global default is left alone); KubeconfigError if none."""
+    from kubernetes_asyncio import client, config  # loaded on use: the CLIs start without it
+
     configuration = client.Configuration()
     if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
         try:

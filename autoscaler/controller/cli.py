@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import signal
 import sys
 from typing import Any
@@ -17,6 +16,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from autoscaler.controller.settings import ControllerSettings, MetricsSource
+from common.kubeconfig import KubeconfigError, load_configuration
+from common.listen import bind_host
 
 _FLAGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("--kubeconfig", "kubeconfig", {"help": "kubeconfig file (default: in-cluster, else ~/.kube/config)"}),
@@ -70,7 +71,7 @@ async def _serve(settings: ControllerSettings) -> int:
     import time
 
     from aiohttp import web
-    from kubernetes_asyncio import client, config
+    from kubernetes_asyncio import client
 
     from autoscaler.controller import publish
     from autoscaler.controller.kube import KubeClient
@@ -79,15 +80,7 @@ async def _serve(settings: ControllerSettings) -> int:
     from autoscaler.controller.metrics import AdapterMetricsReader, ApiMetricsReader, MetricsReader
     from autoscaler.controller.telemetry import Telemetry, make_app
 
-    configuration = client.Configuration()
-    if settings.kubeconfig is not None:
-        await config.load_kube_config(
-            config_file=str(settings.kubeconfig), client_configuration=configuration
-        )
-    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    else:
-        await config.load_kube_config(client_configuration=configuration)
+    configuration = await load_configuration(settings.kubeconfig)
     api = client.ApiClient(configuration=configuration)
     kube = KubeClient(api, timeout_s=settings.request_timeout_s)
     reader: MetricsReader
@@ -119,7 +112,7 @@ async def _serve(settings: ControllerSettings) -> int:
     runner = web.AppRunner(make_app(telemetry, time.time, external), access_log=None)
     await runner.setup()
     host, port = settings.listen_host_port
-    await web.TCPSite(runner, host, port).start()
+    await web.TCPSite(runner, bind_host(host), port).start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -155,4 +148,8 @@ def run(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    return asyncio.run(_serve(settings))
+    try:
+        return asyncio.run(_serve(settings))
+    except KubeconfigError as exc:  # started without a cluster, or a broken kubeconfig: one line
+        print(f"infscale controller: {exc}", file=sys.stderr)
+        return 1

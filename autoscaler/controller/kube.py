@@ -9,7 +9,6 @@ when the microseconds are 0 (../shared/kubernetes_api_gotchas.md). Errors are tr
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +20,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from autoscaler.controller import crd
 from autoscaler.controller.crd import TargetRef
+from common.status import parse_status
 
 _OBJECT = {code: "object" for code in (200, 201, 202)}
 MERGE_PATCH = "application/merge-patch+json"
@@ -45,15 +45,10 @@ class KubeError(Exception):
 
 
 def _from_api_exception(exc: ApiException, what: str) -> KubeError:
-    reason, message = str(exc.reason or ""), ""
     body = exc.body.decode("utf-8", "replace") if isinstance(exc.body, bytes) else str(exc.body or "")
-    try:
-        status = json.loads(body) if body else {}
-    except (ValueError, TypeError):
-        status = {}
-    if isinstance(status, dict) and status.get("kind") == "Status":
-        reason = str(status.get("reason") or reason)
-        message = str(status.get("message") or "")
+    status = parse_status(body)
+    reason = (status.reason if status else "") or str(exc.reason or "")
+    message = status.message if status else ""
     return KubeError(int(exc.status or 0), reason, f"{what}: {message or body or reason}")
 
 

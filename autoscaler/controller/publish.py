@@ -9,56 +9,27 @@ metric becomes the actuator of infscale's decision, with no Prometheus in betwee
 Values come from the InferenceAutoscalers' status (`desiredReplicas`, `lastDecision.time`), so the
 standby replica answers as well as the leader. A recommendation older than `max_age_s` is not
 served: a stopped controller must make the HPA hold (FailedGetExternalMetric), never steer it with
-an old number. Parsing (selector, items) is pure; the handler does one namespaced LIST per read.
+an old number. Matching (common/selector.py, the adapter's parser) and the items are pure; the
+handler does one namespaced LIST per read.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
 from autoscaler.controller.crd import Mode
 from autoscaler.controller.kubetime import parse_time, rfc3339
+from common.selector import Selector, SelectorError, parse_selector
+from common.status import status_body
 
 METRIC = "infscale_desired_replicas"
 
 
-class SelectorError(ValueError):
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class Requirement:
-    key: str
-    equal: bool  # True: key=value (or ==); False: key!=value
-    value: str
-
-    def matches(self, labels: Mapping[str, str]) -> bool:
-        return (labels.get(self.key) == self.value) == self.equal
-
-
-def parse_equality_selector(text: str) -> tuple[Requirement, ...]:
-    """`a=b,c!=d`: the equality-based selectors an HPA sends from matchLabels. Set-based forms are
-    refused with the offending part named, rather than matched loosely."""
-    requirements = []
-    for part in (p.strip() for p in text.split(",") if p.strip()):
-        for op, equal in (("!=", False), ("==", True), ("=", True)):
-            key, sep, value = part.partition(op)
-            if sep:
-                if not key.strip() or any(c in value for c in "=!() "):
-                    raise SelectorError(f"labelSelector: cannot parse {part!r}")
-                requirements.append(Requirement(key.strip(), equal, value.strip()))
-                break
-        else:
-            raise SelectorError(f"labelSelector: only key=value and key!=value are supported, got {part!r}")
-    return tuple(requirements)
-
-
 def items_from(
-    autoscalers: Sequence[Mapping[str, Any]], selector: Sequence[Requirement], now: float, max_age_s: float
+    autoscalers: Sequence[Mapping[str, Any]], selector: Selector, now: float, max_age_s: float
 ) -> list[dict[str, Any]]:
     """One item per mode-hpa autoscaler whose last decision is fresh and whose labels match."""
     items = []
@@ -67,7 +38,7 @@ def items_from(
         if spec.get("mode") != Mode.HPA or "desiredReplicas" not in status:
             continue
         labels = {"namespace": str(meta.get("namespace", "")), "autoscaler": str(meta.get("name", ""))}
-        if not all(r.matches(labels) for r in selector):
+        if not selector.matches(labels):
             continue
         try:
             decided = parse_time(str((status.get("lastDecision") or {}).get("time", "")))
@@ -87,8 +58,7 @@ def items_from(
 
 
 def _status(code: int, reason: str, message: str) -> web.Response:
-    body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure"}
-    return web.json_response({**body, "message": message, "reason": reason, "code": code}, status=code)
+    return web.json_response(status_body(code, reason, message), status=code)
 
 
 def handler(
@@ -101,9 +71,9 @@ def handler(
         if metric != METRIC:
             return _status(404, "NotFound", f"the controller serves only {METRIC}, not {metric}")
         try:
-            selector = parse_equality_selector(request.query.get("labelSelector", ""))
+            selector = parse_selector(request.query.get("labelSelector", ""))
         except SelectorError as exc:
-            return _status(400, "BadRequest", str(exc))
+            return _status(400, "BadRequest", f"labelSelector: {exc}")
         try:
             autoscalers = await list_autoscalers(namespace)
         except Exception as exc:  # the kube read failed: the HPA must hold, not see an empty answer

@@ -16,6 +16,7 @@ from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from autoscaler.policy.spec import DEFAULT_DOWNSCALE_STABILIZATION_S, DEFAULT_TOLERANCE
+from common.listen import parse_listen
 
 ENV_PREFIX = "INFSCALE_CONTROLLER_"
 
@@ -84,12 +85,10 @@ class ControllerSettings(BaseSettings):
             )
         if self.metrics_source is MetricsSource.ADAPTER and not self.adapter_url:
             raise ValueError("adapter_url is required when metrics_source is 'adapter'")
-        _host, sep, port = self.listen.rpartition(":")
-        if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-            raise ValueError(f"listen must be host:port, got {self.listen!r}")
+        parse_listen(self.listen)  # ValueError naming the value
         return self
 
     @property
     def listen_host_port(self) -> tuple[str, int]:
-        host, _, port = self.listen.rpartition(":")
-        return host.strip("[]"), int(port)
+        """(host, port); host "" is every interface (common/listen.py)."""
+        return parse_listen(self.listen)

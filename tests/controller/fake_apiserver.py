@@ -42,6 +42,7 @@ from referencing import Registry, Resource
 
 from autoscaler.controller.kube import KubeClient
 from common.selector import parse_selector
+from common.status import status_body
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD_FILE = ROOT / "deploy" / "controller" / "crd.yaml"
@@ -64,18 +65,8 @@ class ApiStatus(Exception):
         self.code, self.reason, self.message, self.causes = code, reason, message, causes or []
 
     def response(self) -> web.Response:
-        body: dict[str, Any] = {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": self.message,
-            "reason": self.reason,
-            "code": self.code,
-        }
-        if self.causes:
-            body["details"] = {"causes": self.causes}
-        return web.json_response(body, status=self.code)
+        details = {"causes": self.causes} if self.causes else None
+        return web.json_response(status_body(self.code, self.reason, self.message, details), status=self.code)
 
 
 # --- validation -----------------------------------------------------------------------------------

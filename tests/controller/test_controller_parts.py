@@ -352,7 +352,7 @@ def test_merge_patch_deletes_what_is_gone() -> None:
             {"retry_period_s": 12}, "retry_period_s < renew_deadline_s < lease_duration_s", id="lease"
         ),
         pytest.param({"metrics_source": "adapter"}, "adapter_url is required", id="adapter without URL"),
-        pytest.param({"listen": "8080"}, "listen must be host:port", id="listen"),
+        pytest.param({"listen": "8080"}, "listen address .8080. must be host:port", id="listen"),
     ],
 )
 def test_settings_errors(values: dict[str, Any], message: str) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -235,3 +236,26 @@ def test_cli_rejects_bad_settings(capsys: pytest.CaptureFixture[str]) -> None:
 
     assert main(["controller", "--tick-seconds", "-1"]) == 2
     assert "tick_s" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("kubeconfig", "error"),
+    [
+        pytest.param(None, "no Kubernetes cluster configured", id="no cluster at all"),
+        pytest.param("apiVersion: v1\n", "no current-context is set", id="a kubeconfig without a context"),
+    ],
+)
+def test_started_without_a_cluster_is_one_line_and_exit_1(
+    kubeconfig: str | None, error: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first thing a new user tries: one line naming the problem, not a traceback."""
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBERNETES_SERVICE_HOST", "KUBECONFIG")}
+    env["HOME"] = str(tmp_path)
+    args = [sys.executable, "-m", "infscale", "controller", "--no-leader-elect"]
+    if kubeconfig is not None:
+        (tmp_path / "config").write_text(kubeconfig)
+        args.append(f"--kubeconfig={tmp_path / 'config'}")
+    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("infscale controller: ") and error in lines[0]
