@@ -721,23 +721,54 @@ def test_reconcile(case: Reconcile) -> None:
 
 
 def test_seed_scale_down_held_by_300s_window() -> None:
-    """4 replicas, average 5 against 10 (raw 2), no history yet: held at 4 for the whole 300 s
-    window, whose end is included on the legacy path (age <= window), then released."""
+    """4 replicas, average 5 against 10 (raw 2), no history yet: held at 4 by the seed through the
+    300 s window, then released. The seed is recorded an instant before the first decision
+    (upstream's recordInitialRecommendation runs before the time.Now() its stabilization reads), so
+    300 s after that decision it is just older than the window, while a recommendation exactly
+    300 s old still counts (age <= window on the legacy path)."""
     metric, reading = _average(10_000, 20_000)
     spec = AutoscalerSpec(max_replicas=20, metrics=(metric,), legacy_scale_up_factor=UPSTREAM_FACTOR)
     obs = Observation(spec_replicas=4, status_replicas=4, ready_pods=4, metrics={metric.name: reading})
     state = PolicyState()
     seen = []
-    for t in (0.0, 150.0, 300.0, 301.0):
+    for t in (0.0, 150.0, 299.5, 300.0):
         decision, state = decide(spec, state, obs, NOW + t)
         able = decision.condition("AbleToScale")
         seen.append((t, decision.desired_replicas, able.reason if able else None))
     assert seen == [
         (0.0, 4, "ScaleDownStabilized"),
         (150.0, 4, "ScaleDownStabilized"),
-        (300.0, 4, "ScaleDownStabilized"),
-        (301.0, 2, "ReadyForNewScale"),
+        (299.5, 4, "ScaleDownStabilized"),
+        (300.0, 2, "ReadyForNewScale"),
     ]
+    assert stabilize_legacy((Recommendation(NOW - 300, 4),), 2, NOW, 300)[0] == 4
+
+
+@pytest.mark.parametrize(
+    "behavior",
+    [
+        pytest.param(None, id="legacy, --horizontal-pod-autoscaler-downscale-stabilization=0"),
+        pytest.param(
+            Behavior(scale_down=default_scale_down(stabilization_window_s=0)),
+            id="behavior scaleDown window 0",
+        ),
+    ],
+)
+def test_seed_never_holds_a_0s_window(behavior: Behavior | None) -> None:
+    """With a 0 s window upstream's cutoff (time.Now() - 0) falls strictly after the seed: first
+    sight scales down at once, and the seed is the old sample the recommendation overwrites."""
+    metric, reading = _average(10_000, 20_000)
+    spec = AutoscalerSpec(
+        max_replicas=20,
+        metrics=(metric,),
+        behavior=behavior,
+        downscale_stabilization_s=0,
+        legacy_scale_up_factor=UPSTREAM_FACTOR,
+    )
+    obs = Observation(spec_replicas=4, status_replicas=4, ready_pods=4, metrics={metric.name: reading})
+    decision, state = decide(spec, PolicyState(), obs, NOW)
+    assert decision.desired_replicas == 2
+    assert state.recommendations == (Recommendation(NOW, 2),)
 
 
 # =============================================================================================

@@ -93,8 +93,11 @@ def decide(
     spec: AutoscalerSpec, state: PolicyState, obs: Observation, now: float
 ) -> tuple[Decision, PolicyState]:
     current = obs.spec_replicas
-    if not state.recommendations:  # first sight: no scale-down until a window has passed
-        state = replace(state, recommendations=(Recommendation(now, current),))
+    if not state.recommendations:
+        # First sight (upstream's recordInitialRecommendation, for an HPA it has no entry for): the
+        # current count, recorded an instant before this decision as upstream's seed precedes the
+        # time.Now() its stabilization reads, so a 0 s window never holds it.
+        state = replace(state, recommendations=(Recommendation(math.nextafter(now, -math.inf), current),))
 
     # Guards: upstream evaluates them before reading any metric.
     guard: tuple[int, str] | None = None
