@@ -1,33 +1,40 @@
-"""`infscale explain`: one HPA-shaped JSON document in, the decision and its stages out.
+"""`infscale explain`: an HPA in, the decision and its stages out.
 
-The document (README "infscale explain" has examples):
+Reads, as JSON or YAML, one document or many (a JSON array, a YAML stream, a List):
+- HorizontalPodAutoscaler objects as `kubectl get hpa -o json|yaml` prints them (autoscaling/v2,
+  or v1 converted): autoscaler/hpaobject.py turns each into the document below, its metric values
+  taken from status.currentMetrics;
+- infscale's HPA-shaped document (README "infscale explain"):
   {"spec": {...HPA spec + coldStart/prediction/floors...},
    "status": {"currentReplicas": 4, "readyReplicas": 4, "replicas": 4},
-   "metricValues": {"<metric>": [30, "1500m", ...]},     # items the External Metrics API returned
-   "recommendations": [{"ageSeconds": 60, "replicas": 8}],
+   "metricValues": {"<metric>": [30, "1500m", ...]},     # items the metrics API returned
+   "recommendations": [{"ageSeconds": 60, "replicas": 8}],  # omitted: first sight; []: none kept
    "scaleEvents": [{"ageSeconds": 10, "change": 2}],       # > 0 up, < 0 down
    "tolerance": 0.1, "downscaleStabilizationSeconds": 300,  # cluster flags (optional)
    "now": "2026-11-29T10:00:00Z", "startingReadyInSeconds": [40, 90], "leadTimeSeconds": 120,
    "metricHistory": {"<metric>": [{"ageSeconds": 60, "value": 80}, ...]}}  # feeds the forecaster
-A JSON array of documents gives an array of decisions (what-if tables). Errors exit with code 2.
+Several documents give several decisions (what-if tables). Errors exit with code 2.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
+import yaml
 from pydantic import Field, ValidationError
 
-from autoscaler import quantity
-from autoscaler.hpaspec import AutoscalerSpecModel, QuantityValue, _Model, describe_validation_error
+from autoscaler import hpaobject, quantity
+from autoscaler.hpaspec import HpaSpecModel, QuantityValue, _Model, describe_validation_error
 from autoscaler.policy import forecast
 from autoscaler.policy.decide import Decision, decide
+from autoscaler.policy.hpa import Condition
 from autoscaler.policy.observation import MetricReading, Observation
 from autoscaler.policy.spec import DEFAULT_DOWNSCALE_STABILIZATION_S, DEFAULT_TOLERANCE
 from autoscaler.policy.state import PolicyState, Recommendation, ScaleEvent
@@ -56,10 +63,12 @@ class AgedValue(_Model):
 
 class ExplainDocument(_Model):
     description: str = ""
-    spec: AutoscalerSpecModel
+    spec: HpaSpecModel
     status: StatusModel
     metric_values: dict[str, list[QuantityValue] | None] = Field(default_factory=dict, alias="metricValues")
-    recommendations: list[AgedRecommendation] = Field(default_factory=list)
+    # None (omitted): the HPA controller has never seen this HPA and seeds the history with the
+    # current count (upstream's recordInitialRecommendation); []: a history that holds nothing
+    recommendations: list[AgedRecommendation] | None = None
     scale_events: list[AgedScaleEvent] = Field(default_factory=list, alias="scaleEvents")
     tolerance: Annotated[float, Field(ge=0)] = DEFAULT_TOLERANCE
     downscale_stabilization_seconds: Annotated[int, Field(ge=0, alias="downscaleStabilizationSeconds")] = (
@@ -89,8 +98,20 @@ class DocumentError(ValueError):
     pass
 
 
+# An existing history that holds nothing: one entry older than every window, so it never counts
+# and is the slot the next recommendation overwrites (upstream appends to its empty slice; the
+# result is the same one-entry history). An empty tuple would mean first sight to decide().
+_EXISTING_EMPTY_HISTORY = (Recommendation(-math.inf, 0),)
+
+
 def evaluate(raw: Any, *, wall_now: float, where: str = "") -> tuple[str, Decision]:
     """Validate one document and run the policy on it: (its description, the decision)."""
+    at = f"{where}." if where else ""
+    spec_raw = raw.get("spec") if isinstance(raw, dict) else None
+    if isinstance(spec_raw, dict) and (
+        refused := hpaobject.refusals(spec_raw.get("metrics"), f"{at}spec.metrics")
+    ):
+        raise DocumentError("\n".join(refused))  # one line each, not pydantic's "expected tags"
     try:
         doc = ExplainDocument.model_validate(raw)
     except ValidationError as exc:
@@ -101,34 +122,38 @@ def evaluate(raw: Any, *, wall_now: float, where: str = "") -> tuple[str, Decisi
             tolerance=doc.tolerance, downscale_stabilization_s=doc.downscale_stabilization_seconds
         )
     except ValueError as exc:
-        raise DocumentError(f"{where}{'.' if where else ''}spec: {exc}") from None
+        raise DocumentError(f"{at}spec: {exc}") from None
+    kinds = {m.metric_name: m.type for m in doc.spec.metrics}
     metrics: dict[str, MetricReading] = {}
     for name, values in doc.metric_values.items():
         if values is None:
-            metrics[name] = MetricReading.failed("the External Metrics API returned an error")
+            metrics[name] = MetricReading.failed("the metrics API returned an error")
             continue
         try:
-            metrics[name] = MetricReading(tuple(quantity.to_milli(v) for v in values))
+            items = tuple(quantity.to_milli(v) for v in values)
         except quantity.QuantityError as exc:
-            raise DocumentError(f"{where}{'.' if where else ''}metricValues.{name}: {exc}") from None
-    unknown = sorted(set(metrics) - {m.name for m in spec.metrics})
+            raise DocumentError(f"{at}metricValues.{name}: {exc}") from None
+        if kinds.get(name) == "Pods" and items:  # upstream's GetMetricUsageRatio: the integer mean
+            items = (sum(items) // len(items),)
+        metrics[name] = MetricReading(items)
+    unknown = sorted(set(metrics) - set(kinds))
     if unknown:
-        raise DocumentError(f"{where}{'.' if where else ''}metricValues: no metric in spec named {unknown}")
+        raise DocumentError(f"{at}metricValues: no metric in spec named {unknown}")
     up = tuple(ScaleEvent(now - e.age_seconds, e.change) for e in doc.scale_events if e.change > 0)
     down = tuple(ScaleEvent(now - e.age_seconds, -e.change) for e in doc.scale_events if e.change < 0)
-    state = PolicyState(
-        recommendations=tuple(Recommendation(now - r.age_seconds, r.replicas) for r in doc.recommendations),
-        scale_up_events=up,
-        scale_down_events=down,
-    )
+    if doc.recommendations is None:
+        history: tuple[Recommendation, ...] = ()  # decide() seeds it
+    elif doc.recommendations:
+        history = tuple(Recommendation(now - r.age_seconds, r.replicas) for r in doc.recommendations)
+    else:
+        history = _EXISTING_EMPTY_HISTORY
+    state = PolicyState(recommendations=history, scale_up_events=up, scale_down_events=down)
     if doc.metric_history and spec.prediction is None:
-        raise DocumentError(f"{where}{'.' if where else ''}metricHistory: needs spec.prediction to be set")
+        raise DocumentError(f"{at}metricHistory: needs spec.prediction to be set")
     forecasters: dict[str, Any] = {}
     for name, samples in doc.metric_history.items():
-        if name not in {m.name for m in spec.metrics}:
-            raise DocumentError(
-                f"{where}{'.' if where else ''}metricHistory: no metric in spec named {name!r}"
-            )
+        if name not in kinds:
+            raise DocumentError(f"{at}metricHistory: no metric in spec named {name!r}")
         assert spec.prediction is not None
         for sample in sorted(samples, key=lambda s: -s.age_seconds):
             forecasters[name] = forecast.observe(
@@ -152,15 +177,35 @@ def evaluate(raw: Any, *, wall_now: float, where: str = "") -> tuple[str, Decisi
     return doc.description, decision
 
 
+def condition_status(status: bool) -> str:
+    """Kubernetes writes a condition's status as the string "True" or "False"."""
+    return "True" if status else "False"
+
+
+def condition_json(c: Condition) -> dict[str, Any]:
+    return {"type": c.type, "status": condition_status(c.status), "reason": c.reason, "message": c.message}
+
+
 def decision_json(decision: Decision) -> dict[str, Any]:
     return {
         "currentReplicas": decision.current_replicas,
         "desiredReplicas": decision.desired_replicas,
         "stages": [s._asdict() for s in decision.stages],
-        "conditions": [c._asdict() for c in decision.conditions],
+        "conditions": [condition_json(c) for c in decision.conditions],
         "leadTimeSeconds": decision.lead_time_s,
         "forecasts": [f._asdict() for f in decision.forecasts],
         "predictedReadySeconds": list(decision.predicted_ready_s),
+    }
+
+
+def observed_json(observed: hpaobject.Observed) -> dict[str, Any]:
+    return {
+        "name": observed.name,
+        "apiVersion": observed.api_version,
+        "desiredReplicas": observed.desired_replicas,
+        "lastScaleTime": observed.last_scale_time,
+        "conditions": [dict(c) for c in observed.conditions],
+        "notes": list(observed.notes),
     }
 
 
@@ -180,7 +225,7 @@ def render_table(decision: Decision) -> str:
     lines.append("")
     lines.append(f"desired replicas: {decision.desired_replicas} ({verdict})")
     for c in decision.conditions:
-        lines.append(f"  {c.type}={c.status} {c.reason}: {c.message}")
+        lines.append(f"  {c.type}={condition_status(c.status)} {c.reason}: {c.message}")
     if decision.lead_time_s:
         lines.append(f"lead time: {decision.lead_time_s:.1f} s")
     if decision.predicted_ready_s:
@@ -189,40 +234,104 @@ def render_table(decision: Decision) -> str:
     return "\n".join(lines)
 
 
+def render_observed(observed: hpaobject.Observed) -> str:
+    """What the HPA itself reported, to read beside the decision."""
+    desired = "?" if observed.desired_replicas is None else observed.desired_replicas
+    lines = [f"the HPA reported: desired replicas {desired}"
+             + (f", last scaled {observed.last_scale_time}" if observed.last_scale_time else "")]  # fmt: skip
+    for c in observed.conditions:
+        lines.append(f"  {c.get('type')}={c.get('status')} {c.get('reason', '')}: {c.get('message', '')}")
+    lines += [f"  note: {n}" for n in observed.notes]
+    return "\n".join(lines)
+
+
+OUTPUTS = ("table", "json", "yaml")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("document", help="JSON file, or - for standard input; an array gives what-if tables")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument(
+        "document",
+        help="JSON or YAML file, or - for standard input: `kubectl get hpa NAME -o yaml`, a List,"
+        " or infscale's HPA-shaped document; several give what-if tables",
+    )
+    parser.add_argument(
+        "--output", "-o", choices=OUTPUTS, default="table", help="output format (default table)"
+    )
+    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # = --output json (older flag)
+
+
+class _Result(NamedTuple):
+    description: str
+    decision: Decision
+    observed: hpaobject.Observed | None
+
+
+def parse(text: str) -> tuple[list[Any], bool]:
+    """The documents in a JSON or YAML text, and whether there were several (an array or stream)."""
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as json_error:
+        if text.lstrip()[:1] in ("{", "["):  # meant as JSON: its error is the useful one
+            raise DocumentError(f"invalid JSON: {json_error}") from None
+        try:
+            stream = [d for d in yaml.safe_load_all(text) if d is not None]
+        except yaml.YAMLError as exc:
+            raise DocumentError(f"invalid YAML: {' '.join(str(exc).split())}") from None
+        if len(stream) != 1:
+            return stream, True
+        raw = stream[0]
+    return (raw, True) if isinstance(raw, list) else ([raw], False)
+
+
+def explain(text: str, *, wall_now: float) -> tuple[list[_Result], bool]:
+    documents, several = parse(text)
+    items: list[tuple[str, Any]] = []
+    for i, doc in enumerate(documents):
+        items += hpaobject.expand(doc, f"[{i}]" if several else "")
+    results = []
+    for where, item in items:
+        observed = None
+        if hpaobject.is_object(item):
+            item, observed = hpaobject.to_document(item, where)
+        description, decision = evaluate(item, wall_now=wall_now, where=where)
+        results.append(_Result(description, decision, observed))
+    return results, several or len(items) != 1
 
 
 def run(args: argparse.Namespace) -> int:
+    output = "json" if args.json else args.output
     try:
         text = sys.stdin.read() if args.document == "-" else Path(args.document).read_text(encoding="utf-8")
     except OSError as exc:
         print(f"infscale explain: cannot read {args.document}: {exc.strerror}", file=sys.stderr)
         return 2
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        print(f"infscale explain: {args.document}: invalid JSON: {exc}", file=sys.stderr)
+    except UnicodeDecodeError as exc:
+        print(f"infscale explain: {args.document}: not UTF-8 text ({exc.reason})", file=sys.stderr)
         return 2
-    wall_now = datetime.now(UTC).timestamp()
-    documents = raw if isinstance(raw, list) else [raw]
     try:
-        results = [
-            evaluate(d, wall_now=wall_now, where=f"[{i}]" if isinstance(raw, list) else "")
-            for i, d in enumerate(documents)
-        ]
-    except DocumentError as exc:
-        print(f"infscale explain: {args.document}: {exc}", file=sys.stderr)
+        results, several = explain(text, wall_now=datetime.now(UTC).timestamp())
+    except (DocumentError, hpaobject.ObjectError) as exc:
+        for line in str(exc).splitlines():
+            print(f"infscale explain: {args.document}: {line}", file=sys.stderr)
         return 2
-    if args.json:
-        out = [decision_json(d) for _, d in results]
-        print(json.dumps(out if isinstance(raw, list) else out[0], indent=2))
+    if output != "table":
+        out = []
+        for r in results:
+            entry = {"description": r.description, **decision_json(r.decision)}
+            if r.observed is not None:
+                entry["hpa"] = observed_json(r.observed)
+            out.append(entry)
+        data: Any = out if several else out[0]
+        sys.stdout.write(
+            json.dumps(data, indent=2) + "\n" if output == "json" else yaml.safe_dump(data, sort_keys=False)
+        )
         return 0
-    for i, (description, decision) in enumerate(results):
-        if isinstance(raw, list):
+    for i, r in enumerate(results):
+        if several:
             print(f"{'' if i == 0 else chr(10)}== document {i} ==")
-        if description:
-            print(description)
-        print(render_table(decision))
+        if r.description:
+            print(r.description)
+        print(render_table(r.decision))
+        if r.observed is not None:
+            print(render_observed(r.observed))
     return 0

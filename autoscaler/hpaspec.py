@@ -106,6 +106,10 @@ class MetricSpecModel(_Model):
     type: Literal["External"]
     external: ExternalMetricSourceModel
 
+    @property
+    def metric_name(self) -> str:
+        return self.external.metric.name
+
     def to_spec(self) -> MetricSpec:
         target = self.external.target
         # Upstream picks the branch by which field is filled, averageValue first, not by target.type.
@@ -122,6 +126,75 @@ class MetricSpecModel(_Model):
             target_milli=quantity.to_milli(raw),
             selector=selector.as_string() if selector else "",
         )
+
+
+def _selector(metric: MetricIdentifierModel) -> str:
+    return metric.selector.as_string() if metric.selector else ""
+
+
+class PodsMetricSourceModel(_Model):
+    metric: MetricIdentifierModel
+    target: MetricTargetModel
+
+
+class PodsMetricSpecModel(_Model):
+    """A Pods metric (custom.metrics.k8s.io, one value per pod): upstream's GetMetricReplicas.
+
+    Its formula is `ceil(mean / target × pods)`, inside the tolerance unchanged: the core's Value
+    formula on the mean, which is what to_spec asks for (explain hands the core the mean).
+    """
+
+    type: Literal["Pods"]
+    pods: PodsMetricSourceModel
+
+    @property
+    def metric_name(self) -> str:
+        return self.pods.metric.name
+
+    def to_spec(self) -> MetricSpec:
+        target = self.pods.target
+        if target.type != "AverageValue" or target.average_value is None:  # the apiserver's rule
+            raise ValueError("pods.target: a Pods metric takes type AverageValue with an averageValue")
+        return MetricSpec(
+            self.metric_name,
+            TargetType.VALUE,
+            quantity.to_milli(target.average_value),
+            _selector(self.pods.metric),
+        )
+
+
+class ObjectReferenceModel(_Model):
+    kind: Annotated[str, Field(min_length=1)]
+    name: Annotated[str, Field(min_length=1)]
+    api_version: str = Field(default="", alias="apiVersion")
+
+
+class ObjectMetricSourceModel(_Model):
+    described_object: ObjectReferenceModel = Field(alias="describedObject")
+    metric: MetricIdentifierModel
+    target: MetricTargetModel
+
+
+class ObjectMetricSpecModel(_Model):
+    """An Object metric (one value describing one object): upstream's GetObjectMetricReplicas
+    (Value: the External Value formula) or GetObjectPerPodMetricReplicas (AverageValue: the
+    External AverageValue formula), picked by target.type as upstream does for Object metrics."""
+
+    type: Literal["Object"]
+    object: ObjectMetricSourceModel
+
+    @property
+    def metric_name(self) -> str:
+        return self.object.metric.name
+
+    def to_spec(self) -> MetricSpec:
+        target = self.object.target
+        raw = target.value if target.type == "Value" else target.average_value
+        if raw is None:
+            field = "value" if target.type == "Value" else "averageValue"
+            raise ValueError(f"object.target: type {target.type} needs {field}")
+        kind = TargetType.VALUE if target.type == "Value" else TargetType.AVERAGE_VALUE
+        return MetricSpec(self.metric_name, kind, quantity.to_milli(raw), _selector(self.object.metric))
 
 
 class RatePolicyModel(_Model):
@@ -322,7 +395,7 @@ class AutoscalerSpecModel(_Model):
             raise ValueError(
                 f"maxReplicas ({self.max_replicas}) must be >= minReplicas ({self.min_replicas})"
             )
-        names = [m.external.metric.name for m in self.metrics]
+        names = [m.metric_name for m in self.metrics]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"metrics: each metric name may appear once, repeated: {duplicates}")
@@ -340,13 +413,30 @@ class AutoscalerSpecModel(_Model):
         )
 
 
+_METRIC_TYPES = {"External", "Pods", "Object"}
+
+
 def describe_validation_error(exc: ValidationError, root: str = "") -> str:
     """pydantic's errors as `path: message` lines, using the document's own (camelCase) names."""
     lines = []
     for err in exc.errors():
         path = root
         for part in err["loc"]:
+            if part in _METRIC_TYPES:  # a discriminated union's tag: not part of the document's path
+                continue
             path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
         message = err["msg"].removeprefix("Value error, ")
         lines.append(f"{path}: {message}")
     return "\n".join(lines)
+
+
+AnyMetricSpecModel = Annotated[
+    MetricSpecModel | PodsMetricSpecModel | ObjectMetricSpecModel, Field(discriminator="type")
+]
+
+
+class HpaSpecModel(AutoscalerSpecModel):
+    """The spec `infscale explain` reads: External, Pods and Object metrics. The controller's
+    InferenceAutoscaler reads External metrics only, so it keeps AutoscalerSpecModel."""
+
+    metrics: Annotated[list[AnyMetricSpecModel], Field(min_length=1)]  # type: ignore[assignment]

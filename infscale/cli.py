@@ -13,7 +13,10 @@ from collections.abc import Sequence
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "explain": ("autoscaler.explain", "explain one scaling decision from an HPA-shaped JSON document"),
+    "explain": (
+        "autoscaler.explain",
+        "explain an HPA's scaling decision, stage by stage (kubectl get hpa -o yaml, or a what-if document)",
+    ),
     "controller": ("autoscaler.controller.cli", "run the predictive controller (InferenceAutoscalers)"),
     "coldstart": ("autoscaler.coldstart_cli", "predict replica ready times under shared storage bandwidth"),
     "adapter": ("adapter.cli", "serve engine queue/batch/KV-cache signals to HPAs as external metrics"),

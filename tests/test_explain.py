@@ -55,10 +55,10 @@ def test_json_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     out = json.loads(capsys.readouterr().out)
     assert out["desiredReplicas"] == 8
     assert [s["name"] for s in out["stages"]] == ["metrics", "stabilization", "limits"]
-    assert {c["type"]: c["reason"] for c in out["conditions"]} == {
-        "AbleToScale": "ReadyForNewScale",
-        "ScalingActive": "ValidMetricFound",
-        "ScalingLimited": "ScaleUpLimit",
+    assert {c["type"]: (c["status"], c["reason"]) for c in out["conditions"]} == {
+        "AbleToScale": ("True", "ReadyForNewScale"),
+        "ScalingActive": ("True", "ValidMetricFound"),
+        "ScalingLimited": ("True", "ScaleUpLimit"),
     }
 
 
