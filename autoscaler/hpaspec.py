@@ -250,6 +250,7 @@ class ColdStartModel(_Model):
     node_provision_seconds: Annotated[float, Field(ge=0, alias="nodeProvisionSeconds")] = 0.0
     gpus_per_replica: Annotated[int, Field(ge=1, alias="gpusPerReplica")] = 1
     gpus_per_node: Annotated[int, Field(ge=1, alias="gpusPerNode")] = 8
+    max_concurrent_loads: Annotated[int | None, Field(ge=1, alias="maxConcurrentLoads")] = None
 
     @model_validator(mode="after")
     def _consistent(self) -> ColdStartModel:
@@ -271,6 +272,7 @@ class ColdStartModel(_Model):
             node_provision_s=self.node_provision_seconds,
             gpus_per_replica=self.gpus_per_replica,
             gpus_per_node=self.gpus_per_node,
+            max_concurrent_loads=self.max_concurrent_loads,
         )
 
 

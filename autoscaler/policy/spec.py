@@ -121,6 +121,9 @@ class ColdStartSpec:
     node_provision_s: float = 0.0  # when no node has the replica's GPUs free
     gpus_per_replica: int = 1
     gpus_per_node: int = 8
+    # the load gate (`infscale loadgate`): at most this many replicas read weights from the shared
+    # storage at once, the others wait in line; None: no gate, every replica loads when it starts
+    max_concurrent_loads: int | None = None
 
 
 class ForecasterKind(StrEnum):
