@@ -73,6 +73,19 @@ _FLAGS: list[tuple[str, str, Any, str]] = [
     ("--auth-cache-ttl-s", "auth_cache_ttl_s", float, "TokenReview/SAR cache TTL, ≤ 10 (default 10)"),
     ("--auth-timeout-s", "auth_timeout_s", float, "TokenReview/SAR timeout (default 10)"),
     ("--backend-timeout-s", "backend_timeout_s", float, "metric read timeout (default 10)"),
+    ("--max-connections", "max_connections", int, "client connections open at once (default 1000)"),
+    (
+        "--header-read-timeout-s",
+        "header_read_timeout_s",
+        float,
+        "TLS handshake plus request head must arrive within this (default 32)",
+    ),
+    (
+        "--idle-timeout-s",
+        "idle_timeout_s",
+        float,
+        "close a kept-alive connection idle this long (default 90)",
+    ),
     ("--log-level", "log_level", str, "DEBUG, INFO, WARNING or ERROR (default INFO)"),
     ("--catalog", "catalog_file", Path, "metric catalog file (YAML/JSON; see docs/adapter-sources.md)"),
     ("--endpoints", "endpoints", str, "quick start: engine /metrics URLs, comma-separated"),
@@ -154,6 +167,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"infscale adapter: {exc}", file=sys.stderr)
         return 2
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from adapter.memory import tune_allocator
+
+    tune_allocator()  # freed buffers go back to the kernel (adapter/memory.py)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per scrape would drown the rest
     try:
         asyncio.run(serve(settings))
@@ -189,6 +205,7 @@ async def serve(settings: AdapterSettings, stop: asyncio.Event | None = None) ->
         refresh_request_header,
     )
     from adapter.catalog import build_catalog
+    from adapter.connections import ConnectionLimits, start_site
     from adapter.delegate import Delegate
     from adapter.server import ServerConfig, create_app
     from adapter.sources import SourceError
@@ -285,6 +302,11 @@ async def serve(settings: AdapterSettings, stop: asyncio.Event | None = None) ->
             )
         except (ReviewFailed, SourceError) as exc:
             raise StartupError(str(exc)) from exc
+        limits = ConnectionLimits(
+            max_connections=settings.max_connections,
+            header_read_timeout_s=settings.header_read_timeout_s,
+            idle_timeout_s=settings.idle_timeout_s,
+        )
         delegate = None
         if settings.delegate is not None:
             try:
@@ -297,18 +319,22 @@ async def serve(settings: AdapterSettings, stop: asyncio.Event | None = None) ->
             telemetry,
             delegate=delegate,
             config=ServerConfig(
-                backend_timeout_s=settings.backend_timeout_s, keda_endpoint=settings.keda_endpoint
+                backend_timeout_s=settings.backend_timeout_s,
+                keda_endpoint=settings.keda_endpoint,
+                connections=limits,
             ),
             background=background,
         )
         runner = web.AppRunner(
-            app, access_log=logging.getLogger("aiohttp.access") if settings.access_log else None
+            app,
+            access_log=logging.getLogger("aiohttp.access") if settings.access_log else None,
+            # a backstop only: the guard's own timers close idle and unfinished connections first
+            keepalive_timeout=limits.idle_timeout_s + limits.header_read_timeout_s,
         )
         await runner.setup()
         host, port = settings.listen_address()
-        site = web.TCPSite(runner, bind_host(host), port, ssl_context=tls.context if tls else None)
         try:
-            await site.start()
+            site = await start_site(runner, bind_host(host), port, ssl_context=tls.context if tls else None)
         except OSError as exc:
             await runner.cleanup()
             raise StartupError(f"cannot listen on {settings.listen}: {exc}") from exc
@@ -318,6 +344,7 @@ async def serve(settings: AdapterSettings, stop: asyncio.Event | None = None) ->
             await stop.wait()
         finally:
             log.info("shutting down")
+            site.close()
             await runner.cleanup()
 
 

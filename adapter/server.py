@@ -17,7 +17,7 @@ import logging
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from aiohttp import web
@@ -42,7 +42,9 @@ from adapter.backend import (
     SourceUnavailable,
     UnknownMetric,
 )
+from adapter.connections import GUARD, ConnectionGuard, ConnectionLimits, connection_metrics, request_timing
 from adapter.delegate import Delegate, DelegateUnavailable
+from adapter.memory import Trimmer
 from adapter.telemetry import Telemetry
 from adapter.wire import Answer, Reason, StatusError
 from common.selector import Selector, SelectorError, parse_selector
@@ -62,11 +64,13 @@ _TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})  # Go strconv.ParseBo
 @dataclass(frozen=True, slots=True)
 class ServerConfig:
     """Defaults: backend reads time out after 10 s (the aggregator waits 60 s, the HPA has no
-    timeout of its own), the KEDA metrics-api endpoint is on."""
+    timeout of its own), the KEDA metrics-api endpoint is on, connection limits as
+    adapter/connections.py documents them."""
 
     version: str = "0.1.0"
     backend_timeout_s: float = 10.0
     keda_endpoint: bool = True
+    connections: ConnectionLimits = field(default_factory=ConnectionLimits)
 
 
 BACKEND = web.AppKey("backend", MetricsBackend)
@@ -479,7 +483,8 @@ def create_app(
     """The application. `background` coroutines (certificate reloads, ConfigMap refreshes) run
     while the app runs and are cancelled on shutdown."""
     config = config or ServerConfig()
-    app = web.Application(middlewares=[status_errors, guard], client_max_size=CLIENT_MAX_SIZE)
+    app = web.Application(middlewares=[request_timing, status_errors, guard], client_max_size=CLIENT_MAX_SIZE)
+    app[GUARD] = ConnectionGuard(config.connections, connection_metrics(telemetry), Trimmer())
     app[BACKEND] = backend
     app[ACCESS] = access
     app[TELEMETRY] = telemetry

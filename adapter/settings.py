@@ -106,6 +106,10 @@ class AdapterSettings(BaseSettings):
 
     # serving
     backend_timeout_s: float = Field(default=10.0, gt=0)
+    # client connections (adapter/connections.py): k8s.io/apiserver's 32 s and 90 s
+    max_connections: int = Field(default=1000, ge=1)
+    header_read_timeout_s: float = Field(default=32.0, gt=0)
+    idle_timeout_s: float = Field(default=90.0, gt=0)
     keda_endpoint: bool = True  # /keda/v1/namespaces/{ns}/{metric} for KEDA's metrics-api trigger
     access_log: bool = False
     log_level: str = "INFO"

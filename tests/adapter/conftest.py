@@ -27,6 +27,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from adapter.auth import DelegatedAccess, KubeReviewer, RequestHeaderConfig, load_ca_bundle
 from adapter.backend import BackendError, MetricSample
+from adapter.connections import GUARD, start_site
 from adapter.server import ServerConfig, create_app
 from adapter.telemetry import Telemetry
 from adapter.tls import ServingTLS
@@ -299,12 +300,19 @@ async def serve(app: web.Application, ssl_context: ssl.SSLContext | None = None)
     """Run `app` on an ephemeral loopback port; yields its base URL."""
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=ssl_context)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    guarded = None
+    if GUARD in app:  # the adapter's app: served as cli.serve does, with the connection guard
+        guarded = await start_site(runner, "127.0.0.1", 0, ssl_context=ssl_context)
+        port = guarded.port
+    else:
+        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=ssl_context)
+        await site.start()
+        port = site.port
     try:
         yield f"{'https' if ssl_context else 'http'}://127.0.0.1:{port}"
     finally:
+        if guarded is not None:
+            guarded.close()
         await runner.cleanup()
 
 
