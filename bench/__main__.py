@@ -1,4 +1,6 @@
-"""Run every benchmark in this folder, one after the other: `python -m bench` (or `make bench`)."""
+"""Run every benchmark in this folder, one after the other: `python -m bench` (or `make bench`).
+
+`python -m bench attack [NAME] [OPTIONS]` runs the attacks of bench/attack/ instead."""
 
 from __future__ import annotations
 
@@ -9,6 +11,10 @@ from pathlib import Path
 
 
 def main() -> int:
+    if sys.argv[1:2] == ["attack"]:
+        from bench.attack import main as attack
+
+        return attack(sys.argv[2:])
     names = sorted(
         m.name for m in pkgutil.iter_modules([str(Path(__file__).parent)]) if m.name.startswith("bench_")
     )
