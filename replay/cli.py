@@ -268,6 +268,10 @@ def _param(key: str, text: str) -> Any:
     try:
         if key == "forecaster":
             return ForecasterKind(text)
+        if key == "scale_to_zero":
+            if text.lower() not in ("true", "false"):
+                raise ValueError(text)
+            return text.lower() == "true"
         if key in ("lead_time_s", "lead_quantile", "static_replicas"):
             return (
                 None

@@ -27,7 +27,7 @@ import numpy.typing as npt
 from autoscaler.policy.observation import MetricReading, Observation
 from replay.engine import Engine, RequestResults
 from replay.fleet import Fleet, Replica, route
-from replay.policies import METRIC, ReplayPolicy
+from replay.policies import GATEWAY_METRIC, METRIC, ReplayPolicy
 from replay.profiles import Scenario
 from replay.trace import Trace
 
@@ -104,7 +104,7 @@ def simulate(
         )
     arrival = trace.arrival_s
     n = len(trace)
-    scrapes: deque[tuple[float, tuple[int, ...]]] = deque()
+    scrapes: deque[tuple[float, tuple[int, ...], int]] = deque()
     next_scrape = 0.0
     next_decision = 0.0
     desired = fleet.active_count
@@ -119,10 +119,10 @@ def simulate(
         fleet.advance(t)
         n_replicas = len(fleet.replicas)
         if t >= next_scrape:
-            scrapes.append((t, _scrape(engine, fleet, n_replicas)))
+            scrapes.append((t, _scrape(engine, fleet, n_replicas), len(gateway)))
             next_scrape += scenario.scrape_interval_s
         if t >= next_decision:
-            obs = _observe(t, scenario, fleet, engine, scrapes, policy, desired, n_replicas)
+            obs = _observe(t, scenario, fleet, engine, scrapes, policy, desired, n_replicas, len(gateway))
             want = policy.desired(t, obs)
             if want != desired:
                 scale_events += 1
@@ -222,28 +222,33 @@ def _observe(
     scenario: Scenario,
     fleet: Fleet,
     engine: Engine,
-    scrapes: deque[tuple[float, tuple[int, ...]]],
+    scrapes: deque[tuple[float, tuple[int, ...], int]],
     policy: ReplayPolicy,
     desired: int,
     n_replicas: int,
+    at_gateway: int,
 ) -> Observation:
-    if policy.fresh_metrics:
-        reading = _reading(_scrape(engine, fleet, n_replicas), 0.0)
+    if policy.fresh_metrics:  # the ready pods only, as a scrape of the endpoints (Knative's) sees them
+        ready = fleet.ready_ids
+        reading = _reading(tuple(engine.outstanding(n_replicas)[ready].tolist()) if len(ready) else (), 0.0)
+        pending = MetricReading((at_gateway * 1000,))
     else:
         visible = now - scenario.metric_delay_s
         while len(scrapes) > 1 and scrapes[1][0] <= visible:
             scrapes.popleft()
         if scrapes and scrapes[0][0] <= visible:
-            at, values = scrapes[0]
+            at, values, waiting = scrapes[0]
             reading = _reading(values, now - at)
+            pending = MetricReading((waiting * 1000,), age_s=now - at)
         else:
             reading = MetricReading.failed("no scrape old enough to have reached the metrics API yet")
+            pending = reading
     serving = len(fleet.ready_ids) + len(fleet.draining_ids)
     return Observation(
         spec_replicas=desired,
         status_replicas=fleet.active_count,
         ready_pods=serving,
-        metrics={METRIC: reading},
+        metrics={METRIC: reading, GATEWAY_METRIC: pending},
         starting_ready_at=fleet.predicted_ready_at(),
         lead_time_s=_lead_time_s(fleet, policy.lead_quantile),
     )

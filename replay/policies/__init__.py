@@ -22,10 +22,17 @@ The metric every reactive policy scales on is `inflight`: running + waiting requ
 target (requests per replica).
 """
 
-from replay.policies.base import DEFAULT_TARGET_INFLIGHT, METRIC, PolicyContext, PolicyError, ReplayPolicy
+from replay.policies.base import (
+    DEFAULT_TARGET_INFLIGHT,
+    GATEWAY_METRIC,
+    METRIC,
+    PolicyContext,
+    PolicyError,
+    ReplayPolicy,
+)
 from replay.policies.clairvoyant import ClairvoyantPolicy
 from replay.policies.hpa import DecidePolicy, hpa_spec
-from replay.policies.kpa import KpaLikePolicy
+from replay.policies.kpa import KpaPolicy
 from replay.policies.params import PolicyParams
 from replay.policies.predictive import predictive_spec
 from replay.policies.sizing import needed_replicas, peak_replicas, warm_start_replicas
@@ -34,11 +41,12 @@ from replay.policies.table import POLICY_NAMES, build_policy
 
 __all__ = [
     "DEFAULT_TARGET_INFLIGHT",
+    "GATEWAY_METRIC",
     "METRIC",
     "POLICY_NAMES",
     "ClairvoyantPolicy",
     "DecidePolicy",
-    "KpaLikePolicy",
+    "KpaPolicy",
     "PolicyContext",
     "PolicyError",
     "PolicyParams",

@@ -15,6 +15,9 @@ if TYPE_CHECKING:
     from replay.policies.params import PolicyParams
 
 METRIC = "infscale_inflight"  # as the adapter serves it: waiting + running requests
+# requests held at the gateway while no replica is ready (Knative's activator, KEDA's HTTP
+# interceptor): the signal that can wake a fleet scaled to zero
+GATEWAY_METRIC = "infscale_gateway_pending"
 DEFAULT_TARGET_INFLIGHT = 16.0  # requests per replica: a quarter of reference-70b's 64 slots
 
 

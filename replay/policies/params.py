@@ -20,6 +20,8 @@ class PolicyParams:
     lead_quantile: float | None = None  # set: that quantile of observed start-ups (after 3)
     static_replicas: int | None = None  # None: the trace's peak need at `target` (provision for peak)
     keda_poll_interval_s: float = 30.0
+    # kpa: Knative's default min-scale of 0 (scale to zero) instead of the scenario's min_replicas
+    scale_to_zero: bool = True
 
     def __post_init__(self) -> None:
         # every policy reads the target (warm start, static's peak, the clairvoyant's needs), not

@@ -280,6 +280,7 @@ def test_sweep_finds_the_cheapest_configuration_meeting_the_slo(tmp_path: Path) 
         ),
         pytest.param(["speed=1"], "--grid 'speed=1': expected PARAM=V1,V2", id="unknown parameter"),
         pytest.param(["target=fast"], "--grid target: cannot read 'fast'", id="not a number"),
+        pytest.param(["scale_to_zero=maybe"], "--grid scale_to_zero: cannot read 'maybe'", id="not a bool"),
         pytest.param([], "sweep: give at least one --grid", id="no grid"),
     ],
 )
