@@ -19,8 +19,9 @@ class PolicyParams:
     lead_time_s: float | None = None  # None: the cold-start model, from the cluster's state
     lead_quantile: float | None = None  # set: that quantile of observed start-ups (after 3)
     static_replicas: int | None = None  # None: the trace's peak need at `target` (provision for peak)
-    keda_poll_interval_s: float = 30.0
-    # kpa: Knative's default min-scale of 0 (scale to zero) instead of the scenario's min_replicas
+    keda_poll_interval_s: float = 30.0  # KEDA's pollingInterval
+    # keda and kpa: their upstream default minimum of 0 (KEDA's minReplicaCount, Knative's
+    # min-scale: scale to zero) instead of the scenario's min_replicas
     scale_to_zero: bool = True
 
     def __post_init__(self) -> None:

@@ -17,6 +17,7 @@ BUILDERS: Mapping[str, Callable[[PolicyContext], ReplayPolicy]] = {
     "static": static.build,
     "hpa": hpa.build,
     "keda": keda.build,
+    "keda-cached": keda.build_cached,
     "kpa": kpa.build,
     "predictive": predictive.build,
     "clairvoyant": clairvoyant.build,

@@ -57,7 +57,9 @@ def run(policy: str, scenario: Scenario = FAST) -> RunResult:
     return run_policy(ramp_trace(), scenario, policy, PARAMS)
 
 
-@pytest.mark.parametrize("policy", ["static-3", "hpa", "keda", "kpa", "predictive", "clairvoyant"])
+@pytest.mark.parametrize(
+    "policy", ["static-3", "hpa", "keda", "keda-cached", "kpa", "predictive", "clairvoyant"]
+)
 def test_every_request_finishes_exactly_once(policy: str) -> None:
     result = run(policy)
     req = result.requests
@@ -101,7 +103,7 @@ def test_same_seed_same_report() -> None:
     assert report.to_json(first) == report.to_json(second)
 
 
-@pytest.mark.parametrize("policy", ["hpa", "keda", "predictive"])
+@pytest.mark.parametrize("policy", ["hpa", "predictive"])
 def test_policy_decides_in_replay_as_when_called_directly(policy: str) -> None:
     trace = ramp_trace()
     built = build_policy(policy, FAST, trace, PARAMS, lambda: 0.0)
