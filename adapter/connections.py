@@ -359,7 +359,7 @@ class GuardedSite:
 
 
 async def start_site(
-    runner: web.AppRunner, host: str, port: int, *, ssl_context: ssl.SSLContext | None
+    runner: web.AppRunner, host: str | None, port: int, *, ssl_context: ssl.SSLContext | None
 ) -> GuardedSite:
     """Listen on host:port with the cap and the timers of the app's `ConnectionGuard` (create_app
     makes it from `ServerConfig.connections`); `runner` must be set up. OSError when the address
