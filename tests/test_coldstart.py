@@ -314,6 +314,20 @@ def test_predict_ready(
         pytest.param(spec_of(gpus_per_replica=0), "gpus_per_replica", id="no GPUs"),
         pytest.param(spec_of(gpus_per_replica=16), "gpus_per_replica", id="replica larger than a node"),
         pytest.param(spec_of(gpus_per_node=0), "gpus_per_node", id="empty node"),
+        pytest.param(spec_of(engine_init_s=-1), "engine_init_s", id="negative init"),
+        pytest.param(spec_of(compile_s=math.inf), "compile_s", id="endless compile"),
+        pytest.param(spec_of(compile_cached_s=-1), "compile_cached_s", id="negative cached compile"),
+        pytest.param(
+            spec_of(compile_s=8, compile_cached_s=45), "compile_cached_s", id="hit slower than a miss"
+        ),
+        pytest.param(spec_of(compile_cache="disk"), "compile_cache", id="unknown compile cache"),
+        pytest.param(spec_of(node_cache_gb=100), "node_cache_gb", id="capacity without a cache"),
+        pytest.param(spec_of(local_cache_gbps=20, node_cache_gb=0), "node_cache_gb", id="zero capacity"),
+        pytest.param(spec_of(peer_gbps=0), "peer_gbps", id="zero peer speed"),
+        pytest.param(spec_of(max_concurrent_loads=0), "max_concurrent_loads", id="a gate with no slot"),
+        pytest.param(spec_of(max_concurrent_loads=1.5), "max_concurrent_loads", id="half a slot"),
+        pytest.param(spec_of(max_concurrent_loads=True), "max_concurrent_loads", id="a bool is not a count"),
+        pytest.param(spec_of(load_gate_scope="pod"), "load_gate_scope", id="unknown gate scope"),
     ],
 )
 def test_bad_spec_names_the_field(spec: ColdStartSpec, field: str) -> None:
@@ -345,6 +359,13 @@ def test_bad_spec_names_the_field(spec: ColdStartSpec, field: str) -> None:
         pytest.param(
             SEED, {"loading_remaining_gb": (1, -3)}, "loading_remaining_gb[1]", id="negative remaining"
         ),
+        pytest.param(
+            SEED,
+            {"free_gpus_per_node": (8,), "compile_cached_nodes": (0,)},
+            "compile_cached_nodes",
+            id="compile artifacts on a node without a node compile cache",
+        ),
+        pytest.param(SEED, {"peer_sources": -1}, "peer_sources", id="negative peers"),
     ],
 )
 def test_bad_state_names_the_argument(spec: ColdStartSpec, state: dict[str, Any], field: str) -> None:

@@ -108,22 +108,50 @@ class MetricSpec:
             raise ValueError(f"metric {self.name!r}: target must be > 0, got {self.target_milli / 1000:g}")
 
 
+class CompileCache(StrEnum):
+    """Where torch.compile / CUDA-graph artifacts are kept between starts."""
+
+    NONE = "none"  # every start compiles (compile_s)
+    NODE = "node"  # on the node's disk: a node where the model compiled once hits (compile_cached_s)
+    CLUSTER = "cluster"  # a shared volume: hits everywhere once any replica compiled
+
+
+class GateScope(StrEnum):
+    """What a load-gate slot covers (see docs/coldstart.md)."""
+
+    LOAD = "load"  # the weight load only: taken after engine init, given back when the weights are in
+    STARTUP = "startup"  # engine start to ready, as a sidecar gating the engine container holds it
+
+
 @dataclass(frozen=True, slots=True)
 class ColdStartSpec:
-    """How long a new replica takes to become ready. GB are 10^9 bytes; bandwidths in GB/s."""
+    """How long a new replica takes to become ready. GB are 10^9 bytes; bandwidths in GB/s.
+
+    Phases: node provisioning -> image pull -> engine init -> [load gate] -> weight load ->
+    compile / CUDA-graph capture -> warm-up -> ready. Every default keeps the phase out (0 s, no
+    cache, no gate), so a spec with only weights and storage is the plain shared-storage model.
+    Checked by coldstart.check_spec (each error names its field).
+    """
 
     weights_gb: float
-    storage_gbps: float  # shared by every replica loading at the same time
-    per_loader_gbps: float | None = None  # cap of one loader; None: no cap
-    local_cache_gbps: float | None = None  # speed from a node-local cache; None: no cache
+    storage_gbps: float  # shared storage: split by every replica loading from it at the same time
+    per_loader_gbps: float | None = None  # cap of one loader on shared storage; None: no cap
+    local_cache_gbps: float | None = None  # speed from a node-local weights cache; None: no cache
     image_pull_s: float = 0.0  # skipped on a node that has the image
-    warmup_s: float = 0.0  # engine init, CUDA graphs, warm-up requests
+    warmup_s: float = 0.0  # after compile: warm-up requests until the readiness probe passes
     node_provision_s: float = 0.0  # when no node has the replica's GPUs free
     gpus_per_replica: int = 1
     gpus_per_node: int = 8
-    # the load gate (`infscale loadgate`): at most this many replicas read weights from the shared
-    # storage at once, the others wait in line; None: no gate, every replica loads when it starts
+    engine_init_s: float = 0.0  # process start, imports, CUDA/NCCL init, before the weights load
+    compile_s: float = 0.0  # torch.compile + CUDA-graph capture on a compile-cache miss
+    compile_cached_s: float = 0.0  # the same on a hit (used only with compile_cache)
+    compile_cache: CompileCache = CompileCache.NONE
+    node_cache_gb: float | None = None  # capacity of the node-local cache; None: unlimited
+    peer_gbps: float | None = None  # one loader's speed reading from a ready replica; None: no peer-to-peer
+    # the load gate (`infscale loadgate`): at most this many replicas load weights at once, the
+    # others wait in line; None: no gate, every replica loads when it gets there
     max_concurrent_loads: int | None = None
+    load_gate_scope: GateScope = GateScope.LOAD  # what a slot covers
 
 
 class ForecasterKind(StrEnum):

@@ -1,0 +1,475 @@
+"""Replicas on their way to ready: the cold-start phases as one pure, event-driven machine.
+
+The replay's fleet runs it as the policy adds and removes replicas; the cold-start model
+(coldstart.predict_ready) builds one from the cluster it is told about, or copies the fleet's,
+and runs it to the end: "when is each replica ready if nobody else starts or stops?". So the
+policy's predictions and the simulated cluster share one arithmetic. Pure: time comes in through
+advance(to); no clock, no I/O.
+
+One replica's phases, each of which may take 0 s:
+
+  PROVISION  until its node is up (a new node is up node_provision_s after it was asked for)
+  PULL       until its node has the image: image_pull_s, once per node; later replicas on the
+             node wait for the pull in progress, and a pull, once started, completes
+  INIT       engine_init_s: process start, imports, CUDA / NCCL init
+  GATE       waiting for a load-gate slot (max_concurrent_loads). The slot is taken after INIT and
+             given back when the weights are in; with load_gate_scope = startup it is taken
+             before INIT and given back at READY (a sidecar gating the engine container)
+  LOAD       the weights, from the first tier that applies:
+               the node cache, when it holds them (local_cache_gbps, not shared);
+               a ready replica, when peer_gbps is set and one is ready (peer_gbps, not shared);
+               shared storage otherwise (processor sharing with a cap, storage.py), written
+               through to the node cache when the spec has one
+  COMPILE    compile_cached_s on a compile-cache hit, compile_s on a miss; a miss fills the cache
+  WARMUP     warmup_s
+  READY      serves, and counts as a peer source until the owner says it is gone
+
+Gate order: first come, first served by the time a replica reaches the gate, replicas reaching
+it at the same instant in the order they were started. Slots are handed out after every event of
+an instant has been processed, so that order holds whatever order the events came in.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from enum import IntEnum, StrEnum
+from itertools import pairwise
+
+from autoscaler.policy.nodecache import NodeCache
+from autoscaler.policy.spec import ColdStartSpec, CompileCache, GateScope
+from autoscaler.policy.storage import BYTE_GB, loader_gbps
+
+MODEL = "model"  # the node cache's key for this spec's weights (one model per machine)
+PSEUDO_NODE = -1  # the node of loaders the caller only knows by their bytes left
+
+
+class StartPhase(IntEnum):
+    PROVISION = 0
+    PULL = 1
+    INIT = 2
+    GATE = 3
+    LOAD = 4
+    COMPILE = 5
+    WARMUP = 6
+    READY = 7
+
+
+class Tier(StrEnum):
+    SHARED = "shared"
+    CACHE = "cache"
+    PEER = "peer"
+
+
+_LOAD_GATED = (
+    StartPhase.PROVISION,
+    StartPhase.PULL,
+    StartPhase.INIT,
+    StartPhase.GATE,
+    StartPhase.LOAD,
+    StartPhase.COMPILE,
+    StartPhase.WARMUP,
+    StartPhase.READY,
+)
+_STARTUP_GATED = (
+    StartPhase.PROVISION,
+    StartPhase.PULL,
+    StartPhase.GATE,
+    StartPhase.INIT,
+    StartPhase.LOAD,
+    StartPhase.COMPILE,
+    StartPhase.WARMUP,
+    StartPhase.READY,
+)
+
+
+# Enum members are slow to look up on their class (about 1 us each in CPython 3.11): the hot paths
+# below compare against these module-level aliases instead.
+_PROVISION, _PULL, _INIT, _GATE, _LOAD, _COMPILE, _WARMUP, _READY = StartPhase
+_SHARED, _CACHE, _PEER = Tier.SHARED, Tier.CACHE, Tier.PEER
+_PHASES = len(StartPhase)
+
+
+def phase_order(spec: ColdStartSpec) -> tuple[StartPhase, ...]:
+    """The phases in the order a replica of this spec goes through them."""
+    return _STARTUP_GATED if spec.load_gate_scope == GateScope.STARTUP else _LOAD_GATED
+
+
+@dataclass(slots=True)
+class Start:
+    """One replica on its way to ready (the machine's record; callers read it)."""
+
+    replica: int
+    node: int
+    order: int  # start order: breaks ties at the gate
+    phase: StartPhase = StartPhase.PROVISION
+    entered: list[float] = field(default_factory=lambda: [math.nan] * _PHASES)
+    tier: Tier | None = None
+    target_gb: float = 0.0  # shared-storage loads: done when the service per loader reaches this
+    compile_hit: bool | None = None
+    token: int = 0  # bumped on every phase change: timers of an earlier phase are stale
+
+
+@dataclass(slots=True)
+class NodeFacts:
+    up_at: float
+    image: bool
+    cache: NodeCache
+    compiled: bool
+    pull_done_at: float | None = None  # a pull in progress ends then
+
+
+_REPLICA, _NODE_PULL = 0, 1
+
+
+class Startups:
+    """The replicas of one spec between "asked for" and "ready", and the facts they depend on:
+    per node (up time, image, weights cache, compile cache), the cluster's compile cache, the
+    ready replicas that can serve weights peer-to-peer, the load gate and the shared storage.
+
+    The spec must pass coldstart.check_spec. `on_phase(replica, phase, at)` is told every phase a
+    replica enters (READY included); copies made by clone() tell nobody.
+    """
+
+    def __init__(
+        self,
+        spec: ColdStartSpec,
+        *,
+        now: float = 0.0,
+        peer_sources: int = 0,
+        compile_cache_warm: bool = False,
+        on_phase: Callable[[int, StartPhase, float], None] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.now = now
+        self.peer_sources = peer_sources  # READY replicas that can serve their weights
+        self.compile_cache_warm = compile_cache_warm  # CLUSTER scope: some replica compiled
+        self.on_phase = on_phase
+        self.version = 0  # bumped on every change of state that is not the passing of time
+        self.nodes: dict[int, NodeFacts] = {}
+        self._starts: dict[int, Start] = {}
+        self._order = 0
+        self._timers: list[tuple[float, int, int, int, int]] = []  # (at, seq, kind, ref, token)
+        self._seq = 0
+        # Shared storage: every loader reading from it gets the same speed, so one number, the GB
+        # each has received since the storage was last idle (S), says how far all of them are; a
+        # loader joining at S with g GB to read is done when S reaches S + g (its target). This
+        # keeps an event O(log n) where stepping every loader's bytes would be O(n).
+        self._shared: dict[int, Start] = {}  # replica -> record, in the order they began
+        self._targets: list[tuple[float, int, int]] = []  # (target, start order, replica): heap
+        self._served = 0.0  # S
+        self._holders: set[int] = set()  # replicas holding a gate slot
+        self._queue: list[tuple[float, int, int]] = []  # (arrived at, start order, replica): heap
+        self._order_phases = phase_order(spec)
+        self._next_phase = dict(pairwise(self._order_phases))
+        self._facts_of_spec()
+
+    def _facts_of_spec(self) -> None:
+        spec = self.spec
+        self._init_s, self._warmup_s = spec.engine_init_s, spec.warmup_s
+        self._compile_node = spec.compile_cache == CompileCache.NODE
+        self._compile_cluster = spec.compile_cache == CompileCache.CLUSTER
+        self._release_after_load = spec.load_gate_scope == GateScope.LOAD
+
+    # --- what the machine is told -----------------------------------------------------------
+
+    def add_node(
+        self, node: int, *, up_at: float, image: bool = False, weights: bool = False, compiled: bool = False
+    ) -> None:
+        """A node replicas can be started on; `weights` counts only with a node cache."""
+        cache = NodeCache(self.spec.node_cache_gb)
+        if weights and self.spec.local_cache_gbps is not None:
+            cache = cache.filled(MODEL, self.spec.weights_gb)
+        self.nodes[node] = NodeFacts(up_at, image, cache, compiled)
+        self.version += 1
+
+    def drop_node(self, node: int) -> None:
+        """The node is gone, and with it its image, weights and compile caches."""
+        self.nodes.pop(node, None)
+        self.version += 1
+
+    def start(self, replica: int, node: int) -> Start:
+        """Replica `replica` was asked for now, bound to `node` (added before). The record returned
+        keeps the time each phase was entered, up to READY (when the machine lets go of it)."""
+        s = Start(replica, node, self._order)
+        self._order += 1
+        self._starts[replica] = s
+        self.version += 1
+        self._enter(s, _PROVISION)
+        self._grant()
+        return s
+
+    def add_loading(self, replica: int, left_gb: float) -> None:
+        """A replica already reading `left_gb` from shared storage (and holding a gate slot), of
+        which nothing else is known: it compiles and warms up like any other afterwards."""
+        if PSEUDO_NODE not in self.nodes:
+            self.add_node(PSEUDO_NODE, up_at=-math.inf, image=True)
+        s = Start(replica, PSEUDO_NODE, self._order, _LOAD, tier=_SHARED)
+        self._order += 1
+        self._starts[replica] = s
+        self._holders.add(replica)
+        self.version += 1
+        if left_gb <= BYTE_GB:
+            self._leave(s)
+        else:
+            self._join(s, left_gb)
+
+    def cancel(self, replica: int) -> None:
+        """The replica was deleted before it was ready: its bandwidth and gate slot go to others."""
+        s = self._starts.pop(replica, None)
+        if s is None:
+            return
+        self.version += 1
+        if self._shared.pop(replica, None) is not None and not self._shared:
+            self._idle_storage()
+        self._holders.discard(replica)
+        self._grant()
+
+    def source_gone(self) -> None:
+        """A ready replica stopped serving (drained or deleted): one peer source less."""
+        self.peer_sources = max(0, self.peer_sources - 1)
+        self.version += 1
+
+    # --- what callers read -------------------------------------------------------------------
+
+    def get(self, replica: int) -> Start | None:
+        return self._starts.get(replica)
+
+    def starting(self) -> Iterable[Start]:
+        return self._starts.values()
+
+    @property
+    def shared_left_gb(self) -> list[float]:
+        """GB still to read by each replica loading from shared storage, in the order they began."""
+        served = self._served
+        return [max(0.0, s.target_gb - served) for s in self._shared.values()]
+
+    @property
+    def busy(self) -> bool:
+        """Something will happen without being told: a timer is pending or a load is running."""
+        return bool(self._shared or self._timers)
+
+    def clone(self) -> Startups:
+        """An independent copy that reports to nobody, for "what if nothing else changes"."""
+        other = Startups.__new__(Startups)
+        other.spec = self.spec
+        other.now = self.now
+        other.peer_sources = self.peer_sources
+        other.compile_cache_warm = self.compile_cache_warm
+        other.on_phase = None
+        other.version = self.version
+        other.nodes = {
+            n: NodeFacts(f.up_at, f.image, f.cache, f.compiled, f.pull_done_at) for n, f in self.nodes.items()
+        }
+        other._starts = {
+            r: Start(
+                s.replica,
+                s.node,
+                s.order,
+                s.phase,
+                list(s.entered),
+                s.tier,
+                s.target_gb,
+                s.compile_hit,
+                s.token,
+            )
+            for r, s in self._starts.items()
+        }
+        other._order = self._order
+        other._timers = list(self._timers)
+        other._seq = self._seq
+        other._shared = {r: other._starts[r] for r in self._shared}
+        other._targets = list(self._targets)
+        other._served = self._served
+        other._holders = set(self._holders)
+        other._queue = list(self._queue)
+        other._order_phases = self._order_phases
+        other._next_phase = self._next_phase
+        other._facts_of_spec()
+        return other
+
+    # --- time ----------------------------------------------------------------------------------
+
+    def advance(self, to: float) -> None:
+        """Process every event up to `to` (inclusive), then stand at `to`."""
+        if not self._shared and (not self._timers or self._timers[0][0] > to):
+            self.now = max(self.now, to)  # nothing happens before `to`: most calls
+            return
+        while self._step(to):
+            pass
+
+    def run(self, until: Start | None = None) -> None:
+        """Advance until every replica is ready, or only until `until` is."""
+        while (until is None or until.phase != _READY) and self._step(math.inf):
+            pass
+
+    def _step(self, to: float) -> bool:
+        """Process the next instant with events if it is not after `to` and say so; otherwise
+        progress the loads to `to`, stand there and return False."""
+        timer = self._timers[0][0] if self._timers else math.inf
+        rate, load_done = 0.0, math.inf
+        if self._shared:
+            rate = loader_gbps(len(self._shared), self.spec.storage_gbps, self.spec.per_loader_gbps)
+            load_done = self.now + max(0.0, self._next_target() - self._served) / rate
+        at = max(min(timer, load_done), self.now)  # a timer stamped in the past fires now
+        if at > to or at == math.inf:
+            if rate and to != math.inf:
+                self._served += (to - self.now) * rate
+            self.now = max(self.now, to)
+            return False
+        self._served += (at - self.now) * rate
+        self.now = at
+        self._instant()
+        return True
+
+    def _next_target(self) -> float:
+        """The smallest target of a loader still reading (dropping entries of cancelled ones)."""
+        targets, shared = self._targets, self._shared
+        while shared.get(targets[0][2]) is None:
+            heapq.heappop(targets)
+        return targets[0][0]
+
+    def _join(self, s: Start, gb: float) -> None:
+        s.target_gb = self._served + gb
+        self._shared[s.replica] = s
+        heapq.heappush(self._targets, (s.target_gb, s.order, s.replica))
+
+    def _idle_storage(self) -> None:
+        """Nobody reads: S restarts from 0 (keeps its floats small) and old targets are stale."""
+        self._served = 0.0
+        self._targets.clear()
+
+    def _instant(self) -> None:
+        """Everything due now: finished shared loads (smallest target first, ties in start
+        order), then timers (in the order they were set), then the gate's free slots; again
+        while any of them acted."""
+        while True:
+            acted = False
+            done = []
+            while self._shared and self._next_target() - self._served <= BYTE_GB:
+                _, _, replica = heapq.heappop(self._targets)
+                done.append(self._shared.pop(replica))
+            if done and not self._shared:
+                self._idle_storage()
+            for finished in done:
+                self._leave(finished)
+                acted = True
+            while self._timers and self._timers[0][0] <= self.now:
+                _, _, kind, ref, token = heapq.heappop(self._timers)
+                acted = True
+                if kind == _NODE_PULL:
+                    node = self.nodes.get(ref)
+                    if node is not None and node.pull_done_at is not None and node.pull_done_at <= self.now:
+                        node.image, node.pull_done_at = True, None
+                        self.version += 1
+                    continue
+                due = self._starts.get(ref)
+                if due is not None and due.token == token:
+                    self._leave(due)
+            if self._grant():
+                acted = True
+            if not acted:
+                return
+
+    def _push(self, at: float, kind: int, ref: int, token: int) -> None:
+        heapq.heappush(self._timers, (at, self._seq, kind, ref, token))
+        self._seq += 1
+
+    def _after(self, s: Start, seconds: float) -> None:
+        """Leave the current phase `seconds` from now (at once when 0)."""
+        if seconds <= 0:
+            self._leave(s)
+        else:
+            self._push(self.now + seconds, _REPLICA, s.replica, s.token)
+
+    # --- the phases --------------------------------------------------------------------------
+
+    def _enter(self, s: Start, phase: StartPhase) -> None:
+        now = self.now
+        s.phase = phase
+        s.entered[phase] = now
+        s.token += 1
+        self.version += 1
+        if self.on_phase is not None:
+            self.on_phase(s.replica, phase, now)
+        if phase == _INIT:
+            self._after(s, self._init_s)
+        elif phase == _WARMUP:
+            self._after(s, self._warmup_s)
+        elif phase == _PROVISION:
+            self._after(s, self.nodes[s.node].up_at - now)
+        elif phase == _PULL:
+            node = self.nodes[s.node]
+            if node.image:
+                self._leave(s)
+                return
+            if node.pull_done_at is None:
+                node.pull_done_at = now + self.spec.image_pull_s
+                self._push(node.pull_done_at, _NODE_PULL, s.node, 0)
+            self._after(s, node.pull_done_at - now)
+        elif phase == _GATE:
+            if self.spec.max_concurrent_loads is None:
+                self._leave(s)
+            else:  # a slot is handed out by _grant, once the instant's events are all in
+                heapq.heappush(self._queue, (now, s.order, s.replica))
+        elif phase == _LOAD:
+            self._load(s, self.nodes[s.node])
+        elif phase == _COMPILE:
+            hit = (self._compile_node and self.nodes[s.node].compiled) or (
+                self._compile_cluster and self.compile_cache_warm
+            )
+            s.compile_hit = hit
+            self._after(s, self.spec.compile_cached_s if hit else self.spec.compile_s)
+        else:  # READY
+            del self._starts[s.replica]
+            self.peer_sources += 1
+            self._holders.discard(s.replica)
+
+    def _load(self, s: Start, node: NodeFacts) -> None:
+        spec = self.spec
+        if spec.local_cache_gbps is not None and node.cache.holds(MODEL):
+            s.tier = _CACHE
+            node.cache = node.cache.read(MODEL)
+            self._after(s, spec.weights_gb / spec.local_cache_gbps)
+        elif spec.peer_gbps is not None and self.peer_sources > 0:
+            s.tier = _PEER
+            self._after(s, spec.weights_gb / spec.peer_gbps)
+        else:
+            s.tier = _SHARED
+            if spec.weights_gb <= BYTE_GB:
+                self._leave(s)
+            else:
+                self._join(s, spec.weights_gb)
+
+    def _leave(self, s: Start) -> None:
+        """The current phase is over: its exit effects, then the next phase."""
+        phase = s.phase
+        if phase == _LOAD:
+            node = self.nodes.get(s.node)
+            if s.tier == _SHARED and self.spec.local_cache_gbps is not None and node is not None:
+                node.cache = node.cache.filled(MODEL, self.spec.weights_gb)
+            if self._release_after_load:
+                self._holders.discard(s.replica)
+        elif phase == _COMPILE and not s.compile_hit:
+            node = self.nodes.get(s.node)
+            if self._compile_node and node is not None:
+                node.compiled = True
+            elif self._compile_cluster:
+                self.compile_cache_warm = True
+        self._enter(s, self._next_phase[phase])
+
+    def _grant(self) -> bool:
+        """Hand free gate slots to the queue's head, first come first served."""
+        slots = self.spec.max_concurrent_loads
+        granted = False
+        while self._queue and slots is not None and len(self._holders) < slots:
+            _, _, replica = heapq.heappop(self._queue)
+            s = self._starts.get(replica)
+            if s is None or s.phase != _GATE:
+                continue  # cancelled while waiting
+            self._holders.add(replica)
+            granted = True
+            self._leave(s)
+        return granted
