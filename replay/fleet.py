@@ -3,16 +3,20 @@
 Sits between replay/simulate.py (which asks for a replica count every sync period and routes each
 tick's arrivals) and replay/engine.py (which serves what was routed). Lifecycle of a replica:
 
-    requested -> [node provisioning] -> [image pull] -> weight load -> warm-up -> ready -> draining -> deleted
-                  only when no node has   cached per    shared storage,               no new requests;
-                  its GPUs free            node          loaders come and go           in-flight finish
+    requested -> [node provisioning] -> [image pull] -> engine init -> [load gate] -> weight load
+              -> compile -> warm-up -> ready -> draining -> deleted
 
-Placement asks the policy core (coldstart.place_replicas); loaders share the storage bandwidth with
-the policy core's arithmetic (coldstart.advance_loads / next_load_completion_s), advanced exactly
-between events, so 8 replicas of 140 GB at 10 GB/s are all ready 112 s after their loads start.
+Everything between "requested" and "ready" is the policy core's start-up machine
+(autoscaler/policy/startup.py): the fleet tells it which node each replica is bound to and runs
+it event by event, so the cluster the replay simulates and the cold-start model the policies ask
+(coldstart.project_ready on a copy of the same machine) are one arithmetic: 8 replicas of 140 GB
+at a shared 10 GB/s are all ready 112 s after their loads start, and behind a one-slot load gate
+14 s apart. The fleet keeps what the machine does not: placement (coldstart.place_replicas),
+nodes coming and going, GPU accounting and draining.
 A replica holds its GPUs from scheduling (its node is up) to deletion: loading costs GPU-hours.
-On scale-down, replicas that are not ready go first (newest first, as a ReplicaSet does); ready
-ones drain and are deleted when their last request finishes, so no request is lost.
+On scale-down, replicas that are not ready go first (the earliest in their start-up first, then
+the newest, as a ReplicaSet does); ready ones drain and are deleted when their last request
+finishes, so no request is lost.
 """
 
 from __future__ import annotations
@@ -28,9 +32,11 @@ import numpy as np
 import numpy.typing as npt
 
 from autoscaler.policy import coldstart
-from autoscaler.policy.spec import ColdStartSpec
+from autoscaler.policy.spec import ColdStartSpec, CompileCache
+from autoscaler.policy.startup import MODEL, StartPhase, Startups
 
 I64 = npt.NDArray[np.int64]
+PROBE = -1  # the replica id of "one more, started now" in lead-time projections
 
 
 class Phase(IntEnum):
@@ -38,11 +44,29 @@ class Phase(IntEnum):
 
     PROVISIONING = 0  # waiting for a new node
     PULLING = 1
-    LOADING = 2
-    WARMING = 3
-    READY = 4
-    DRAINING = 5
-    DELETED = 6
+    INITIALIZING = 2  # engine init
+    GATED = 3  # waiting for a load-gate slot
+    LOADING = 4
+    COMPILING = 5
+    WARMING = 6
+    READY = 7
+    DRAINING = 8
+    DELETED = 9
+
+
+_PHASE_OF = {
+    StartPhase.PROVISION: Phase.PROVISIONING,
+    StartPhase.PULL: Phase.PULLING,
+    StartPhase.INIT: Phase.INITIALIZING,
+    StartPhase.GATE: Phase.GATED,
+    StartPhase.LOAD: Phase.LOADING,
+    StartPhase.COMPILE: Phase.COMPILING,
+    StartPhase.WARMUP: Phase.WARMING,
+    StartPhase.READY: Phase.READY,
+}
+
+
+_PULL, _READY = StartPhase.PULL, StartPhase.READY  # enum members are slow to look up on the class
 
 
 @dataclass(slots=True)
@@ -55,7 +79,6 @@ class Replica:
     requested_s: float
     scheduled_s: float = math.nan  # GPUs held from here ...
     deleted_s: float = math.nan  # ... to here
-    load_left_gb: float = 0.0
     ready_s: float = math.nan
     drain_s: float = math.nan
     cold: bool = True  # False for the warm replicas present at t = 0
@@ -63,12 +86,11 @@ class Replica:
 
 @dataclass(slots=True)
 class Node:
+    """A node's GPUs and life; what it has cached lives in the start-up machine's facts."""
+
     id: int
     gpus_free: int
     up_s: float
-    image_cached: bool = False
-    weights_cached: bool = False
-    pull_done_s: float | None = None  # a pull in progress finishes then; others on the node wait for it
     empty_since: float | None = None
     removed: bool = False
 
@@ -79,23 +101,9 @@ class NodeState(TypedDict):
     free_gpus_per_node: list[int]
     image_cached_nodes: set[int]
     weights_cached: set[int]
-
-
-def _node_state(spec: ColdStartSpec, live: list[Node]) -> NodeState:
-    cache = spec.local_cache_gbps is not None  # weights stay on a node only with a local cache
-    return NodeState(
-        free_gpus_per_node=[n.gpus_free for n in live],
-        image_cached_nodes={i for i, n in enumerate(live) if n.image_cached},
-        weights_cached={i for i, n in enumerate(live) if n.weights_cached} if cache else set(),
-    )
-
-
-class _Ev(IntEnum):
-    NODE_UP = 0
-    PULL_DONE = 1
-    CACHE_LOAD_DONE = 2
-    WARM_DONE = 3
-    NODE_IDLE = 4
+    compile_cached_nodes: set[int]
+    compile_cache_warm: bool
+    peer_sources: int
 
 
 def route(outstanding: I64, k: int) -> I64:
@@ -131,21 +139,27 @@ class Fleet:
         self.now = 0.0
         self.replicas: list[Replica] = []
         self.nodes: list[Node] = []
-        self._events: list[tuple[float, int, _Ev, int]] = []
+        # the warm replicas have compiled and serve: a warm compile cache and peer sources
+        self._machine = Startups(
+            spec, peer_sources=initial_ready, compile_cache_warm=initial_ready > 0, on_phase=self._on_phase
+        )
+        self._idle: list[tuple[float, int, int]] = []  # (at, seq, node): a node empty since then
         self._seq = 0
-        self._loading: list[int] = []  # replica ids reading from shared storage
+        self._changes = 0  # fleet changes the machine does not see (drained replicas deleted)
         self._ready: list[int] = []
         self._starting: list[int] = []  # phase before READY, in creation order
         self._alive_nodes: list[Node] = []  # not removed (up or provisioning)
         self._startups: list[float] = []  # request-to-ready seconds of each replica started in the run
         self._draining: list[int] = []
         self._ready_array: I64 | None = None
-        self._lead_time: tuple[object, float] | None = None  # (cluster state, lead time) last computed
+        self._lead_time: tuple[object, float] | None = None  # (state, lead time) last computed
+        self._probe_node: tuple[object, int | None] | None = None  # (state, where one more would go)
+        self._projected: tuple[object, tuple[float, ...]] | None = None  # (state, ready times)
         per_node = spec.gpus_per_node // spec.gpus_per_replica
         for i in range(initial_ready):
             if i % per_node == 0:
-                self.nodes.append(Node(len(self.nodes), spec.gpus_per_node, 0.0, True, True))
-                self._alive_nodes.append(self.nodes[-1])
+                node = self._new_node(0.0)
+                self._machine.add_node(node.id, up_at=0.0, image=True, weights=True, compiled=True)
             node = self.nodes[-1]
             node.gpus_free -= spec.gpus_per_replica
             rep = Replica(len(self.replicas), node.id, Phase.READY, 0.0, 0.0, ready_s=0.0, cold=False)
@@ -181,52 +195,58 @@ class Fleet:
         """Nodes that are up now (not removed, not still provisioning), in creation order."""
         return [n for n in self._alive_nodes if n.up_s <= self.now]
 
-    def lead_time_s(self) -> float:
-        """Time to ready of one more replica started now, from the cluster's state (the policy
-        core's coldstart.lead_time_s); the last answer is reused while that state is unchanged."""
-        live = self.live_nodes()
-        loading = self.loading_remaining_gb
-        key = (tuple((n.gpus_free, n.image_cached, n.weights_cached) for n in live), tuple(loading))
-        if self._lead_time is None or self._lead_time[0] != key:
-            lead = coldstart.lead_time_s(
-                self.spec, **_node_state(self.spec, live), loading_remaining_gb=loading
-            )
-            self._lead_time = (key, lead)
-        return self._lead_time[1]
-
     @property
     def loading_remaining_gb(self) -> list[float]:
         """GB still to read by each replica loading from shared storage."""
-        return [self.replicas[i].load_left_gb for i in self._loading]
+        return self._machine.shared_left_gb
+
+    def node_state(self, live: list[Node]) -> NodeState:
+        """What the policy core's placement needs to know of these nodes."""
+        spec, facts = self.spec, self._machine.nodes
+        return NodeState(
+            free_gpus_per_node=[n.gpus_free for n in live],
+            image_cached_nodes={i for i, n in enumerate(live) if facts[n.id].image},
+            weights_cached={i for i, n in enumerate(live) if facts[n.id].cache.holds(MODEL)}
+            if spec.local_cache_gbps is not None
+            else set(),
+            compile_cached_nodes={i for i, n in enumerate(live) if facts[n.id].compiled}
+            if spec.compile_cache == CompileCache.NODE
+            else set(),
+            compile_cache_warm=self._machine.compile_cache_warm,
+            peer_sources=self._machine.peer_sources,
+        )
+
+    def lead_time_s(self) -> float:
+        """Time to ready of one more replica started now, placed as scale_to would place it, with
+        every replica already starting ahead of it (the policy core's machine, run on a copy).
+        Reused while nothing changes and nothing is in flight."""
+        live = sum(1 for n in self._alive_nodes if n.up_s <= self.now)
+        state = (self._machine.version, self._changes, live)
+        if self._lead_time is not None and self._lead_time[0] == state and not self._machine.busy:
+            return self._lead_time[1]
+        if self._probe_node is None or self._probe_node[0] != state:
+            node = self._choose_node()
+            self._probe_node = (state, None if node is None else node.id)
+        copy = self._machine.clone()
+        node_id = self._probe_node[1]
+        if node_id is None:
+            node_id = len(self.nodes)
+            copy.add_node(node_id, up_at=self.now + self.spec.node_provision_s)
+        probe = copy.start(PROBE, node_id)
+        copy.run(until=probe)  # what comes after the probe is ready cannot change when it is
+        lead = probe.entered[_READY] - self.now
+        self._lead_time = (state, lead)
+        return lead
 
     def predicted_ready_at(self) -> tuple[float, ...]:
-        """When each starting replica would be ready if nobody else started: what the controller
-        can know from the pods and the cold-start model (the replay does not leak the future)."""
-        spec = self.spec
-        sizes: list[float] = []
-        starts: list[float] = []
-        out: list[float] = []
-        for r in self.starting():
-            if r.phase == Phase.WARMING:
-                out.append(r.ready_s)
-                continue
-            if r.phase == Phase.LOADING:
-                sizes.append(r.load_left_gb)
-                starts.append(self.now)
-                continue
-            node = self.nodes[r.node]
-            up = max(node.up_s, self.now)
-            pull = 0.0 if node.image_cached else spec.image_pull_s
-            if node.pull_done_s is not None:
-                pull = max(0.0, node.pull_done_s - up)
-            sizes.append(spec.weights_gb)
-            starts.append(up + pull)
-        if sizes:
-            finish = coldstart.shared_load_finish_times(
-                sizes, starts, storage_gbps=spec.storage_gbps, per_loader_gbps=spec.per_loader_gbps
-            )
-            out.extend(f + spec.warmup_s for f in finish)
-        return tuple(sorted(out))
+        """When each starting replica would be ready if nobody else started or stopped: what the
+        controller can know from the pods and the cold-start model (the replay does not leak the
+        future). Absolute times; they hold until the cluster changes, so they are reused."""
+        state = (self._machine.version, self._changes)
+        if self._projected is None or self._projected[0] != state:
+            ready = coldstart.project_ready(self._machine) if self._starting else {}
+            self._projected = (state, tuple(sorted(ready.values())))
+        return self._projected[1]
 
     # --- scaling ---------------------------------------------------------------------------------
 
@@ -248,6 +268,7 @@ class Fleet:
                     self._ready.remove(r.id)
                     self._draining.append(r.id)
                     self._ready_array = None
+                    self._machine.source_gone()  # a draining replica serves no weights to peers
                 else:
                     self._delete(r)
             return 0, current - desired
@@ -265,159 +286,86 @@ class Fleet:
     # --- time ------------------------------------------------------------------------------------
 
     def advance(self, to: float) -> None:
-        spec = self.spec
-        if not self._loading and (not self._events or self._events[0][0] > to):
-            self.now = to  # nothing happens before `to` (most of the loop's ticks)
-            return
-        while True:
-            timer = self._events[0][0] if self._events else math.inf
-            left = [self.replicas[i].load_left_gb for i in self._loading]
-            load_done = self.now + coldstart.next_load_completion_s(
-                left, spec.storage_gbps, spec.per_loader_gbps
-            )
-            at = max(min(timer, load_done), self.now)  # an event stamped in the past happens now
-            if at > to:
-                self._advance_loads(left, to - self.now)
-                self.now = to
-                return
-            self._advance_loads(left, at - self.now)
-            self.now = at
-            for rid in [i for i in self._loading if self.replicas[i].load_left_gb <= 0.0]:
-                self._loading.remove(rid)
-                self._loaded(self.replicas[rid])
-            while self._events and self._events[0][0] <= self.now:
-                _, _, kind, ref = heapq.heappop(self._events)
-                self._handle(kind, ref)
-
-    def _advance_loads(self, left: list[float], dt: float) -> None:
-        if not left or dt <= 0:
-            return
-        after = coldstart.advance_loads(left, dt, self.spec.storage_gbps, self.spec.per_loader_gbps)
-        for rid, gb in zip(self._loading, after, strict=True):
-            self.replicas[rid].load_left_gb = gb
-
-    def _push(self, at: float, kind: _Ev, ref: int) -> None:
-        heapq.heappush(self._events, (at, self._seq, kind, ref))
-        self._seq += 1
-
-    def _handle(self, kind: _Ev, ref: int) -> None:
-        if kind == _Ev.NODE_IDLE:
-            node = self.nodes[ref]
+        """Start-ups up to `to`, and the removal of nodes idle long enough. The two do not
+        interact: an idle node has no replica, and replicas are only placed by scale_to."""
+        while self._idle and self._idle[0][0] <= to:
+            at, _, node_id = heapq.heappop(self._idle)
+            node = self.nodes[node_id]
             if (
                 not node.removed
                 and node.empty_since is not None
-                and self.now >= node.empty_since + self.node_idle_remove_s
+                and at >= node.empty_since + self.node_idle_remove_s
             ):
                 node.removed = True
                 self._alive_nodes.remove(node)
-            return
-        if kind == _Ev.NODE_UP:
-            for i in list(self._starting):
-                r = self.replicas[i]
-                if r.node == ref and r.phase == Phase.PROVISIONING:
-                    self._schedule(r)
-            return
-        r = self.replicas[ref]
-        if r.phase == Phase.DELETED:
-            return
-        if kind == _Ev.PULL_DONE:
-            node = self.nodes[r.node]
-            node.image_cached = True
-            node.pull_done_s = None
-            self._start_load(r)
-        elif kind == _Ev.CACHE_LOAD_DONE:
-            self._loaded(r)
-        elif kind == _Ev.WARM_DONE:
-            self._become_ready(r)
+                self._machine.drop_node(node.id)
+        self._machine.advance(to)
+        self.now = max(self.now, to)
 
     # --- lifecycle steps -------------------------------------------------------------------------
 
-    def _create(self) -> None:
+    def _on_phase(self, replica: int, phase: StartPhase, at: float) -> None:
+        """The machine moved a replica on: mirror it, and keep the fleet's own books."""
+        r = self.replicas[replica]
+        if phase == _PULL:  # left PROVISION: bound to an up node, holding its GPUs
+            r.scheduled_s = at
+        r.phase = _PHASE_OF[phase]
+        if phase == _READY:
+            r.ready_s = at
+            self._starting.remove(r.id)
+            self._ready.append(r.id)
+            self._ready_array = None
+            self._startups.append(at - r.requested_s)
+
+    def _choose_node(self) -> Node | None:
+        """Where one more replica goes now: an up node (coldstart.place_replicas), else a node
+        already on its way with room, else None (a new node)."""
         spec = self.spec
         live = self.live_nodes()
-        (slot,) = coldstart.place_replicas(spec, 1, **_node_state(spec, live))
+        (slot,) = coldstart.place_replicas(spec, 1, **self.node_state(live))
         if not slot.new_node:
-            node = live[slot.node]
-        else:  # a node already on its way with room, else a new one
-            coming = [
-                n for n in self._alive_nodes if n.up_s > self.now and n.gpus_free >= spec.gpus_per_replica
-            ]
-            if coming:
-                node = min(coming, key=lambda n: n.up_s)
-            else:
-                node = Node(len(self.nodes), spec.gpus_per_node, self.now + spec.node_provision_s)
-                self.nodes.append(node)
-                self._alive_nodes.append(node)
-                self._push(node.up_s, _Ev.NODE_UP, node.id)
+            return live[slot.node]
+        coming = [n for n in self._alive_nodes if n.up_s > self.now and n.gpus_free >= spec.gpus_per_replica]
+        return min(coming, key=lambda n: n.up_s) if coming else None
+
+    def _new_node(self, up_s: float) -> Node:
+        node = Node(len(self.nodes), self.spec.gpus_per_node, up_s)
+        self.nodes.append(node)
+        self._alive_nodes.append(node)
+        return node
+
+    def _create(self) -> None:
+        spec = self.spec
+        node = self._choose_node()
+        if node is None:
+            node = self._new_node(self.now + spec.node_provision_s)
+            self._machine.add_node(node.id, up_at=node.up_s)
         node.gpus_free -= spec.gpus_per_replica
         node.empty_since = None
         r = Replica(len(self.replicas), node.id, Phase.PROVISIONING, self.now)
         self.replicas.append(r)
         self._starting.append(r.id)
-        if node.up_s <= self.now:
-            self._schedule(r)
-
-    def _schedule(self, r: Replica) -> None:
-        """Bound to an up node: from here the replica holds its GPUs."""
-        node = self.nodes[r.node]
-        r.scheduled_s = self.now
-        if node.image_cached:
-            self._start_load(r)
-            return
-        r.phase = Phase.PULLING
-        if node.pull_done_s is None:
-            node.pull_done_s = self.now + self.spec.image_pull_s
-        self._push(node.pull_done_s, _Ev.PULL_DONE, r.id)
-
-    def _start_load(self, r: Replica) -> None:
-        spec = self.spec
-        r.phase = Phase.LOADING
-        node = self.nodes[r.node]
-        if node.weights_cached and spec.local_cache_gbps is not None:
-            self._push(self.now + spec.weights_gb / spec.local_cache_gbps, _Ev.CACHE_LOAD_DONE, r.id)
-            return
-        r.load_left_gb = spec.weights_gb
-        if spec.weights_gb <= 0:
-            self._loaded(r)
-            return
-        self._loading.append(r.id)
-
-    def _loaded(self, r: Replica) -> None:
-        r.phase = Phase.WARMING
-        r.load_left_gb = 0.0
-        if self.spec.local_cache_gbps is not None:
-            self.nodes[r.node].weights_cached = True
-        r.ready_s = self.now + self.spec.warmup_s
-        if self.spec.warmup_s <= 0:
-            self._become_ready(r)
-        else:
-            self._push(r.ready_s, _Ev.WARM_DONE, r.id)
-
-    def _become_ready(self, r: Replica) -> None:
-        r.phase = Phase.READY
-        self._starting.remove(r.id)
-        self._ready.append(r.id)
-        self._ready_array = None
-        self._startups.append(self.now - r.requested_s)
+        self._machine.start(r.id, node.id)
 
     def _delete(self, r: Replica, at: float | None = None) -> None:
         if r.phase < Phase.READY:
             r.ready_s = math.nan  # never became ready
             self._starting.remove(r.id)
+            self._machine.cancel(r.id)
         if r.phase == Phase.READY:
             self._ready.remove(r.id)
             self._ready_array = None
         elif r.phase == Phase.DRAINING:
             self._draining.remove(r.id)
-        if r.id in self._loading:
-            self._loading.remove(r.id)
+        self._changes += 1
         r.phase = Phase.DELETED
         r.deleted_s = self.now if at is None else at
         node = self.nodes[r.node]
         node.gpus_free += self.spec.gpus_per_replica
         if node.gpus_free == self.spec.gpus_per_node:
             node.empty_since = r.deleted_s
-            self._push(r.deleted_s + self.node_idle_remove_s, _Ev.NODE_IDLE, node.id)
+            heapq.heappush(self._idle, (r.deleted_s + self.node_idle_remove_s, self._seq, node.id))
+            self._seq += 1
 
     # --- accounting ------------------------------------------------------------------------------
 

@@ -7,9 +7,11 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from autoscaler.policy import coldstart
-from autoscaler.policy.spec import ColdStartSpec
+from autoscaler.policy.spec import ColdStartSpec, CompileCache, GateScope
 from replay.fleet import Fleet, Phase
 from replay.profiles import REFERENCE_70B
 
@@ -166,3 +168,108 @@ def test_lead_time_follows_the_cluster_state() -> None:
         )
         assert fleet.lead_time_s() == pytest.approx(expected)
     assert expected == pytest.approx(2 * 70 / 10 + 70 / 10 + 30)  # both at 5 GB/s, then alone at 10
+
+
+# --- the load gate, the tiers and the compile cache in the simulated cluster ---------------------
+
+
+@pytest.mark.parametrize(
+    ("slots", "expected"),
+    [
+        pytest.param(1, [14.0 * i for i in range(1, 9)], id="N=1: one after another, 14 s apart"),
+        pytest.param(8, [112.0] * 8, id="N=8: all together at 112 s"),
+    ],
+)
+def test_load_gate_staggers_eight_replicas(slots: int, expected: list[float]) -> None:
+    fleet = Fleet(replace(BARE, max_concurrent_loads=slots), initial_ready=0, node_idle_remove_s=600)
+    fleet.scale_to(8)
+    assert fleet.predicted_ready_at() == pytest.approx(expected)
+    fleet.advance(13.0)
+    assert [r.phase for r in fleet.replicas].count(Phase.GATED) == 8 - slots
+    fleet.advance(500.0)
+    assert sorted(ready_times(fleet)) == pytest.approx(expected)
+
+
+def test_a_node_cache_and_the_compile_cache_make_the_second_start_fast() -> None:
+    # a warm replica's node holds the weights (20 GB/s) and the shared compile cache is filled:
+    # a replica on its free half loads 140 / 20 = 7 s and compiles from the cache in 8 s
+    spec = replace(
+        BARE, local_cache_gbps=20, compile_s=45, compile_cached_s=8, compile_cache=CompileCache.CLUSTER
+    )
+    fleet = Fleet(spec, initial_ready=1, node_idle_remove_s=600)
+    assert fleet.lead_time_s() == pytest.approx(7 + 8)
+    fleet.scale_to(2)
+    fleet.advance(100.0)
+    assert fleet.replicas[1].ready_s == pytest.approx(15.0)
+    # a third needs a new node: shared storage (14 s), still a compile-cache hit
+    fleet.scale_to(3)
+    fleet.advance(300.0)
+    assert fleet.replicas[2].ready_s == pytest.approx(100 + 14 + 8)
+
+
+def test_ready_replicas_serve_weights_peer_to_peer_until_they_drain() -> None:
+    spec = replace(BARE, peer_gbps=35)
+    fleet = Fleet(spec, initial_ready=1, node_idle_remove_s=600)
+    fleet.scale_to(2)
+    fleet.advance(50.0)
+    assert fleet.replicas[1].ready_s == pytest.approx(140 / 35)
+    fleet.scale_to(0)  # both drain: no source left, the next loads from shared storage
+    fleet.scale_to(1)
+    fleet.advance(100.0)
+    assert fleet.replicas[2].ready_s == pytest.approx(50 + 14)
+
+
+@st.composite
+def fleet_case(draw: st.DrawFn) -> tuple[ColdStartSpec, int, list[tuple[float, int]]]:
+    spec = ColdStartSpec(
+        weights_gb=draw(st.sampled_from([0.0, 16.0, 140.0])),
+        storage_gbps=draw(st.sampled_from([5.0, 10.0, 40.0])),
+        per_loader_gbps=draw(st.sampled_from([None, 3.75])),
+        local_cache_gbps=draw(st.sampled_from([None, 20.0])),
+        image_pull_s=draw(st.sampled_from([0.0, 30.0])),
+        warmup_s=draw(st.sampled_from([0.0, 5.0])),
+        node_provision_s=draw(st.sampled_from([0.0, 90.0])),
+        gpus_per_replica=draw(st.sampled_from([1, 4, 8])),
+        engine_init_s=draw(st.sampled_from([0.0, 20.0])),
+        compile_s=45.0,
+        compile_cached_s=8.0,
+        compile_cache=draw(st.sampled_from(list(CompileCache))),
+        peer_gbps=draw(st.sampled_from([None, 45.0])),
+        max_concurrent_loads=draw(st.sampled_from([None, 1, 3])),
+        load_gate_scope=draw(st.sampled_from(list(GateScope))),
+    )
+    steps = draw(st.lists(st.tuples(st.floats(0, 60), st.integers(0, 12)), min_size=1, max_size=6))
+    return spec, draw(st.integers(0, 3)), steps
+
+
+@settings(max_examples=60, deadline=None)
+@given(case=fleet_case())
+def test_property_the_fleet_becomes_ready_when_the_model_projects(
+    case: tuple[ColdStartSpec, int, list[tuple[float, int]]],
+) -> None:
+    # after any history of scaling, if nothing else changes, the replicas starting become ready
+    # exactly when the policy core's projection said, and one more started now at the lead time
+    spec, warm, steps = case
+
+    def replay() -> Fleet:
+        fleet = Fleet(spec, initial_ready=warm, node_idle_remove_s=120)
+        t = 0.0
+        for gap, desired in steps:
+            t += gap
+            fleet.advance(t)
+            fleet.finish_draining(np.zeros(len(fleet.replicas), dtype=np.int64))
+            fleet.scale_to(desired)
+        return fleet
+
+    fleet = replay()
+    now = fleet.now
+    projected = fleet.predicted_ready_at()
+    starting = [r.id for r in fleet.starting()]
+    fleet.advance(now + 10_000.0)
+    assert sorted(fleet.replicas[i].ready_s for i in starting) == pytest.approx(list(projected))
+
+    fleet = replay()
+    lead = fleet.lead_time_s()
+    fleet.scale_to(fleet.active_count + 1)
+    fleet.advance(now + 10_000.0)
+    assert fleet.replicas[-1].ready_s - now == pytest.approx(lead)
