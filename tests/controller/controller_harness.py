@@ -130,16 +130,12 @@ class Kubelet:
             )
             self.names.append(pod)
         while len(self.names) > replicas:
-            self.fake.pods.pop((NS, self.names.pop()))
+            self.fake.delete_pod(NS, self.names.pop())
 
     def mark_ready(self, at: float) -> None:
         for pod in self.names:
-            obj = self.fake.pods[(NS, pod)]
-            if obj["status"]["phase"] != "Running":
-                obj["status"]["phase"] = "Running"
-                obj["status"]["conditions"].append(
-                    {"type": "Ready", "status": "True", "lastTransitionTime": rfc3339(at)}
-                )
+            if self.fake.pods[(NS, pod)]["status"]["phase"] != "Running":
+                self.fake.mark_pod_ready(NS, pod, rfc3339(at))
 
 
 @dataclass

@@ -1,11 +1,14 @@
 """A small in-process kube-apiserver for the controller's tests: aiohttp on loopback, spoken to by the
 REAL kubernetes-asyncio client over HTTP.
 
-It serves only what the controller uses (discovery of apps/v1, Deployment /scale, pods, nodes, HPAs,
-events.k8s.io Events, coordination Leases, InferenceAutoscalers and their /status, and the
-aggregated External Metrics API) and behaves as the real API does where a lenient fake would hide
-bugs (../../../shared/kubernetes_api_gotchas.md):
+It serves only what the controller and the load gate use (discovery of apps/v1, Deployments and their
+/scale, pods and pods/status, nodes, HPAs, events.k8s.io Events, coordination Leases,
+InferenceAutoscalers and their /status, and the aggregated External Metrics API) and behaves as the
+real API does where a lenient fake would hide bugs (../../../shared/kubernetes_api_gotchas.md):
 
+- lists and watches come from fake_machinery.py: resourceVersions, pages with expiring continue
+  tokens, watches with bookmarks, 410 Expired after compaction, selectors as the apiserver applies
+  them; every change a test makes goes through it (`add_pod`, `update_pod`, ...), so watches see it;
 - every write is validated: built-in kinds against the Kubernetes 1.37 schemas (kubernetes-validate,
   strict: unknown fields are errors), the custom resource against the CRD's openAPIV3Schema from
   deploy/controller/crd.yaml (unknown fields are errors too: the real API would prune them silently,
@@ -15,8 +18,9 @@ bugs (../../../shared/kubernetes_api_gotchas.md):
 - /scale: spec.replicas (absent at 0: omitempty), status.replicas (always) and status.selector (a
   string); a count sent as "3" or 3.0 is 400, a negative one 422;
 - a dict PATCH sent as json-patch is 400, strategic merge on a custom resource 415; /status writes
-  change only .status;
+  change only .status; pods/status takes a strategic merge patch, conditions merged by type;
 - list items of built-in kinds carry no kind/apiVersion, custom-resource items do;
+- without the CRD (`crd_installed = False`) the infscale.io paths are 404, as on a fresh cluster;
 - errors are metav1.Status JSON; failures on demand (any status, or a hang until the client times out).
 """
 
@@ -28,7 +32,7 @@ import json
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -36,13 +40,14 @@ from typing import Any
 import jsonschema
 import yaml
 from aiohttp import web
+from fake_machinery import NODE_FIELDS, POD_FIELDS, ApiStatus, Machinery, Resource
 from kubernetes_asyncio import client
 from kubernetes_validate import utils as kv_utils
-from referencing import Registry, Resource
+from referencing import Registry
+from referencing import Resource as SchemaResource
 
 from autoscaler.controller.kube import KubeClient
 from common.selector import parse_selector
-from common.status import status_body
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD_FILE = ROOT / "deploy" / "controller" / "crd.yaml"
@@ -53,20 +58,7 @@ _MODIFIED = (
     'Operation cannot be fulfilled on {resource} "{name}": the object has been modified;'
     " please apply your changes to the latest version and try again"
 )
-
-
-class ApiStatus(Exception):
-    """Raised by handlers; becomes a metav1.Status response."""
-
-    def __init__(
-        self, code: int, reason: str, message: str, causes: list[dict[str, str]] | None = None
-    ) -> None:
-        super().__init__(message)
-        self.code, self.reason, self.message, self.causes = code, reason, message, causes or []
-
-    def response(self) -> web.Response:
-        details = {"causes": self.causes} if self.causes else None
-        return web.json_response(status_body(self.code, self.reason, self.message, details), status=self.code)
+_NOT_SERVED = "the server could not find the requested resource"
 
 
 # --- validation -----------------------------------------------------------------------------------
@@ -80,8 +72,8 @@ def _builtin_validator(kind: str, api_version: str) -> jsonschema.protocols.Vali
     schema = kv_utils.schema_contents(
         f"kubernetes-json-schema/{schema_dir}/{kind.lower()}-{group_version}.json", K8S_VERSION
     )
-    registry: Registry = Resource.from_contents(schema) @ Registry()
-    registry = Resource.from_contents(_definitions(schema_dir)) @ registry
+    registry: Registry = SchemaResource.from_contents(schema) @ Registry()
+    registry = SchemaResource.from_contents(_definitions(schema_dir)) @ registry
     return jsonschema.validators.Draft202012Validator(schema, registry=registry)
 
 
@@ -182,7 +174,7 @@ def _check_micro_time(obj: Mapping[str, Any], *paths: tuple[str, ...]) -> None:
             )
 
 
-# --- the store ------------------------------------------------------------------------------------
+# --- the fake -------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -193,28 +185,74 @@ class Failure:
     times: int
 
 
-@dataclass
-class FakeKube:
-    rv: int = 1000
-    deployments: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
-    pods: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
-    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
-    hpas: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
-    events: list[dict[str, Any]] = field(default_factory=list)
-    leases: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
-    autoscalers: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
-    # (namespace, metric) -> [(labels, value quantity, timestamp)]
-    external: dict[tuple[str, str], list[tuple[dict[str, str], str, str]]] = field(default_factory=dict)
-    failures: list[Failure] = field(default_factory=list)
-    log: list[tuple[str, str]] = field(default_factory=list)  # (method, path) of every request
-    scale_writes: list[tuple[str, int]] = field(default_factory=list)  # (deployment, replicas)
-    on_scale_write: Callable[[str, int], None] | None = None  # e.g. a kubelet starting pods
-    before_put_scale: Callable[[str], None] | None = None  # e.g. a user scaling at the same moment
-    hang: asyncio.Event = field(default_factory=asyncio.Event)
+def _resources() -> list[Resource]:
+    return [
+        Resource("pods", "Pod", "v1", fields=POD_FIELDS),
+        Resource("nodes", "Node", "v1", namespaced=False, fields=NODE_FIELDS),
+        Resource("deployments", "Deployment", "apps/v1"),
+        Resource("horizontalpodautoscalers", "HorizontalPodAutoscaler", "autoscaling/v2"),
+        Resource("events", "Event", "events.k8s.io/v1"),
+        Resource("leases", "Lease", "coordination.k8s.io/v1"),
+        Resource("inferenceautoscalers", "InferenceAutoscaler", "infscale.io/v1alpha1", builtin=False),
+    ]
 
-    def _next_rv(self) -> str:
-        self.rv += 1
-        return str(self.rv)
+
+class FakeKube:
+    def __init__(self) -> None:
+        self.machinery = Machinery()
+        for res in _resources():
+            self.machinery.resources[res.plural] = res
+        # (namespace, metric) -> [(labels, value quantity, timestamp)]
+        self.external: dict[tuple[str, str], list[tuple[dict[str, str], str, str]]] = {}
+        self.failures: list[Failure] = []
+        self.log: list[tuple[str, str]] = []  # (method, path) of every request; WATCH for watches
+        self.scale_writes: list[tuple[str, int]] = []  # (deployment, replicas)
+        self.on_scale_write: Callable[[str, int], None] | None = None  # e.g. a kubelet starting pods
+        self.before_put_scale: Callable[[str], None] | None = None  # e.g. a user scaling at the same moment
+        self.hang = asyncio.Event()
+        self.crd_installed = True
+
+    # --- views (read them; change objects through the methods below, so watches see it) -------------
+
+    @property
+    def rv(self) -> int:
+        return self.machinery.rv
+
+    def _objects(self, plural: str) -> dict[tuple[str, str], dict[str, Any]]:
+        return self.machinery.resources[plural].objects
+
+    @property
+    def pods(self) -> dict[tuple[str, str], dict[str, Any]]:
+        return self._objects("pods")
+
+    @property
+    def deployments(self) -> dict[tuple[str, str], dict[str, Any]]:
+        return self._objects("deployments")
+
+    @property
+    def leases(self) -> dict[tuple[str, str], dict[str, Any]]:
+        return self._objects("leases")
+
+    @property
+    def autoscalers(self) -> dict[tuple[str, str], dict[str, Any]]:
+        return self._objects("inferenceautoscalers")
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        """In the order they were created."""
+        return sorted(self._objects("events").values(), key=lambda e: int(e["metadata"]["resourceVersion"]))
+
+    def _commit(self, plural: str, obj: dict[str, Any], *, delete: bool = False) -> dict[str, Any]:
+        return self.machinery.commit(plural, obj, delete=delete)
+
+    def compact(self) -> None:
+        self.machinery.compact()
+
+    def bookmark(self) -> None:
+        self.machinery.bookmark()
+
+    def drop_watches(self) -> None:
+        self.machinery.drop_watches()
 
     # --- test set-up: what kubelets, schedulers and users would do --------------------------------
 
@@ -225,12 +263,7 @@ class FakeKube:
         obj = {
             "apiVersion": "apps/v1",
             "kind": "Deployment",
-            "metadata": {
-                "name": name,
-                "namespace": namespace,
-                "uid": f"uid-{name}",
-                "resourceVersion": self._next_rv(),
-            },
+            "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}"},
             "spec": {
                 "replicas": replicas,
                 "selector": {"matchLabels": labels},
@@ -242,14 +275,14 @@ class FakeKube:
             "status": {"replicas": replicas},
         }
         validate_builtin(obj)
-        self.deployments[(namespace, name)] = obj
+        self._commit("deployments", obj)
 
     def set_replicas(self, namespace: str, name: str, replicas: int) -> None:
         """Someone else (a user, an HPA) changes the count: the resourceVersion moves."""
-        dep = self.deployments[(namespace, name)]
+        dep = copy.deepcopy(self.deployments[(namespace, name)])
         dep["spec"]["replicas"] = replicas
         dep["status"]["replicas"] = replicas
-        dep["metadata"]["resourceVersion"] = self._next_rv()
+        self._commit("deployments", dep)
 
     def replicas(self, namespace: str, name: str) -> int:
         return int(self.deployments[(namespace, name)]["spec"].get("replicas") or 0)
@@ -296,9 +329,9 @@ class FakeKube:
             "metadata": {
                 "name": name,
                 "namespace": namespace,
+                "uid": f"uid-pod-{namespace}-{name}",
                 "labels": dict(labels),
                 "creationTimestamp": created,
-                "resourceVersion": self._next_rv(),
             },
             "spec": spec,
             "status": {
@@ -316,13 +349,34 @@ class FakeKube:
             },
         }
         validate_builtin(obj)
-        self.pods[(namespace, name)] = obj
+        self._commit("pods", obj)
+
+    def update_pod(self, namespace: str, name: str, change: Callable[[dict[str, Any]], None]) -> None:
+        """`change` edits a copy of the pod (a kubelet's status update, a label change)."""
+        pod = copy.deepcopy(self.pods[(namespace, name)])
+        change(pod)
+        validate_builtin(pod)
+        self._commit("pods", pod)
+
+    def mark_pod_ready(self, namespace: str, name: str, at: str) -> None:
+        def ready(pod: dict[str, Any]) -> None:
+            status = pod["status"]
+            status["phase"] = "Running"
+            status["conditions"] = [c for c in status["conditions"] if c["type"] != "Ready"]
+            status["conditions"].append({"type": "Ready", "status": "True", "lastTransitionTime": at})
+            for c in status.get("containerStatuses") or []:
+                c["ready"] = True
+
+        self.update_pod(namespace, name, ready)
+
+    def delete_pod(self, namespace: str, name: str) -> None:
+        self._commit("pods", copy.deepcopy(self.pods[(namespace, name)]), delete=True)
 
     def add_node(self, name: str, *, gpus: int, images: tuple[str, ...] = (), ready: bool = True) -> None:
         obj = {
             "apiVersion": "v1",
             "kind": "Node",
-            "metadata": {"name": name, "resourceVersion": self._next_rv()},
+            "metadata": {"name": name},
             "spec": {},
             "status": {
                 "allocatable": {GPU: str(gpus), "cpu": "64"},
@@ -331,13 +385,13 @@ class FakeKube:
             },
         }
         validate_builtin(obj)
-        self.nodes[name] = obj
+        self._commit("nodes", obj)
 
     def add_hpa(self, namespace: str, name: str, target: str) -> None:
         obj = {
             "apiVersion": "autoscaling/v2",
             "kind": "HorizontalPodAutoscaler",
-            "metadata": {"name": name, "namespace": namespace, "resourceVersion": self._next_rv()},
+            "metadata": {"name": name, "namespace": namespace},
             "spec": {
                 "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
                 "maxReplicas": 10,
@@ -353,7 +407,11 @@ class FakeKube:
             },
         }
         validate_builtin(obj)
-        self.hpas[(namespace, name)] = obj
+        self._commit("horizontalpodautoscalers", obj)
+
+    def delete_hpa(self, namespace: str, name: str) -> None:
+        res = self._objects("horizontalpodautoscalers")
+        self._commit("horizontalpodautoscalers", copy.deepcopy(res[(namespace, name)]), delete=True)
 
     def add_autoscaler(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """kubectl apply of an InferenceAutoscaler: validated against the CRD, defaults filled."""
@@ -361,11 +419,22 @@ class FakeKube:
         meta = stored.setdefault("metadata", {})
         meta.setdefault("uid", f"uid-ia-{meta['name']}")
         meta["generation"] = 1
-        meta["resourceVersion"] = self._next_rv()
         meta.setdefault("creationTimestamp", "2026-11-29T10:00:00Z")
         validate_custom(stored)
-        self.autoscalers[(meta["namespace"], meta["name"])] = stored
-        return stored
+        return self._commit("inferenceautoscalers", stored)
+
+    def update_autoscaler(self, namespace: str, name: str, change: Callable[[dict[str, Any]], None]) -> None:
+        """A user edits the object: a spec change moves the generation, as the API does."""
+        obj = copy.deepcopy(self.autoscalers[(namespace, name)])
+        before = copy.deepcopy(obj.get("spec"))
+        change(obj)
+        if obj.get("spec") != before:
+            obj["metadata"]["generation"] = int(obj["metadata"].get("generation") or 0) + 1
+        validate_custom(obj)
+        self._commit("inferenceautoscalers", obj)
+
+    def delete_autoscaler(self, namespace: str, name: str) -> None:
+        self._commit("inferenceautoscalers", copy.deepcopy(self.autoscalers[(namespace, name)]), delete=True)
 
     def set_metric(
         self,
@@ -391,24 +460,30 @@ class FakeKube:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         path = request.path
-        self.log.append((request.method, path))
+        watching = request.query.get("watch", "").lower() in ("true", "1")
+        method = "WATCH" if watching and request.method == "GET" else request.method
+        self.log.append((method, path))
         for failure in self.failures:
-            if failure.times > 0 and failure.method == request.method and failure.pattern.search(path):
+            if failure.times > 0 and failure.method == method and failure.pattern.search(path):
                 failure.times -= 1
                 if failure.status == "timeout":
                     await self.hang.wait()  # released at shutdown; the client gives up first
                     raise ApiStatus(504, "Timeout", "the fake was told to hang")
                 code = int(failure.status)
-                reason = {404: "NotFound", 409: "Conflict", 429: "TooManyRequests", 500: "InternalError"}.get(
-                    code, "Failure"
-                )
-                raise ApiStatus(code, reason, f"injected failure {code} for {request.method} {path}")
-        for method, pattern, handler in _ROUTES:
-            if method == request.method and (match := pattern.fullmatch(path)):
+                reason = {
+                    404: "NotFound",
+                    409: "Conflict",
+                    410: "Expired",
+                    429: "TooManyRequests",
+                    500: "InternalError",
+                }.get(code, "Failure")
+                raise ApiStatus(code, reason, f"injected failure {code} for {method} {path}")
+        if not self.crd_installed and path.startswith("/apis/infscale.io/"):
+            raise ApiStatus(404, "NotFound", f"{_NOT_SERVED} ({request.method} {path})")
+        for route_method, pattern, handler in _ROUTES:
+            if route_method == request.method and (match := pattern.fullmatch(path)):
                 return await handler(self, request, **match.groupdict())
-        raise ApiStatus(
-            404, "NotFound", f"the server could not find the requested resource ({request.method} {path})"
-        )
+        raise ApiStatus(404, "NotFound", f"{_NOT_SERVED} ({request.method} {path})")
 
     @staticmethod
     async def _json(request: web.Request) -> Any:
@@ -419,16 +494,14 @@ class FakeKube:
 
     async def _discovery(self, request: web.Request, group: str, version: str) -> web.Response:
         if (group, version) != ("apps", "v1"):
-            raise ApiStatus(
-                404, "NotFound", f"the server could not find the requested resource /apis/{group}/{version}"
-            )
+            raise ApiStatus(404, "NotFound", f"{_NOT_SERVED} /apis/{group}/{version}")
         resources = [
             {
                 "name": "deployments",
                 "singularName": "deployment",
                 "namespaced": True,
                 "kind": "Deployment",
-                "verbs": ["get", "list"],
+                "verbs": ["get", "list", "watch"],
             },
             {
                 "name": "deployments/scale",
@@ -457,6 +530,25 @@ class FakeKube:
         return web.json_response(
             {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "apps/v1", "resources": resources}
         )
+
+    # lists and watches of every resource: fake_machinery.py
+    async def _pods(self, request: web.Request, namespace: str | None = None) -> web.StreamResponse:
+        return await self.machinery.list("pods", request, namespace)
+
+    async def _nodes(self, request: web.Request) -> web.StreamResponse:
+        return await self.machinery.list("nodes", request)
+
+    async def _deployments(self, request: web.Request, namespace: str | None = None) -> web.StreamResponse:
+        return await self.machinery.list("deployments", request, namespace)
+
+    async def _hpas(self, request: web.Request, namespace: str | None = None) -> web.StreamResponse:
+        return await self.machinery.list("horizontalpodautoscalers", request, namespace)
+
+    async def _leases(self, request: web.Request, namespace: str | None = None) -> web.StreamResponse:
+        return await self.machinery.list("leases", request, namespace)
+
+    async def _autoscalers(self, request: web.Request, namespace: str | None = None) -> web.StreamResponse:
+        return await self.machinery.list("inferenceautoscalers", request, namespace)
 
     def _deployment(self, namespace: str, name: str) -> dict[str, Any]:
         dep = self.deployments.get((namespace, name))
@@ -488,6 +580,9 @@ class FakeKube:
             "status": status,
         }
 
+    async def _get_deployment(self, request: web.Request, namespace: str, name: str) -> web.Response:
+        return web.json_response(copy.deepcopy(self._deployment(namespace, name)))
+
     async def _get_scale(self, request: web.Request, namespace: str, name: str) -> web.Response:
         return web.json_response(self._scale_of(self._deployment(namespace, name)))
 
@@ -505,6 +600,8 @@ class FakeKube:
                 " is not an int32",
             )
         validate_builtin(body)
+        if (body.get("metadata") or {}).get("name") not in (None, name):
+            raise ApiStatus(400, "BadRequest", "the name of the object does not match the name on the URL")
         if (replicas or 0) < 0:
             raise ApiStatus(
                 422,
@@ -515,60 +612,47 @@ class FakeKube:
             )
         rv = (body.get("metadata") or {}).get("resourceVersion")
         if rv and rv != dep["metadata"]["resourceVersion"]:
-            raise ApiStatus(
-                409,
-                "Conflict",
-                _MODIFIED.format(resource="deployments.apps", name=name),
-            )
+            raise ApiStatus(409, "Conflict", _MODIFIED.format(resource="deployments.apps", name=name))
+        dep = copy.deepcopy(dep)
         dep["spec"]["replicas"] = replicas or 0
-        dep["metadata"]["resourceVersion"] = self._next_rv()
+        self._commit("deployments", dep)
         self.scale_writes.append((name, replicas or 0))
         if self.on_scale_write is not None:
             self.on_scale_write(name, replicas or 0)
         return web.json_response(self._scale_of(dep))
 
-    @staticmethod
-    def _strip(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return [{k: v for k, v in copy.deepcopy(i).items() if k not in ("kind", "apiVersion")} for i in items]
+    async def _get_pod(self, request: web.Request, namespace: str, name: str) -> web.Response:
+        pod = self.pods.get((namespace, name))
+        if pod is None:
+            raise ApiStatus(404, "NotFound", f'pods "{name}" not found')
+        return web.json_response(copy.deepcopy(pod))
 
-    def _list(self, kind: str, items: list[dict[str, Any]], *, builtin: bool = True) -> web.Response:
-        return web.json_response(
-            {
-                "kind": kind,
-                "apiVersion": "v1",
-                "metadata": {"resourceVersion": str(self.rv)},
-                "items": self._strip(items) if builtin else copy.deepcopy(items),
-            }
-        )
-
-    async def _list_pods(self, request: web.Request, namespace: str | None = None) -> web.Response:
-        selector = parse_selector(request.query.get("labelSelector", ""))
-        fields = [f for f in request.query.get("fieldSelector", "").split(",") if f]
-        items = []
-        for (ns, _), pod in sorted(self.pods.items()):
-            if namespace is not None and ns != namespace:
-                continue
-            if not selector.matches(pod["metadata"].get("labels") or {}):
-                continue
-            ok = True
-            for f in fields:
-                key, op, value = re.match(r"([^!=]+)(!=|==|=)(.*)", f).groups()  # type: ignore[union-attr]
-                actual = {
-                    "spec.nodeName": pod["spec"].get("nodeName", ""),
-                    "status.phase": pod["status"].get("phase", ""),
-                }[key]
-                ok = ok and ((actual != value) if op == "!=" else (actual == value))
-            if ok:
-                items.append(pod)
-        return self._list("PodList", items)
-
-    async def _list_nodes(self, request: web.Request) -> web.Response:
-        return self._list("NodeList", [self.nodes[n] for n in sorted(self.nodes)])
-
-    async def _list_hpas(self, request: web.Request, namespace: str) -> web.Response:
-        return self._list(
-            "HorizontalPodAutoscalerList", [h for (ns, _), h in sorted(self.hpas.items()) if ns == namespace]
-        )
+    async def _patch_pod_status(self, request: web.Request, namespace: str, name: str) -> web.Response:
+        """Strategic merge patch of .status: conditions merge by type (patchMergeKey), as for the
+        controller's own readiness-gate style condition; other fields merge as JSON merge patch."""
+        content_type = request.headers.get("Content-Type", "").split(";")[0]
+        body = await self._json(request)
+        pod = self.pods.get((namespace, name))
+        if pod is None:
+            raise ApiStatus(404, "NotFound", f'pods "{name}" not found')
+        if content_type not in ("application/strategic-merge-patch+json", "application/merge-patch+json"):
+            raise ApiStatus(
+                415, "UnsupportedMediaType", f"the fake takes merge patches only, got {content_type}"
+            )
+        updated = copy.deepcopy(pod)
+        patch = copy.deepcopy((body or {}).get("status") or {})
+        conditions = patch.pop("conditions", None)
+        updated["status"] = merge_patch(updated.get("status"), patch)
+        if conditions is not None:
+            if content_type == "application/merge-patch+json":  # a JSON merge patch replaces lists
+                updated["status"]["conditions"] = conditions
+            else:
+                merged = {c["type"]: c for c in updated["status"].get("conditions") or []}
+                for c in conditions:
+                    merged[c["type"]] = {**merged.get(c["type"], {}), **c}
+                updated["status"]["conditions"] = list(merged.values())
+        validate_builtin(updated)
+        return web.json_response(self._commit("pods", updated))
 
     async def _create_event(self, request: web.Request, namespace: str) -> web.Response:
         body = await self._json(request)
@@ -593,17 +677,24 @@ class FakeKube:
                 f"Event is invalid: {missing} Required value",
                 [{"field": m, "message": "Required value"} for m in missing],
             )
+        note = body.get("note") or ""
+        if len(note.encode("utf-8")) > 1024:  # events.k8s.io/v1 validation: the note in bytes
+            raise ApiStatus(
+                422,
+                "Invalid",
+                "Event.events.k8s.io is invalid: note: Too long: may not be more than 1024 bytes",
+                [{"field": "note", "message": "Too long: may not be more than 1024 bytes"}],
+            )
         if body["metadata"].get("namespace") not in (None, namespace):
             raise ApiStatus(
                 400, "BadRequest", "the namespace of the object does not match the namespace on the request"
             )
-        if any(e["metadata"]["name"] == body["metadata"]["name"] for e in self.events):
+        body["metadata"]["namespace"] = namespace
+        if (namespace, body["metadata"]["name"]) in self._objects("events"):
             raise ApiStatus(
                 409, "AlreadyExists", f'events.events.k8s.io "{body["metadata"]["name"]}" already exists'
             )
-        body["metadata"]["resourceVersion"] = self._next_rv()
-        self.events.append(body)
-        return web.json_response(body, status=201)
+        return web.json_response(self._commit("events", body), status=201)
 
     def _check_lease(self, body: Mapping[str, Any]) -> None:
         validate_builtin(body)
@@ -621,9 +712,8 @@ class FakeKube:
         name = body["metadata"]["name"]
         if (namespace, name) in self.leases:
             raise ApiStatus(409, "AlreadyExists", f'leases.coordination.k8s.io "{name}" already exists')
-        body["metadata"]["resourceVersion"] = self._next_rv()
-        self.leases[(namespace, name)] = body
-        return web.json_response(body, status=201)
+        body["metadata"]["namespace"] = namespace
+        return web.json_response(self._commit("leases", body), status=201)
 
     async def _put_lease(self, request: web.Request, namespace: str, name: str) -> web.Response:
         body = await self._json(request)
@@ -642,24 +732,10 @@ class FakeKube:
             )
         if rv != current["metadata"]["resourceVersion"]:
             raise ApiStatus(
-                409,
-                "Conflict",
-                _MODIFIED.format(resource="leases.coordination.k8s.io", name=name),
+                409, "Conflict", _MODIFIED.format(resource="leases.coordination.k8s.io", name=name)
             )
-        body["metadata"]["resourceVersion"] = self._next_rv()
-        self.leases[(namespace, name)] = body
-        return web.json_response(body)
-
-    async def _list_autoscalers(self, request: web.Request, namespace: str | None = None) -> web.Response:
-        items = [o for (ns, _), o in sorted(self.autoscalers.items()) if namespace is None or ns == namespace]
-        return web.json_response(
-            {
-                "kind": "InferenceAutoscalerList",
-                "apiVersion": "infscale.io/v1alpha1",
-                "metadata": {"resourceVersion": str(self.rv)},
-                "items": copy.deepcopy(items),
-            }
-        )
+        body["metadata"]["namespace"] = namespace
+        return web.json_response(self._commit("leases", body))
 
     def _autoscaler(self, namespace: str, name: str) -> dict[str, Any]:
         obj = self.autoscalers.get((namespace, name))
@@ -667,16 +743,14 @@ class FakeKube:
             raise ApiStatus(404, "NotFound", f'inferenceautoscalers.infscale.io "{name}" not found')
         return obj
 
-    def _store_status(self, namespace: str, name: str, obj: dict[str, Any], status: Any) -> web.Response:
+    def _store_status(self, obj: dict[str, Any], status: Any) -> web.Response:
         updated = copy.deepcopy(obj)
         if status is None:
             updated.pop("status", None)
         else:
             updated["status"] = status
         validate_custom(updated)
-        updated["metadata"]["resourceVersion"] = self._next_rv()
-        self.autoscalers[(namespace, name)] = updated
-        return web.json_response(updated)
+        return web.json_response(self._commit("inferenceautoscalers", updated))
 
     async def _patch_status(self, request: web.Request, namespace: str, name: str) -> web.Response:
         content_type = request.headers.get("Content-Type", "").split(";")[0]
@@ -705,17 +779,11 @@ class FakeKube:
         rv = (body.get("metadata") or {}).get("resourceVersion")
         if rv and rv != obj["metadata"]["resourceVersion"]:
             raise ApiStatus(
-                409,
-                "Conflict",
-                _MODIFIED.format(resource="inferenceautoscalers.infscale.io", name=name),
+                409, "Conflict", _MODIFIED.format(resource="inferenceautoscalers.infscale.io", name=name)
             )
         # a /status write changes only .status
-        return self._store_status(
-            namespace,
-            name,
-            obj,
-            merge_patch(obj.get("status"), body.get("status")) if "status" in body else obj.get("status"),
-        )
+        status = merge_patch(obj.get("status"), body.get("status")) if "status" in body else obj.get("status")
+        return self._store_status(obj, status)
 
     async def _put_status(self, request: web.Request, namespace: str, name: str) -> web.Response:
         body = await self._json(request)
@@ -729,11 +797,9 @@ class FakeKube:
             )
         if rv != obj["metadata"]["resourceVersion"]:
             raise ApiStatus(
-                409,
-                "Conflict",
-                _MODIFIED.format(resource="inferenceautoscalers.infscale.io", name=name),
+                409, "Conflict", _MODIFIED.format(resource="inferenceautoscalers.infscale.io", name=name)
             )
-        return self._store_status(namespace, name, obj, body.get("status"))
+        return self._store_status(obj, body.get("status"))
 
     async def _external(self, request: web.Request, namespace: str, metric: str) -> web.Response:
         series = self.external.get((namespace, metric))
@@ -764,27 +830,36 @@ class FakeKube:
 
 _NS = r"/namespaces/(?P<namespace>[^/]+)"
 _NAME = r"/(?P<name>[^/]+)"
-_LEASES = rf"/apis/coordination.k8s.io/v1{_NS}/leases"
-_AUTOSCALERS = r"/apis/infscale.io/v1alpha1"
+_LEASES = r"/apis/coordination.k8s.io/v1"
+_IA = r"/apis/infscale.io/v1alpha1"
+_APPS = r"/apis/apps/v1"
+_HPA = r"/apis/autoscaling/v2"
 # (method, path, handler), tried in order; compiled once, not per request
 _ROUTES: tuple[tuple[str, re.Pattern[str], Callable[..., Awaitable[web.StreamResponse]]], ...] = tuple(
     (method, re.compile(path), handler)
     for method, path, handler in (
-        ("GET", r"/apis/(?P<group>[^/]+)/(?P<version>[^/]+)", FakeKube._discovery),
-        ("GET", rf"/apis/apps/v1{_NS}/deployments{_NAME}/scale", FakeKube._get_scale),
-        ("PUT", rf"/apis/apps/v1{_NS}/deployments{_NAME}/scale", FakeKube._put_scale),
-        ("GET", rf"/api/v1{_NS}/pods", FakeKube._list_pods),
-        ("GET", r"/api/v1/pods", FakeKube._list_pods),
-        ("GET", r"/api/v1/nodes", FakeKube._list_nodes),
-        ("GET", rf"/apis/autoscaling/v2{_NS}/horizontalpodautoscalers", FakeKube._list_hpas),
+        ("GET", rf"{_APPS}{_NS}/deployments{_NAME}/scale", FakeKube._get_scale),
+        ("PUT", rf"{_APPS}{_NS}/deployments{_NAME}/scale", FakeKube._put_scale),
+        ("GET", rf"{_APPS}{_NS}/deployments{_NAME}", FakeKube._get_deployment),
+        ("GET", rf"{_APPS}{_NS}/deployments", FakeKube._deployments),
+        ("GET", rf"{_APPS}/deployments", FakeKube._deployments),
+        ("GET", r"/apis/(?P<group>[^/.]+(?:\.[^/]+)*)/(?P<version>[^/]+)", FakeKube._discovery),
+        ("GET", rf"/api/v1{_NS}/pods{_NAME}", FakeKube._get_pod),
+        ("PATCH", rf"/api/v1{_NS}/pods{_NAME}/status", FakeKube._patch_pod_status),
+        ("GET", rf"/api/v1{_NS}/pods", FakeKube._pods),
+        ("GET", r"/api/v1/pods", FakeKube._pods),
+        ("GET", r"/api/v1/nodes", FakeKube._nodes),
+        ("GET", rf"{_HPA}{_NS}/horizontalpodautoscalers", FakeKube._hpas),
+        ("GET", rf"{_HPA}/horizontalpodautoscalers", FakeKube._hpas),
         ("POST", rf"/apis/events.k8s.io/v1{_NS}/events", FakeKube._create_event),
-        ("GET", rf"{_LEASES}{_NAME}", FakeKube._get_lease),
-        ("POST", _LEASES, FakeKube._create_lease),
-        ("PUT", rf"{_LEASES}{_NAME}", FakeKube._put_lease),
-        ("GET", rf"{_AUTOSCALERS}/inferenceautoscalers", FakeKube._list_autoscalers),
-        ("GET", rf"{_AUTOSCALERS}{_NS}/inferenceautoscalers", FakeKube._list_autoscalers),
-        ("PATCH", rf"{_AUTOSCALERS}{_NS}/inferenceautoscalers{_NAME}/status", FakeKube._patch_status),
-        ("PUT", rf"{_AUTOSCALERS}{_NS}/inferenceautoscalers{_NAME}/status", FakeKube._put_status),
+        ("GET", rf"{_LEASES}{_NS}/leases{_NAME}", FakeKube._get_lease),
+        ("PUT", rf"{_LEASES}{_NS}/leases{_NAME}", FakeKube._put_lease),
+        ("POST", rf"{_LEASES}{_NS}/leases", FakeKube._create_lease),
+        ("GET", rf"{_LEASES}{_NS}/leases", FakeKube._leases),
+        ("GET", rf"{_IA}/inferenceautoscalers", FakeKube._autoscalers),
+        ("GET", rf"{_IA}{_NS}/inferenceautoscalers", FakeKube._autoscalers),
+        ("PATCH", rf"{_IA}{_NS}/inferenceautoscalers{_NAME}/status", FakeKube._patch_status),
+        ("PUT", rf"{_IA}{_NS}/inferenceautoscalers{_NAME}/status", FakeKube._put_status),
         ("GET", rf"/apis/external.metrics.k8s.io/v1beta1{_NS}/(?P<metric>[^/]+)", FakeKube._external),
     )
 )
@@ -814,5 +889,6 @@ async def serve(fake: FakeKube, *, timeout_s: float = 5.0) -> AsyncIterator[Kube
         yield KubeClient(api, timeout_s=timeout_s)
     finally:
         fake.hang.set()
+        fake.drop_watches()
         await api.close()
         await runner.cleanup()

@@ -172,7 +172,14 @@ _RESOURCE = re.compile(
     r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))"
     r"(?:/namespaces/(?P<ns>[^/]+))?/(?P<resource>[^/]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>[^/]+))?$"
 )
-_VERB = {"GET": "get", "PUT": "update", "PATCH": "patch", "POST": "create", "DELETE": "delete"}
+_VERB = {
+    "GET": "get",
+    "PUT": "update",
+    "PATCH": "patch",
+    "POST": "create",
+    "DELETE": "delete",
+    "WATCH": "watch",
+}
 
 
 def _allowed(rules: list[dict[str, Any]], group: str, resource: str, verb: str, name: str | None) -> bool:
