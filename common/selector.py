@@ -18,10 +18,19 @@ from __future__ import annotations
 import enum
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["EVERYTHING", "Operator", "Requirement", "Selector", "SelectorError", "parse_selector"]
+__all__ = [
+    "EVERYTHING",
+    "Operator",
+    "Requirement",
+    "Selector",
+    "SelectorError",
+    "from_label_selector",
+    "parse_selector",
+]
 
 
 class SelectorError(ValueError):
@@ -375,5 +384,42 @@ def parse_selector(text: str) -> Selector:
     requirements = _Parser(text).parse()
     # Go sorts by key with sort.Sort (not stable); a stable sort gives the same String() for
     # everything the HPA sends, since it never repeats a key.
+    requirements.sort(key=lambda r: r.key)
+    return Selector(tuple(requirements))
+
+
+# --- from a LabelSelector object ------------------------------------------------------------------
+
+_EXPRESSION_OPERATORS = {
+    "In": Operator.IN,
+    "NotIn": Operator.NOT_IN,
+    "Exists": Operator.EXISTS,
+    "DoesNotExist": Operator.DOES_NOT_EXIST,
+}
+
+
+def from_label_selector(
+    match_labels: Mapping[str, str], match_expressions: Iterable[Mapping[str, Any]] = ()
+) -> Selector:
+    """metav1.LabelSelectorAsSelector: matchLabels as `key=value`, matchExpressions by their operator,
+    values sorted, requirements sorted by key; `str()` of the result is what /scale's
+    status.selector holds for a Deployment. A malformed expression raises SelectorError naming it."""
+    requirements = [Requirement(str(k), Operator.EQUALS, (str(v),)) for k, v in match_labels.items()]
+    for i, expr in enumerate(match_expressions):
+        operator = _EXPRESSION_OPERATORS.get(str(expr.get("operator")))
+        if operator is None:
+            raise SelectorError(
+                f"matchExpressions[{i}]: {expr.get('operator')!r} is not a valid label selector operator"
+            )
+        values = tuple(sorted({str(v) for v in expr.get("values") or ()}))
+        if operator in (Operator.IN, Operator.NOT_IN) and not values:
+            raise SelectorError(
+                f"matchExpressions[{i}]: for 'in', 'notin' operators, values set can't be empty"
+            )
+        if operator in (Operator.EXISTS, Operator.DOES_NOT_EXIST) and values:
+            raise SelectorError(
+                f"matchExpressions[{i}]: values set must be empty for exists and does not exist"
+            )
+        requirements.append(Requirement(str(expr.get("key", "")), operator, values))
     requirements.sort(key=lambda r: r.key)
     return Selector(tuple(requirements))

@@ -6,7 +6,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from common.selector import EVERYTHING, Operator, Requirement, Selector, SelectorError, parse_selector
+from common.selector import (
+    EVERYTHING,
+    Operator,
+    Requirement,
+    Selector,
+    SelectorError,
+    from_label_selector,
+    parse_selector,
+)
 
 
 @pytest.mark.parametrize(
@@ -157,3 +165,45 @@ def _parse_or_reject(text: str) -> None:
         return
     assert parse_selector(str(selector)) == selector
     selector.matches({"a": "b", "9": "1"})
+
+
+@pytest.mark.parametrize(
+    ("labels", "expressions", "text"),
+    [
+        pytest.param({"app": "llama"}, (), "app=llama", id="matchLabels"),
+        pytest.param({"z": "1", "a": "2"}, (), "a=2,z=1", id="sorted by key as Go"),
+        pytest.param(
+            {"app": "llama"},
+            ({"key": "tier", "operator": "In", "values": ["b", "a"]},),
+            "app=llama,tier in (a,b)",
+            id="In, values sorted",
+        ),
+        pytest.param({}, ({"key": "gpu", "operator": "Exists"},), "gpu", id="Exists"),
+        pytest.param({}, ({"key": "gpu", "operator": "DoesNotExist"},), "!gpu", id="DoesNotExist"),
+        pytest.param({}, ({"key": "x", "operator": "NotIn", "values": ["a"]},), "x notin (a)", id="NotIn"),
+        pytest.param({}, (), "", id="empty selects everything"),
+    ],
+)
+def test_from_label_selector_prints_what_scale_shows(
+    labels: dict[str, str], expressions: tuple[dict[str, object], ...], text: str
+) -> None:
+    selector = from_label_selector(labels, expressions)
+    assert str(selector) == text
+    assert parse_selector(text) == selector or text == ""  # the round trip the controller relies on
+
+
+@pytest.mark.parametrize(
+    ("expression", "error"),
+    [
+        pytest.param({"key": "a", "operator": "Bogus"}, "not a valid label selector operator", id="operator"),
+        pytest.param(
+            {"key": "a", "operator": "In", "values": []}, "values set can't be empty", id="In empty"
+        ),
+        pytest.param(
+            {"key": "a", "operator": "Exists", "values": ["x"]}, "must be empty", id="Exists values"
+        ),
+    ],
+)
+def test_from_label_selector_refuses_malformed_expressions(expression: dict[str, object], error: str) -> None:
+    with pytest.raises(SelectorError, match=error):
+        from_label_selector({}, (expression,))
