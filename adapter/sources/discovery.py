@@ -2,33 +2,30 @@
 
 Pipeline position: a `TargetSet` for adapter/sources/scrape.py. `target_of` (pure) turns one pod
 object into a scrape target (or None when the pod cannot be scraped); `KubernetesPods.run` keeps the
-set current. Watch semantics of the real API (../shared/kubernetes_api_gotchas.md): a watch from a
-too-old resourceVersion answers 200 with one ERROR event holding a 410 Status, after which only a
-fresh list helps; a label change that takes a pod out of the selector arrives as DELETED.
+set current through the informer the controller uses too (common/listwatch.py: paginated list, watch
+with bookmarks, a re-list after 410 Expired, backoff after errors). A label change that takes a pod
+out of the selector arrives as DELETED.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
-import aiohttp
-from kubernetes_asyncio import client, watch
-from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes_asyncio import client
 
 from adapter.sources import DEPLOYMENT, NAMESPACE, POD
 from adapter.sources.scrape import Target
 from adapter.telemetry import Telemetry
 from common.kubeconfig import load_configuration
+from common.listwatch import Informer
 
 if TYPE_CHECKING:
     from adapter.catalog import KubernetesDiscovery
 
-log = logging.getLogger(__name__)
 _RETRY_AFTER_ERROR_S = 5.0  # API unreachable or forbidden: retry, without hammering the apiserver
 
 
@@ -81,97 +78,44 @@ def target_of(pod: Mapping[str, Any], settings: KubernetesDiscovery) -> Target |
 
 
 class KubernetesPods:
-    """Pods matching the discovery settings, kept current by a watch. `ready` is set after the first
-    list."""
+    """Pods matching the discovery settings, kept current by the shared informer (list + watch,
+    common/listwatch.py). `ready` is set after the first list."""
 
     def __init__(self, api_client: Any, settings: KubernetesDiscovery, telemetry: Telemetry) -> None:
-        self._api = client.CoreV1Api(api_client)
         self._settings = settings
-        self._telemetry = telemetry
         self._targets: dict[str, Target] = {}
-        self.ready = asyncio.Event()
+        ns = settings.namespace
+        path = f"/api/v1/namespaces/{quote(ns, safe='')}/pods" if ns is not None else "/api/v1/pods"
+        self._informer = Informer(
+            api_client,
+            path,
+            label_selector=settings.label_selector,
+            # the server ends each watch after this; the informer resumes from the last version seen
+            watch_timeout_s=(settings.watch_timeout_s, settings.watch_timeout_s),
+            backoff_initial_s=_RETRY_AFTER_ERROR_S,
+            backoff_max_s=max(_RETRY_AFTER_ERROR_S, 30.0),
+            on_restart=lambda reason: telemetry.discovery_restarts.labels(reason).inc(),
+            name="engine pods",
+        )
+        self._informer.add_handler(self._apply)
+        self.ready = self._informer.synced
 
     def targets(self) -> Sequence[Target]:
         return list(self._targets.values())
 
-    def _list_call(self) -> Any:
-        if self._settings.namespace is None:
-            return self._api.list_pod_for_all_namespaces
-        return _bind_namespace(self._api.list_namespaced_pod, self._settings.namespace)
-
-    async def _relist(self) -> str:
-        response = await self._list_call()(
-            label_selector=self._settings.label_selector, _preload_content=False
-        )
-        body = await response.json()
-        targets = {}
-        for pod in body.get("items") or ():
-            target = target_of(pod, self._settings)
-            if target is not None:
-                targets[target.key] = target
-        self._targets = targets
-        self.ready.set()
-        return str((body.get("metadata") or {}).get("resourceVersion", ""))
-
-    def _apply(self, kind: str, pod: Mapping[str, Any]) -> None:
+    def _apply(self, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> None:
+        pod = new or old or {}
         meta = pod.get("metadata") or {}
         key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
-        target = None if kind == "DELETED" else target_of(pod, self._settings)
+        target = None if new is None else target_of(new, self._settings)
         if target is None:
             self._targets.pop(key, None)
         else:
             self._targets[key] = target
 
-    async def _watch(self, resource_version: str) -> str:
-        """Follow events until the server ends the watch; return the resourceVersion to resume from."""
-        w = watch.Watch(return_type="object")  # keep raw dicts: no V1Pod models per event
-        try:
-            stream = w.stream(
-                self._list_call(),
-                label_selector=self._settings.label_selector,
-                resource_version=resource_version,
-                allow_watch_bookmarks=True,
-                # a server-side timeout also turns off the client's own 410 retry, which would
-                # re-watch from the same expired version instead of re-listing
-                timeout_seconds=self._settings.watch_timeout_s,
-            )
-            async for event in stream:
-                kind = event["type"]
-                if kind in ("ADDED", "MODIFIED", "DELETED"):
-                    self._apply(kind, event["raw_object"])
-        finally:
-            await w.close()
-        return str(w.resource_version or resource_version)
-
     async def run(self) -> None:
         """List and watch until cancelled."""
-        while True:
-            try:
-                resource_version = await self._relist()
-                while True:
-                    resource_version = await self._watch(resource_version)
-            except ApiException as exc:
-                if exc.status == 410:  # resourceVersion expired: re-list at once
-                    self._telemetry.discovery_restarts.labels("expired").inc()
-                    continue
-                self._telemetry.discovery_restarts.labels("error").inc()
-                log.warning("pod discovery: Kubernetes API error %s %s; retrying", exc.status, exc.reason)
-            except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
-                self._telemetry.discovery_restarts.labels("error").inc()
-                log.warning("pod discovery: %s: %s; retrying", type(exc).__name__, exc)
-            except Exception:  # a bug must not freeze the targets for good: log it, list again
-                self._telemetry.discovery_restarts.labels("error").inc()
-                log.exception("pod discovery failed unexpectedly; retrying")
-            await asyncio.sleep(_RETRY_AFTER_ERROR_S)
-
-
-def _bind_namespace(func: Any, namespace: str) -> Any:
-    # Watch.stream inspects the function's docstring for the return type, so wrap without hiding it
-    def call(*args: Any, **kwargs: Any) -> Any:
-        return func(namespace, *args, **kwargs)
-
-    call.__doc__ = func.__doc__
-    return call
+        await self._informer.run()
 
 
 @asynccontextmanager
