@@ -25,8 +25,10 @@ from autoscaler.policy.spec import (
     AutoscalerSpec,
     Behavior,
     ColdStartSpec,
+    CompileCache,
     FloorSpec,
     ForecasterKind,
+    GateScope,
     MetricSpec,
     PredictionSpec,
     RatePolicy,
@@ -240,6 +242,10 @@ class BehaviorModel(_Model):
         )
 
 
+_COMPILE_CACHE = {"Disabled": CompileCache.NONE, "Node": CompileCache.NODE, "Cluster": CompileCache.CLUSTER}
+_GATE_SCOPE = {"Load": GateScope.LOAD, "Startup": GateScope.STARTUP}
+
+
 class ColdStartModel(_Model):
     weights_gb: Annotated[float, Field(gt=0, alias="weightsGB")]
     storage_gbps: Annotated[float, Field(gt=0, alias="storageGBps")]
@@ -251,6 +257,13 @@ class ColdStartModel(_Model):
     gpus_per_replica: Annotated[int, Field(ge=1, alias="gpusPerReplica")] = 1
     gpus_per_node: Annotated[int, Field(ge=1, alias="gpusPerNode")] = 8
     max_concurrent_loads: Annotated[int | None, Field(ge=1, alias="maxConcurrentLoads")] = None
+    engine_init_seconds: Annotated[float, Field(ge=0, alias="engineInitSeconds")] = 0.0
+    compile_seconds: Annotated[float, Field(ge=0, alias="compileSeconds")] = 0.0
+    compile_cached_seconds: Annotated[float, Field(ge=0, alias="compileCachedSeconds")] = 0.0
+    compile_cache: Literal["Disabled", "Node", "Cluster"] = Field(default="Disabled", alias="compileCache")
+    node_cache_gb: Annotated[float | None, Field(gt=0, alias="nodeCacheGB")] = None
+    peer_gbps: Annotated[float | None, Field(gt=0, alias="peerGBps")] = None
+    load_gate_scope: Literal["Load", "Startup"] = Field(default="Load", alias="loadGateScope")
 
     @model_validator(mode="after")
     def _consistent(self) -> ColdStartModel:
@@ -262,6 +275,13 @@ class ColdStartModel(_Model):
             raise ValueError(
                 f"gpusPerReplica ({self.gpus_per_replica}) exceeds gpusPerNode ({self.gpus_per_node})"
             )
+        if self.compile_cached_seconds > self.compile_seconds:
+            raise ValueError(
+                f"compileCachedSeconds ({self.compile_cached_seconds:g}) exceeds compileSeconds "
+                f"({self.compile_seconds:g}): a cache hit is not slower than a miss"
+            )
+        if self.node_cache_gb is not None and self.local_cache_gbps is None:
+            raise ValueError("nodeCacheGB needs localCacheGBps (a capacity needs a cache)")
         return ColdStartSpec(
             weights_gb=self.weights_gb,
             storage_gbps=self.storage_gbps,
@@ -273,6 +293,13 @@ class ColdStartModel(_Model):
             gpus_per_replica=self.gpus_per_replica,
             gpus_per_node=self.gpus_per_node,
             max_concurrent_loads=self.max_concurrent_loads,
+            engine_init_s=self.engine_init_seconds,
+            compile_s=self.compile_seconds,
+            compile_cached_s=self.compile_cached_seconds,
+            compile_cache=_COMPILE_CACHE[self.compile_cache],
+            node_cache_gb=self.node_cache_gb,
+            peer_gbps=self.peer_gbps,
+            load_gate_scope=_GATE_SCOPE[self.load_gate_scope],
         )
 
 
