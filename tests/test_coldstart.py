@@ -597,9 +597,47 @@ def test_cli_table_breakdown(capsys: pytest.CaptureFixture[str]) -> None:
     args += ["--image-pull-s", "60", "--warmup-s", "45"]
     code, out, _ = run_cli([*SEED_ARGS, *args], capsys)
     assert code == 0
-    # replica, node, provision, pull, load from, load start, load, waiting, warm-up, ready
-    expected = ("0", "new-4", "300.0", "60.0", "shared", "360.0", "14.0", "0.0", "45.0", "419.0")
-    assert tuple(out.splitlines()[-1].split()) == expected
+    # replica, node, provision, pull, init, gate, load from, load start, load, waiting, compile,
+    # cache, warm-up, ready
+    expected = ("0", "new-4", "300.0", "60.0", "0.0", "0.0", "shared", "360.0", "14.0", "0.0", "0.0", "-")
+    assert tuple(out.splitlines()[-1].split()) == (*expected, "45.0", "419.0")
+
+
+def test_cli_table_shows_the_gate_and_the_compile_cache(capsys: pytest.CaptureFixture[str]) -> None:
+    phases = ["--engine-init-s", "20", "--compile-s", "45", "--compile-cached-s", "8", "--warmup-s", "5"]
+    args = [*phases, "--compile-cache", "cluster", "--max-concurrent-loads", "1", "--replicas", "8"]
+    code, out, _ = run_cli([*SEED_ARGS, *args], capsys)
+    assert code == 0
+    headline, summary, _, *rows = out.splitlines()
+    assert (
+        "load gate: 1 slot(s), load" in headline and "compile 45 s, 8 s cached (cache: cluster)" in headline
+    )
+    # one slot: loads 20-34, 34-48, ...; the first compile (miss) fills the shared cache at 79, so
+    # the loads ending at 34, 48 and 62 compile 45 s, those from 90 on 8 s (76 + 14 = 90)
+    got = [(r.split()[5], r.split()[11], r.split()[-1]) for r in rows]
+    assert got == [
+        ("0.0", "miss", "84.0"),
+        ("14.0", "miss", "98.0"),
+        ("28.0", "miss", "112.0"),
+        ("42.0", "miss", "126.0"),
+        ("56.0", "hit", "103.0"),
+        ("70.0", "hit", "117.0"),
+        ("84.0", "hit", "131.0"),
+        ("98.0", "hit", "145.0"),
+    ]
+    assert summary.startswith("first ready at 84.0 s, all ready at 145.0 s")
+
+
+def test_cli_cluster_flags_for_caches_and_peers(capsys: pytest.CaptureFixture[str]) -> None:
+    spec = ["--compile-s", "45", "--compile-cached-s", "8", "--compile-cache", "node", "--peer-gbps", "35"]
+    state = ["--free-gpus", "8", "--image-cached-nodes", "all", "--compile-cached-nodes", "0"]
+    code, out, _ = run_cli([*SEED_ARGS, *spec, *state, "--peer-sources", "1", "--json"], capsys)
+    assert code == 0
+    doc = json.loads(out)
+    assert (doc["compile_cached_nodes"], doc["peer_sources"], doc["compile_cache_warm"]) == ([0], 1, False)
+    (replica,) = doc["replicas"]
+    assert (replica["tier"], replica["load_s"], replica["compile_hit"]) == ("peer", 4.0, True)
+    assert replica["ready_s"] == pytest.approx(140 / 35 + 8)
 
 
 def test_cli_nothing_to_start(capsys: pytest.CaptureFixture[str]) -> None:
@@ -658,6 +696,19 @@ def test_cli_json(capsys: pytest.CaptureFixture[str]) -> None:
             ["--image-cached-nodes", "0"], "--image-cached-nodes must be a node index", id="unknown node"
         ),
         pytest.param(["--warmup-s", "soon"], "argument --warmup-s: invalid float value", id="not a float"),
+        pytest.param(["--compile-cache", "disk"], "argument --compile-cache: invalid choice", id="bad cache"),
+        pytest.param(
+            ["--compile-s", "8", "--compile-cached-s", "45"],
+            "--compile-cached-s must be <= compile_s (8)",
+            id="a hit slower than a miss",
+        ),
+        pytest.param(["--max-concurrent-loads", "0"], "--max-concurrent-loads must be", id="no slot"),
+        pytest.param(["--peer-sources", "-1"], "--peer-sources must be >= 0", id="negative peers"),
+        pytest.param(
+            ["--free-gpus", "8", "--compile-cached-nodes", "0"],
+            "--compile-cached-nodes must be empty unless compile_cache is node",
+            id="compile artifacts without a node cache",
+        ),
     ],
 )
 def test_cli_bad_input_exits_2(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
