@@ -270,6 +270,35 @@ class ColdStartModel(_Model):
         self.to_spec()
         return self
 
+    @classmethod
+    def document_of(cls, spec: ColdStartSpec) -> dict[str, object]:
+        """The coldStart block that parses back into `spec` (fields at their default left out)."""
+        values = {
+            "weights_gb": spec.weights_gb,
+            "storage_gbps": spec.storage_gbps,
+            "per_loader_gbps": spec.per_loader_gbps,
+            "local_cache_gbps": spec.local_cache_gbps,
+            "image_pull_seconds": spec.image_pull_s,
+            "warmup_seconds": spec.warmup_s,
+            "node_provision_seconds": spec.node_provision_s,
+            "gpus_per_replica": spec.gpus_per_replica,
+            "gpus_per_node": spec.gpus_per_node,
+            "max_concurrent_loads": spec.max_concurrent_loads,
+            "engine_init_seconds": spec.engine_init_s,
+            "compile_seconds": spec.compile_s,
+            "compile_cached_seconds": spec.compile_cached_s,
+            "compile_cache": next(k for k, v in _COMPILE_CACHE.items() if v == spec.compile_cache),
+            "node_cache_gb": spec.node_cache_gb,
+            "peer_gbps": spec.peer_gbps,
+            "load_gate_scope": next(k for k, v in _GATE_SCOPE.items() if v == spec.load_gate_scope),
+        }
+        fields = cls.model_fields
+        return {
+            str(fields[name].alias): value
+            for name, value in values.items()
+            if value is not None and (fields[name].is_required() or value != fields[name].default)
+        }
+
     def to_spec(self) -> ColdStartSpec:
         if self.gpus_per_replica > self.gpus_per_node:
             raise ValueError(

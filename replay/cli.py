@@ -23,6 +23,7 @@ from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
+from autoscaler.hpaspec import ColdStartModel
 from autoscaler.policy.spec import ForecasterKind
 from replay import report as rep
 from replay.fleet import Fleet
@@ -407,7 +408,7 @@ def hpa_yaml(scenario: Scenario, p: PolicyParams) -> str:
 
 def settings_yaml(scenario: Scenario, p: PolicyParams) -> str:
     """The configuration as the spec of an InferenceAutoscaler (deploy/controller/crd.yaml)."""
-    cs = scenario.cold_start
+    block = ColdStartModel.document_of(scenario.cold_start)
     if p.lead_time_s is not None:
         horizon = f"leadTimeSeconds: {p.lead_time_s:g}"
     elif p.lead_quantile is not None:
@@ -415,15 +416,7 @@ def settings_yaml(scenario: Scenario, p: PolicyParams) -> str:
     else:
         horizon = "horizon: {source: ColdStartModel}"
     cold = [
-        f"weightsGB: {cs.weights_gb:g}",
-        f"storageGBps: {cs.storage_gbps:g}",
-        *([f"perLoaderGBps: {cs.per_loader_gbps:g}"] if cs.per_loader_gbps is not None else []),
-        *([f"localCacheGBps: {cs.local_cache_gbps:g}"] if cs.local_cache_gbps is not None else []),
-        f"imagePullSeconds: {cs.image_pull_s:g}",
-        f"warmupSeconds: {cs.warmup_s:g}",
-        f"nodeProvisionSeconds: {cs.node_provision_s:g}",
-        f"gpusPerReplica: {cs.gpus_per_replica}",
-        f"gpusPerNode: {cs.gpus_per_node}",
+        f"{key}: {value:g}" if isinstance(value, float) else f"{key}: {value}" for key, value in block.items()
     ]
     return f"""# infscale InferenceAutoscaler (infscale.io/v1alpha1): spec fields to merge into yours
 {_spec_head(scenario, p)}

@@ -11,6 +11,7 @@ from controller_harness import autoscaler
 from fake_apiserver import apply_defaults, crd_schema, validate_custom
 
 from autoscaler.controller import crd
+from autoscaler.hpaspec import ColdStartModel
 from autoscaler.policy.spec import ColdStartSpec, CompileCache, GateScope
 
 FULL = {
@@ -106,3 +107,15 @@ def test_the_parser_refuses_what_does_not_fit_together(changes: dict[str, Any], 
     validate_custom(stored)  # each field alone is valid
     with pytest.raises(crd.SpecError, match=re.escape(f"spec.coldStart: {message}")):
         crd.parse_autoscaler(stored, tolerance=0.1, downscale_stabilization_s=300, max_metric_age_s=60)
+
+
+@pytest.mark.parametrize(
+    "cold_start",
+    [pytest.param(FULL, id="every field"), pytest.param({"weightsGB": 16, "storageGBps": 10}, id="defaults")],
+)
+def test_a_spec_written_back_as_coldstart_parses_to_itself(cold_start: dict[str, Any]) -> None:
+    spec = parse(cold_start)
+    document = ColdStartModel.document_of(spec)
+    assert ColdStartModel.model_validate(document).to_spec() == spec
+    assert parse(document) == spec
+    assert set(document) <= set(cold_start) | {"gpusPerNode"}  # nothing at its default is written
