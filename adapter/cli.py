@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from common.listen import bind_host
+from common.settings_errors import describe
 
 if TYPE_CHECKING:
     from cryptography import x509
@@ -161,7 +162,8 @@ def run(args: argparse.Namespace) -> int:
         settings = AdapterSettings(**overrides(args))
         settings.catalog_settings()  # fail here, with the field named, not after start-up
     except ValidationError as exc:
-        print(f"infscale adapter: invalid settings:\n{_describe(exc)}", file=sys.stderr)
+        for line in describe(exc):
+            print(f"infscale adapter: {line}", file=sys.stderr)
         return 2
     except (SettingsFileError, CatalogError) as exc:
         print(f"infscale adapter: {exc}", file=sys.stderr)
@@ -177,14 +179,6 @@ def run(args: argparse.Namespace) -> int:
         log.error("%s", exc)
         return 1
     return 0
-
-
-def _describe(exc: ValidationError) -> str:
-    lines = []
-    for err in exc.errors():
-        where = ".".join(str(p) for p in err["loc"]) or "settings"
-        lines.append(f"  {where}: {err['msg']}")
-    return "\n".join(lines)
 
 
 class StartupError(Exception):

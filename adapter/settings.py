@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Annotated, Any, Self
 
 import yaml
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -40,6 +40,7 @@ from adapter.auth import MAX_CACHE_TTL_S
 from adapter.catalog import CatalogError, CatalogSettings
 from adapter.delegate import DelegateSettings
 from common.listen import parse_listen
+from common.settings_errors import describe
 
 ENV_PREFIX = "INFSCALE_ADAPTER_"
 
@@ -214,5 +215,10 @@ class AdapterSettings(BaseSettings):
             return CatalogSettings.from_file(self.catalog_file)
         try:
             return CatalogSettings.quick_start(self.endpoints, self.engine)
-        except ValueError as exc:  # pydantic's ValidationError is a ValueError
+        except ValidationError as exc:  # one line, naming the flag, without pydantic's dump and URL
+            lines = (
+                line if line.startswith("--") else f"--endpoints/--engine: {line}" for line in describe(exc)
+            )
+            raise CatalogError("; ".join(lines)) from exc
+        except ValueError as exc:
             raise CatalogError(f"--endpoints/--engine: {exc}") from exc

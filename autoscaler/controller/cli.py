@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from autoscaler.controller.settings import ControllerSettings, MetricsSource
 from common.kubeconfig import KubeconfigError, load_configuration
 from common.listen import bind_host
+from common.settings_errors import describe
 
 _FLAGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("--kubeconfig", "kubeconfig", {"help": "kubeconfig file (default: in-cluster, else ~/.kube/config)"}),
@@ -137,11 +138,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = settings_from(args)
     except ValidationError as exc:
-        for err in exc.errors():
-            where = ".".join(str(p) for p in err["loc"]) or "settings"
-            print(
-                f"infscale controller: {where}: {err['msg'].removeprefix('Value error, ')}", file=sys.stderr
-            )
+        for line in describe(exc):
+            print(f"infscale controller: {line}", file=sys.stderr)
         return 2
     logging.basicConfig(
         level=settings.log_level.upper(),

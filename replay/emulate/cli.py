@@ -22,6 +22,7 @@ from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from common.listen import bind_host, parse_listen
+from common.settings_errors import describe
 from replay.emulate.profiles import PROFILES, get_engine_profile
 from replay.emulate.server import ENGINES, EmulatorConfig, create_app
 from replay.profiles import ProfileError
@@ -94,8 +95,8 @@ def run(args: argparse.Namespace) -> int:
             startup_s=settings.startup_seconds,
         )
     except ValidationError as e:
-        lines = [f"  {'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in e.errors()]
-        print("infscale emulate: invalid settings:\n" + "\n".join(lines), file=sys.stderr)
+        for line in describe(e):
+            print(f"infscale emulate: {line}", file=sys.stderr)
         return 2
     except (ValueError, ProfileError) as e:
         print(f"infscale emulate: error: {e}", file=sys.stderr)

@@ -1,0 +1,42 @@
+"""Settings errors as a user reads them: one line per problem, naming the option and what it takes.
+
+pydantic's own text (`1 validation error for CatalogSettings ... [type=value_error, input_value=...]
+For further information visit https://errors.pydantic.dev/...`) names a model the user never
+wrote and a URL they do not need. Here a top-level field `engine` is the flag `--engine`, a nested
+one is its path in the settings file (`scrape.interval_s`), and a choice lists the allowed values:
+
+    --engine: 'tgii' is not one of vllm, tgi, sglang
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from pydantic import ValidationError
+
+_QUOTED = re.compile(r"'([^']*)'")
+
+
+def option_name(loc: Iterable[Any]) -> str:
+    """`("engine",)` -> `--engine`; a nested field keeps its dotted path (`scrape.interval_s`)."""
+    parts = [str(p) for p in loc]
+    if not parts:
+        return "settings"
+    if len(parts) == 1:
+        return "--" + parts[0].replace("_", "-")
+    return ".".join(f"[{p}]" if p.isdigit() else p for p in parts).replace(".[", "[")
+
+
+def describe(exc: ValidationError) -> list[str]:
+    """One line per error: `OPTION: message`, with the allowed values of a choice."""
+    lines = []
+    for err in exc.errors(include_url=False):
+        message = str(err["msg"]).removeprefix("Value error, ")
+        expected = (err.get("ctx") or {}).get("expected")
+        if err["type"] in ("literal_error", "enum") and expected:
+            allowed = ", ".join(_QUOTED.findall(str(expected))) or str(expected)
+            message = f"{err['input']!r} is not one of {allowed}"
+        lines.append(f"{option_name(err['loc'])}: {message}")
+    return lines
