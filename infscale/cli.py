@@ -1,15 +1,22 @@
+# PYTHON_ARGCOMPLETE_OK
 """`infscale` console script: one table of subcommands, each imported only when it runs.
 
 A subcommand module exposes `add_arguments(parser)` and `run(args) -> int` (the exit code).
-Lazy imports keep `infscale coldstart` from paying for aiohttp or matplotlib.
+Lazy imports keep `infscale coldstart` from paying for aiohttp or matplotlib. Conventions every
+command gets from here without asking: `--version`, shell completion (argcomplete: the line being
+completed picks which one command module is imported), and a settings error that escapes a
+command printed as one line per problem naming the option (common/settings_errors.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import shlex
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -25,11 +32,20 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "replay a request trace through a simulated fleet with the policies in the loop",
     ),
     "emulate": ("replay.emulate.cli", "an LLM engine without a GPU: OpenAI API, batching, engine metrics"),
+    "completion": ("infscale.completion", "print the shell completion script (bash, zsh, fish)"),
 }
+
+
+def version() -> str:
+    try:
+        return metadata.version("infscale")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
 
 
 def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="infscale", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"infscale {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     wanted = next((a for a in argv if not a.startswith("-")), None)
     for name, (module, help_text) in COMMANDS.items():
@@ -39,9 +55,39 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     return parser
 
 
+def _completing() -> list[str] | None:
+    """The words before the cursor when argcomplete calls us (it sets _ARGCOMPLETE and COMP_LINE)."""
+    if "_ARGCOMPLETE" not in os.environ:
+        return None
+    line = os.environ.get("COMP_LINE", "")
+    point = int(os.environ.get("COMP_POINT", len(line)))
+    try:
+        words = shlex.split(line[:point])
+    except ValueError:  # an open quote
+        words = line[:point].split()
+    done = words[1:] if line[:point].endswith(" ") else words[1:-1]  # the last word is being typed
+    return done
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser(args_list).parse_args(args_list)
+    completing = _completing()
+    parser = build_parser(args_list if completing is None else completing)
+    if completing is not None:
+        import argcomplete
+
+        argcomplete.autocomplete(parser)  # prints the candidates and exits
+    args = parser.parse_args(args_list)
     module = importlib.import_module(COMMANDS[args.command][0])
-    code: int = module.run(args)
+    try:
+        code: int = module.run(args)
+    except Exception as exc:
+        pydantic = sys.modules.get("pydantic")  # a ValidationError means pydantic is loaded already
+        if pydantic is None or not isinstance(exc, pydantic.ValidationError):
+            raise
+        from common.settings_errors import describe  # a command that did not catch its own
+
+        for line in describe(exc):
+            print(f"infscale {args.command}: {line}", file=sys.stderr)
+        return 2
     return code
