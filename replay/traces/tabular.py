@@ -56,8 +56,23 @@ def read_bytes(path: Path) -> bytes:
         raise TraceError(f"{path}: cannot read: {exc.strerror}") from exc
 
 
+# compressed or archived files, by their magic bytes: a hint beats "not valid UTF-8: byte 0x8b"
+_PACKED = (
+    (b"\x1f\x8b", "gzip-compressed", "gunzip -k"),
+    (b"\x28\xb5\x2f\xfd", "zstd-compressed", "unzstd"),
+    (b"\xfd7zXZ\x00", "xz-compressed", "unxz -k"),
+    (b"BZh", "bzip2-compressed", "bunzip2 -k"),
+    (b"PK\x03\x04", "a zip archive", "unzip"),
+)
+
+
 def decode(data: bytes, file: str) -> str:
     """UTF-8 (a leading BOM is dropped); a bad byte is reported with its row and column."""
+    for magic, what, tool in _PACKED:
+        if data.startswith(magic):
+            raise TraceError(
+                f"{file}: is {what} (magic bytes {magic.hex(' ')}); unpack it first: {tool} {file}"
+            )
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
