@@ -13,25 +13,22 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import itertools
-import os
 import sys
-import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, fields, replace
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from autoscaler.hpaspec import ColdStartModel
-from autoscaler.policy.spec import ForecasterKind
 from replay import report as rep
+from replay import sweep as sweep_cli
 from replay.fleet import Fleet
 from replay.outdir import check_out_dir, write_error
-from replay.policies import METRIC, POLICY_NAMES, PolicyError, PolicyParams, build_policy
+from replay.policies import POLICY_NAMES, PolicyError, PolicyParams, build_policy
 from replay.profiles import SCENARIOS, ProfileError, Scenario, get_scenario
 from replay.simulate import RunResult, SimulationStalled, simulate
 from replay.slo import SLO_PRESETS
+from replay.sweep import parse_grid as parse_grid  # re-exported: tests, bench
+from replay.sweep import sweep as sweep
 from replay.trace import Trace
 
 FORMATS = ("azure", "mooncake", "burstgpt", "servegen", "csv", "jsonl")
@@ -58,24 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--policies", default=DEFAULT_COMPARE, help=f"comma-separated (default {DEFAULT_COMPARE})"
     )
     sweep_p = sub.add_parser("sweep", help="a grid over policy parameters, in parallel processes")
-    sweep_p.add_argument("--policy", default="predictive", help="the policy whose parameters vary")
-    sweep_p.add_argument(
-        "--grid",
-        action="append",
-        default=[],
-        metavar="PARAM=V1,V2,...",
-        help="values of one parameter (repeatable); parameters: "
-        + ", ".join(f.name for f in fields(PolicyParams)),
-    )
-    sweep_p.add_argument(
-        "--slo",
-        type=float,
-        default=0.99,
-        help="slo_attainment to reach: the share of good requests, TTFT and TPOT met (default 0.99)",
-    )
-    sweep_p.add_argument(
-        "--workers", type=int, default=os.cpu_count() or 1, help="processes (default: cores)"
-    )
+    sweep_cli.add_arguments(sweep_p)
     for p in (run_p, cmp_p, sweep_p):
         _common(p)
     for name, (module, help_text) in MODULE_COMMANDS.items():
@@ -122,6 +102,18 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_output_argument(p)
+
+
+def add_output_argument(p: argparse.ArgumentParser) -> None:
+    """`--output text|json`: json prints the command's whole document (report.json's) on stdout."""
+    p.add_argument(
+        "--output",
+        "-o",
+        choices=("text", "json"),
+        default="text",
+        help="text (a table, default) or json (the report document, on stdout)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -163,7 +155,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.static_replicas is not None:
         params = replace(params, static_replicas=args.static_replicas)
     if args.replay_command == "sweep":
-        return _sweep(args, trace, scenario, params)
+        return sweep_cli.run(args, trace, scenario, params)
     names = (
         [args.policy]
         if args.replay_command == "run"
@@ -179,8 +171,14 @@ def _run(args: argparse.Namespace) -> int:
     results = [run_policy(trace, scenario, name, params, progress=not args.quiet) for name in names]
     report = rep.build_report(trace, results, seed=args.seed)
     written = rep.write_report(args.out, report, plots=not args.no_plots)
-    print(rep.markdown(report))
-    print("wrote " + ", ".join(str(p) for p in written))
+    if args.output == "json":
+        print(rep.to_json(report))
+    else:
+        print(rep.markdown(report))
+    print(
+        "wrote " + ", ".join(str(p) for p in written),
+        file=sys.stderr if args.output == "json" else sys.stdout,
+    )
     return 0
 
 
@@ -239,191 +237,3 @@ def run_policy(
     finally:
         if bar is not None:
             bar.close()
-
-
-# --- sweep ---------------------------------------------------------------------------------------
-
-
-def parse_grid(items: Sequence[str]) -> list[dict[str, Any]]:
-    """`["target=8,16", "warm_floor=0,2"]` -> every combination, typed like PolicyParams."""
-    known = {f.name: f for f in fields(PolicyParams)}
-    axes: list[tuple[str, list[Any]]] = []
-    for item in items:
-        key, sep, values = item.partition("=")
-        key = key.strip()
-        if not sep or key not in known:
-            raise CliError(f"--grid {item!r}: expected PARAM=V1,V2 with PARAM one of {', '.join(known)}")
-        parsed = [_param(key, v.strip()) for v in values.split(",") if v.strip()]
-        if not parsed:  # else the grid would be empty: "no configuration meets the SLO"
-            raise CliError(f"--grid {item!r}: give at least one value")
-        axes.append((key, parsed))
-    if not axes:
-        raise CliError("sweep: give at least one --grid PARAM=V1,V2,...")
-    return [
-        dict(zip([k for k, _ in axes], combo, strict=True))
-        for combo in itertools.product(*(v for _, v in axes))
-    ]
-
-
-def _param(key: str, text: str) -> Any:
-    try:
-        if key == "forecaster":
-            return ForecasterKind(text)
-        if key == "scale_to_zero":
-            if text.lower() not in ("true", "false"):
-                raise ValueError(text)
-            return text.lower() == "true"
-        if key in ("lead_time_s", "lead_quantile", "static_replicas"):
-            return (
-                None
-                if text in ("model", "none")
-                else (int(text) if key == "static_replicas" else float(text))
-            )
-        if key in ("downscale_window_s", "warm_floor"):
-            return int(text)
-        return float(text)
-    except ValueError:
-        raise CliError(f"--grid {key}: cannot read {text!r}") from None
-
-
-_SWEEP: tuple[Trace, Scenario, str, PolicyParams] | None = None
-
-
-def _init_worker(trace: Trace, scenario: Scenario, policy: str, base: PolicyParams) -> None:
-    global _SWEEP
-    _SWEEP = (trace, scenario, policy, base)
-
-
-def _sweep_point(changes: dict[str, Any]) -> dict[str, Any]:
-    assert _SWEEP is not None
-    trace, scenario, policy, base = _SWEEP
-    cpu = time.process_time()
-    result = run_policy(trace, scenario, policy, replace(base, **changes))
-    return {
-        "params": {k: str(v) if isinstance(v, ForecasterKind) else v for k, v in changes.items()},
-        **rep.policy_summary(result),
-        "cpu_seconds": time.process_time() - cpu,  # of this configuration, in its worker
-    }
-
-
-def sweep(
-    trace: Trace,
-    scenario: Scenario,
-    policy: str,
-    base: PolicyParams,
-    grid: list[dict[str, Any]],
-    workers: int,
-) -> list[dict[str, Any]]:
-    """Every grid point's summary, in grid order; `workers` processes share the points."""
-    if workers <= 1:
-        _init_worker(trace, scenario, policy, base)
-        return [_sweep_point(g) for g in grid]
-    with ProcessPoolExecutor(
-        workers, initializer=_init_worker, initargs=(trace, scenario, policy, base)
-    ) as pool:
-        return list(pool.map(_sweep_point, grid))
-
-
-def _sweep(args: argparse.Namespace, trace: Trace, scenario: Scenario, params: PolicyParams) -> int:
-    grid = parse_grid(args.grid)
-    for g in grid:
-        build_policy(args.policy, scenario, trace, replace(params, **g), lambda: 0.0)
-    start = time.perf_counter()
-    points = sweep(trace, scenario, args.policy, params, grid, max(1, args.workers))
-    wall = time.perf_counter() - start
-    front = rep.pareto_front(points)
-    meeting = [p for p in points if p["slo_attainment"] >= args.slo]
-    best = min(meeting, key=lambda p: p["gpu_hours"]) if meeting else None
-    doc = {
-        "schema": "infscale.replay.sweep/v1",
-        "policy": args.policy,
-        "slo_attainment_goal": args.slo,
-        "wall_seconds": wall,
-        "points": points,
-        "pareto_front": front,
-        "cheapest_meeting_slo": best,
-    }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "sweep.json").write_text(rep.to_json(doc) + "\n", encoding="utf-8")
-    if not args.no_plots:
-        summary = {"scenario": asdict(scenario), "policies": {}}
-        from replay import plots
-
-        plots.plot_frontier(args.out / "frontier.png", summary, points)
-    print(f"{len(points)} configurations of {args.policy} in {wall:.1f} s on {args.workers} processes")
-    print("Pareto front (GPU-hours, SLO attainment, parameters):")
-    for p in front:
-        print(f"  {p['gpu_hours']:8.1f}  {p['slo_attainment']:.4f}  {p['params']}")
-    if best is None:
-        print(f"no configuration meets SLO attainment >= {args.slo}")
-        return 1
-    changes: dict[str, Any] = {k: None if v is None else _param(k, str(v)) for k, v in best["params"].items()}
-    chosen = replace(params, **changes)
-    print(
-        f"\ncheapest meeting SLO attainment >= {args.slo}: {best['gpu_hours']:.1f} GPU-hours, "
-        f"{best['slo_attainment']:.4f}\n"
-    )
-    print(hpa_yaml(scenario, chosen))
-    print(settings_yaml(scenario, chosen))
-    return 0
-
-
-def _spec_head(scenario: Scenario, p: PolicyParams) -> str:
-    """The replica bounds and the metric, as both the HPA and the InferenceAutoscaler spell them."""
-    target = f'"{p.target:g}"'  # a Quantity string
-    return f"""spec:
-  minReplicas: {scenario.min_replicas}
-  maxReplicas: {scenario.max_replicas}
-  metrics:
-  - type: External
-    external:
-      metric:
-        name: {METRIC}
-      target:
-        type: AverageValue
-        averageValue: {target}"""
-
-
-def hpa_yaml(scenario: Scenario, p: PolicyParams) -> str:
-    """The reactive part of a configuration as an autoscaling/v2 HPA spec with a `behavior` block
-    (upstream's default rate policies written out, the swept windows and tolerances filled in)."""
-    return f"""# HPA (autoscaling/v2): the reactive part; per-direction tolerance needs Kubernetes >= 1.33
-{_spec_head(scenario, p)}
-  behavior:
-    scaleUp:
-      stabilizationWindowSeconds: 0
-      tolerance: {p.tolerance:g}
-      selectPolicy: Max
-      policies:
-      - {{type: Pods, value: 4, periodSeconds: 15}}
-      - {{type: Percent, value: 100, periodSeconds: 15}}
-    scaleDown:
-      stabilizationWindowSeconds: {p.downscale_window_s}
-      tolerance: {p.tolerance:g}
-      selectPolicy: Max
-      policies:
-      - {{type: Percent, value: 100, periodSeconds: 15}}
-"""
-
-
-def settings_yaml(scenario: Scenario, p: PolicyParams) -> str:
-    """The configuration as the spec of an InferenceAutoscaler (deploy/controller/crd.yaml)."""
-    block = ColdStartModel.document_of(scenario.cold_start)
-    if p.lead_time_s is not None:
-        horizon = f"leadTimeSeconds: {p.lead_time_s:g}"
-    elif p.lead_quantile is not None:
-        horizon = f"horizon: {{source: Auto, quantile: {p.lead_quantile:g}}}"
-    else:
-        horizon = "horizon: {source: ColdStartModel}"
-    cold = [
-        f"{key}: {value:g}" if isinstance(value, float) else f"{key}: {value}" for key, value in block.items()
-    ]
-    return f"""# infscale InferenceAutoscaler (infscale.io/v1alpha1): spec fields to merge into yours
-{_spec_head(scenario, p)}
-  behavior:
-    scaleUp: {{tolerance: {p.tolerance:g}}}
-    scaleDown: {{stabilizationWindowSeconds: {p.downscale_window_s}, tolerance: {p.tolerance:g}}}
-  coldStart: {{{", ".join(cold)}}}
-  prediction: {{forecaster: {p.forecaster}, {horizon}}}
-  floors: {{warmMinReplicas: {p.warm_floor}}}
-"""

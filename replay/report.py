@@ -160,8 +160,8 @@ def markdown(report: Mapping[str, Any]) -> str:
     ]
     for name, p in report["policies"].items():
         lines.append(
-            f"| {name} | {p['slo_attainment']:.2%} | {p['ttft_attainment']:.2%} | "
-            f"{p['tpot_attainment']:.2%} | {_s(p['ttft_p50_s'])} | {_s(p['ttft_p99_s'])} | "
+            f"| {name} | {percent(p['slo_attainment'], 2)} | {percent(p['ttft_attainment'], 2)} | "
+            f"{percent(p['tpot_attainment'], 2)} | {_s(p['ttft_p50_s'])} | {_s(p['ttft_p99_s'])} | "
             f"{_ms(p['tpot_p50_s'])} | {_ms(p['tpot_p99_s'])} | "
             f"{_n(p['goodput_per_gpu_hour'])} | {p['gpu_hours']:.1f} | "
             f"{p['scale_events']} | {p['cold_starts']} | {p['requests_dropped']} |"
@@ -227,6 +227,17 @@ def _ready_seconds(result: RunResult) -> float:
         stop = result.end_s if math.isnan(stop) else stop
         total += max(0.0, stop - r.ready_s)
     return total
+
+
+def percent(share: float, digits: int = 1) -> str:
+    """A share as a percentage that never rounds up to 100 % (99.95 % is "99.9%", not "100.0%"):
+    an SLO missed by one request in 2,000 must not read as met."""
+    if math.isnan(share):
+        return "n/a"
+    text = f"{share * 100:.{digits}f}"
+    if share < 1.0 and float(text) >= 100.0:
+        text = f"{math.floor(share * 100 * 10**digits) / 10**digits:.{digits}f}"
+    return text + "%"
 
 
 def _s(x: float | None) -> str:

@@ -83,7 +83,7 @@ def _boom(*args: object, **kwargs: object) -> object:
     [
         pytest.param(["replay", "run", "--policy", "hpa"], "replay.cli.simulate", id="run"),
         pytest.param(["replay", "compare", "--policies", "static,hpa"], "replay.cli.simulate", id="compare"),
-        pytest.param(["replay", "sweep", "--grid", "target=8,16"], "replay.cli.sweep", id="sweep"),
+        pytest.param(["replay", "sweep", "--grid", "target=8,16"], "replay.sweep.sweep", id="sweep"),
         pytest.param(
             ["replay", "online", "--endpoint", "http://127.0.0.1:9/v1"],
             "replay.online.run_online",

@@ -287,9 +287,9 @@ def test_sweep_finds_the_cheapest_configuration_meeting_the_slo(tmp_path: Path) 
     ],
 )
 def test_bad_grid_is_an_error_naming_it(grid: list[str], message: str) -> None:
-    from replay.cli import CliError, parse_grid
+    from replay.sweep import SweepError, parse_grid
 
-    with pytest.raises(CliError, match=re.escape(message)):
+    with pytest.raises(SweepError, match=re.escape(message)):
         parse_grid(grid)
 
 
@@ -307,8 +307,8 @@ def test_printed_settings_are_an_inference_autoscaler_the_controller_accepts(par
     import yaml
 
     from autoscaler.controller.crd import parse_autoscaler
-    from replay.cli import settings_yaml
     from replay.policies import predictive_spec
+    from replay.sweep import settings_yaml
 
     doc = yaml.safe_load(settings_yaml(REFERENCE_70B, params))
     doc["spec"]["scaleTargetRef"] = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "llama"}
@@ -326,23 +326,74 @@ def test_printed_settings_are_an_inference_autoscaler_the_controller_accepts(par
     assert (parsed.min_replicas, parsed.max_replicas) == (replayed.min_replicas, replayed.max_replicas)
 
 
-def test_printed_hpa_is_a_valid_autoscaling_v2_object() -> None:
+def test_printed_hpa_is_a_complete_valid_autoscaling_v2_object() -> None:
     import kubernetes_validate
     import yaml
 
-    from replay.cli import hpa_yaml
+    from replay.sweep import TargetRef, hpa_yaml, match_selector
 
-    spec = yaml.safe_load(hpa_yaml(REFERENCE_70B, PolicyParams(target=12.0, tolerance=0.05)))["spec"]
-    spec["scaleTargetRef"] = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "llama"}
-    hpa = {
-        "apiVersion": "autoscaling/v2",
-        "kind": "HorizontalPodAutoscaler",
-        "metadata": {"name": "llama"},
-        "spec": spec,
+    text = hpa_yaml(
+        REFERENCE_70B,
+        PolicyParams(target=12.0, tolerance=0.05),
+        TargetRef.parse("statefulset/llama-70b"),
+        match_selector("deployment=llama-70b,tier in (gold,silver),!canary"),
+    )
+    hpa = yaml.safe_load(text)
+    kubernetes_validate.validate(hpa, "1.37", strict=True)
+    spec = hpa["spec"]
+    assert spec["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "llama-70b"}
+    assert spec["metrics"][0]["external"]["metric"]["selector"] == {
+        "matchLabels": {"deployment": "llama-70b"},
+        "matchExpressions": [
+            {"key": "canary", "operator": "DoesNotExist"},
+            {"key": "tier", "operator": "In", "values": ["gold", "silver"]},
+        ],
     }
-    kubernetes_validate.validate(hpa, "1.33.0", strict=True)
     assert spec["metrics"][0]["external"]["target"]["averageValue"] == "12"
     assert spec["behavior"]["scaleUp"]["tolerance"] == 0.05
+    # without --target-ref: a placeholder the schema accepts, and the selector still narrows
+    default = yaml.safe_load(
+        hpa_yaml(REFERENCE_70B, PolicyParams(), TargetRef.parse(None), match_selector("deployment=my-llm"))
+    )
+    kubernetes_validate.validate(default, "1.37", strict=True)
+    assert "# set with --target-ref" in hpa_yaml(
+        REFERENCE_70B, PolicyParams(), TargetRef.parse(None), {"matchLabels": {"a": "b"}}
+    )
+
+
+@pytest.mark.parametrize(
+    ("ref", "selector", "message"),
+    [
+        pytest.param("llama", "a=b", "--target-ref 'llama': expected KIND/NAME", id="no kind"),
+        pytest.param("Pod/llama", "a=b", "KIND one of Deployment, StatefulSet, ReplicaSet", id="bad kind"),
+        pytest.param("Deployment/Bad_Name!", "a=b", "is not a valid object name", id="bad name"),
+        pytest.param("Deployment/x", "a in (", "--selector 'a in ('", id="bad selector"),
+        pytest.param("Deployment/x", "a>3", "cannot be written as a LabelSelector", id="gt"),
+    ],
+)
+def test_bad_target_ref_or_selector_names_it(ref: str, selector: str, message: str) -> None:
+    from replay.sweep import SweepError, TargetRef, match_selector
+
+    with pytest.raises(SweepError, match=re.escape(message)):
+        TargetRef.parse(ref)
+        match_selector(selector)
+
+
+def test_edge_of_grid_warning() -> None:
+    from replay.sweep import edge_warnings, grid_axes
+
+    axes = grid_axes(["target=4,8,16", "warm_floor=0,2", "forecaster=holt,linear", "tolerance=0.1"])
+    lines = edge_warnings(axes, {"target": 16.0, "warm_floor": 0, "forecaster": "holt", "tolerance": 0.1})
+    assert lines == [
+        "warning: the winner's target=16 is the highest value of the grid (4, 8, 16): the optimum may lie"
+        " beyond it; extend --grid target",
+        "warning: the winner's warm_floor=0 is the lowest value of the grid (0, 2): the optimum may lie"
+        " beyond it; extend --grid warm_floor",
+    ]
+    assert edge_warnings(axes, {"target": 8.0, "warm_floor": 2}) == [
+        "warning: the winner's warm_floor=2 is the highest value of the grid (0, 2): the optimum may lie"
+        " beyond it; extend --grid warm_floor"
+    ]
 
 
 def test_lead_quantile_uses_the_start_ups_seen_so_far() -> None:

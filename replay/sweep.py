@@ -1,0 +1,403 @@
+"""`infscale replay sweep`: a grid over policy parameters, run in parallel processes, and the
+cheapest configuration meeting the SLO printed as a complete HPA and as InferenceAutoscaler
+settings.
+
+    infscale replay sweep --policy hpa --grid target=4,8,16 --slo 0.95 \\
+        --target-ref Deployment/llama-70b --selector deployment=llama-70b
+
+A progress bar counts finished configurations (on a terminal, unless --quiet); a winner at the
+edge of a numeric grid axis is reported, since the optimum may lie beyond it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+from autoscaler.hpaspec import ColdStartModel
+from autoscaler.policy.spec import ForecasterKind
+from common.selector import Operator, SelectorError, parse_selector
+from replay import report as rep
+from replay.policies import METRIC, PolicyParams, build_policy
+from replay.profiles import Scenario
+from replay.trace import Trace
+
+SWEEP_SCHEMA = "infscale.replay.sweep/v1"
+
+
+class SweepError(ValueError):
+    pass
+
+
+# --- the grid ---------------------------------------------------------------------------------------
+
+
+def parse_grid(items: Sequence[str]) -> list[dict[str, Any]]:
+    """`["target=8,16", "warm_floor=0,2"]` -> every combination, typed like PolicyParams."""
+    axes = grid_axes(items)
+    return [
+        dict(zip([k for k, _ in axes], combo, strict=True))
+        for combo in itertools.product(*(v for _, v in axes))
+    ]
+
+
+def grid_axes(items: Sequence[str]) -> list[tuple[str, list[Any]]]:
+    known = {f.name: f for f in fields(PolicyParams)}
+    axes: list[tuple[str, list[Any]]] = []
+    for item in items:
+        key, sep, values = item.partition("=")
+        key = key.strip()
+        if not sep or key not in known:
+            raise SweepError(f"--grid {item!r}: expected PARAM=V1,V2 with PARAM one of {', '.join(known)}")
+        parsed = [param(key, v.strip()) for v in values.split(",") if v.strip()]
+        if not parsed:  # else the grid would be empty: "no configuration meets the SLO"
+            raise SweepError(f"--grid {item!r}: give at least one value")
+        axes.append((key, parsed))
+    if not axes:
+        raise SweepError("sweep: give at least one --grid PARAM=V1,V2,...")
+    return axes
+
+
+def param(key: str, text: str) -> Any:
+    try:
+        if key == "forecaster":
+            return ForecasterKind(text)
+        if key == "scale_to_zero":
+            if text.lower() not in ("true", "false"):
+                raise ValueError(text)
+            return text.lower() == "true"
+        if key in ("lead_time_s", "lead_quantile", "static_replicas"):
+            return (
+                None
+                if text in ("model", "none")
+                else (int(text) if key == "static_replicas" else float(text))
+            )
+        if key in ("downscale_window_s", "warm_floor"):
+            return int(text)
+        return float(text)
+    except ValueError:
+        raise SweepError(f"--grid {key}: cannot read {text!r}") from None
+
+
+def edge_warnings(axes: Sequence[tuple[str, list[Any]]], winner: dict[str, Any]) -> list[str]:
+    """One line per numeric axis of 2+ values on which the winner sits at the lowest or highest."""
+    lines = []
+    for key, values in axes:
+        numeric = sorted({v for v in values if isinstance(v, int | float) and not isinstance(v, bool)})
+        value = winner.get(key)
+        if len(numeric) < 2 or value not in numeric or numeric[0] < value < numeric[-1]:
+            continue
+        side = "lowest" if value == numeric[0] else "highest"
+        lines.append(
+            f"warning: the winner's {key}={value:g} is the {side} value of the grid"
+            f" ({', '.join(f'{v:g}' for v in numeric)}): the optimum may lie beyond it; extend --grid {key}"
+        )
+    return lines
+
+
+# --- running it -------------------------------------------------------------------------------------
+
+_SWEEP: tuple[Trace, Scenario, str, PolicyParams] | None = None
+
+
+def _init_worker(trace: Trace, scenario: Scenario, policy: str, base: PolicyParams) -> None:
+    global _SWEEP
+    _SWEEP = (trace, scenario, policy, base)
+
+
+def _sweep_point(changes: dict[str, Any]) -> dict[str, Any]:
+    from replay.cli import run_policy  # the one way a policy is built and replayed
+
+    assert _SWEEP is not None
+    trace, scenario, policy, base = _SWEEP
+    cpu = time.process_time()
+    result = run_policy(trace, scenario, policy, replace(base, **changes))
+    return {
+        "params": {k: str(v) if isinstance(v, ForecasterKind) else v for k, v in changes.items()},
+        **rep.policy_summary(result),
+        "cpu_seconds": time.process_time() - cpu,  # of this configuration, in its worker
+    }
+
+
+def sweep(
+    trace: Trace,
+    scenario: Scenario,
+    policy: str,
+    base: PolicyParams,
+    grid: list[dict[str, Any]],
+    workers: int,
+    *,
+    progress: bool = False,
+) -> list[dict[str, Any]]:
+    """Every grid point's summary, in grid order; `workers` processes share the points."""
+    bar: Any = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(grid), desc=f"sweep {policy}", unit="config", leave=False)
+    try:
+        if workers <= 1:
+            _init_worker(trace, scenario, policy, base)
+            points = []
+            for g in grid:
+                points.append(_sweep_point(g))
+                if bar is not None:
+                    bar.update(1)
+            return points
+        with ProcessPoolExecutor(
+            workers, initializer=_init_worker, initargs=(trace, scenario, policy, base)
+        ) as pool:
+            points = []
+            for point in pool.map(_sweep_point, grid):  # in grid order, as they finish
+                points.append(point)
+                if bar is not None:
+                    bar.update(1)
+            return points
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--policy", default="predictive", help="the policy whose parameters vary")
+    parser.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="PARAM=V1,V2,...",
+        help="values of one parameter (repeatable); parameters: "
+        + ", ".join(f.name for f in fields(PolicyParams)),
+    )
+    parser.add_argument(
+        "--slo",
+        type=float,
+        default=0.99,
+        help="slo_attainment to reach: the share of good requests, TTFT and TPOT met (default 0.99)",
+    )
+    parser.add_argument("--workers", type=int, default=None, help="processes (default: cores)")
+    parser.add_argument(
+        "--target-ref",
+        default=None,
+        metavar="KIND/NAME",
+        help="the printed HPA's scaleTargetRef (an apps/v1 kind, e.g. Deployment/llama-70b)",
+    )
+    parser.add_argument(
+        "--selector",
+        default=None,
+        metavar="SELECTOR",
+        help="the printed metric's label selector (default deployment=NAME of --target-ref)",
+    )
+
+
+def run(args: argparse.Namespace, trace: Trace, scenario: Scenario, params: PolicyParams) -> int:
+    import os
+
+    target = TargetRef.parse(args.target_ref)
+    selector = match_selector(args.selector if args.selector is not None else f"deployment={target.name}")
+    axes = grid_axes(args.grid)
+    grid = parse_grid(args.grid)
+    for g in grid:  # a bad value fails before the first long run
+        build_policy(args.policy, scenario, trace, replace(params, **g), lambda: 0.0)
+    workers = max(1, args.workers if args.workers is not None else os.cpu_count() or 1)
+    start = time.perf_counter()
+    points = sweep(
+        trace, scenario, args.policy, params, grid, workers, progress=not args.quiet and sys.stderr.isatty()
+    )
+    wall = time.perf_counter() - start
+    front = rep.pareto_front(points)
+    meeting = [p for p in points if p["slo_attainment"] >= args.slo]
+    best = min(meeting, key=lambda p: p["gpu_hours"]) if meeting else None
+    chosen = replace(params, **_typed(best)) if best else None
+    warnings = edge_warnings(axes, _typed(best)) if best else []
+    doc: dict[str, Any] = {
+        "schema": SWEEP_SCHEMA,
+        "policy": args.policy,
+        "slo_attainment_goal": args.slo,
+        "wall_seconds": wall,
+        "points": points,
+        "pareto_front": front,
+        "cheapest_meeting_slo": best,
+        "warnings": warnings,
+    }
+    if chosen is not None:
+        doc["hpa_yaml"] = hpa_yaml(scenario, chosen, target, selector)
+        doc["inference_autoscaler_yaml"] = settings_yaml(scenario, chosen, selector)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "sweep.json").write_text(rep.to_json(doc) + "\n", encoding="utf-8")
+    if not args.no_plots:
+        from replay import plots
+
+        plots.plot_frontier(args.out / "frontier.png", {"scenario": asdict(scenario), "policies": {}}, points)
+    if getattr(args, "output", "text") == "json":
+        print(rep.to_json(doc))
+        return 0 if best is not None else 1
+    print(f"{len(points)} configurations of {args.policy} in {wall:.1f} s on {workers} processes")
+    print("Pareto front (GPU-hours, SLO attainment, parameters):")
+    for p in front:
+        print(f"  {p['gpu_hours']:8.1f}  {rep.percent(p['slo_attainment'], 2)}  {p['params']}")
+    if best is None or chosen is None:
+        print(f"no configuration meets SLO attainment >= {args.slo}")
+        return 1
+    print(
+        f"\ncheapest meeting SLO attainment >= {args.slo}: {best['gpu_hours']:.1f} GPU-hours, "
+        f"{rep.percent(best['slo_attainment'], 2)} {best['params']}"
+    )
+    for line in warnings:
+        print(line)
+    print()
+    print(doc["hpa_yaml"])
+    print(doc["inference_autoscaler_yaml"])
+    return 0
+
+
+def _typed(point: dict[str, Any]) -> dict[str, Any]:
+    return {k: None if v is None else param(k, str(v)) for k, v in point["params"].items()}
+
+
+# --- what the winner looks like in a cluster ---------------------------------------------------------
+
+
+_KINDS = {"deployment": "Deployment", "statefulset": "StatefulSet", "replicaset": "ReplicaSet"}
+
+
+@dataclass(frozen=True)
+class TargetRef:
+    """`--target-ref KIND/NAME`; without it a placeholder name the apiserver accepts and kubectl
+    apply fails on loudly (no such Deployment), never an HPA that scales nothing."""
+
+    kind: str
+    name: str
+    given: bool
+
+    @classmethod
+    def parse(cls, text: str | None) -> TargetRef:
+        if text is None:
+            return cls("Deployment", "my-llm", given=False)
+        kind, sep, name = text.partition("/")
+        kind_name = _KINDS.get(kind.strip().lower())
+        if not sep or kind_name is None or not name.strip():
+            raise SweepError(
+                f"--target-ref {text!r}: expected KIND/NAME with KIND one of {', '.join(_KINDS.values())}"
+            )
+        name = name.strip()
+        try:  # a name is a DNS-1123 subdomain: the selector's value rules are close and at hand
+            parse_selector(f"x={name}")
+        except SelectorError:
+            raise SweepError(f"--target-ref {text!r}: {name!r} is not a valid object name") from None
+        return cls(kind_name, name, given=True)
+
+
+def match_selector(text: str) -> dict[str, Any]:
+    """A label selector string as the metric's `selector` (matchLabels and matchExpressions)."""
+    try:
+        selector = parse_selector(text)
+    except SelectorError as exc:
+        raise SweepError(f"--selector {text!r}: {exc}") from None
+    labels: dict[str, str] = {}
+    expressions: list[dict[str, Any]] = []
+    for r in selector.requirements:
+        op = r.operator
+        if op in (Operator.EQUALS, Operator.DOUBLE_EQUALS):
+            labels[r.key] = r.values[0]
+        elif op in (Operator.IN, Operator.NOT_IN, Operator.NOT_EQUALS):
+            kind = "In" if op is Operator.IN else "NotIn"
+            expressions.append({"key": r.key, "operator": kind, "values": list(r.values)})
+        elif op is Operator.EXISTS:
+            expressions.append({"key": r.key, "operator": "Exists"})
+        elif op is Operator.DOES_NOT_EXIST:
+            expressions.append({"key": r.key, "operator": "DoesNotExist"})
+        else:
+            raise SweepError(f"--selector {text!r}: {op.value} cannot be written as a LabelSelector")
+    if not labels and not expressions:
+        raise SweepError("--selector: an empty selector would sum the metric over every deployment")
+    out: dict[str, Any] = {}
+    if labels:
+        out["matchLabels"] = labels
+    if expressions:
+        out["matchExpressions"] = expressions
+    return out
+
+
+def _selector_yaml(selector: dict[str, Any], indent: str) -> str:
+    import yaml
+
+    body = yaml.safe_dump({"selector": selector}, sort_keys=False, default_flow_style=False).rstrip()
+    return "\n".join(indent + line for line in body.splitlines())
+
+
+def _spec_head(scenario: Scenario, p: PolicyParams, selector: dict[str, Any]) -> str:
+    """The replica bounds and the metric, as both the HPA and the InferenceAutoscaler spell them."""
+    target = f'"{p.target:g}"'  # a Quantity string
+    return f"""  minReplicas: {scenario.min_replicas}
+  maxReplicas: {scenario.max_replicas}
+  metrics:
+  - type: External
+    external:
+      metric:
+        name: {METRIC}
+{_selector_yaml(selector, "        ")}
+      target:
+        type: AverageValue
+        averageValue: {target}"""
+
+
+def hpa_yaml(scenario: Scenario, p: PolicyParams, target: TargetRef, selector: dict[str, Any]) -> str:
+    """The reactive part of a configuration as a complete autoscaling/v2 HPA with a `behavior`
+    block (upstream's default rate policies written out, the swept windows and tolerances in)."""
+    placeholder = "" if target.given else "  # set with --target-ref KIND/NAME"
+    return f"""# HPA (autoscaling/v2): the reactive part; per-direction tolerance needs Kubernetes >= 1.33
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata:
+  name: {target.name}
+spec:
+  scaleTargetRef:
+    apiVersion: apps/v1
+    kind: {target.kind}
+    name: {target.name}{placeholder}
+{_spec_head(scenario, p, selector)}
+  behavior:
+    scaleUp:
+      stabilizationWindowSeconds: 0
+      tolerance: {p.tolerance:g}
+      selectPolicy: Max
+      policies:
+      - {{type: Pods, value: 4, periodSeconds: 15}}
+      - {{type: Percent, value: 100, periodSeconds: 15}}
+    scaleDown:
+      stabilizationWindowSeconds: {p.downscale_window_s}
+      tolerance: {p.tolerance:g}
+      selectPolicy: Max
+      policies:
+      - {{type: Percent, value: 100, periodSeconds: 15}}
+"""
+
+
+def settings_yaml(scenario: Scenario, p: PolicyParams, selector: dict[str, Any] | None = None) -> str:
+    """The configuration as the spec of an InferenceAutoscaler (deploy/controller/crd.yaml)."""
+    block = ColdStartModel.document_of(scenario.cold_start)  # the parser's inverse: every field
+    if p.lead_time_s is not None:
+        horizon = f"leadTimeSeconds: {p.lead_time_s:g}"
+    elif p.lead_quantile is not None:
+        horizon = f"horizon: {{source: Auto, quantile: {p.lead_quantile:g}}}"
+    else:
+        horizon = "horizon: {source: ColdStartModel}"
+    cold = [
+        f"{key}: {value:g}" if isinstance(value, float) else f"{key}: {value}" for key, value in block.items()
+    ]
+    return f"""# infscale InferenceAutoscaler (infscale.io/v1alpha1): spec fields to merge into yours
+spec:
+{_spec_head(scenario, p, selector or {"matchLabels": {"deployment": "my-llm"}})}
+  behavior:
+    scaleUp: {{tolerance: {p.tolerance:g}}}
+    scaleDown: {{stabilizationWindowSeconds: {p.downscale_window_s}, tolerance: {p.tolerance:g}}}
+  coldStart: {{{", ".join(cold)}}}
+  prediction: {{forecaster: {p.forecaster}, {horizon}}}
+  floors: {{warmMinReplicas: {p.warm_floor}}}
+"""

@@ -1,0 +1,185 @@
+"""The console script's conventions, for every command (new ones included, through COMMANDS):
+--version, shell completion, settings errors as one line naming the option, compressed traces
+recognised, --output json on the replay commands, percentages that never round up to 100 %."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from infscale.cli import COMMANDS, main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def infscale(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "infscale", *argv],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        cwd=ROOT,
+        timeout=60,
+    )
+
+
+def complete(line: str, tmp_path: Path) -> list[str]:
+    """What a tab press after `line` offers, as argcomplete's shell hook asks for it."""
+    out = tmp_path / "completions"
+    done = infscale(
+        env={
+            "_ARGCOMPLETE": "1",
+            "_ARGCOMPLETE_SHELL": "bash",
+            "COMP_LINE": line,
+            "COMP_POINT": str(len(line)),
+            "_ARGCOMPLETE_STDOUT_FILENAME": str(out),
+        }
+    )
+    assert done.returncode == 0, done.stderr
+    return [c.strip() for c in out.read_text().split("\v") if c.strip()]
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip() == f"infscale {version('infscale')}"
+
+
+def test_completion_of_commands_subcommands_options_and_choices(tmp_path: Path) -> None:
+    assert set(complete("infscale ", tmp_path)) >= set(COMMANDS)
+    assert complete("infscale rep", tmp_path) == ["replay"]
+    assert "sweep" in complete("infscale replay s", tmp_path)
+    assert "--target-ref" in complete("infscale replay sweep --tar", tmp_path)
+    assert set(complete("infscale explain -o ", tmp_path)) == {"table", "json", "yaml"}
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_command_completes_its_own_options(tmp_path: Path, command: str) -> None:
+    """A command added to COMMANDS later is completed without its author doing anything."""
+    offered = complete(f"infscale {command} -", tmp_path)
+    assert "--help" in offered
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_completion_script(shell: str) -> None:
+    done = infscale("completion", shell)
+    assert done.returncode == 0
+    assert "infscale" in done.stdout and "_ARGCOMPLETE" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "want"),
+    [
+        pytest.param(
+            ["adapter", "--insecure-dev", "--endpoints", "http://127.0.0.1:9/metrics", "--engine", "tgii"],
+            {},
+            "infscale adapter: --engine: unknown engine 'tgii'; known engines: jetstream, llama.cpp,",
+            id="adapter flag",
+        ),
+        pytest.param(
+            ["emulate"],
+            {"INFSCALE_EMULATE_ENGINE": "tgii"},
+            "infscale emulate: --engine: 'tgii' is not one of vllm, tgi, sglang",
+            id="emulate environment variable",
+        ),
+    ],
+)
+def test_settings_error_is_one_line_naming_the_option(
+    argv: list[str], env: dict[str, str], want: str
+) -> None:
+    done = infscale(*argv, env=env)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith(want)
+    assert "pydantic" not in done.stderr and "http" not in lines[0].split("known")[0]
+
+
+def test_settings_errors_describe_nested_fields_and_choices() -> None:
+    from typing import Literal
+
+    from pydantic import BaseModel, ValidationError
+
+    from common.settings_errors import describe
+
+    class Scrape(BaseModel):
+        interval_s: float
+
+    class Settings(BaseModel):
+        engine: Literal["vllm", "tgi"]
+        scrape: Scrape
+
+    with pytest.raises(ValidationError) as exc:
+        Settings.model_validate({"engine": "tgii", "scrape": {"interval_s": "often"}})
+    assert describe(exc.value) == [
+        "--engine: 'tgii' is not one of vllm, tgi",
+        "scrape.interval_s: Input should be a valid number, unable to parse string as a number",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("fmt", "name"),
+    [
+        ("azure", "t.csv"),
+        ("burstgpt", "t.csv"),
+        ("csv", "t.csv"),
+        ("mooncake", "t.jsonl"),
+        ("jsonl", "t.jsonl"),
+    ],
+)
+def test_a_gzip_trace_gets_a_hint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str, name: str
+) -> None:
+    path = tmp_path / name
+    path.write_bytes(gzip.compress(b"TIMESTAMP,ContextTokens,GeneratedTokens\n"))
+    assert (
+        main(
+            [
+                "replay",
+                "run",
+                "--policy",
+                "hpa",
+                "--trace",
+                str(path),
+                "--format",
+                fmt,
+                "--out",
+                str(tmp_path / "o"),
+            ]
+        )
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert f"{name}: is gzip-compressed (magic bytes 1f 8b); unpack it first: gunzip -k {name}" in err
+
+
+def test_replay_output_json_is_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["replay", "compare", "--policies", "static,hpa", "--end-s", "300", "--no-plots", "--quiet"]
+    assert main([*argv, "--out", str(tmp_path), "-o", "json"]) == 0
+    out = capsys.readouterr().out
+    assert json.loads(out) == json.loads((tmp_path / "report.json").read_text())
+
+
+@pytest.mark.parametrize(
+    ("share", "digits", "want"),
+    [
+        (0.9995, 1, "99.9%"),
+        (0.99995, 2, "99.99%"),
+        (1.0, 1, "100.0%"),
+        (0.123, 1, "12.3%"),
+        (0.0, 2, "0.00%"),
+    ],
+)
+def test_percent_never_rounds_up_to_100(share: float, digits: int, want: str) -> None:
+    from replay.report import percent
+
+    assert percent(share, digits) == want
