@@ -112,7 +112,7 @@ def test_readme_block_runs(block: list[str], tmp_path: Path) -> None:
             deadline = time.monotonic() + (START_UP_S if started else 0)
             while True:
                 done = subprocess.run(
-                    words, cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300
+                    argv, cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300
                 )
                 if done.returncode == 0 or time.monotonic() > deadline:
                     break
