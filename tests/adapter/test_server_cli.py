@@ -170,7 +170,7 @@ def test_invalid_settings_exit_2_with_the_field(capsys: pytest.CaptureFixture[st
         cli.run(parser.parse_args(["--insecure-dev", "--endpoints", "http://a/metrics", "--listen", "x"]))
         == 2
     )
-    assert "listen: Value error, listen address 'x' must be host:port" in capsys.readouterr().err
+    assert "infscale adapter: --listen: listen address 'x' must be host:port" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
