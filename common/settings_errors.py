@@ -11,7 +11,7 @@ one is its path in the settings file (`scrape.interval_s`), and a choice lists t
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pydantic import ValidationError
@@ -19,18 +19,20 @@ from pydantic import ValidationError
 _QUOTED = re.compile(r"'([^']*)'")
 
 
-def option_name(loc: Iterable[Any]) -> str:
-    """`("engine",)` -> `--engine`; a nested field keeps its dotted path (`scrape.interval_s`)."""
+def option_name(loc: Iterable[Any], flags: Mapping[str, str] | None = None) -> str:
+    """`("engine",)` -> `--engine` (or the command's own flag for that field, `tick_s` ->
+    `--tick-seconds`); a nested field keeps its dotted path in the file (`scrape.interval_s`)."""
     parts = [str(p) for p in loc]
     if not parts:
         return "settings"
     if len(parts) == 1:
-        return "--" + parts[0].replace("_", "-")
+        return (flags or {}).get(parts[0]) or "--" + parts[0].replace("_", "-")
     return ".".join(f"[{p}]" if p.isdigit() else p for p in parts).replace(".[", "[")
 
 
-def describe(exc: ValidationError) -> list[str]:
-    """One line per error: `OPTION: message`, with the allowed values of a choice."""
+def describe(exc: ValidationError, flags: Mapping[str, str] | None = None) -> list[str]:
+    """One line per error: `OPTION: message`, with the allowed values of a choice. `flags` maps a
+    field to its flag where the two are not spelled alike."""
     lines = []
     for err in exc.errors(include_url=False):
         message = str(err["msg"]).removeprefix("Value error, ")
@@ -38,5 +40,5 @@ def describe(exc: ValidationError) -> list[str]:
         if err["type"] in ("literal_error", "enum") and expected:
             allowed = ", ".join(_QUOTED.findall(str(expected))) or str(expected)
             message = f"{err['input']!r} is not one of {allowed}"
-        lines.append(f"{option_name(err['loc'])}: {message}")
+        lines.append(f"{option_name(err['loc'], flags)}: {message}")
     return lines

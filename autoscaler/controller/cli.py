@@ -138,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = settings_from(args)
     except ValidationError as exc:
-        for line in describe(exc):
+        for line in describe(exc, {dest: flag for flag, dest, _ in _FLAGS}):
             print(f"infscale controller: {line}", file=sys.stderr)
         return 2
     logging.basicConfig(

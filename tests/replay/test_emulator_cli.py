@@ -63,15 +63,15 @@ def test_profile_file_and_errors(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        pytest.param(["--listen", "nowhere"], "listen: Value error, listen address 'nowhere'", id="listen"),
+        pytest.param(["--listen", "nowhere"], "--listen: listen address 'nowhere'", id="listen"),
         pytest.param(["--profile", "nope"], "profile 'nope'", id="profile"),
         pytest.param(
             ["--startup-seconds", "-1"],
-            "startup_seconds: Input should be greater than or equal to 0",
+            "--startup-seconds: Input should be greater than or equal to 0",
             id="startup",
         ),
         pytest.param(["--startup-seconds", "inf"], "startup_seconds must be finite", id="startup infinite"),
-        pytest.param(["--model", ""], "model: String should have at least 1 character", id="empty model"),
+        pytest.param(["--model", ""], "--model: String should have at least 1 character", id="empty model"),
     ],
 )
 def test_bad_flags_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
