@@ -11,6 +11,7 @@ COPY infscale ./infscale
 COPY autoscaler ./autoscaler
 COPY adapter ./adapter
 COPY replay ./replay
+COPY common ./common
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 
 FROM python:3.11-slim
