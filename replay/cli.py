@@ -133,8 +133,8 @@ def run(args: argparse.Namespace) -> int:
         return 1
 
 
-REPORT_FILES = ("report.json", "report.md", "timeline.png", "frontier.png")
-SWEEP_FILES = ("sweep.json", "frontier.png")
+REPORT_FILES = ("report.json", "report.md", "report.html", "timeline.png", "frontier.png")
+SWEEP_FILES = ("sweep.json", "report.html", "frontier.png")
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -33,7 +33,8 @@ report.json, schema "infscale.replay.report/v2" (times in seconds, NaN written a
           "end_s": float,                         # when the last request finished
           "wall_seconds": float, "simulated_requests_per_second": float,
           "timeline": [{"t_s", "desired", "ready", "starting", "draining", "arrivals_per_s", "inflight"}],
-          "replicas": [{"id", "requested_s", "scheduled_s", "ready_s", "drain_s", "deleted_s", "cold"}]
+          "replicas": [{"id", "requested_s", "scheduled_s", "ready_s", "drain_s", "deleted_s", "cold"}],
+          "ttft_over_time": [{"t_s", "requests", "ttft_p99_s"}]  # per minute of arrival, finished requests
         }
       }
     }
@@ -119,7 +120,33 @@ def policy_report(result: RunResult) -> dict[str, Any]:
         **policy_summary(result),
         "timeline": [asdict(p) for p in result.timeline],
         "replicas": [asdict(r) for r in result.replicas],
+        "ttft_over_time": ttft_over_time(result),
     }
+
+
+TTFT_BIN_S = 60.0
+
+
+def ttft_over_time(result: RunResult, bin_s: float = TTFT_BIN_S) -> list[dict[str, Any]]:
+    """TTFT p99 per minute of arrival, over the requests that got a first token (as the report's
+    percentiles): [{"t_s", "requests", "ttft_p99_s"}], t_s the bin's start."""
+    arrival = result.arrival_s
+    ttft = result.requests.first_token_s - arrival
+    done = np.isfinite(ttft)
+    bins = np.floor(arrival[done] / bin_s).astype(np.int64)
+    values = ttft[done]
+    order = np.argsort(bins, kind="stable")
+    bins, values = bins[order], values[order]
+    starts = np.flatnonzero(np.r_[True, bins[1:] != bins[:-1]]) if len(bins) else np.zeros(0, dtype=np.int64)
+    ends = np.r_[starts[1:], len(bins)]
+    return [
+        {
+            "t_s": float(bins[a] * bin_s),
+            "requests": int(b - a),
+            "ttft_p99_s": float(np.percentile(values[a:b], 99)),
+        }
+        for a, b in zip(starts, ends, strict=True)
+    ]
 
 
 def build_report(trace: Trace, results: Sequence[RunResult], *, seed: int | None) -> dict[str, Any]:
@@ -193,6 +220,10 @@ def write_report(out: Path, report: Mapping[str, Any], *, plots: bool = True) ->
         from replay import plots as figures  # matplotlib is imported only when plots are drawn
 
         written += figures.draw_all(out, report)
+    from replay.html import write_html
+
+    title = f"Replay: {report['trace']['name']} on {report['scenario']['name']}"
+    written.append(write_html(out / "report.html", title, report, [p for p in written if p.suffix == ".png"]))
     return written
 
 

@@ -230,10 +230,15 @@ def run(args: argparse.Namespace, trace: Trace, scenario: Scenario, params: Poli
         doc["inference_autoscaler_yaml"] = settings_yaml(scenario, chosen, selector)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "sweep.json").write_text(rep.to_json(doc) + "\n", encoding="utf-8")
+    figures = []
     if not args.no_plots:
         from replay import plots
 
-        plots.plot_frontier(args.out / "frontier.png", {"scenario": asdict(scenario), "policies": {}}, points)
+        summary = {"scenario": asdict(scenario), "policies": {}}
+        figures.append(plots.plot_frontier(args.out / "frontier.png", summary, points))
+    from replay.html import write_html
+
+    write_html(args.out / "report.html", f"Sweep: {args.policy} on {scenario.name}", doc, figures)
     if getattr(args, "output", "text") == "json":
         print(rep.to_json(doc))
         return 0 if best is not None else 1
