@@ -26,8 +26,8 @@ import math
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -81,6 +81,11 @@ class OnlineConfig:
             u = httpx.URL(url)
             if u.scheme not in ("http", "https") or not u.host:
                 raise ValueError(f"--endpoint {url!r}: expected http(s)://host[:port]")
+            if u.path.rstrip("/").endswith("/v1"):
+                raise ValueError(
+                    f"--endpoint {url!r}: give the server's base URL without /v1"
+                    f" ({url.rstrip('/').removesuffix('/v1')}); the /v1/... paths are added"
+                )
         if not (math.isfinite(self.speedup) and self.speedup > 0):
             raise ValueError(f"--speedup must be a finite number > 0, got {self.speedup!r}")
         if self.max_in_flight < 1:
@@ -108,6 +113,7 @@ class RequestRecord:
     generated_tokens: int  # per the usage block when the server sends one, else text chunks counted
     status: Status
     error: str = ""
+    itl_s: tuple[float, ...] = ()  # gaps between successive chunks with text, as vLLM's benchmarks count ITL
 
     @property
     def ttft_s(self) -> float:
@@ -163,6 +169,8 @@ class StreamTally:
     completion_tokens: int | None = None
     error: str = ""
     done: bool = False
+    last_text_at: float = math.nan
+    gaps: list[float] = field(default_factory=list)  # between successive chunks with text (ITL)
 
     def feed(self, line: str, now: float) -> None:
         if not line.startswith("data:"):
@@ -189,6 +197,10 @@ class StreamTally:
         if texts is None:  # not the OpenAI shape: an error of this request (raising would lose its record)
             self.error = f"malformed stream chunk {data[:200]!r}"
             return
+        if any(texts):  # a chunk with text: its gap to the previous one is an inter-token latency
+            if not math.isnan(self.last_text_at):
+                self.gaps.append(now - self.last_text_at)
+            self.last_text_at = now
         for text in texts:
             if text:
                 self.text_chunks += 1
@@ -218,13 +230,25 @@ def _choice_texts(choices: object) -> list[object] | None:
 
 
 async def discover_model(client: httpx.AsyncClient, endpoint: str) -> str:
+    """The first model /v1/models lists; each failure says what to do about it."""
     url = endpoint.rstrip("/") + "/v1/models"
     try:
         response = await client.get(url)
-        response.raise_for_status()
+    except httpx.TransportError as e:  # nothing answers: --model would not help
+        raise ValueError(
+            f"nothing answers at {endpoint} ({type(e).__name__}: {e}): is the server running, and is the"
+            " URL its base URL (scheme, host, port)?"
+        ) from e
+    if response.status_code in (401, 403):
+        raise ValueError(f"{url} refused the request (HTTP {response.status_code}): pass --api-key") from None
+    if response.status_code >= 400:
+        raise ValueError(
+            f"{url} answered HTTP {response.status_code}: the server lists no models there; pass --model NAME"
+        ) from None
+    try:
         return str(response.json()["data"][0]["id"])
-    except (httpx.HTTPError, KeyError, IndexError, TypeError, ValueError) as e:
-        raise ValueError(f"cannot read the served model from {url} ({e}); pass --model") from e
+    except (KeyError, IndexError, TypeError, ValueError) as e:
+        raise ValueError(f"{url} did not list a model ({type(e).__name__}: {e}); pass --model NAME") from e
 
 
 async def run_online(
@@ -369,6 +393,7 @@ async def _send(
         finished_s=finished,
         generated_tokens=generated,
         status=Status.OK,
+        itl_s=tuple(tally.gaps),
     )
 
 
@@ -390,14 +415,19 @@ def _message(text: str) -> str:
 
 
 def to_run_result(
-    result: OnlineResult, trace_name: str, scenario: Scenario, period_s: float = 1.0
+    result: OnlineResult,
+    trace_name: str,
+    scenario: Scenario,
+    period_s: float = 1.0,
+    *,
+    gpus_per_endpoint: int | None = None,
 ) -> RunResult:
     """The online run as a RunResult, so replay/report.py writes it in the offline schema.
 
     Per request: arrival = when it was sent, first token and finish as measured, dropped = not
     completed; no admission time is visible from outside (queue-wait percentiles are null). The fleet
-    is the endpoints, ready for the whole run: GPU-hours count scenario.cold_start.gpus_per_replica
-    per endpoint."""
+    is the endpoints, ready for the whole run: GPU-hours count `gpus_per_endpoint` per endpoint,
+    and are unknown (NaN, null in report.json) without it: the endpoints' GPUs are not visible."""
     recs = result.records
     n_ep = len(result.config.endpoints)
     ok = np.array([r.status is Status.OK for r in recs], dtype=bool)
@@ -419,7 +449,7 @@ def to_run_result(
     end_s = max(last, result.wall_seconds)
     timeline = timeline_of(sent, finished, n_ep, period_s, end_s)
     replicas = tuple(ReplicaSpan(e, 0.0, 0.0, 0.0, math.nan, end_s, False) for e in range(n_ep))
-    gpus = scenario.cold_start.gpus_per_replica
+    gpus = math.nan if gpus_per_endpoint is None else gpus_per_endpoint
     return RunResult(
         policy=POLICY,
         scenario=scenario,
@@ -489,6 +519,83 @@ def online_section(result: OnlineResult) -> dict[str, Any]:
     }
 
 
+def serving_metrics(result: OnlineResult) -> dict[str, Any]:
+    """What vLLM's benchmark_serving reports, by its definitions, over the completed requests:
+    throughputs over the run's wall time; TTFT; TPOT = (e2e - TTFT) / (output tokens - 1) per
+    request with more than one token; ITL = every gap between successive chunks with text; E2E.
+    Latencies in milliseconds (mean, median, p99), as it prints them."""
+    ok = [r for r in result.records if r.status is Status.OK]
+    duration = result.wall_seconds
+    inputs = sum(r.input_tokens for r in ok)
+    outputs = sum(r.generated_tokens for r in ok)
+
+    def stats(name: str, values: Sequence[float]) -> dict[str, float]:
+        arr = np.asarray(values, dtype=float) * 1000.0
+        if not len(arr):
+            return {f"mean_{name}_ms": math.nan, f"median_{name}_ms": math.nan, f"p99_{name}_ms": math.nan}
+        return {
+            f"mean_{name}_ms": float(arr.mean()),
+            f"median_{name}_ms": float(np.median(arr)),
+            f"p99_{name}_ms": float(np.percentile(arr, 99)),
+        }
+
+    tpot = [(r.e2e_s - r.ttft_s) / (r.generated_tokens - 1) for r in ok if r.generated_tokens > 1]
+    return {
+        "completed": len(ok),
+        "duration_s": duration,
+        "total_input_tokens": inputs,
+        "total_output_tokens": outputs,
+        "request_throughput": len(ok) / duration if duration > 0 else math.nan,
+        "output_throughput": outputs / duration if duration > 0 else math.nan,
+        "total_token_throughput": (inputs + outputs) / duration if duration > 0 else math.nan,
+        **stats("ttft", [r.ttft_s for r in ok]),
+        **stats("tpot", tpot),
+        **stats("itl", [gap for r in ok for gap in r.itl_s]),
+        **stats("e2el", [r.e2e_s for r in ok]),
+    }
+
+
+def markdown(report: Mapping[str, Any]) -> str:
+    """The online run in wall-clock terms (the offline report's header speaks of simulation)."""
+    from replay.report import percent
+
+    section, p = report["online"], report["policies"][POLICY]
+    serving = section["serving"]
+    gpu_hours = p["gpu_hours"]
+    gpu = (
+        "n/a (pass --gpus-per-endpoint)"
+        if gpu_hours is None or not math.isfinite(gpu_hours)
+        else f"{gpu_hours:.3f}"
+    )
+
+    def ms(key: str) -> str:
+        value = serving[key]
+        return "n/a" if value is None or not math.isfinite(value) else f"{value:,.1f}"
+
+    lines = [
+        f"# Online replay: {report['trace']['name']} against {len(section['endpoints'])} endpoint(s)",
+        "",
+        f"Model {section['model']}; {serving['completed']:,} of {p['requests_total']:,} requests completed"
+        f" in {serving['duration_s']:.1f} s of wall time: {serving['request_throughput']:.2f} requests/s, "
+        f"{serving['output_throughput']:,.1f} output tokens/s, {serving['total_token_throughput']:,.1f} "
+        f"tokens/s in and out. SLO met: {percent(p['slo_attainment'], 2)}. GPU-hours: {gpu}.",
+        "",
+        "| metric (ms) | mean | median | p99 |",
+        "|---|---:|---:|---:|",
+    ]
+    for name, label in (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2el", "E2E latency")):
+        lines.append(
+            f"| {label} | {ms(f'mean_{name}_ms')} | {ms(f'median_{name}_ms')} | {ms(f'p99_{name}_ms')} |"
+        )
+    lines += [
+        "",
+        "As vLLM's benchmark_serving defines them: TPOT per request excludes the first token; ITL is every",
+        "gap between chunks with text; throughputs are over the run's wall time.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
 def write_records(path: Path, records: Sequence[RequestRecord]) -> Path:
     with path.open("w", encoding="utf-8") as f:
         for r in records:
@@ -506,7 +613,7 @@ def write_records(path: Path, records: Sequence[RequestRecord]) -> Path:
 def read_records(path: Path) -> list[RequestRecord]:
     """DIR/requests.jsonl back into records; errors name the line and field."""
     out: list[RequestRecord] = []
-    names = [f for f in RequestRecord.__dataclass_fields__]
+    names = [f for f in RequestRecord.__dataclass_fields__ if f != "itl_s"]  # itl_s: newer files only
     with path.open(encoding="utf-8") as f:
         for line_no, line in enumerate(f, 1):
             if not line.strip():
@@ -529,6 +636,7 @@ def read_records(path: Path) -> list[RequestRecord]:
                         generated_tokens=int(doc["generated_tokens"]),
                         status=Status(doc["status"]),
                         error=str(doc["error"]),
+                        itl_s=tuple(_f(x) for x in doc.get("itl_s") or ()),
                     )
                 )
             except (ValueError, TypeError) as e:
@@ -598,7 +706,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
             default=argparse.SUPPRESS,
             help=f"{help_text} (default {'none' if default is None else getattr(default, 'value', default)})",
         )
-    p.add_argument("--scenario", default="reference-70b", help="scenario for the SLO and GPUs per endpoint")
+    p.add_argument("--scenario", default="reference-70b", help="scenario whose SLO judges the requests")
+    p.add_argument(
+        "--gpus-per-endpoint",
+        type=int,
+        default=None,
+        metavar="N",
+        help="GPUs behind each endpoint, for GPU-hours (default: unknown, reported as n/a)",
+    )
     p.add_argument(
         "--out", type=Path, default=Path("online-out"), help="report directory (default online-out)"
     )
@@ -648,6 +763,8 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         check_out_dir(args.out, files=(*REPORT_FILES, "requests.jsonl"))
+        if args.gpus_per_endpoint is not None and args.gpus_per_endpoint < 1:
+            raise ValueError(f"--gpus-per-endpoint must be >= 1, got {args.gpus_per_endpoint}")
         config = config_from_args(args)
         scenario = get_scenario(args.scenario)
         trace = cap_tokens(load(args), args.max_input_tokens, args.max_output_tokens)
@@ -664,14 +781,15 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"infscale replay online: error: {e}", file=sys.stderr)
         return 2
-    report = build_online_report(trace, result, scenario)
+    report = build_online_report(trace, result, scenario, gpus_per_endpoint=args.gpus_per_endpoint)
     try:
         written = rep.write_report(args.out, report, plots=not args.no_plots)
+        (args.out / "report.md").write_text(markdown(report), encoding="utf-8")
         written.append(write_records(args.out / "requests.jsonl", result.records))
     except OSError as e:
         print(f"infscale replay online: error: {write_error(e)}", file=sys.stderr)
         return 1
-    print(rep.markdown(report))
+    print(markdown(report))
     section = report["online"]
     print(
         f"requests by status: {section['requests_by_status']}; send lag p99 {section['send_lag_p99_s']:.3f} s"
@@ -683,10 +801,12 @@ def run(args: argparse.Namespace) -> int:
     return 0 if failed == 0 else 1
 
 
-def build_online_report(trace: Trace, result: OnlineResult, scenario: Scenario) -> dict[str, Any]:
+def build_online_report(
+    trace: Trace, result: OnlineResult, scenario: Scenario, *, gpus_per_endpoint: int | None = None
+) -> dict[str, Any]:
     from replay import report as rep
 
-    run_result = to_run_result(result, trace.name, scenario)
+    run_result = to_run_result(result, trace.name, scenario, gpus_per_endpoint=gpus_per_endpoint)
     report = rep.build_report(trace, [run_result], seed=None)
-    report["online"] = online_section(result)
+    report["online"] = {**online_section(result), "serving": serving_metrics(result)}
     return report

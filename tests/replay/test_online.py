@@ -27,10 +27,12 @@ from replay.online import (
     add_arguments,
     build_online_report,
     cap_tokens,
+    markdown,
     read_records,
     request_body,
     run,
     run_online,
+    serving_metrics,
     timeline_of,
     write_records,
 )
@@ -299,11 +301,13 @@ async def test_max_duration_leaves_late_requests_unsent_and_cancels_the_rest() -
     assert math.isfinite(result.records[1].sent_s) and math.isnan(result.records[2].sent_s)
     assert core.gauges().running <= 1  # the cancelled stream was hung up on
     # the report covers the run, not the trace time of requests never sent (30 s here)
-    policy = build_online_report(t, result, REFERENCE_70B)["policies"]["online"]
+    policy = build_online_report(t, result, REFERENCE_70B, gpus_per_endpoint=4)["policies"]["online"]
     assert 0.5 <= policy["end_s"] < 5
-    assert policy["gpu_hours"] == pytest.approx(
-        REFERENCE_70B.cold_start.gpus_per_replica * policy["end_s"] / 3600
-    )
+    assert policy["gpu_hours"] == pytest.approx(4 * policy["end_s"] / 3600)
+    # without --gpus-per-endpoint the GPUs behind an endpoint are unknown: n/a, never a guess
+    unknown = build_online_report(t, result, REFERENCE_70B)
+    assert math.isnan(unknown["policies"]["online"]["gpu_hours"])
+    assert "GPU-hours: n/a (pass --gpus-per-endpoint)" in markdown(unknown)
 
 
 async def test_refusals_and_dead_endpoints_are_recorded_not_raised() -> None:
@@ -333,14 +337,61 @@ async def test_a_malformed_stream_is_an_error_of_that_request() -> None:
     assert record.error == """malformed stream chunk '{"choices": "oops"}'"""
 
 
-async def test_without_a_model_the_endpoint_must_name_one() -> None:
+async def test_a_dead_endpoint_is_named_as_dead_not_as_a_missing_model() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{s.getsockname()[1]}"
         with pytest.raises(
-            ValueError, match=r"cannot read the served model from .*/v1/models .*pass --model"
-        ):
+            ValueError, match=r"nothing answers at http://127\.0\.0\.1:\d+ \(ConnectError"
+        ) as exc:
             await run_online(trace([0.0]), OnlineConfig(endpoints=(dead,)))
+    assert "--model" not in str(exc.value)
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "hint"),
+    [
+        pytest.param(
+            404,
+            "not found",
+            r"answered HTTP 404: the server lists no models there; pass --model NAME",
+            id="404",
+        ),
+        pytest.param(401, "", r"refused the request \(HTTP 401\): pass --api-key", id="401"),
+        pytest.param(
+            200, '{"data": []}', r"did not list a model \(IndexError.*pass --model NAME", id="empty list"
+        ),
+    ],
+)
+async def test_model_discovery_hints_match_the_failure(status: int, body: str, hint: str) -> None:
+    transport = httpx.MockTransport(lambda request: httpx.Response(status, text=body))
+    with pytest.raises(ValueError, match=hint):
+        await run_online(trace([0.0]), OnlineConfig(endpoints=("http://h:1",)), transport=transport)
+
+
+def test_an_endpoint_ending_in_v1_is_refused_with_its_base_url() -> None:
+    with pytest.raises(ValueError, match=r"give the server's base URL without /v1 \(http://h:8000\)"):
+        OnlineConfig(endpoints=("http://h:8000/v1/",))
+
+
+async def test_serving_metrics_as_vllm_benchmarks_define_them() -> None:
+    t = trace([0.0, 0.1, 0.2, 0.6], outputs=[3, 4, 5, 6])
+    async with emulator() as (url, _):
+        result = await run_online(t, OnlineConfig(endpoints=(url,)))
+    serving = serving_metrics(result)
+    ok = [r for r in result.records if r.status is Status.OK]
+    assert serving["completed"] == 4
+    assert serving["output_throughput"] == pytest.approx(
+        sum(r.generated_tokens for r in ok) / result.wall_seconds
+    )
+    # one gap per chunk after the first (the emulator streams one token per chunk)
+    assert all(len(r.itl_s) == r.generated_tokens - 1 for r in ok)
+    tpot = [(r.e2e_s - r.ttft_s) / (r.generated_tokens - 1) for r in ok]
+    assert serving["mean_tpot_ms"] == pytest.approx(1000 * sum(tpot) / len(tpot))
+    report = build_online_report(t, result, REFERENCE_70B)
+    text = markdown(report)
+    assert "Simulated" not in text and "real time" not in text
+    assert "s of wall time" in text and "| ITL |" in text and "| TPOT |" in text
 
 
 async def test_report_has_the_offline_schema(tmp_path: Path) -> None:
@@ -373,7 +424,13 @@ async def test_report_has_the_offline_schema(tmp_path: Path) -> None:
     assert report["online"]["requests_by_status"] == {"ok": 4}
     written = rep.write_report(tmp_path, report, plots=True)
     assert json.loads(written[0].read_text())["policies"]["online"]["queue_wait_p50_s"] is None
-    assert {p.name for p in written} == {"report.json", "report.md", "timeline.png", "frontier.png"}
+    assert {p.name for p in written} == {
+        "report.json",
+        "report.md",
+        "report.html",
+        "timeline.png",
+        "frontier.png",
+    }
 
 
 def _args(*argv: str) -> argparse.Namespace:
