@@ -157,6 +157,8 @@ def plot_frontier(path: Path, report: Mapping[str, Any], points: Sequence[Mappin
         )
     for name, p in report["policies"].items():
         x, y = p["gpu_hours"], p["slo_attainment"]
+        if not (_finite(x) and _finite(y)):  # an online run without --gpus-per-endpoint has no cost
+            continue
         xs.append(x)
         ys.append(y)
         ax.scatter([x], [y], s=40, zorder=4)
@@ -184,6 +186,10 @@ def _ttft_slo(report: Mapping[str, Any]) -> float | None:
     slo = scenario.get("slo")
     value = slo.get("ttft_s") if isinstance(slo, Mapping) else scenario.get("slo_ttft_s")
     return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)
 
 
 def _short(value: Any) -> str:

@@ -135,9 +135,11 @@ def ttft_over_time(result: RunResult, bin_s: float = TTFT_BIN_S) -> list[dict[st
     done = np.isfinite(ttft)
     bins = np.floor(arrival[done] / bin_s).astype(np.int64)
     values = ttft[done]
+    if not len(bins):
+        return []
     order = np.argsort(bins, kind="stable")
     bins, values = bins[order], values[order]
-    starts = np.flatnonzero(np.r_[True, bins[1:] != bins[:-1]]) if len(bins) else np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, bins[1:] != bins[:-1]])
     ends = np.r_[starts[1:], len(bins)]
     return [
         {

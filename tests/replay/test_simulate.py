@@ -154,7 +154,13 @@ def test_policy_sees_metrics_scraped_at_least_the_delay_ago() -> None:
 def test_report_files_follow_the_schema(tmp_path: Path) -> None:
     doc = report.build_report(ramp_trace(), [run("hpa"), run("static-3")], seed=5)
     written = report.write_report(tmp_path, doc)
-    assert {p.name for p in written} == {"report.json", "report.md", "timeline.png", "frontier.png"}
+    assert {p.name for p in written} == {
+        "report.json",
+        "report.md",
+        "report.html",
+        "timeline.png",
+        "frontier.png",
+    }
     loaded = json.loads((tmp_path / "report.json").read_text())
     assert loaded["schema"] == report.SCHEMA
     for key in ("wall_seconds", "simulated_requests_per_second"):
