@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 from autoscaler.policy.coldstart import ColdStartInputError, check_spec
-from autoscaler.policy.spec import ColdStartSpec
+from autoscaler.policy.spec import ColdStartSpec, CompileCache
 from replay.slo import DEFAULT_SLO, SLO_PRESETS, SloError, SloSpec, preset
 
 
@@ -131,7 +131,60 @@ REFERENCE_70B = Scenario(
     ),
 )
 
-SCENARIOS: Mapping[str, Scenario] = {REFERENCE_70B.name: REFERENCE_70B}
+
+def _vllm_h100_startup(cold: ColdStartSpec) -> ColdStartSpec:
+    """`cold` with vLLM V1's start-up once the weights are in, on an H100-class node, from published
+    breakdowns (docs/coldstart.md, "Published numbers"): engine init (process start, imports,
+    CUDA/NCCL init, KV profiling) 30 s; torch.compile + CUDA-graph capture 45 + 10 = 55 s on a
+    compile-cache miss, 8 + 10 = 18 s on a hit; 5 s of warm-up to the readiness probe. The compile
+    cache is a volume shared by the cluster (vLLM's torch_compile_cache), filled by the first compile."""
+    return replace(
+        cold,
+        engine_init_s=30.0,
+        compile_s=55.0,
+        compile_cached_s=18.0,
+        compile_cache=CompileCache.CLUSTER,
+        warmup_s=5.0,
+    )
+
+
+FAST_LOAD_70B = Scenario(
+    name="fast-load-70b",
+    description=(
+        "reference-70b's model, engine and nodes with a fast load path: weights streamed from object "
+        "storage at 3.75 GB/s per replica (Run:ai-streamer class, 100 GB/s in all), a 26 GB/s node "
+        "cache (NVMe + GPUDirect Storage) filled on first load, published vLLM start-up phases "
+        "with a shared compile cache (55 s miss, 18 s hit)"
+    ),
+    engine=REFERENCE_70B.engine,
+    cold_start=_vllm_h100_startup(
+        replace(REFERENCE_70B.cold_start, storage_gbps=100.0, per_loader_gbps=3.75, local_cache_gbps=26.0)
+    ),
+)
+
+# Llama-3.1-8B in BF16 on one H100 SXM, in this EngineProfile's terms (the engine model's own
+# calibration replaces it): 445k KV tokens, ~33k prompt tokens/s, 6.5 ms steps
+LLAMA_8B_H100 = EngineProfile(
+    max_running=256,
+    kv_budget_tokens=445_000,
+    prefill_tokens_per_s=33_000.0,
+    decode_base_s=0.0065,
+    decode_per_running_s=0.00009,
+)
+
+ONE_GPU_8B = Scenario(
+    name="one-gpu-8b",
+    description=(
+        "Llama-3.1-8B in BF16 on one H100: 16 GB of weights, 1 GPU per replica, 8-GPU nodes (90 s to "
+        "provision), 30 s image pull, the seed's shared 10 GB/s storage, published vLLM start-up "
+        "phases with a shared compile cache (55 s miss, 18 s hit)"
+    ),
+    engine=LLAMA_8B_H100,
+    cold_start=_vllm_h100_startup(replace(REFERENCE_70B.cold_start, weights_gb=16.0, gpus_per_replica=1)),
+    max_replicas=128,
+)
+
+SCENARIOS: Mapping[str, Scenario] = {s.name: s for s in (REFERENCE_70B, FAST_LOAD_70B, ONE_GPU_8B)}
 
 
 def get_scenario(name_or_path: str) -> Scenario:

@@ -321,7 +321,9 @@ def test_scenario_file_overrides_the_base(tmp_path: Path, suffix: str, text: str
         ),
         pytest.param({"base": "reference-8b"}, "base must be one of reference-70b", id="unknown base"),
         pytest.param(
-            {"base": ["reference-70b"]}, "base must be one of reference-70b, got [", id="base a list"
+            {"base": ["reference-70b"]},
+            "base must be one of reference-70b, fast-load-70b, one-gpu-8b, got [",
+            id="base a list",
         ),
     ],
 )
@@ -350,7 +352,9 @@ def test_bad_scenario_file_names_the_file(tmp_path: Path, name: str, content: by
 
 
 def test_unknown_scenario_lists_the_built_ins() -> None:
-    with pytest.raises(ProfileError, match="neither a built-in \\(reference-70b\\) nor a file"):
+    with pytest.raises(
+        ProfileError, match="neither a built-in \\(reference-70b, fast-load-70b, one-gpu-8b\\) nor a file"
+    ):
         get_scenario("reference-8b")
 
 

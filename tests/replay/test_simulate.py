@@ -17,7 +17,7 @@ from autoscaler.policy.state import PolicyState
 from replay import report
 from replay.cli import run_policy
 from replay.policies import METRIC, DecidePolicy, PolicyParams, StaticPolicy, build_policy
-from replay.profiles import REFERENCE_70B, Scenario
+from replay.profiles import REFERENCE_70B, SCENARIOS, Scenario
 from replay.simulate import RunResult, simulate
 from replay.trace import Trace
 
@@ -309,17 +309,20 @@ def test_bad_grid_is_an_error_naming_it(grid: list[str], message: str) -> None:
         pytest.param(PolicyParams(lead_time_s=240.0), id="fixed lead time"),
     ],
 )
-def test_printed_settings_are_an_inference_autoscaler_the_controller_accepts(params: PolicyParams) -> None:
+@pytest.mark.parametrize("scenario", list(SCENARIOS.values()), ids=list(SCENARIOS))
+def test_printed_settings_are_an_inference_autoscaler_the_controller_accepts(
+    params: PolicyParams, scenario: Scenario
+) -> None:
     import yaml
 
     from autoscaler.controller.crd import parse_autoscaler
     from replay.policies import predictive_spec
     from replay.sweep import settings_yaml
 
-    doc = yaml.safe_load(settings_yaml(REFERENCE_70B, params))
+    doc = yaml.safe_load(settings_yaml(scenario, params))
     doc["spec"]["scaleTargetRef"] = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "llama"}
     parsed = parse_autoscaler(doc, tolerance=0.1, downscale_stabilization_s=300, max_metric_age_s=None).spec
-    replayed = predictive_spec(REFERENCE_70B, params)
+    replayed = predictive_spec(scenario, params)
     assert parsed.metrics[0].target_milli == replayed.metrics[0].target_milli
     assert parsed.tolerances == replayed.tolerances
     assert parsed.behavior is not None
