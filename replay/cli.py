@@ -36,6 +36,10 @@ FORMATS = ("azure", "mooncake", "burstgpt", "servegen", "csv", "jsonl")
 MODULE_COMMANDS: dict[str, tuple[str, str]] = {
     "online": ("replay.online", "replay a trace against live OpenAI-compatible endpoints"),
     "calibrate": ("replay.calibrate", "compare an online run with the offline simulation; fit a profile"),
+    "scenarios": (
+        "replay.scenarios_cli",
+        "list the scenarios with their key numbers (weights, load path, start-up)",
+    ),
 }
 DEFAULT_COMPARE = "static,hpa,keda,kpa,predictive,clairvoyant"
 
@@ -46,7 +50,7 @@ class CliError(Exception):
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(
-        dest="replay_command", metavar="{run,compare,sweep,online,calibrate}", required=True
+        dest="replay_command", metavar="{run,compare,sweep,online,calibrate,scenarios}", required=True
     )
     run_p = sub.add_parser("run", help="replay one policy")
     run_p.add_argument("--policy", default="predictive", help=f"one of {', '.join(POLICY_NAMES)}, static-N")
