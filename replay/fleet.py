@@ -154,7 +154,7 @@ class Fleet:
         self._ready_array: I64 | None = None
         self._lead_time: tuple[object, float] | None = None  # (state, lead time) last computed
         self._probe_node: tuple[object, int | None] | None = None  # (state, where one more would go)
-        self._projected: tuple[object, tuple[float, ...]] | None = None  # (state, ready times)
+        self._projected: tuple[int, dict[int, float]] | None = None  # (machine.told, ready times)
         per_node = spec.gpus_per_node // spec.gpus_per_replica
         for i in range(initial_ready):
             if i % per_node == 0:
@@ -241,12 +241,13 @@ class Fleet:
     def predicted_ready_at(self) -> tuple[float, ...]:
         """When each starting replica would be ready if nobody else started or stopped: what the
         controller can know from the pods and the cold-start model (the replay does not leak the
-        future). Absolute times; they hold until the cluster changes, so they are reused."""
-        state = (self._machine.version, self._changes)
+        future). Absolute times: until the machine is told of a change they stay what it will do,
+        so they are reused."""
+        state = self._machine.told
         if self._projected is None or self._projected[0] != state:
-            ready = coldstart.project_ready(self._machine) if self._starting else {}
-            self._projected = (state, tuple(sorted(ready.values())))
-        return self._projected[1]
+            self._projected = (state, coldstart.project_ready(self._machine) if self._starting else {})
+        ready = self._projected[1]
+        return tuple(sorted(ready[i] for i in self._starting))
 
     # --- scaling ---------------------------------------------------------------------------------
 

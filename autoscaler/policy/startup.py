@@ -148,6 +148,9 @@ class Startups:
         self.compile_cache_warm = compile_cache_warm  # CLUSTER scope: some replica compiled
         self.on_phase = on_phase
         self.version = 0  # bumped on every change of state that is not the passing of time
+        # bumped only by what the machine is told (starts, cancels, nodes, sources): between two
+        # bumps the machine does exactly what a projection made after the first one foresaw
+        self.told = 0
         self.nodes: dict[int, NodeFacts] = {}
         self._starts: dict[int, Start] = {}
         self._order = 0
@@ -184,11 +187,13 @@ class Startups:
             cache = cache.filled(MODEL, self.spec.weights_gb)
         self.nodes[node] = NodeFacts(up_at, image, cache, compiled)
         self.version += 1
+        self.told += 1
 
     def drop_node(self, node: int) -> None:
         """The node is gone, and with it its image, weights and compile caches."""
         self.nodes.pop(node, None)
         self.version += 1
+        self.told += 1
 
     def start(self, replica: int, node: int) -> Start:
         """Replica `replica` was asked for now, bound to `node` (added before). The record returned
@@ -197,6 +202,7 @@ class Startups:
         self._order += 1
         self._starts[replica] = s
         self.version += 1
+        self.told += 1
         self._enter(s, _PROVISION)
         self._grant()
         return s
@@ -211,6 +217,7 @@ class Startups:
         self._starts[replica] = s
         self._holders.add(replica)
         self.version += 1
+        self.told += 1
         if left_gb <= BYTE_GB:
             self._leave(s)
         else:
@@ -222,6 +229,7 @@ class Startups:
         if s is None:
             return
         self.version += 1
+        self.told += 1
         if self._shared.pop(replica, None) is not None and not self._shared:
             self._idle_storage()
         self._holders.discard(replica)
@@ -231,6 +239,7 @@ class Startups:
         """A ready replica stopped serving (drained or deleted): one peer source less."""
         self.peer_sources = max(0, self.peer_sources - 1)
         self.version += 1
+        self.told += 1
 
     # --- what callers read -------------------------------------------------------------------
 
@@ -260,6 +269,7 @@ class Startups:
         other.compile_cache_warm = self.compile_cache_warm
         other.on_phase = None
         other.version = self.version
+        other.told = self.told
         other.nodes = {
             n: NodeFacts(f.up_at, f.image, f.cache, f.compiled, f.pull_done_at) for n, f in self.nodes.items()
         }
@@ -377,74 +387,80 @@ class Startups:
         heapq.heappush(self._timers, (at, self._seq, kind, ref, token))
         self._seq += 1
 
-    def _after(self, s: Start, seconds: float) -> None:
-        """Leave the current phase `seconds` from now (at once when 0)."""
-        if seconds <= 0:
-            self._leave(s)
-        else:
-            self._push(self.now + seconds, _REPLICA, s.replica, s.token)
-
     # --- the phases --------------------------------------------------------------------------
 
     def _enter(self, s: Start, phase: StartPhase) -> None:
-        now = self.now
-        s.phase = phase
-        s.entered[phase] = now
-        s.token += 1
-        self.version += 1
-        if self.on_phase is not None:
-            self.on_phase(s.replica, phase, now)
+        """Enter `phase`, and go on through every phase that takes no time (a loop, not a call
+        per phase: most phases of most replicas take none)."""
+        while True:
+            now = self.now
+            s.phase = phase
+            s.entered[phase] = now
+            s.token += 1
+            self.version += 1
+            if self.on_phase is not None:
+                self.on_phase(s.replica, phase, now)
+            seconds = self._begin(s, phase)
+            if seconds is None:  # it ends on another event: a gate slot, a shared load, never (READY)
+                return
+            if seconds > 0:
+                self._push(now + seconds, _REPLICA, s.replica, s.token)
+                return
+            self._end(s)
+            phase = self._next_phase[phase]
+
+    def _begin(self, s: Start, phase: StartPhase) -> float | None:
+        """Start `phase`: how long it takes, or None when another event ends it."""
         if phase == _INIT:
-            self._after(s, self._init_s)
-        elif phase == _WARMUP:
-            self._after(s, self._warmup_s)
-        elif phase == _PROVISION:
-            self._after(s, self.nodes[s.node].up_at - now)
-        elif phase == _PULL:
+            return self._init_s
+        if phase == _WARMUP:
+            return self._warmup_s
+        if phase == _PROVISION:
+            return self.nodes[s.node].up_at - self.now
+        if phase == _PULL:
             node = self.nodes[s.node]
             if node.image:
-                self._leave(s)
-                return
+                return 0.0
             if node.pull_done_at is None:
-                node.pull_done_at = now + self.spec.image_pull_s
+                node.pull_done_at = self.now + self.spec.image_pull_s
                 self._push(node.pull_done_at, _NODE_PULL, s.node, 0)
-            self._after(s, node.pull_done_at - now)
-        elif phase == _GATE:
+            return node.pull_done_at - self.now
+        if phase == _GATE:
             if self.spec.max_concurrent_loads is None:
-                self._leave(s)
-            else:  # a slot is handed out by _grant, once the instant's events are all in
-                heapq.heappush(self._queue, (now, s.order, s.replica))
-        elif phase == _LOAD:
-            self._load(s, self.nodes[s.node])
-        elif phase == _COMPILE:
+                return 0.0
+            heapq.heappush(self._queue, (self.now, s.order, s.replica))  # _grant hands out slots
+            return None
+        if phase == _LOAD:
+            return self._load(s, self.nodes[s.node])
+        if phase == _COMPILE:
             hit = (self._compile_node and self.nodes[s.node].compiled) or (
                 self._compile_cluster and self.compile_cache_warm
             )
             s.compile_hit = hit
-            self._after(s, self.spec.compile_cached_s if hit else self.spec.compile_s)
-        else:  # READY
-            del self._starts[s.replica]
-            self.peer_sources += 1
-            self._holders.discard(s.replica)
+            return self.spec.compile_cached_s if hit else self.spec.compile_s
+        # READY
+        del self._starts[s.replica]
+        self.peer_sources += 1
+        self._holders.discard(s.replica)
+        return None
 
-    def _load(self, s: Start, node: NodeFacts) -> None:
+    def _load(self, s: Start, node: NodeFacts) -> float | None:
         spec = self.spec
         if spec.local_cache_gbps is not None and node.cache.holds(MODEL):
             s.tier = _CACHE
             node.cache = node.cache.read(MODEL)
-            self._after(s, spec.weights_gb / spec.local_cache_gbps)
-        elif spec.peer_gbps is not None and self.peer_sources > 0:
+            return spec.weights_gb / spec.local_cache_gbps
+        if spec.peer_gbps is not None and self.peer_sources > 0:
             s.tier = _PEER
-            self._after(s, spec.weights_gb / spec.peer_gbps)
-        else:
-            s.tier = _SHARED
-            if spec.weights_gb <= BYTE_GB:
-                self._leave(s)
-            else:
-                self._join(s, spec.weights_gb)
+            return spec.weights_gb / spec.peer_gbps
+        s.tier = _SHARED
+        if spec.weights_gb <= BYTE_GB:
+            return 0.0
+        self._join(s, spec.weights_gb)
+        return None
 
-    def _leave(self, s: Start) -> None:
-        """The current phase is over: its exit effects, then the next phase."""
+    def _end(self, s: Start) -> None:
+        """The exit effects of the phase `s` is in."""
         phase = s.phase
         if phase == _LOAD:
             node = self.nodes.get(s.node)
@@ -458,7 +474,11 @@ class Startups:
                 node.compiled = True
             elif self._compile_cluster:
                 self.compile_cache_warm = True
-        self._enter(s, self._next_phase[phase])
+
+    def _leave(self, s: Start) -> None:
+        """The current phase is over (a timer, a finished load, a gate slot): on to the next."""
+        self._end(s)
+        self._enter(s, self._next_phase[s.phase])
 
     def _grant(self) -> bool:
         """Hand free gate slots to the queue's head, first come first served."""
