@@ -174,6 +174,11 @@ class ScrapeSettings(BaseModel):
     interval_s: float = Field(default=5.0, gt=0)  # one round per interval
     timeout_s: float = Field(default=2.0, gt=0)  # per pod; a slow pod costs only its own value
     concurrency: int = Field(default=100, gt=0)  # scrapes in flight at once
+    # per target (adapter/exposition.py); past either bound its scrape fails, counted by reason.
+    # A vLLM pod exposes ~300-2,000 lines: the bounds are 10x that, far below what stalls a round.
+    max_lines_per_target: int = Field(default=20_000, gt=0)
+    max_series_per_target: int = Field(default=10_000, gt=0)
+    series_cache_size: int = Field(default=50_000, gt=0)  # series keys remembered across targets
     # for https endpoints: the CA that signed the engines' certificates (default: system roots)
     tls_ca_file: str | None = None
     tls_insecure_skip_verify: bool = False  # development only: accept any engine certificate

@@ -1,7 +1,7 @@
 """Engine presets: which exposed series make up each normalized signal, as data.
 
 Pipeline position: a source fetches an engine's Prometheus text (adapter/sources/scrape.py) and
-`parse_exposition` turns it into `Samples`; `gauge_value` / `counter_total` read one pod's signal from
+adapter/exposition.py turns it into `Samples`; `gauge_value` / `counter_total` read one pod's signal from
 them with a preset's `Rule`. The Prometheus source (adapter/sources/prometheus.py) turns the same rules
 into PromQL, so both sources compute the same thing.
 
@@ -18,13 +18,19 @@ A new engine is one `EnginePreset(...)` entry in `PRESETS`.
 
 from __future__ import annotations
 
-import functools
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from prometheus_client.parser import text_string_to_metric_families
+from adapter.exposition import ExpositionError, ExpositionParser, Sample, Samples, parse_exposition
+
+__all__ = [  # the exposition's names, for the callers that import them from here
+    "ExpositionError",
+    "ExpositionParser",
+    "Sample",
+    "Samples",
+    "parse_exposition",
+]
 
 
 class Signal(StrEnum):
@@ -239,128 +245,10 @@ def get_preset(name: str) -> EnginePreset:
         raise ValueError(f"unknown engine {name!r}; known engines: {', '.join(sorted(PRESETS))}") from None
 
 
-@dataclass(frozen=True, slots=True)
-class Sample:
-    labels: Mapping[str, str]
-    value: float
-
-
-# sample name -> its samples, in exposition order
-Samples = Mapping[str, Sequence[Sample]]
-
-
-class ExpositionError(ValueError):
-    pass
-
-
 def wanted_names(preset: EnginePreset) -> frozenset[str]:
     """Every sample name the preset reads (with the `_total` spelling the parser may produce)."""
     names = {alt.name for rule in preset.rules.values() for term in rule.terms for alt in term.alternatives}
     return frozenset(names | {f"{n}_total" for n in names})
-
-
-_NAME_END = re.compile(r"[{ \t]")
-
-
-def _kept_lines(text: str, wanted: frozenset[str]) -> list[str]:
-    """The sample lines whose metric name is exactly one of `wanted` (never empty lines).
-
-    `str.startswith(tuple)` runs in C and rejects the ~95 % of lines (histogram buckets) at once;
-    only the survivors get the exact name check (`x` must not keep `x_total`'s lines by accident).
-    """
-    prefixes = _prefixes(wanted)
-    kept = []
-    for line in text.split("\n"):
-        if line.startswith(prefixes):
-            end = _NAME_END.search(line)
-            if end is not None and line[: end.start()] in wanted:
-                kept.append(line)
-    return kept
-
-
-@functools.lru_cache(maxsize=64)
-def _prefixes(wanted: frozenset[str]) -> tuple[str, ...]:
-    return tuple(sorted(wanted))
-
-
-def parse_exposition(text: str, wanted: frozenset[str] | None = None) -> dict[str, list[Sample]]:
-    """Index a Prometheus text exposition by sample name (not family name: the parser renames
-    families, and a TGI counter `tgi_request_success` comes out as sample `tgi_request_success_total`).
-
-    With `wanted`, only those sample lines reach prometheus_client's parser (pure Python, ~10 µs a
-    line): a vLLM pod exposes hundreds of histogram lines and the presets read a handful, which is
-    what keeps a round over 1,000 pods within a second. Comment lines are dropped with the rest, so
-    every kept sample parses as untyped under its exposed name.
-    """
-    if wanted is not None:
-        text = "\n".join(_kept_lines(text, wanted)) + "\n"
-    index: dict[str, list[Sample]] = {}
-    try:
-        for family in text_string_to_metric_families(text):
-            for s in family.samples:
-                index.setdefault(s.name, []).append(Sample(s.labels, float(s.value)))
-    except ValueError as exc:
-        raise ExpositionError(f"unparseable metrics text: {_bad_line(text) or exc}") from exc
-    return index
-
-
-class ExpositionParser:
-    """`parse_exposition` for a scraper that sees the same series every few seconds.
-
-    prometheus_client's parser walks label text one character at a time (~25 µs a line). Series keys
-    (`name{labels}`) repeat from scrape to scrape, so each distinct key goes through that parser
-    once and is remembered; later lines only split off the value and call float(), as that parser
-    does for the value. A round over 1,000 vLLM pods drops from ~0.4 s to ~0.1 s of parsing.
-    """
-
-    def __init__(self, wanted: frozenset[str], max_series: int = 200_000) -> None:
-        self._wanted = wanted
-        self._max_series = max_series
-        self._series: dict[str, tuple[str, Mapping[str, str]]] = {}
-
-    def parse(self, text: str) -> dict[str, list[Sample]]:
-        index: dict[str, list[Sample]] = {}
-        for line in _kept_lines(text, self._wanted):
-            # values and timestamps never contain "}", so the last one closes the labels
-            brace = line.rfind("}")
-            if brace != -1:
-                key, rest = line[: brace + 1], line[brace + 1 :]
-            else:
-                key, _, rest = line.replace("\t", " ").partition(" ")
-            fields = rest.split()
-            try:
-                value = float(fields[0])
-            except (IndexError, ValueError):
-                raise ExpositionError(f"unparseable metrics text: line {line[:200]!r}: bad value") from None
-            series = self._series.get(key)
-            if series is None:
-                series = self._learn(key, line)
-            index.setdefault(series[0], []).append(Sample(series[1], value))
-        return index
-
-    def _learn(self, key: str, line: str) -> tuple[str, Mapping[str, str]]:
-        parsed = parse_exposition(f"{key} 0\n")
-        if len(parsed) != 1:
-            raise ExpositionError(f"unparseable metrics text: line {line[:200]!r}")
-        ((name, (sample,)),) = parsed.items()
-        if len(self._series) >= self._max_series:  # pods churn: forget everything rather than grow
-            self._series.clear()
-        self._series[key] = (name, sample.labels)
-        return name, sample.labels
-
-
-def _bad_line(text: str) -> str | None:
-    """The first line the parser rejects, quoted (the parser's own message often
-    says only "could not convert string to float")."""
-    for line in text.splitlines():
-        if not line.strip() or line.startswith("#"):
-            continue
-        try:
-            for _ in text_string_to_metric_families(line + "\n"):
-                pass
-        except ValueError as exc:
-            return f"line {line[:200]!r}: {exc}"
-    return None
 
 
 def _find(samples: Samples, series: Series) -> list[Sample]:

@@ -76,7 +76,8 @@ class Telemetry:
         )
         self.scrape_errors = Counter(
             "infscale_adapter_scrape_errors",
-            "Failed source requests, by source and reason (timeout, connect, http_status, parse, query).",
+            "Failed source requests, by source and reason (timeout, connect, http_status, parse, "
+            "too_many_lines, too_many_series, body_too_large, query).",
             ["source", "reason"],
             registry=self.registry,
         )

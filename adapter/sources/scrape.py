@@ -15,16 +15,16 @@ import logging
 import ssl
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Protocol, Self
 
 import aiohttp
 
+from adapter.exposition import ExpositionError, ExpositionParser
 from adapter.presets import (
     EnginePreset,
-    ExpositionError,
-    ExpositionParser,
     Kind,
     Samples,
     Signal,
@@ -148,7 +148,14 @@ class ScrapeSource:
     ) -> None:
         self._preset = preset
         self._max_age_s = max_age_s
-        self._parser = ExpositionParser(wanted_names(preset))
+        self._parser = ExpositionParser(
+            wanted_names(preset),
+            max_lines=settings.max_lines_per_target,
+            max_series=settings.max_series_per_target,
+            cache_size=settings.series_cache_size,
+        )
+        # parsing runs here, off the event loop: a 15 MB exposition must not stall /healthz
+        self._parse_pool: ThreadPoolExecutor | None = None
         self._target_sets = target_sets
         self._settings = settings
         self._telemetry = telemetry
@@ -174,6 +181,7 @@ class ScrapeSource:
             # trust_env costs a thread-pool hop per request to read ~/.netrc)
             trust_env=False,
         )
+        self._parse_pool = ThreadPoolExecutor(1, thread_name_prefix="infscale-parse")
         return self
 
     async def __aexit__(
@@ -182,6 +190,9 @@ class ScrapeSource:
         session, self._session = self._session, None
         if session is not None:
             await session.close()
+        pool, self._parse_pool = self._parse_pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def targets(self) -> list[Target]:
         by_key: dict[str, Target] = {}
@@ -242,7 +253,9 @@ class ScrapeSource:
                 # asyncio.timeout bounds the whole exchange, connect to last byte
                 async with asyncio.timeout(self._settings.timeout_s):
                     body = await self._fetch(session, target.url)
-                samples = self._parser.parse(body.decode("utf-8", errors="replace"))
+                samples = await asyncio.get_running_loop().run_in_executor(
+                    self._parse_pool, self._parser.parse, body
+                )
             except TimeoutError:
                 self._fail(state, "timeout", f"no answer within {self._settings.timeout_s:g}s")
                 return
@@ -253,7 +266,7 @@ class ScrapeSource:
                 self._fail(state, "connect", f"{type(exc).__name__}: {exc}")
                 return
             except ExpositionError as exc:
-                self._fail(state, "parse", str(exc))
+                self._fail(state, exc.reason, str(exc))
                 return
             finally:
                 self._telemetry.scrape_duration_s.labels(SOURCE).observe(time.perf_counter() - started)
@@ -283,7 +296,8 @@ class ScrapeSource:
                 size += len(chunk)
                 if size > _MAX_BODY_BYTES:
                     raise ExpositionError(
-                        f"body larger than {_MAX_BODY_BYTES} bytes: not an engine's metrics"
+                        f"body larger than {_MAX_BODY_BYTES} bytes: not an engine's metrics",
+                        "body_too_large",
                     )
                 chunks.append(chunk)
         return b"".join(chunks)

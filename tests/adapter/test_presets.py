@@ -4,15 +4,10 @@ from __future__ import annotations
 
 import pytest
 from engine_fixtures import JETSTREAM, LLAMACPP, SGLANG, TGI, TRITON, TRTLLM, VLLM, VLLM_V0
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from adapter.presets import (
     PRESETS,
-    ExpositionError,
-    ExpositionParser,
     Kind,
-    Sample,
     Signal,
     counter_rate,
     counter_total,
@@ -145,11 +140,6 @@ def test_model_of(engine: str, text: str, expected: str | None) -> None:
     assert model_of(get_preset(engine), parse_exposition(text)) == expected
 
 
-def test_unparseable_text_names_the_line() -> None:
-    with pytest.raises(ExpositionError, match="this is not prometheus"):
-        parse_exposition("vllm:num_requests_waiting 1\nthis is not prometheus {\n")
-
-
 @pytest.mark.parametrize("engine", ["triton", "jetstream"])
 def test_inflight_only_where_both_queue_and_batch_exist(engine: str) -> None:
     assert Signal.INFLIGHT not in get_preset(engine).rules
@@ -178,78 +168,3 @@ def test_every_engine_has_a_queue_and_well_formed_rules(engine: str) -> None:
         assert rule.terms and all(t.alternatives for t in rule.terms), signal
         assert rule.kind is not Kind.RATIO or len(rule.terms) == 2, signal
         assert (rule.kind is Kind.RATE) == signal.value.endswith("_rate"), signal
-
-
-TRICKY = (
-    'vllm:num_requests_waiting{engine="0",model_name="a} b\\"c"} 4.0 1700000000000\n'
-    "vllm:num_requests_running\t2\n"
-    'vllm:num_requests_running_total{engine="0"} 9\n'
-    "vllm:kv_cache_usage_perc{} +Inf\n"
-)
-
-
-@pytest.mark.parametrize(
-    "text", [VLLM, VLLM_V0, TGI, SGLANG, TRITON, TRTLLM, JETSTREAM, LLAMACPP, TRICKY], ids=lambda t: t[:30]
-)
-@pytest.mark.parametrize("engine", sorted(PRESETS))
-def test_memoizing_parser_matches_the_library_parser(engine: str, text: str) -> None:
-    wanted = wanted_names(PRESETS[engine])
-    parser = ExpositionParser(wanted, max_series=3)  # small: exercises forgetting too
-    expected = parse_exposition(text, wanted)
-    assert parser.parse(text) == expected
-    assert parser.parse(text) == expected  # second time from the memo
-
-
-@pytest.mark.parametrize(
-    "line",
-    [
-        pytest.param('vllm:num_requests_waiting{engine="0"} four\n', id="bad value"),
-        pytest.param("vllm:num_requests_waiting{engine=0} 4\n", id="unquoted label value"),
-        pytest.param('vllm:num_requests_waiting{engine="0"}\n', id="no value"),
-    ],
-)
-def test_memoizing_parser_rejects_bad_lines(line: str) -> None:
-    with pytest.raises(ExpositionError, match="vllm:num_requests_waiting"):
-        ExpositionParser(wanted_names(PRESETS["vllm"])).parse(line)
-
-
-_LABEL_VALUE = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\n\r"), max_size=12)
-_VALUE = st.one_of(
-    st.floats(allow_nan=False, width=64).map(repr),
-    st.integers(-(10**12), 10**12).map(str),
-    st.sampled_from(["NaN", "+Inf", "-Inf", "1e3", "0.5"]),
-)
-
-
-@st.composite
-def _expositions(draw: st.DrawFn) -> str:
-    wanted = sorted(wanted_names(PRESETS["vllm"]))
-    lines = []
-    for _ in range(draw(st.integers(0, 12))):
-        name = draw(st.sampled_from([*wanted, "vllm:time_to_first_token_seconds_bucket", "other_metric"]))
-        labels = draw(
-            st.dictionaries(st.sampled_from(["engine", "model_name", "le", "x"]), _LABEL_VALUE, max_size=3)
-        )
-        rendered = ",".join(
-            f'{k}="{v.replace(chr(92), chr(92) * 2).replace(chr(34), chr(92) + chr(34))}"'
-            for k, v in labels.items()
-        )
-        timestamp = draw(st.sampled_from(["", " 1700000000000"]))
-        lines.append(
-            f"{name}{{{rendered}}} {draw(_VALUE)}{timestamp}" if labels else f"{name} {draw(_VALUE)}"
-        )
-    return "\n".join(lines) + "\n"
-
-
-@settings(max_examples=100, deadline=None)
-@given(_expositions())
-def test_memoizing_parser_agrees_with_the_library_on_generated_text(text: str) -> None:
-    wanted = wanted_names(PRESETS["vllm"])
-    expected = parse_exposition(text, wanted)
-
-    def normalized(
-        index: dict[str, list[Sample]],
-    ) -> dict[str, list[tuple[tuple[tuple[str, str], ...], str]]]:
-        return {k: [(tuple(sorted(s.labels.items())), repr(s.value)) for s in v] for k, v in index.items()}
-
-    assert normalized(ExpositionParser(wanted).parse(text)) == normalized(expected)

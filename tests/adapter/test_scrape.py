@@ -216,6 +216,64 @@ async def test_scrape_failures_are_counted_by_reason(
     assert counter(telemetry, "infscale_adapter_scrape_errors_total", source="scrape", reason=reason) == 1
 
 
+@pytest.mark.parametrize(
+    ("text", "reason", "message"),
+    [
+        pytest.param(
+            vllm_text(4, 2, 0.5) + "".join(f'flood{{i="{i}"}} 1\n' for i in range(60)),
+            "too_many_series",
+            "64 series, more than max_series_per_target 50",
+            id="too many series",
+        ),
+        pytest.param(
+            "#\n" * 200, "too_many_lines", "more than max_lines_per_target 100", id="too many lines"
+        ),
+        pytest.param(
+            "vllm:num_requests_waiting 1 2 3 4\n", "parse", "expected a value, then", id="extra tokens"
+        ),
+        pytest.param(
+            vllm_text(4, 2, 0.5) + "vllm:time_to_first_token_seconds_bucket{le=0.1} 3\n",
+            "parse",
+            "not a metric name with optional {labels}",
+            id="a malformed line the preset does not read",
+        ),
+    ],
+)
+async def test_an_exposition_past_a_bound_or_malformed_fails_that_pod_only(
+    make_source: MakeSource, engines: Engines, telemetry: Telemetry, text: str, reason: str, message: str
+) -> None:
+    bad = engines.respond("bad", text=text)
+    good = engines.respond("good", text=vllm_text(6, 2, 0.5))
+    source = await make_source(bad, good, max_series_per_target=50, max_lines_per_target=100)
+    await source.scrape_round()
+    reading = await read(source, Signal.QUEUE_SIZE, now=1000.0)
+    assert ([v.value for v in reading.values], reading.failing) == ([6.0], 1)
+    assert message in (source.error_of(bad) or "")
+    assert counter(telemetry, "infscale_adapter_scrape_errors_total", source="scrape", reason=reason) == 1
+
+
+async def test_expositions_are_parsed_off_the_event_loop(
+    make_source: MakeSource, engines: Engines, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from adapter.exposition import ExpositionParser
+
+    threads: list[str] = []
+    parse = ExpositionParser.parse
+
+    def recording(self: ExpositionParser, body: bytes | str) -> object:
+        threads.append(threading.current_thread().name)
+        return parse(self, body)
+
+    monkeypatch.setattr(ExpositionParser, "parse", recording)
+    source = await make_source(engines.respond("a", text=vllm_text(4, 2, 0.5)))
+    await source.scrape_round()
+    assert [v.value for v in (await read(source, Signal.QUEUE_SIZE, now=1000.0)).values] == [4.0]
+    assert threads and all(t.startswith("infscale-parse") for t in threads)
+    assert threading.current_thread().name not in threads
+
+
 async def test_a_hanging_pod_is_cut_off_by_the_per_request_timeout(
     make_source: MakeSource, engines: Engines, telemetry: Telemetry
 ) -> None:
