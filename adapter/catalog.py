@@ -25,7 +25,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from adapter.backend import MetricSample, NoData, SourceUnavailable, UnknownMetric
-from adapter.presets import PRESETS, Combine, Signal, combine, get_preset
+from adapter.lru import LRU
+from adapter.presets import PRESETS, Combine, Signal, combine, get_preset, value_problem
 from adapter.sources import NAMESPACE, PodValue, Source, SourceError, SourceReading
 from adapter.telemetry import Telemetry
 from adapter.wire import metric_name_problem, namespace_problem
@@ -211,6 +212,10 @@ class CatalogSettings(BaseModel):
     metrics: tuple[MetricSpec, ...] | None = None
     labels: tuple[str, ...] = ("namespace", "deployment", "model")  # served, so selectors narrow
     max_age_s: float = Field(default=30.0, gt=0)
+    # (metric, namespace) answers kept between scrapes; least recently read ones go first. One is
+    # ~0.5 KB; an HPA reads one pair every 15 s, so 4,096 cover thousands of HPAs, and a read of a
+    # forgotten pair costs one aggregation (~2 ms for 1,000 pods).
+    answer_cache_size: int = Field(default=4096, gt=0)
     endpoints: tuple[StaticEndpoint, ...] = ()
     kubernetes: KubernetesDiscovery | None = None
     prometheus: PrometheusSettings | None = None
@@ -340,6 +345,22 @@ class _Answer:
     valid_until: float  # when the oldest value in it passes max-age
     reading: SourceReading
     samples: tuple[MetricSample, ...]
+    invalid: Mapping[str, int]  # pods left out because their value is no valid reading, by reason
+
+
+def valid_values(values: Sequence[PodValue], signal: Signal | None) -> tuple[list[PodValue], dict[str, int]]:
+    """The values that are valid readings of `signal` (presets.value_problem), and how many were
+    not, by reason. One pod's -1000 or +Inf is left out on its own instead of turning its whole
+    group into a negative number or an error."""
+    valid: list[PodValue] = []
+    invalid: dict[str, int] = {}
+    for v in values:
+        problem = value_problem(signal, v.value)
+        if problem is None:
+            valid.append(v)
+        else:
+            invalid[problem] = invalid.get(problem, 0) + 1
+    return valid, invalid
 
 
 class Catalog:
@@ -357,7 +378,7 @@ class Catalog:
         self._sources = sources
         self._telemetry = telemetry
         self._clock = clock
-        self._answers: dict[tuple[str, str], _Answer] = {}
+        self._answers: LRU[tuple[str, str], _Answer] = LRU(settings.answer_cache_size)
 
     def metric_names(self) -> Sequence[str]:
         return list(self._metrics)
@@ -371,9 +392,11 @@ class Catalog:
         reading, samples = answer.reading, answer.samples
         if reading.stale:
             self._telemetry.stale_exclusions.labels(metric).inc(reading.stale)
+        for reason, count in answer.invalid.items():
+            self._telemetry.invalid_exclusions.labels(metric, reason).inc(count)
         if not samples:
             self._telemetry.no_data_reads.labels(metric).inc()
-            raise _no_data(metric, namespace, reading, max_age_s)
+            raise _no_data(metric, namespace, reading, max_age_s, answer.invalid)
         self._telemetry.observe_freshness(metric, max(s.timestamp for s in samples))
         # a known metric whose groups all miss the selector: 200 with no items (the HPA holds)
         return [s for s in samples if selector.matches(s.labels)]
@@ -393,23 +416,31 @@ class Catalog:
             reading = await source.read(spec.signal, spec.query, namespace, now, max_age_s)
         except SourceError as exc:
             raise SourceUnavailable(f"unable to fetch metric {spec.name}: {exc}") from exc
-        samples = tuple(aggregate(reading.values, namespace, self._settings.labels, spec.aggregation))
+        values, invalid = valid_values(reading.values, spec.signal)
+        samples = tuple(aggregate(values, namespace, self._settings.labels, spec.aggregation))
         # nothing fresh stays nothing fresh until a scrape lands (a new generation)
-        oldest = min((v.timestamp for v in reading.values), default=math.inf)
-        answer = _Answer(-1 if generation is None else generation, oldest + max_age_s, reading, samples)
+        oldest = min((v.timestamp for v in values), default=math.inf)
+        answer = _Answer(
+            -1 if generation is None else generation, oldest + max_age_s, reading, samples, invalid
+        )
         if generation is not None:
-            self._answers[key] = answer
+            self._answers.put(key, answer)
         return answer
 
 
-def _no_data(metric: str, namespace: str, r: SourceReading, max_age_s: float) -> Exception:
+def _no_data(
+    metric: str, namespace: str, r: SourceReading, max_age_s: float, invalid: Mapping[str, int]
+) -> Exception:
     where = f"metric {metric} in namespace {namespace}"
     if r.targets and r.failing == r.targets:
         return SourceUnavailable(f"no fresh data for {where}: all {r.targets} pods fail their scrapes")
-    if r.targets == 0:
+    if r.targets == 0 and not invalid:
         return NoData(f"no fresh data for {where}: no engine pods found")
     detail = f"{r.targets} pods known, {r.stale} older than {max_age_s:g}s, {r.failing} failing"
-    if r.stale == 0 and r.failing == 0:
+    if invalid:
+        reasons = ", ".join(f"{n} {reason.replace('_', ' ')}" for reason, n in sorted(invalid.items()))
+        detail += f", {sum(invalid.values())} with invalid values ({reasons})"
+    elif r.stale == 0 and r.failing == 0:
         detail += ", none exposes the signal"
     return NoData(f"no fresh data for {where}: {detail}")
 

@@ -18,6 +18,7 @@ A new engine is one `EnginePreset(...)` entry in `PRESETS`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -42,6 +43,31 @@ class Signal(StrEnum):
     PROMPT_TOKEN_RATE = "prompt_token_rate"
     GENERATION_TOKEN_RATE = "generation_token_rate"
     SLOT_USAGE = "slot_usage"
+
+
+# --- what a valid reading of each signal is ------------------------------------------------------
+
+# A pod's value past this is not a reading: 10,000 pods of one label group at this much each still
+# sum within the HPA's range (wire.QUANTITY_MAX_ABS, what MilliValue() holds in int64).
+MAX_POD_VALUE = 9_223_372_036_854_775 // 10_000
+_FRACTIONS = frozenset({Signal.KV_CACHE_USAGE, Signal.SLOT_USAGE})
+
+
+def value_problem(signal: Signal | None, value: float) -> str | None:
+    """Why `value` is no valid reading of `signal` for one pod, as a telemetry reason (None if it
+    is one): counts and rates are finite and >= 0, fractions within [0, 1]. An explicit PromQL
+    query (signal None) has no known domain: finite and within range only."""
+    if value != value or value in (math.inf, -math.inf):
+        return "not_finite"
+    if abs(value) > MAX_POD_VALUE:
+        return "out_of_range"
+    if signal is None:
+        return None
+    if value < 0:
+        return "negative"
+    if signal in _FRACTIONS and value > 1:
+        return "above_one"
+    return None
 
 
 class Combine(StrEnum):

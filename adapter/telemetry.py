@@ -97,6 +97,13 @@ class Telemetry:
             ["metric"],
             registry=self.registry,
         )
+        self.invalid_exclusions = Counter(
+            "infscale_adapter_invalid_pods_excluded",
+            "Pods left out of a metric read because their value is no valid reading of the signal, by "
+            "reason: not_finite, out_of_range, negative, above_one (a fraction over 1).",
+            ["metric", "reason"],
+            registry=self.registry,
+        )
         self.no_data_reads = Counter(
             "infscale_adapter_no_data_reads",
             "Metric reads that failed because no fresh value existed (answered with an error, never 0).",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import ssl
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -100,8 +101,8 @@ def observe(
     for signal, rule in preset.rules.items():
         if rule.kind is Kind.RATE:
             total = counter_total(rule, samples)
-            if total is None:
-                continue
+            if total is None or not (math.isfinite(total) and total >= 0):
+                continue  # a counter is a finite count: a negative or infinite one gives no rate
             counters[signal] = total
             if previous is not None and signal in previous.counters:
                 r = counter_rate(previous.counters[signal], previous.t, total, t)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -409,6 +410,65 @@ async def test_reads_feed_telemetry() -> None:
     assert sample("infscale_adapter_metric_age_seconds", {"metric": "infscale_queue_size"}) == 10.0
     assert sample("infscale_adapter_stale_pods_excluded_total", {"metric": "infscale_queue_size"}) == 3
     assert sample("infscale_adapter_no_data_reads_total", {"metric": "infscale_batch_size"}) == 1
+
+
+@pytest.mark.parametrize(
+    ("metric", "bad", "reason"),
+    [
+        pytest.param("infscale_queue_size", -1000.0, "negative", id="a -1000 pod beside a 5 (was -995)"),
+        pytest.param("infscale_queue_size", math.inf, "not_finite", id="+Inf (hid the deployment)"),
+        pytest.param("infscale_queue_size", -math.inf, "not_finite", id="-Inf"),
+        pytest.param("infscale_queue_size", math.nan, "not_finite", id="NaN"),
+        pytest.param("infscale_queue_size", 1e30, "out_of_range", id="1e30 (hid the deployment)"),
+        pytest.param("infscale_kv_cache_usage", -12.5, "negative", id="KV usage -1250%"),
+        pytest.param("infscale_kv_cache_usage", 1.5, "above_one", id="KV usage 150%"),
+    ],
+)
+async def test_an_invalid_pod_is_left_out_and_counted_never_poisoning_its_group(
+    metric: str, bad: float, reason: str
+) -> None:
+    telemetry = Telemetry(lambda: 200.0)
+    good = 5.0 if metric == "infscale_queue_size" else 0.5
+    reading = SourceReading((pv(bad, t=190, deployment="a"), pv(good, t=190, deployment="a")), targets=2)
+    (sample,) = await catalog_with(reading, telemetry).read("default", metric, EVERYTHING)
+    assert sample.value == good
+    excluded = telemetry.registry.get_sample_value(
+        "infscale_adapter_invalid_pods_excluded_total", {"metric": metric, "reason": reason}
+    )
+    assert excluded == 1
+
+
+async def test_a_group_of_only_invalid_pods_is_no_data_naming_why() -> None:
+    reading = SourceReading((pv(-3, deployment="a"), pv(math.inf, deployment="a")), targets=2)
+    with pytest.raises(NoData, match=r"2 with invalid values \(1 negative, 1 not finite\)"):
+        await catalog_with(reading).read("default", "infscale_queue_size", EVERYTHING)
+
+
+async def test_a_query_metric_is_checked_for_finite_values_only() -> None:
+    settings = CatalogSettings.model_validate(
+        {
+            "prometheus": {"url": "http://prometheus:9090"},
+            "metrics": [{"name": "q", "source": "prometheus", "query": "sum(x)"}],
+        }
+    )
+    reading = SourceReading((pv(-3, deployment="a"), pv(math.nan, deployment="b")), targets=2)
+    catalog = Catalog(settings, {SourceKind.PROMETHEUS: ScriptedSource(reading)}, Telemetry(), lambda: 200.0)
+    got = await catalog.read("default", "q", EVERYTHING)
+    assert [s.value for s in got] == [-3.0]  # a query may be negative on purpose; NaN is no value
+
+
+async def test_the_answer_cache_keeps_the_most_recently_read_namespaces_only() -> None:
+    source = ScriptedSource(SourceReading((pv(1),), targets=1), generation=1)
+    settings = CatalogSettings.model_validate({**SCRAPE_OK, "answer_cache_size": 100})
+    catalog = Catalog(settings, {SourceKind.SCRAPE: source}, Telemetry(), lambda: 100.0)
+    for i in range(2_000):  # the attack: 20,660 namespaces once grew the cache by 10.6 MB for good
+        await catalog.read(f"ns-{i}", "infscale_queue_size", EVERYTHING)
+    assert len(catalog._answers) == 100
+    calls = len(source.calls)
+    await catalog.read("ns-1999", "infscale_queue_size", EVERYTHING)  # recent: from the cache
+    assert len(source.calls) == calls
+    await catalog.read("ns-0", "infscale_queue_size", EVERYTHING)  # forgotten: asked again
+    assert len(source.calls) == calls + 1
 
 
 @pytest.fixture

@@ -470,3 +470,15 @@ async def test_a_failed_round_is_logged_and_the_loop_goes_on(
     (record,) = [r for r in caplog.records if r.name == "adapter.sources.scrape"]
     assert record.levelno == logging.ERROR and record.exc_info is not None
     assert "discovery bug" in str(record.exc_info[1])
+
+
+def test_a_negative_or_infinite_counter_gives_no_rate() -> None:
+    from adapter.exposition import parse_exposition
+    from adapter.sources.scrape import observe
+
+    preset = get_preset("vllm")
+    for total in ("-1000", "+Inf"):
+        text = f"vllm:request_success_total {total}\n"
+        first = observe(preset, parse_exposition("vllm:request_success_total 10\n"), 1000.0, None)
+        second = observe(preset, parse_exposition(text), 1005.0, first)
+        assert Signal.REQUEST_RATE not in second.counters and Signal.REQUEST_RATE not in second.rates
