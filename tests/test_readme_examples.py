@@ -124,3 +124,15 @@ def test_readme_block_runs(block: list[str], tmp_path: Path) -> None:
         for proc in started:
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(timeout=10)
+
+
+def test_user_docs_name_no_private_paths() -> None:
+    """README.md and docs/ are read by users, who have no ../shared: traces are named by their
+    public source (docs/traces.md, "Getting the traces")."""
+    offenders = [
+        f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+        for path in [README, *sorted((ROOT / "docs").glob("*.md"))]
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "../shared" in line or "/work/" in line
+    ]
+    assert not offenders, "\n".join(offenders)
