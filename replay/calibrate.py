@@ -397,6 +397,12 @@ def run(args: argparse.Namespace) -> int:
     except OSError as e:
         print(f"infscale replay calibrate: error: {write_error(e)}", file=sys.stderr)
         return 1
+    if getattr(args, "output", "text") == "json":
+        from replay.report import to_json
+
+        print(to_json(doc))
+        print("wrote " + ", ".join(str(p) for p in written), file=sys.stderr)
+        return 0
     print(markdown(doc))
     print("wrote " + ", ".join(str(p) for p in written))
     return 0

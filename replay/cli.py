@@ -63,9 +63,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for p in (run_p, cmp_p, sweep_p):
         _common(p)
     for name, (module, help_text) in MODULE_COMMANDS.items():
-        importlib.import_module(module).add_arguments(
-            sub.add_parser(name, help=help_text, description=help_text)
-        )
+        module_parser = sub.add_parser(name, help=help_text, description=help_text)
+        importlib.import_module(module).add_arguments(module_parser)
+        if not any("--output" in a.option_strings for a in module_parser._actions):
+            add_output_argument(module_parser)  # the module reads args.output (json: its document)
 
 
 def _common(p: argparse.ArgumentParser) -> None:

@@ -789,8 +789,14 @@ def run(args: argparse.Namespace) -> int:
     except OSError as e:
         print(f"infscale replay online: error: {write_error(e)}", file=sys.stderr)
         return 1
-    print(markdown(report))
     section = report["online"]
+    if getattr(args, "output", "text") == "json":
+        from replay.report import to_json
+
+        print(to_json(report))
+        print("wrote " + ", ".join(str(p) for p in written), file=sys.stderr)
+        return 0 if all(r.status is Status.OK for r in result.records) else 1
+    print(markdown(report))
     print(
         f"requests by status: {section['requests_by_status']}; send lag p99 {section['send_lag_p99_s']:.3f} s"
     )

@@ -183,3 +183,24 @@ def test_percent_never_rounds_up_to_100(share: float, digits: int, want: str) ->
     from replay.report import percent
 
     assert percent(share, digits) == want
+
+
+def test_every_replay_command_takes_output_and_reads_it() -> None:
+    """`--output json` is every replay command's convention: the built-in ones and each module in
+    replay.cli.MODULE_COMMANDS (a new one gets the flag from replay/cli.py and must read
+    args.output in its run(): json prints its document on stdout)."""
+    import argparse
+    import importlib
+    import inspect
+
+    from replay import cli as replay_cli
+
+    parser = argparse.ArgumentParser()
+    replay_cli.add_arguments(parser)
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, subparser in sub.choices.items():
+        flags = {s for a in subparser._actions for s in a.option_strings}
+        assert "--output" in flags, f"replay {name} has no --output"
+    for name, (module, _) in replay_cli.MODULE_COMMANDS.items():
+        source = inspect.getsource(importlib.import_module(module).run)
+        assert "output" in source, f"replay {name}: run() ignores args.output"
