@@ -76,7 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if completing is not None:
         import argcomplete
 
-        argcomplete.autocomplete(parser)  # prints the candidates and exits
+        argcomplete.autocomplete(parser, exit_method=sys.exit)  # prints the candidates and exits
     args = parser.parse_args(args_list)
     module = importlib.import_module(COMMANDS[args.command][0])
     try:
