@@ -99,6 +99,13 @@ def _common(p: argparse.ArgumentParser) -> None:
         "--initial-replicas", type=int, default=None, help="ready at t=0 (default: sized for minute 1)"
     )
     p.add_argument(
+        "--max-concurrent-loads",
+        type=int,
+        default=None,
+        metavar="N",
+        help="a load gate: at most N replicas loading weights at once (default: the scenario's)",
+    )
+    p.add_argument(
         "--target", type=float, default=None, help="in-flight requests per replica the policies aim at"
     )
     p.add_argument("--static-replicas", type=int, default=None, help="N of the `static` policy")
@@ -153,6 +160,9 @@ def _run(args: argparse.Namespace) -> int:
         scenario = replace(scenario, initial_replicas=args.initial_replicas)
     if args.slo_preset is not None:
         scenario = replace(scenario, slo=SLO_PRESETS[args.slo_preset])
+    if args.max_concurrent_loads is not None:
+        gated = replace(scenario.cold_start, max_concurrent_loads=args.max_concurrent_loads)
+        scenario = replace(scenario, cold_start=gated)  # checked by Scenario: an error names the field
     trace = load(args)
     params = PolicyParams()
     if args.target is not None:

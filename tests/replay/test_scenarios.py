@@ -168,3 +168,16 @@ def test_every_scenario_replays(name: str) -> None:
     cold = scenario.cold_start
     fastest = cold.engine_init_s + cold.compile_cached_s + cold.warmup_s  # a warm node, cache hits, no load
     assert min(r.ready_s - r.requested_s for r in started) >= fastest
+
+
+def test_replay_flag_sets_the_load_gate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    sample = Path(__file__).resolve().parents[2] / "examples" / "traces" / "azure-sample.csv"
+    args = ["replay", "run", "--policy", "hpa", "--trace", str(sample), "--format", "azure"]
+    args += ["--scenario", "fast-load-70b", "--no-plots", "--quiet", "--out", str(tmp_path)]
+    code, _, _ = run_cli([*args, "--max-concurrent-loads", "2"], capsys)
+    assert code == 0
+    cold = json.loads((tmp_path / "report.json").read_text())["scenario"]["cold_start"]
+    assert (cold["max_concurrent_loads"], cold["per_loader_gbps"]) == (2, 3.75)  # the rest as the scenario
+    code, out, err = run_cli([*args, "--max-concurrent-loads", "0"], capsys)
+    assert (code, out) == (2, "")
+    assert "cold_start.max_concurrent_loads must be unset or an integer >= 1, got 0" in err
