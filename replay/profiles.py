@@ -12,9 +12,12 @@ the built-in value of the scenario named by `base` (default `reference-70b`):
     engine: {max_running: 256, prefill_tokens_per_s: 30000, decode_base_s: 0.012}
     cold_start: {weights_gb: 16, gpus_per_replica: 1}
     slo: {ttft_s: 1.0, tpot_s: 0.1}      # or a preset name: slo: mlperf-interactive
+    metrics: {path: prometheus, prometheus: {scrape_interval_s: 30}}
 
-`slo_ttft_s: X` (the single TTFT target of earlier files) still loads, as `slo: {ttft_s: X}`: the
-other SLO fields keep the base's (add `tpot_s: null` for the old TTFT-only verdict).
+Fields of earlier files still load where they moved (`_MOVED`): `slo_ttft_s: X` as
+`slo: {ttft_s: X}` (the other SLO fields keep the base's: add `tpot_s: null` for the old TTFT-only
+verdict), `scrape_interval_s` and `metric_delay_s` as `metrics.direct.scrape_interval_s` and
+`metrics.direct.delay_s`.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +33,7 @@ import yaml
 
 from autoscaler.policy.coldstart import ColdStartInputError, check_spec
 from autoscaler.policy.spec import ColdStartSpec, CompileCache
+from replay.metrics.spec import DEFAULT_METRICS, MetricsError, MetricsSpec
 from replay.slo import DEFAULT_SLO, SLO_PRESETS, SloError, SloSpec, preset
 
 
@@ -73,8 +77,7 @@ class Scenario:
     engine: EngineProfile
     cold_start: ColdStartSpec
     slo: SloSpec = DEFAULT_SLO  # replay/slo.py: MLPerf's llama2-70b server constraints
-    scrape_interval_s: float = 5.0  # engine gauges are sampled this often
-    metric_delay_s: float = 2.0  # a scrape reaches the policy this much later (adapter, query)
+    metrics: MetricsSpec = DEFAULT_METRICS  # replay/metrics/spec.py: the adapter scraping every 5 s
     sync_period_s: float = 15.0  # --horizontal-pod-autoscaler-sync-period
     min_replicas: int = 1
     max_replicas: int = 64
@@ -87,12 +90,11 @@ class Scenario:
 
     def __post_init__(self) -> None:
         _check(bool(self.name), "name", self.name, "non-empty")
-        for name in ("scrape_interval_s", "sync_period_s", "tick_s", "quiet_tick_s"):
+        for name in ("sync_period_s", "tick_s", "quiet_tick_s"):
             value = getattr(self, name)
             _check(math.isfinite(value) and value > 0, name, value, "a finite number > 0")
-        for name in ("metric_delay_s", "node_idle_remove_s"):
-            value = getattr(self, name)
-            _check(math.isfinite(value) and value >= 0, name, value, "a finite number >= 0")
+        value = self.node_idle_remove_s
+        _check(math.isfinite(value) and value >= 0, "node_idle_remove_s", value, "a finite number >= 0")
         _check(self.min_replicas >= 1, "min_replicas", self.min_replicas, ">= 1")
         _check(self.max_replicas >= self.min_replicas, "max_replicas", self.max_replicas, ">= min_replicas")
         _check(
@@ -223,10 +225,7 @@ def scenario_from_mapping(doc: Mapping[str, Any]) -> Scenario:
     base = SCENARIOS[base_name]
     top = {f.name: f for f in fields(Scenario)}
     changes: dict[str, Any] = {}
-    if "slo_ttft_s" in doc:  # the single TTFT target of earlier scenario files
-        if "slo" in doc:
-            raise ProfileError("give slo.ttft_s, not both slo and the older slo_ttft_s")
-        doc = {**{k: v for k, v in doc.items() if k != "slo_ttft_s"}, "slo": {"ttft_s": doc["slo_ttft_s"]}}
+    doc = _migrated(doc)
     for key, value in doc.items():
         if key == "base":
             continue
@@ -236,6 +235,11 @@ def scenario_from_mapping(doc: Mapping[str, Any]) -> Scenario:
             changes[key] = _sub(ColdStartSpec, base.cold_start, value, "cold_start")
         elif key == "slo":
             changes[key] = _slo(base.slo, value)
+        elif key == "metrics":
+            try:
+                changes[key] = _sub(MetricsSpec, base.metrics, value, "metrics")
+            except MetricsError as e:
+                raise ProfileError(str(e)) from e
         elif key in top:
             changes[key] = _typed(value, top[key].type, key)
         else:
@@ -243,6 +247,29 @@ def scenario_from_mapping(doc: Mapping[str, Any]) -> Scenario:
     if "name" not in changes:
         changes["name"] = f"{base.name}-custom"
     return replace(base, **changes)
+
+
+# fields of earlier scenario files -> where they live now
+_MOVED = {
+    "slo_ttft_s": ("slo", "ttft_s"),
+    "scrape_interval_s": ("metrics", "direct", "scrape_interval_s"),
+    "metric_delay_s": ("metrics", "direct", "delay_s"),
+}
+
+
+def _migrated(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """Earlier files keep loading: each moved field is read as its new place (docs/replay.md)."""
+    out = {k: v for k, v in doc.items() if k not in _MOVED}
+    for old, (section, *path) in _MOVED.items():
+        if old not in doc:
+            continue
+        if section in doc:
+            raise ProfileError(f"give {section}.{'.'.join(path)}, not both {section} and the older {old}")
+        node = out.setdefault(section, {})
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        node[path[-1]] = doc[old]
+    return out
 
 
 def _slo(base: SloSpec, value: object) -> SloSpec:
@@ -273,7 +300,11 @@ def _sub(cls: Any, base: Any, value: object, prefix: str) -> Any:
     for key, item in value.items():
         if key not in known:
             raise ProfileError(f"unknown field {prefix}.{key} (known: {', '.join(known)})")
-        changes[key] = _typed(item, known[key].type, f"{prefix}.{key}")
+        current = getattr(base, key)
+        if is_dataclass(current):  # a nested section, e.g. metrics.prometheus
+            changes[key] = _sub(type(current), current, item, f"{prefix}.{key}")
+        else:
+            changes[key] = _typed(item, known[key].type, f"{prefix}.{key}")
     return replace(base, **changes)
 
 

@@ -2,9 +2,11 @@
 
 The only clock of a replay lives here. Each tick (scenario.tick_s) the loop
   1. advances the fleet's lifecycle to the tick start (replicas become ready, loads progress),
-  2. scrapes the engines' gauges if a scrape is due (every scrape_interval_s),
-  3. asks the policy if its period has come, with an Observation as a cluster shows it: the newest
-     scrape at least metric_delay_s old, the pods' phases, the cold-start model's lead time,
+  2. hands the scenario's metric pipeline (replay/metrics) the engines' counters and gauges if its
+     next scrape is due,
+  3. asks the policy if its period has come, with an Observation as a cluster shows it: the metrics
+     it reads as the pipeline serves them then (staleness included), the pods' phases, the
+     cold-start model's lead time,
   4. routes the tick's arrivals to the ready replica with the fewest outstanding requests
      (arrivals find no ready replica only if every replica is draining or starting; they then wait
      at the gateway, their TTFT counting the wait),
@@ -17,17 +19,17 @@ The run ends when every request has finished (or been dropped) and the trace is 
 from __future__ import annotations
 
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from autoscaler.policy.observation import MetricReading, Observation
+from autoscaler.policy.observation import Observation
 from replay.engine import Engine, RequestResults
 from replay.fleet import Fleet, Replica, route
-from replay.policies import GATEWAY_METRIC, METRIC, ReplayPolicy
+from replay.metrics import ClusterScrape, MetricPipeline, build_pipeline, cluster_scrape, live_reading
+from replay.policies import ReplayPolicy
 from replay.profiles import Scenario
 from replay.trace import Trace
 
@@ -104,8 +106,7 @@ def simulate(
         )
     arrival = trace.arrival_s
     n = len(trace)
-    scrapes: deque[tuple[float, tuple[int, ...], int]] = deque()
-    next_scrape = 0.0
+    pipeline = build_pipeline(scenario.metrics, policy.period_s)
     next_decision = 0.0
     desired = fleet.active_count
     timeline: list[TimelinePoint] = []
@@ -118,11 +119,12 @@ def simulate(
     while True:
         fleet.advance(t)
         n_replicas = len(fleet.replicas)
-        if t >= next_scrape:
-            scrapes.append((t, _scrape(engine, fleet, n_replicas), len(gateway)))
-            next_scrape += scenario.scrape_interval_s
+        while t >= pipeline.next_scrape_s:  # at its scheduled time: ticks end there
+            pipeline.scrape(
+                _cluster(pipeline.next_scrape_s, engine, fleet, n_replicas, arrival, len(gateway))
+            )
         if t >= next_decision:
-            obs = _observe(t, scenario, fleet, engine, scrapes, policy, desired, n_replicas, len(gateway))
+            obs = _observe(t, fleet, engine, pipeline, policy, desired, n_replicas, arrival, len(gateway))
             want = policy.desired(t, obs)
             if want != desired:
                 scale_events += 1
@@ -151,7 +153,7 @@ def simulate(
         # close), and the tick's arrivals, routed, fit every replica's free slots and KV even if
         # nothing finished: then no request can wait for a slot inside it.
         ready = fleet.ready_ids
-        horizon = min(next_scrape, next_decision)
+        horizon = min(pipeline.next_scrape_s, next_decision)
         dt = min(scenario.tick_s, horizon - t)
         ids, targets, routed = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), False
         quiet_dt = min(scenario.quiet_tick_s, horizon - t)
@@ -210,45 +212,38 @@ def simulate(
     )
 
 
-def _scrape(engine: Engine, fleet: Fleet, n_replicas: int) -> tuple[int, ...]:
-    """In-flight requests (running + waiting) of every pod that serves (ready or draining): one
-    series per pod."""
-    pods = [*fleet.ready_ids.tolist(), *fleet.draining_ids]
-    return tuple(engine.outstanding(n_replicas)[pods].tolist()) if pods else ()
+def _cluster(
+    t: float, engine: Engine, fleet: Fleet, n_replicas: int, arrival: F64, pending: int
+) -> ClusterScrape:
+    """What a scrape at `t` can read: the serving pods' engines, and the gateway's arrivals so far
+    and the requests it holds (while no replica is ready)."""
+    draining = np.array(fleet.draining_ids, dtype=np.int64)
+    arrived = int(np.searchsorted(arrival, t, side="right"))
+    return cluster_scrape(t, engine.scrape(n_replicas), fleet.ready_ids, draining, arrived, pending)
 
 
 def _observe(
     now: float,
-    scenario: Scenario,
     fleet: Fleet,
     engine: Engine,
-    scrapes: deque[tuple[float, tuple[int, ...], int]],
+    pipeline: MetricPipeline,
     policy: ReplayPolicy,
     desired: int,
     n_replicas: int,
-    at_gateway: int,
+    arrival: F64,
+    pending: int,
 ) -> Observation:
     if policy.fresh_metrics:  # the ready pods only, as a scrape of the endpoints (Knative's) sees them
-        ready = fleet.ready_ids
-        reading = _reading(tuple(engine.outstanding(n_replicas)[ready].tolist()) if len(ready) else (), 0.0)
-        pending = MetricReading((at_gateway * 1000,))
+        live = _cluster(now, engine, fleet, n_replicas, arrival, pending)
+        metrics = {name: live_reading(live, name) for name in policy.metric_names}
     else:
-        visible = now - scenario.metric_delay_s
-        while len(scrapes) > 1 and scrapes[1][0] <= visible:
-            scrapes.popleft()
-        if scrapes and scrapes[0][0] <= visible:
-            at, values, waiting = scrapes[0]
-            reading = _reading(values, now - at)
-            pending = MetricReading((waiting * 1000,), age_s=now - at)
-        else:
-            reading = MetricReading.failed("no scrape old enough to have reached the metrics API yet")
-            pending = reading
+        metrics = {name: pipeline.read(name, now) for name in policy.metric_names}
     serving = len(fleet.ready_ids) + len(fleet.draining_ids)
     return Observation(
         spec_replicas=desired,
         status_replicas=fleet.active_count,
         ready_pods=serving,
-        metrics={METRIC: reading, GATEWAY_METRIC: pending},
+        metrics=metrics,
         starting_ready_at=fleet.predicted_ready_at(),
         lead_time_s=_lead_time_s(fleet, policy.lead_quantile),
     )
@@ -263,12 +258,6 @@ def _lead_time_s(fleet: Fleet, quantile: float | None) -> float:
         if len(seen) >= MIN_STARTUPS:
             return float(np.quantile(seen, quantile))
     return fleet.lead_time_s()
-
-
-def _reading(values: tuple[int, ...], age_s: float) -> MetricReading:
-    if not values:
-        return MetricReading(values_milli=(), error="no pod serves", age_s=age_s)
-    return MetricReading(tuple(v * 1000 for v in values), age_s=age_s)
 
 
 def _span(r: Replica) -> ReplicaSpan:

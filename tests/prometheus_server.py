@@ -4,6 +4,7 @@ is absent."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import socket
 import subprocess
@@ -17,6 +18,15 @@ import pytest
 import yaml
 
 PROMETHEUS = shutil.which("prometheus")
+
+
+def prometheus_version() -> tuple[int, int]:
+    """(major, minor) of the installed binary (call after checking PROMETHEUS)."""
+    assert PROMETHEUS is not None
+    out = subprocess.run([PROMETHEUS, "--version"], capture_output=True, text=True, check=True)
+    found = re.search(r"version (\d+)\.(\d+)", out.stdout + out.stderr)
+    assert found, out.stdout + out.stderr
+    return int(found.group(1)), int(found.group(2))
 
 
 def free_port() -> int:

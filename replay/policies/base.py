@@ -33,6 +33,13 @@ class ReplayPolicy(Protocol):
     fresh_metrics: bool  # True: reads the engines directly (no scrape delay), as Knative's activator
 
     @property
+    def metric_names(self) -> tuple[str, ...]:
+        """The external metrics the loop reads for it at each call, through the scenario's metric
+        pipeline (replay/metrics/signals.py: infscale_inflight, the queue, batch and KV gauges, the
+        request, token and arrival rates)."""
+        ...
+
+    @property
     def initial_replicas(self) -> int:
         """Replicas ready at t = 0."""
         ...

@@ -28,6 +28,7 @@ class ClairvoyantPolicy:
     name: str = "clairvoyant"
     period_s: float = 15.0
     fresh_metrics: bool = False
+    metric_names: tuple[str, ...] = ()
     min_replicas: int = 1
     max_replicas: int = 64
     initial_replicas: int = 1

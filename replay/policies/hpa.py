@@ -39,6 +39,10 @@ class DecidePolicy:
     decisions: list[tuple[float, Observation, Decision]] = field(default_factory=list)
     _cached: tuple[float, Mapping[str, MetricReading]] | None = None
 
+    @property
+    def metric_names(self) -> tuple[str, ...]:
+        return tuple(m.name for m in self.spec.metrics)
+
     def desired(self, now: float, obs: Observation) -> int:
         if self.poll_interval_s > 0:
             obs = self._polled(now, obs)

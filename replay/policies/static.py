@@ -15,6 +15,7 @@ class StaticPolicy:
     name: str = ""
     period_s: float = 15.0
     fresh_metrics: bool = False
+    metric_names: tuple[str, ...] = ()
     lead_quantile: float | None = None
 
     def __post_init__(self) -> None:

@@ -8,6 +8,7 @@ from dataclasses import replace
 import numpy as np
 
 from replay.cli import run_policy
+from replay.metrics import DirectPath, MetricsSpec
 from replay.policies import build_policy
 from replay.policies.keda import KedaPolicy
 from replay.policies.keda.scaledobject import Fallback, PrometheusTrigger
@@ -74,7 +75,7 @@ def test_min_replica_count_of_the_scenario_keeps_it_warm() -> None:
 def test_fallback_replicas_after_failure_threshold_errors() -> None:
     # metrics reach Prometheus only after 120 s, and an empty result is an error: the scaler
     # fails; after failureThreshold failures the HPA gets a metric worth the fallback replicas
-    slow = replace(FAST, metric_delay_s=120.0)
+    slow = replace(FAST, metrics=MetricsSpec(direct=DirectPath(delay_s=120.0)))
     trace = ramp_trace()
     policy = build_policy("keda", slow, trace, PARAMS, lambda: 0.0)
     assert isinstance(policy, KedaPolicy)

@@ -77,6 +77,7 @@ class KedaPolicy:
     initial_replicas: int = 1
     period_s: float = 15.0  # the HPA's sync period
     fresh_metrics: bool = False
+    metric_names: tuple[str, ...] = (METRIC, GATEWAY_METRIC)
     lead_quantile: float | None = None
     epoch_s: float = 1_704_067_200.0  # as DecidePolicy: replay time 0 on a Monday
     hpa_state: PolicyState = field(default_factory=PolicyState)

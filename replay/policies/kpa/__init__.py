@@ -60,6 +60,7 @@ class KpaPolicy:
     name: str = "kpa"
     period_s: float = float(BUCKET_SIZE_S)  # the collector's scrape; the decider runs every 2 s
     fresh_metrics: bool = True  # Knative's autoscaler scrapes the pods itself, every second
+    metric_names: tuple[str, ...] = (METRIC, GATEWAY_METRIC)
     lead_quantile: float | None = None
     state: DeciderState = field(init=False)
     pa: PaState = field(init=False)

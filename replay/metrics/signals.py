@@ -1,0 +1,167 @@
+"""The metrics a replay policy can read, what one scrape of the cluster holds, and readings from values.
+
+Each metric is served as the infscale adapter serves it (adapter/presets.py, adapter/catalog.py):
+gauges and per-second rates of counters, one value per pod, combined across the deployment's pods.
+
+| metric | what (as vLLM exposes it on each engine pod's /metrics) |
+|---|---|
+| infscale_inflight | num_requests_waiting + num_requests_running |
+| infscale_queue_size | vllm:num_requests_waiting |
+| infscale_batch_size | vllm:num_requests_running |
+| infscale_kv_cache_usage | vllm:kv_cache_usage_perc (the mean over pods) |
+| infscale_request_rate | rate of vllm:request_success_total |
+| infscale_prompt_token_rate | rate of vllm:prompt_tokens_total |
+| infscale_generation_token_rate | rate of vllm:generation_tokens_total |
+| infscale_arrival_rate | rate of requests reaching the router (the gateway's counter) |
+| infscale_gateway_pending | requests held at the gateway while no replica is ready (the gateway's gauge) |
+
+The last two are the inference gateway's /metrics (e.g. the Gateway API Inference Extension's
+inference_objective_request_total; Knative's activator and KEDA's HTTP interceptor hold requests
+the same way), every other metric the engines'.
+
+The engine counters count *processed* work: while a queue grows they lag the demand (arrivals ≈
+processed rate + d(queue)/dt). Only the gateway's counter sees arrivals as they come.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum, StrEnum
+from typing import TYPE_CHECKING, Final, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from autoscaler.policy.observation import MetricReading
+
+if TYPE_CHECKING:
+    from replay.engine import EngineScrape
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+
+# the columns of a pod's row in a scrape
+INFLIGHT, WAITING, RUNNING, KV_USAGE, REQUESTS, PROMPT_TOKENS, GENERATION_TOKENS = range(7)
+# and of the gateway's
+ARRIVALS, PENDING = range(2)
+
+
+class Combine(StrEnum):
+    """How the pods' values combine into one item: the adapter catalog's aggregations
+    (adapter/presets.py Combine; the replay does not import the adapter)."""
+
+    SUM = "sum"
+    MEAN = "mean"
+    MAX = "max"
+
+
+class Kind(Enum):
+    GAUGE = "gauge"
+    RATE = "rate"  # per-second rate of a counter
+
+
+@dataclass(frozen=True, slots=True)
+class Metric:
+    name: str
+    kind: Kind
+    column: int  # of a pod's row, or of the gateway's
+    combine: Combine  # across pods, as the adapter's catalog aggregation
+    gateway: bool = False  # the gateway's series, not the pods'
+
+
+METRICS: dict[str, Metric] = {
+    m.name: m
+    for m in (
+        Metric("infscale_inflight", Kind.GAUGE, INFLIGHT, Combine.SUM),
+        Metric("infscale_queue_size", Kind.GAUGE, WAITING, Combine.SUM),
+        Metric("infscale_batch_size", Kind.GAUGE, RUNNING, Combine.SUM),
+        Metric("infscale_kv_cache_usage", Kind.GAUGE, KV_USAGE, Combine.MEAN),
+        Metric("infscale_request_rate", Kind.RATE, REQUESTS, Combine.SUM),
+        Metric("infscale_prompt_token_rate", Kind.RATE, PROMPT_TOKENS, Combine.SUM),
+        Metric("infscale_generation_token_rate", Kind.RATE, GENERATION_TOKENS, Combine.SUM),
+        Metric("infscale_arrival_rate", Kind.RATE, ARRIVALS, Combine.SUM, gateway=True),
+        Metric("infscale_gateway_pending", Kind.GAUGE, PENDING, Combine.SUM, gateway=True),
+    )
+}
+
+
+PER_POD: Final = "pod"
+# how a read combines the pods' values: None, the metric's own (the adapter's default catalog);
+# a Combine; or PER_POD, one item per pod (a catalog whose labels include the pod)
+Aggregation = Combine | Literal["pod"] | None
+
+
+class UnknownMetricError(KeyError):
+    pass
+
+
+def metric(name: str) -> Metric:
+    try:
+        return METRICS[name]
+    except KeyError:
+        raise UnknownMetricError(f"no metric {name!r} in the replay (known: {', '.join(METRICS)})") from None
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterScrape:
+    """What a scrape at `t` can read: every serving pod's row, and the gateway's.
+
+    `ready` pods take new requests; `draining` ones (terminating) finish theirs. Which of them a
+    path scrapes is the path's: the adapter's discovery skips terminating pods, Prometheus scrapes
+    every endpoint it discovers until the pod is gone.
+    """
+
+    t: float
+    ready: I64
+    draining: I64
+    rows: F64  # (len(ready) + len(draining)) x 7: ready pods first, then draining
+    gateway: tuple[float, float]  # requests that reached the gateway so far, and those held there now
+
+
+def cluster_scrape(
+    t: float, engine: EngineScrape, ready: I64, draining: I64, arrivals: int, pending: int
+) -> ClusterScrape:
+    pods = np.concatenate((ready, draining))
+    rows = np.empty((len(pods), 7))
+    rows[:, WAITING] = engine.waiting[pods]
+    rows[:, RUNNING] = engine.running[pods]
+    rows[:, INFLIGHT] = rows[:, WAITING] + rows[:, RUNNING]
+    rows[:, KV_USAGE] = engine.kv_usage[pods]
+    rows[:, REQUESTS] = engine.requests_finished[pods]
+    rows[:, PROMPT_TOKENS] = engine.prompt_tokens[pods]
+    rows[:, GENERATION_TOKENS] = engine.generation_tokens[pods]
+    return ClusterScrape(t, ready, draining, rows, (float(arrivals), float(pending)))
+
+
+def reading(values: F64 | list[float], m: Metric, aggregation: Aggregation, age_s: float) -> MetricReading:
+    """The items the External Metrics API would return for `m`: one combined item, or one per pod
+    (see Aggregation); milli-units rounded up, as the HPA's Quantity.MilliValue. No value: a
+    failed read (the adapter answers "no fresh data", never 0)."""
+    if not len(values):
+        return MetricReading.failed(f"no data for {m.name}")
+    if aggregation == PER_POD:
+        items = [float(v) for v in values]
+    else:
+        items = [_combined(values, m.combine if aggregation is None else Combine(aggregation))]
+    return MetricReading(tuple(math.ceil(v * 1000 - 1e-6) for v in items), age_s=age_s)
+
+
+def _combined(values: F64 | list[float], combine: Combine) -> float:
+    if combine is Combine.SUM:
+        return float(np.sum(values))
+    if combine is Combine.MEAN:
+        return float(np.mean(values))
+    return float(np.max(values))
+
+
+def live_reading(scrape: ClusterScrape, name: str, aggregation: Aggregation = PER_POD) -> MetricReading:
+    """A gauge read straight from the cluster now, one item per ready pod (Knative's autoscaler
+    scrapes each ready pod's queue-proxy every second; its activator holds the pending requests,
+    one item): no rates."""
+    m = metric(name)
+    if m.kind is not Kind.GAUGE:
+        return MetricReading.failed(f"{name} is a rate: it needs two scrapes, not a live read")
+    if m.gateway:
+        return reading([scrape.gateway[m.column]], m, aggregation, 0.0)
+    return reading(scrape.rows[: len(scrape.ready), m.column], m, aggregation, 0.0)
