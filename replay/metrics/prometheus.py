@@ -51,7 +51,8 @@ class PrometheusPipeline:
         interval = spec.scrape_interval_s
         self._groups = max(1, math.floor(interval / spec.offset_step_s)) if spec.offset_step_s > 0 else 1
         self._spacing = interval / self._groups
-        self._first = mid_phase(self._spacing, sync_period_s)
+        offset = spec.scrape_offset_s
+        self._first = mid_phase(self._spacing, sync_period_s) if offset is None else offset
         self._event = 0  # scrape events so far; event k scrapes the pods of group k % groups
         self._series: dict[int, _Series] = {}  # pod id -> its series
         self._gateway = _Series()
@@ -61,14 +62,10 @@ class PrometheusPipeline:
         self._keep_s = (
             max(spec.rate_window_s, spec.lookback_s) + (spec.rule_interval_s or 0) + spec.cache_ttl_s
         )
-        rule = spec.rule_interval_s
-        self._rule_first = (
-            None
-            if rule is None
-            else mid_phase(rule, sync_period_s)
-            if spec.rule_offset_s is None
-            else spec.rule_offset_s
-        )
+        self._rule_first: float | None = None  # the recording rule's first evaluation (None: no rule)
+        if spec.rule_interval_s is not None:
+            offset = spec.rule_offset_s
+            self._rule_first = mid_phase(spec.rule_interval_s, sync_period_s) if offset is None else offset
         self._cache: dict[str, tuple[float, F64]] = {}  # the adapter's: metric -> (asked at, values)
         self._rule_memo: dict[str, tuple[float, F64]] = {}  # metric -> (evaluated at, values)
 

@@ -49,6 +49,7 @@ class PrometheusPath:
     # Prometheus offsets each target by a hash within the interval; the replay spreads pods evenly
     # over offsets on this grid (a coarser grid keeps the replay's ticks long; 0: one offset, all at once)
     offset_step_s: float = 5.0
+    scrape_offset_s: float | None = None  # the first offset's first scrape; None: mid_phase of the grid
     rate_window_s: float = 60.0  # the adapter's prometheus.rate_window_s: rate(x[60s])
     # set: the adapter reads a recording rule evaluated this often (kube-prometheus-stack's
     # evaluationInterval is 30 s); None: it queries the raw series
@@ -85,6 +86,8 @@ class MetricsSpec:
             _at_least_zero("metrics.direct.scrape_offset_s", d.scrape_offset_s)
         _positive("metrics.prometheus.scrape_interval_s", p.scrape_interval_s)
         _at_least_zero("metrics.prometheus.offset_step_s", p.offset_step_s)
+        if p.scrape_offset_s is not None:
+            _at_least_zero("metrics.prometheus.scrape_offset_s", p.scrape_offset_s)
         _positive("metrics.prometheus.rate_window_s", p.rate_window_s)
         if p.rate_window_s < 2 * p.scrape_interval_s:
             raise MetricsError(

@@ -115,6 +115,8 @@ def test_prometheus_scrapes_each_pod_at_its_own_offset() -> None:
         times.append(p.next_scrape_s)
         p.scrape(scrape(p.next_scrape_s, pods))
     assert times == [2.5, 7.5, 12.5, 17.5, 22.5, 27.5]
+    shifted = build_pipeline(_prom(scrape_interval_s=30.0, offset_step_s=5.0, scrape_offset_s=1.0), 15.0)
+    assert shifted.next_scrape_s == 1.0
     assert value(p.read("infscale_inflight", 20.0)) == 1 + 2 + 3 + 4  # pods 4 and 5 not scraped yet
     assert value(p.read("infscale_inflight", 28.0)) == 21
     got = p.read("infscale_inflight", 28.0)
