@@ -18,8 +18,8 @@ fallback (none by default).
 The query is the one to write for scale from zero:
 `(sum(vllm:num_requests_running + vllm:num_requests_waiting) or vector(0)) + sum(infscale_gateway_pending)`
 -- the engines' in-flight requests plus those held at the gateway; with no pod the engines have no
-series, and only the gateway's can wake the fleet. It is evaluated on the replay's scrapes (what
-Prometheus holds `metric_delay_s` after each), before the first scrape as an empty result (0).
+series, and only the gateway's can wake the fleet. It is evaluated on what the scenario's metric
+pipeline serves at the sync (replay/metrics), before the first scrape as an empty result (0).
 Within a sync the HPA acts first, then (every pollingInterval) KEDA's loop.
 """
 
