@@ -4,13 +4,14 @@ A scenario is everything the simulated cluster needs besides the trace and the p
 model of one replica (replay/engine.py), the cold-start path of a new replica (the policy core's
 ColdStartSpec, simulated by replay/fleet.py), the SLO and how metrics reach the policy.
 
-A user file holds the same fields as `reference-70b` (units in the names); anything left out keeps
-the built-in value of the scenario named by `base` (default `reference-70b`):
+Built-ins: reference-70b (the seed's teaching numbers), fast-load-70b (streamed weights, a node
+cache, published start-up phases), one-gpu-8b; `infscale replay scenarios` lists their numbers.
+A user file holds the same fields (units in the names); anything left out keeps the built-in
+value of the scenario named by `base` (default `reference-70b`):
 
-    base: reference-70b
-    name: my-8b
-    engine: {max_running: 256, prefill_tokens_per_s: 30000, decode_base_s: 0.012}
-    cold_start: {weights_gb: 16, gpus_per_replica: 1}
+    base: fast-load-70b
+    name: my-gated-70b
+    cold_start: {max_concurrent_loads: 2, compile_cache: node}   # every ColdStartSpec field
     slo: {ttft_s: 1.0, tpot_s: 0.1}      # or a preset name: slo: mlperf-interactive
     metrics: {path: prometheus, prometheus: {scrape_interval_s: 30}}
 

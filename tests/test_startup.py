@@ -241,3 +241,14 @@ def test_node_cache_evicts_the_least_recently_used() -> None:
 def test_unlimited_node_cache_keeps_everything() -> None:
     cache = NodeCache().filled("a", 1e6).filled("b", 1e6)
     assert cache.holds("a") and cache.holds("b") and cache.read("missing") is cache
+
+
+def test_advancing_to_the_past_changes_nothing() -> None:
+    m = Startups(SEED)
+    m.add_node(0, up_at=0.0, image=True)
+    m.start(0, 0)
+    m.advance(7.0)
+    m.advance(3.0)  # a caller's clock never goes back; if it did, the loads must not run backwards
+    assert (m.now, m.shared_left_gb) == (7.0, [70.0])
+    m.run()
+    assert project_ready(m) == {}

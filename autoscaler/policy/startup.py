@@ -325,7 +325,7 @@ class Startups:
             load_done = self.now + max(0.0, self._next_target() - self._served) / rate
         at = max(min(timer, load_done), self.now)  # a timer stamped in the past fires now
         if at > to or at == math.inf:
-            if rate and to != math.inf:
+            if rate and self.now < to < math.inf:  # a `to` in the past changes nothing
                 self._served += (to - self.now) * rate
             self.now = max(self.now, to)
             return False
