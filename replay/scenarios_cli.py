@@ -41,9 +41,8 @@ def run(args: argparse.Namespace) -> int:
     except ProfileError as e:
         print(f"infscale replay scenarios: error: {e}", file=sys.stderr)
         return 2
-    if (
-        args.json or getattr(args, "output", "text") == "json"
-    ):  # --output json: the replay commands' convention
+    # --output json is every replay command's convention; --json is this command's own name for it
+    if args.json or getattr(args, "output", "text") == "json":
         doc = {"schema": SCHEMA, "scenarios": [summary(s) for s in scenarios]}
         print(json.dumps(doc, indent=2, allow_nan=False))
     else:
