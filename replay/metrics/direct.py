@@ -8,7 +8,7 @@ What a policy sees, and how late:
   left out, and with no pod left the read fails ("no fresh data"), never 0;
 - a counter's rate is the increase between a pod's last two rounds over their time apart, a drop
   read as a restart (adapter/presets.py counter_rate): a pod has no rate until its second round;
-- the gateway's arrivals counter is one more target of the same rounds.
+- the gateway (its arrivals counter, its pending requests) is one more target of the same rounds.
 """
 
 from __future__ import annotations

@@ -23,9 +23,8 @@ class MetricsError(ValueError):
 
 class PathKind(StrEnum):
     DIRECT = "direct"  # the adapter scrapes the engines itself (adapter/sources/scrape.py)
-    PROMETHEUS = (
-        "prometheus"  # Prometheus scrapes them; the adapter queries it (adapter/sources/prometheus.py)
-    )
+    # Prometheus scrapes them, the adapter queries it (adapter/sources/prometheus.py)
+    PROMETHEUS = "prometheus"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,14 +44,14 @@ class PrometheusPath:
     """Prometheus scrapes every engine pod (targets spread over the interval, as its scrape offsets
     are), optionally a recording rule evaluates the query, and the adapter queries Prometheus."""
 
-    scrape_interval_s: float = 30.0  # kube-prometheus-stack's default scrapeInterval
+    scrape_interval_s: float = 30.0  # the Prometheus Operator's default scrapeInterval
     # Prometheus offsets each target by a hash within the interval; the replay spreads pods evenly
     # over offsets on this grid (a coarser grid keeps the replay's ticks long; 0: one offset, all at once)
     offset_step_s: float = 5.0
     scrape_offset_s: float | None = None  # the first offset's first scrape; None: mid_phase of the grid
     rate_window_s: float = 60.0  # the adapter's prometheus.rate_window_s: rate(x[60s])
-    # set: the adapter reads a recording rule evaluated this often (kube-prometheus-stack's
-    # evaluationInterval is 30 s); None: it queries the raw series
+    # set: the adapter reads a recording rule evaluated this often (the Prometheus Operator's
+    # default evaluationInterval is 30 s); None: it queries the raw series
     rule_interval_s: float | None = None
     rule_offset_s: float | None = None  # the rule group's first evaluation; None: mid_phase
     cache_ttl_s: float = 5.0  # the adapter's prometheus.cache_ttl_s: an answer is reused this long
