@@ -168,7 +168,9 @@ def run(args: argparse.Namespace) -> int:
     except (SettingsFileError, CatalogError) as exc:
         print(f"infscale adapter: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from adapter.logs import configure
+
+    configure(settings.log_level)  # one line per record: control characters escaped
     from adapter.memory import tune_allocator
 
     tune_allocator()  # freed buffers go back to the kernel (adapter/memory.py)
