@@ -160,6 +160,10 @@ class ReviewFailed(AuthError):  # the TokenReview/SAR call itself failed -> 500,
     pass
 
 
+class RateLimited(AuthError):  # too many failed bearer tokens from one client -> 429
+    pass
+
+
 # --- caches -------------------------------------------------------------------------------------
 
 K = TypeVar("K")
@@ -196,6 +200,39 @@ class TTLCache(Generic[K, V]):
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+class FailureBudget:
+    """Failed TokenReviews allowed per client: a token bucket of `burst`, refilled at `rate_per_s`.
+
+    Every bearer token not in the cache costs one TokenReview at the kube-apiserver; a client
+    sending random tokens (~1,280/s from one client) would make the adapter a TokenReview
+    amplifier. Only failures spend the budget, so a client with valid tokens is never slowed; an
+    empty budget refuses that client's unknown tokens without a review until it refills. Clients
+    are kept in an LRU of `max_clients`.
+    """
+
+    def __init__(
+        self, burst: float, rate_per_s: float, clock: Callable[[], float], max_clients: int = 4096
+    ) -> None:
+        self._burst = burst
+        self._rate = rate_per_s
+        self._clock = clock
+        self._max = max_clients
+        self._clients: OrderedDict[str, tuple[float, float]] = OrderedDict()  # client -> (tokens, at)
+
+    def _tokens(self, client: str) -> float:
+        tokens, at = self._clients.get(client, (self._burst, self._clock()))
+        return min(self._burst, tokens + (self._clock() - at) * self._rate)
+
+    def allows(self, client: str) -> bool:
+        return self._tokens(client) >= 1
+
+    def spend(self, client: str) -> None:
+        self._clients[client] = (self._tokens(client) - 1, self._clock())
+        self._clients.move_to_end(client)
+        while len(self._clients) > self._max:
+            self._clients.popitem(last=False)
 
 
 # --- front proxy --------------------------------------------------------------------------------
@@ -486,9 +523,14 @@ class Access(Protocol):
     def insecure(self) -> bool: ...
 
     async def check(
-        self, peer_cert_der: bytes | None, headers: MultiMapping[str], attributes: RequestAttributes
+        self,
+        peer_cert_der: bytes | None,
+        headers: MultiMapping[str],
+        attributes: RequestAttributes,
+        client: str = "",
     ) -> UserInfo:
-        """The authenticated, authorized user; raises Unauthenticated, Forbidden or ReviewFailed."""
+        """The authenticated, authorized user; raises Unauthenticated, Forbidden, ReviewFailed or
+        RateLimited. `client` (the peer address) keys the failed-token budget."""
         ...
 
 
@@ -505,7 +547,11 @@ class InsecureDevAccess:
         )
 
     async def check(
-        self, peer_cert_der: bytes | None, headers: MultiMapping[str], attributes: RequestAttributes
+        self,
+        peer_cert_der: bytes | None,
+        headers: MultiMapping[str],
+        attributes: RequestAttributes,
+        client: str = "",
     ) -> UserInfo:
         return self.USER
 
@@ -522,6 +568,8 @@ class DelegatedAccess:
         *,
         cache_ttl_s: float = MAX_CACHE_TTL_S,
         client_cas: Sequence[x509.Certificate] = (),
+        failed_token_burst: float = 10.0,
+        failed_tokens_per_s: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
@@ -534,6 +582,8 @@ class DelegatedAccess:
         self._decisions: TTLCache[tuple[UserInfo, RequestAttributes], Decision] = TTLCache(cache_ttl_s, clock)
         self._certs: TTLCache[bytes, CertVerdict | Unauthenticated | None] = TTLCache(cache_ttl_s, clock)
         self._client_cas = tuple(client_cas)
+        self._failures = FailureBudget(failed_token_burst, failed_tokens_per_s, clock)
+        self._limited: TTLCache[str, bool] = TTLCache(60.0, clock)  # clients told about, for the log
 
     @property
     def request_header(self) -> RequestHeaderConfig | None:
@@ -546,9 +596,13 @@ class DelegatedAccess:
             self._certs.clear()
 
     async def check(
-        self, peer_cert_der: bytes | None, headers: MultiMapping[str], attributes: RequestAttributes
+        self,
+        peer_cert_der: bytes | None,
+        headers: MultiMapping[str],
+        attributes: RequestAttributes,
+        client: str = "",
     ) -> UserInfo:
-        user = await self.authenticate(peer_cert_der, headers)
+        user = await self.authenticate(peer_cert_der, headers, client)
         if user.anonymous:
             # Go would send system:anonymous to the SAR; refusing here keeps unauthenticated
             # traffic from reaching the kube-apiserver at all.
@@ -559,7 +613,9 @@ class DelegatedAccess:
                 raise Forbidden(user, f'User "{user.name}" cannot {attributes.describe()}: {decision.reason}')
         return user
 
-    async def authenticate(self, peer_cert_der: bytes | None, headers: MultiMapping[str]) -> UserInfo:
+    async def authenticate(
+        self, peer_cert_der: bytes | None, headers: MultiMapping[str], client: str = ""
+    ) -> UserInfo:
         config = self._request_header
         cert_user: UserInfo | None = None
         if peer_cert_der is not None:
@@ -583,17 +639,24 @@ class DelegatedAccess:
         authorization = headers.get("Authorization", "")
         scheme, _, token = authorization.partition(" ")
         if scheme.lower() == "bearer" and token.strip():
-            return await self._token_user(token.strip())
+            return await self._token_user(token.strip(), client)
         return ANONYMOUS
 
-    async def _token_user(self, token: str) -> UserInfo:
+    async def _token_user(self, token: str, client: str) -> UserInfo:
         if self._reviewer is None:
             raise Unauthenticated("bearer tokens are not accepted: no kube-apiserver to review them")
         key = hashlib.sha256(token.encode()).hexdigest()  # never keep the token itself
-        result = self._tokens.get(key)
+        result = self._tokens.get(key)  # a failed review is cached too, for cache_ttl_s
         if result is None:
+            if not self._failures.allows(client):
+                if self._limited.get(client) is None:  # once a minute per client, not per request
+                    self._limited.put(client, True)
+                    log.warning("client %s sends too many invalid bearer tokens; refusing for now", client)
+                raise RateLimited("too many invalid bearer tokens from this client; slow down")
             result = await self._reviewer.review_token(token)  # ReviewFailed is not cached
             self._tokens.put(key, result)
+            if not result.authenticated:
+                self._failures.spend(client)
         if not result.authenticated or result.user is None:
             raise Unauthenticated(f"invalid bearer token{': ' + result.error if result.error else ''}")
         return _authenticated(result.user)

@@ -73,6 +73,18 @@ _FLAGS: list[tuple[str, str, Any, str]] = [
     ),
     ("--auth-cache-ttl-s", "auth_cache_ttl_s", float, "TokenReview/SAR cache TTL, ≤ 10 (default 10)"),
     ("--auth-timeout-s", "auth_timeout_s", float, "TokenReview/SAR timeout (default 10)"),
+    (
+        "--auth-failed-token-burst",
+        "auth_failed_token_burst",
+        float,
+        "invalid bearer tokens reviewed per client before the rate applies (default 10)",
+    ),
+    (
+        "--auth-failed-tokens-per-s",
+        "auth_failed_tokens_per_s",
+        float,
+        "then this many a second per client; more get 429 (default 1)",
+    ),
     ("--backend-timeout-s", "backend_timeout_s", float, "metric read timeout (default 10)"),
     ("--max-connections", "max_connections", int, "client connections open at once (default 1000)"),
     (
@@ -260,6 +272,8 @@ async def serve(settings: AdapterSettings, stop: asyncio.Event | None = None) ->
                 request_header,
                 cache_ttl_s=settings.auth_cache_ttl_s,
                 client_cas=client_cas,
+                failed_token_burst=settings.auth_failed_token_burst,
+                failed_tokens_per_s=settings.auth_failed_tokens_per_s,
             )
             access = delegated
             if request_header is not None:

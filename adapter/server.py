@@ -28,6 +28,7 @@ from adapter import wire
 from adapter.auth import (
     Access,
     Forbidden,
+    RateLimited,
     RequestAttributes,
     ReviewFailed,
     Unauthenticated,
@@ -262,7 +263,11 @@ async def guard(
         )
     attributes = attributes_for(request)
     try:
-        user = await request.app[ACCESS].check(_peer_certificate(request), request.headers, attributes)
+        user = await request.app[ACCESS].check(
+            _peer_certificate(request), request.headers, attributes, request.remote or ""
+        )
+    except RateLimited as exc:
+        raise StatusError(Reason.TOO_MANY_REQUESTS, str(exc)) from None  # logged once by the budget
     except Unauthenticated as exc:
         log.info("401 for %s: %s", request.path, exc)
         raise StatusError(Reason.UNAUTHORIZED, f"Unauthorized: {exc}") from None

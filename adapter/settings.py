@@ -104,6 +104,9 @@ class AdapterSettings(BaseSettings):
     authentication_refresh_s: float = Field(default=60.0, gt=0)  # ConfigMap re-read period
     auth_cache_ttl_s: float = Field(default=10.0, ge=0, le=MAX_CACHE_TTL_S)
     auth_timeout_s: float = Field(default=10.0, gt=0)
+    # invalid bearer tokens one client may have reviewed: a burst, then this many a second
+    auth_failed_token_burst: float = Field(default=10.0, ge=1)
+    auth_failed_tokens_per_s: float = Field(default=1.0, gt=0)
 
     # serving
     backend_timeout_s: float = Field(default=10.0, gt=0)

@@ -137,6 +137,7 @@ class Reason(enum.StrEnum):
     NOT_FOUND = "NotFound"
     METHOD_NOT_ALLOWED = "MethodNotAllowed"
     NOT_ACCEPTABLE = "NotAcceptable"
+    TOO_MANY_REQUESTS = "TooManyRequests"
     INTERNAL_ERROR = "InternalError"
     SERVICE_UNAVAILABLE = "ServiceUnavailable"
 
@@ -148,6 +149,7 @@ REASON_CODES: Mapping[Reason, int] = {
     Reason.NOT_FOUND: 404,
     Reason.METHOD_NOT_ALLOWED: 405,
     Reason.NOT_ACCEPTABLE: 406,
+    Reason.TOO_MANY_REQUESTS: 429,
     Reason.INTERNAL_ERROR: 500,
     Reason.SERVICE_UNAVAILABLE: 503,
 }

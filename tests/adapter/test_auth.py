@@ -22,11 +22,14 @@ from multidict import CIMultiDict
 
 from adapter.auth import (
     ANONYMOUS,
+    Decision,
     DelegatedAccess,
     KubeReviewer,
+    RateLimited,
     RequestAttributes,
     RequestHeaderConfig,
     ReviewFailed,
+    TokenReviewResult,
     TTLCache,
     Unauthenticated,
     UserInfo,
@@ -374,6 +377,64 @@ async def test_denials_are_cached_too(pki: Pki, kube_client: Any, kube_api: Kube
                 await client.get(READ, headers={"Authorization": "Bearer nobody-token"})
             ).status_code == 403
     assert len(kube_api.access_reviews) == 1
+
+
+class CountingReviewer:
+    """A hand-written Reviewer: every token is invalid; counts the TokenReviews it is asked for."""
+
+    def __init__(self) -> None:
+        self.reviews = 0
+
+    async def review_token(self, token: str) -> TokenReviewResult:
+        self.reviews += 1
+        return TokenReviewResult(False, error="token not found")
+
+    async def review_access(self, user: UserInfo, attributes: RequestAttributes) -> Decision:
+        return Decision(True)
+
+
+async def test_random_tokens_from_one_client_cost_at_most_the_failure_budget(pki: Pki) -> None:
+    clock = ManualClock(0.0)
+    reviewer = CountingReviewer()
+    access = DelegatedAccess(
+        reviewer, request_header_config(pki), failed_token_burst=5, failed_tokens_per_s=1, clock=clock
+    )
+
+    async def try_token(token: str, client: str = "10.0.0.9") -> type[Exception]:
+        with pytest.raises((Unauthenticated, RateLimited)) as caught:
+            await access.authenticate(None, CIMultiDict({"Authorization": f"Bearer {token}"}), client)
+        return caught.type
+
+    outcomes = [await try_token(f"random-{i}") for i in range(100)]  # the attack: 1,280/s of these
+    assert reviewer.reviews == 5  # the burst, then no more reviews
+    assert outcomes[:5] == [Unauthenticated] * 5 and set(outcomes[5:]) == {RateLimited}
+    assert await try_token("random-0") is Unauthenticated  # a cached failure costs nothing and says why
+    assert await try_token("other", client="10.0.0.10") is Unauthenticated  # other clients are not slowed
+    clock.advance(2.0)  # the budget refills at 1 a second
+    await try_token("random-200")
+    await try_token("random-201")
+    assert await try_token("random-202") is RateLimited
+    assert reviewer.reviews == 8
+
+
+async def test_valid_tokens_never_spend_the_failure_budget(pki: Pki, kube_client: Any) -> None:
+    access = DelegatedAccess(
+        KubeReviewer(kube_client), request_header_config(pki), cache_ttl_s=0, failed_token_burst=1
+    )
+    for _ in range(20):  # no cache: a review every time, all of them good
+        user = await access.authenticate(None, CIMultiDict({"Authorization": "Bearer reader-token"}), "c")
+        assert user.name == "token-reader"
+
+
+async def test_a_rate_limited_client_gets_a_429_status(pki: Pki) -> None:
+    access = DelegatedAccess(CountingReviewer(), request_header_config(pki), failed_token_burst=1)
+    async with running_adapter(pki, None, access=access) as adapter, adapter.client() as client:
+        codes = [
+            (await client.get(READ, headers={"Authorization": f"Bearer t{i}"})).status_code for i in range(3)
+        ]
+        last = (await client.get(READ, headers={"Authorization": "Bearer t9"})).json()
+    assert codes == [401, 429, 429]
+    assert (last["code"], last["reason"]) == (429, "TooManyRequests")
 
 
 @pytest.mark.parametrize(
