@@ -25,6 +25,7 @@ KUSTOMIZATIONS = [
     "deploy/adapter",
     "deploy/overlays/cert-manager",
     "deploy/overlays/dev-insecure",
+    "deploy/overlays/network-policy",
     "deploy/examples/hpa",
 ]
 KUBECTL = shutil.which("kubectl")
@@ -219,3 +220,49 @@ def test_container_args_are_valid_adapter_settings(path: str, monkeypatch: pytes
     assert settings.listen_address() == ("0.0.0.0", 6443)
     assert settings.tls_enabled and not settings.insecure_dev
     assert settings.catalog_file == Path("/etc/infscale/catalog.yaml")
+
+
+def test_the_network_policy_admits_only_the_aggregator_and_lets_out_only_what_the_adapter_needs() -> None:
+    from common.selector import parse_selector
+
+    objects = build("deploy/overlays/network-policy")
+    policy = find(objects, "NetworkPolicy", "infscale-adapter")["spec"]
+    deployment = find(objects, "Deployment", "infscale-adapter")
+    pod = deployment["spec"]["template"]
+    assert policy["podSelector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    assert sorted(policy["policyTypes"]) == ["Egress", "Ingress"]  # both closed but for the rules
+
+    # in: the serving port only, from ipBlocks only (the kube-apiserver is no pod), pods excluded
+    (ingress,) = policy["ingress"]
+    https = next(p for p in pod["spec"]["containers"][0]["ports"] if p["name"] == "https")
+    assert ingress["ports"] == [{"protocol": "TCP", "port": https["containerPort"]}]
+    assert all(set(peer) == {"ipBlock"} and peer["ipBlock"]["except"] for peer in ingress["from"])
+
+    # out: the kube-apiserver (ipBlock), DNS, and the engines the catalog scrapes, on its port
+    catalog = CatalogSettings.model_validate(
+        yaml.safe_load(find(objects, "ConfigMap")["data"]["catalog.yaml"])
+    )
+    assert catalog.kubernetes is not None
+    engines = [
+        rule
+        for rule in policy["egress"]
+        if any(
+            "podSelector" in peer and "namespaceSelector" in peer and peer["namespaceSelector"] == {}
+            for peer in rule["to"]
+        )
+    ]
+    assert len(engines) == 1
+    (peer,) = engines[0]["to"]
+    assert parse_selector(catalog.kubernetes.label_selector).matches(peer["podSelector"]["matchLabels"])
+    assert engines[0]["ports"] == [{"protocol": "TCP", "port": catalog.kubernetes.port}]
+    apiserver = [r for r in policy["egress"] if all("ipBlock" in peer for peer in r["to"])]
+    assert {p["port"] for r in apiserver for p in r["ports"]} == {443, 6443}
+    dns = [r for r in policy["egress"] if any(p["port"] == 53 for p in r["ports"])]
+    assert {p["protocol"] for r in dns for p in r["ports"]} == {"UDP", "TCP"}
+    assert len(policy["egress"]) == 3  # nothing else gets out
+
+
+def test_the_base_ships_no_network_policy() -> None:
+    """Opt-in: the pod CIDR in it is the cluster's; a wrong one in the default install would cut
+    the aggregator off and take the APIService down."""
+    assert not [o for o in build("deploy/adapter") if o["kind"] == "NetworkPolicy"]
