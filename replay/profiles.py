@@ -12,6 +12,7 @@ value of the scenario named by `base` (default `reference-70b`):
     base: fast-load-70b
     name: my-gated-70b
     cold_start: {max_concurrent_loads: 2, compile_cache: node}   # every ColdStartSpec field
+    engine: {max_num_seqs: 256, prefix_caching: true}   # every EngineProfile field
     slo: {ttft_s: 1.0, tpot_s: 0.1}      # or a preset name: slo: mlperf-interactive
     metrics: {path: prometheus, prometheus: {scrape_interval_s: 30}}
 
@@ -30,6 +31,7 @@ from dataclasses import dataclass, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 from autoscaler.policy.coldstart import ColdStartInputError, check_spec
@@ -42,33 +44,103 @@ class ProfileError(ValueError):
     """A scenario or engine profile field out of range; the message names the field and value."""
 
 
+ENGINE_KINDS = ("vllm", "sglang", "tgi")
+
+
 @dataclass(frozen=True, slots=True)
 class EngineProfile:
-    """One replica's continuous-batching engine (vLLM-like), as replay/engine.py models it.
+    """One replica's engine: its scheduler's limits and its step time (replay/scheduler.py is the
+    exact model, replay/kernel.py the fast one; docs/replay.md has the sources of every number).
 
-    A step decodes one token for every running request and takes
-    decode_base_s + decode_per_running_s x running, plus prefill_tokens / prefill_tokens_per_s
-    for the prompt tokens it prefills. A request is admitted when a running slot is free and its
-    input + output tokens fit in the KV budget (reserved up front, as TGI's max_total_tokens).
+    Every step (one forward pass) runs up to `max_num_batched_tokens` tokens: one per decoding
+    request and chunks of prompts (chunked prefill), for at most `max_num_seqs` requests whose KV
+    (paged, `block_size` tokens a block) fits in `kv_budget_tokens`. A step takes
+
+        step_base_s + prefill_token_s x prefill tokens + prefill_attention_s x attention pairs
+                    + decode_request_s x decoding requests + decode_context_s x context tokens
+
+    where a prompt chunk of c tokens after k already computed attends to k + 1 ... k + c tokens
+    (c k + c (c + 1) / 2 pairs) and a decoding request reads its whole context (prompt + generated).
+    `kind` is the scheduler: vllm (V1: decodes and prompt chunks share each step's budget) or
+    sglang / tgi (prefill-first: a step runs either prompt chunks or the decodes, never both).
     """
 
-    max_running: int = 64
-    kv_budget_tokens: int = 400_000
-    prefill_tokens_per_s: float = 8_000.0
-    decode_base_s: float = 0.030
-    decode_per_running_s: float = 0.0002
+    kind: str = "vllm"
+    max_num_seqs: int = 1024  # vLLM's default on an H100
+    max_num_batched_tokens: int = 8_192  # vLLM V1's default for online serving
+    kv_budget_tokens: int = 440_000
+    block_size: int = 16
+    prefix_caching: bool = False  # reuse prompt blocks a replica has seen (the trace's prefix block ids)
+    step_base_s: float = 0.0185
+    prefill_token_s: float = 5.55e-5
+    prefill_attention_s: float = 8.85e-9
+    decode_request_s: float = 4.0e-5
+    decode_context_s: float = 3.3e-8
 
     def __post_init__(self) -> None:
-        _check(self.max_running >= 1, "engine.max_running", self.max_running, ">= 1")
-        _check(self.kv_budget_tokens >= 1, "engine.kv_budget_tokens", self.kv_budget_tokens, ">= 1")
-        for name in ("prefill_tokens_per_s", "decode_base_s"):
+        _check(self.kind in ENGINE_KINDS, "engine.kind", self.kind, f"one of {', '.join(ENGINE_KINDS)}")
+        for name in ("max_num_seqs", "max_num_batched_tokens", "block_size"):
             value = getattr(self, name)
-            _check(math.isfinite(value) and value > 0, f"engine.{name}", value, "a finite number > 0")
-        per = self.decode_per_running_s
-        _check(math.isfinite(per) and per >= 0, "engine.decode_per_running_s", per, "a finite number >= 0")
+            _check(value >= 1, f"engine.{name}", value, ">= 1")
+        _check(
+            self.max_num_batched_tokens >= self.max_num_seqs,
+            "engine.max_num_batched_tokens",
+            self.max_num_batched_tokens,
+            f">= max_num_seqs ({self.max_num_seqs}), as vLLM requires",
+        )
+        _check(
+            self.kv_budget_tokens >= self.block_size,
+            "engine.kv_budget_tokens",
+            self.kv_budget_tokens,
+            f">= block_size ({self.block_size})",
+        )
+        _check(isinstance(self.prefix_caching, bool), "engine.prefix_caching", self.prefix_caching, "a bool")
+        _check(
+            math.isfinite(self.step_base_s) and self.step_base_s > 0,
+            "engine.step_base_s",
+            self.step_base_s,
+            "a finite number > 0",
+        )
+        for name in ("prefill_token_s", "prefill_attention_s", "decode_request_s", "decode_context_s"):
+            value = getattr(self, name)
+            _check(math.isfinite(value) and value >= 0, f"engine.{name}", value, "a finite number >= 0")
 
-    def step_s(self, running: int) -> float:
-        return self.decode_base_s + self.decode_per_running_s * running
+    @property
+    def kv_blocks(self) -> int:
+        return self.kv_budget_tokens // self.block_size
+
+    @property
+    def mixed_batches(self) -> bool:
+        """Decodes and prompt chunks in one step (vLLM), or prefill-first (SGLang, TGI)."""
+        return self.kind == "vllm"
+
+    def step_s(
+        self, prefill_tokens: float, attention_pairs: float, decode_requests: float, context_tokens: float
+    ) -> float:
+        return (
+            self.step_base_s
+            + self.prefill_token_s * prefill_tokens
+            + self.prefill_attention_s * attention_pairs
+            + self.decode_request_s * decode_requests
+            + self.decode_context_s * context_tokens
+        )
+
+    def prefill_alone_s(self, prompt_tokens: Any) -> Any:
+        """Time to first token of prompts alone on an idle replica, in chunks of the step budget
+        (works on NumPy arrays): every chunk is one step."""
+        p = np.asarray(prompt_tokens, dtype=np.float64)
+        steps = np.ceil(p / self.max_num_batched_tokens)
+        return (
+            steps * self.step_base_s + self.prefill_token_s * p + self.prefill_attention_s * p * (p + 1) / 2
+        )
+
+    def decode_step_s(self, running: float, context_tokens_each: float) -> float:
+        """A decode-only step of `running` requests of `context_tokens_each` tokens of context."""
+        return self.step_s(0, 0, running, running * context_tokens_each)
+
+    def kv_bound_batch(self, tokens_each: float) -> int:
+        """The most requests of `tokens_each` KV tokens a replica runs at once (KV or max_num_seqs)."""
+        return max(1, min(self.max_num_seqs, int(self.kv_budget_tokens // max(tokens_each, 1.0))))
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,12 +158,10 @@ class Scenario:
     # (a static policy brings its own N)
     initial_replicas: int | None = None
     node_idle_remove_s: float = 600.0  # cluster-autoscaler's scale-down-unneeded-time
-    tick_s: float = 0.1  # the engine's time step (see docs/replay.md for what it resolves)
-    quiet_tick_s: float = 5.0  # the step while no replica queues or is over half full
 
     def __post_init__(self) -> None:
         _check(bool(self.name), "name", self.name, "non-empty")
-        for name in ("sync_period_s", "tick_s", "quiet_tick_s"):
+        for name in ("sync_period_s",):
             value = getattr(self, name)
             _check(math.isfinite(value) and value > 0, name, value, "a finite number > 0")
         value = self.node_idle_remove_s
@@ -115,13 +185,27 @@ def _check(ok: bool, field: str, value: object, requirement: str) -> None:
         raise ProfileError(f"{field} must be {requirement}, got {value!r}")
 
 
+# Llama-3-70B in BF16, tensor-parallel on 4 H100 SXM (vLLM V1): docs/replay.md, "Engine profiles",
+# derives each number from published measurements
+LLAMA_70B_TP4_H100 = EngineProfile()
+# Llama-3.1-8B in BF16 on one H100 SXM
+LLAMA_8B_H100 = EngineProfile(
+    kv_budget_tokens=445_000,
+    step_base_s=0.0065,
+    prefill_token_s=3.0e-5,
+    prefill_attention_s=3.5e-9,
+    decode_request_s=1.5e-5,
+    decode_context_s=5.0e-8,
+)
+
+
 REFERENCE_70B = Scenario(
     name="reference-70b",
     description=(
         "teaching numbers near a 70B model in BF16 on 4 H100s: 140 GB of weights, 4 GPUs per replica, "
         "8-GPU nodes (90 s to provision), 30 s image pull, shared storage 10 GB/s, 30 s warm-up"
     ),
-    engine=EngineProfile(),
+    engine=LLAMA_70B_TP4_H100,
     cold_start=ColdStartSpec(
         weights_gb=140.0,
         storage_gbps=10.0,
@@ -317,6 +401,10 @@ def _typed(value: object, annotation: object, field: str) -> object:
     if kind.startswith("int"):
         if isinstance(value, bool) or not isinstance(value, int):
             raise ProfileError(f"{field} must be an integer, got {value!r}")
+        return value
+    if kind.startswith("bool"):
+        if not isinstance(value, bool):
+            raise ProfileError(f"{field} must be true or false, got {value!r}")
         return value
     if kind.startswith("float"):
         if isinstance(value, bool) or not isinstance(value, int | float):
