@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from replay.cli import run_policy, sweep
@@ -28,14 +27,14 @@ from replay.traces import Burst, SyntheticSpec, load_trace, synthetic_trace
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
 
 
-def _run(label: str, trace: Trace, tick: float) -> None:
+def _run(label: str, trace: Trace) -> None:
     """One HPA replay; rates per CPU second of this process (the machine may be shared) and per wall."""
     cpu = time.process_time()
-    result = run_policy(trace, replace(REFERENCE_70B, tick_s=tick), "hpa", PolicyParams())
+    result = run_policy(trace, REFERENCE_70B, "hpa", PolicyParams())
     cpu = time.process_time() - cpu
     wall, sim = result.wall_seconds, result.end_s
     print(
-        f"{label}, tick {tick:g} s: {len(trace):,} requests, {sim / 3600:.2f} simulated h; "
+        f"{label}: {len(trace):,} requests, {sim / 3600:.2f} simulated h; "
         f"{cpu:.2f} s CPU -> {len(trace) / cpu:,.0f} requests/s, {sim / cpu:,.0f}x real time "
         f"({wall:.2f} s wall -> {len(trace) / wall:,.0f} requests/s, {sim / wall:,.0f}x)",
         flush=True,
@@ -50,8 +49,7 @@ def bench_real() -> None:
     else:
         trace = synthetic_trace(SyntheticSpec(duration_s=3600.0, period_s=3600.0, peak_at_s=1800.0), seed=1)
         label = "1 h synthetic (shared traces absent)"
-    for tick in (0.1, 0.25):
-        _run(label, trace, tick)
+    _run(label, trace)
 
 
 def day_trace() -> Trace:
@@ -69,8 +67,7 @@ def bench_day() -> None:
     start = time.perf_counter()
     trace = day_trace()
     print(f"24 h synthetic trace generated in {time.perf_counter() - start:.1f} s", flush=True)
-    for tick in (0.1, 0.25):
-        _run("24 h synthetic", trace, tick)
+    _run("24 h synthetic", trace)
 
 
 def bench_sweep() -> None:
@@ -83,19 +80,16 @@ def bench_sweep() -> None:
         for window in (60, 300)
     ]
     workers = os.cpu_count() or 1
-    for tick in (REFERENCE_70B.tick_s, 0.25):
-        start = time.perf_counter()
-        points = sweep(
-            trace, replace(REFERENCE_70B, tick_s=tick), "predictive", PolicyParams(), grid, workers
-        )
-        wall = time.perf_counter() - start
-        cpu = sum(p["cpu_seconds"] for p in points)
-        print(
-            f"sweep: {len(points)} configurations of predictive on {len(trace):,} requests (1 h), "
-            f"tick {tick:g} s, in {wall:.1f} s wall on {workers} processes; {cpu:.1f} CPU-seconds in the "
-            f"workers, i.e. {cpu / workers:.1f} s on {workers} idle cores",
-            flush=True,
-        )
+    start = time.perf_counter()
+    points = sweep(trace, REFERENCE_70B, "predictive", PolicyParams(), grid, workers)
+    wall = time.perf_counter() - start
+    cpu = sum(p["cpu_seconds"] for p in points)
+    print(
+        f"sweep: {len(points)} configurations of predictive on {len(trace):,} requests (1 h), "
+        f"in {wall:.1f} s wall on {workers} processes; {cpu:.1f} CPU-seconds in the "
+        f"workers, i.e. {cpu / workers:.1f} s on {workers} idle cores",
+        flush=True,
+    )
 
 
 BENCHES = {"real": bench_real, "day": bench_day, "sweep": bench_sweep}

@@ -87,15 +87,6 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rate-scale", type=float, default=1.0, help="multiply the arrival rate by K")
     p.add_argument("--seed", type=int, default=0, help="seed of the synthetic trace and of rate scaling")
     p.add_argument(
-        "--tick", type=float, default=None, help="time step while a replica is busy (scenario default)"
-    )
-    p.add_argument(
-        "--quiet-tick",
-        type=float,
-        default=None,
-        help="time step while no replica is busy; = --tick: full fidelity",
-    )
-    p.add_argument(
         "--initial-replicas", type=int, default=None, help="ready at t=0 (default: sized for minute 1)"
     )
     p.add_argument(
@@ -152,10 +143,6 @@ SWEEP_FILES = ("sweep.json", "report.html", "frontier.png")
 def _run(args: argparse.Namespace) -> int:
     check_out_dir(args.out, files=SWEEP_FILES if args.replay_command == "sweep" else REPORT_FILES)
     scenario = get_scenario(args.scenario)
-    if args.tick is not None:
-        scenario = replace(scenario, tick_s=args.tick)
-    if args.quiet_tick is not None:
-        scenario = replace(scenario, quiet_tick_s=args.quiet_tick)
     if args.initial_replicas is not None:
         scenario = replace(scenario, initial_replicas=args.initial_replicas)
     if args.slo_preset is not None:

@@ -442,6 +442,8 @@ def to_run_result(
         first_token_s=first,
         finished_s=finished,
         dropped=~ok,
+        preemptions=np.zeros(len(recs), dtype=np.int64),  # not observable from the client
+        prefix_hit_tokens=np.zeros(len(recs), dtype=np.int64),
     )
     # the run's own length (until its last finish, or until --max-duration-s cancelled what was in
     # flight): the trace times of requests never sent do not extend it

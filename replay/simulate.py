@@ -1,23 +1,25 @@
 """The replay run loop: one trace, one scenario, one policy -> per-request results and a timeline.
 
-The only clock of a replay lives here. Each tick (scenario.tick_s) the loop
-  1. advances the fleet's lifecycle to the tick start (replicas become ready, loads progress),
+The only clock of a replay lives here. The loop runs in intervals that end at the metric
+pipeline's next scrape, the next policy decision or the next fleet event (a node up, a pull or a
+load done, a replica ready); each interval
+  1. advances the fleet's lifecycle to its start (replicas become ready, loads progress),
   2. hands the scenario's metric pipeline (replay/metrics) the engines' counters and gauges if its
      next scrape is due,
   3. asks the policy if its period has come, with an Observation as a cluster shows it: the metrics
      it reads as the pipeline serves them then (staleness included), the pods' phases, the
      cold-start model's lead time,
-  4. routes the tick's arrivals to the ready replica with the fewest outstanding requests
-     (arrivals find no ready replica only if every replica is draining or starting; they then wait
-     at the gateway, their TTFT counting the wait),
-  5. advances every engine by one tick, then deletes drained replicas (at their last finish).
-Ticks are scenario.tick_s long, or quiet_tick_s when nothing queues, no replica is over half full and
-the tick's arrivals fit the replicas' free slots and KV; they always end on the next scrape or decision.
+  4. hands the interval's arrivals to the engine (replay/engine.py), which routes each at its own
+     arrival time to the ready replica with the fewest outstanding requests and runs every
+     replica's steps to the interval's end (arrivals find no ready replica only if every replica
+     is draining or starting; they then wait at the gateway, their TTFT counting the wait),
+  5. deletes drained replicas (at their last finish).
 The run ends when every request has finished (or been dropped) and the trace is over.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,13 +29,14 @@ import numpy.typing as npt
 
 from autoscaler.policy.observation import Observation
 from replay.engine import Engine, RequestResults
-from replay.fleet import Fleet, Replica, route
+from replay.fleet import Fleet, Replica
 from replay.metrics import ClusterScrape, MetricPipeline, build_pipeline, cluster_scrape, live_reading
 from replay.policies import ReplayPolicy
 from replay.profiles import Scenario
 from replay.trace import Trace
 
 F64 = npt.NDArray[np.float64]
+_NONE = np.zeros(0, dtype=np.int64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +114,7 @@ def simulate(
     desired = fleet.active_count
     timeline: list[TimelinePoint] = []
     scale_events = 0
-    gateway = np.zeros(0, dtype=np.int64)
+    gateway = _NONE
     next_arrival = 0
     last_decision_arrivals = 0
     t = 0.0
@@ -148,41 +151,21 @@ def simulate(
                 on_progress(t)
             n_replicas = len(fleet.replicas)
 
-        # Ticks end on the next scrape or decision. A long (quiet) tick is taken when nothing
-        # queues, no replica is over half full (the router's snapshot and the held batch size stay
-        # close), and the tick's arrivals, routed, fit every replica's free slots and KV even if
-        # nothing finished: then no request can wait for a slot inside it.
+        lifecycle = fleet.next_event_s()
+        end = min(pipeline.next_scrape_s, next_decision, lifecycle if lifecycle > t else math.inf)
         ready = fleet.ready_ids
-        horizon = min(pipeline.next_scrape_s, next_decision)
-        dt = min(scenario.tick_s, horizon - t)
-        ids, targets, routed = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), False
-        quiet_dt = min(scenario.quiet_tick_s, horizon - t)
-        if quiet_dt > dt and not len(gateway) and len(ready) and engine.quiet(n_replicas):
-            upto = int(np.searchsorted(arrival, t + quiet_dt, side="left"))
-            ids = np.arange(next_arrival, upto, dtype=np.int64)
-            targets = ready[route(engine.outstanding(n_replicas)[ready], len(ids))]
-            if engine.fits(ids, targets):
-                dt, routed = quiet_dt, True
-        end = t + dt
         upto = int(np.searchsorted(arrival, end, side="left"))
-        if not routed:  # the short tick: route its own arrivals
-            ids = np.arange(next_arrival, upto, dtype=np.int64)
-            if len(gateway):
-                ids = np.concatenate((gateway, ids))
-                gateway = np.zeros(0, dtype=np.int64)
-            targets = np.zeros(0, dtype=np.int64)
-            if len(ids) and len(ready):
-                targets = ready[route(engine.outstanding(n_replicas)[ready], len(ids))]
+        ids = np.arange(next_arrival, upto, dtype=np.int64)
         next_arrival = upto
-        if len(ids):
-            if len(ready):
-                engine.submit(ids, targets)
-            else:
-                gateway = ids
-        engine.advance(t, dt, n_replicas)
+        if len(gateway):
+            ids = np.concatenate((gateway, ids))
+        gateway = _NONE
+        if len(ids) and not len(ready):
+            gateway, ids = ids, _NONE
+        engine.run(end, ids, ready)
         if fleet.draining_ids:  # deleted when their last request finished
             fleet.advance(end)
-            fleet.finish_draining(engine.outstanding(n_replicas), engine.last_finish_s)
+            fleet.finish_draining(engine.outstanding(len(fleet.replicas)), engine.last_finish_s)
         t = end
         if next_arrival >= n and engine.in_flight == 0 and not len(gateway):
             break

@@ -20,8 +20,10 @@ def needed_replicas(trace: Trace, scenario: Scenario, target: float) -> npt.NDAr
     replica, and enough prefill capacity that prefill takes at most MAX_PREFILL_SHARE of each
     replica's time (long prompts saturate the prefill server long before the slots fill)."""
     e = scenario.engine
-    prefill_s = trace.input_tokens / e.prefill_tokens_per_s
-    service = prefill_s + trace.output_tokens * e.step_s(e.max_running)
+    prefill_s = e.prefill_alone_s(trace.input_tokens)
+    # decode at the batch the KV holds at the trace's mean context (a full, KV-bound replica)
+    context = float(np.mean(trace.input_tokens + trace.output_tokens / 2)) if len(trace) else 1.0
+    service = prefill_s + trace.output_tokens * e.decode_step_s(e.kv_bound_batch(context), context)
     horizon = math.ceil(trace.duration_s + float(service.max(initial=0.0))) + 2
     start = np.floor(trace.arrival_s).astype(np.int64)
     stop = np.floor(trace.arrival_s + service).astype(np.int64) + 1

@@ -1,265 +1,267 @@
-"""The engine model against hand-computed cases, and the router against a one-by-one reference."""
+"""The engine model: hand-computed cases on the exact scheduler (replay/scheduler.py), and the fast
+engine (replay/engine.py + replay/kernel.py) against the exact one on random cases."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from replay.engine import Engine, RequestResults
-from replay.fleet import route
-from replay.profiles import REFERENCE_70B, EngineProfile, ProfileError, get_scenario, scenario_from_mapping
-from replay.trace import Trace
+from replay.profiles import (
+    LLAMA_8B_H100,
+    LLAMA_70B_TP4_H100,
+    REFERENCE_70B,
+    EngineProfile,
+    ProfileError,
+    get_scenario,
+    scenario_from_mapping,
+)
+from replay.scheduler import ReferenceRun, reference_run
+from replay.trace import PrefixBlocks, Trace
 
-REF = EngineProfile()  # reference-70b: 64 slots, 400k KV, 8,000 tok/s prefill, 30 ms + 0.2 ms x n
+P70 = LLAMA_70B_TP4_H100
+# every step 10 ms whatever it holds: times count steps
+STEPS = EngineProfile(
+    max_num_seqs=8,
+    kv_budget_tokens=64,
+    step_base_s=0.01,
+    prefill_token_s=0.0,
+    prefill_attention_s=0.0,
+    decode_request_s=0.0,
+    decode_context_s=0.0,
+)
 
 
-def step(n: int, p: EngineProfile = REF) -> float:
-    return p.decode_base_s + p.decode_per_running_s * n
+def pairs(chunk: int, computed: int) -> int:
+    """Attention pairs of a prompt chunk after `computed` tokens."""
+    return chunk * computed + chunk * (chunk + 1) // 2
 
 
-def run(
-    arrivals: list[float],
-    inputs: list[int],
-    outputs: list[int],
+def fast(
+    profile: EngineProfile,
+    arrival: list[float] | np.ndarray,
+    inputs: list[int] | np.ndarray,
+    outputs: list[int] | np.ndarray,
     *,
-    tick_s: float,
-    profile: EngineProfile = REF,
-    replicas: list[int] | None = None,
+    replicas: int = 1,
+    targets: np.ndarray | None = None,
+    prefix: PrefixBlocks | None = None,
+    interval_s: float = 5.0,
 ) -> RequestResults:
-    """Drive the engine as the run loop does: each tick, submit that tick's arrivals, then advance."""
+    """Drive the fast engine as the run loop does: each interval's arrivals, then run to its end."""
     trace = Trace(
-        "hand",
-        np.array(arrivals, dtype=np.float64),
-        np.array(inputs, dtype=np.int64),
-        np.array(outputs, dtype=np.int64),
+        "t",
+        np.asarray(arrival, dtype=np.float64),
+        np.asarray(inputs, np.int64),
+        np.asarray(outputs, np.int64),
+        prefix,
     )
-    target = np.array(replicas or [0] * len(trace), dtype=np.int64)
-    n_replicas = int(target.max()) + 1
     engine = Engine(profile, trace)
-    sent, k = 0, 0
+    ready = np.arange(replicas, dtype=np.int64)
+    sent, t = 0, 0.0
     while sent < len(trace) or engine.in_flight:
-        t, end = k * tick_s, (k + 1) * tick_s
+        end = t + interval_s
         upto = int(np.searchsorted(trace.arrival_s, end, side="left"))
         ids = np.arange(sent, upto, dtype=np.int64)
-        engine.submit(ids, target[ids])
-        sent = upto
-        engine.advance(t, tick_s, n_replicas)
-        k += 1
-        assert k < 100_000, "engine never drained"
+        engine.run(end, ids, ready, None if targets is None else targets[ids])
+        sent, t = upto, end
+        assert t < 1e6, "engine never drained"
     return engine.results()
 
 
-@dataclass(frozen=True)
-class Alone:
-    arrival_s: float
-    input_tokens: int
-    output_tokens: int
-    tick_s: float
+def both(profile: EngineProfile, arrival: list[float], inputs: list[int], outputs: list[int]) -> ReferenceRun:
+    """The exact run, after checking the fast engine gives the same first tokens and finishes."""
+    ref = reference_run(profile, arrival, inputs, outputs)
+    got = fast(profile, arrival, inputs, outputs)
+    np.testing.assert_allclose(got.first_token_s, ref.first_token_s, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(got.finished_s, ref.finished_s, rtol=0, atol=1e-9)
+    assert got.preemptions.tolist() == ref.preemptions
+    return ref
+
+
+# --- hand-computed cases ---------------------------------------------------------------------------
+
+
+def test_twenty_prompts_at_once_get_their_first_tokens_step_by_step() -> None:
+    # 20 x 2,000-token prompts at t = 0 on reference-70b (budget 8,192 tokens a step): step 1
+    # prefills four whole prompts and 192 tokens of the fifth; from step 2 on the finished ones
+    # decode (one token each) beside the next prompts' chunks
+    ref = both(P70, [0.0] * 20, [2_000] * 20, [100] * 20)
+    full = pairs(2_000, 0)
+    step1 = P70.step_s(8_192, 4 * full + pairs(192, 0), 0, 0)
+    step2 = P70.step_s(8_188, pairs(1_808, 192) + 3 * full + pairs(380, 0), 4, 4 * 2_001)
+    step3 = P70.step_s(8_184, pairs(1_620, 380) + 3 * full + pairs(564, 0), 8, 4 * 2_002 + 4 * 2_001)
+    first = np.array(ref.first_token_s)
+    np.testing.assert_allclose(first[:4], step1, rtol=1e-12)
+    np.testing.assert_allclose(first[4:8], step1 + step2, rtol=1e-12)
+    np.testing.assert_allclose(first[8:12], step1 + step2 + step3, rtol=1e-12)
+    # ~0.54 s apart: 12 of the 20 within 2 s (the first 5 steps), the last at 2.67 s
+    assert first[:4] == pytest.approx(0.544, abs=0.001)
+    assert float(np.mean(first <= 2.0)) == 0.6
+    assert first[-1] == pytest.approx(2.671, abs=0.001)
+
+
+def test_one_request_alone_prefills_in_one_step_then_decodes_reading_its_context() -> None:
+    ref = both(P70, [3.2], [1_600], [50])
+    ttft = P70.step_s(1_600, pairs(1_600, 0), 0, 0)
+    decode = sum(P70.step_s(0, 0, 1, 1_600 + g) for g in range(1, 50))
+    assert ref.first_token_s[0] - 3.2 == pytest.approx(ttft, rel=1e-12)
+    assert ref.finished_s[0] - 3.2 == pytest.approx(ttft + decode, rel=1e-12)
+
+
+def test_a_long_prompt_is_chunked_and_decodes_go_on_beside_it() -> None:
+    # a request decoding when a 20,000-token prompt arrives: the prompt takes 8,191 + 8,191 + 3,618
+    # tokens in three steps (the budget minus the one decode), the decode gets a token every step
+    p = P70
+    ref = both(p, [0.0, 1.0], [100, 20_000], [400, 5])
+    r0_first = p.step_s(100, pairs(100, 0), 0, 0)
+    t, g = r0_first, 1
+    while t + p.step_s(0, 0, 1, 100 + g) <= 1.0:  # alone until the prompt arrives
+        t += p.step_s(0, 0, 1, 100 + g)
+        g += 1
+    t += p.step_s(0, 0, 1, 100 + g)  # the step running when it arrives
+    g += 1
+    for chunk, done in ((8_191, 0), (8_191, 8_191), (3_618, 16_382)):
+        t += p.step_s(chunk, pairs(chunk, done), 1, 100 + g)
+        g += 1
+    assert ref.first_token_s[1] == pytest.approx(t, rel=1e-12)
+    assert ref.first_token_s[1] - 1.0 > p.prefill_alone_s(20_000)  # it waited for the step in progress
+
+
+def test_kv_exhaustion_preempts_the_newest_request_which_recomputes() -> None:
+    # 4 KV blocks of 16 tokens, two requests of 16 + 40 tokens: both hold 2 blocks by step 17; at
+    # step 18 both need a third, the newer is preempted (its 2 blocks freed) and the older goes on
+    # alone; the newer comes back at step 41, after the older finished, recomputing 16 + 17 tokens
+    # in one step, then decodes its 22 last tokens: finish at step 63
+    ref = both(STEPS, [0.0, 0.0], [16, 16], [40, 40])
+    assert ref.first_token_s == pytest.approx([0.01, 0.01])
+    assert ref.finished_s == pytest.approx([0.40, 0.63])
+    assert ref.preemptions == [0, 1]
+
+
+def test_max_num_seqs_holds_requests_in_the_queue_fcfs() -> None:
+    p = replace(STEPS, max_num_seqs=2, kv_budget_tokens=10_000)
+    ref = both(p, [0.0] * 4, [1] * 4, [3] * 4)
+    assert ref.finished_s == pytest.approx([0.03, 0.03, 0.06, 0.06])
+
+
+def test_requests_longer_than_the_kv_cache_are_dropped() -> None:
+    got = fast(STEPS, [0.0, 0.0], [50, 10], [15, 10])  # 65 > 64 tokens
+    assert got.dropped.tolist() == [True, False]
+    assert np.isnan(got.finished_s[0]) and got.replica[0] == -1
+    assert got.finished_s[1] == pytest.approx(0.10)
+
+
+def test_prefix_cache_hit_skips_the_shared_blocks() -> None:
+    # two 2,048-token prompts with the same four 512-token blocks, the second after the first
+    # finished: its prefill computes only the last token (vLLM always computes one)
+    p = replace(P70, prefix_caching=True)
+    prefix = PrefixBlocks(np.array([0, 4, 8]), np.array([7, 8, 9, 10, 7, 8, 9, 10]))
+    got = fast(p, [0.0, 10.0], [2_048, 2_048], [2, 2], prefix=prefix)
+    ref = reference_run(p, [0.0, 10.0], [2_048, 2_048], [2, 2], prefix_blocks=[[7, 8, 9, 10], [7, 8, 9, 10]])
+    assert got.prefix_hit_tokens.tolist() == ref.prefix_hit_tokens == [0, 2_047]
+    assert got.first_token_s[1] - 10.0 == pytest.approx(p.step_s(1, pairs(1, 2_047), 0, 0), rel=1e-12)
+    np.testing.assert_allclose(got.finished_s, ref.finished_s, atol=1e-9)
+
+
+def test_prefill_first_kinds_never_mix_prompts_and_decodes() -> None:
+    # sglang: the second prompt's step holds no decode, so the first request's decode waits for it
+    p = replace(P70, kind="sglang")
+    ref = both(p, [0.0, 0.2], [100, 4_000], [50, 2])
+    mixed = reference_run(P70, [0.0, 0.2], [100, 4_000], [50, 2])
+    assert ref.finished_s[0] > mixed.finished_s[0]
+    assert ref.first_token_s[1] < mixed.first_token_s[1]
+
+
+# --- the fast engine against the exact one -------------------------------------------------------
 
 
 @pytest.mark.parametrize(
-    "case",
+    ("profile", "replicas", "routed"),
     [
-        pytest.param(Alone(0.0, 800, 10, 0.5), id="short request inside one tick"),
-        pytest.param(Alone(0.3, 800, 10, 0.5), id="arrives mid-tick"),
-        pytest.param(Alone(0.3, 800, 200, 0.5), id="decode spans many ticks"),
-        pytest.param(Alone(1.7, 20_000, 50, 0.5), id="prefill spans ticks"),
-        pytest.param(Alone(0.3, 800, 200, 0.1), id="fine tick"),
-        pytest.param(Alone(0.3, 800, 200, 2.0), id="coarse tick"),
-        pytest.param(Alone(0.0, 8, 1, 0.5), id="single output token: TTFT = e2e"),
+        pytest.param(P70, 3, True, id="reference-70b, routed on arrival"),
+        pytest.param(LLAMA_8B_H100, 2, False, id="8b, fixed targets"),
+        pytest.param(
+            replace(P70, kv_budget_tokens=60_000, max_num_seqs=64, max_num_batched_tokens=2_048),
+            3,
+            True,
+            id="small KV and budget: preemptions, long chunked prefills",
+        ),
+        pytest.param(replace(P70, kind="sglang", kv_budget_tokens=60_000), 2, True, id="prefill-first"),
+        pytest.param(replace(P70, block_size=1, kv_budget_tokens=30_000), 2, True, id="block size 1"),
     ],
 )
-def test_one_request_alone(case: Alone) -> None:
-    r = run([case.arrival_s], [case.input_tokens], [case.output_tokens], tick_s=case.tick_s)
-    prefill = case.input_tokens / REF.prefill_tokens_per_s
-    ttft = prefill + step(1)
-    e2e = ttft + (case.output_tokens - 1) * step(1)
-    assert r.admitted_s[0] == pytest.approx(case.arrival_s)
-    assert r.first_token_s[0] - case.arrival_s == pytest.approx(ttft, abs=1e-9)
-    assert r.finished_s[0] - case.arrival_s == pytest.approx(e2e, abs=1e-9)
-
-
-def test_saturated_replica_runs_full_batches_and_prefill_stretches_the_steps() -> None:
-    # 64 requests at once fill every slot; their 64 x 1-token prefills (8 ms) delay everyone's
-    # decode, then 100 steps of step(64) = 42.8 ms each: all finish at 0.008 + 4.28 s
-    r = run([0.0] * 64, [1] * 64, [100] * 64, tick_s=0.5)
-    prefill_total = 64 * 1 / REF.prefill_tokens_per_s
-    np.testing.assert_allclose(r.finished_s, prefill_total + 100 * step(64), atol=1e-9)
-    np.testing.assert_allclose(r.admitted_s, 0.0)
-
-
-@pytest.mark.parametrize("tick", [pytest.param(0.5, id="tick 0.5 s"), pytest.param(2.0, id="tick 2 s")])
-def test_request_beyond_the_slots_waits_for_the_tick_after_a_slot_frees(tick: float) -> None:
-    # the 65th waits for the batch to finish at 0.008 + 100 x step(64) = 4.288 s; it is admitted at
-    # the next tick boundary (the model's resolution), then prefills and decodes alone
-    r = run([0.0] * 65, [1] * 65, [100] * 65, tick_s=tick)
-    batch_done = 64 / REF.prefill_tokens_per_s + 100 * step(64)
-    np.testing.assert_allclose(r.finished_s[:64], batch_done, atol=1e-9)
-    admitted = np.ceil(batch_done / tick) * tick
-    assert r.admitted_s[64] == pytest.approx(admitted)
-    ttft = admitted + 1 / REF.prefill_tokens_per_s + step(1)
-    assert r.first_token_s[64] == pytest.approx(ttft)
-    assert r.finished_s[64] == pytest.approx(ttft + 99 * step(1))
-
-
-def test_prefill_is_first_come_first_served_and_has_priority_over_decode() -> None:
-    # two 8,000-token prompts together: the server prefills them back to back (1 s each); the
-    # first request's decode waits for the GPU, so both first tokens come at 2 s + step(2)
-    r = run([0.0, 0.0], [8_000, 8_000], [5, 5], tick_s=0.3)
-    np.testing.assert_allclose(r.first_token_s, 2.0 + step(2), atol=1e-9)
-    np.testing.assert_allclose(r.finished_s, 2.0 + 5 * step(2), atol=1e-9)
-
-
-@pytest.mark.parametrize(
-    ("need", "dropped"),
-    [
-        pytest.param(600, [False, False], id="second waits for KV"),
-        pytest.param(1_001, [True, True], id="larger than the KV budget: dropped"),
-    ],
-)
-def test_kv_budget(need: int, dropped: list[bool]) -> None:
-    profile = EngineProfile(kv_budget_tokens=1_000)
-    r = run([0.0, 0.0], [need - 10] * 2, [10] * 2, tick_s=0.5, profile=profile)
-    assert r.dropped.tolist() == dropped
-    if not any(dropped):
-        # both prompts fit no slot limit but not the budget: the second starts after the first ends
-        assert r.admitted_s[1] >= r.finished_s[0]
-        assert r.first_token_s[0] == pytest.approx((need - 10) / 8_000 + step(1))
-    else:
-        assert np.isnan(r.finished_s).all()
-
-
-def test_every_request_finishes_exactly_once_under_random_load() -> None:
-    rng = np.random.default_rng(7)
-    n = 3_000
-    arrivals = np.sort(rng.uniform(0, 120, n))
-    r = run(
-        arrivals.tolist(),
-        rng.integers(1, 4_000, n).tolist(),
-        rng.integers(1, 500, n).tolist(),
-        tick_s=0.5,
-        replicas=rng.integers(0, 4, n).tolist(),
-    )
-    assert not r.dropped.any()
-    assert np.isfinite(r.finished_s).all()
-    assert (r.admitted_s >= arrivals - 1e-12).all()
-    assert (r.first_token_s > r.admitted_s).all()
-    assert (r.finished_s >= r.first_token_s - 1e-12).all()
-
-
-def _route_one_by_one(outstanding: list[int], k: int) -> list[int]:
-    load = list(outstanding)
-    out = []
-    for _ in range(k):
-        i = min(range(len(load)), key=lambda j: (load[j], j))
-        out.append(i)
-        load[i] += 1
-    return out
-
-
-@pytest.mark.parametrize(
-    ("outstanding", "k", "expected"),
-    [
-        pytest.param([0, 0, 0], 5, [0, 1, 2, 0, 1], id="round robin from equal"),
-        pytest.param([3, 0, 1], 3, [1, 1, 2], id="fill the emptiest first"),
-        pytest.param([5], 2, [0, 0], id="one replica"),
-        pytest.param([2, 2], 0, [], id="nothing to route"),
-    ],
-)
-def test_route_sends_each_request_to_the_fewest_outstanding(
-    outstanding: list[int], k: int, expected: list[int]
+@pytest.mark.parametrize("seed", [0, 1])
+def test_fast_engine_equals_the_exact_one(
+    profile: EngineProfile, replicas: int, routed: bool, seed: int
 ) -> None:
-    assert route(np.array(outstanding, dtype=np.int64), k).tolist() == expected
+    rng = np.random.default_rng(seed)
+    n = 250
+    arrival = np.sort(rng.uniform(0, n / 6.0, n))
+    inputs, outputs = rng.integers(1, 6_000, n), rng.integers(1, 400, n)
+    targets = None if routed else rng.integers(0, replicas, n).astype(np.int64)
+    got = fast(profile, arrival, inputs, outputs, replicas=replicas, targets=targets)
+    ref = reference_run(profile, arrival, inputs, outputs, replicas=replicas, targets=targets)
+    assert got.replica.tolist() == ref.replica
+    np.testing.assert_allclose(got.admitted_s, ref.admitted_s, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(got.first_token_s, ref.first_token_s, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(got.finished_s, ref.finished_s, rtol=0, atol=1e-9)
+    assert got.preemptions.tolist() == ref.preemptions
+    assert np.isfinite(got.finished_s[~got.dropped]).all()
 
 
-def test_route_matches_one_by_one_routing() -> None:
-    rng = np.random.default_rng(3)
-    for _ in range(200):
-        outstanding = rng.integers(0, 20, int(rng.integers(1, 9))).tolist()
-        k = int(rng.integers(0, 60))
-        assert route(np.array(outstanding, dtype=np.int64), k).tolist() == _route_one_by_one(outstanding, k)
+def test_fast_engine_equals_the_exact_one_with_prefix_caching() -> None:
+    rng = np.random.default_rng(5)
+    n = 200
+    arrival = np.sort(rng.uniform(0, 40, n))
+    inputs = rng.integers(600, 5_000, n)
+    # a few shared system prompts (blocks 0-3 of family f) then private blocks
+    blocks = [
+        [1000 * int(rng.integers(0, 4)) + j for j in range(int(rng.integers(0, 4)))]
+        + [10_000 + 100 * i + j for j in range(int(inputs[i]) // 512)]
+        for i in range(n)
+    ]
+    offsets = np.cumsum([0] + [len(b) for b in blocks])
+    prefix = PrefixBlocks(offsets, np.array([x for b in blocks for x in b], dtype=np.int64))
+    outputs = rng.integers(1, 200, n)
+    p = replace(P70, prefix_caching=True, kv_budget_tokens=40_000)
+    got = fast(p, arrival, inputs, outputs, replicas=2, prefix=prefix)
+    ref = reference_run(p, arrival, inputs, outputs, replicas=2, prefix_blocks=blocks)
+    assert got.prefix_hit_tokens.tolist() == ref.prefix_hit_tokens
+    assert sum(ref.prefix_hit_tokens) > 0
+    np.testing.assert_allclose(got.first_token_s, ref.first_token_s, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(got.finished_s, ref.finished_s, rtol=0, atol=1e-9)
 
 
-def exact_replica(
-    arrival: np.ndarray, inputs: np.ndarray, outputs: np.ndarray, p: EngineProfile = REF
-) -> RequestResults:
-    """The same model as replay/engine.py for one replica, simulated event by event in continuous
-    time (slow, obvious): FCFS admission into slots and KV, a FIFO prefill server that stops
-    decoding while it works, decode steps of base + per x n seconds, n = admitted requests."""
-    n = len(arrival)
-    admitted, first, finished = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
-    queue: list[int] = []
-    prefill: list[list[float]] = []  # [id, seconds of prefill left], FIFO
-    decoding: dict[int, float] = {}  # id -> tokens left
-    kv, t, i = 0.0, 0.0, 0
-    need = inputs + outputs
-    while i < n or queue or prefill or decoding:
-        while (
-            queue
-            and len(prefill) + len(decoding) < p.max_running
-            and kv + need[queue[0]] <= p.kv_budget_tokens
-        ):
-            j = queue.pop(0)
-            admitted[j], kv = t, kv + need[j]
-            prefill.append([j, inputs[j] / p.prefill_tokens_per_s])
-        events = [float(arrival[i])] if i < n else [np.inf]
-        s = p.step_s(max(len(prefill) + len(decoding), 1))
-        if prefill:
-            events.append(t + prefill[0][1])
-        else:
-            for j, left in decoding.items():
-                events.append(t + left * s)
-                if np.isnan(first[j]):
-                    events.append(t + (left - (outputs[j] - 1)) * s)
-        now = min(events)
-        if prefill:
-            prefill[0][1] -= now - t
-            if prefill[0][1] <= 1e-12:
-                j = int(prefill.pop(0)[0])
-                decoding[j] = float(outputs[j])
-        else:
-            for j in list(decoding):
-                decoding[j] -= (now - t) / s
-                if np.isnan(first[j]) and decoding[j] <= outputs[j] - 1 + 1e-9:
-                    first[j] = now
-                if decoding[j] <= 1e-9:
-                    finished[j], kv = now, kv - need[j]
-                    del decoding[j]
-        t = max(now, t)
-        while i < n and arrival[i] <= t:
-            queue.append(i)
-            i += 1
-    return RequestResults(np.zeros(n, dtype=np.int64), admitted, first, finished, np.zeros(n, dtype=bool))
+def test_scrape_counts_finished_requests_and_tokens_per_replica() -> None:
+    trace = Trace("scrape", np.zeros(3), np.array([100, 200, 300]), np.array([5, 7, 9]))
+    engine = Engine(P70, trace)
+    engine.run(0.0, np.arange(3), targets=np.array([0, 1, 1]))
+    first = engine.scrape(2)
+    assert first.waiting.tolist() == [0, 0] and first.running.tolist() == [1, 2]
+    assert first.requests_finished.tolist() == [0, 0] and first.kv_usage[1] > 0
+    engine.run(10.0, np.zeros(0, dtype=np.int64))
+    s = engine.scrape(2)
+    assert s.requests_finished.tolist() == [1, 2]
+    assert s.prompt_tokens.tolist() == [100, 500]
+    assert s.generation_tokens.tolist() == [5, 16]
+    assert s.running.tolist() == [0, 0] and s.kv_usage.tolist() == [0.0, 0.0]
 
 
-@pytest.mark.parametrize(
-    ("rate", "tick", "ttft_error", "e2e_error"),
-    [
-        pytest.param(1.5, 0.25, 0.001, 0.005, id="unsaturated"),
-        pytest.param(1.5, 5.0, 0.002, 0.03, id="unsaturated, quiet tick"),
-        pytest.param(3.3, 0.1, 0.06, 0.01, id="queueing, tick 0.1 s (the default)"),
-        pytest.param(3.3, 0.25, 0.16, 0.02, id="queueing, tick 0.25 s"),
-    ],
-)
-def test_engine_against_an_exact_event_by_event_replica(
-    rate: float, tick: float, ttft_error: float, e2e_error: float
-) -> None:
-    # one replica, prompts of 200-3,000 tokens: near 3.5 requests/s it saturates; the engine may
-    # only err on the slow side (a tick holds n and the slots), by at most the given share
-    rng = np.random.default_rng(0)
-    n = 800
-    arrival = np.sort(rng.uniform(0, n / rate, n))
-    inputs, outputs = rng.integers(200, 3_000, n), rng.integers(10, 300, n)
-    exact = exact_replica(arrival, inputs, outputs)
-    got = run(arrival.tolist(), inputs.tolist(), outputs.tolist(), tick_s=tick)
-    for name, error in (("first_token_s", ttft_error), ("finished_s", e2e_error)):
-        want = float(np.mean(getattr(exact, name) - arrival))
-        have = float(np.mean(getattr(got, name) - arrival))
-        assert want * (1 - 0.002) <= have <= want * (1 + error), (name, have, want)
+def test_scrape_inside_a_run_counts_the_tokens_of_the_steps_done() -> None:
+    trace = Trace("one", np.zeros(1), np.array([100]), np.array([1_000]))
+    engine = Engine(P70, trace)
+    ttft = P70.step_s(100, pairs(100, 0), 0, 0)
+    engine.run(ttft + 0.5, np.arange(1), targets=np.zeros(1, dtype=np.int64))
+    t, g = ttft, 1
+    while t + P70.step_s(0, 0, 1, 100 + g) <= ttft + 0.5:
+        t += P70.step_s(0, 0, 1, 100 + g)
+        g += 1
+    assert engine.scrape(1).generation_tokens.tolist() == [g]
 
 
 # --- engine profiles and scenarios as data ---------------------------------------------------------
@@ -270,13 +272,13 @@ def test_engine_against_an_exact_event_by_event_replica(
     [
         pytest.param(
             ".yaml",
-            "name: small\nengine: {max_running: 256, decode_base_s: 0.012}\ncold_start: {weights_gb: 16}\n"
-            "slo: {ttft_s: 1}\ninitial_replicas: 3\n",
+            "name: small\nengine: {max_num_seqs: 256, step_base_s: 0.012, prefix_caching: true}\n"
+            "cold_start: {weights_gb: 16}\nslo: {ttft_s: 1}\ninitial_replicas: 3\n",
             id="yaml",
         ),
         pytest.param(
             ".json",
-            '{"name": "small", "engine": {"max_running": 256, "decode_base_s": 0.012},'
+            '{"name": "small", "engine": {"max_num_seqs": 256, "step_base_s": 0.012, "prefix_caching": true},'
             ' "cold_start": {"weights_gb": 16}, "slo_ttft_s": 1, "initial_replicas": 3}',
             id="json",
         ),
@@ -287,7 +289,9 @@ def test_scenario_file_overrides_the_base(tmp_path: Path, suffix: str, text: str
     path.write_text(text, encoding="utf-8")
     scenario = get_scenario(str(path))
     assert scenario.name == "small"
-    assert scenario.engine == replace(REFERENCE_70B.engine, max_running=256, decode_base_s=0.012)
+    assert scenario.engine == replace(
+        REFERENCE_70B.engine, max_num_seqs=256, step_base_s=0.012, prefix_caching=True
+    )
     assert scenario.cold_start == replace(REFERENCE_70B.cold_start, weights_gb=16.0)
     assert (scenario.slo.ttft_s, scenario.initial_replicas) == (1.0, 3)
     assert scenario.max_replicas == REFERENCE_70B.max_replicas  # untouched fields keep the base's
@@ -297,12 +301,23 @@ def test_scenario_file_overrides_the_base(tmp_path: Path, suffix: str, text: str
     ("doc", "message"),
     [
         pytest.param(
-            {"engine": {"max_running": 0}}, "engine.max_running must be >= 1, got 0", id="out of range"
+            {"engine": {"max_num_seqs": 0}}, "engine.max_num_seqs must be >= 1, got 0", id="out of range"
         ),
         pytest.param(
-            {"engine": {"prefill_tokens_per_s": "fast"}},
-            "engine.prefill_tokens_per_s must be a number, got 'fast'",
+            {"engine": {"max_num_seqs": 9_000}},
+            "engine.max_num_batched_tokens must be >= max_num_seqs (9000)",
+            id="budget below the running requests",
+        ),
+        pytest.param(
+            {"engine": {"prefill_token_s": "fast"}},
+            "engine.prefill_token_s must be a number, got 'fast'",
             id="not a number",
+        ),
+        pytest.param({"engine": {"kind": "trt"}}, "engine.kind must be one of vllm, sglang, tgi", id="kind"),
+        pytest.param(
+            {"engine": {"prefix_caching": 1}},
+            "engine.prefix_caching must be true or false, got 1",
+            id="not a bool",
         ),
         pytest.param({"max_replicas": True}, "max_replicas must be an integer, got True", id="bool for int"),
         pytest.param({"nope": 1}, "unknown field 'nope'", id="unknown field"),
@@ -356,23 +371,3 @@ def test_unknown_scenario_lists_the_built_ins() -> None:
         ProfileError, match="neither a built-in \\(reference-70b, fast-load-70b, one-gpu-8b\\) nor a file"
     ):
         get_scenario("reference-8b")
-
-
-def test_scrape_counts_finished_requests_and_tokens_per_replica() -> None:
-    trace = Trace(
-        "scrape",
-        np.array([0.0, 0.0, 0.0]),
-        np.array([100, 200, 300], dtype=np.int64),
-        np.array([5, 7, 9], dtype=np.int64),
-    )
-    engine = Engine(REF, trace)
-    engine.submit(np.array([0, 1, 2]), np.array([0, 1, 1]))
-    first = engine.scrape(2)
-    assert first.waiting.tolist() == [0, 0] and first.requests_finished.tolist() == [0, 0]
-    for k in range(100):
-        engine.advance(k * 0.1, 0.1, 2)
-    s = engine.scrape(2)
-    assert s.requests_finished.tolist() == [1, 2]
-    assert s.prompt_tokens.tolist() == [100, 500]
-    assert s.generation_tokens.tolist() == [5, 16]
-    assert s.running.tolist() == [0, 0] and s.kv_usage.tolist() == [0.0, 0.0]

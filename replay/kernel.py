@@ -1,0 +1,777 @@
+"""The fast engine's compiled core: every replica's vLLM-V1 scheduler (replay/scheduler.py's model),
+event by event, with runs of identical steps in closed form.
+
+Why it is fast. A replica's steps change composition only at events: a request arrives (and can be
+admitted), a prefill completes, a decoding request finishes, the KV blocks run out. Between two
+events every step runs the same decoding requests and the same prompt chunk; only the context they
+read grows, by a constant per step, so step k of a run takes D0 + k x G and a run of K steps ends at
+T0 + K D0 + G K (K - 1) / 2 (an arithmetic series). All decoding requests of a replica advance one
+token per step, so a replica keeps one decode clock DS and each decoding request an offset
+(generated = DS + dec_base); the requests' KV blocks grow on a 16-step cycle that one histogram of
+(prompt + dec_base) mod block_size describes. An event costs O(log n) (the finish heap), not O(n).
+
+Events of all replicas and the arrivals are processed in time order (replica events first on a
+tie): a request is routed when it arrives, to the ready replica with the fewest waiting + running
+requests at that instant. A run that could take the arrival in is cut at the first step that
+starts after it; requests arriving at the same instant are routed together before an idle replica
+starts.
+
+State lives in NumPy arrays owned by replay/engine.py: per request `qi`/`qf` rows, per replica
+`ri`/`rf` rows (column names below), a histogram, a finish heap per replica, the replica event heap
+and the prefix cache. Everything here is @njit(cache=True): compiled once per machine and cached.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+# per-request int columns
+Q_IN, Q_OUT, Q_STATE, Q_GEN, Q_COMP, Q_BLOCKS, Q_DECBASE = 0, 1, 2, 3, 4, 5, 6
+Q_NEXT, Q_PREV, Q_WNEXT, Q_HPOS, Q_PREEMPT, Q_HIT, Q_REP = 7, 8, 9, 10, 11, 12, 13
+QI_COLUMNS = 14
+# request states
+ST_NEW, ST_WAIT, ST_PREFILL, ST_DECODE, ST_DONE, ST_DROPPED = 0, 1, 2, 3, 4, 5
+# per-request float columns
+QF_ROUTE, QF_ADMIT, QF_FIRST, QF_FINISH = 0, 1, 2, 3
+QF_COLUMNS = 4
+# per-replica int columns
+R_DS, R_NDEC, R_SX, R_RHEAD, R_RTAIL, R_NRUN, R_WHEAD, R_WTAIL, R_NWAIT = 0, 1, 2, 3, 4, 5, 6, 7, 8
+R_FREE, R_PART, R_HSIZE, R_K, R_P, R_DECADV, R_BUSY, R_HFIRST, R_TAILNEW = 9, 10, 11, 12, 13, 14, 15, 16, 17
+R_CANADMIT, R_FIN, R_PTOK, R_GTOK, R_NPRE, R_PQ, R_PH, R_PENDING = 18, 19, 20, 21, 22, 23, 24, 25
+R_LRU_HEAD, R_LRU_TAIL, R_LRU_N = 26, 27, 28
+RI_COLUMNS = 29
+# per-replica float columns
+RF_T0, RF_D0, RF_G, RF_TEND, RF_LASTFIN = 0, 1, 2, 3, 4
+RF_COLUMNS = 5
+# int parameters
+P_BUDGET, P_SEQS, P_BLOCKS, P_BS, P_MIXED, P_PREFIX, P_PBT, P_LRU_CAP = 0, 1, 2, 3, 4, 5, 6, 7
+# float parameters
+F_BASE, F_PREFILL, F_ATTN, F_DECODE, F_CONTEXT = 0, 1, 2, 3, 4
+# global ints
+G_EVN, G_INFLIGHT, G_FINISHED, G_NPENDING, G_PLANS, G_CUTS, G_STEPS = 0, 1, 2, 3, 4, 5, 6
+G_COLUMNS = 7
+
+BIG = 1 << 60
+PREFIX_KEY = 1 << 20  # prefix-cache key = block id x PREFIX_KEY + replica
+
+
+@nb.njit(cache=True, inline="always")
+def _cdiv(a: int, b: int) -> int:
+    return -((-a) // b)
+
+
+# --- the replica event heap (min by RF_TEND), indexed by replica ------------------------------
+
+
+@nb.njit(cache=True)
+def _ev_swap(ev, evpos, i, j):
+    a, b = ev[i], ev[j]
+    ev[i], ev[j] = b, a
+    evpos[b], evpos[a] = i, j
+
+
+@nb.njit(cache=True)
+def _ev_fix(ev, evpos, rf, g, i):
+    n = g[G_EVN]
+    while i > 0:
+        p = (i - 1) // 2
+        if rf[ev[i], RF_TEND] < rf[ev[p], RF_TEND] or (
+            rf[ev[i], RF_TEND] == rf[ev[p], RF_TEND] and ev[i] < ev[p]
+        ):
+            _ev_swap(ev, evpos, i, p)
+            i = p
+        else:
+            break
+    while True:
+        left = 2 * i + 1
+        if left >= n:
+            break
+        c = left
+        right = left + 1
+        if right < n and (
+            rf[ev[right], RF_TEND] < rf[ev[left], RF_TEND]
+            or (rf[ev[right], RF_TEND] == rf[ev[left], RF_TEND] and ev[right] < ev[left])
+        ):
+            c = right
+        if rf[ev[c], RF_TEND] < rf[ev[i], RF_TEND] or (
+            rf[ev[c], RF_TEND] == rf[ev[i], RF_TEND] and ev[c] < ev[i]
+        ):
+            _ev_swap(ev, evpos, i, c)
+            i = c
+        else:
+            break
+
+
+@nb.njit(cache=True)
+def _ev_set(ev, evpos, rf, g, r):
+    """Insert replica r, or move it after its RF_TEND changed."""
+    i = evpos[r]
+    if i < 0:
+        i = g[G_EVN]
+        ev[i] = r
+        evpos[r] = i
+        g[G_EVN] += 1
+    _ev_fix(ev, evpos, rf, g, i)
+
+
+@nb.njit(cache=True)
+def _ev_pop(ev, evpos, rf, g):
+    r = ev[0]
+    g[G_EVN] -= 1
+    last = g[G_EVN]
+    evpos[r] = -1
+    if last > 0:
+        ev[0] = ev[last]
+        evpos[ev[0]] = 0
+        _ev_fix(ev, evpos, rf, g, 0)
+    return r
+
+
+# --- per-replica finish heap (min by the decode clock at which a decoding request is done) -----
+
+
+@nb.njit(cache=True)
+def _fh_swap(hk, hr, qi, r, i, j):
+    hk[r, i], hk[r, j] = hk[r, j], hk[r, i]
+    a, b = hr[r, i], hr[r, j]
+    hr[r, i], hr[r, j] = b, a
+    qi[b, Q_HPOS] = i
+    qi[a, Q_HPOS] = j
+
+
+@nb.njit(cache=True)
+def _fh_fix(hk, hr, qi, ri, r, i):
+    n = ri[r, R_HSIZE]
+    while i > 0:
+        p = (i - 1) // 2
+        if hk[r, i] < hk[r, p]:
+            _fh_swap(hk, hr, qi, r, i, p)
+            i = p
+        else:
+            break
+    while True:
+        left = 2 * i + 1
+        if left >= n:
+            break
+        c = left
+        if left + 1 < n and hk[r, left + 1] < hk[r, left]:
+            c = left + 1
+        if hk[r, c] < hk[r, i]:
+            _fh_swap(hk, hr, qi, r, i, c)
+            i = c
+        else:
+            break
+
+
+@nb.njit(cache=True)
+def _fh_push(hk, hr, qi, ri, r, q, key):
+    i = ri[r, R_HSIZE]
+    hk[r, i] = key
+    hr[r, i] = q
+    qi[q, Q_HPOS] = i
+    ri[r, R_HSIZE] = i + 1
+    _fh_fix(hk, hr, qi, ri, r, i)
+
+
+@nb.njit(cache=True)
+def _fh_remove(hk, hr, qi, ri, r, q):
+    i = qi[q, Q_HPOS]
+    last = ri[r, R_HSIZE] - 1
+    ri[r, R_HSIZE] = last
+    qi[q, Q_HPOS] = -1
+    if i != last:
+        hk[r, i] = hk[r, last]
+        hr[r, i] = hr[r, last]
+        qi[hr[r, i], Q_HPOS] = i
+        _fh_fix(hk, hr, qi, ri, r, i)
+
+
+# --- the running list (admission order) and the waiting queue ----------------------------------
+
+
+@nb.njit(cache=True)
+def _run_append(qi, ri, r, q):
+    tail = ri[r, R_RTAIL]
+    qi[q, Q_PREV] = tail
+    qi[q, Q_NEXT] = -1
+    if tail >= 0:
+        qi[tail, Q_NEXT] = q
+    else:
+        ri[r, R_RHEAD] = q
+    ri[r, R_RTAIL] = q
+    ri[r, R_NRUN] += 1
+
+
+@nb.njit(cache=True)
+def _run_remove(qi, ri, r, q):
+    prev, nxt = qi[q, Q_PREV], qi[q, Q_NEXT]
+    if prev >= 0:
+        qi[prev, Q_NEXT] = nxt
+    else:
+        ri[r, R_RHEAD] = nxt
+    if nxt >= 0:
+        qi[nxt, Q_PREV] = prev
+    else:
+        ri[r, R_RTAIL] = prev
+    ri[r, R_NRUN] -= 1
+
+
+@nb.njit(cache=True)
+def _wait_push(qi, ri, r, q, front):
+    if ri[r, R_NWAIT] == 0:
+        qi[q, Q_WNEXT] = -1
+        ri[r, R_WHEAD] = q
+        ri[r, R_WTAIL] = q
+    elif front:
+        qi[q, Q_WNEXT] = ri[r, R_WHEAD]
+        ri[r, R_WHEAD] = q
+    else:
+        qi[q, Q_WNEXT] = -1
+        qi[ri[r, R_WTAIL], Q_WNEXT] = q
+        ri[r, R_WTAIL] = q
+    ri[r, R_NWAIT] += 1
+    qi[q, Q_STATE] = ST_WAIT
+
+
+@nb.njit(cache=True)
+def _wait_pop(qi, ri, r):
+    q = ri[r, R_WHEAD]
+    ri[r, R_WHEAD] = qi[q, Q_WNEXT]
+    ri[r, R_NWAIT] -= 1
+    if ri[r, R_NWAIT] == 0:
+        ri[r, R_WTAIL] = -1
+    return q
+
+
+# --- decoding requests as aggregates -----------------------------------------------------------
+
+
+@nb.njit(cache=True)
+def _dec_add(qi, ri, hist, hk, hr, pi, r, q):
+    """q (prefill done, Q_GEN tokens generated) decodes from the replica's current clock on."""
+    bs = pi[P_BS]
+    base = qi[q, Q_GEN] - ri[r, R_DS]
+    qi[q, Q_DECBASE] = base
+    x = qi[q, Q_IN] + base
+    hist[r, x % bs] += 1
+    ri[r, R_SX] += x
+    ri[r, R_NDEC] += 1
+    qi[q, Q_STATE] = ST_DECODE
+    _fh_push(hk, hr, qi, ri, r, q, qi[q, Q_OUT] - base)
+
+
+@nb.njit(cache=True)
+def _dec_remove(qi, ri, hist, hk, hr, pi, r, q):
+    """Take q out of the decoding aggregates; returns the KV blocks it holds now."""
+    bs = pi[P_BS]
+    x = qi[q, Q_IN] + qi[q, Q_DECBASE]
+    hist[r, x % bs] -= 1
+    ri[r, R_SX] -= x
+    ri[r, R_NDEC] -= 1
+    _fh_remove(hk, hr, qi, ri, r, q)
+    qi[q, Q_GEN] = ri[r, R_DS] + qi[q, Q_DECBASE]
+    return _cdiv(x + ri[r, R_DS] - 1, bs)
+
+
+@nb.njit(cache=True)
+def _dec_cum(hist, r, ds0, steps, n, bs):
+    """New blocks the decoding requests take over the `steps` steps after the one at clock ds0."""
+    if steps <= 0 or n == 0:
+        return 0
+    full = steps // bs
+    total = full * n
+    for j in range(1, steps - full * bs + 1):
+        total += hist[r, (1 - ds0 - j) % bs]
+    return total
+
+
+@nb.njit(cache=True)
+def _preempt(qi, ri, hist, hk, hr, pi, r, q):
+    """Recompute preemption: q's blocks are freed, its progress dropped; it waits at the front."""
+    if qi[q, Q_STATE] == ST_DECODE:
+        held = _dec_remove(qi, ri, hist, hk, hr, pi, r, q)
+    else:
+        held = qi[q, Q_BLOCKS]
+        if ri[r, R_PART] == q:
+            ri[r, R_PART] = -1
+    ri[r, R_FREE] += held
+    qi[q, Q_BLOCKS] = 0
+    qi[q, Q_COMP] = 0
+    qi[q, Q_PREEMPT] += 1
+    ri[r, R_NPRE] += 1
+    _run_remove(qi, ri, r, q)
+    _wait_push(qi, ri, r, q, True)
+
+
+# --- prefix cache: per replica, LRU over the trace's prefix block ids ----------------------------
+
+
+@nb.njit(cache=True)
+def _prefix_hit(qi, poff, pids, pdict, pi, r, q):
+    pbt = pi[P_PBT]
+    full = min(poff[q + 1] - poff[q], qi[q, Q_IN] // pbt)
+    matched = 0
+    for j in range(full):
+        if pids[poff[q] + j] * PREFIX_KEY + r not in pdict:
+            break
+        matched += 1
+    return min(matched * pbt, qi[q, Q_IN] + qi[q, Q_GEN] - 1)
+
+
+@nb.njit(cache=True)
+def _lru_unlink(ri, lprev, lnext, r, e):
+    p, n = lprev[e], lnext[e]
+    if p >= 0:
+        lnext[p] = n
+    else:
+        ri[r, R_LRU_HEAD] = n
+    if n >= 0:
+        lprev[n] = p
+    else:
+        ri[r, R_LRU_TAIL] = p
+
+
+@nb.njit(cache=True)
+def _lru_append(ri, lprev, lnext, r, e):
+    tail = ri[r, R_LRU_TAIL]
+    lprev[e] = tail
+    lnext[e] = -1
+    if tail >= 0:
+        lnext[tail] = e
+    else:
+        ri[r, R_LRU_HEAD] = e
+    ri[r, R_LRU_TAIL] = e
+
+
+@nb.njit(cache=True)
+def _prefix_use(qi, ri, poff, pids, pdict, lkey, lprev, lnext, pi, r, q, blocks, insert):
+    """Mark the first `blocks` prefix blocks of q as just used; insert the missing ones if `insert`."""
+    cap = pi[P_LRU_CAP]
+    for j in range(blocks):
+        key = pids[poff[q] + j] * PREFIX_KEY + r
+        if key in pdict:
+            e = pdict[key]
+            _lru_unlink(ri, lprev, lnext, r, e)
+            _lru_append(ri, lprev, lnext, r, e)
+        elif insert:
+            if ri[r, R_LRU_N] < cap:
+                e = r * cap + ri[r, R_LRU_N]
+                ri[r, R_LRU_N] += 1
+            else:  # evict the least recently used
+                e = ri[r, R_LRU_HEAD]
+                _lru_unlink(ri, lprev, lnext, r, e)
+                del pdict[lkey[e]]
+            lkey[e] = key
+            pdict[key] = e
+            _lru_append(ri, lprev, lnext, r, e)
+
+
+# --- one replica: plan a run, end it ------------------------------------------------------------
+
+
+@nb.njit(cache=True)
+def _plan(t, r, qi, qf, ri, rf, hist, hk, hr, pi, pf, poff, pids, pdict, lkey, lprev, lnext, ev, evpos, g):
+    """Schedule the step starting at t (scheduler.py's StepScheduler.schedule) and how many
+    identical steps follow it; set the replica's event at the run's end."""
+    bs = pi[P_BS]
+    budget = pi[P_BUDGET]
+    mixed = pi[P_MIXED] == 1
+    ds = ri[r, R_DS]
+    preempted = False
+    part = ri[r, R_PART]
+    rem = 0
+    pchunk = 0
+    if part >= 0:
+        rem = qi[part, Q_IN] + qi[part, Q_GEN] - qi[part, Q_COMP]
+        pbudget = budget - ri[r, R_NDEC] if mixed else budget
+        pchunk = min(rem, pbudget)
+        if pchunk > 0:
+            pneed = _cdiv(qi[part, Q_COMP] + pchunk, bs) - qi[part, Q_BLOCKS]
+            md = hist[r, (1 - ds) % bs] if mixed else 0
+            if md + pneed > ri[r, R_FREE]:  # the partial is the newest running request: it goes first
+                _preempt(qi, ri, hist, hk, hr, pi, r, part)
+                preempted = True
+                part = -1
+                pchunk = 0
+            else:
+                qi[part, Q_BLOCKS] += pneed
+                ri[r, R_FREE] -= pneed
+    hfirst = part if pchunk > 0 else -1
+    tailnew = pchunk if (pchunk > 0 and pchunk < rem) else -1
+    prefill = pchunk
+    pairs = pchunk * qi[part, Q_COMP] + pchunk * (pchunk + 1) // 2 if pchunk > 0 else 0
+    left = budget - pchunk - (ri[r, R_NDEC] if mixed else 0)
+    admitted = 0
+    if not preempted:
+        while ri[r, R_NWAIT] > 0 and left > 0 and ri[r, R_NRUN] < pi[P_SEQS]:
+            q = ri[r, R_WHEAD]
+            hit = _prefix_hit(qi, poff, pids, pdict, pi, r, q) if pi[P_PREFIX] == 1 else 0
+            tokens = qi[q, Q_IN] + qi[q, Q_GEN]
+            new = min(tokens - hit, left)
+            need = _cdiv(hit + new, bs)
+            # in mixed batches the decodes' blocks for this step come first
+            reserve = hist[r, (1 - ds) % bs] if mixed else 0
+            if need + reserve > ri[r, R_FREE]:
+                break
+            _wait_pop(qi, ri, r)
+            if pi[P_PREFIX] == 1:
+                ri[r, R_PQ] += tokens
+                ri[r, R_PH] += hit
+                qi[q, Q_HIT] += hit
+                _prefix_use(qi, ri, poff, pids, pdict, lkey, lprev, lnext, pi, r, q, hit // pi[P_PBT], False)
+            qi[q, Q_COMP] = hit
+            qi[q, Q_BLOCKS] = need
+            ri[r, R_FREE] -= need
+            qi[q, Q_STATE] = ST_PREFILL
+            if qf[q, QF_ADMIT] != qf[q, QF_ADMIT]:  # NaN: first admission
+                qf[q, QF_ADMIT] = t
+            _run_append(qi, ri, r, q)
+            if hfirst < 0:
+                hfirst = q
+            tailnew = new if new < tokens - hit else -1
+            prefill += new
+            pairs += new * hit + new * (new + 1) // 2
+            left -= new
+            admitted += 1
+    decadv = 1
+    n = ri[r, R_NDEC]
+    if not mixed and prefill > 0:
+        decadv = 0  # a prefill-first step: the decodes wait
+    elif n > 0:
+        md = hist[r, (1 - ds) % bs]
+        while md > ri[r, R_FREE]:  # preempt the newest decoding requests until the rest fit
+            q = ri[r, R_RTAIL]
+            if qi[q, Q_STATE] == ST_DECODE and (qi[q, Q_IN] + qi[q, Q_DECBASE] + ds - 1) % bs == 0:
+                md -= 1
+            _preempt(qi, ri, hist, hk, hr, pi, r, q)
+            preempted = True
+        ri[r, R_FREE] -= md
+        n = ri[r, R_NDEC]
+    steps_dec = n if decadv == 1 else 0
+    if prefill == 0 and steps_dec == 0:
+        ri[r, R_BUSY] = 0
+        ri[r, R_K] = 0
+        return
+    context = ri[r, R_SX] + n * ds if steps_dec > 0 else 0
+    d0 = (
+        pf[F_BASE]
+        + pf[F_PREFILL] * prefill
+        + pf[F_ATTN] * pairs
+        + pf[F_DECODE] * steps_dec
+        + pf[F_CONTEXT] * context
+    )
+    k = 1
+    steady = hfirst >= 0 and hfirst == part and tailnew > 0 and admitted == 0
+    if admitted == 0 and not preempted and (prefill == 0 or steady):
+        k = BIG
+        if steps_dec > 0:
+            k = hk[r, 0] - ds
+        if steady:
+            k = min(k, rem // pchunk)
+        if k > 1:
+            k = _kv_limit(qi, ri, hist, pi, r, k, ds, steps_dec, part if steady else -1, pchunk)
+    grow = pf[F_CONTEXT] * steps_dec
+    if steady:
+        grow += pf[F_ATTN] * pchunk * pchunk
+    ri[r, R_K] = k
+    ri[r, R_P] = pchunk if steady else 0
+    ri[r, R_DECADV] = decadv
+    ri[r, R_HFIRST] = hfirst
+    ri[r, R_TAILNEW] = tailnew
+    ri[r, R_BUSY] = 1
+    # an arrival could join a later step of this run: nobody waits and the steps leave budget
+    ri[r, R_CANADMIT] = (
+        1
+        if (ri[r, R_NWAIT] == 0 and ri[r, R_NRUN] < pi[P_SEQS] and not steady and (not mixed or budget > n))
+        else 0
+    )
+    g[G_PLANS] += 1
+    g[G_STEPS] += k
+    rf[r, RF_T0] = t
+    rf[r, RF_D0] = d0
+    rf[r, RF_G] = grow
+    rf[r, RF_TEND] = t + k * d0 + grow * (k * (k - 1) / 2.0)
+    _ev_set(ev, evpos, rf, g, r)
+
+
+@nb.njit(cache=True)
+def _kv_limit(qi, ri, hist, pi, r, k, ds, n, part, pchunk):
+    """The longest run (<= k steps) whose later steps' new blocks fit in the free ones."""
+    bs = pi[P_BS]
+    free = ri[r, R_FREE]
+    c1 = qi[part, Q_COMP] + pchunk if part >= 0 else 0
+    ext = k - 1
+    bound = (ext // bs + 1) * n + (_cdiv(ext * pchunk, bs) + 1 if part >= 0 else 0)
+    if bound <= free:
+        return k
+    lo, hi = 0, ext  # the largest m in [lo, hi] with need(m) <= free
+    while lo < hi:
+        m = (lo + hi + 1) // 2
+        need = _dec_cum(hist, r, ds, m, n, bs)
+        if part >= 0:
+            need += _cdiv(c1 + m * pchunk, bs) - _cdiv(c1, bs)
+        if need <= free:
+            lo = m
+        else:
+            hi = m - 1
+    return lo + 1
+
+
+@nb.njit(cache=True, inline="always")
+def _step_end(rf, r, k):
+    return rf[r, RF_T0] + k * rf[r, RF_D0] + rf[r, RF_G] * (k * (k - 1) / 2.0)
+
+
+@nb.njit(cache=True)
+def _end_run(r, qi, qf, ri, rf, hist, hk, hr, pi, poff, pids, pdict, lkey, lprev, lnext, g):
+    """Apply the replica's run (R_K steps) at its end: blocks, tokens, first tokens, finishes."""
+    bs = pi[P_BS]
+    k = ri[r, R_K]
+    t_end = rf[r, RF_TEND]
+    ds0 = ri[r, R_DS]
+    n = ri[r, R_NDEC]
+    decadv = ri[r, R_DECADV] == 1
+    part = ri[r, R_PART]
+    steady = ri[r, R_P] > 0
+    pchunk = ri[r, R_P]
+    if k > 1:
+        used = 0
+        if decadv:
+            used += _dec_cum(hist, r, ds0, k - 1, n, bs)
+        if steady:
+            c1 = qi[part, Q_COMP] + pchunk
+            c2 = qi[part, Q_COMP] + k * pchunk
+            add = _cdiv(c2, bs) - _cdiv(c1, bs)
+            qi[part, Q_BLOCKS] += add
+            used += add
+        ri[r, R_FREE] -= used
+    if decadv:
+        ri[r, R_DS] = ds0 + k
+        ri[r, R_GTOK] += n * k
+    ds = ri[r, R_DS]
+    # prompt chunks: the steady partial, or the head step's chunks from hfirst to the tail
+    if steady:
+        qi[part, Q_COMP] += k * pchunk
+        q = part if qi[part, Q_COMP] == qi[part, Q_IN] + qi[part, Q_GEN] else -1
+    else:
+        q = ri[r, R_HFIRST]
+    while q >= 0:
+        nxt = qi[q, Q_NEXT]
+        if not steady and nxt < 0 and ri[r, R_TAILNEW] >= 0:  # the tail's chunk leaves it unfinished
+            qi[q, Q_COMP] += ri[r, R_TAILNEW]
+            ri[r, R_PART] = q
+            qi[q, Q_STATE] = ST_PREFILL
+            break
+        # q's prompt (+ tokens generated before a preemption) is computed: it emits a token
+        qi[q, Q_COMP] = qi[q, Q_IN] + qi[q, Q_GEN]
+        if ri[r, R_PART] == q:
+            ri[r, R_PART] = -1
+        qi[q, Q_GEN] += 1
+        ri[r, R_GTOK] += 1
+        if qi[q, Q_GEN] == 1:
+            qf[q, QF_FIRST] = t_end
+            ri[r, R_PTOK] += qi[q, Q_IN]
+            if pi[P_PREFIX] == 1:
+                full = min(poff[q + 1] - poff[q], qi[q, Q_IN] // pi[P_PBT])
+                _prefix_use(qi, ri, poff, pids, pdict, lkey, lprev, lnext, pi, r, q, full, True)
+        if qi[q, Q_GEN] >= qi[q, Q_OUT]:
+            _finish(q, r, t_end, qi, qf, ri, rf, g)
+            ri[r, R_FREE] += qi[q, Q_BLOCKS]
+            qi[q, Q_BLOCKS] = 0
+        else:
+            _dec_add(qi, ri, hist, hk, hr, pi, r, q)
+        if steady:
+            break
+        q = nxt
+    # decoding requests done at the end of this run
+    if decadv:
+        while ri[r, R_HSIZE] > 0 and hk[r, 0] <= ds:
+            q = hr[r, 0]
+            held = _dec_remove(qi, ri, hist, hk, hr, pi, r, q)
+            ri[r, R_FREE] += held
+            qi[q, Q_BLOCKS] = 0
+            _finish(q, r, t_end, qi, qf, ri, rf, g)
+    ri[r, R_BUSY] = 0
+    ri[r, R_K] = 0
+
+
+@nb.njit(cache=True)
+def _finish(q, r, t, qi, qf, ri, rf, g):
+    qf[q, QF_FINISH] = t
+    qi[q, Q_STATE] = ST_DONE
+    _run_remove(qi, ri, r, q)
+    ri[r, R_FIN] += 1
+    g[G_INFLIGHT] -= 1
+    g[G_FINISHED] += 1
+    if t > rf[r, RF_LASTFIN]:
+        rf[r, RF_LASTFIN] = t
+
+
+# --- the event loop ------------------------------------------------------------------------------
+
+
+@nb.njit(cache=True)
+def advance(
+    until,
+    ids,
+    times,
+    targets,
+    ready,
+    qi,
+    qf,
+    ri,
+    rf,
+    hist,
+    hk,
+    hr,
+    pi,
+    pf,
+    poff,
+    pids,
+    pdict,
+    lkey,
+    lprev,
+    lnext,
+    ev,
+    evpos,
+    pending,
+    g,
+):
+    """Route requests `ids` (sorted by `times`, each to `targets[j]`, or when that is -1 to the
+    least-loaded replica of `ready`) and run every replica's events up to `until`."""
+    j = 0
+    m = len(ids)
+    while True:
+        t_ev = rf[ev[0], RF_TEND] if g[G_EVN] > 0 else np.inf
+        t_ar = times[j] if j < m else np.inf
+        if g[G_EVN] > 0 and t_ev <= t_ar and t_ev <= until:
+            r = _ev_pop(ev, evpos, rf, g)
+            _end_run(r, qi, qf, ri, rf, hist, hk, hr, pi, poff, pids, pdict, lkey, lprev, lnext, g)
+            _plan(
+                rf[r, RF_TEND],
+                r,
+                qi,
+                qf,
+                ri,
+                rf,
+                hist,
+                hk,
+                hr,
+                pi,
+                pf,
+                poff,
+                pids,
+                pdict,
+                lkey,
+                lprev,
+                lnext,
+                ev,
+                evpos,
+                g,
+            )
+            continue
+        if j >= m:
+            break
+        t = t_ar
+        while j < m and times[j] == t:
+            q = ids[j]
+            r = targets[j]
+            if r < 0:
+                best = BIG
+                for c in ready:
+                    load = ri[c, R_NWAIT] + ri[c, R_NRUN]
+                    if load < best:
+                        best = load
+                        r = c
+            j += 1
+            qi[q, Q_REP] = r
+            qf[q, QF_ROUTE] = t
+            g[G_INFLIGHT] += 1
+            was_empty = ri[r, R_NWAIT] == 0
+            _wait_push(qi, ri, r, q, False)
+            if ri[r, R_BUSY] == 0:
+                if ri[r, R_PENDING] == 0:
+                    ri[r, R_PENDING] = 1
+                    pending[g[G_NPENDING]] = r
+                    g[G_NPENDING] += 1
+            elif was_empty and ri[r, R_CANADMIT] == 1:
+                # cut the run at the first step that starts after t: the request joins that step
+                k = _first_step_after(rf, r, t)
+                if k < ri[r, R_K]:
+                    g[G_CUTS] += 1
+                    g[G_STEPS] -= ri[r, R_K] - k
+                    ri[r, R_K] = k
+                    rf[r, RF_TEND] = _step_end(rf, r, k)
+                    _ev_set(ev, evpos, rf, g, r)
+                ri[r, R_CANADMIT] = 0
+        for i in range(g[G_NPENDING]):
+            r = pending[i]
+            ri[r, R_PENDING] = 0
+            _plan(
+                t,
+                r,
+                qi,
+                qf,
+                ri,
+                rf,
+                hist,
+                hk,
+                hr,
+                pi,
+                pf,
+                poff,
+                pids,
+                pdict,
+                lkey,
+                lprev,
+                lnext,
+                ev,
+                evpos,
+                g,
+            )
+        g[G_NPENDING] = 0
+
+
+@nb.njit(cache=True)
+def _first_step_after(rf, r, t):
+    """The smallest k >= 1 whose step starts after t (steps of the run end at _step_end(k))."""
+    d0, grow, dt = rf[r, RF_D0], rf[r, RF_G], t - rf[r, RF_T0]
+    if grow > 0:
+        a = grow / 2.0
+        b = d0 - grow / 2.0
+        k = int(np.floor((-b + np.sqrt(b * b + 4 * a * dt)) / (2 * a)))
+    else:
+        k = int(np.floor(dt / d0))
+    k = max(k, 1)
+    while k > 1 and _step_end(rf, r, k - 1) > t:
+        k -= 1
+    while _step_end(rf, r, k) <= t:
+        k += 1
+    return k
+
+
+@nb.njit(cache=True)
+def observe(t, n_replicas, qi, ri, rf, hist, pi, out):
+    """Every replica's counters and gauges at t (inside runs: the steps that ended by t).
+    out rows: finished, prompt tokens, generation tokens, waiting, running, KV blocks used."""
+    bs = pi[P_BS]
+    for r in range(n_replicas):
+        gen = ri[r, R_GTOK]
+        used = pi[P_BLOCKS] - ri[r, R_FREE]
+        if ri[r, R_BUSY] == 1 and rf[r, RF_TEND] > t and t >= rf[r, RF_T0]:
+            done = min(_first_step_after(rf, r, t) - 1, ri[r, R_K])
+            ext = min(done, ri[r, R_K] - 1)  # later steps of the run that have started (allocated)
+            if ri[r, R_DECADV] == 1:
+                gen += ri[r, R_NDEC] * done
+                used += _dec_cum(hist, r, ri[r, R_DS], ext, ri[r, R_NDEC], bs)
+            part, pchunk = ri[r, R_PART], ri[r, R_P]
+            if pchunk > 0 and ext > 0:
+                c1 = qi[part, Q_COMP] + pchunk
+                used += _cdiv(c1 + ext * pchunk, bs) - _cdiv(c1, bs)
+        out[0, r] = ri[r, R_FIN]
+        out[1, r] = ri[r, R_PTOK]
+        out[2, r] = gen
+        out[3, r] = ri[r, R_NWAIT]
+        out[4, r] = ri[r, R_NRUN]
+        out[5, r] = used
