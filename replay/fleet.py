@@ -1,7 +1,7 @@
-"""The simulated fleet: replica lifecycle on GPU nodes, and the router in front of the replicas.
+"""The simulated fleet: replica lifecycle on GPU nodes (the router is in the engine, replay/engine.py).
 
-Sits between replay/simulate.py (which asks for a replica count every sync period and routes each
-tick's arrivals) and replay/engine.py (which serves what was routed). Lifecycle of a replica:
+Sits between replay/simulate.py (which asks for a replica count every sync period) and
+replay/engine.py (which routes each arrival to a ready replica and serves it). Lifecycle of a replica:
 
     requested -> [node provisioning] -> [image pull] -> engine init -> [load gate] -> weight load
               -> compile -> warm-up -> ready -> draining -> deleted
@@ -106,29 +106,6 @@ class NodeState(TypedDict):
     peer_sources: int
 
 
-def route(outstanding: I64, k: int) -> I64:
-    """Send k requests, one after another, each to the replica with the fewest outstanding requests
-    (ties to the lowest index); returns each request's index into `outstanding`.
-
-    Water-filling without a loop: the k requests take the k smallest (level, index) pairs where
-    replica r offers levels o_r, o_r + 1, ... Find the level L that k requests fill up to; the
-    pairs below it, in (level, index) order, are the row-major nonzeros of the table
-    "replica j offers level l" (rows min(o) .. L - 1: at most k + the spread of o).
-    """
-    r = len(outstanding)
-    if k == 0:
-        return np.zeros(0, dtype=np.int64)
-    o = outstanding.astype(np.int64)
-    sorted_o = np.sort(o)
-    cs = np.cumsum(sorted_o)
-    fill_to_own = np.arange(1, r + 1) * sorted_o - cs  # requests needed to lift the j lowest to level o_(j)
-    m = int(np.searchsorted(fill_to_own, k, side="left"))  # replicas below the final level
-    level = -(-(k + int(cs[m - 1])) // m)  # ceil: smallest L with m*L - sum >= k
-    _, owner = np.nonzero(o <= np.arange(int(sorted_o[0]), level)[:, None])
-    out: I64 = owner[:k]
-    return out
-
-
 class Fleet:
     """Replicas and nodes in continuous time; `advance(to)` processes every lifecycle event up to `to`."""
 
@@ -190,6 +167,19 @@ class Fleet:
 
     def starting(self) -> list[Replica]:
         return [self.replicas[i] for i in self._starting]
+
+    def next_event_s(self) -> float:
+        """When the next lifecycle event is due (a timer or a load finishing), inf if none: the run
+        loop ends its interval there, so a replica that becomes ready is routed to at once."""
+        timer = self._events[0][0] if self._events else math.inf
+        if self._loading:
+            left = [self.replicas[i].load_left_gb for i in self._loading]
+            timer = min(
+                timer,
+                self.now
+                + coldstart.next_load_completion_s(left, self.spec.storage_gbps, self.spec.per_loader_gbps),
+            )
+        return timer
 
     def live_nodes(self) -> list[Node]:
         """Nodes that are up now (not removed, not still provisioning), in creation order."""
