@@ -31,31 +31,35 @@ from tempfile import TemporaryDirectory
 import numpy as np
 import yaml
 
-from replay.emulate.batching import BatchCore, EngineLoop, run_virtual
+from replay.emulate.batching import EngineLoop, run_virtual
 from replay.online import OnlineConfig, Status, run_online
 from replay.profiles import REFERENCE_70B, EngineProfile
+from replay.scheduler import StepScheduler
 from replay.trace import Trace
 
 REPO = Path(__file__).resolve().parents[1]
 # steps that cost (almost) nothing: what remains is the emulator's and the driver's own overhead
 INSTANT = EngineProfile(
-    max_running=1024,
     kv_budget_tokens=10_000_000,
-    prefill_tokens_per_s=1e12,
-    decode_base_s=1e-7,
-    decode_per_running_s=0.0,
+    step_base_s=1e-7,
+    prefill_token_s=0.0,
+    prefill_attention_s=0.0,
+    decode_request_s=0.0,
+    decode_context_s=0.0,
 )
 
 
 def bench_core(batch: int = 256, tokens: int = 200) -> float:
-    profile = EngineProfile(max_running=batch, kv_budget_tokens=10_000_000)
-    core = BatchCore(profile)
+    profile = EngineProfile(max_num_seqs=batch, kv_budget_tokens=10_000_000)
+    core = StepScheduler(profile)
     for _ in range(batch):
         core.submit(10, tokens, 0.0)
     start = time.perf_counter()
     generated = 0
-    while (work := core.next_work()) is not None:
-        generated += len(core.finish(work))
+    now = 0.0
+    while (step := core.schedule(now)) is not None:
+        generated += len(core.complete(step))
+        now = step.end_s
     return generated / (time.perf_counter() - start)
 
 
@@ -127,7 +131,7 @@ def bench_driver(n: int = 2_000, tokens: int = 16, in_flight: int = 64) -> tuple
 
 
 def bench_full_batch(batch: int = 256, tokens: int = 100) -> tuple[float, float, float, float]:
-    """256 requests on reference-70b's 64 slots: four full batches back to back."""
+    """256 requests at once on reference-70b (one batch)."""
     profile = REFERENCE_70B.engine
     model = run_virtual(profile, [0.0] * batch, [10] * batch, [tokens] * batch)
     expected = float(np.median([r.finished_s for r in model]))

@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
-from replay.emulate.batching import Gauges, Request, Work, WorkKind
+from replay.emulate.batching import Gauges, Request, Step, StepKind, step_kind
 
 
 class Hist(StrEnum):
@@ -83,7 +83,7 @@ class EngineStats:
     requests_finished: int = 0
     requests_aborted: int = 0
     requests_rejected: int = 0  # refused before reaching the engine (validation, context length)
-    forward_passes: dict[WorkKind, int] = field(default_factory=lambda: dict.fromkeys(WorkKind, 0))
+    forward_passes: dict[StepKind, int] = field(default_factory=lambda: dict.fromkeys(StepKind, 0))
     gen_throughput: float = 0.0  # tokens per second of the last decode step (SGLang's gauge)
 
     def __post_init__(self) -> None:
@@ -105,22 +105,21 @@ class EngineStats:
     def on_gauges(self, gauges: Gauges) -> None:
         pass
 
-    def on_work(self, work: Work, emitted: Sequence[Request]) -> None:
-        self.forward_passes[work.kind] += 1
-        duration = work.end_s - work.start_s
-        if work.kind is WorkKind.PREFILL:
-            (request,) = work.batch
-            self.prompt_tokens += request.input_tokens
-            self._observe(Hist.STEP_TOKENS, request.input_tokens)
+    def on_work(self, step: Step, emitted: Sequence[Request]) -> None:
+        kind = step_kind(step)
+        self.forward_passes[kind] += 1
+        duration = step.end_s - step.start_s
+        self._observe(Hist.STEP_TOKENS, step.prefill_tokens + step.decode_requests)
+        if kind is StepKind.PREFILL:
             self._observe(Hist.PREFILL_BATCH_S, duration)
-            self._observe(Hist.BATCH_NEXT_SIZE, 1)
-            return
-        self._observe(Hist.STEP_TOKENS, len(work.batch))
-        self._observe(Hist.DECODE_BATCH_S, duration)
+            self._observe(Hist.BATCH_NEXT_SIZE, len(step.chunks))
+        else:
+            self._observe(Hist.DECODE_BATCH_S, duration)
         self.generation_tokens += len(emitted)
         self.gen_throughput = len(emitted) / duration if duration > 0 else 0.0
         for r in emitted:
             if r.generated == 1:
+                self.prompt_tokens += r.input_tokens  # counted at the first token, as vLLM V1
                 self._observe(Hist.TTFT, r.first_token_s - r.arrival_s)
                 self._observe(Hist.QUEUE, r.admitted_s - r.arrival_s)
                 self._observe(Hist.PREFILL, r.first_token_s - r.admitted_s)
@@ -490,7 +489,7 @@ def render_tgi(stats: EngineStats, gauges: Gauges, model: str) -> str:
         ("success", "Number of successful inference calls per method"),
     ):
         w.family(f"tgi_batch_inference_{suffix}", "counter", doc)
-        for method in WorkKind:
+        for method in StepKind:
             w.sample(f"tgi_batch_inference_{suffix}", stats.forward_passes[method], {"method": method.value})
     for name, doc, hist in (
         ("tgi_request_duration", "Request duration", Hist.E2E),

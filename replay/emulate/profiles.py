@@ -11,13 +11,17 @@ from collections.abc import Mapping
 
 from replay.profiles import SCENARIOS, EngineProfile, ProfileError, get_scenario
 
-# 4 slots, 5 ms steps: a 100-token answer takes about half a second, a 1,000-token prompt 5 ms
+# 4 running requests, 5 ms steps: a 100-token answer takes about half a second, a 1,000-token
+# prompt one step of 10 ms
 FAST_TEST = EngineProfile(
-    max_running=4,
+    max_num_seqs=4,
+    max_num_batched_tokens=2_048,
     kv_budget_tokens=16_384,
-    prefill_tokens_per_s=200_000.0,
-    decode_base_s=0.005,
-    decode_per_running_s=0.0005,
+    step_base_s=0.005,
+    prefill_token_s=5e-6,
+    prefill_attention_s=0.0,
+    decode_request_s=0.0005,
+    decode_context_s=0.0,
 )
 
 PROFILES: Mapping[str, EngineProfile] = {"fast-test": FAST_TEST}

@@ -34,11 +34,12 @@ from replay.emulate.batching import (
     LoopClock,
     Request,
     RequestRejected,
+    Step,
     TokenStream,
-    Work,
 )
 from replay.emulate.metrics import FLAVORS, EngineStats, new_stats
 from replay.profiles import EngineProfile
+from replay.scheduler import context_limit
 
 log = logging.getLogger("infscale.emulate")
 
@@ -63,8 +64,8 @@ class EmulatorConfig:
 
     @property
     def max_model_len(self) -> int:
-        """The context limit a request is checked against: a request over the KV budget never runs."""
-        return self.profile.kv_budget_tokens
+        """The context limit a request is checked against: a request over the KV cache never runs."""
+        return context_limit(self.profile)
 
 
 class ApiError(Exception):
@@ -111,7 +112,7 @@ class GaugeHistory:
     def on_submit(self, request: Request) -> None:
         pass
 
-    def on_work(self, work: Work, emitted: Sequence[Request]) -> None:
+    def on_work(self, step: Step, emitted: Sequence[Request]) -> None:
         pass
 
     def on_abort(self, request: Request) -> None:
@@ -222,7 +223,7 @@ async def info(request: web.Request) -> web.Response:
     return web.json_response(
         {
             "model_id": emu.config.model,
-            "max_concurrent_requests": emu.config.profile.max_running,
+            "max_concurrent_requests": emu.config.profile.max_num_seqs,
             "max_input_tokens": limit - 1,
             "max_total_tokens": limit,
             "router": "text-generation-router",

@@ -12,11 +12,14 @@ from replay.profiles import EngineProfile
 
 # millisecond steps: a 20-token answer streams in ~30 ms
 TINY = EngineProfile(
-    max_running=4,
+    max_num_seqs=4,
+    max_num_batched_tokens=2_048,
     kv_budget_tokens=4_096,
-    prefill_tokens_per_s=1_000_000.0,
-    decode_base_s=0.001,
-    decode_per_running_s=0.0002,
+    step_base_s=0.001,
+    prefill_token_s=1e-6,
+    prefill_attention_s=0.0,
+    decode_request_s=0.0002,
+    decode_context_s=0.0,
 )
 
 

@@ -50,11 +50,11 @@ def test_profiles_by_name(name: str, expected: object) -> None:
 
 def test_profile_file_and_errors(tmp_path: Path) -> None:
     good = tmp_path / "p.yaml"
-    good.write_text("engine: {max_running: 2, decode_base_s: 0.002}\n")
-    assert get_engine_profile(str(good)).max_running == 2
+    good.write_text("engine: {max_num_seqs: 2, step_base_s: 0.002}\n")
+    assert get_engine_profile(str(good)).max_num_seqs == 2
     bad = tmp_path / "bad.yaml"
-    bad.write_text("engine: {max_running: 0}\n")
-    with pytest.raises(ProfileError, match=r"engine\.max_running must be >= 1, got 0"):
+    bad.write_text("engine: {max_num_seqs: 0}\n")
+    with pytest.raises(ProfileError, match=r"engine\.max_num_seqs must be >= 1, got 0"):
         get_engine_profile(str(bad))
     with pytest.raises(ProfileError, match=r"profile .nope.*built-in profiles: fast-test, reference-70b"):
         get_engine_profile("nope")

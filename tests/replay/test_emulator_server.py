@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -250,13 +251,7 @@ async def test_engine_information_paths(engine: str, path: str, key: str) -> Non
 )
 async def test_metrics_parse_and_satisfy_the_adapter_presets(engine: str, ttft_family: str) -> None:
     """While requests wait and run, the adapter's preset reads the emulator's own gauges."""
-    slow = TINY.__class__(
-        max_running=2,
-        kv_budget_tokens=4_096,
-        prefill_tokens_per_s=1e6,
-        decode_base_s=0.05,
-        decode_per_running_s=0,
-    )
+    slow = replace(TINY, max_num_seqs=2, step_base_s=0.05, prefill_token_s=1e-6, decode_request_s=0.0)
     async with (
         emulator(engine, profile=slow) as (url, app),
         httpx.AsyncClient(base_url=url, timeout=30) as client,

@@ -52,11 +52,14 @@ def trace(arrivals: list[float], inputs: list[int] | None = None, outputs: list[
 
 # 50 ms steps: a 1,000-token answer holds its slot for 50 s, far past any deadline below
 SLOW = EngineProfile(
-    max_running=4,
+    max_num_seqs=4,
+    max_num_batched_tokens=2_048,
     kv_budget_tokens=4_096,
-    prefill_tokens_per_s=1e6,
-    decode_base_s=0.05,
-    decode_per_running_s=0,
+    step_base_s=0.05,
+    prefill_token_s=1e-6,
+    prefill_attention_s=0.0,
+    decode_request_s=0.0,
+    decode_context_s=0.0,
 )
 
 
