@@ -6,18 +6,18 @@ same requests, and an engine profile fitted from what was measured.
 
 Reads ONLINE/requests.jsonl and ONLINE/report.json, simulates the same requests (scheduled times,
 prompt and output lengths as sent) on a static fleet of as many replicas as there were endpoints,
-with the given engine profile and a fine tick, and writes OUT/calibrate.json (schema
-infscale.replay.calibrate/v1), OUT/calibrate.md and OUT/calibrate.png (TTFT and e2e side by side).
+with the given engine profile, and writes OUT/calibrate.json (schema infscale.replay.calibrate/v2),
+OUT/calibrate.md and OUT/calibrate.png (TTFT and e2e side by side).
 
-The fit (`fit_profile`) reads the engine model's two laws off the measurements:
-  decode   e2e - TTFT = (generated - 1) x step(n), step(n) = decode_base_s + decode_per_running_s x n,
-           with n the request's time-averaged concurrency on its endpoint (capped at max_running)
-           and the prefills of requests that started meanwhile taken out (prefill has priority);
-  prefill  for requests alone on their endpoint from send to first token,
-           TTFT = overhead + input / prefill_tokens_per_s + step(1).
-The two are solved in turn a few times (each needs the other's estimate). max_running and the KV
-budget are not identifiable from latencies and keep the base profile's values. Fit from a run well
-below saturation: queueing is invisible from the client and would read as slower decode.
+The fit (`fit_profile`) finds the step-time coefficients (EngineProfile.step_s: base, per prefill
+token, per attention pair, per decoding request, per context token) and a fixed per-request
+overhead (HTTP, tokenization: added to TTFT and e2e) that make the offline engine reproduce every
+request's measured TTFT and end-to-end latency: damped Gauss-Newton (Levenberg-Marquardt) on the
+log of each coefficient, each evaluation one exact simulation of the run (each request on the
+endpoint it was sent to). A coefficient the run cannot tell (no long prompts: the attention term;
+one context length: the context term) keeps the base profile's value. The scheduler's limits
+(max_num_seqs, token budget, KV) are not identifiable from latencies and keep the base's values.
+Fit from a run well below saturation: queueing inside a real engine is where models differ most.
 """
 
 from __future__ import annotations
@@ -37,10 +37,12 @@ import yaml
 
 from replay.online import RequestRecord, Status, in_schedule_order, read_records, trace_of
 from replay.profiles import EngineProfile, ProfileError, Scenario, get_scenario
+from replay.scheduler import reference_run
 from replay.simulate import RunResult
 
-SCHEMA = "infscale.replay.calibrate/v1"
+SCHEMA = "infscale.replay.calibrate/v2"
 F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
 
 
 class FitError(ValueError):
@@ -50,9 +52,7 @@ class FitError(ValueError):
 # --- offline twin --------------------------------------------------------------------------------
 
 
-def simulate_offline(
-    records: Sequence[RequestRecord], scenario: Scenario, endpoints: int, tick_s: float
-) -> RunResult:
+def simulate_offline(records: Sequence[RequestRecord], scenario: Scenario, endpoints: int) -> RunResult:
     """The offline replay of exactly the requests that were sent, on `endpoints` always-ready replicas."""
     from replay.cli import run_policy
     from replay.policies import PolicyParams
@@ -63,8 +63,6 @@ def simulate_offline(
     trace = trace_of(sent, "online-slice")
     scenario = replace(
         scenario,
-        tick_s=tick_s,
-        quiet_tick_s=tick_s,  # a fine tick throughout: quiet ticks hold the batch size for seconds
         initial_replicas=endpoints,
         min_replicas=1,
         max_replicas=max(endpoints, scenario.max_replicas),
@@ -147,17 +145,19 @@ def _row(online: float, offline: float) -> dict[str, float]:
 # --- fitting -------------------------------------------------------------------------------------
 
 
+FIT_FIELDS = ("step_base_s", "prefill_token_s", "prefill_attention_s", "decode_request_s", "decode_context_s")
+
+
 @dataclass(frozen=True, slots=True)
 class Fit:
     profile: EngineProfile
     overhead_s: float  # fixed time per request outside the engine model (HTTP, tokenization)
-    decode_requests: int
-    prefill_requests: int
-    decode_rms_s: float  # residual of the per-request inter-token time
-    prefill_rms_s: float
+    requests: int
+    fitted: tuple[str, ...]  # the coefficients the run determined; the others kept the base's value
+    rms_s: float  # residual of the per-request TTFT and e2e
 
 
-def fit_profile(records: Sequence[RequestRecord], base: EngineProfile, iterations: int = 4) -> Fit:
+def fit_profile(records: Sequence[RequestRecord], base: EngineProfile, iterations: int = 10) -> Fit:
     ok = [r for r in records if r.status is Status.OK and r.generated_tokens >= 1]
     if not ok:
         raise FitError("no successful request to fit from")
@@ -165,92 +165,109 @@ def fit_profile(records: Sequence[RequestRecord], base: EngineProfile, iteration
     sent = np.array([r.sent_s for r in ok])
     first = np.array([r.first_token_s for r in ok])
     fin = np.array([r.finished_s for r in ok])
-    gen = np.array([r.generated_tokens for r in ok], dtype=np.float64)
-    inp = np.array([r.input_tokens for r in ok], dtype=np.float64)
-    dec = gen >= 3
-    if dec.sum() < 3:
+    gen = np.array([r.generated_tokens for r in ok], dtype=np.int64)
+    inp = np.array([r.input_tokens for r in ok], dtype=np.int64)
+    if int((gen >= 3).sum()) < 3:
         raise FitError(
-            f"need >= 3 requests with >= 3 generated tokens for the decode fit, got {int(dec.sum())}"
+            f"need >= 3 requests with >= 3 generated tokens for the decode fit, got {int((gen >= 3).sum())}"
         )
-    conc = np.minimum(_mean_concurrency(ep, sent, fin, first, fin), base.max_running)
-    prefill_inside = _prefill_tokens_inside(ep, first, fin, inp)
-    alone = _alone(ep, sent, fin, first)
-    if alone.sum() < 3:
+    idle = _idle_at_send(ep, sent, fin)
+    if idle.sum() < 3:  # a run that never drains is one long queue: fit from a lighter one
         raise FitError(
-            f"need >= 3 requests that had their endpoint to themselves from send to first token, got "
-            f"{int(alone.sum())}: replay at a lower rate (--speedup < 1 or --rate-scale < 1)"
+            f"need >= 3 requests sent to an idle endpoint, got {int(idle.sum())}: replay at a lower "
+            "rate (--speedup < 1 or --rate-scale < 1)"
         )
-    rate = base.prefill_tokens_per_s
-    a, b, overhead = base.decode_base_s, base.decode_per_running_s, 0.0
-    d_rms = p_rms = math.nan
+    order = np.argsort(sent, kind="stable")
+    sent, first, fin, gen, inp, ep = sent[order], first[order], fin[order], gen[order], inp[order], ep[order]
+    observed = np.concatenate((first - sent, fin - sent))
+    profile = base
+    theta = np.array([getattr(base, f) for f in FIT_FIELDS])
+    overhead, live = 0.0, np.ones(len(FIT_FIELDS), dtype=bool)
     for _ in range(iterations):
-        itl = (fin - first - prefill_inside / rate)[dec] / (gen[dec] - 1)
-        a, b, d_rms = _line(conc[dec], itl, fallback_slope=b)
-        b = max(b, 0.0)
-        prefill = first[alone] - sent[alone] - (a + b * 1)
-        overhead, slope, p_rms = _line(inp[alone], prefill, fallback_slope=1.0 / rate)
-        if slope <= 0:
-            raise FitError(f"prefill time does not grow with prompt length (slope {slope:.3g} s/token)")
-        rate = 1.0 / slope
-    if a <= 0:
-        raise FitError(f"fitted decode_base_s {a:.3g} s is not positive: too few or too noisy requests")
-    try:
-        profile = replace(base, prefill_tokens_per_s=rate, decode_base_s=a, decode_per_running_s=b)
-    except ProfileError as e:
-        raise FitError(f"fitted values out of range: {e}") from e
-    return Fit(profile, overhead, int(dec.sum()), int(alone.sum()), d_rms, p_rms)
+        # every request's latencies as sums of the steps they spanned, with the step compositions of
+        # a run at the current estimate: linear in the coefficients (the step time is)
+        features = _latency_features(profile, sent, inp, gen, ep)
+        design = np.column_stack((features, np.ones(len(observed))))
+        norms = np.linalg.norm(design, axis=0)
+        live = norms[:-1] > 1e-9 * norms[-1]
+        keep = np.append(live, True)
+        fixed = features[:, ~live] @ theta[~live]
+        solution, *_ = np.linalg.lstsq(design[:, keep] / norms[keep], observed - fixed, rcond=None)
+        solution = solution / norms[keep]
+        new = theta.copy()
+        new[live] = np.maximum(solution[:-1], 0.0)
+        overhead = float(solution[-1])
+        done = bool(np.allclose(new, theta, rtol=1e-3, atol=0))
+        theta = new
+        try:
+            profile = _with(base, theta)
+        except ProfileError as e:
+            raise FitError(f"fitted values out of range: {e}") from e
+        if done:
+            break
+    residual = _latency_features(profile, sent, inp, gen, ep) @ theta + overhead - observed
+    fitted = tuple(f for f, keep in zip(FIT_FIELDS, live, strict=True) if keep)
+    return Fit(profile, overhead, len(ok), fitted, float(np.sqrt(np.mean(residual**2))))
 
 
-def _line(x: F64, y: F64, *, fallback_slope: float) -> tuple[float, float, float]:
-    """Least squares y = c + m x; with no spread in x, m is the fallback and c the mean residual."""
-    if float(np.ptp(x)) < 1e-9:
-        c = float(np.mean(y - fallback_slope * x))
-        m = fallback_slope
-    else:
-        m, c = (float(v) for v in np.polyfit(x, y, 1))
-    rms = float(np.sqrt(np.mean((y - (c + m * x)) ** 2)))
-    return c, m, rms
-
-
-def _mean_concurrency(ep: F64, start: F64, end: F64, lo: F64, hi: F64) -> F64:
-    """Per request i: requests of its endpoint in flight ([start, end]), averaged over [lo_i, hi_i]."""
-    out = np.ones(len(ep))
-    for i in range(len(ep)):
-        span = hi[i] - lo[i]
-        if span <= 0:
+def _latency_features(profile: EngineProfile, sent: F64, inp: I64, gen: I64, ep: I64) -> F64:
+    """Per request (TTFT rows, then e2e rows): the steps of its endpoint from its send to its first
+    token (to its end), summed as (1, prefill tokens, attention pairs, decodes, context tokens); the
+    step in progress when it arrived counts for the part of it the request waited."""
+    steps: list[list[tuple[float, float, int, int, int, int]]] = [[] for _ in range(int(ep.max()) + 1)]
+    run = reference_run(
+        profile,
+        (sent - sent[0]).tolist(),
+        inp.tolist(),
+        gen.tolist(),
+        replicas=len(steps),
+        targets=ep.tolist(),
+        on_step=lambda k, s: steps[k].append(
+            (s.start_s, s.end_s, s.prefill_tokens, s.attention_pairs, s.decode_requests, s.context_tokens)
+        ),
+    )
+    arrival = sent - sent[0]
+    out = np.zeros((2 * len(sent), len(FIT_FIELDS)))
+    for k, rows in enumerate(steps):
+        mine = np.flatnonzero(ep == k)
+        if not rows or not len(mine):
             continue
-        same = ep == ep[i]
-        overlap = np.clip(np.minimum(end[same], hi[i]) - np.maximum(start[same], lo[i]), 0.0, None)
-        out[i] = overlap.sum() / span
+        table = np.array(rows, dtype=np.float64)  # in time order
+        start, end = table[:, 0], table[:, 1]
+        feats = np.column_stack((np.ones(len(table)), table[:, 2:6]))
+        cum = np.vstack((np.zeros(feats.shape[1]), np.cumsum(feats, axis=0)))
+        lo = np.searchsorted(end, arrival[mine], side="right")  # the step in progress (or next)
+        wait = np.clip((end[lo] - arrival[mine]) / (end[lo] - start[lo]), 0.0, 1.0)
+        for offset, until in (
+            (0, np.asarray(run.first_token_s)[mine]),
+            (len(sent), np.asarray(run.finished_s)[mine]),
+        ):
+            hi = np.searchsorted(start, until, side="left")  # steps that started before it
+            out[offset + mine] = cum[hi] - cum[lo + 1] + wait[:, None] * feats[lo]
     return out
 
 
-def _prefill_tokens_inside(ep: F64, first: F64, fin: F64, inp: F64) -> F64:
-    """Per request: prompt tokens of the requests of its endpoint whose first token came during its
-    decode (their prefill ran then, and paused its decoding)."""
-    out = np.zeros(len(ep))
-    for i in range(len(ep)):
-        inside = (ep == ep[i]) & (first > first[i]) & (first <= fin[i])
-        out[i] = inp[inside].sum()
-    return out
-
-
-def _alone(ep: F64, sent: F64, fin: F64, first: F64) -> npt.NDArray[np.bool_]:
-    """Requests that had their endpoint to themselves from send to first token."""
+def _idle_at_send(ep: F64, sent: F64, fin: F64) -> npt.NDArray[np.bool_]:
+    """Requests sent while nothing else was in flight on their endpoint."""
     out = np.zeros(len(ep), dtype=bool)
     for i in range(len(ep)):
         same = ep == ep[i]
-        others = int(np.count_nonzero((sent[same] < first[i]) & (fin[same] > sent[i]))) - 1
+        others = int(np.count_nonzero((sent[same] <= sent[i]) & (fin[same] > sent[i]))) - 1
         out[i] = others == 0
     return out
+
+
+def _with(base: EngineProfile, theta: F64) -> EngineProfile:
+    values: dict[str, Any] = {f: float(v) for f, v in zip(FIT_FIELDS, theta, strict=True)}
+    return replace(base, **values)
 
 
 def fitted_yaml(fit: Fit, name: str) -> str:
     doc = {"base": "reference-70b", "name": name, "engine": asdict(fit.profile)}
     return (
-        f"# fitted by `infscale replay calibrate --fit` from {fit.decode_requests} decode and "
-        f"{fit.prefill_requests} prefill samples; fixed overhead {fit.overhead_s * 1000:.1f} ms per request "
-        "is outside the engine model\n" + yaml.safe_dump(doc, sort_keys=False)
+        f"# fitted by `infscale replay calibrate --fit` from {fit.requests} requests "
+        f"({', '.join(fit.fitted)}; the rest kept); fixed overhead {fit.overhead_s * 1000:.1f} ms "
+        "per request is outside the engine model\n" + yaml.safe_dump(doc, sort_keys=False)
     )
 
 
@@ -293,8 +310,7 @@ def markdown(doc: dict[str, Any]) -> str:
     lines = [
         f"# Calibration: {doc['online_dir']} against the offline engine `{doc['profile_name']}`",
         "",
-        f"{doc['requests_compared']} requests in both runs, {doc['endpoints']} endpoint(s), "
-        f"offline tick {doc['tick_s']:g} s.",
+        f"{doc['requests_compared']} requests in both runs, {doc['endpoints']} endpoint(s).",
         "",
         "| metric | online | offline | online - offline | relative |",
         "|---|---:|---:|---:|---:|",
@@ -316,19 +332,19 @@ def markdown(doc: dict[str, Any]) -> str:
         f = doc["fit"]
         lines += [
             "",
-            "Fitted engine profile: " + ", ".join(f"{k} {v:g}" for k, v in f["engine"].items()) + ".",
-            f"Fixed overhead per request {f['overhead_s'] * 1000:.1f} ms; residuals: decode "
-            f"{f['decode_rms_s'] * 1000:.2f} ms/token, prefill {f['prefill_rms_s'] * 1000:.2f} ms.",
+            "Fitted engine profile: " + ", ".join(f"{k} {f['engine'][k]:g}" for k in FIT_FIELDS) + ".",
+            f"Fitted from the run: {', '.join(f['fitted'])}. Fixed overhead per request "
+            f"{f['overhead_s'] * 1000:.1f} ms; residual {f['rms_s'] * 1000:.2f} ms per latency.",
         ]
     return "\n".join(lines) + "\n"
 
 
 def calibrate(
-    online_dir: Path, scenario: Scenario, profile_name: str, tick_s: float, *, fit: bool
+    online_dir: Path, scenario: Scenario, profile_name: str, *, fit: bool
 ) -> tuple[dict[str, Any], Paired, Fit | None]:
     records = read_records(online_dir / "requests.jsonl")
     endpoints = _endpoints(online_dir, records)
-    offline = simulate_offline(records, scenario, endpoints, tick_s)
+    offline = simulate_offline(records, scenario, endpoints)
     paired = pair(records, offline)
     doc: dict[str, Any] = {
         "schema": SCHEMA,
@@ -336,7 +352,6 @@ def calibrate(
         "profile_name": profile_name,
         "engine": asdict(scenario.engine),
         "endpoints": endpoints,
-        "tick_s": tick_s,
         **compare(paired),
     }
     result = None
@@ -345,10 +360,9 @@ def calibrate(
         doc["fit"] = {
             "engine": asdict(result.profile),
             "overhead_s": result.overhead_s,
-            "decode_requests": result.decode_requests,
-            "prefill_requests": result.prefill_requests,
-            "decode_rms_s": result.decode_rms_s,
-            "prefill_rms_s": result.prefill_rms_s,
+            "requests": result.requests,
+            "fitted": list(result.fitted),
+            "rms_s": result.rms_s,
         }
     return doc, paired, result
 
@@ -370,7 +384,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--online", type=Path, required=True, help="directory of an `infscale replay online` run")
     p.add_argument("--scenario", default="reference-70b", help="scenario (SLO, engine) of the offline twin")
     p.add_argument("--profile", default=None, help="engine profile (default: the scenario's engine)")
-    p.add_argument("--tick", type=float, default=0.002, help="offline engine tick in seconds (default 0.002)")
     p.add_argument("--fit", action="store_true", help="also fit an engine profile (OUT/fitted-profile.yaml)")
     p.add_argument("--out", type=Path, default=Path("calibrate-out"), help="output directory")
     p.add_argument("--no-plots", action="store_true", help="skip calibrate.png")
@@ -382,13 +395,11 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         check_out_dir(args.out, files=CALIBRATE_FILES)
-        if not (math.isfinite(args.tick) and args.tick > 0):
-            raise ValueError(f"--tick must be a finite number > 0, got {args.tick!r}")
         scenario = get_scenario(args.scenario)
         name = args.profile or scenario.name
         if args.profile is not None:
             scenario = replace(scenario, engine=get_engine_profile(args.profile))
-        doc, paired, fit = calibrate(args.online, scenario, name, args.tick, fit=args.fit)
+        doc, paired, fit = calibrate(args.online, scenario, name, fit=args.fit)
     except (ValueError, OSError) as e:  # ProfileError, FitError are ValueErrors
         print(f"infscale replay calibrate: error: {e}", file=sys.stderr)
         return 2
