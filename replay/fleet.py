@@ -169,17 +169,11 @@ class Fleet:
         return [self.replicas[i] for i in self._starting]
 
     def next_event_s(self) -> float:
-        """When the next lifecycle event is due (a timer or a load finishing), inf if none: the run
-        loop ends its interval there, so a replica that becomes ready is routed to at once."""
-        timer = self._events[0][0] if self._events else math.inf
-        if self._loading:
-            left = [self.replicas[i].load_left_gb for i in self._loading]
-            timer = min(
-                timer,
-                self.now
-                + coldstart.next_load_completion_s(left, self.spec.storage_gbps, self.spec.per_loader_gbps),
-            )
-        return timer
+        """When the next lifecycle event is due (a start-up step, a node idle long enough), inf if
+        none: the run loop ends its interval there, so a replica that becomes ready is routed to
+        at once."""
+        idle = self._idle[0][0] if self._idle else math.inf
+        return min(idle, self._machine.next_event_s())
 
     def live_nodes(self) -> list[Node]:
         """Nodes that are up now (not removed, not still provisioning), in creation order."""

@@ -310,6 +310,15 @@ class Startups:
         while self._step(to):
             pass
 
+    def next_event_s(self) -> float:
+        """When the next event is due (a timer, or a load finishing at the current rate); inf if
+        none. A caller stepping in intervals (the replay's run loop) ends one there."""
+        timer = self._timers[0][0] if self._timers else math.inf
+        if self._shared:
+            rate = loader_gbps(len(self._shared), self.spec.storage_gbps, self.spec.per_loader_gbps)
+            timer = min(timer, self.now + max(0.0, self._next_target() - self._served) / rate)
+        return timer
+
     def run(self, until: Start | None = None) -> None:
         """Advance until every replica is ready, or only until `until` is."""
         while (until is None or until.phase != _READY) and self._step(math.inf):
