@@ -119,6 +119,8 @@ def _result(rows: list[tuple[float, float, float, int, int]], gpu_seconds: float
         first_token_s=f,
         finished_s=e,
         dropped=~np.isfinite(e),
+        preemptions=np.zeros(n, dtype=np.int64),
+        prefix_hit_tokens=np.zeros(n, dtype=np.int64),
     )
     return RunResult(
         policy="p",
