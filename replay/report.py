@@ -105,14 +105,23 @@ def policy_summary(result: RunResult) -> dict[str, Any]:
         "requests_total": total,
         "requests_finished": finished,
         "requests_dropped": int(req.dropped.sum()),
-        # the engine reserves a request's whole KV at admission, so nothing is ever preempted, and
-        # it has no prefix cache (docs/replay.md, "Limits of the model")
-        "preemptions": 0,
-        "prefix_cache_hit_rate": math.nan,
+        "preemptions": int(req.preemptions.sum()),
+        "prefix_cache_hit_rate": _prefix_hit_rate(result),
         "end_s": result.end_s,
         "wall_seconds": result.wall_seconds,
         "simulated_requests_per_second": total / result.wall_seconds if result.wall_seconds > 0 else math.inf,
     }
+
+
+def _prefix_hit_rate(result: RunResult) -> float:
+    """Prompt tokens served from the prefix cache over the prompt tokens of admitted requests
+    (NaN when the scenario has no prefix cache; 0 on a trace without prefix block ids)."""
+    if not result.scenario.engine.prefix_caching:
+        return math.nan
+    req = result.requests
+    admitted = np.isfinite(req.admitted_s)
+    prompts = float(result.input_tokens[admitted].sum())
+    return float(req.prefix_hit_tokens[admitted].sum()) / prompts if prompts > 0 else math.nan
 
 
 def policy_report(result: RunResult) -> dict[str, Any]:

@@ -167,7 +167,7 @@ def test_same_run_judged_by_three_slos() -> None:
     trace = Trace("lengths", np.arange(n) * 30.0, 400 * np.arange(1, n + 1), np.full(n, 50))
     run = simulate(trace, REFERENCE_70B, StaticPolicy(1))
     interactive = SLO_PRESETS["mlperf-interactive"]
-    length_aware = replace(interactive, ttft_tokens_per_s=REFERENCE_70B.engine.prefill_tokens_per_s / 2)
+    length_aware = replace(interactive, ttft_tokens_per_s=0.5 / REFERENCE_70B.engine.prefill_token_s)
     got = {
         name: report.policy_summary(replace(run, scenario=replace(REFERENCE_70B, slo=slo)))["slo_attainment"]
         for name, slo in (
