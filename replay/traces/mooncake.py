@@ -1,18 +1,20 @@
 """Mooncake traces (FAST'25 release): JSON Lines with `timestamp` (ms from the trace start),
 `input_length`, `output_length` and `hash_ids`.
 
-`hash_ids` (512-token prefix blocks) must be a list when present, but is not carried: the replay's
-engine model has no prefix cache, so shared prefixes do not change its work. It may be absent (the
-same reader then serves Mooncake-shaped traces without block ids).
+`hash_ids` (512-token prefix blocks: equal ids, equal prompt prefixes) must be a list of integers
+when present; they become the trace's prefix blocks, which an engine with prefix caching reuses
+(replay/scheduler.py). It may be absent (the same reader then serves Mooncake-shaped traces
+without block ids).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from replay.trace import Trace
+from replay.trace import PrefixBlocks, Trace
 from replay.traces import tabular
 from replay.traces.errors import TraceError, at
 
@@ -22,13 +24,22 @@ TIME, INPUT, OUTPUT, BLOCKS = "timestamp", "input_length", "output_length", "has
 def load(path: Path, *, on_unsorted: tabular.Unsorted = "sort") -> Trace:
     file = path.name
     objects, rows = tabular.read_jsonl(tabular.decode(tabular.read_bytes(path), file), file)
+    counts: list[int] = []
+    ids: list[int] = []
     for obj, row in zip(objects, rows, strict=True):
         blocks = obj.get(BLOCKS)
-        if blocks is not None and not isinstance(blocks, list):
+        if blocks is None:
+            counts.append(0)
+            continue
+        if not isinstance(blocks, list) or not all(
+            isinstance(b, int) and not isinstance(b, bool) and 0 <= b < 1 << 40 for b in blocks
+        ):
             raise TraceError(f"{at(file, int(row), BLOCKS)}expected a list of block ids, got {blocks!r}")
+        counts.append(len(blocks))
+        ids.extend(blocks)
     stamps = tabular.json_values(objects, rows, file, TIME)
     timestamp_ms = tabular.float_column(stamps, rows, file, TIME, text=False)
-    return tabular.finish(
+    trace = tabular.finish(
         tabular.trace_name(path),
         file,
         np.asarray(timestamp_ms / 1000.0, dtype=np.float64),
@@ -39,3 +50,10 @@ def load(path: Path, *, on_unsorted: tabular.Unsorted = "sort") -> Trace:
         time_values=stamps,
         on_unsorted=on_unsorted,
     )
+    if not ids:
+        return trace
+    offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    prefix = PrefixBlocks(offsets, np.array(ids, dtype=np.int64), block_tokens=512)
+    order = np.argsort(timestamp_ms, kind="stable")  # the order tabular.finish put the rows in
+    return replace(trace, prefix=prefix.take(order))

@@ -60,6 +60,7 @@ def scale_rate(trace: Trace, k: float, *, seed: int = 0, shift_s: float = DEFAUL
         arrival_s=arrival - arrival[0],
         input_tokens=trace.input_tokens[index],
         output_tokens=trace.output_tokens[index],
+        prefix=None if trace.prefix is None else trace.prefix.take(index),
     )
 
 
@@ -81,6 +82,7 @@ def time_window(trace: Trace, start_s: float = 0.0, end_s: float | None = None) 
         arrival_s=arrival - arrival[0],
         input_tokens=trace.input_tokens[lo:hi],
         output_tokens=trace.output_tokens[lo:hi],
+        prefix=None if trace.prefix is None else trace.prefix.take(np.arange(lo, hi)),
     )
 
 

@@ -27,6 +27,19 @@ def test_milliseconds_become_seconds_and_duplicates_stay(tmp_path: Path) -> None
     assert trace.output_tokens.tolist() == [6, 4, 1]
 
 
+def test_hash_ids_become_the_prefix_blocks_in_arrival_order(tmp_path: Path) -> None:
+    unsorted = (
+        '{"timestamp": 900, "input_length": 1024, "output_length": 2, "hash_ids": [0, 9]}\n'
+        '{"timestamp": 100, "input_length": 600, "output_length": 2, "hash_ids": [0]}\n'
+        '{"timestamp": 500, "input_length": 5, "output_length": 2}\n'
+    )
+    trace = mooncake.load(write(tmp_path, unsorted, FILE))
+    assert trace.input_tokens.tolist() == [600, 5, 1024]
+    assert trace.prefix is not None and trace.prefix.block_tokens == 512
+    assert trace.prefix.offsets.tolist() == [0, 1, 1, 3]
+    assert trace.prefix.ids.tolist() == [0, 0, 9]
+
+
 def test_hash_ids_are_optional_and_blank_lines_keep_row_numbers(tmp_path: Path) -> None:
     content = (
         '{"timestamp": 5, "input_length": 1, "output_length": 2}\n\n{"timestamp": 7, "input_length": 3}\n'
