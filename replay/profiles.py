@@ -249,16 +249,6 @@ FAST_LOAD_70B = Scenario(
     ),
 )
 
-# Llama-3.1-8B in BF16 on one H100 SXM, in this EngineProfile's terms (the engine model's own
-# calibration replaces it): 445k KV tokens, ~33k prompt tokens/s, 6.5 ms steps
-LLAMA_8B_H100 = EngineProfile(
-    max_running=256,
-    kv_budget_tokens=445_000,
-    prefill_tokens_per_s=33_000.0,
-    decode_base_s=0.0065,
-    decode_per_running_s=0.00009,
-)
-
 ONE_GPU_8B = Scenario(
     name="one-gpu-8b",
     description=(
