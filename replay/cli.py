@@ -40,6 +40,10 @@ MODULE_COMMANDS: dict[str, tuple[str, str]] = {
         "replay.scenarios_cli",
         "list the scenarios with their key numbers (weights, load path, start-up)",
     ),
+    "league": (
+        "replay.league.cli",
+        "every policy on every trace, rate scale and scenario, with a start-up sweep",
+    ),
 }
 DEFAULT_COMPARE = "static,hpa,keda,kpa,predictive,clairvoyant"
 
@@ -50,7 +54,7 @@ class CliError(Exception):
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(
-        dest="replay_command", metavar="{run,compare,sweep,online,calibrate,scenarios}", required=True
+        dest="replay_command", metavar="{run,compare,sweep,league,online,calibrate,scenarios}", required=True
     )
     run_p = sub.add_parser("run", help="replay one policy")
     run_p.add_argument("--policy", default="predictive", help=f"one of {', '.join(POLICY_NAMES)}, static-N")

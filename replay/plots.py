@@ -196,6 +196,65 @@ def _short(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
+def plot_league_frontiers(path: Path, doc: Mapping[str, Any]) -> Path:
+    """`infscale replay league`: per case, GPU-hours against SLO attainment of every policy."""
+    plt = _pyplot()
+    cases = doc["tables"]
+    cols = min(3, max(1, len(cases)))
+    rows = -(-len(cases) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.8 * rows), squeeze=False)
+    for ax, t in zip(axes.flat, cases, strict=False):
+        for e in t["policies"]:
+            if e["status"] != "ok":
+                continue
+            on_front = not e["beaten_by"]
+            ax.scatter([e["gpu_hours"]], [e["slo_attainment"]], s=40 if on_front else 18)
+            ax.annotate(
+                e["policy"],
+                (e["gpu_hours"], e["slo_attainment"]),
+                fontsize=7,
+                xytext=(3, 3),
+                textcoords="offset points",
+            )
+        ax.set_title(f"{t['trace']} x{t['rate_scale']:g} on {t['scenario']}", fontsize=9)
+        ax.set_xlabel("GPU-hours")
+        ax.set_ylabel("SLO attainment")
+    for ax in list(axes.flat)[len(cases) :]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def plot_league_startup(path: Path, doc: Mapping[str, Any]) -> Path:
+    """`infscale replay league`: SLO attainment against the start-up time, one line per policy."""
+    plt = _pyplot()
+    sweeps = doc["sweeps"]
+    cols = min(3, max(1, len(sweeps)))
+    rows = -(-len(sweeps) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.8 * rows), squeeze=False)
+    for ax, s in zip(axes.flat, sweeps, strict=False):
+        for p in s["policies"]:
+            pts = [pt for pt in p["points"] if pt["slo_attainment"] is not None]
+            ax.plot(
+                [pt["startup_s"] for pt in pts],
+                [pt["slo_attainment"] for pt in pts],
+                marker="o",
+                label=p["policy"],
+            )
+        ax.set_title(f"{s['trace']} x{s['rate_scale']:g} on {s['scenario']}", fontsize=9)
+        ax.set_xlabel("start-up of one replica on a cold cluster (s)")
+        ax.set_ylabel("SLO attainment")
+    axes.flat[0].legend(fontsize=7)
+    for ax in list(axes.flat)[len(sweeps) :]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
 def _pyplot() -> Any:
     import matplotlib
 

@@ -112,10 +112,17 @@ def _init_worker(trace: Trace, scenario: Scenario, policy: str, base: PolicyPara
 
 
 def _sweep_point(changes: dict[str, Any]) -> dict[str, Any]:
+    assert _SWEEP is not None
+    return _sweep_point_of(_SWEEP, changes)
+
+
+def _sweep_point_of(
+    setup: tuple[Trace, Scenario, str, PolicyParams], changes: dict[str, Any]
+) -> dict[str, Any]:
+    """One configuration's summary: what a worker process or a Ray task runs."""
     from replay.cli import run_policy  # the one way a policy is built and replayed
 
-    assert _SWEEP is not None
-    trace, scenario, policy, base = _SWEEP
+    trace, scenario, policy, base = setup
     cpu = time.process_time()
     result = run_policy(trace, scenario, policy, replace(base, **changes))
     return {
@@ -134,8 +141,15 @@ def sweep(
     workers: int,
     *,
     progress: bool = False,
+    ray_address: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Every grid point's summary, in grid order; `workers` processes share the points."""
+    """Every grid point's summary, in grid order; `workers` processes share the points, or, with
+    `ray_address` ("" for a local cluster), one Ray task each, the trace in the object store."""
+    if ray_address is not None:
+        from replay.league.ray_runner import ray_map
+
+        shared = {"sweep": (trace, scenario, policy, base)}
+        return ray_map(_sweep_point_of, shared, [("sweep", g) for g in grid], address=ray_address)
     bar: Any = None
     if progress:
         from tqdm import tqdm
@@ -182,6 +196,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--workers", type=int, default=None, help="processes (default: cores)")
     parser.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ADDRESS",
+        help="one Ray task per configuration (infscale[ray]); ADDRESS of a cluster, none: a local one",
+    )
+    parser.add_argument(
         "--target-ref",
         default=None,
         metavar="KIND/NAME",
@@ -207,7 +229,14 @@ def run(args: argparse.Namespace, trace: Trace, scenario: Scenario, params: Poli
     workers = max(1, args.workers if args.workers is not None else os.cpu_count() or 1)
     start = time.perf_counter()
     points = sweep(
-        trace, scenario, args.policy, params, grid, workers, progress=not args.quiet and sys.stderr.isatty()
+        trace,
+        scenario,
+        args.policy,
+        params,
+        grid,
+        workers,
+        progress=not args.quiet and sys.stderr.isatty(),
+        ray_address=args.ray,
     )
     wall = time.perf_counter() - start
     front = rep.pareto_front(points)

@@ -1,12 +1,15 @@
-"""`static`, `static-N`: a fixed fleet, sized for the trace's peak need unless N is given."""
+"""`static`, `static-N`, `static-peak`, `static-mean`: a fixed fleet. `static` and `static-peak`
+are sized for the trace's peak need (provision for peak), `static-mean` for its mean need
+(sizing.needed_replicas at the target; the cheap fleet that queues at every peak)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from autoscaler.policy.observation import Observation
 from replay.policies.base import PolicyContext, PolicyError
-from replay.policies.sizing import peak_replicas
+from replay.policies.sizing import needed_replicas, peak_replicas
 
 
 @dataclass(slots=True)
@@ -29,6 +32,18 @@ class StaticPolicy:
 
     def desired(self, now: float, obs: Observation) -> int:
         return self.replicas
+
+
+def build_peak(ctx: PolicyContext) -> StaticPolicy:
+    n = peak_replicas(ctx.trace, ctx.scenario, ctx.params.target)
+    return StaticPolicy(n, name="static-peak", period_s=ctx.scenario.sync_period_s)
+
+
+def build_mean(ctx: PolicyContext) -> StaticPolicy:
+    scenario = ctx.scenario
+    need = needed_replicas(ctx.trace, scenario, ctx.params.target)[: max(1, math.ceil(ctx.trace.duration_s))]
+    n = min(scenario.max_replicas, max(scenario.min_replicas, math.ceil(float(need.mean()))))
+    return StaticPolicy(n, name="static-mean", period_s=scenario.sync_period_s)
 
 
 def build(ctx: PolicyContext, replicas: int | None = None) -> StaticPolicy:

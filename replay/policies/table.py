@@ -15,6 +15,8 @@ from replay.trace import Trace
 
 BUILDERS: Mapping[str, Callable[[PolicyContext], ReplayPolicy]] = {
     "static": static.build,
+    "static-peak": static.build_peak,
+    "static-mean": static.build_mean,
     "hpa": hpa.build,
     "keda": keda.build,
     "keda-cached": keda.build_cached,

@@ -1,0 +1,154 @@
+"""`infscale replay league`: the command (replay/cli.py lists it).
+
+infscale replay league                                   # the embedded trace, every policy
+infscale replay league --trace ../shared/traces          # every trace in a folder, at its rate scales
+infscale replay league --trace t.csv --policies hpa,predictive --startups none   # a quick subset
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from replay.league import DEFAULT_POLICIES, LeagueSpec, league
+from replay.league.runner import default_workers
+from replay.league.sources import SourceError, sources
+from replay.league.startup import DEFAULT_STARTUPS_S, StartupError, StartupMode
+from replay.league.tables import markdown
+from replay.outdir import OutDirError, check_out_dir, write_error
+from replay.policies import PolicyError, PolicyParams
+from replay.profiles import SCENARIOS, ProfileError, get_scenario
+from replay.report import to_json
+from replay.slo import SLO_PRESETS
+from replay.traces import TraceError
+
+FILES = ("league.json", "league.md", "league-frontier.png", "league-startup.png")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--trace",
+        type=Path,
+        action="append",
+        default=[],
+        help="a trace file or a folder of them (repeatable; default: the embedded synthetic trace)",
+    )
+    p.add_argument("--format", default=None, help="trace format of every file (default: from the file name)")
+    p.add_argument(
+        "--rate-scales",
+        default=None,
+        metavar="K1,K2|auto",
+        help="rate scales for every trace (default: the shared traces' own, else auto: the scales at which "
+        "the busiest minute needs 1/4 and 3/4 of max_replicas)",
+    )
+    p.add_argument(
+        "--scenario",
+        action="append",
+        default=[],
+        help=f"built-in ({', '.join(SCENARIOS)}) or a file (repeatable; default: every built-in)",
+    )
+    p.add_argument("--policies", default=",".join(DEFAULT_POLICIES), help="comma-separated (default: all)")
+    p.add_argument(
+        "--startups",
+        default=",".join(f"{x:g}" for x in DEFAULT_STARTUPS_S),
+        metavar="S1,S2|none",
+        help="start-up sweep: cold start of one replica on a cold cluster, seconds (none: no sweep)",
+    )
+    p.add_argument("--startup-mode", choices=[m.value for m in StartupMode], default=StartupMode.DILATE.value)
+    p.add_argument(
+        "--sweep-scale",
+        choices=("low", "high", "all"),
+        default="low",
+        help="the start-up sweep runs at each trace's lowest, highest or every rate scale (default low)",
+    )
+    p.add_argument("--target", type=float, default=None, help="in-flight requests per replica (default 16)")
+    p.add_argument("--slo-preset", choices=sorted(SLO_PRESETS), default=None, help="judge by this SLO")
+    p.add_argument("--seed", type=int, default=0, help="seed of synthesis and rate scaling")
+    p.add_argument("--workers", type=int, default=default_workers(), help="local processes (default: cores)")
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ADDRESS",
+        help="run the cases as Ray tasks (infscale[ray]); ADDRESS of a cluster, none: a local one",
+    )
+    p.add_argument(
+        "--out", type=Path, default=Path("league-out"), help="report directory (default league-out)"
+    )
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--quiet", action="store_true", help="no progress bar, no tables on stdout")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        spec = _spec(args)
+        check_out_dir(args.out, files=FILES)
+        doc = league(spec, progress=not args.quiet)
+    except (SourceError, StartupError, ProfileError, PolicyError, TraceError, OutDirError, ValueError) as e:
+        print(f"infscale replay league: error: {e}", file=sys.stderr)
+        return 2
+    try:
+        written = write(args.out, doc, plots=not args.no_plots)
+    except OSError as e:
+        print(f"infscale replay league: error: {write_error(e)}", file=sys.stderr)
+        return 1
+    if not args.quiet:
+        print(markdown(doc))
+    print("wrote " + ", ".join(str(p) for p in written))
+    return 0
+
+
+def _spec(args: argparse.Namespace) -> LeagueSpec:
+    names = args.scenario or list(SCENARIOS)
+    scenarios = tuple(get_scenario(n) for n in names)
+    if args.slo_preset is not None:
+        scenarios = tuple(replace(s, slo=SLO_PRESETS[args.slo_preset]) for s in scenarios)
+    params = PolicyParams() if args.target is None else PolicyParams(target=args.target)
+    srcs = sources(args.trace, args.format)
+    rate_scales = None
+    if args.rate_scales == "auto":
+        srcs = [replace(s, rate_scales=None) for s in srcs]
+    elif args.rate_scales is not None:
+        rate_scales = _floats(args.rate_scales, "--rate-scales")
+    startups = () if args.startups.strip() == "none" else _floats(args.startups, "--startups")
+    policies = tuple(p.strip() for p in args.policies.split(",") if p.strip())
+    return LeagueSpec(
+        tuple(srcs),
+        scenarios,
+        policies,
+        params,
+        rate_scales=rate_scales,
+        startups_s=startups,
+        startup_mode=StartupMode(args.startup_mode),
+        sweep_scale=args.sweep_scale,
+        seed=args.seed,
+        workers=max(1, args.workers),
+        ray_address=args.ray,
+    )
+
+
+def _floats(text: str, flag: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise SourceError(f"{flag}: expected numbers separated by commas, got {text!r}") from None
+    if not values:
+        raise SourceError(f"{flag}: give at least one value")
+    return values
+
+
+def write(out: Path, doc: dict[str, object], *, plots: bool = True) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    written = [out / "league.json", out / "league.md"]
+    written[0].write_text(to_json(doc) + "\n", encoding="utf-8")
+    written[1].write_text(markdown(doc), encoding="utf-8")
+    if plots:
+        from replay.plots import plot_league_frontiers, plot_league_startup
+
+        written.append(plot_league_frontiers(out / "league-frontier.png", doc))
+        if doc["sweeps"]:
+            written.append(plot_league_startup(out / "league-startup.png", doc))
+    return written
