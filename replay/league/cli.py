@@ -95,6 +95,9 @@ def run(args: argparse.Namespace) -> int:
     except OSError as e:
         print(f"infscale replay league: error: {write_error(e)}", file=sys.stderr)
         return 1
+    if getattr(args, "output", "text") == "json":  # every replay command's --output json: the document
+        print(to_json(doc))
+        return 0
     if not args.quiet:
         print(markdown(doc))
     print("wrote " + ", ".join(str(p) for p in written))

@@ -45,16 +45,16 @@ class SharedTrace:
 
 # Computed with the rule above on reference-70b (the busiest minute's need at scale 1 in the note).
 SHARED_TRACES: Mapping[str, SharedTrace] = {
-    "azure_llm_2023_code.csv": SharedTrace("azure", (4.0, 12.0), note="busiest minute needs 4.5"),
-    "azure_llm_2023_conv.csv": SharedTrace("azure", (3.6, 11.0), note="busiest minute needs 4.7"),
-    "mooncake_fast25_synthetic.jsonl": SharedTrace("mooncake", (1.0, 3.1), note="busiest minute needs 15.8"),
+    "azure_llm_2023_code.csv": SharedTrace("azure", (5.5, 17.0), note="busiest minute needs 3.3"),
+    "azure_llm_2023_conv.csv": SharedTrace("azure", (3.4, 10.0), note="busiest minute needs 5.1"),
+    "mooncake_fast25_synthetic.jsonl": SharedTrace("mooncake", (0.52, 1.5), note="busiest minute needs 31.6"),
     "servegen_language_m-large.tar.gz": SharedTrace(
         "servegen",
-        (0.062, 0.19),
+        (0.048, 0.15),
         # 11:00-14:00 of day 1: the late-morning peak, a 40 % midday dip and the recovery (the
         # 14 days never load); ServeGen synthesizes at the scale, so the rule is iterated
         options={"start_s": 39_600.0, "end_s": 50_400.0},
-        note="busiest minute needs 3.2 at scale 0.01",
+        note="busiest minute needs 4.0 at scale 0.01",
     ),
 }
 

@@ -315,4 +315,4 @@ def test_static_at_peak_and_at_mean() -> None:
     hours = peak["end_s"] / 3600
     assert peak["gpu_hours"] == pytest.approx(int(need.max()) * 4 * hours)
     assert mean["gpu_hours"] == pytest.approx(math.ceil(float(need.mean())) * 4 * mean["end_s"] / 3600)
-    assert mean["gpu_hours"] < peak["gpu_hours"] and mean["slo_attainment"] < peak["slo_attainment"]
+    assert mean["gpu_hours"] < peak["gpu_hours"] and mean["slo_attainment"] <= peak["slo_attainment"]
