@@ -26,12 +26,15 @@ from typing import Any, Literal
 
 from replay.trace import Trace
 from replay.traces import azure, burstgpt, generic, mooncake, servegen
+from replay.traces.bounds import MAX_SPAN_S, MAX_TOKENS
 from replay.traces.errors import TraceError
 from replay.traces.synthetic import Burst, SyntheticSpec, default_trace, synthetic_trace
 from replay.traces.transform import scale_rate, time_window, window_and_scale
 
 __all__ = [
     "FORMATS",
+    "MAX_SPAN_S",
+    "MAX_TOKENS",
     "Burst",
     "SyntheticSpec",
     "TraceError",
@@ -93,8 +96,19 @@ def load_trace(
     typed = {name: _coerce(fmt, name, value, hints) for name, value in options.items()}
     if spec.synthesizes:
         return spec.load(Path(path), start_s=start_s, end_s=end_s, rate_scale=rate_scale, seed=seed, **typed)
+    windowed = start_s != 0.0 or end_s is not None
+    given = typed.get("max_span_s", MAX_SPAN_S)
+    given_limit = None if given is None else float(given)  # type: ignore[arg-type]  # checked by _coerce
+    if windowed:
+        typed["max_span_s"] = None  # the window bounds the replay; the whole file may be longer
     trace = spec.load(Path(path), **typed)
-    return window_and_scale(trace, start_s=start_s, end_s=end_s, rate_scale=rate_scale, seed=seed)
+    trace = window_and_scale(trace, start_s=start_s, end_s=end_s, rate_scale=rate_scale, seed=seed)
+    if windowed and end_s is None and given_limit is not None and trace.duration_s > given_limit:
+        raise TraceError(  # only start_s was given: what follows it is held to the bound
+            f"{Path(path).name}: from start_s={start_s:g} the trace spans {trace.duration_s / 86_400:,.1f} "
+            f"days, more than max_span_s ({given_limit / 86_400:g} days): give --end-s too"
+        )
+    return trace
 
 
 def options_from_pairs(pairs: Sequence[str]) -> dict[str, str]:

@@ -10,12 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from replay.trace import Trace
-from replay.traces import tabular
+from replay.traces import bounds, tabular
 
 TIME, INPUT, OUTPUT = "TIMESTAMP", "ContextTokens", "GeneratedTokens"
 
 
-def load(path: Path, *, on_unsorted: tabular.Unsorted = "sort") -> Trace:
+def load(
+    path: Path, *, on_unsorted: tabular.Unsorted = "sort", max_span_s: float | None = bounds.MAX_SPAN_S
+) -> Trace:
     file = path.name
     table = tabular.read_csv(
         tabular.decode(tabular.read_bytes(path), file), file, required=(TIME, INPUT, OUTPUT)
@@ -31,4 +33,7 @@ def load(path: Path, *, on_unsorted: tabular.Unsorted = "sort") -> Trace:
         time_field=TIME,
         time_values=table.columns[TIME],
         on_unsorted=on_unsorted,
+        input_field=INPUT,
+        output_field=OUTPUT,
+        max_span_s=max_span_s,
     )

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from replay.trace import Trace
-from replay.traces import tabular
+from replay.traces import bounds, tabular
 from replay.traces.errors import TraceError
 
 TIME, MODEL, INPUT, OUTPUT, LOG_TYPE = "Timestamp", "Model", "Request tokens", "Response tokens", "Log Type"
@@ -28,6 +28,7 @@ def load(
     log_type: str | None = None,
     keep_failed: bool = False,
     on_unsorted: tabular.Unsorted = "sort",
+    max_span_s: float | None = bounds.MAX_SPAN_S,
 ) -> Trace:
     file = path.name
     required = (
@@ -68,4 +69,7 @@ def load(
         time_field=TIME,
         time_values=np.asarray(table.columns[TIME], dtype=np.str_)[keep],
         on_unsorted=on_unsorted,
+        input_field=INPUT,
+        output_field=OUTPUT,
+        max_span_s=max_span_s,
     )

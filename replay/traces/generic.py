@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from replay.trace import Trace
-from replay.traces import tabular
+from replay.traces import bounds, tabular
 from replay.traces.errors import TraceError
 
 TimeUnit = Literal["s", "ms", "us", "ns", "datetime"]
@@ -33,6 +33,7 @@ def load_csv(
     time_unit: TimeUnit = "s",
     delimiter: str = ",",
     on_unsorted: tabular.Unsorted = "sort",
+    max_span_s: float | None = bounds.MAX_SPAN_S,
 ) -> Trace:
     _check_options(time_unit, delimiter)
     file = path.name
@@ -41,7 +42,7 @@ def load_csv(
         tabular.decode(tabular.read_bytes(path), file), file, required=names, delimiter=delimiter
     )
     columns = [table.columns[name] for name in names]
-    return _finish(path, columns, table.rows, names, time_unit, on_unsorted, text=True)
+    return _finish(path, columns, table.rows, names, time_unit, on_unsorted, max_span_s, text=True)
 
 
 def load_jsonl(
@@ -52,13 +53,14 @@ def load_jsonl(
     output_column: str = DEFAULT_OUTPUT,
     time_unit: TimeUnit = "s",
     on_unsorted: tabular.Unsorted = "sort",
+    max_span_s: float | None = bounds.MAX_SPAN_S,
 ) -> Trace:
     _check_options(time_unit, ",")
     file = path.name
     objects, rows = tabular.read_jsonl(tabular.decode(tabular.read_bytes(path), file), file)
     names = (arrival_column, input_column, output_column)
     columns = [tabular.json_values(objects, rows, file, name) for name in names]
-    return _finish(path, columns, rows, names, time_unit, on_unsorted, text=False)
+    return _finish(path, columns, rows, names, time_unit, on_unsorted, max_span_s, text=False)
 
 
 def _check_options(time_unit: str, delimiter: str) -> None:
@@ -75,6 +77,7 @@ def _finish(
     names: tuple[str, str, str],
     time_unit: str,
     on_unsorted: tabular.Unsorted,
+    max_span_s: float | None,
     *,
     text: bool,
 ) -> Trace:
@@ -96,4 +99,7 @@ def _finish(
         time_field=names[0],
         time_values=columns[0],
         on_unsorted=on_unsorted,
+        input_field=names[1],
+        output_field=names[2],
+        max_span_s=max_span_s,
     )

@@ -15,13 +15,15 @@ from pathlib import Path
 import numpy as np
 
 from replay.trace import PrefixBlocks, Trace
-from replay.traces import tabular
+from replay.traces import bounds, tabular
 from replay.traces.errors import TraceError, at
 
 TIME, INPUT, OUTPUT, BLOCKS = "timestamp", "input_length", "output_length", "hash_ids"
 
 
-def load(path: Path, *, on_unsorted: tabular.Unsorted = "sort") -> Trace:
+def load(
+    path: Path, *, on_unsorted: tabular.Unsorted = "sort", max_span_s: float | None = bounds.MAX_SPAN_S
+) -> Trace:
     file = path.name
     objects, rows = tabular.read_jsonl(tabular.decode(tabular.read_bytes(path), file), file)
     counts: list[int] = []
@@ -49,6 +51,9 @@ def load(path: Path, *, on_unsorted: tabular.Unsorted = "sort") -> Trace:
         time_field=TIME,
         time_values=stamps,
         on_unsorted=on_unsorted,
+        input_field=INPUT,
+        output_field=OUTPUT,
+        max_span_s=max_span_s,
     )
     if not ids:
         return trace

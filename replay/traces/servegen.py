@@ -42,7 +42,7 @@ import numpy as np
 import numpy.typing as npt
 
 from replay.trace import Trace
-from replay.traces import tabular
+from replay.traces import bounds, tabular
 from replay.traces.errors import TraceError, at
 
 WINDOW_COLUMNS = ("window_start_s", "rate_rps", "cv", "distribution", "shape", "scale")
@@ -154,6 +154,11 @@ def parse_pmf(text: object, where: str) -> Pmf | None:
     if not (np.isfinite(values).all() and (values >= 0).all() and (values == np.rint(values)).all()):
         bad_value = values[~(np.isfinite(values) & (values >= 0) & (values == np.rint(values)))][0]
         raise TraceError(f"{where}expected non-negative whole token counts as keys, got {float(bad_value)!r}")
+    if (values > bounds.MAX_TOKENS).any():
+        raise TraceError(
+            f"{where}{int(values[values > bounds.MAX_TOKENS][0]):,} tokens, more than the "
+            f"{bounds.MAX_TOKENS:,} a request may have"
+        )
     if not (np.isfinite(probs).all() and (probs >= 0).all()) or probs.sum() <= 0:
         raise TraceError(
             f"{where}expected non-negative probabilities with a positive sum, got {probs[:5].tolist()}…"
@@ -185,6 +190,13 @@ def read_windows(text: str, file: str, client: int) -> ClientWindows:
         raise TraceError(
             f"{at(file, int(rows[i]), 'window start')}expected windows every {window_s:g} s "
             f"(as rows 1-2), got {starts[i]:g} after {starts[i - 1]:g}"
+        )
+    outside = np.flatnonzero((starts < 0) | (starts + window_s > bounds.MAX_SPAN_S))
+    if len(outside):
+        i = int(outside[0])
+        raise TraceError(
+            f"{at(file, int(rows[i]), 'window start')}{starts[i]:g} s: a window must lie within "
+            f"0 .. {bounds.MAX_SPAN_S:g} s ({bounds.MAX_SPAN_S / 86_400:g} days) of the model's clock"
         )
     negative = np.flatnonzero(rate < 0)
     if len(negative):

@@ -18,6 +18,8 @@ import csv
 import io
 import json
 import math
+import re
+import sys
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from replay.trace import Trace
+from replay.traces import bounds
 from replay.traces.errors import TraceError, at
 
 Unsorted = Literal["sort", "reject"]
@@ -122,6 +125,14 @@ def read_csv(
         first_row = 2
     else:
         names, first_row = list(header), 1
+    seen: dict[str, int] = {}
+    for column, name in enumerate(names, 1):
+        if name and name in seen:
+            raise TraceError(
+                f"{at(file, first_row - 1 if header is None else 1)}column {name!r} appears twice "
+                f"(columns {seen[name]} and {column}): which one holds the data is ambiguous"
+            )
+        seen[name] = column
     missing = [name for name in required if name not in names]
     if missing:
         raise TraceError(
@@ -195,7 +206,7 @@ def read_jsonl(text: str, file: str) -> tuple[list[dict[str, object]], Rows]:
     rows = np.fromiter((n for n, _ in numbered), dtype=np.int64, count=len(numbered))
     try:
         objects = json.loads("[" + ",".join(line for _, line in numbered) + "]")
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # malformed, an integer past 4,300 digits, nested too deep
         objects = [_json_line(line, file, n) for n, line in numbered]  # slow path names the row
     if len(objects) != len(numbered):  # a line like `1, 2` parses as two values in the joined form
         objects = [_json_line(line, file, n) for n, line in numbered]
@@ -205,11 +216,23 @@ def read_jsonl(text: str, file: str) -> tuple[list[dict[str, object]], Rows]:
     return objects, rows
 
 
+_LONG_INTEGER = re.compile(r'"((?:[^"\\]|\\.)*)"\s*:\s*-?[0-9]{4300}')
+
+
 def _json_line(line: str, file: str, row: int) -> object:
     try:
         return json.loads(line)
     except json.JSONDecodeError as exc:
         raise TraceError(f"{at(file, row)}not valid JSON: {exc.msg} at column {exc.colno}") from None
+    except RecursionError:
+        raise TraceError(
+            f"{at(file, row)}JSON nested deeper than the parser allows (~{sys.getrecursionlimit():,} "
+            "levels); a trace row is one flat object"
+        ) from None
+    except ValueError:  # Python refuses to convert an integer of more than 4,300 digits
+        key = _LONG_INTEGER.search(line)
+        where = at(file, row, key.group(1)) if key else at(file, row)
+        raise TraceError(f"{where}an integer of more than 4,300 digits: not a count or a timestamp") from None
 
 
 def json_values(objects: Sequence[dict[str, object]], rows: Rows, file: str, key: str) -> list[object]:
@@ -237,18 +260,29 @@ def int_column(
     except (ValueError, OverflowError, TypeError):
         i = next((i for i, v in enumerate(values) if not _is_int(v, text)), 0)
         raise TraceError(
-            f"{at(file, int(rows[i]), field)}expected a non-negative integer, got {values[i]!r}"
+            f"{at(file, int(rows[i]), field)}expected a non-negative integer, got {_shown(values[i])}"
         ) from None
     negative = np.flatnonzero(column < 0)
     if len(negative):
         i = int(negative[0])
-        raise TraceError(f"{at(file, int(rows[i]), field)}expected a non-negative integer, got {values[i]!r}")
+        raise TraceError(
+            f"{at(file, int(rows[i]), field)}expected a non-negative integer, got {_shown(values[i])}"
+        )
     return column
 
 
+def _shown(value: object) -> str:
+    """A value for a message: a 5,000-digit number is shown by its length, not in full."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:24]}… ({len(str(value)):,} characters)"
+
+
 def _parse_ints(values: Sequence[str]) -> npt.NDArray[np.int64]:
-    """One C-level parse of the joined column (≈ 7× faster than `astype`); any doubt → `astype`."""
+    """One C-level parse of the joined column (≈ 7× faster than `astype`); any doubt → `astype`.
+    ValueError unless every value is ASCII digits (numpy and Python also read `１２` and `1_000`)."""
     joined = "\n".join(values)
+    if not _plain_ascii(joined):
+        raise ValueError("not ASCII digits")
     # whitespace separates numbers for numpy: "1 2" next to an empty field would still count right
     if " " not in joined and "\t" not in joined and "" not in values:
         try:
@@ -266,8 +300,19 @@ def _parse_ints(values: Sequence[str]) -> npt.NDArray[np.int64]:
 _INT64_BOUNDS = np.array([np.iinfo(np.int64).min, np.iinfo(np.int64).max], dtype=np.int64)
 
 
+_ASCII_INT = re.compile(r"[ \t]*[0-9]+[ \t]*")
+
+
+def _plain_ascii(joined: str) -> bool:
+    """No character numpy or Python would read as a digit or separator though it is none: fullwidth
+    or other non-ASCII digits, `_` (checked on a whole column at once)."""
+    return joined.isascii() and "_" not in joined
+
+
 def _is_int(value: object, text: bool) -> bool:
     if text and isinstance(value, str):
+        if not _ASCII_INT.fullmatch(value):
+            return False
         try:
             value = int(value)
         except ValueError:
@@ -281,6 +326,8 @@ def float_column(
     """Finite numbers: CSV strings (`text`) or JSON numbers (JSON strings and bools refused)."""
     try:
         if text:
+            if not _plain_ascii("".join(cast(Sequence[str], values))):
+                raise ValueError("not ASCII")
             column = np.array(values, dtype=np.str_).astype(np.float64)
         elif all(type(v) is int or type(v) is float for v in values):
             column = np.array(values, dtype=np.float64)
@@ -291,7 +338,7 @@ def float_column(
     bad = np.flatnonzero(~np.isfinite(column))
     if len(bad):
         i = next((int(j) for j in bad if not _is_finite(values[int(j)], text)), int(bad[0]))
-        raise TraceError(f"{at(file, int(rows[i]), field)}expected a finite number, got {values[i]!r}")
+        raise TraceError(f"{at(file, int(rows[i]), field)}expected a finite number, got {_shown(values[i])}")
     return column
 
 
@@ -301,6 +348,8 @@ def _is_finite(value: object, text: bool) -> bool:
     if isinstance(value, int | float):
         return math.isfinite(value)
     if text and isinstance(value, str):
+        if not _plain_ascii(value):
+            return False
         try:
             return math.isfinite(float(value))
         except ValueError:
@@ -328,11 +377,12 @@ def datetime_column(values: Sequence[object], rows: Rows, file: str, field: str)
             # numpy would convert an explicit offset with a UserWarning; make it a parse failure instead
             warnings.simplefilter("error", UserWarning)
             text = np.array(strings, dtype=np.str_)
-            stamps = text.astype("datetime64[ns]")
+            # microseconds first: datetime64[ns] wraps silently outside 1677-2262 (0001 -> 1754)
+            stamps = text.astype("datetime64[us]")
         # numpy also reads "2023" or "17" as a year: a date-time here needs a time of day, ≥ 16 chars
         stamps[np.char.str_len(text) < _SHORTEST_DATETIME] = np.datetime64("NaT")
     except (ValueError, UserWarning):
-        stamps = np.full(len(strings), np.datetime64("NaT"), dtype="datetime64[ns]")
+        stamps = np.full(len(strings), np.datetime64("NaT"), dtype="datetime64[us]")
     bad = np.flatnonzero(np.isnat(stamps))
     if len(bad):
         i = next((int(j) for j in bad if not _is_datetime(str(strings[int(j)]))), int(bad[0]))
@@ -341,8 +391,9 @@ def datetime_column(values: Sequence[object], rows: Rows, file: str, field: str)
             f"{' with a ' + suffix.strip() + ' suffix like the first row' if suffix else ''}, "
             f"got {values[i]!r}"
         )
-    ns = stamps.astype(np.int64)
-    return np.asarray((ns - ns.min()) / 1e9, dtype=np.float64)
+    bounds.check_datetimes(stamps, rows, file, field, values)
+    us = stamps.astype(np.int64)
+    return np.asarray((us - us.min()) / 1e6, dtype=np.float64)
 
 
 def _is_datetime(value: str) -> bool:
@@ -351,7 +402,7 @@ def _is_datetime(value: str) -> bool:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", UserWarning)
-            return not np.isnat(np.datetime64(value, "ns"))
+            return not np.isnat(np.datetime64(value, "us"))
     except (ValueError, UserWarning):
         return False
 
@@ -367,10 +418,14 @@ def finish(
     time_field: str,
     time_values: Sequence[object] | npt.NDArray[np.str_],
     on_unsorted: Unsorted,
+    input_field: str,
+    output_field: str,
+    max_span_s: float | None = bounds.MAX_SPAN_S,
 ) -> Trace:
-    """Sort (or reject) out-of-order rows, re-base so the first request is at 0, raise zero tokens to 1.
+    """Sort (or reject) out-of-order rows, check the bounds (replay/traces/bounds.py), re-base so the
+    first request is at 0, raise zero tokens to 1.
 
-    `time_values` are the timestamps as the file wrote them (parallel to `rows`), for the message.
+    `time_values` are the timestamps as the file wrote them (parallel to `rows`), for the messages.
     """
     if on_unsorted not in UNSORTED_CHOICES:
         raise TraceError(f"on_unsorted: expected one of {', '.join(UNSORTED_CHOICES)}, got {on_unsorted!r}")
@@ -387,6 +442,11 @@ def finish(
             )
         order = np.argsort(arrival_s, kind="stable")
         arrival_s, input_tokens, output_tokens = arrival_s[order], input_tokens[order], output_tokens[order]
+        rows = rows[order]
+        time_values = [time_values[int(i)] for i in order]
+    bounds.check_span(arrival_s, rows, file, time_field, time_values, max_span_s)
+    bounds.check_tokens(input_tokens, rows, file, input_field)
+    bounds.check_tokens(output_tokens, rows, file, output_field)
     return Trace(
         name=name,
         arrival_s=np.ascontiguousarray(arrival_s - arrival_s[0], dtype=np.float64),
