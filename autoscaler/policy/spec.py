@@ -6,6 +6,7 @@ flags); they live here once. Parsing from JSON/CRDs happens at the edges and pro
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -205,6 +206,134 @@ class PredictionSpec:
             raise bad("lead_time_s", self.lead_time_s, "None or in [0, 1e7]")
 
 
+def _check_range(owner: str, name: str, value: float, low: float, high: float, allowed: str) -> None:
+    if not (math.isfinite(value) and low <= value <= high):
+        raise ValueError(f"{owner}.{name} must be {allowed}, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaProfile:
+    """One replica's engine as a step-time model: the capacity model's input (docs/policy.md).
+
+    A continuous-batching step that prefills `p` prompt tokens and decodes one token for each of
+    `B` running requests, which read `K` context tokens, takes
+    step_base_s + prefill_s_per_token × p + decode_s_per_request × B + decode_s_per_context_token × K.
+    vLLM V1 caps p + B at `max_batched_tokens` per step (None: whole prompts, no token budget).
+    """
+
+    step_base_s: float
+    prefill_s_per_token: float
+    decode_s_per_request: float = 0.0
+    decode_s_per_context_token: float = 0.0
+    max_batched_tokens: int | None = None
+    max_num_seqs: int = 256
+    kv_cache_tokens: int | None = None  # None: KV never binds
+
+    def __post_init__(self) -> None:
+        own = "capacity.profile"
+        _check_range(own, "step_base_s", self.step_base_s, 1e-6, 60.0, "in [1e-06, 60] s")
+        _check_range(own, "prefill_s_per_token", self.prefill_s_per_token, 1e-9, 1.0, "in [1e-09, 1] s")
+        for name in ("decode_s_per_request", "decode_s_per_context_token"):
+            _check_range(own, name, getattr(self, name), 0.0, 1.0, "in [0, 1] s")
+        if self.max_batched_tokens is not None and self.max_batched_tokens <= self.max_num_seqs:
+            raise ValueError(
+                f"{own}.max_batched_tokens must exceed max_num_seqs ({self.max_num_seqs}),"
+                f" got {self.max_batched_tokens}"
+            )
+        if self.max_num_seqs < 1:
+            raise ValueError(f"{own}.max_num_seqs must be >= 1, got {self.max_num_seqs}")
+        if self.kv_cache_tokens is not None and self.kv_cache_tokens < 1:
+            raise ValueError(f"{own}.kv_cache_tokens must be >= 1 or unset, got {self.kv_cache_tokens}")
+
+
+@dataclass(frozen=True, slots=True)
+class SloTarget:
+    """The targets a request must meet to count as good, and the share of good requests to plan for.
+
+    TTFT target = ttft_s + prompt tokens / ttft_tokens_per_s (None: absolute), as llm-d's token-aware
+    and DistServe-style SLOs; TPOT is the mean time per output token after the first.
+    """
+
+    ttft_s: float = 2.0  # MLPerf llama-70b server scenario
+    tpot_s: float | None = 0.2  # MLPerf llama-70b server scenario; None: no TPOT target
+    ttft_tokens_per_s: float | None = None
+    attainment: float = 0.99  # the capacity model's TTFT tail: at most 1 % of requests wait too long
+
+    def __post_init__(self) -> None:
+        _check_range("capacity.slo", "ttft_s", self.ttft_s, 1e-3, 3600.0, "in [0.001, 3600] s")
+        if self.tpot_s is not None:
+            _check_range("capacity.slo", "tpot_s", self.tpot_s, 1e-4, 60.0, "unset or in [0.0001, 60] s")
+        _check_range("capacity.slo", "attainment", self.attainment, 0.5, 0.9999, "in [0.5, 0.9999]")
+        if self.ttft_tokens_per_s is not None:
+            _check_range(
+                "capacity.slo", "ttft_tokens_per_s", self.ttft_tokens_per_s, 1.0, 1e9, "unset or in [1, 1e9]"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class DemandSpec:
+    """Where demand is read and how it is forecast (docs/forecasting.md, "Demand").
+
+    The metric names are the adapter's (adapter/presets.py): engine counters as rates, summed over
+    the target's pods, and the in-flight gauge whose growth is the demand the counters miss.
+    """
+
+    request_rate_metric: str = "infscale_request_rate"
+    prompt_token_rate_metric: str = "infscale_prompt_token_rate"
+    generation_token_rate_metric: str = "infscale_generation_token_rate"
+    inflight_metric: str = "infscale_inflight"
+    queue_metric: str | None = "infscale_queue_size"  # waiting requests: saturation, for learning
+    alpha: float = 0.5  # level weight of a sample smoothing_period_s after the last
+    beta: float = 0.05  # trend weight, same gap: a trend must persist minutes to count
+    smoothing_period_s: float = 15.0  # the HPA sync period
+    damping_s: float = 120.0  # the trend's effect fades with this time constant (damped Holt)
+    quantile: float = 0.9  # plan on this upper quantile of the forecast
+    prior_error: float = 0.1  # the error quantile assumed before errors were scored (demand.upper)
+    prior_weight: float = 8.0  # scored errors that weigh as much as the prior
+
+    def __post_init__(self) -> None:
+        own = "capacity.demand"
+        _check_range(own, "alpha", self.alpha, 1e-3, 1.0, "in [0.001, 1]")
+        _check_range(own, "beta", self.beta, 0.0, 1.0, "in [0, 1]")
+        _check_range(own, "smoothing_period_s", self.smoothing_period_s, 1e-3, 1e6, "in [0.001, 1e6] s")
+        _check_range(own, "damping_s", self.damping_s, 1.0, 1e7, "in [1, 1e7] s")
+        _check_range(own, "quantile", self.quantile, 0.5, 0.999, "in [0.5, 0.999]")
+        _check_range(own, "prior_error", self.prior_error, 0.0, 5.0, "in [0, 5]")
+        _check_range(own, "prior_weight", self.prior_weight, 0.0, 1e6, "in [0, 1e6]")
+
+
+@dataclass(frozen=True, slots=True)
+class CapacitySpec:
+    """Demand x capacity sizing: set, the predictive stages size from demand (decide.py)."""
+
+    profile: ReplicaProfile
+    slo: SloTarget = field(default_factory=SloTarget)
+    demand: DemandSpec = field(default_factory=DemandSpec)
+    learn: bool = True  # refine the profile's speed from what saturated replicas achieve
+    learn_prior_weight: float = 8.0  # saturated samples that weigh as much as the profile
+    panic_threshold: float = 2.0  # demand this many times the forecast's upper band: panic (Knative's 200 %)
+    panic_window_s: float = 60.0  # no scale-down this long after a panic (Knative's stable window)
+    decision_period_s: float = SYNC_PERIOD_S  # how often the caller decides: scale-up staggers by it
+
+    def __post_init__(self) -> None:
+        _check_range("capacity", "decision_period_s", self.decision_period_s, 0.1, 3600.0, "in [0.1, 3600] s")
+        _check_range("capacity", "learn_prior_weight", self.learn_prior_weight, 0.0, 1e6, "in [0, 1e6]")
+        _check_range("capacity", "panic_threshold", self.panic_threshold, 1.0, 1e3, "in [1, 1000]")
+        _check_range("capacity", "panic_window_s", self.panic_window_s, 0.0, 1e5, "in [0, 1e5] s")
+
+    @property
+    def metric_names(self) -> tuple[str, ...]:
+        """Every metric the demand stage reads (the caller fetches them beside spec.metrics)."""
+        d = self.demand
+        names = (
+            d.request_rate_metric,
+            d.prompt_token_rate_metric,
+            d.generation_token_rate_metric,
+            d.inflight_metric,
+        )
+        return names if d.queue_metric is None else (*names, d.queue_metric)
+
+
 @dataclass(frozen=True, slots=True)
 class Schedule:
     """A floor that holds on some weekdays between two times of day, in a time zone."""
@@ -239,6 +368,7 @@ class AutoscalerSpec:
     cold_start: ColdStartSpec | None = None
     prediction: PredictionSpec | None = None  # None: purely reactive, exactly the HPA
     floors: FloorSpec = field(default_factory=FloorSpec)
+    capacity: CapacitySpec | None = None  # set: size from demand x capacity (the predictive stages)
 
     def __post_init__(self) -> None:
         if self.min_replicas < 0:

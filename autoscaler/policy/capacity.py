@@ -1,0 +1,264 @@
+"""Capacity in tokens: what one replica serves at the SLO, and how many replicas a demand needs.
+
+Sits under the predictive stages (decide.py -> planner.py): the demand stage says how many
+requests, prompt tokens and output tokens arrive per second; this module turns that into
+replicas with the replica's step-time model (spec.ReplicaProfile) and the SLO (spec.SloTarget).
+Pure arithmetic on floats; docs/policy.md ("Capacity") derives every formula.
+
+The model of one replica that receives x requests/s of p prompt and o output tokens each:
+
+  work      every request costs w = a·p + d·o GPU-seconds beyond the steps' fixed part, with a the
+            prefill cost per token and d = b + c·L the decode cost per token (b per request in the
+            step, c per context token read, L = p + o/2 the mean context while decoding);
+  step      in the steady state a step of length s holds x·p·s prefill tokens and x·o·s decodes
+            (Little's law), so s = base + x·w·s, i.e. s = base / (1 - ρ) with ρ = x·w;
+  TPOT      = s (one token per running request per step): s <= tpot  <=>  ρ <= 1 - base / tpot;
+  batch     B = x·o·s running requests, at most max_num_seqs and kv_cache_tokens / L;
+  TTFT      prefill is FIFO within a replica and the router sends work to the least loaded one, so
+            the prefill queues behave like one M/G/n queue whose servers prefill at P tokens/s
+            (1/a, or with a token budget the chunk left after the decodes per full step). The wait
+            tail of M/M/n is C(n, A)·exp(-(n - A)·t / E[S]) (Erlang C, A = λ·E[S] busy servers,
+            E[S] = p / P); the Allen-Cunneen correction scales t by 2 / (1 + cs²) for service times
+            of squared coefficient of variation cs² (1 here: counters give no prompt-length
+            variance). A request meets its TTFT when its wait fits the slack left after its own
+            prefill and first step; the count is the least n whose tail at that slack is at most
+            1 - attainment.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import NamedTuple
+
+from autoscaler.policy.spec import ReplicaProfile, SloTarget
+
+MIN_RATE = 1e-6  # requests/s below which a target is idle
+SERVICE_CV2 = 1.0  # squared coefficient of variation of prefill times assumed by the TTFT tail
+MAX_UTILIZATION = 0.95  # without a TPOT target: steps grow as base / (1 - ρ), 20x at 0.95
+MIN_UTILIZATION = 0.05  # a TPOT target below one step at batch 1 cannot be met: plan replicas this light
+MIN_SLACK_SHARE = 0.25  # when the mean request cannot meet its TTFT even idle, plan as if it may
+# wait this share of its own prefill: more replicas would not make it meet the target
+_QUANTUM = 256.0  # the TTFT search is cached on its inputs rounded to 1/256 in log scale (0.4 %)
+
+
+class Demand(NamedTuple):
+    """Exogenous demand on the whole target, per second."""
+
+    requests: float
+    prompt_tokens: float
+    output_tokens: float
+
+    def scaled(self, factor: float) -> Demand:
+        return Demand(self.requests * factor, self.prompt_tokens * factor, self.output_tokens * factor)
+
+
+class Sizing(NamedTuple):
+    """The replicas a demand needs and what each one serves at the SLO (at this demand's mix)."""
+
+    replicas: int
+    binding: str  # the constraint that set the count: ttft, tpot, batch, kv or idle
+    prefill_tokens_per_s: float  # one replica's prefill rate while prompts queue
+    decode_tokens_per_s: float  # one replica's decode throughput at the TPOT target
+    requests_per_s: float  # one replica's share of the demand at `replicas` (0 when idle)
+    utilization: float  # ρ of one replica at `replicas`
+
+
+def work_per_request(profile: ReplicaProfile, p: float, o: float, speed: float) -> float:
+    """GPU-seconds one request costs beyond the steps' fixed part (a·p + d·o), at `speed`."""
+    decode = profile.decode_s_per_request + profile.decode_s_per_context_token * (p + 0.5 * o)
+    return (profile.prefill_s_per_token * p + decode * o) / speed
+
+
+def size(
+    profile: ReplicaProfile, slo: SloTarget, demand: Demand, speed: float = 1.0, limit: int = 1_000_000
+) -> Sizing:
+    """The least replica count (at most `limit`) that serves `demand` within the SLO.
+
+    `speed` scales the profile's times (2.0: steps take half as long), as learned online.
+    """
+    lam = demand.requests
+    if lam < MIN_RATE:
+        return _idle(profile, slo, speed)
+    p = demand.prompt_tokens / lam
+    o = max(demand.output_tokens / lam, 1.0)  # every request produces at least its first token
+    base = profile.step_base_s / speed
+    w = work_per_request(profile, p, o, speed)
+    context = p + 0.5 * o
+    # decode: utilization at the TPOT target, and the batch and KV ceilings as a rate per replica
+    rho_tpot = MAX_UTILIZATION if slo.tpot_s is None else min(1.0 - base / slo.tpot_s, MAX_UTILIZATION)
+    binding = "tpot"
+    if rho_tpot < MIN_UTILIZATION:  # the target is below one step even at batch 1: keep replicas light
+        rho_tpot = MIN_UTILIZATION
+    n = lam * w / rho_tpot
+    seqs = float(profile.max_num_seqs)
+    if profile.kv_cache_tokens is not None:
+        seqs = min(seqs, profile.kv_cache_tokens / context)
+    # B = x·o·base / (1 - x·w) reaches `seqs` at x = seqs / (o·base + seqs·w)
+    batch_n = lam * (o * base + seqs * w) / seqs
+    if batch_n > n:
+        n = batch_n
+        binding = "batch" if seqs == profile.max_num_seqs else "kv"
+    replicas = max(1, math.ceil(n - 1e-9))
+    # prefill: the least count whose TTFT tail fits, searched from the decode bound up
+    for _ in range(2 if p > 0.0 else 0):  # the prefill rate depends on the batch, hence on the count
+        rate = _prefill_rate(profile, lam / replicas, o, base, w, speed, context)
+        service = p / rate
+        step = base / max(1.0 - lam * w / replicas, 1e-3)
+        slack = slo.ttft_s - service - step
+        if slo.ttft_tokens_per_s is not None:
+            slack += p / slo.ttft_tokens_per_s
+        slack = max(slack, MIN_SLACK_SHARE * service)
+        offered = lam * service
+        ttft_n = _erlang_servers(
+            _quantize(offered), _quantize(slack / service * 2.0 / (1.0 + SERVICE_CV2)), 1.0 - slo.attainment
+        )
+        if ttft_n <= replicas:
+            break
+        replicas, binding = ttft_n, "ttft"
+    replicas = min(replicas, limit)
+    rho = lam * w / replicas
+    return Sizing(
+        replicas,
+        binding,
+        _prefill_rate(profile, lam / replicas, o, base, w, speed, context),
+        _decode_rate(profile, slo, base, w, p, o, speed, seqs),
+        lam / replicas,
+        rho,
+    )
+
+
+def _idle(profile: ReplicaProfile, slo: SloTarget, speed: float) -> Sizing:
+    base = profile.step_base_s / speed
+    seqs = float(profile.max_num_seqs)
+    rate = _prefill_rate(profile, 0.0, 1.0, base, 0.0, speed, 0.0)
+    decode = _decode_rate(profile, slo, base, 0.0, 0.0, 1.0, speed, seqs)
+    return Sizing(0, "idle", rate, decode, 0.0, 0.0)
+
+
+def _prefill_rate(
+    profile: ReplicaProfile, x: float, o: float, base: float, w: float, speed: float, context: float
+) -> float:
+    """Prompt tokens/s of one replica while prompts queue, with the decodes it carries at x req/s."""
+    a = profile.prefill_s_per_token / speed
+    budget = profile.max_batched_tokens
+    if budget is None:  # whole prompts with priority over decode (the decode clock waits)
+        return 1.0 / a
+    rho = min(x * w, 0.95)
+    batch = min(x * o * base / (1.0 - rho), budget * 0.5)
+    chunk = budget - batch
+    d = (profile.decode_s_per_request + profile.decode_s_per_context_token * context) / speed
+    return chunk / (base + a * chunk + d * batch)
+
+
+def _decode_rate(
+    profile: ReplicaProfile,
+    slo: SloTarget,
+    base: float,
+    w: float,
+    p: float,
+    o: float,
+    speed: float,
+    seqs: float,
+) -> float:
+    """Output tokens/s of one replica that only decodes, at the largest batch whose step fits TPOT."""
+    d = (profile.decode_s_per_request + profile.decode_s_per_context_token * (p + 0.5 * o)) / speed
+    room = (slo.tpot_s if slo.tpot_s is not None else base / (1.0 - MAX_UTILIZATION)) - base
+    batch = seqs if d <= 0.0 else min(seqs, room / d)
+    if batch < 1.0:
+        batch = 1.0
+    return batch / (base + d * batch)
+
+
+def _quantize(x: float) -> float:
+    """x rounded to 1/256 in log scale: the TTFT search is cached on its inputs."""
+    if x <= 0.0:
+        return 0.0
+    return math.exp(round(math.log(x) * _QUANTUM) / _QUANTUM)
+
+
+@lru_cache(maxsize=8192)
+def _erlang_servers(offered: float, slack_services: float, tail: float) -> int:
+    """Least n > offered with C(n, A)·exp(-(n - A)·slack) <= tail (slack in mean service times).
+
+    Erlang B by its stable recursion E(k) = A·E(k-1) / (k + A·E(k-1)), then C = n·E / (n - A(1 - E)).
+    """
+    if offered <= 0.0:
+        return 1
+    e = 1.0
+    k = 0
+    start = math.floor(offered) + 1
+    while True:
+        k += 1
+        e = offered * e / (k + offered * e)
+        if k < start:
+            continue
+        c = k * e / (k - offered * (1.0 - e))
+        if c * math.exp(-(k - offered) * slack_services) <= tail:
+            return k
+
+
+# --- learning the speed online --------------------------------------------------------------------
+
+SATURATED_TICKS = 3  # consecutive ticks with a queue on every replica before a sample counts
+MAX_SPEED_STEP = math.log(2.0)  # one sample moves the estimate by at most a factor 2
+MAX_SPEED_SAMPLES = 100.0  # then it is an exponential average over the last ~100 samples
+
+
+class SpeedState(NamedTuple):
+    """What saturated replicas achieved, relative to the profile (log scale)."""
+
+    log_ratio: float  # mean of the clipped log(achieved / profile) over the samples
+    samples: float
+    saturated_ticks: int
+
+
+NO_SPEED = SpeedState(0.0, 0.0, 0)
+
+
+def speed(state: SpeedState, prior_weight: float) -> float:
+    """The learned speed, shrunk towards the profile (1.0) with the profile weighing prior_weight
+    samples: robust to a few odd readings, and the profile decides until saturation was seen."""
+    n = state.samples
+    if n <= 0.0:
+        return 1.0
+    return math.exp(n / (n + prior_weight) * state.log_ratio)
+
+
+def learn(
+    profile: ReplicaProfile,
+    state: SpeedState,
+    *,
+    saturated: bool,
+    prompt_rate: float,
+    generated_rate: float,
+    finished_rate: float,
+    ready: int,
+) -> SpeedState:
+    """Fold one tick in. While every replica has a queue, a replica's work per second (profile
+    seconds of prefill and decode it got through) is its speed times the share of a step that is
+    not the fixed part, so achieved / that share is the speed the profile should have."""
+    if not saturated or ready <= 0 or finished_rate <= 0.0:
+        return SpeedState(state.log_ratio, state.samples, 0)
+    ticks = state.saturated_ticks + 1
+    if ticks < SATURATED_TICKS:
+        return SpeedState(state.log_ratio, state.samples, ticks)
+    p = prompt_rate / finished_rate
+    o = max(generated_rate / finished_rate, 1.0)
+    decode = profile.decode_s_per_request + profile.decode_s_per_context_token * (p + 0.5 * o)
+    achieved = (profile.prefill_s_per_token * prompt_rate + decode * generated_rate) / ready
+    budget = profile.max_batched_tokens
+    busy = 1.0
+    if budget is not None:  # a saturated step carries a full token budget beside its fixed part
+        full = profile.step_base_s + profile.prefill_s_per_token * budget
+        busy = 1.0 - profile.step_base_s / full
+    if achieved <= 0.0:
+        return SpeedState(state.log_ratio, state.samples, ticks)
+    sample = math.log(achieved / busy)
+    mean = state.log_ratio
+    if state.samples:
+        sample = min(max(sample, mean - MAX_SPEED_STEP), mean + MAX_SPEED_STEP)
+    else:
+        sample = min(max(sample, -MAX_SPEED_STEP), MAX_SPEED_STEP)
+    n = min(state.samples + 1.0, MAX_SPEED_SAMPLES)
+    return SpeedState(mean + (sample - mean) / n, n, ticks)

@@ -1,0 +1,191 @@
+"""Capacity in tokens: the step model's closed forms, the Erlang C tail, the learned speed."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from autoscaler.policy import capacity
+from autoscaler.policy.capacity import Demand, SpeedState
+from autoscaler.policy.spec import ReplicaProfile, SloTarget
+
+# reference-70b as the replay had it: prefill 8,000 tok/s with priority, decode 30 ms + 0.2 ms a request
+PROFILE = ReplicaProfile(
+    step_base_s=0.030, prefill_s_per_token=1 / 8000, decode_s_per_request=0.0002, max_num_seqs=64
+)
+SLO = SloTarget(ttft_s=2.0, tpot_s=0.2, attainment=0.99)
+
+
+def demand(rate: float, prompt: float, output: float) -> Demand:
+    return Demand(rate, rate * prompt, rate * output)
+
+
+def test_idle_needs_no_replica_and_still_reports_capacity() -> None:
+    s = capacity.size(PROFILE, SLO, Demand(0.0, 0.0, 0.0))
+    assert (s.replicas, s.binding) == (0, "idle")
+    assert s.prefill_tokens_per_s == pytest.approx(8000.0)
+    # pure decode at the TPOT target: 30 ms + 0.2 ms × B = 200 ms holds 850, capped at 64 slots
+    assert s.decode_tokens_per_s == pytest.approx(64 / (0.030 + 0.0002 * 64))
+
+
+def test_tpot_binds_at_its_closed_form() -> None:
+    """No slot or KV limit and short prompts: ρ = x·w must stay <= 1 - base / tpot."""
+    profile = ReplicaProfile(
+        step_base_s=0.02, prefill_s_per_token=1e-4, decode_s_per_request=1e-3, max_num_seqs=10**6
+    )
+    d = demand(100.0, prompt=100, output=100)
+    w = 1e-4 * 100 + 1e-3 * 100  # 0.11 GPU-s per request
+    s = capacity.size(profile, SloTarget(ttft_s=10.0, tpot_s=0.1), d)
+    assert s.binding == "tpot"
+    assert s.replicas == math.ceil(100 * w / (1 - 0.02 / 0.1))  # 13.75 -> 14
+    assert s.utilization <= 1 - 0.02 / 0.1
+
+
+def test_slots_bind_through_littles_law() -> None:
+    """B = x·o·s with s = base / (1 - x·w): 64 slots at 211 output tokens hold x = 64 / (o·base + 64·w)."""
+    d = demand(20.0, prompt=1155, output=211)
+    s = capacity.size(PROFILE, SloTarget(ttft_s=60.0, tpot_s=None), d)
+    w = 1155 / 8000 + 0.0002 * 211
+    per_replica = 64 / (211 * 0.030 + 64 * w)
+    assert s.binding == "batch"
+    assert s.replicas == math.ceil(20.0 / per_replica)
+
+
+def test_kv_binds_when_contexts_are_long() -> None:
+    profile = ReplicaProfile(
+        step_base_s=0.03,
+        prefill_s_per_token=1 / 8000,
+        decode_s_per_request=2e-4,
+        max_num_seqs=1024,
+        kv_cache_tokens=400_000,
+    )
+    d = demand(2.0, prompt=12_000, output=600)
+    s = capacity.size(profile, SloTarget(ttft_s=600.0, tpot_s=None), d)
+    assert s.binding == "kv"
+    seqs = 400_000 / (12_000 + 300)
+    w = 12_000 / 8000 + 2e-4 * 600
+    assert s.replicas == math.ceil(2.0 * (600 * 0.03 + seqs * w) / seqs)
+
+
+def test_erlang_c_matches_the_textbook_value() -> None:
+    """A = 2 Erlangs on 3 servers: C = 4/9 (P(wait)), so with no slack the least n with C <= 0.45 is 3."""
+    assert capacity._erlang_servers(2.0, 0.0, 0.45) == 3
+    assert capacity._erlang_servers(2.0, 0.0, 0.44) == 4
+    # with slack t (in mean services) the tail is C·exp(-(n - A)·t): 4/9·e^-1 = 0.1635 at n = 3, t = 1
+    assert capacity._erlang_servers(2.0, 1.0, 0.17) == 3
+    assert capacity._erlang_servers(2.0, 1.0, 0.16) == 4
+
+
+def test_ttft_binds_for_long_prompts_and_needs_more_than_the_work() -> None:
+    """12,000-token prompts take 1.5 s to prefill: at a 2 s TTFT little wait is allowed."""
+    d = demand(10.0, prompt=12_000, output=100)
+    s = capacity.size(
+        ReplicaProfile(step_base_s=0.03, prefill_s_per_token=1 / 8000, max_num_seqs=1024),
+        SloTarget(2.0, None),
+        d,
+    )
+    assert s.binding == "ttft"
+    assert s.replicas > 10 * 1.5  # more than the busy servers A = 15
+    # a length-aware target leaves the prompt's own prefill out and needs fewer
+    aware = capacity.size(
+        ReplicaProfile(step_base_s=0.03, prefill_s_per_token=1 / 8000, max_num_seqs=1024),
+        SloTarget(2.0, None, ttft_tokens_per_s=8000),
+        d,
+    )
+    assert aware.replicas < s.replicas
+
+
+def test_a_token_budget_slows_prefill_by_the_decodes_it_carries() -> None:
+    chunked = ReplicaProfile(
+        step_base_s=0.02,
+        prefill_s_per_token=7e-5,
+        decode_s_per_request=1e-4,
+        max_batched_tokens=8192,
+        max_num_seqs=1024,
+    )
+    idle = capacity.size(chunked, SLO, Demand(0.0, 0.0, 0.0))
+    busy = capacity.size(chunked, SLO, demand(30.0, 1000, 300))
+    assert idle.prefill_tokens_per_s < 1 / 7e-5  # every step pays its fixed part
+    assert busy.prefill_tokens_per_s < idle.prefill_tokens_per_s
+
+
+def test_speed_divides_the_work() -> None:
+    d = demand(40.0, 1000, 200)
+    slow = capacity.size(PROFILE, SLO, d, speed=1.0)
+    fast = capacity.size(PROFILE, SLO, d, speed=2.0)
+    assert fast.replicas < slow.replicas
+    assert fast.prefill_tokens_per_s == pytest.approx(2 * slow.prefill_tokens_per_s)
+
+
+def test_limit_caps_the_count() -> None:
+    assert capacity.size(PROFILE, SLO, demand(1e4, 1000, 200), limit=64).replicas == 64
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rate=st.floats(0.01, 200),
+    more=st.floats(1.0, 3.0),
+    prompt=st.floats(1, 30_000),
+    output=st.floats(1, 2_000),
+)
+def test_more_demand_never_needs_fewer_replicas(
+    rate: float, more: float, prompt: float, output: float
+) -> None:
+    base = capacity.size(PROFILE, SLO, demand(rate, prompt, output))
+    bigger = capacity.size(PROFILE, SLO, demand(rate * more, prompt, output))
+    assert bigger.replicas >= base.replicas >= 1
+
+
+# --- the learned speed ---------------------------------------------------------------------------
+
+
+def saturated_samples(profile: ReplicaProfile, achieved_share: float, ticks: int) -> SpeedState:
+    """Replicas that get through `achieved_share` of what the profile says per second."""
+    state = capacity.NO_SPEED
+    ready = 4
+    p, o = 1000.0, 200.0
+    w = profile.prefill_s_per_token * p + profile.decode_s_per_request * o
+    finished = ready * achieved_share / w
+    for _ in range(ticks):
+        state = capacity.learn(
+            profile,
+            state,
+            saturated=True,
+            prompt_rate=finished * p,
+            generated_rate=finished * o,
+            finished_rate=finished,
+            ready=ready,
+        )
+    return state
+
+
+def test_speed_is_the_profile_until_saturation_was_seen_three_times() -> None:
+    state = saturated_samples(PROFILE, 0.5, 2)
+    assert state.samples == 0 and capacity.speed(state, 8.0) == 1.0
+    state = saturated_samples(PROFILE, 0.5, 3)
+    assert state.samples == 1
+    assert capacity.speed(state, 8.0) == pytest.approx(math.exp(1 / 9 * math.log(0.5)))
+
+
+def test_speed_converges_to_what_saturated_replicas_achieve() -> None:
+    state = saturated_samples(PROFILE, 0.7, 200)
+    assert capacity.speed(state, 8.0) == pytest.approx(0.7, rel=0.05)
+
+
+def test_unsaturated_ticks_teach_nothing_and_reset_the_count() -> None:
+    state = saturated_samples(PROFILE, 0.5, 10)
+    after = capacity.learn(
+        PROFILE, state, saturated=False, prompt_rate=1.0, generated_rate=1.0, finished_rate=1.0, ready=4
+    )
+    assert (after.log_ratio, after.samples, after.saturated_ticks) == (state.log_ratio, state.samples, 0)
+
+
+def test_one_wild_sample_moves_the_speed_at_most_a_factor_two() -> None:
+    state = saturated_samples(PROFILE, 1.0, 20)
+    wild = capacity.learn(
+        PROFILE, state, saturated=True, prompt_rate=1e9, generated_rate=1e9, finished_rate=1e6, ready=4
+    )
+    assert wild.log_ratio - state.log_ratio <= math.log(2.0) / wild.samples + 1e-12
