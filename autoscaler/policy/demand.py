@@ -1,0 +1,313 @@
+"""Demand: the requests and tokens that arrive per second, estimated, forecast and given a band.
+
+Sits at the head of the predictive stages (planner.py). Its input is what engines count: the
+adapter serves their counters as rates (requests finished, prompt tokens prefilled, tokens
+generated per second, summed over the target's pods) and the in-flight gauge. Counters count
+*processed* work, which the autoscaler itself moves: while capacity is short they fall behind the
+arrivals and the difference piles up in flight. So the arrivals are the conservation law
+
+    arrivals/s = finished/s + d(in flight)/dt
+
+and the token demand adds the tokens those extra requests carry (the mean per finished request,
+smoothed, times the same growth). Every series is forecast by Holt's method with a damped trend
+(the trend's effect fades with time constant damping_s, so no horizon extrapolates without bound),
+in Wright's irregular-time form as forecast.py's Holt. The forecaster's own error is scored online:
+each tick's forecast is kept until its target time, then compared with what came; a stochastic
+approximation tracks the `quantile` of those log ratios, and planning uses the forecast times
+exp(that quantile). docs/forecasting.md ("Demand") has the details and the defaults' reasons.
+
+Pure: no clock, no I/O; times are seconds on the caller's clock. State is a NamedTuple value.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+from autoscaler.policy.capacity import Demand
+from autoscaler.policy.spec import DemandSpec
+
+MAX_PENDING = 48  # forecasts awaiting their target time: one every horizon / 32 at most
+MAX_SCORED_HORIZON_S = 600.0  # a longer horizon is scored at 600 s: the band must adapt within minutes
+TYPICAL_HALF_LIFE_S = 600.0  # the typical demand forgets half of itself in 10 minutes
+MAX_ERROR = 4.0  # |log ratio| beyond e^4 = 55x counts as e^4: one outage does not ruin the band
+MAX_SCORED = 1000.0  # the prior's weight fades up to this many scored errors
+STATE_VERSION = 1
+
+
+class Series(NamedTuple):
+    level: float
+    trend: float  # per second
+
+
+class DemandState(NamedTuple):
+    at: float  # the last sample's time
+    inflight: float  # the last in-flight reading (its growth is demand the counters miss)
+    finished: float  # smoothed finished/s ...
+    prompt: float  # ... prompt tokens/s and generated tokens/s: their ratios are the mix
+    generated: float
+    requests: Series
+    prompt_tokens: Series
+    output_tokens: Series
+    primed: bool  # a second sample gave the trends a start
+    pending: tuple[tuple[float, float, float], ...]  # (made at, target time, forecast load), oldest first
+    error_quantile: float  # tracked quantile of log(actual / forecast)
+    error_scale: float  # smoothed |log ratio|: the quantile tracker's step
+    scored: float  # forecasts scored so far (capped at MAX_SCORED)
+    typical: Demand  # the demand averaged over TYPICAL_HALF_LIFE_S: the band's offset and mix at idle
+    peaks: tuple[tuple[float, float], ...] = ()  # (time, load) with loads falling: window maxima
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"version": STATE_VERSION}
+        for name, value in self._asdict().items():
+            if name in ("pending", "peaks"):
+                out[name] = [list(p) for p in value]
+            else:
+                out[name] = list(value) if isinstance(value, tuple) else value
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> DemandState:
+        """Parse to_dict output; a malformed field raises ValueError naming it."""
+        if not isinstance(data, Mapping) or data.get("version") != STATE_VERSION:
+            raise ValueError(f"demand state: version must be {STATE_VERSION}, got {_get(data, 'version')!r}")
+        values: dict[str, Any] = {}
+        for name in cls._fields:
+            raw = _get(data, name)
+            if name in ("requests", "prompt_tokens", "output_tokens"):
+                values[name] = Series(*_numbers(raw, name, 2))
+            elif name == "typical":
+                values[name] = Demand(*_numbers(raw, name, 3))
+            elif name in ("pending", "peaks"):
+                width = 3 if name == "pending" else 2
+                if not isinstance(raw, list) or len(raw) > MAX_PENDING * 8:
+                    raise ValueError(
+                        f"demand state: {name} must be a list of <= {MAX_PENDING * 8}, got {raw!r}"
+                    )
+                values[name] = tuple(tuple(_numbers(p, f"{name}[{i}]", width)) for i, p in enumerate(raw))
+            elif name == "primed":
+                if not isinstance(raw, bool):
+                    raise ValueError(f"demand state: primed must be true or false, got {raw!r}")
+                values[name] = raw
+            else:
+                values[name] = _numbers([raw], name, 1)[0]
+        return cls(**values)
+
+
+class Estimate(NamedTuple):
+    """This tick's demand as the counters and the in-flight growth show it (not smoothed)."""
+
+    now: Demand
+    growth_per_s: float  # d(in flight)/dt that went into it
+
+
+def _get(data: Any, key: str) -> Any:
+    if not isinstance(data, Mapping) or key not in data:
+        raise ValueError(f"demand state: {key} is missing")
+    return data[key]
+
+
+def _numbers(raw: Any, name: str, n: int) -> list[float]:
+    ok = isinstance(raw, list) and len(raw) == n
+    if ok:
+        ok = all(not isinstance(v, bool) and isinstance(v, int | float) and math.isfinite(v) for v in raw)
+    if not ok:
+        raise ValueError(f"demand state: {name} must be {n} finite number(s), got {raw!r}")
+    return [float(v) for v in raw]
+
+
+def observe(
+    spec: DemandSpec,
+    state: DemandState | None,
+    now: float,
+    finished: float,
+    prompt: float,
+    generated: float,
+    inflight: float,
+) -> tuple[DemandState, Estimate]:
+    """Fold one tick's readings (rates summed over pods, in-flight requests) into the state."""
+    if state is None or now < state.at:  # first sight, or a clock that stepped back: start over
+        est = Estimate(Demand(finished, prompt, generated), 0.0)
+        return _start(now, finished, prompt, generated, inflight), est
+    dt = now - state.at
+    if dt <= 0.0:
+        est = Estimate(Demand(finished, prompt, generated), 0.0)
+        return state, est
+    weight = _weight(spec.alpha, dt, spec.smoothing_period_s)
+    f = state.finished + weight * (finished - state.finished)
+    pt = state.prompt + weight * (prompt - state.prompt)
+    gt = state.generated + weight * (generated - state.generated)
+    growth = (inflight - state.inflight) / dt
+    per_p = pt / f if f > 1e-9 else 0.0
+    per_o = gt / f if f > 1e-9 else 0.0
+    arrivals = finished + growth
+    now_demand = Demand(
+        arrivals if arrivals > 0.0 else 0.0,
+        max(prompt + per_p * growth, 0.0),
+        max(generated + per_o * growth, 0.0),
+    )
+    b = _weight(spec.beta, dt, spec.smoothing_period_s)
+    primed = state.primed
+    req = _holt(state.requests, now_demand.requests, dt, weight, b, primed)
+    pro = _holt(state.prompt_tokens, now_demand.prompt_tokens, dt, weight, b, primed)
+    out = _holt(state.output_tokens, now_demand.output_tokens, dt, weight, b, primed)
+    new = DemandState(
+        now,
+        inflight,
+        f,
+        pt,
+        gt,
+        req,
+        pro,
+        out,
+        True,
+        state.pending,
+        state.error_quantile,
+        state.error_scale,
+        state.scored,
+        _toward(state.typical, now_demand, -math.expm1(-dt * _LN2 / TYPICAL_HALF_LIFE_S)),
+    )
+    return new, Estimate(now_demand, growth)
+
+
+_LN2 = math.log(2.0)
+
+
+def _toward(old: Demand, new: Demand, w: float) -> Demand:
+    return Demand(
+        old.requests + w * (new.requests - old.requests),
+        old.prompt_tokens + w * (new.prompt_tokens - old.prompt_tokens),
+        old.output_tokens + w * (new.output_tokens - old.output_tokens),
+    )
+
+
+def _start(now: float, finished: float, prompt: float, generated: float, inflight: float) -> DemandState:
+    return DemandState(
+        now,
+        inflight,
+        finished,
+        prompt,
+        generated,
+        Series(finished, 0.0),
+        Series(prompt, 0.0),
+        Series(generated, 0.0),
+        False,
+        (),
+        0.0,
+        0.0,
+        0.0,
+        Demand(finished, prompt, generated),
+    )
+
+
+def _weight(base: float, dt: float, period: float) -> float:
+    """A weight quoted for a gap of `period` applied over `dt`: 1 - (1 - base)^(dt / period)."""
+    if base >= 1.0:
+        return 1.0
+    return -math.expm1(dt / period * math.log1p(-base))
+
+
+def _holt(s: Series, y: float, dt: float, a: float, b: float, primed: bool) -> Series:
+    if not primed:  # the first difference starts the trend, as Holt's usual initialisation
+        return Series(y, (y - s.level) / dt)
+    predicted = s.level + s.trend * dt
+    level = predicted + a * (y - predicted)
+    if level < 0.0:
+        level = 0.0  # demand is never negative: a trend that overshot zero starts from zero
+    trend = s.trend + b * ((level - s.level) / dt - s.trend)
+    return Series(level, trend)
+
+
+def expected(spec: DemandSpec, state: DemandState, horizon_s: float) -> Demand:
+    """The mean forecast horizon_s after the last sample (damped trend, never below 0)."""
+    tau = spec.damping_s
+    reach = tau * -math.expm1(-horizon_s / tau) if horizon_s > 0.0 else 0.0
+    r, p, o = state.requests, state.prompt_tokens, state.output_tokens
+    return Demand(
+        max(r.level + r.trend * reach, 0.0),
+        max(p.level + p.trend * reach, 0.0),
+        max(o.level + o.trend * reach, 0.0),
+    )
+
+
+def error_quantile(spec: DemandSpec, state: DemandState) -> float:
+    """The quantile of the scored log errors, the prior's figure until errors were scored, blended
+    by weight; never below 0 (the band never plans below the mean)."""
+    n = state.scored
+    w = spec.prior_weight
+    q = (w * spec.prior_error + n * state.error_quantile) / (w + n) if w + n > 0.0 else spec.prior_error
+    return q if q > 0.0 else 0.0
+
+
+def upper(spec: DemandSpec, state: DemandState, mean: Demand, load: Callable[[Demand], float]) -> Demand:
+    """The band's upper quantile over a mean forecast.
+
+    Errors are log ratios of (load + typical load): relative to the level when it is high, to the
+    typical load when it is near zero, so on/off traffic keeps a band in absolute terms (an idle
+    minute before a burst forecasts 0, and is scored against the burst). The upper load is then
+    (mean + typical) × exp(quantile) - typical, spread over the mean's mix (the typical mix at 0).
+    """
+    q = error_quantile(spec, state)
+    offset = load(state.typical)
+    mean_load = load(mean)
+    high = (mean_load + offset) * math.exp(q) - offset
+    if mean_load > 1e-12:
+        return mean.scaled(high / mean_load)
+    typical = load(state.typical)
+    if typical > 1e-12 and high > 0.0:
+        return state.typical.scaled(high / typical)
+    return mean
+
+
+def track(
+    spec: DemandSpec,
+    state: DemandState,
+    now: float,
+    load_now: float,
+    horizon_s: float,
+    load_ahead: float,
+    typical_load: float,
+) -> DemandState:
+    """Score the forecasts due by now, and keep `load_ahead` (the mean forecast horizon_s ahead)
+    to be scored when its time comes; loads in one unit, `typical_load` the typical demand's (the
+    log ratios' offset, see `upper`).
+
+    A forecast made at t for t + h is scored against the *peak* load over (t, t + h]: capacity
+    asked for at t arrives at t + h at the earliest and what is released at t comes back no
+    sooner, so the upper quantile planned on is that of the peak over the horizon, not of one
+    instant (on bursty traffic the difference is the whole burst).
+    """
+    peaks = state.peaks
+    end = len(peaks)
+    while end and peaks[end - 1][1] <= load_now:
+        end -= 1
+    peaks = (*peaks[:end], (now, load_now))
+    offset = typical_load + 1e-12
+    pending = state.pending
+    q, scale, scored = state.error_quantile, state.error_scale, state.scored
+    due = 0
+    while due < len(pending) and pending[due][1] <= now:
+        made = pending[due][0]
+        peak = next(load for at, load in peaks if at > made)  # the newest entry qualifies
+        e = math.log((peak + offset) / (pending[due][2] + offset))
+        e = MAX_ERROR if e > MAX_ERROR else -MAX_ERROR if e < -MAX_ERROR else e
+        scale += 0.05 * (abs(e) - scale) if scored else abs(e)
+        q += (0.1 * scale + 1e-3) * (spec.quantile - (1.0 if e <= q else 0.0))
+        if scored < MAX_SCORED:
+            scored += 1.0
+        due += 1
+    if due:
+        pending = pending[due:]
+    scored_at = min(horizon_s, MAX_SCORED_HORIZON_S)
+    if not pending or now - pending[-1][0] >= scored_at / 32.0:
+        if len(pending) >= MAX_PENDING:
+            pending = pending[1:]
+        pending = (*pending, (now, now + scored_at, load_ahead))
+    oldest = pending[0][0]
+    cut = 0
+    while cut < len(peaks) - 1 and peaks[cut][0] <= oldest:
+        cut += 1
+    if cut:
+        peaks = peaks[cut:]
+    return state._replace(pending=pending, error_quantile=q, error_scale=scale, scored=scored, peaks=peaks)

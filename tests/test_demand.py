@@ -1,0 +1,143 @@
+"""Demand from engine counters: conservation, the damped forecast, the scored band, persistence."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from autoscaler.policy import demand
+from autoscaler.policy.capacity import Demand
+from autoscaler.policy.spec import DemandSpec
+
+SPEC = DemandSpec()
+
+
+def feed(
+    samples: list[tuple[float, float, float, float, float]], spec: DemandSpec = SPEC
+) -> demand.DemandState:
+    """(at, finished/s, prompt tok/s, generated tok/s, in flight) -> the state after them."""
+    state = None
+    for at, f, p, g, n in samples:
+        state, _ = demand.observe(spec, state, at, f, p, g, n)
+    assert state is not None
+    return state
+
+
+def test_arrivals_are_finished_plus_the_growth_in_flight() -> None:
+    """Counters say 5/s finished while in-flight grew by 30 in 15 s: 7/s arrived."""
+    state = feed([(0.0, 5.0, 5000.0, 1000.0, 10.0)])
+    _, est = demand.observe(SPEC, state, 15.0, 5.0, 5000.0, 1000.0, 40.0)
+    assert est.growth_per_s == pytest.approx(2.0)
+    assert est.now.requests == pytest.approx(7.0)
+    # the extra 2/s carry the mean tokens of a finished request: 1000 prompt and 200 output each
+    assert est.now.prompt_tokens == pytest.approx(5000.0 + 2 * 1000.0)
+    assert est.now.output_tokens == pytest.approx(1000.0 + 2 * 200.0)
+
+
+def test_a_draining_queue_is_not_demand() -> None:
+    state = feed([(0.0, 8.0, 8000.0, 1600.0, 100.0)])
+    _, est = demand.observe(SPEC, state, 10.0, 8.0, 8000.0, 1600.0, 20.0)
+    assert est.now.requests == 0.0  # 8/s finished while 8/s left the queue: nothing arrived
+    assert est.now.prompt_tokens == 0.0
+
+
+def test_constant_demand_is_forecast_flat() -> None:
+    state = feed([(15.0 * i, 10.0, 10_000.0, 2_000.0, 30.0) for i in range(40)])
+    for h in (0.0, 60.0, 600.0):
+        got = demand.expected(SPEC, state, h)
+        assert got.requests == pytest.approx(10.0, rel=1e-6)
+        assert got.prompt_tokens == pytest.approx(10_000.0, rel=1e-6)
+
+
+def test_the_damped_trend_never_runs_away() -> None:
+    """A ramp of +0.1/s per second: the forecast grows, but by at most trend × damping_s."""
+    state = feed([(15.0 * i, 1.0 + 1.5 * i, 1000.0 * (1.0 + 1.5 * i), 200.0, 0.0) for i in range(30)])
+    trend = state.requests.trend
+    assert trend == pytest.approx(0.1, rel=0.05)
+    near = demand.expected(SPEC, state, 60.0).requests
+    far = demand.expected(SPEC, state, 1e6).requests
+    assert near > state.requests.level
+    assert far == pytest.approx(state.requests.level + trend * SPEC.damping_s, rel=1e-6)
+
+
+def requests(d: Demand) -> float:
+    return d.requests
+
+
+def test_the_band_starts_at_the_prior_and_learns_the_error() -> None:
+    """Forecasts of 10 that come out 20, scored at the 0.9 quantile, with a typical load of 10:
+    the error is log((20 + 10) / (10 + 10)), and the upper band over a mean of 10 comes out 20."""
+    spec = DemandSpec(prior_error=0.25, prior_weight=8.0)
+    state = feed([(0.0, 10.0, 1.0, 1.0, 0.0)], spec)
+    mean = Demand(10.0, 1.0, 1.0)
+    assert demand.upper(spec, state, mean, requests).requests == pytest.approx(20 * math.exp(0.25) - 10)
+    for i in range(1, 600):
+        state = demand.track(spec, state, 15.0 * i, 20.0, 60.0, 10.0, 10.0)
+    assert state.scored > 100
+    assert demand.upper(spec, state, mean, requests).requests == pytest.approx(20.0, rel=0.05)
+    assert len(state.pending) <= demand.MAX_PENDING
+
+
+def test_right_forecasts_narrow_the_band_to_nothing() -> None:
+    spec = DemandSpec(prior_error=0.25, prior_weight=8.0)
+    state = feed([(0.0, 10.0, 1.0, 1.0, 0.0)], spec)
+    for i in range(1, 400):
+        state = demand.track(spec, state, 15.0 * i, 10.0, 60.0, 10.0, 10.0)
+    # what is left is the prior's weight: 8 of 407 samples at 0.25
+    assert (
+        demand.upper(spec, state, Demand(10.0, 1.0, 1.0), requests).requests < 10.0 * 2 * math.exp(0.006) - 10
+    )
+
+
+def test_a_forecast_is_scored_against_the_peak_over_its_horizon() -> None:
+    """Idle, one 15 s spike to 50 inside each 60 s horizon: the band learns the spike."""
+    spec = DemandSpec(prior_error=0.0, prior_weight=0.0, quantile=0.9)
+    state = feed([(0.0, 1.0, 1.0, 1.0, 0.0)], spec)
+    for i in range(1, 800):
+        load = 50.0 if i % 4 == 0 else 0.0
+        state = demand.track(spec, state, 15.0 * i, load, 60.0, 0.0, 5.0)
+    # every forecast of 0 met a peak of 50: log(55 / 5); the upper band at a mean of 0 is 50
+    # (a constant error: the tracker hovers within one step, 0.1 × |error|, above it)
+    assert demand.error_quantile(spec, state) == pytest.approx(math.log(55 / 5), abs=0.25)
+    assert len(state.peaks) <= 6
+
+
+def test_the_band_at_zero_spreads_over_the_typical_mix() -> None:
+    spec = DemandSpec(prior_error=math.log(3.0), prior_weight=1.0)
+    state = feed([(0.0, 2.0, 2000.0, 200.0, 0.0)], spec)
+    up = demand.upper(spec, state, Demand(0.0, 0.0, 0.0), requests)
+    assert up == Demand(pytest.approx(4.0), pytest.approx(4000.0), pytest.approx(400.0))
+
+
+def test_a_clock_that_steps_back_starts_over() -> None:
+    state = feed([(100.0, 5.0, 5.0, 5.0, 0.0), (115.0, 6.0, 6.0, 6.0, 0.0)])
+    again, est = demand.observe(SPEC, state, 50.0, 3.0, 3.0, 3.0, 0.0)
+    assert again.at == 50.0 and not again.primed and est.now.requests == 3.0
+
+
+def test_state_round_trips_through_json_ready_dicts() -> None:
+    state = feed([(15.0 * i, 10.0 + i, 1000.0, 200.0, float(i)) for i in range(10)])
+    state = demand.track(SPEC, state, 150.0, 12.0, 60.0, 13.0, 11.0)
+    assert demand.DemandState.from_dict(state.to_dict()) == state
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("version", 2, "version must be 1"),
+        ("requests", [1.0], "requests must be 2 finite number"),
+        ("pending", [[1.0, 2.0]], r"pending\[0\] must be 3 finite number"),
+        ("primed", 1, "primed must be true or false"),
+        ("at", float("nan"), "at must be 1 finite number"),
+    ],
+)
+def test_a_malformed_state_is_refused_naming_the_field(field: str, value: object, message: str) -> None:
+    data = feed([(0.0, 1.0, 1.0, 1.0, 0.0)]).to_dict()
+    data[field] = value
+    with pytest.raises(ValueError, match=message):
+        demand.DemandState.from_dict(data)
+
+
+def test_scaled_demand_scales_every_rate() -> None:
+    assert Demand(2.0, 10.0, 4.0).scaled(1.5) == Demand(3.0, 15.0, 6.0)
