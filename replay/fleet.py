@@ -222,6 +222,24 @@ class Fleet:
         self._lead_time = (state, lead)
         return lead
 
+    def upcoming_loads_s(self) -> tuple[float, ...]:
+        """Seconds until each starting replica still provisioning or pulling its image begins its
+        weight load from shared storage (node-cached weights are not shared storage): loads a
+        replica started now will compete with."""
+        out: list[float] = []
+        for r in self.starting():
+            if r.phase > Phase.PULLING:
+                continue
+            node = self.nodes[r.node]
+            if node.weights_cached and self.spec.local_cache_gbps is not None:
+                continue
+            up = max(node.up_s, self.now)
+            pull = 0.0 if node.image_cached else self.spec.image_pull_s
+            if node.pull_done_s is not None:
+                pull = max(0.0, node.pull_done_s - up)
+            out.append(up + pull - self.now)
+        return tuple(sorted(out))
+
     def predicted_ready_at(self) -> tuple[float, ...]:
         """When each starting replica would be ready if nobody else started or stopped: what the
         controller can know from the pods and the cold-start model (the replay does not leak the

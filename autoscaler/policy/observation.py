@@ -43,3 +43,6 @@ class Observation:
     image_cached_nodes: tuple[int, ...] = ()  # indices into free_gpus_per_node
     weights_cached_nodes: tuple[int, ...] = ()  # nodes whose local cache holds the weights
     loading_remaining_gb: tuple[float, ...] = ()  # replicas reading weights from shared storage now
+    # seconds until each starting replica that has not begun its load (provisioning, pulling the
+    # image) begins reading from shared storage: loads that will compete with any started now
+    upcoming_loads_s: tuple[float, ...] = ()
