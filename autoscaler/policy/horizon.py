@@ -1,0 +1,116 @@
+"""Horizon: when the marginal replica would be ready, i.e. how far ahead a sizing must look.
+
+A replica asked for now serves only from its ready time, so the demand that matters for it is
+the demand then. For the *marginal* replica — the last of those the demand needs — that time
+depends on how many are asked for (they share the storage) and on the loaders already in progress
+and the caches, all of which the cold-start model (coldstart.py) knows. The horizon is found by a
+short fixed point: one more replica's ready time -> the replicas needed then -> the ready time of
+the last of them -> ... It cannot run away: the demand forecast's trend is damped (demand.py), so
+the need at any horizon is bounded, and the loop stops as soon as the need stops growing.
+
+Pure; the cold-start answers are cached on their (hashable) inputs, as a cluster looks the same
+most ticks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from functools import lru_cache
+
+from autoscaler.policy import coldstart
+from autoscaler.policy.coldstart import ReplicaReadiness
+from autoscaler.policy.spec import ColdStartSpec
+
+# (free GPUs per node, nodes with the image, nodes with the weights, GB left per loader in progress,
+#  seconds until each starting replica not loading yet begins its load)
+Cluster = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[float, ...], tuple[float, ...]]
+MAX_ROUNDS = 4  # fixed-point rounds; each can only lengthen the horizon, and it converges in 1-2
+
+
+@lru_cache(maxsize=4096)
+def readiness(cold: ColdStartSpec, k: int, cluster: Cluster) -> tuple[ReplicaReadiness, ...]:
+    """Per replica, the path to ready of k replicas started now (coldstart.predict_ready), their
+    loads sharing the storage with the loads in progress and those of replicas still on their way
+    to theirs (provisioning, pulling), which start later and full size."""
+    free, image, weights, loading, upcoming = cluster
+    plan = coldstart.predict_ready(
+        cold,
+        k,
+        free_gpus_per_node=free,
+        image_cached_nodes=image,
+        weights_cached=weights,
+        loading_remaining_gb=loading,
+    )
+    if not upcoming:
+        return plan
+    shared = [i for i, r in enumerate(plan) if not r.from_cache]
+    if not shared:
+        return plan
+    ahead = len(loading) + len(upcoming)
+    finish = coldstart.shared_load_finish_times(
+        [*loading, *[cold.weights_gb] * (len(upcoming) + len(shared))],
+        [*[0.0] * len(loading), *upcoming, *[plan[i].load_start_s for i in shared]],
+        storage_gbps=cold.storage_gbps,
+        per_loader_gbps=cold.per_loader_gbps,
+    )
+    out = list(plan)
+    for i, done in zip(shared, finish[ahead:], strict=True):
+        r = plan[i]
+        after = r.ready_s - r.load_start_s - r.load_s  # the phases after the load
+        load = done - r.load_start_s
+        out[i] = replace(r, load_s=load, load_wait_s=r.load_wait_s + load - r.load_s, ready_s=done + after)
+    return tuple(out)
+
+
+def marginal_ready_s(cold: ColdStartSpec, k: int, cluster: Cluster) -> float:
+    """Seconds until the last of k replicas started now is ready (k >= 1)."""
+    return max(r.ready_s for r in readiness(cold, k, cluster))
+
+
+@lru_cache(maxsize=256)
+def recreate_s(cold: ColdStartSpec) -> float:
+    """Seconds a replica released now would take to come back on the node it leaves (its GPUs
+    free, the image there, the weights in the node cache if there is one, no other loader): the
+    rent-or-buy break-even, since a replica holds its GPUs from scheduling to ready."""
+    weights = (0,) if cold.local_cache_gbps is not None else ()
+    return marginal_ready_s(cold, 1, ((cold.gpus_per_replica,), (0,), weights, (), ()))
+
+
+def find(
+    cold: ColdStartSpec | None,
+    have: int,
+    room: int,
+    need_at: Callable[[float], int],
+    cluster: Cluster,
+    lead_s: float | None,
+) -> tuple[float, int, int]:
+    """(horizon s, replicas needed then, rounds): the ready time of the marginal replica and the need
+    at that time, with `have` replicas counted (ready or starting) and at most `room` more.
+
+    `lead_s` is the caller's time to ready of one more replica (a learned startup quantile) or the
+    spec's fixed one; it replaces the model's for the first replica, later ones add the model's
+    extra wait for sharing the storage.
+    """
+    if cold is None:
+        horizon = lead_s or 0.0
+        return horizon, need_at(horizon), 1
+    first = marginal_ready_s(cold, 1, cluster)
+    offset = 0.0 if lead_s is None else lead_s - first
+    horizon = first + offset
+    need = need_at(horizon)
+    rounds = 1
+    while rounds < MAX_ROUNDS:
+        extra = min(need - have, room)
+        if extra <= 1:
+            break
+        later = marginal_ready_s(cold, extra, cluster) + offset
+        if later <= horizon:
+            break
+        horizon = later
+        rounds += 1
+        again = need_at(horizon)
+        if again <= need:
+            break
+        need = again
+    return horizon, need, rounds

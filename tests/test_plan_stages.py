@@ -1,0 +1,167 @@
+"""The small planning modules: horizon, contention-aware scale-up, rent-or-buy, panic."""
+
+from __future__ import annotations
+
+import pytest
+
+from autoscaler.policy import horizon, panic, scaledown, scaleup
+from autoscaler.policy.spec import ColdStartSpec
+
+SEED = ColdStartSpec(weights_gb=140, storage_gbps=10)  # 14 s alone, 112 s each for 8 together
+COLD = ((), (), (), (), ())  # a cluster without nodes: every replica on a new node
+WARM = ((8, 8, 8, 8), (0, 1, 2, 3), (), (), ())  # four idle nodes with the image
+
+
+# --- horizon -------------------------------------------------------------------------------------
+
+
+def test_the_marginal_replica_waits_for_the_ones_before_it() -> None:
+    assert horizon.marginal_ready_s(SEED, 1, COLD) == pytest.approx(14.0)
+    assert horizon.marginal_ready_s(SEED, 8, COLD) == pytest.approx(112.0)
+    busy = ((), (), (), (140.0,) * 7, ())  # seven loaders already at it
+    assert horizon.marginal_ready_s(SEED, 1, busy) == pytest.approx(112.0)
+
+
+def test_the_horizon_is_the_ready_time_of_the_last_replica_needed_then() -> None:
+    need = {14.0: 6, 70.0: 6}
+    h, n, rounds = horizon.find(SEED, 2, 100, lambda t: need.get(round(t, 6), 6), COLD, None)
+    assert (h, n) == (pytest.approx(56.0), 6)  # 4 more: 4 x 14 s
+    assert rounds == 2
+
+
+def test_a_need_that_grows_with_the_horizon_is_followed_but_stops() -> None:
+    """Need = 1 per 10 s of horizon: 14 s -> 2, 28 s -> 3, 42 s -> 5, 70 s -> 8, then the rounds stop
+    (in the policy the damped forecast bounds the need whatever the horizon)."""
+    h, n, rounds = horizon.find(SEED, 0, 1000, lambda t: int(t // 10) + 1, COLD, None)
+    assert (h, n, rounds) == (pytest.approx(70.0), 8, horizon.MAX_ROUNDS)
+
+
+def test_room_caps_the_marginal_replica() -> None:
+    h, n, _ = horizon.find(SEED, 2, 3, lambda t: 50, COLD, None)
+    assert h == pytest.approx(3 * 14.0) and n == 50
+
+
+def test_a_callers_lead_time_replaces_the_first_replicas_and_keeps_the_sharing() -> None:
+    h, _, _ = horizon.find(SEED, 0, 10, lambda t: 3, COLD, 100.0)
+    assert h == pytest.approx(100.0 + 3 * 14.0 - 14.0)
+
+
+def test_without_a_cold_start_model_the_horizon_is_the_fixed_lead_time() -> None:
+    assert horizon.find(None, 1, 10, lambda t: 4, COLD, 30.0) == (30.0, 4, 1)
+
+
+def test_recreating_a_released_replica_skips_provisioning_and_pull() -> None:
+    full = ColdStartSpec(weights_gb=140, storage_gbps=10, image_pull_s=30, warmup_s=30, node_provision_s=90)
+    assert horizon.recreate_s(full) == pytest.approx(14.0 + 30.0)
+    cached = ColdStartSpec(weights_gb=140, storage_gbps=10, local_cache_gbps=28, warmup_s=30)
+    assert horizon.recreate_s(cached) == pytest.approx(5.0 + 30.0)
+
+
+# --- contention-aware scale-up -------------------------------------------------------------------
+
+
+def test_the_seed_starts_one_load_per_decision() -> None:
+    """14 s alone, decisions every 15 s: starting the second now makes both wait 28 s."""
+    k, why = scaleup.starts_now(SEED, 8, COLD, 15.0)
+    assert k == 1 and "later decisions" in why
+
+
+def test_fast_storage_starts_everything_now() -> None:
+    fast = ColdStartSpec(weights_gb=16, storage_gbps=100)  # 0.16 s alone
+    assert scaleup.starts_now(fast, 8, COLD, 15.0)[0] == 8
+
+
+def test_a_per_loader_cap_lets_that_many_load_at_full_speed() -> None:
+    streamer = ColdStartSpec(weights_gb=140, storage_gbps=10, per_loader_gbps=2.5)  # 4 at full speed
+    k, _ = scaleup.starts_now(streamer, 8, COLD, 15.0)
+    assert 4 <= k <= 8
+
+
+def test_replicas_on_nodes_with_the_weights_cached_start_at_once() -> None:
+    cached = ColdStartSpec(weights_gb=140, storage_gbps=10, local_cache_gbps=28)
+    nodes = ((8, 8), (0, 1), (0, 1), (), ())  # room for 2 replicas of 4 GPUs each... of 1 GPU: 16
+    assert scaleup.starts_now(cached, 8, nodes, 15.0)[0] == 8
+
+
+def test_loaders_in_progress_make_new_ones_wait() -> None:
+    """Seven loads at it: a new one now would slow all seven; it starts once they are nearly done."""
+    busy = ((), (), (), (140.0,) * 7, ())
+    k, why = scaleup.starts_now(SEED, 4, busy, 15.0)
+    assert k == 0 and "in progress" in why
+    assert scaleup.starts_now(SEED, 4, ((), (), (), (20.0,), ()), 15.0)[0] == 1
+
+
+def test_slow_setup_before_the_load_lets_more_start() -> None:
+    """A 90 s node provisioning and 30 s pull overlap; only the 14 s loads are shared."""
+    slow = ColdStartSpec(weights_gb=140, storage_gbps=10, image_pull_s=30, node_provision_s=90)
+    k, _ = scaleup.starts_now(slow, 8, COLD, 15.0)
+    assert k >= 1
+
+
+# --- rent or buy ---------------------------------------------------------------------------------
+
+
+def test_the_need_history_keeps_the_window_maximum_in_front() -> None:
+    h: scaledown.NeedHistory = ()
+    for t, n in [(0, 5), (10, 8), (20, 3), (30, 6), (40, 2)]:
+        h = scaledown.remember(h, float(t), n, 100.0)
+    assert h == ((10.0, 8), (30.0, 6), (40.0, 2))
+    assert scaledown.recent_max(h, 40.0, 100.0) == 8
+    assert scaledown.recent_max(h, 40.0, 15.0) == 6
+    assert scaledown.recent_max(h, 40.0, 0.0) == 2
+    h = scaledown.remember(h, 200.0, 1, 100.0)
+    assert h == ((200.0, 1),)
+
+
+def test_a_replica_needed_again_within_the_break_even_is_kept() -> None:
+    history = scaledown.remember((), 0.0, 10, 400.0)
+    kept = scaledown.keep(have=10, need_now=6, need_ahead=10, history=history, now=200.0, breakeven_s=164.0)
+    assert (kept.replicas, kept.reason) == (10, "KeepWarm")
+    first = scaledown.keep(have=10, need_now=6, need_ahead=6, history=(), now=0.0, breakeven_s=164.0)
+    assert (first.replicas, first.reason) == (10, "FirstSight")
+
+
+def test_a_replica_the_forecast_does_not_need_waits_half_the_break_even() -> None:
+    history = scaledown.remember((), 0.0, 10, 400.0)
+    early = scaledown.keep(10, 6, 6, history, now=60.0, breakeven_s=164.0)
+    late = scaledown.keep(10, 6, 6, history, now=100.0, breakeven_s=164.0)
+    assert early.replicas == 10  # needed 60 s ago, within λ·B = 82 s
+    assert (late.replicas, late.reason) == (6, "ReleaseIdle")
+
+
+def test_a_forecast_that_keeps_asking_is_overruled_after_the_break_even_over_trust() -> None:
+    history = scaledown.remember((), 0.0, 10, 400.0)
+    trusting = scaledown.keep(10, 6, 10, history, now=300.0, breakeven_s=164.0)
+    overruled = scaledown.keep(10, 6, 10, history, now=400.0, breakeven_s=164.0)
+    assert trusting.replicas == 10  # within B / λ = 328 s of the last need
+    assert overruled.replicas == 6
+
+
+def test_never_below_what_is_needed_now() -> None:
+    old = scaledown.remember((), -1000.0, 20, 10_000.0)
+    assert scaledown.keep(10, 12, 0, old, 0.0, 100.0).replicas == 10
+    assert scaledown.keep(10, 7, 0, old, 0.0, 100.0).replicas == 7
+
+
+# --- panic ---------------------------------------------------------------------------------------
+
+
+def test_panic_starts_holds_a_window_and_ends() -> None:
+    s = panic.PanicState(None, 0.0)
+    s = panic.update(s, 100.0, True, 60.0)
+    assert s == panic.PanicState(100.0, 100.0)
+    s = panic.update(s, 130.0, True, 60.0)
+    assert s == panic.PanicState(100.0, 130.0)
+    assert panic.relevance_s(s, 130.0, 60.0) == 60.0
+    assert panic.relevance_s(s, 230.0, 60.0) == 130.0
+    s = panic.update(s, 180.0, False, 60.0)
+    assert s.since == 100.0  # 50 s after the last trigger: still in panic
+    s = panic.update(s, 190.0, False, 60.0)
+    assert s.since is None
+
+
+def test_panic_starts_only_what_is_ready_while_the_burst_matters() -> None:
+    # 4 together take 56 s, 5 take 70 s: within 60 s at most 4
+    assert panic.in_time(SEED, 8, COLD, 60.0) == 4
+    assert panic.in_time(SEED, 8, COLD, 10.0) == 0
+    assert panic.in_time(None, 8, COLD, 10.0) == 8
