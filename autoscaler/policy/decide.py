@@ -24,7 +24,7 @@ from functools import lru_cache
 from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo
 
-from autoscaler.policy import coldstart, forecast
+from autoscaler.policy import coldstart, forecast, planner
 from autoscaler.policy.hpa import (
     Condition,
     MetricError,
@@ -40,15 +40,8 @@ from autoscaler.policy.hpa import (
 )
 from autoscaler.policy.observation import MetricReading, Observation
 from autoscaler.policy.spec import AutoscalerSpec, ColdStartSpec, FloorSpec, Schedule
+from autoscaler.policy.stage import Stage
 from autoscaler.policy.state import PolicyState, Recommendation
-
-
-class Stage(NamedTuple):
-    name: str
-    before: int
-    after: int
-    reason: str
-    message: str = ""
 
 
 class MetricForecast(NamedTuple):
@@ -69,6 +62,7 @@ class Decision(NamedTuple):
     forecasts: tuple[MetricForecast, ...] = ()
     # seconds from now until each replica this decision adds is predicted ready
     predicted_ready_s: tuple[float, ...] = ()
+    plan: planner.Plan | None = None  # the predictive stages' figures (spec.capacity set)
 
     @property
     def scale(self) -> bool:
@@ -144,7 +138,17 @@ def decide(
         stages.append(Stage("metrics", current, raw, "ValidMetricFound", _metrics_message(proposals)))
 
     forecasters = state.forecasters
-    if spec.prediction is not None:
+    planner_state = state.planner
+    plan: planner.Plan | None = None
+    if spec.capacity is not None:
+        outcome = planner.plan(spec, spec.capacity, planner_state, obs, raw, _fixed_lead_s(spec, obs), now)
+        stages.extend(outcome.stages)
+        planner_state, plan = outcome.state, outcome.plan
+        if outcome.replicas is not None and plan is not None:
+            lead_s = plan.horizon_s
+            # a failed reactive metric never lets the predictive path scale down (as upstream holds)
+            raw = outcome.replicas if raw is not None else max(outcome.replicas, current)
+    elif spec.prediction is not None:
         forecasters, forecasts, predicted = _predict(spec, state, obs, readings, tolerances, lead_s, now)
         # Replicas already starting are capacity that arrives before any replica started now
         # would, and spec replicas already count them. The current value was produced without
@@ -193,7 +197,7 @@ def decide(
         decision = Decision(
             current, current, tuple(stages), (_GOT_SCALE, active), lead_time_s=lead_s, forecasts=forecasts
         )
-        return decision, _next_state(state, state.recommendations, forecasters)
+        return decision, _next_state(state, state.recommendations, forecasters, planner_state)
 
     floored, floor_reason = _apply_floors(spec.floors, raw, now)
     if floored != raw:
@@ -248,16 +252,25 @@ def decide(
         lead_time_s=lead_s,
         forecasts=forecasts,
         predicted_ready_s=ready_in,
+        plan=plan,
     )
-    return decision, _next_state(state, history, forecasters)
+    return decision, _next_state(state, history, forecasters, planner_state)
 
 
 def _next_state(
-    state: PolicyState, history: tuple[Recommendation, ...], forecasters: Mapping[str, Any]
+    state: PolicyState,
+    history: tuple[Recommendation, ...],
+    forecasters: Mapping[str, Any],
+    planner_state: planner.PlannerState | None,
 ) -> PolicyState:
     # A direct constructor call: dataclasses.replace costs more than the rest of a tick's bookkeeping.
     return PolicyState(
-        history, state.scale_up_events, state.scale_down_events, forecasters, state.scaled_to_zero
+        history,
+        state.scale_up_events,
+        state.scale_down_events,
+        forecasters,
+        state.scaled_to_zero,
+        planner_state,
     )
 
 
@@ -288,6 +301,15 @@ def _fresh(reading: MetricReading | None, name: str, max_age_s: float | None) ->
             f"newest sample is {reading.age_s:.0f} s old, more than the {max_age_s:.0f} s allowed"
         )
     return reading
+
+
+def _fixed_lead_s(spec: AutoscalerSpec, obs: Observation) -> float | None:
+    """A time to ready the caller or the spec gives instead of the cold-start model's (or None)."""
+    if obs.lead_time_s is not None:
+        return obs.lead_time_s
+    if spec.prediction is not None:
+        return spec.prediction.lead_time_s
+    return None
 
 
 def _lead_time_s(spec: AutoscalerSpec, obs: Observation) -> float:

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from autoscaler.policy.planner import PlannerState
 
 
 class Recommendation(NamedTuple):
@@ -34,3 +37,5 @@ class PolicyState:
     forecasters: Mapping[str, Any] = field(default_factory=dict)
     # upstream's ScaledToZero condition: the autoscaler itself took the target to 0 (minReplicas 0)
     scaled_to_zero: bool = False
+    # the predictive stages' memory (planner.py): demand forecaster, learned speed, needs, panic
+    planner: PlannerState | None = None

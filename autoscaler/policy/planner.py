@@ -1,0 +1,308 @@
+"""The predictive stages: demand x capacity sizing over the marginal replica's horizon.
+
+Called by decide.py when the spec has a `capacity` section, after upstream's per-metric
+proposals (the reactive floor) and before floors, stabilization and limits. Each stage is
+recorded as a Stage (before and after replicas, reason, message):
+
+  demand      arrivals and token rates from the engine counters plus the in-flight growth
+              (demand.py); forecast with a damped trend; the band from the scored errors
+  capacity    the replicas the band's upper quantile needs under the SLO (capacity.py), with
+              each replica's capacity at this mix and the learned speed
+  horizon     the ready time of the marginal replica (horizon.py): the forecast is read there
+  panic       a burst far above the band: sized on this tick's demand, bounded by what is ready
+              in time (panic.py) — only when it fires or holds
+  scale-up    how many of the missing replicas start now under storage sharing (scaleup.py)
+  scale-down  rent or buy (scaledown.py): what is kept, what is released
+
+The reactive floor — upstream's proposal on queue and batch — joins at scale-up (capped while
+replicas are arriving, as the reactive path does). Pure: (spec, state, observation, now) in,
+stages, recommendation and new state out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from autoscaler.policy import capacity, demand, horizon, panic, scaledown, scaleup
+from autoscaler.policy.capacity import Demand, Sizing, SpeedState
+from autoscaler.policy.observation import MetricReading, Observation
+from autoscaler.policy.scaledown import NeedHistory
+from autoscaler.policy.spec import AutoscalerSpec, CapacitySpec, ReplicaProfile
+from autoscaler.policy.stage import Stage
+
+STATE_VERSION = 1
+FALL_TOLERANCE = (
+    0.1  # demand counts as fallen 10 % below its level at the last scale-up (the HPA's tolerance)
+)
+
+
+class PlannerState(NamedTuple):
+    demand: demand.DemandState | None = None
+    speed: SpeedState = capacity.NO_SPEED
+    needs: NeedHistory = ()
+    panic: panic.PanicState = panic.PanicState(None, 0.0)
+    started_for: float = 0.0  # the mean demand's load when replicas were last started
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": STATE_VERSION,
+            "demand": None if self.demand is None else self.demand.to_dict(),
+            "speed": list(self.speed),
+            "needs": [list(n) for n in self.needs],
+            "panic": list(self.panic),
+            "started_for": self.started_for,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PlannerState:
+        """Parse to_dict output; a malformed field raises ValueError naming it."""
+        if not isinstance(data, Mapping) or data.get("version") != STATE_VERSION:
+            raise ValueError(f"planner state: version must be {STATE_VERSION}")
+        try:
+            raw_demand = data["demand"]
+            log_ratio, samples, ticks = data["speed"]
+            needs = tuple((float(t), int(n)) for t, n in data["needs"])
+            since, last = data["panic"]
+            started_for = float(data["started_for"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"planner state: malformed ({exc})") from None
+        return cls(
+            None if raw_demand is None else demand.DemandState.from_dict(raw_demand),
+            SpeedState(float(log_ratio), float(samples), int(ticks)),
+            needs,
+            panic.PanicState(None if since is None else float(since), float(last)),
+            started_for,
+        )
+
+
+class Plan(NamedTuple):
+    """What the predictive stages saw and decided, for explain and the replay's decisions."""
+
+    demand_now: Demand  # this tick's estimate from the counters and the in-flight growth
+    forecast: Demand  # the mean forecast at the horizon
+    upper: Demand  # its upper band (the quantile planned on)
+    band: float  # upper / mean
+    horizon_s: float  # the marginal replica's ready time
+    sizing: Sizing  # for `upper`: replicas, binding constraint, capacity per replica
+    speed: float  # learned, relative to the profile
+    needed: int  # replicas needed at the horizon (before the reactive floor and panic)
+    keep: int  # what rent-or-buy keeps (= current when not scaling down)
+    start_now: int  # replicas this decision starts
+    panic: bool
+
+
+class Outcome(NamedTuple):
+    stages: tuple[Stage, ...]
+    replicas: int | None  # the recommendation; None: no demand data, the reactive path decides
+    plan: Plan | None
+    state: PlannerState
+
+
+def _total(reading: MetricReading | None) -> float | None:
+    if reading is None or not reading.values_milli:
+        return None
+    return sum(reading.values_milli) / 1000.0
+
+
+def load_of(profile: ReplicaProfile, d: Demand) -> float:
+    """GPU-seconds per second a demand costs at the profile's speed: the unit errors are scored in."""
+    if d.requests <= 0.0:
+        return profile.prefill_s_per_token * d.prompt_tokens
+    return d.requests * capacity.work_per_request(
+        profile, d.prompt_tokens / d.requests, d.output_tokens / d.requests, 1.0
+    )
+
+
+def plan(
+    spec: AutoscalerSpec,
+    cap: CapacitySpec,
+    state: PlannerState | None,
+    obs: Observation,
+    reactive: int | None,
+    lead_s: float | None,
+    now: float,
+) -> Outcome:
+    """The predictive stages for one tick. `reactive` is upstream's proposal (None: unusable),
+    `lead_s` a caller's or the spec's time to ready of one replica (None: the cold-start model)."""
+    state = state or PlannerState()
+    d = cap.demand
+    metrics = obs.metrics
+    finished = _total(metrics.get(d.request_rate_metric))
+    prompt = _total(metrics.get(d.prompt_token_rate_metric))
+    generated = _total(metrics.get(d.generation_token_rate_metric))
+    have = obs.spec_replicas
+    if finished is None or prompt is None or generated is None:
+        why = "no demand reading (request and token rates); the reactive proposal decides"
+        after = have if reactive is None else reactive
+        return Outcome((Stage("demand", have, after, "NoDemandData", why),), None, None, state)
+    inflight = _total(metrics.get(d.inflight_metric))
+    if inflight is None:
+        inflight = state.demand.inflight if state.demand is not None else 0.0
+    profile = cap.profile
+    prior = state.demand
+    dstate, est = demand.observe(d, prior, now, finished, prompt, generated, inflight)
+
+    def load(x: Demand) -> float:
+        return load_of(profile, x)
+
+    def upper_at(h: float, state: demand.DemandState = dstate) -> Demand:
+        return demand.upper(d, state, demand.expected(d, state, h), load)
+
+    # learned speed: only while every ready replica has a queue
+    queue = _total(metrics.get(d.queue_metric)) if d.queue_metric is not None else None
+    ready = obs.ready_pods or 0
+    speed_state = state.speed
+    if cap.learn:
+        saturated = queue is not None and ready > 0 and queue >= ready
+        speed_state = capacity.learn(
+            profile,
+            speed_state,
+            saturated=saturated,
+            prompt_rate=prompt,
+            generated_rate=generated,
+            finished_rate=finished,
+            ready=ready,
+        )
+    speed = capacity.speed(speed_state, cap.learn_prior_weight)
+    limit = spec.max_replicas
+    slo = cap.slo
+    sized: dict[float, Sizing] = {}
+
+    def sizing_at(h: float) -> Sizing:
+        got = sized.get(h)
+        if got is None:
+            got = capacity.size(profile, slo, upper_at(h), speed, limit)
+            sized[h] = got
+        return got
+
+    def need_at(h: float) -> int:
+        return sizing_at(h).replicas
+
+    cold = spec.cold_start
+    cluster = (
+        obs.free_gpus_per_node,
+        obs.image_cached_nodes,
+        obs.weights_cached_nodes,
+        obs.loading_remaining_gb,
+        obs.upcoming_loads_s,
+    )
+    horizon_s, needed, rounds = horizon.find(cold, have, limit - have, need_at, cluster, lead_s)
+    at_horizon = sizing_at(horizon_s)
+    mean = demand.expected(d, dstate, horizon_s)
+    upper = upper_at(horizon_s)
+    band = load(upper) / load(mean) if load(mean) > 0.0 else math.inf
+    dstate = demand.track(d, dstate, now, load(est.now), horizon_s, load(mean), load(dstate.typical))
+
+    r, pt, gt = est.now
+    stages = [
+        Stage(
+            "demand",
+            have,
+            have,
+            "DemandForecast",
+            f"arrivals {r:.3g}/s (finished {finished:.3g} + in-flight growth {est.growth_per_s:+.3g}),"
+            f" prompt {pt:.4g} tok/s, output {gt:.4g} tok/s; in {horizon_s:.0f} s: {mean.requests:.3g}/s,"
+            f" upper {upper.requests:.3g}/s (band x{band:.3g})",
+        ),
+        Stage(
+            "capacity",
+            have,
+            needed,
+            f"{at_horizon.binding.upper()}Binds" if at_horizon.binding != "idle" else "Idle",
+            f"per replica at the SLO: prefill {at_horizon.prefill_tokens_per_s:,.0f} tok/s, decode"
+            f" {at_horizon.decode_tokens_per_s:,.0f} tok/s, {at_horizon.requests_per_s:.3g} req/s at this mix"
+            f" (speed x{speed:.2f}); {upper.requests:.3g}/s needs {needed}",
+        ),
+        Stage(
+            "horizon",
+            needed,
+            needed,
+            "MarginalReplica",
+            f"replica {max(needed - have, 1)} of those asked for now is ready in {horizon_s:.0f} s"
+            f" ({len(obs.loading_remaining_gb)} loading now, {rounds} round(s))",
+        ),
+    ]
+
+    # the reactive floor: upstream's proposal, capped while capacity is arriving within the horizon
+    floor = 0
+    if reactive is not None:
+        floor = reactive
+        if reactive > have and obs.starting_ready_at:
+            arriving = sum(1 for t in obs.starting_ready_at if t <= now + horizon_s)
+            if arriving:
+                floor = have
+    target = max(needed, floor)
+
+    # panic: this tick's demand far above what the band allowed for it
+    panic_state = state.panic
+    in_panic = False
+    burst_extra = 0
+    if prior is not None and prior.primed:
+        expected_now = upper_at(now - prior.at, prior)
+        burst = capacity.size(profile, slo, est.now, speed, limit)
+        triggered = load(est.now) > cap.panic_threshold * load(expected_now) and burst.replicas > have
+        panic_state = panic.update(panic_state, now, triggered, cap.panic_window_s)
+        if triggered:
+            within = panic.relevance_s(panic_state, now, cap.panic_window_s)
+            burst_extra = panic.in_time(cold, min(burst.replicas, limit) - have, cluster, within)
+            stages.append(
+                Stage(
+                    "panic",
+                    target,
+                    max(target, have + burst_extra),
+                    "BurstAboveBand",
+                    f"{r:.3g}/s now is over {cap.panic_threshold:g}x the band's"
+                    f" {expected_now.requests:.3g}/s:"
+                    f" {burst.replicas} needed, {burst_extra} can be ready within {within:.0f} s",
+                )
+            )
+            target = max(target, have + burst_extra)
+        in_panic = panic_state.since is not None
+
+    breakeven = horizon.recreate_s(cold) if cold is not None else horizon_s
+    keep = have
+    start = 0
+    started_for = state.started_for
+    level = load(demand.expected(d, dstate, 0.0))
+    if target > have:
+        deficit = min(target, limit) - have
+        start, why = (
+            scaleup.starts_now(cold, deficit, cluster, cap.decision_period_s) if cold else (deficit, "")
+        )
+        if burst_extra > start:  # a burst does not wait: what can be ready in time starts at once
+            start = burst_extra
+            why = f"panic: the {burst_extra} replica(s) ready in time start at once"
+        stages.append(
+            Stage("scale-up", target, have + start, "StaggeredStart" if start < deficit else "StartAll", why)
+        )
+        desired = have + start
+        if start:
+            started_for = level
+    else:
+        need_now = capacity.size(profile, slo, upper_at(0.0), speed, limit)
+        ahead = upper_at(breakeven)
+        need_ahead = capacity.size(profile, slo, ahead, speed, limit).replicas
+        now_count = max(need_now.replicas, floor, target)
+        if in_panic:
+            kept = scaledown.Keep(
+                have, "PanicHold", f"no scale-down within {cap.panic_window_s:.0f} s of a panic"
+            )
+        elif obs.starting_ready_at and level >= (1.0 - FALL_TOLERANCE) * started_for:
+            kept = scaledown.Keep(
+                have,
+                "LoadingKept",
+                f"{len(obs.starting_ready_at)} replica(s) still starting and demand has not fallen"
+                f" since they were asked for",
+            )
+        else:
+            kept = scaledown.keep(have, now_count, need_ahead, state.needs, now, breakeven)
+        keep = kept.replicas
+        stages.append(Stage("scale-down", target, keep, kept.reason, kept.message))
+        desired = keep
+    needs = scaledown.remember(state.needs, now, target, breakeven / scaledown.TRUST)
+    result = Plan(est.now, mean, upper, band, horizon_s, at_horizon, speed, needed, keep, start, in_panic)
+    return Outcome(
+        tuple(stages), desired, result, PlannerState(dstate, speed_state, needs, panic_state, started_for)
+    )
