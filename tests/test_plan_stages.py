@@ -66,6 +66,11 @@ def test_the_seed_starts_one_load_per_decision() -> None:
     assert k == 1 and "later decisions" in why
 
 
+def test_a_load_gate_starts_everything_now() -> None:
+    gated = ColdStartSpec(weights_gb=140, storage_gbps=10, max_concurrent_loads=2)
+    assert scaleup.starts_now(gated, 8, COLD, 15.0) == (8, "the load gate staggers the loads")
+
+
 def test_fast_storage_starts_everything_now() -> None:
     fast = ColdStartSpec(weights_gb=16, storage_gbps=100)  # 0.16 s alone
     assert scaleup.starts_now(fast, 8, COLD, 15.0)[0] == 8

@@ -143,11 +143,8 @@ def test_a_deficit_on_shared_storage_starts_one_replica_per_decision() -> None:
 
 
 def test_with_a_load_gate_every_missing_replica_starts() -> None:
-    gated = ColdStartSpec(weights_gb=140, storage_gbps=10, gpus_per_replica=4)
-    object.__setattr__(gated, "load_gate_slots", 1) if hasattr(gated, "load_gate_slots") else None
-    if not hasattr(gated, "load_gate_slots"):
-        return  # the gate arrives with the cluster model (issue 9); nothing to check before it
-    d, _ = run(planner_spec(gated), 2, [40.0, 40.0])
+    gated = ColdStartSpec(weights_gb=140, storage_gbps=10, gpus_per_replica=4, max_concurrent_loads=1)
+    d, _ = run(planner_spec(gated), 2, [40.0])
     assert ("scale-up", 8, 8, "StartAll") in table(d)
 
 

@@ -26,18 +26,12 @@ from autoscaler.policy.horizon import Cluster, readiness
 from autoscaler.policy.spec import ColdStartSpec
 
 
-def gate_slots(cold: ColdStartSpec) -> int | None:
-    """The cluster's load gate (at most this many loaders at once), if the spec has one."""
-    slots: int | None = getattr(cold, "load_gate_slots", None)
-    return slots
-
-
 @lru_cache(maxsize=4096)
 def starts_now(cold: ColdStartSpec, deficit: int, cluster: Cluster, period_s: float) -> tuple[int, str]:
     """(replicas to start now, why) of `deficit` missing ones, decisions coming every period_s."""
     if deficit <= 0:
         return 0, "nothing missing"
-    if gate_slots(cold) is not None:
+    if cold.max_concurrent_loads is not None:
         return deficit, "the load gate staggers the loads"
     if (cluster[3] or cluster[4]) and not _better_now(cold, 1, cluster, period_s):
         ahead = len(cluster[3]) + len(cluster[4])
