@@ -32,7 +32,7 @@ from autoscaler.policy.spec import (
     default_scale_up,
 )
 from autoscaler.policy.state import PolicyState
-from replay.fleet import Fleet, _node_state
+from replay.fleet import Fleet
 
 NOW = 1_764_410_400.0
 QUEUE = "infscale_queue_size"
@@ -218,7 +218,7 @@ def closed_loop(
     for i, rate in enumerate(rates):
         t = 15.0 * i
         fleet.advance(t)
-        nodes = _node_state(cold, fleet.live_nodes())
+        nodes = fleet.node_state(fleet.live_nodes())
         o = Observation(
             desired,
             fleet.active_count,
@@ -282,14 +282,14 @@ def test_a_demand_step_is_served_by_the_time_the_horizon_said(
     spec = replace(planner_spec(cold), max_replicas=400)
     before, after = 60, 120
     loop = closed_loop(spec, [low] * before + [low * factor] * after, 1, cold)
-    final = loop[-1][3].plan
-    assert final is not None
-    first = next(i for i in range(before, len(loop)) if (p := loop[i][3].plan) and p.needed >= final.needed)
+    # the need the new demand settles on (the band may still add one now and then)
+    settled = min(p.needed for _, _, _, d in loop[-40:] if (p := d.plan))
+    first = next(i for i in range(before, len(loop)) if (p := loop[i][3].plan) and p.needed >= settled)
     plan = loop[first][3].plan
     assert plan is not None
     due = loop[first][0] + plan.horizon_s + 15.0
     ready_then = next(ready for t, _, ready, _ in loop if t >= due)
-    assert ready_then >= final.needed
+    assert ready_then >= settled
 
 
 @settings(max_examples=12, deadline=None)

@@ -15,7 +15,6 @@ most ticks.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from functools import lru_cache
 
 from autoscaler.policy import coldstart
@@ -31,10 +30,13 @@ MAX_ROUNDS = 4  # fixed-point rounds; each can only lengthen the horizon, and it
 @lru_cache(maxsize=4096)
 def readiness(cold: ColdStartSpec, k: int, cluster: Cluster) -> tuple[ReplicaReadiness, ...]:
     """Per replica, the path to ready of k replicas started now (coldstart.predict_ready), their
-    loads sharing the storage with the loads in progress and those of replicas still on their way
-    to theirs (provisioning, pulling), which start later and full size."""
+    loads sharing the storage with the loads in progress and with those of replicas still on their
+    way to theirs, counted as loading in full from now (the model takes loads in progress only;
+    starting those early errs on the slow side)."""
     free, image, weights, loading, upcoming = cluster
-    plan = coldstart.predict_ready(
+    if upcoming:
+        loading = (*loading, *[cold.weights_gb] * len(upcoming))
+    return coldstart.predict_ready(
         cold,
         k,
         free_gpus_per_node=free,
@@ -42,25 +44,6 @@ def readiness(cold: ColdStartSpec, k: int, cluster: Cluster) -> tuple[ReplicaRea
         weights_cached=weights,
         loading_remaining_gb=loading,
     )
-    if not upcoming:
-        return plan
-    shared = [i for i, r in enumerate(plan) if not r.from_cache]
-    if not shared:
-        return plan
-    ahead = len(loading) + len(upcoming)
-    finish = coldstart.shared_load_finish_times(
-        [*loading, *[cold.weights_gb] * (len(upcoming) + len(shared))],
-        [*[0.0] * len(loading), *upcoming, *[plan[i].load_start_s for i in shared]],
-        storage_gbps=cold.storage_gbps,
-        per_loader_gbps=cold.per_loader_gbps,
-    )
-    out = list(plan)
-    for i, done in zip(shared, finish[ahead:], strict=True):
-        r = plan[i]
-        after = r.ready_s - r.load_start_s - r.load_s  # the phases after the load
-        load = done - r.load_start_s
-        out[i] = replace(r, load_s=load, load_wait_s=r.load_wait_s + load - r.load_s, ready_s=done + after)
-    return tuple(out)
 
 
 def marginal_ready_s(cold: ColdStartSpec, k: int, cluster: Cluster) -> float:

@@ -57,14 +57,14 @@ def _better_now(cold: ColdStartSpec, k: int, cluster: Cluster, period_s: float) 
     if last.from_cache:
         return True  # a local read takes nothing from the others
     shared = [r for r in plan if not r.from_cache]
-    loading, upcoming = cluster[3], cluster[4]
     size = cold.weights_gb
+    loading = (*cluster[3], *[size] * len(cluster[4]))  # as the horizon counts them: loading now
     starts = [r.load_start_s for r in shared]
 
     def total(delay: float) -> float:
         finish = coldstart.shared_load_finish_times(
-            [*loading, *[size] * (len(upcoming) + len(shared))],
-            [*[0.0] * len(loading), *upcoming, *starts[:-1], starts[-1] + delay],
+            [*loading, *[size] * len(shared)],
+            [*[0.0] * len(loading), *starts[:-1], starts[-1] + delay],
             storage_gbps=cold.storage_gbps,
             per_loader_gbps=cold.per_loader_gbps,
         )
