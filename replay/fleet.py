@@ -33,7 +33,7 @@ import numpy.typing as npt
 
 from autoscaler.policy import coldstart
 from autoscaler.policy.spec import ColdStartSpec, CompileCache
-from autoscaler.policy.startup import MODEL, StartPhase, Startups
+from autoscaler.policy.startup import MODEL, StartPhase, Startups, Tier
 
 I64 = npt.NDArray[np.int64]
 PROBE = -1  # the replica id of "one more, started now" in lead-time projections
@@ -132,6 +132,7 @@ class Fleet:
         self._lead_time: tuple[object, float] | None = None  # (state, lead time) last computed
         self._probe_node: tuple[object, int | None] | None = None  # (state, where one more would go)
         self._projected: tuple[int, dict[int, float]] | None = None  # (machine.told, ready times)
+        self._upcoming: tuple[int, tuple[float, ...]] | None = None  # (machine.told, load start times)
         per_node = spec.gpus_per_node // spec.gpus_per_replica
         for i in range(initial_ready):
             if i % per_node == 0:
@@ -223,22 +224,26 @@ class Fleet:
         return lead
 
     def upcoming_loads_s(self) -> tuple[float, ...]:
-        """Seconds until each starting replica still provisioning or pulling its image begins its
-        weight load from shared storage (node-cached weights are not shared storage): loads a
-        replica started now will compete with."""
-        out: list[float] = []
-        for r in self.starting():
-            if r.phase > Phase.PULLING:
-                continue
-            node = self.nodes[r.node]
-            if node.weights_cached and self.spec.local_cache_gbps is not None:
-                continue
-            up = max(node.up_s, self.now)
-            pull = 0.0 if node.image_cached else self.spec.image_pull_s
-            if node.pull_done_s is not None:
-                pull = max(0.0, node.pull_done_s - up)
-            out.append(up + pull - self.now)
-        return tuple(sorted(out))
+        """Seconds until each starting replica that has not begun its weight load begins reading
+        from shared storage (not from a node cache or a peer), if nobody else starts or stops:
+        loads a replica started now will compete with. Reused while the cluster is unchanged."""
+        state = self._machine.told
+        if self._upcoming is None or self._upcoming[0] != state:
+            copy = self._machine.clone()
+            loading = {s.replica for s in copy.starting() if s.phase >= StartPhase.LOAD}
+            loads: dict[int, float] = {}
+
+            def record(replica: int, phase: StartPhase, at: float) -> None:
+                # the tier is known once the load began, so read it at the phase that follows
+                if phase > StartPhase.LOAD and replica not in loading and replica not in loads:
+                    s = copy.get(replica)
+                    if s is not None and s.tier == Tier.SHARED:
+                        loads[replica] = s.entered[StartPhase.LOAD]
+
+            copy.on_phase = record
+            copy.run()
+            self._upcoming = (state, tuple(sorted(loads.values())))
+        return tuple(at - self.now for at in self._upcoming[1])
 
     def predicted_ready_at(self) -> tuple[float, ...]:
         """When each starting replica would be ready if nobody else started or stopped: what the
