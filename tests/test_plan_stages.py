@@ -23,27 +23,37 @@ def test_the_marginal_replica_waits_for_the_ones_before_it() -> None:
 
 
 def test_the_horizon_is_the_ready_time_of_the_last_replica_needed_then() -> None:
-    need = {14.0: 6, 70.0: 6}
-    h, n, rounds = horizon.find(SEED, 2, 100, lambda t: need.get(round(t, 6), 6), COLD, None)
-    assert (h, n) == (pytest.approx(56.0), 6)  # 4 more: 4 x 14 s
+    """4 more: 4 x 14 s of loads, and a 1 s gap between them (each starts at the first decision
+    after the previous is done: 14 s loads, decisions every 15 s)."""
+    h, n, rounds = horizon.find(SEED, 2, 100, lambda t: 6, COLD, None)
+    assert (h, n) == (pytest.approx(4 * 14.0 + 3 * 1.0), 6)
     assert rounds == 2
+    assert horizon.find(SEED, 2, 100, lambda t: 6, COLD, None, period_s=7.0)[0] == pytest.approx(56.0)
+
+
+def test_pacing_is_the_storage_idle_between_loads_staggered_by_decisions() -> None:
+    assert horizon.pacing_s(SEED, 15.0) == pytest.approx(1.0)
+    assert horizon.pacing_s(ColdStartSpec(weights_gb=140, storage_gbps=2.5), 15.0) == pytest.approx(4.0)
+    assert horizon.pacing_s(ColdStartSpec(weights_gb=16, storage_gbps=10), 15.0) == 0.0  # several a period
+    gated = ColdStartSpec(weights_gb=140, storage_gbps=10, max_concurrent_loads=1)
+    assert horizon.pacing_s(gated, 15.0) == 0.0  # the gate hands the slot on at once
 
 
 def test_a_need_that_grows_with_the_horizon_is_followed_but_stops() -> None:
-    """Need = 1 per 10 s of horizon: 14 s -> 2, 28 s -> 3, 42 s -> 5, 70 s -> 8, then the rounds stop
+    """Need = 1 per 10 s of horizon: 14 s -> 2, 29 s -> 3, 44 s -> 5, 74 s -> 8, then the rounds stop
     (in the policy the damped forecast bounds the need whatever the horizon)."""
     h, n, rounds = horizon.find(SEED, 0, 1000, lambda t: int(t // 10) + 1, COLD, None)
-    assert (h, n, rounds) == (pytest.approx(70.0), 8, horizon.MAX_ROUNDS)
+    assert (h, n, rounds) == (pytest.approx(74.0), 8, horizon.MAX_ROUNDS)
 
 
 def test_room_caps_the_marginal_replica() -> None:
     h, n, _ = horizon.find(SEED, 2, 3, lambda t: 50, COLD, None)
-    assert h == pytest.approx(3 * 14.0) and n == 50
+    assert h == pytest.approx(3 * 14.0 + 2 * 1.0) and n == 50
 
 
 def test_a_callers_lead_time_replaces_the_first_replicas_and_keeps_the_sharing() -> None:
     h, _, _ = horizon.find(SEED, 0, 10, lambda t: 3, COLD, 100.0)
-    assert h == pytest.approx(100.0 + 3 * 14.0 - 14.0)
+    assert h == pytest.approx(100.0 + 3 * 14.0 - 14.0 + 2 * 1.0)
 
 
 def test_without_a_cold_start_model_the_horizon_is_the_fixed_lead_time() -> None:

@@ -14,6 +14,7 @@ most ticks.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from functools import lru_cache
 
@@ -51,6 +52,18 @@ def marginal_ready_s(cold: ColdStartSpec, k: int, cluster: Cluster) -> float:
     return max(r.ready_s for r in readiness(cold, k, cluster))
 
 
+def pacing_s(cold: ColdStartSpec, period_s: float) -> float:
+    """The storage's idle time per load when the policy staggers loads itself (no gate): a load of
+    L seconds alone is followed by the next at the first decision after it ends, ceil(L / period)
+    periods later; loads much shorter than a period start several at a time and lose nothing."""
+    if cold.max_concurrent_loads is not None or cold.weights_gb <= 0.0:
+        return 0.0
+    alone = cold.weights_gb / coldstart.loader_gbps(1, cold.storage_gbps, cold.per_loader_gbps)
+    if alone < 0.5 * period_s:
+        return 0.0
+    return math.ceil(alone / period_s - 1e-9) * period_s - alone
+
+
 @lru_cache(maxsize=256)
 def recreate_s(cold: ColdStartSpec) -> float:
     """Seconds a replica released now would take to come back on the node it leaves (its GPUs
@@ -67,13 +80,14 @@ def find(
     need_at: Callable[[float], int],
     cluster: Cluster,
     lead_s: float | None,
+    period_s: float = 15.0,
 ) -> tuple[float, int, int]:
     """(horizon s, replicas needed then, rounds): the ready time of the marginal replica and the need
     at that time, with `have` replicas counted (ready or starting) and at most `room` more.
 
     `lead_s` is the caller's time to ready of one more replica (a learned startup quantile) or the
     spec's fixed one; it replaces the model's for the first replica, later ones add the model's
-    extra wait for sharing the storage.
+    extra wait for sharing the storage and the pacing of loads staggered by decisions period_s apart.
     """
     if cold is None:
         horizon = lead_s or 0.0
@@ -87,7 +101,7 @@ def find(
         extra = min(need - have, room)
         if extra <= 1:
             break
-        later = marginal_ready_s(cold, extra, cluster) + offset
+        later = marginal_ready_s(cold, extra, cluster) + offset + (extra - 1) * pacing_s(cold, period_s)
         if later <= horizon:
             break
         horizon = later

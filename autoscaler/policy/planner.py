@@ -188,7 +188,9 @@ def plan(
         obs.loading_remaining_gb,
         obs.upcoming_loads_s,
     )
-    horizon_s, needed, rounds = horizon.find(cold, have, limit - have, need_at, cluster, lead_s)
+    horizon_s, needed, rounds = horizon.find(
+        cold, have, limit - have, need_at, cluster, lead_s, cap.decision_period_s
+    )
     at_horizon = sizing_at(horizon_s)
     mean = demand.expected(d, dstate, horizon_s)
     upper = upper_at(horizon_s)
