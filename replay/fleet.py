@@ -243,7 +243,8 @@ class Fleet:
             copy.on_phase = record
             copy.run()
             self._upcoming = (state, tuple(sorted(loads.values())))
-        return tuple(at - self.now for at in self._upcoming[1])
+        # a load whose time has come is in loading_remaining_gb now, or over
+        return tuple(at - self.now for at in self._upcoming[1] if at > self.now)
 
     def predicted_ready_at(self) -> tuple[float, ...]:
         """When each starting replica would be ready if nobody else started or stopped: what the

@@ -273,3 +273,16 @@ def test_property_the_fleet_becomes_ready_when_the_model_projects(
     fleet.scale_to(fleet.active_count + 1)
     fleet.advance(now + 10_000.0)
     assert fleet.replicas[-1].ready_s - now == pytest.approx(lead)
+
+
+def test_upcoming_loads_are_the_load_starts_of_replicas_not_loading_yet() -> None:
+    """Two replicas on a node without the image: both begin loading after the 30 s pull; once they
+    do, they are loads in progress, no longer upcoming."""
+    fleet = Fleet(replace(BARE, image_pull_s=30.0), initial_ready=0, node_idle_remove_s=600.0)
+    fleet.scale_to(2)
+    assert fleet.upcoming_loads_s() == (30.0, 30.0)
+    fleet.advance(10.0)
+    assert fleet.upcoming_loads_s() == (20.0, 20.0)
+    fleet.advance(31.0)
+    assert fleet.upcoming_loads_s() == ()
+    assert len(fleet.loading_remaining_gb) == 2
