@@ -274,8 +274,8 @@ def test_a_demand_step_is_served_by_the_time_the_horizon_said(
     low: float, factor: float, cold: ColdStartSpec
 ) -> None:
     """After the step, the first decision that asks for the capacity the new demand needs says, in
-    its horizon, when the last of those replicas is ready; by then (one decision period for the
-    fleet to act) they all are.
+    its horizon, when the last of those replicas is ready; by then (give or take the decision
+    periods the starts are quantized to) they all are.
 
     Nodes come up at once here: the observation lists the nodes that are up, and the fleet also
     places replicas on a node still being provisioned, which the cold-start model cannot see.
@@ -291,7 +291,8 @@ def test_a_demand_step_is_served_by_the_time_the_horizon_said(
     first = next(i for i, p in asks if p.needed >= caught_up.needed)
     plan = loop[first][3].plan
     assert plan is not None
-    due = loop[first][0] + plan.horizon_s + 15.0
+    # two decision periods: one for the fleet to act, one for starts the storage made wait a decision
+    due = loop[first][0] + plan.horizon_s + 2 * 15.0
     ready = next(r for t, _, r, _ in loop if t >= due)
     # unless the policy itself decided meanwhile that fewer suffice (the band narrows as it learns)
     fewest = min(p.needed for i, p in asks if loop[first][0] <= loop[i][0] <= due)
