@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from replay.league import DEFAULT_POLICIES, LeagueSpec, league
 from replay.league.runner import default_workers
@@ -24,7 +26,7 @@ from replay.report import to_json
 from replay.slo import SLO_PRESETS
 from replay.traces import TraceError
 
-FILES = ("league.json", "league.md", "league-frontier.png", "league-startup.png")
+FILES = ("league.json", "league.md", "league-frontier.png", "league-startup.png", "report.html")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -154,4 +156,28 @@ def write(out: Path, doc: dict[str, object], *, plots: bool = True) -> list[Path
         written.append(plot_league_frontiers(out / "league-frontier.png", doc))
         if doc["sweeps"]:
             written.append(plot_league_startup(out / "league-startup.png", doc))
+    from replay.html import write_html
+
+    figures = [p for p in written if p.suffix == ".png"]
+    written.append(write_html(out / "report.html", "infscale replay league", html_sections(doc), figures))
     return written
+
+
+def html_sections(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The league as report.html shows it: one table per case and per sweep, as league.md has them
+    (the generic page drops lists, so `beaten by` and the sweep's points become columns)."""
+    page: dict[str, Any] = {k: v for k, v in doc.items() if isinstance(v, str | int | float)}
+    for t in doc["tables"]:
+        case = f"{t['trace']} × {t['rate_scale']:g} on {t['scenario']}"
+        page[case] = [{**e, "beaten_by": ", ".join(e.get("beaten_by") or ()) or "—"} for e in t["policies"]]
+    for s in doc["sweeps"]:
+        case = f"start-up sweep: {s['trace']} × {s['rate_scale']:g} on {s['scenario']}"
+        page[case] = [
+            {
+                "policy": p["policy"],
+                **{f"{pt['startup_s']:g} s": pt["slo_attainment"] for pt in p["points"]},
+                "collapses_at_s": "holds" if p["collapses_at_s"] is None else p["collapses_at_s"],
+            }
+            for p in s["policies"]
+        ]
+    return page

@@ -281,6 +281,10 @@ def test_cli_league_writes_json_markdown_and_plots(
     assert (out / "league-frontier.png").stat().st_size > 0 and (
         out / "league-startup.png"
     ).stat().st_size > 0
+    page = (out / "report.html").read_text()
+    assert "data:image/png;base64," in page and "<script" not in page
+    assert "azure_small × 2 on fast" in page and "start-up sweep: azure_small" in page
+    assert "<td>keda</td>" in page and "collapses_at_s" in page
     assert "wrote" in capsys.readouterr().out
 
 
