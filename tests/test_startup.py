@@ -7,11 +7,13 @@ at rates that are constant between events, so each number is a few additions and
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
 
-from autoscaler.policy.coldstart import predict_ready, project_ready
+from autoscaler.policy.coldstart import lead_time_s, predict_ready, project_ready
 from autoscaler.policy.nodecache import NodeCache
 from autoscaler.policy.spec import ColdStartSpec, CompileCache, GateScope
 from autoscaler.policy.startup import StartPhase, Startups
@@ -252,3 +254,35 @@ def test_advancing_to_the_past_changes_nothing() -> None:
     assert (m.now, m.shared_left_gb) == (7.0, [70.0])
     m.run()
     assert project_ready(m) == {}
+
+
+def _finishes(run: Callable[[], object]) -> object:
+    """`run()`'s result, or a failure if it has not returned within a minute (it used to loop)."""
+    out: list[object] = []
+    worker = threading.Thread(target=lambda: out.append(run()), daemon=True)
+    worker.start()
+    worker.join(60.0)
+    assert out, "the start-up machine never returned"
+    return out[0]
+
+
+@pytest.mark.parametrize("storage_gbps", [3e6, 1e12])
+def test_loads_of_microseconds_finish(storage_gbps: float) -> None:
+    # 140 GB at 3e6 GB/s is 47 us: below a day's float resolution per step x the rate, the
+    # service stepped by (at - now) x rate fell short of the target and no step advanced
+    spec = replace(SEED, storage_gbps=storage_gbps)
+    m = Startups(spec, now=86_400.0)
+    m.add_node(0, up_at=0.0, image=True)
+    m.add_node(1, up_at=0.0, image=True)
+    for r in range(4):
+        m.start(r, r // 2)
+    ready_at = _finishes(lambda: project_ready(m))
+    # four loaders together: each at storage / 4, all done at 4 x 140 / storage
+    assert ready_at == pytest.approx({r: 86_400.0 + 4 * 140 / storage_gbps for r in range(4)}, abs=1e-9)
+    # loaders already reading 1 GB and 50 GB, and one more from now: three share until the 1 GB is
+    # in (3 x 1 GB), two until the 50 (2 x 49), the probe alone for its last 90: 191 GB of time
+    lead = _finishes(lambda: lead_time_s(spec, loading_remaining_gb=[1.0, 50.0]))
+    assert lead == pytest.approx(191 / storage_gbps, rel=1e-6)
+    # reference-70b's phases before the load (90 s node, 30 s pull) and after it (30 s warm-up)
+    slow = replace(spec, node_provision_s=90, image_pull_s=30, warmup_s=30)
+    assert _finishes(lambda: lead_time_s(slow)) == pytest.approx(150 + 140 / storage_gbps, abs=1e-9)

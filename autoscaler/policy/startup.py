@@ -338,7 +338,14 @@ class Startups:
                 self._served += (to - self.now) * rate
             self.now = max(self.now, to)
             return False
-        self._served += (at - self.now) * rate
+        if load_done <= timer:
+            # the instant is a load's finish: its target is reached by definition. Stepping by
+            # (at - now) x rate instead can fall short by more than a byte when the time step is
+            # below now's float resolution (a 140 GB load at 3e6 GB/s takes 47 us), and then no
+            # step ever advances: the loop hung.
+            self._served = self._next_target()
+        else:
+            self._served += (at - self.now) * rate
         self.now = at
         self._instant()
         return True
