@@ -149,6 +149,10 @@ def test_bandwidth_mode_changes_only_the_storage() -> None:
     assert cs.storage_gbps == pytest.approx(140.0 / (600 - 150))
     with pytest.raises(StartupError, match="below the 150 s its fixed phases take"):
         with_startup(REFERENCE_70B, 120.0, StartupMode.BANDWIDTH)
+    # the floor is measured at storage x 1e9 (140 GB in 0.14 us: such loads once hung the start-up
+    # machine, and the sweep stopped at x 1e4); just above it, a 0.2 s load
+    fast = with_startup(REFERENCE_70B, 150.2, StartupMode.BANDWIDTH).cold_start
+    assert fast.storage_gbps == pytest.approx(140.0 / 0.2, rel=1e-3)
 
 
 # --- sources and rate scales ---------------------------------------------------------------------------
