@@ -267,10 +267,19 @@ async def test_expositions_are_parsed_off_the_event_loop(
         return parse(self, body)
 
     monkeypatch.setattr(ExpositionParser, "parse", recording)
+    from adapter.sources import scrape
+
+    observe = scrape.observe
+
+    def observing(*args: object) -> object:
+        threads.append(threading.current_thread().name)
+        return observe(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(scrape, "observe", observing)  # reading the signals is as costly: also off it
     source = await make_source(engines.respond("a", text=vllm_text(4, 2, 0.5)))
     await source.scrape_round()
     assert [v.value for v in (await read(source, Signal.QUEUE_SIZE, now=1000.0)).values] == [4.0]
-    assert threads and all(t.startswith("infscale-parse") for t in threads)
+    assert len(threads) == 2 and all(t.startswith("infscale-parse") for t in threads)
     assert threading.current_thread().name not in threads
 
 
