@@ -14,6 +14,7 @@ import sys
 # name -> (module, one line)
 ATTACKS: dict[str, tuple[str, str]] = {
     "slowloris": ("bench.attack.slowloris", "TLS connections that never finish their head"),
+    "flood": ("bench.attack.flood", "engine pods with 260,000 series, or new ones every scrape"),
 }
 
 

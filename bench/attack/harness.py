@@ -143,11 +143,23 @@ def dev_adapter_args(endpoints: Sequence[str], *extra: str) -> list[str]:
 
 
 def _serve_engines(
-    port: int, bodies: Mapping[str, bytes], ready: multiprocessing.connection.Connection
+    port: int,
+    bodies: Mapping[str, bytes],
+    rotating: Mapping[str, int],
+    ready: multiprocessing.connection.Connection,
 ) -> None:
     from aiohttp import web
 
+    scrapes = [0]
+
     async def handler(request: web.Request) -> web.StreamResponse:
+        if request.path in rotating:  # fresh series every scrape: the worst case for any cache
+            scrapes[0] += 1
+            n, k = rotating[request.path], scrapes[0]
+            text = "".join(
+                f'vllm:num_requests_waiting{{s="{k}",i="{i}",model_name="churn"}} 1\n' for i in range(n)
+            )
+            return web.Response(text=text, content_type="text/plain")
         body = bodies.get(request.path)
         if body is None:
             return web.Response(status=404)
@@ -166,20 +178,24 @@ def _serve_engines(
 
 
 @contextlib.contextmanager
-def engines(bodies: Mapping[str, str | bytes]) -> Iterator[list[str]]:
-    """Serve each `path -> exposition` from one local HTTP server in a child process; yields the URLs."""
+def engines(
+    bodies: Mapping[str, str | bytes], rotating: Mapping[str, int] | None = None
+) -> Iterator[list[str]]:
+    """Serve each `path -> exposition` from one local HTTP server in a child process, and each
+    `rotating` path N series with new labels every scrape; yields the URLs (bodies, then rotating)."""
     port = free_port()
     encoded = {p: b if isinstance(b, bytes) else b.encode() for p, b in bodies.items()}
+    rotating = dict(rotating or {})
     parent, child = multiprocessing.Pipe()
     process = multiprocessing.get_context("fork").Process(
-        target=_serve_engines, args=(port, encoded, child), daemon=True
+        target=_serve_engines, args=(port, encoded, rotating, child), daemon=True
     )
     process.start()
     if not parent.poll(30) or parent.recv() != "ready":
         process.kill()
         raise RuntimeError("the fake engines did not start")
     try:
-        yield [f"http://127.0.0.1:{port}{path}" for path in bodies]
+        yield [f"http://127.0.0.1:{port}{path}" for path in [*bodies, *rotating]]
     finally:
         process.kill()
         process.join()
