@@ -15,6 +15,11 @@ import sys
 ATTACKS: dict[str, tuple[str, str]] = {
     "slowloris": ("bench.attack.slowloris", "TLS connections that never finish their head"),
     "flood": ("bench.attack.flood", "engine pods with 260,000 series, or new ones every scrape"),
+    "auth": ("bench.attack.auth", "bypass attempts, a random-token flood, forged log lines"),
+    "values": (
+        "bench.attack.values",
+        "negative, infinite, out-of-range and malformed values beside healthy ones",
+    ),
 }
 
 
