@@ -16,6 +16,9 @@ ATTACKS: dict[str, tuple[str, str]] = {
     "slowloris": ("bench.attack.slowloris", "TLS connections that never finish their head"),
     "flood": ("bench.attack.flood", "engine pods with 260,000 series, or new ones every scrape"),
     "auth": ("bench.attack.auth", "bypass attempts, a random-token flood, forged log lines"),
+    "fuzz": ("bench.attack.fuzz", "10,000 fuzzed requests through the routes"),
+    "namespaces": ("bench.attack.namespaces", "20,660 namespaces against the answer cache"),
+    "traces": ("bench.attack.traces", "300 mutated trace files through infscale replay run"),
     "values": (
         "bench.attack.values",
         "negative, infinite, out-of-range and malformed values beside healthy ones",

@@ -19,6 +19,7 @@ import ssl
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from bench.attack.harness import API, engines, load_average, vllm_exposition
 from bench.attack.kube import AuthAdapter, auth_adapter
@@ -151,7 +152,7 @@ async def _forged_log_lines(target: AuthAdapter) -> int:
     return sum(1 for line in target.running.log if line.startswith("2026-01-01") and marker in line)
 
 
-async def _run(tokens: int) -> dict[str, object]:
+async def _run(tokens: int) -> dict[str, Any]:
     with engines({"/pod-0/metrics": vllm_exposition()}) as urls:
         async with auth_adapter(urls) as target:
             await asyncio.sleep(1)
@@ -187,7 +188,7 @@ def main(argv: list[str]) -> int:
     )
     ok = (
         r["legit"] == 200 and not bypasses and r["5xx"] == 0 and r["forged"] == 0
-        and r["other"] == 200 and int(r["reviews"]) <= 10 + r["seconds"] + 1  # type: ignore[operator]
+        and r["other"] == 200 and int(r["reviews"]) <= 10 + r["seconds"] + 1
     )  # fmt: skip
     print("goals (0 bypasses, 0 5xx, TokenReviews bounded, 0 forged lines):", "met" if ok else "NOT met")
     return 0 if ok else 1

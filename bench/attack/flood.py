@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import json
 import time
+from typing import Any
 
 from bench.attack.harness import (
     API,
@@ -42,9 +43,9 @@ def flood_exposition() -> bytes:
     return "".join(lines).encode()
 
 
-async def _run(seconds: float, hostile: bool) -> dict[str, object]:
+async def _run(seconds: float, hostile: bool) -> dict[str, Any]:
     flood = flood_exposition() if hostile else b""
-    bodies = {
+    bodies: dict[str, str | bytes] = {
         "/good-0/metrics": vllm_exposition(waiting=3, running=1),
         "/good-1/metrics": vllm_exposition(waiting=4, running=2),
         **({"/flood/metrics": flood} if hostile else {}),
@@ -112,6 +113,6 @@ def main(argv: list[str]) -> int:
         f"  RSS {r['idle']:.1f} MB before, {r['peak']:.1f} MB peak, {r['after']:.1f} MB after\n"
         f"  scrape errors: {r['errors']}"
     )
-    ok = r["p99_ms"] < 100 and r["failures"] == 0 and r["values"] == [7.0]  # type: ignore[operator]
+    ok = r["p99_ms"] < 100 and r["failures"] == 0 and r["values"] == [7.0]
     print("goals (/healthz p99 < 100 ms, healthy pods served):", "met" if ok else "NOT met")
     return 0 if ok else 1

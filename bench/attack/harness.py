@@ -244,23 +244,6 @@ async def get(
     return Answer(status, body, time.perf_counter() - started)
 
 
-async def wait_for(predicate: object, timeout_s: float, interval_s: float = 0.25) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if await predicate():  # type: ignore[operator]
-            return True
-        await asyncio.sleep(interval_s)
-    return False
-
-
-def metric_value(metrics_text: str, name: str) -> float | None:
-    """The value of the first sample line named exactly `name` (with its labels) in an exposition."""
-    for line in metrics_text.splitlines():
-        if line.startswith(name + " ") or (line.startswith(name + "{") and line.split(" ")[0] == name):
-            return float(line.rsplit(" ", 1)[1])
-    return None
-
-
 def metric_samples(metrics_text: str, name: str) -> dict[str, float]:
     """`{labels text: value}` of every sample of `name`."""
     found = {}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 from urllib.parse import quote
 
 from bench.attack.harness import API, adapter, dev_adapter_args, engines, get, load_average
@@ -73,7 +74,7 @@ def quantity(text: str) -> float:
     return float(text)
 
 
-async def _run() -> dict[str, object]:
+async def _run() -> dict[str, Any]:
     bodies: dict[str, bytes] = {
         "/healthy-0/metrics": _healthy(5, 0.5).encode(),
         "/healthy-1/metrics": _healthy(2, 0.3).encode(),
