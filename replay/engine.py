@@ -85,6 +85,7 @@ class Engine:
             block_tokens = PREFIX_BLOCK_TOKENS
         caching = profile.prefix_caching and prefix is not None
         lru_cap = max(1, profile.kv_budget_tokens // block_tokens)
+        table = 1 << (2 * lru_cap - 1).bit_length()  # hash slots per replica: at most half full
         self._pi = np.array(
             [
                 profile.max_num_batched_tokens,
@@ -95,6 +96,7 @@ class Engine:
                 1 if caching else 0,
                 block_tokens,
                 lru_cap,
+                table,
             ],
             dtype=np.int64,
         )
@@ -107,7 +109,6 @@ class Engine:
                 profile.decode_context_s,
             ]
         )
-        self._pdict = _new_prefix_dict()
         self._g = np.zeros(k.G_COLUMNS, dtype=np.int64)
         self._size = 0
         self._ri = np.zeros((0, k.RI_COLUMNS), dtype=np.int64)
@@ -121,6 +122,7 @@ class Engine:
         self._lkey = np.zeros(1, dtype=np.int64)
         self._lprev = np.zeros(1, dtype=np.int64)
         self._lnext = np.zeros(1, dtype=np.int64)
+        self._hslot = np.zeros(1, dtype=np.int64)
         self._out = np.zeros((6, 0), dtype=np.int64)
         self._grow(8)
 
@@ -163,6 +165,9 @@ class Engine:
                 grown = np.full(cells, -1, dtype=np.int64)
                 grown[: len(a) if old else 0] = a[: len(a) if old else 0]
                 setattr(self, name, grown)
+            slots = np.full(size * int(self._pi[k.P_HT]), -1, dtype=np.int64)
+            slots[: len(self._hslot) if old else 0] = self._hslot[: len(self._hslot) if old else 0]
+            self._hslot = slots
         self._size = size
 
     # --- running ---------------------------------------------------------------------------------
@@ -205,7 +210,7 @@ class Engine:
             self._pf,
             self._poff,
             self._pids,
-            self._pdict,
+            self._hslot,
             self._lkey,
             self._lprev,
             self._lnext,
@@ -272,10 +277,3 @@ class Engine:
             preemptions=qi[:, k.Q_PREEMPT],
             prefix_hit_tokens=qi[:, k.Q_HIT],
         )
-
-
-def _new_prefix_dict() -> object:
-    from numba import types
-    from numba.typed import Dict
-
-    return Dict.empty(key_type=types.int64, value_type=types.int64)

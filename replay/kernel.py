@@ -18,10 +18,13 @@ starts.
 
 State lives in NumPy arrays owned by replay/engine.py: per request `qi`/`qf` rows, per replica
 `ri`/`rf` rows (column names below), a histogram, a finish heap per replica, the replica event heap
-and the prefix cache. Everything here is @njit(cache=True): compiled once per machine and cached.
+and the prefix cache (an LRU list and a hash table per replica). Everything here is compiled
+once per machine and cached on disk (`jit` below).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numba as nb
 import numpy as np
@@ -45,7 +48,7 @@ RI_COLUMNS = 29
 RF_T0, RF_D0, RF_G, RF_TEND, RF_LASTFIN = 0, 1, 2, 3, 4
 RF_COLUMNS = 5
 # int parameters
-P_BUDGET, P_SEQS, P_BLOCKS, P_BS, P_MIXED, P_PREFIX, P_PBT, P_LRU_CAP = 0, 1, 2, 3, 4, 5, 6, 7
+P_BUDGET, P_SEQS, P_BLOCKS, P_BS, P_MIXED, P_PREFIX, P_PBT, P_LRU_CAP, P_HT = 0, 1, 2, 3, 4, 5, 6, 7, 8
 # float parameters
 F_BASE, F_PREFILL, F_ATTN, F_DECODE, F_CONTEXT = 0, 1, 2, 3, 4
 # global ints
@@ -53,25 +56,33 @@ G_EVN, G_INFLIGHT, G_FINISHED, G_NPENDING, G_PLANS, G_CUTS, G_STEPS = 0, 1, 2, 3
 G_COLUMNS = 7
 
 BIG = 1 << 60
-PREFIX_KEY = 1 << 20  # prefix-cache key = block id x PREFIX_KEY + replica
+HASH_MUL = -7046029254386353131  # 0x9E3779B97F4A7C15 as int64: Fibonacci hashing of block ids
+
+# No NRT (numba's reference counting; `_nrt` is numba's own switch, used by its tests): with it,
+# every call of a helper increments and decrements each array argument's count atomically, which
+# took over half the kernel's time (24-hour day: 20.4 s with it, 9.0 s without). Nothing here
+# allocates, which is all that NRT off forbids.
+_OPTIONS: dict[str, Any] = {"cache": True, "_nrt": False}
+jit = nb.njit(**_OPTIONS)
+inline_jit = nb.njit(inline="always", **_OPTIONS)
 
 
-@nb.njit(cache=True, inline="always")
-def _cdiv(a: int, b: int) -> int:
+@inline_jit
+def _cdiv(a, b):
     return -((-a) // b)
 
 
 # --- the replica event heap (min by RF_TEND), indexed by replica ------------------------------
 
 
-@nb.njit(cache=True)
+@jit
 def _ev_swap(ev, evpos, i, j):
     a, b = ev[i], ev[j]
     ev[i], ev[j] = b, a
     evpos[b], evpos[a] = i, j
 
 
-@nb.njit(cache=True)
+@jit
 def _ev_fix(ev, evpos, rf, g, i):
     n = g[G_EVN]
     while i > 0:
@@ -103,7 +114,7 @@ def _ev_fix(ev, evpos, rf, g, i):
             break
 
 
-@nb.njit(cache=True)
+@jit
 def _ev_set(ev, evpos, rf, g, r):
     """Insert replica r, or move it after its RF_TEND changed."""
     i = evpos[r]
@@ -115,7 +126,7 @@ def _ev_set(ev, evpos, rf, g, r):
     _ev_fix(ev, evpos, rf, g, i)
 
 
-@nb.njit(cache=True)
+@jit
 def _ev_pop(ev, evpos, rf, g):
     r = ev[0]
     g[G_EVN] -= 1
@@ -131,7 +142,7 @@ def _ev_pop(ev, evpos, rf, g):
 # --- per-replica finish heap (min by the decode clock at which a decoding request is done) -----
 
 
-@nb.njit(cache=True)
+@jit
 def _fh_swap(hk, hr, qi, r, i, j):
     hk[r, i], hk[r, j] = hk[r, j], hk[r, i]
     a, b = hr[r, i], hr[r, j]
@@ -140,7 +151,7 @@ def _fh_swap(hk, hr, qi, r, i, j):
     qi[a, Q_HPOS] = j
 
 
-@nb.njit(cache=True)
+@jit
 def _fh_fix(hk, hr, qi, ri, r, i):
     n = ri[r, R_HSIZE]
     while i > 0:
@@ -164,7 +175,7 @@ def _fh_fix(hk, hr, qi, ri, r, i):
             break
 
 
-@nb.njit(cache=True)
+@jit
 def _fh_push(hk, hr, qi, ri, r, q, key):
     i = ri[r, R_HSIZE]
     hk[r, i] = key
@@ -174,7 +185,7 @@ def _fh_push(hk, hr, qi, ri, r, q, key):
     _fh_fix(hk, hr, qi, ri, r, i)
 
 
-@nb.njit(cache=True)
+@jit
 def _fh_remove(hk, hr, qi, ri, r, q):
     i = qi[q, Q_HPOS]
     last = ri[r, R_HSIZE] - 1
@@ -190,7 +201,7 @@ def _fh_remove(hk, hr, qi, ri, r, q):
 # --- the running list (admission order) and the waiting queue ----------------------------------
 
 
-@nb.njit(cache=True)
+@jit
 def _run_append(qi, ri, r, q):
     tail = ri[r, R_RTAIL]
     qi[q, Q_PREV] = tail
@@ -203,7 +214,7 @@ def _run_append(qi, ri, r, q):
     ri[r, R_NRUN] += 1
 
 
-@nb.njit(cache=True)
+@jit
 def _run_remove(qi, ri, r, q):
     prev, nxt = qi[q, Q_PREV], qi[q, Q_NEXT]
     if prev >= 0:
@@ -217,7 +228,7 @@ def _run_remove(qi, ri, r, q):
     ri[r, R_NRUN] -= 1
 
 
-@nb.njit(cache=True)
+@jit
 def _wait_push(qi, ri, r, q, front):
     if ri[r, R_NWAIT] == 0:
         qi[q, Q_WNEXT] = -1
@@ -234,7 +245,7 @@ def _wait_push(qi, ri, r, q, front):
     qi[q, Q_STATE] = ST_WAIT
 
 
-@nb.njit(cache=True)
+@jit
 def _wait_pop(qi, ri, r):
     q = ri[r, R_WHEAD]
     ri[r, R_WHEAD] = qi[q, Q_WNEXT]
@@ -247,7 +258,7 @@ def _wait_pop(qi, ri, r):
 # --- decoding requests as aggregates -----------------------------------------------------------
 
 
-@nb.njit(cache=True)
+@jit
 def _dec_add(qi, ri, hist, hk, hr, pi, r, q):
     """q (prefill done, Q_GEN tokens generated) decodes from the replica's current clock on."""
     bs = pi[P_BS]
@@ -261,7 +272,7 @@ def _dec_add(qi, ri, hist, hk, hr, pi, r, q):
     _fh_push(hk, hr, qi, ri, r, q, qi[q, Q_OUT] - base)
 
 
-@nb.njit(cache=True)
+@jit
 def _dec_remove(qi, ri, hist, hk, hr, pi, r, q):
     """Take q out of the decoding aggregates; returns the KV blocks it holds now."""
     bs = pi[P_BS]
@@ -274,7 +285,7 @@ def _dec_remove(qi, ri, hist, hk, hr, pi, r, q):
     return _cdiv(x + ri[r, R_DS] - 1, bs)
 
 
-@nb.njit(cache=True)
+@jit
 def _dec_cum(hist, r, ds0, steps, n, bs):
     """New blocks the decoding requests take over the `steps` steps after the one at clock ds0."""
     if steps <= 0 or n == 0:
@@ -286,7 +297,7 @@ def _dec_cum(hist, r, ds0, steps, n, bs):
     return total
 
 
-@nb.njit(cache=True)
+@jit
 def _preempt(qi, ri, hist, hk, hr, pi, r, q):
     """Recompute preemption: q's blocks are freed, its progress dropped; it waits at the front."""
     if qi[q, Q_STATE] == ST_DECODE:
@@ -307,19 +318,65 @@ def _preempt(qi, ri, hist, hk, hr, pi, r, q):
 # --- prefix cache: per replica, LRU over the trace's prefix block ids ----------------------------
 
 
-@nb.njit(cache=True)
-def _prefix_hit(qi, poff, pids, pdict, pi, r, q):
+@jit
+def _ht_find(hslot, lkey, pi, r, block):
+    """The LRU entry holding `block` in replica r's cache, or -1 (open addressing, linear probing)."""
+    mask = pi[P_HT] - 1
+    base = r * pi[P_HT]
+    h = ((block * HASH_MUL) >> 20) & mask
+    while True:
+        e = hslot[base + h]
+        if e < 0 or lkey[e] == block:
+            return e
+        h = (h + 1) & mask
+
+
+@jit
+def _ht_insert(hslot, lkey, pi, r, e):
+    mask = pi[P_HT] - 1
+    base = r * pi[P_HT]
+    h = ((lkey[e] * HASH_MUL) >> 20) & mask
+    while hslot[base + h] >= 0:
+        h = (h + 1) & mask
+    hslot[base + h] = e
+
+
+@jit
+def _ht_delete(hslot, lkey, pi, r, block):
+    """Remove `block` (present), shifting back the entries that probed past its slot."""
+    mask = pi[P_HT] - 1
+    base = r * pi[P_HT]
+    h = ((block * HASH_MUL) >> 20) & mask
+    while lkey[hslot[base + h]] != block:
+        h = (h + 1) & mask
+    hole = h
+    j = h
+    while True:
+        j = (j + 1) & mask
+        e = hslot[base + j]
+        if e < 0:
+            break
+        home = ((lkey[e] * HASH_MUL) >> 20) & mask
+        # e may fill the hole unless its home lies cyclically in (hole, j]
+        if (j > hole and (home <= hole or home > j)) or (j < hole and home <= hole and home > j):
+            hslot[base + hole] = e
+            hole = j
+    hslot[base + hole] = -1
+
+
+@jit
+def _prefix_hit(qi, poff, pids, hslot, lkey, pi, r, q):
     pbt = pi[P_PBT]
     full = min(poff[q + 1] - poff[q], qi[q, Q_IN] // pbt)
     matched = 0
     for j in range(full):
-        if pids[poff[q] + j] * PREFIX_KEY + r not in pdict:
+        if _ht_find(hslot, lkey, pi, r, pids[poff[q] + j]) < 0:
             break
         matched += 1
     return min(matched * pbt, qi[q, Q_IN] + qi[q, Q_GEN] - 1)
 
 
-@nb.njit(cache=True)
+@jit
 def _lru_unlink(ri, lprev, lnext, r, e):
     p, n = lprev[e], lnext[e]
     if p >= 0:
@@ -332,7 +389,7 @@ def _lru_unlink(ri, lprev, lnext, r, e):
         ri[r, R_LRU_TAIL] = p
 
 
-@nb.njit(cache=True)
+@jit
 def _lru_append(ri, lprev, lnext, r, e):
     tail = ri[r, R_LRU_TAIL]
     lprev[e] = tail
@@ -344,14 +401,14 @@ def _lru_append(ri, lprev, lnext, r, e):
     ri[r, R_LRU_TAIL] = e
 
 
-@nb.njit(cache=True)
-def _prefix_use(qi, ri, poff, pids, pdict, lkey, lprev, lnext, pi, r, q, blocks, insert):
+@jit
+def _prefix_use(qi, ri, poff, pids, hslot, lkey, lprev, lnext, pi, r, q, blocks, insert):
     """Mark the first `blocks` prefix blocks of q as just used; insert the missing ones if `insert`."""
     cap = pi[P_LRU_CAP]
     for j in range(blocks):
-        key = pids[poff[q] + j] * PREFIX_KEY + r
-        if key in pdict:
-            e = pdict[key]
+        block = pids[poff[q] + j]
+        e = _ht_find(hslot, lkey, pi, r, block)
+        if e >= 0:
             _lru_unlink(ri, lprev, lnext, r, e)
             _lru_append(ri, lprev, lnext, r, e)
         elif insert:
@@ -361,17 +418,17 @@ def _prefix_use(qi, ri, poff, pids, pdict, lkey, lprev, lnext, pi, r, q, blocks,
             else:  # evict the least recently used
                 e = ri[r, R_LRU_HEAD]
                 _lru_unlink(ri, lprev, lnext, r, e)
-                del pdict[lkey[e]]
-            lkey[e] = key
-            pdict[key] = e
+                _ht_delete(hslot, lkey, pi, r, lkey[e])
+            lkey[e] = block
+            _ht_insert(hslot, lkey, pi, r, e)
             _lru_append(ri, lprev, lnext, r, e)
 
 
 # --- one replica: plan a run, end it ------------------------------------------------------------
 
 
-@nb.njit(cache=True)
-def _plan(t, r, qi, qf, ri, rf, hist, hk, hr, pi, pf, poff, pids, pdict, lkey, lprev, lnext, ev, evpos, g):
+@jit
+def _plan(t, r, qi, qf, ri, rf, hist, hk, hr, pi, pf, poff, pids, hslot, lkey, lprev, lnext, ev, evpos, g):
     """Schedule the step starting at t (scheduler.py's StepScheduler.schedule) and how many
     identical steps follow it; set the replica's event at the run's end."""
     bs = pi[P_BS]
@@ -406,7 +463,7 @@ def _plan(t, r, qi, qf, ri, rf, hist, hk, hr, pi, pf, poff, pids, pdict, lkey, l
     if not preempted:
         while ri[r, R_NWAIT] > 0 and left > 0 and ri[r, R_NRUN] < pi[P_SEQS]:
             q = ri[r, R_WHEAD]
-            hit = _prefix_hit(qi, poff, pids, pdict, pi, r, q) if pi[P_PREFIX] == 1 else 0
+            hit = _prefix_hit(qi, poff, pids, hslot, lkey, pi, r, q) if pi[P_PREFIX] == 1 else 0
             tokens = qi[q, Q_IN] + qi[q, Q_GEN]
             new = min(tokens - hit, left)
             need = _cdiv(hit + new, bs)
@@ -419,7 +476,7 @@ def _plan(t, r, qi, qf, ri, rf, hist, hk, hr, pi, pf, poff, pids, pdict, lkey, l
                 ri[r, R_PQ] += tokens
                 ri[r, R_PH] += hit
                 qi[q, Q_HIT] += hit
-                _prefix_use(qi, ri, poff, pids, pdict, lkey, lprev, lnext, pi, r, q, hit // pi[P_PBT], False)
+                _prefix_use(qi, ri, poff, pids, hslot, lkey, lprev, lnext, pi, r, q, hit // pi[P_PBT], False)
             qi[q, Q_COMP] = hit
             qi[q, Q_BLOCKS] = need
             ri[r, R_FREE] -= need
@@ -495,7 +552,7 @@ def _plan(t, r, qi, qf, ri, rf, hist, hk, hr, pi, pf, poff, pids, pdict, lkey, l
     _ev_set(ev, evpos, rf, g, r)
 
 
-@nb.njit(cache=True)
+@jit
 def _kv_limit(qi, ri, hist, pi, r, k, ds, n, part, pchunk):
     """The longest run (<= k steps) whose later steps' new blocks fit in the free ones."""
     bs = pi[P_BS]
@@ -518,13 +575,13 @@ def _kv_limit(qi, ri, hist, pi, r, k, ds, n, part, pchunk):
     return lo + 1
 
 
-@nb.njit(cache=True, inline="always")
+@inline_jit
 def _step_end(rf, r, k):
     return rf[r, RF_T0] + k * rf[r, RF_D0] + rf[r, RF_G] * (k * (k - 1) / 2.0)
 
 
-@nb.njit(cache=True)
-def _end_run(r, qi, qf, ri, rf, hist, hk, hr, pi, poff, pids, pdict, lkey, lprev, lnext, g):
+@jit
+def _end_run(r, qi, qf, ri, rf, hist, hk, hr, pi, poff, pids, hslot, lkey, lprev, lnext, g):
     """Apply the replica's run (R_K steps) at its end: blocks, tokens, first tokens, finishes."""
     bs = pi[P_BS]
     k = ri[r, R_K]
@@ -574,7 +631,7 @@ def _end_run(r, qi, qf, ri, rf, hist, hk, hr, pi, poff, pids, pdict, lkey, lprev
             ri[r, R_PTOK] += qi[q, Q_IN]
             if pi[P_PREFIX] == 1:
                 full = min(poff[q + 1] - poff[q], qi[q, Q_IN] // pi[P_PBT])
-                _prefix_use(qi, ri, poff, pids, pdict, lkey, lprev, lnext, pi, r, q, full, True)
+                _prefix_use(qi, ri, poff, pids, hslot, lkey, lprev, lnext, pi, r, q, full, True)
         if qi[q, Q_GEN] >= qi[q, Q_OUT]:
             _finish(q, r, t_end, qi, qf, ri, rf, g)
             ri[r, R_FREE] += qi[q, Q_BLOCKS]
@@ -596,7 +653,7 @@ def _end_run(r, qi, qf, ri, rf, hist, hk, hr, pi, poff, pids, pdict, lkey, lprev
     ri[r, R_K] = 0
 
 
-@nb.njit(cache=True)
+@jit
 def _finish(q, r, t, qi, qf, ri, rf, g):
     qf[q, QF_FINISH] = t
     qi[q, Q_STATE] = ST_DONE
@@ -611,7 +668,7 @@ def _finish(q, r, t, qi, qf, ri, rf, g):
 # --- the event loop ------------------------------------------------------------------------------
 
 
-@nb.njit(cache=True)
+@jit
 def advance(
     until,
     ids,
@@ -629,7 +686,7 @@ def advance(
     pf,
     poff,
     pids,
-    pdict,
+    hslot,
     lkey,
     lprev,
     lnext,
@@ -647,7 +704,7 @@ def advance(
         t_ar = times[j] if j < m else np.inf
         if g[G_EVN] > 0 and t_ev <= t_ar and t_ev <= until:
             r = _ev_pop(ev, evpos, rf, g)
-            _end_run(r, qi, qf, ri, rf, hist, hk, hr, pi, poff, pids, pdict, lkey, lprev, lnext, g)
+            _end_run(r, qi, qf, ri, rf, hist, hk, hr, pi, poff, pids, hslot, lkey, lprev, lnext, g)
             _plan(
                 rf[r, RF_TEND],
                 r,
@@ -662,7 +719,7 @@ def advance(
                 pf,
                 poff,
                 pids,
-                pdict,
+                hslot,
                 lkey,
                 lprev,
                 lnext,
@@ -722,7 +779,7 @@ def advance(
                 pf,
                 poff,
                 pids,
-                pdict,
+                hslot,
                 lkey,
                 lprev,
                 lnext,
@@ -733,7 +790,7 @@ def advance(
         g[G_NPENDING] = 0
 
 
-@nb.njit(cache=True)
+@jit
 def _first_step_after(rf, r, t):
     """The smallest k >= 1 whose step starts after t (steps of the run end at _step_end(k))."""
     d0, grow, dt = rf[r, RF_D0], rf[r, RF_G], t - rf[r, RF_T0]
@@ -751,7 +808,7 @@ def _first_step_after(rf, r, t):
     return k
 
 
-@nb.njit(cache=True)
+@jit
 def observe(t, n_replicas, qi, ri, rf, hist, pi, out):
     """Every replica's counters and gauges at t (inside runs: the steps that ended by t).
     out rows: finished, prompt tokens, generation tokens, waiting, running, KV blocks used."""
