@@ -3,7 +3,8 @@
 Pure: nodes and pods (JSON) in, frozen values out. 16 idle GPUs spread 4+4+4+4 hold no 8-GPU
 replica; a replica needs G whole GPUs on one node, so node i holds free_i // G more replicas.
 Those that do not fit wait for a new node, whose provisioning time the predicted ready time then
-includes (the cold-start model's placement, autoscaler/policy/coldstart.py, does the same sum).
+includes (the cold-start model's placement, autoscaler/policy/coldstart.py, does the same sum);
+`fit` itself lives with the observation builder (autoscaler/policy/observe.py), which uses it too.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from autoscaler.controller.podfacts import GPU_RESOURCE, gpu_request, whole_count
+from autoscaler.policy.observe import Fit, fit
+
+__all__ = ["Fit", "GpuNodes", "fit", "gpu_nodes", "normalize_image"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,17 +32,6 @@ class GpuNodes:
             return ()
         wanted = normalize_image(image)
         return tuple(i for i, names in enumerate(self.images) if wanted in names)
-
-
-@dataclass(frozen=True, slots=True)
-class Fit:
-    requested: int  # new replicas asked for
-    fitting: int  # of them, how many fit on existing nodes
-    gpus_per_replica: int
-
-    @property
-    def short(self) -> int:
-        return self.requested - self.fitting
 
 
 def normalize_image(ref: str) -> str:
@@ -80,10 +73,3 @@ def gpu_nodes(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, An
         rows.append((name, max(0, allocatable - used.get(name, 0)), images))
     rows.sort()
     return GpuNodes(tuple(r[0] for r in rows), tuple(r[1] for r in rows), tuple(r[2] for r in rows))
-
-
-def fit(free_gpus: Iterable[int], gpus_per_replica: int, k: int) -> Fit:
-    if gpus_per_replica <= 0:  # no GPUs asked: anything fits
-        return Fit(k, k, gpus_per_replica)
-    room = sum(free // gpus_per_replica for free in free_gpus)
-    return Fit(k, min(k, room), gpus_per_replica)

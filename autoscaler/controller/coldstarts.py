@@ -8,23 +8,15 @@ newer than the newest sample kept (or equal, under another name).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from autoscaler.controller.kubetime import parse_time, rfc3339
 from autoscaler.controller.podfacts import Startup
+from autoscaler.policy.observe import quantile
 
-
-def quantile(values: Sequence[float], q: float) -> float:
-    """Linear interpolation between order statistics (numpy's default); needs at least one value."""
-    ordered = sorted(values)
-    if not ordered:
-        raise ValueError("quantile of no values")
-    position = q * (len(ordered) - 1)
-    low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+__all__ = ["ColdStartHistory", "quantile"]
 
 
 @dataclass(frozen=True, slots=True)
