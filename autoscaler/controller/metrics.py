@@ -8,9 +8,9 @@ policy then holds and never scales down (upstream's rule).
 
 from __future__ import annotations
 
-import contextlib
 import ssl
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import quote
@@ -22,60 +22,99 @@ from autoscaler.controller.kube import KubeClient, KubeError
 from autoscaler.controller.kubetime import parse_time
 from autoscaler.policy.observation import MetricReading
 from autoscaler.policy.spec import MetricSpec
+from common.status import parse_status
 
 API_PREFIX = "/apis/external.metrics.k8s.io/v1beta1"
 SERVICE_ACCOUNT_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 
 
+@dataclass(frozen=True, slots=True)
+class MetricItem:
+    labels: Mapping[str, str]
+    value_milli: int  # rounded up, as Quantity.MilliValue
+    timestamp: float | None  # Unix seconds of the sample; None when the answer gives none
+
+
+@dataclass(frozen=True, slots=True)
+class MetricList:
+    """An ExternalMetricValueList, parsed; `items=None` when the read failed (`error` says why)."""
+
+    items: tuple[MetricItem, ...] | None
+    error: str = ""
+    read_at: float = 0.0  # when it was read: the age of an answer without timestamps
+
+
 class MetricsReader(Protocol):
-    async def read(self, namespace: str, metric: MetricSpec, now: float) -> MetricReading: ...
+    async def read_items(self, namespace: str, name: str, selector: str, now: float) -> MetricList: ...
 
     async def close(self) -> None: ...
+
+    async def read(self, namespace: str, metric: MetricSpec, now: float) -> MetricReading: ...
 
 
 def metric_path(namespace: str, name: str) -> str:
     return f"{API_PREFIX}/namespaces/{quote(namespace, safe='')}/{quote(name, safe='')}"
 
 
-def reading_from_list(data: Any, now: float) -> MetricReading:
-    """Items in milli-units (rounded up, as Quantity.MilliValue) and the newest sample's age."""
+def parse_items(data: Any, now: float) -> MetricList:
     if not isinstance(data, Mapping) or not isinstance(data.get("items", []), list):
-        return MetricReading.failed("the answer is not an ExternalMetricValueList")
-    values: list[int] = []
-    newest: float | None = None
+        return MetricList(None, "the answer is not an ExternalMetricValueList", now)
+    items: list[MetricItem] = []
     for i, item in enumerate(data.get("items") or []):
         try:
-            values.append(quantity.to_milli(item["value"]))
-            if item.get("timestamp"):
-                stamp = parse_time(str(item["timestamp"]))
-                newest = stamp if newest is None else max(newest, stamp)
-        except (KeyError, TypeError, ValueError) as exc:
-            return MetricReading.failed(f"items[{i}]: {exc}")
-    age = 0.0 if newest is None else max(0.0, now - newest)
-    return MetricReading(tuple(values), age_s=age)
+            labels = {str(k): str(v) for k, v in (item.get("metricLabels") or {}).items()}
+            stamp = parse_time(str(item["timestamp"])) if item.get("timestamp") else None
+            items.append(MetricItem(labels, quantity.to_milli(item["value"]), stamp))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            return MetricList(None, f"items[{i}]: {exc}", now)
+    return MetricList(tuple(items), read_at=now)
 
 
-class ApiMetricsReader:
+def reading_of(answer: MetricList, now: float) -> MetricReading:
+    """The policy's reading: values in milli-units and the newest sample's age (the answer's own
+    age when it carries no timestamps)."""
+    if answer.items is None:
+        return MetricReading.failed(answer.error)
+    stamps = [i.timestamp for i in answer.items if i.timestamp is not None]
+    newest = max(stamps) if stamps else answer.read_at
+    return MetricReading(tuple(i.value_milli for i in answer.items), age_s=max(0.0, now - newest))
+
+
+def reading_from_list(data: Any, now: float) -> MetricReading:
+    return reading_of(parse_items(data, now), now)
+
+
+class _Reads:
+    """`read` in terms of `read_items`."""
+
+    async def read_items(self, namespace: str, name: str, selector: str, now: float) -> MetricList:
+        raise NotImplementedError
+
+    async def read(self, namespace: str, metric: MetricSpec, now: float) -> MetricReading:
+        return reading_of(await self.read_items(namespace, metric.name, metric.selector, now), now)
+
+
+class ApiMetricsReader(_Reads):
     """Through the kube-apiserver: /apis/external.metrics.k8s.io/v1beta1/namespaces/{ns}/{metric}."""
 
     def __init__(self, kube: KubeClient) -> None:
         self.kube = kube
 
-    async def read(self, namespace: str, metric: MetricSpec, now: float) -> MetricReading:
-        query = [("labelSelector", metric.selector)] if metric.selector else []
+    async def read_items(self, namespace: str, name: str, selector: str, now: float) -> MetricList:
+        query = [("labelSelector", selector)] if selector else []
         try:
             data = await self.kube.request(
-                "GET", metric_path(namespace, metric.name), query=query, what=f"read {metric.name}"
+                "GET", metric_path(namespace, name), query=query, what=f"read {name}"
             )
         except KubeError as exc:
-            return MetricReading.failed(str(exc))
-        return reading_from_list(data, now)
+            return MetricList(None, str(exc), now)
+        return parse_items(data, now)
 
     async def close(self) -> None:
         return None
 
 
-class AdapterMetricsReader:
+class AdapterMetricsReader(_Reads):
     """Straight from the adapter: same path and answer, authenticated with the service-account token."""
 
     def __init__(
@@ -104,28 +143,24 @@ class AdapterMetricsReader:
             return {"Authorization": f"Bearer {self.token_file.read_text(encoding='utf-8').strip()}"}
         return {}
 
-    async def read(self, namespace: str, metric: MetricSpec, now: float) -> MetricReading:
-        params = {"labelSelector": metric.selector} if metric.selector else {}
+    async def read_items(self, namespace: str, name: str, selector: str, now: float) -> MetricList:
+        params = {"labelSelector": selector} if selector else {}
+        where = f"read {name} from the adapter"
         try:
             response = await self.client.get(
-                metric_path(namespace, metric.name), params=params, headers=self._headers()
+                metric_path(namespace, name), params=params, headers=self._headers()
             )
         except httpx.HTTPError as exc:
-            return MetricReading.failed(f"read {metric.name} from the adapter: {type(exc).__name__}: {exc}")
+            return MetricList(None, f"{where}: {type(exc).__name__}: {exc}", now)
         if response.status_code != 200:
-            message = response.text[:300]
-            with contextlib.suppress(ValueError):
-                answer = response.json()
-                if isinstance(answer, Mapping):  # a Status; anything else is quoted as it came
-                    message = str(answer.get("message") or message)
-            return MetricReading.failed(
-                f"read {metric.name} from the adapter: {response.status_code} {message}"
-            )
+            status = parse_status(response.content)  # a Status; anything else is quoted as it came
+            message = status.message if status and status.message else response.text[:300]
+            return MetricList(None, f"{where}: {response.status_code} {message}", now)
         try:
             data = response.json()
         except ValueError:
-            return MetricReading.failed(f"read {metric.name} from the adapter: the answer is not JSON")
-        return reading_from_list(data, now)
+            return MetricList(None, f"{where}: the answer is not JSON", now)
+        return parse_items(data, now)
 
     async def close(self) -> None:
         await self.client.aclose()
