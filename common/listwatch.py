@@ -115,6 +115,8 @@ class Informer:
         self.resource_version = ""
         self.synced = asyncio.Event()
         self.stats = InformerStats()
+        self.last_error: str = ""  # the latest failure, "" after a successful list
+        self.last_error_code = 0  # its HTTP status (404: the resource is not served, e.g. no CRD)
         self._store: dict[str, Object] = {}
         self._handlers: list[Handler] = []
         self._indexers: dict[str, IndexFunc] = {}
@@ -254,6 +256,7 @@ class Informer:
             self._restarted("expired")
             items, version = await self._list_once(0)
         self.stats.lists += 1
+        self.last_error, self.last_error_code = "", 0
         self._replace(items)
         self.resource_version = version
         self.synced.set()
@@ -335,8 +338,11 @@ class Informer:
             except asyncio.CancelledError:
                 raise
             except (ApiException, WatchFailed, aiohttp.ClientError, TimeoutError, ValueError) as exc:
-                log.warning("informer %s: %s; retrying in %.1f s", self.name, _message(exc), backoff)
-            except Exception:  # a bug (a handler's, a transform's) must not freeze the cache
+                self.last_error = _message(exc)
+                self.last_error_code = int(exc.status or 0) if isinstance(exc, ApiException) else 0
+                log.warning("informer %s: %s; retrying in %.1f s", self.name, self.last_error, backoff)
+            except Exception as exc:  # a bug (a handler's, a transform's) must not freeze the cache
+                self.last_error, self.last_error_code = _message(exc), 0
                 log.exception("informer %s failed unexpectedly; retrying in %.1f s", self.name, backoff)
             self.stats.errors += 1
             self._restarted("error")

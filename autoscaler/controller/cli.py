@@ -106,10 +106,19 @@ async def _serve(settings: ControllerSettings) -> int:
             renew_deadline_s=settings.renew_deadline_s,
         )
     telemetry = Telemetry()
-    telemetry.health.stall_after_s = max(60.0, 3 * settings.tick_s + settings.request_timeout_s)
+    telemetry.health.stall_after_s = max(60.0, 3 * settings.retry_period_s + settings.request_timeout_s)
     controller = Controller(settings, kube, reader, telemetry=telemetry, elector=elector, clock=time.time)
 
-    external = publish.handler(kube.list_autoscalers, time.time, settings.publish_max_age_s)
+    async def cached_autoscalers(namespace: str) -> list[dict[str, Any]]:
+        """mode hpa's reads come from the cache (the standby's is warm too): no LIST per HPA read."""
+        informer = controller.caches.autoscalers
+        if not informer.synced.is_set():
+            raise RuntimeError(
+                f"the {informer.name} cache is not synced yet: {informer.last_error or 'listing'}"
+            )
+        return [o for o in informer.items() if (o.get("metadata") or {}).get("namespace") == namespace]
+
+    external = publish.handler(cached_autoscalers, time.time, settings.publish_max_age_s)
     runner = web.AppRunner(make_app(telemetry, time.time, external), access_log=None)
     await runner.setup()
     host, port = settings.listen_host_port
@@ -119,10 +128,11 @@ async def _serve(settings: ControllerSettings) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     logging.getLogger(__name__).info(
-        "infscale controller %s: tick %g s, metrics from %s, /metrics on %s",
+        "infscale controller %s: each object at least every %g s, metrics from %s every %g s, /metrics on %s",
         settings.identity,
         settings.tick_s,
         settings.metrics_source,
+        settings.metrics_interval_s,
         settings.listen,
     )
     try:

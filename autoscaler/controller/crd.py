@@ -16,8 +16,15 @@ from typing import Annotated, Any, Self
 
 from pydantic import Field, ValidationError, model_validator
 
+from autoscaler.controller.kubetime import nano_time, parse_time
 from autoscaler.hpaspec import AutoscalerSpecModel, PredictionModel, _Model, describe_validation_error
 from autoscaler.policy.forecast import ForecastState
+from autoscaler.policy.observe import (
+    DEFAULT_HORIZON_QUANTILE,
+    DEFAULT_MIN_STARTUP_SAMPLES,
+    Horizon,
+    HorizonSource,
+)
 from autoscaler.policy.spec import AutoscalerSpec
 from autoscaler.policy.state import PolicyState, Recommendation, ScaleEvent
 
@@ -34,16 +41,10 @@ class Mode(StrEnum):
     DRY_RUN = "dryRun"  # decide and report only
 
 
-class HorizonSource(StrEnum):
-    AUTO = "Auto"  # the observed quantile once enough startups were seen, the cold-start model before
-    COLD_START_MODEL = "ColdStartModel"  # always the model (spec.coldStart)
-    OBSERVED = "ObservedStartups"  # always the observed quantile (no horizon until enough samples)
-
-
 class HorizonModel(_Model):
     source: HorizonSource = HorizonSource.AUTO
-    quantile: Annotated[float, Field(ge=0.5, le=0.99)] = 0.9
-    min_samples: Annotated[int, Field(ge=1, le=256, alias="minSamples")] = 3
+    quantile: Annotated[float, Field(ge=0.5, le=0.99)] = DEFAULT_HORIZON_QUANTILE
+    min_samples: Annotated[int, Field(ge=1, le=256, alias="minSamples")] = DEFAULT_MIN_STARTUP_SAMPLES
 
 
 class ControllerPredictionModel(PredictionModel):
@@ -80,13 +81,6 @@ class TargetRef:
 
     def __str__(self) -> str:
         return f"{self.kind} {self.name}"
-
-
-@dataclass(frozen=True, slots=True)
-class Horizon:
-    source: HorizonSource = HorizonSource.AUTO
-    quantile: float = 0.9
-    min_samples: int = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,12 +153,21 @@ def parse_autoscaler(
 
 
 def state_to_status(state: PolicyState) -> dict[str, Any]:
-    """The PolicyState as JSON; times are Unix seconds on the controller's (wall) clock."""
+    """The PolicyState as JSON. Times are RFC 3339 with nanoseconds (a float time comes back exactly)
+    on the controller's (wall) clock: `kubectl get -o yaml` shows 2026-11-29T10:00:05.250000000Z,
+    not 1.79615e+09."""
+
+    def forecaster(f: ForecastState) -> dict[str, Any]:
+        out = f.to_dict()
+        if isinstance(out.get("last_at"), int | float) and math.isfinite(out["last_at"]):
+            out["last_at"] = nano_time(out["last_at"])
+        return out
+
     return {
-        "recommendations": [{"at": r.at, "replicas": r.replicas} for r in state.recommendations],
-        "scaleUpEvents": [{"at": e.at, "change": e.change} for e in state.scale_up_events],
-        "scaleDownEvents": [{"at": e.at, "change": e.change} for e in state.scale_down_events],
-        "forecasters": {name: f.to_dict() for name, f in state.forecasters.items()},
+        "recommendations": [{"at": nano_time(r.at), "replicas": r.replicas} for r in state.recommendations],
+        "scaleUpEvents": [{"at": nano_time(e.at), "change": e.change} for e in state.scale_up_events],
+        "scaleDownEvents": [{"at": nano_time(e.at), "change": e.change} for e in state.scale_down_events],
+        "forecasters": {name: forecaster(f) for name, f in state.forecasters.items()},
         "scaledToZero": state.scaled_to_zero,
     }
 
@@ -177,6 +180,16 @@ def state_from_status(data: Mapping[str, Any]) -> PolicyState:
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
             raise ValueError(f"status.policyState.{path}.{key}: expected a finite number, got {value!r}")
         return float(value)
+
+    def moment(entry: Any, key: str, path: str) -> float:
+        """RFC 3339; Unix seconds as older controllers wrote them are read too."""
+        value = entry.get(key) if isinstance(entry, Mapping) else None
+        if isinstance(value, str):
+            try:
+                return parse_time(value)
+            except ValueError as exc:
+                raise ValueError(f"status.policyState.{path}.{key}: {exc}") from None
+        return number(entry, key, path)
 
     def integer(entry: Any, key: str, path: str) -> int:
         value = number(entry, key, path)
@@ -192,14 +205,14 @@ def state_from_status(data: Mapping[str, Any]) -> PolicyState:
 
     recs = tuple(
         Recommendation(
-            number(e, "at", f"recommendations[{i}]"), integer(e, "replicas", f"recommendations[{i}]")
+            moment(e, "at", f"recommendations[{i}]"), integer(e, "replicas", f"recommendations[{i}]")
         )
         for i, e in enumerate(items("recommendations"))
     )
     events: dict[str, tuple[ScaleEvent, ...]] = {}
     for key in ("scaleUpEvents", "scaleDownEvents"):
         events[key] = tuple(
-            ScaleEvent(number(e, "at", f"{key}[{i}]"), integer(e, "change", f"{key}[{i}]"))
+            ScaleEvent(moment(e, "at", f"{key}[{i}]"), integer(e, "change", f"{key}[{i}]"))
             for i, e in enumerate(items(key))
         )
     raw_forecasters = data.get("forecasters", {})
@@ -208,6 +221,8 @@ def state_from_status(data: Mapping[str, Any]) -> PolicyState:
     forecasters: dict[str, ForecastState] = {}
     for name, raw in raw_forecasters.items():
         try:
+            if isinstance(raw, Mapping) and isinstance(raw.get("last_at"), str):
+                raw = {**raw, "last_at": parse_time(raw["last_at"])}
             forecasters[name] = ForecastState.from_dict(raw)
         except ValueError as exc:
             raise ValueError(f"status.policyState.forecasters.{name}: {exc}") from None

@@ -200,6 +200,20 @@ class KubeClient:
         path = f"/apis/autoscaling/v2/namespaces/{quote(namespace)}/horizontalpodautoscalers"
         return list((await self.request("GET", path, what="list HPAs")).get("items") or [])
 
+    async def patch_pod_status_conditions(
+        self, namespace: str, name: str, conditions: Sequence[Mapping[str, Any]]
+    ) -> None:
+        """A strategic merge patch: conditions merge by type, so the kubelet's own are kept (a JSON
+        merge patch would replace the whole list)."""
+        path = f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}/status"
+        await self.request(
+            "PATCH",
+            path,
+            body={"status": {"conditions": [dict(c) for c in conditions]}},
+            content_type="application/strategic-merge-patch+json",
+            what=f"update status of pod {namespace}/{name}",
+        )
+
     async def create_event(self, namespace: str, event: Mapping[str, Any]) -> None:
         path = f"/apis/events.k8s.io/v1/namespaces/{quote(namespace)}/events"
         await self.request("POST", path, body=dict(event), what="create event")

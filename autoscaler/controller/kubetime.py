@@ -1,4 +1,5 @@
-"""Kubernetes timestamps: `Time` (RFC 3339, whole seconds) and `MicroTime` (exactly six fractional digits).
+"""Kubernetes timestamps: `Time` (RFC 3339, whole seconds) and `MicroTime` (exactly six fractional
+digits); and nine digits where a float time must come back exactly (the policy state in the status).
 
 `datetime.isoformat()` drops the fraction when the microseconds are 0, which the kube-apiserver
 rejects for MicroTime fields (400); these helpers always write the digits and always UTC with `Z`.
@@ -6,6 +7,8 @@ rejects for MicroTime fields (400); these helpers always write the digits and al
 
 from __future__ import annotations
 
+import math
+import re
 from datetime import UTC, datetime
 
 
@@ -19,12 +22,28 @@ def micro_time(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def nano_time(t: float) -> str:
+    """RFC 3339 with nine fractional digits, UTC: `2026-11-29T10:00:00.250000000Z`. Nanoseconds are
+    finer than a float's step at today's Unix times (~0.24 us), so parse_time(nano_time(t)) == t."""
+    whole = math.floor(t)
+    nanos = round((t - whole) * 1e9)
+    if nanos >= 1_000_000_000:
+        whole, nanos = whole + 1, nanos - 1_000_000_000
+    return datetime.fromtimestamp(whole, UTC).strftime("%Y-%m-%dT%H:%M:%S") + f".{nanos:09d}Z"
+
+
+_FRACTION = re.compile(r"^(?P<head>[^.]+)\.(?P<digits>\d+)(?P<zone>Z|[+-]\d\d:\d\d)$")
+
+
 def parse_time(text: str) -> float:
-    """Unix seconds from an RFC 3339 timestamp (`Z` or an offset, with or without a fraction)."""
+    """Unix seconds from an RFC 3339 timestamp (`Z` or an offset, any number of fractional digits)."""
+    fraction = 0.0
+    if isinstance(text, str) and (match := _FRACTION.match(text)):
+        text, fraction = match["head"] + match["zone"], int(match["digits"]) / 10 ** len(match["digits"])
     try:
         parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except (ValueError, AttributeError):
         raise ValueError(f"not an RFC 3339 timestamp: {text!r}") from None
     if parsed.tzinfo is None:
         raise ValueError(f"timestamp without a zone: {text!r}")
-    return parsed.timestamp()
+    return parsed.timestamp() + fraction

@@ -39,11 +39,13 @@ class ControllerSettings(BaseSettings):
     kubeconfig: Path | None = None  # None: in-cluster service account, else ~/.kube/config
     namespace: str | None = None  # watch InferenceAutoscalers in this namespace only; None: all
 
-    tick_s: float = Field(default=5.0, gt=0, le=600)  # one decision per object per tick
+    tick_s: float = Field(default=5.0, gt=0, le=600)  # each object is reconciled at least this often
     concurrency: int = Field(default=16, ge=1, le=1000)  # objects reconciled at once
     request_timeout_s: float = Field(default=5.0, gt=0)  # per kube-apiserver / adapter request
     scale_conflict_retries: int = Field(default=3, ge=0, le=10)  # 409 on /scale: re-read, decide again
-    status_interval_s: float = Field(default=15.0, ge=0)  # rewrite an unchanged status at most this often
+    # a status whose only change is the policy state (forecasts, windows) is written at most this often;
+    # counts, conditions and scale writes are written at once, and an unchanged status never
+    status_interval_s: float = Field(default=15.0, ge=0)
 
     # metrics
     metrics_source: MetricsSource = MetricsSource.API
@@ -53,6 +55,11 @@ class ControllerSettings(BaseSettings):
     adapter_ca_file: Path | None = None  # verify the adapter's certificate with this CA
     adapter_insecure_skip_verify: bool = False
     max_metric_age_s: float | None = Field(default=60.0, gt=0)  # older samples count as missing
+    # one read per (namespace, metric) every metrics_interval_s, each autoscaler's series picked out
+    # of it (metriccache.py); stretched so that no more than metrics_max_reads_per_s are made
+    metrics_batch: bool = True  # false: one read per autoscaler and metric, at its reconcile
+    metrics_interval_s: float = Field(default=0.5, gt=0, le=600)
+    metrics_max_reads_per_s: float = Field(default=20.0, gt=0)
 
     # cluster flags of the HPA, applied to every object
     tolerance: float = Field(default=DEFAULT_TOLERANCE, ge=0)
@@ -70,6 +77,9 @@ class ControllerSettings(BaseSettings):
     renew_deadline_s: float = Field(default=10.0, gt=0)
     retry_period_s: float = Field(default=2.0, gt=0)
     identity: str = Field(default_factory=_default_identity)
+    # the controller's own pod (the downward API sets both): where a missing CRD is reported
+    pod_name: str | None = Field(default_factory=lambda: os.environ.get("POD_NAME") or None)
+    pod_namespace: str | None = Field(default_factory=lambda: os.environ.get("POD_NAMESPACE") or None)
 
     # telemetry, health, and mode hpa's infscale_desired_replicas (publish.py)
     listen: str = "0.0.0.0:8080"

@@ -29,8 +29,9 @@ EXTERNAL_PATH = "/apis/external.metrics.k8s.io/v1beta1/namespaces/{namespace}/{m
 class Health:
     """What the probes look at. Times are the loop's clock."""
 
-    started: bool = False  # the first tick finished (leader or not)
-    last_tick_at: float | None = None
+    started: bool = False  # the caches are synced and the CRD is served (leader or not)
+    not_ready: str = "starting"  # why /readyz fails ("" once started)
+    last_tick_at: float | None = None  # the loop's last housekeeping round
     stall_after_s: float = 60.0  # liveness fails when no tick finished for this long
 
 
@@ -140,13 +141,16 @@ async def _livez(request: web.Request) -> web.Response:
     health = request.app[TELEMETRY].health
     now = request.app[CLOCK]()
     if health.last_tick_at is not None and now - health.last_tick_at > health.stall_after_s:
-        return web.Response(status=503, text=f"no tick finished for {now - health.last_tick_at:.0f} s\n")
+        return web.Response(
+            status=503, text=f"the loop made no round for {now - health.last_tick_at:.0f} s\n"
+        )
     return web.Response(text="ok\n")
 
 
 async def _readyz(request: web.Request) -> web.Response:
-    if not request.app[TELEMETRY].health.started:
-        return web.Response(status=503, text="first tick not finished\n")
+    health = request.app[TELEMETRY].health
+    if not health.started:
+        return web.Response(status=503, text=f"not ready: {health.not_ready or 'starting'}\n")
     return web.Response(text="ok\n")
 
 

@@ -6,8 +6,10 @@ Time is a number the test moves; `step()` is one tick. Nothing here sleeps.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import copy
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,24 +23,14 @@ from autoscaler.controller.loop import Controller, Outcome
 from autoscaler.controller.metrics import ApiMetricsReader
 from autoscaler.controller.settings import ControllerSettings
 from autoscaler.controller.telemetry import Telemetry
+from common.clock import ManualClock
+from common.listwatch import Informer
 
 T0 = 1795946400.0  # 2026-11-29T10:00:00Z
 NS = "serving"
 NAME = "llama"
 QUEUE = "infscale_queue_size"
 LABELS = {"app": NAME}
-
-
-@dataclass
-class Clock:
-    now: float = T0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> float:
-        self.now += seconds
-        return self.now
 
 
 def autoscaler(
@@ -105,7 +97,7 @@ class Kubelet:
     `ready_after_s` (None: they stay starting until the test marks them ready)."""
 
     fake: FakeKube
-    clock: Clock
+    clock: ManualClock
     ready_after_s: float | None = 0.0
     node: str | None = None
     gpus: int = 0
@@ -116,8 +108,8 @@ class Kubelet:
         while len(self.names) < replicas:
             self.serial += 1
             pod = f"{name}-{self.serial}"
-            created = rfc3339(self.clock.now)
-            ready = None if self.ready_after_s is None else rfc3339(self.clock.now + self.ready_after_s)
+            created = rfc3339(self.clock())
+            ready = None if self.ready_after_s is None else rfc3339(self.clock() + self.ready_after_s)
             self.fake.add_pod(
                 NS,
                 pod,
@@ -138,22 +130,65 @@ class Kubelet:
                 self.fake.mark_pod_ready(NS, pod, rfc3339(at))
 
 
+class Stepped:
+    """A Controller whose step() first lets its caches see every change the test made: a bookmark
+    at the fake's current revision must have reached each informer (nothing sleeps on time)."""
+
+    def __init__(self, controller: Controller, fake: FakeKube) -> None:
+        self.controller = controller
+        self.fake = fake
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.controller, name)
+
+    async def caught_up(self) -> None:
+        await self.controller.start()
+        for informer in self.controller.caches.informers():
+            await caught_up(self.fake, informer)
+
+    async def step(self) -> list[Outcome]:
+        await self.caught_up()
+        outcomes = await self.controller.step()
+        for informer in self.controller.caches.informers():  # lazily started ones (targets, nodes)
+            await caught_up(self.fake, informer)
+        return outcomes
+
+
+async def caught_up(fake: FakeKube, informer: Informer) -> None:
+    """The informer has seen revision fake.rv: a bookmark reached it, asked again until one does (a
+    watch opened after a bookmark round waits for the next). A list failing on purpose (an injected
+    500) cannot catch up: it is left as it is."""
+    for _ in range(100):  # hang guard: 10 s
+        if informer.resource_version == str(fake.rv):
+            return
+        if informer.last_error and not informer.synced.is_set():
+            return
+        fake.bookmark()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(informer.wait_for(lambda: informer.resource_version == str(fake.rv)), 0.1)
+    raise AssertionError(f"informer {informer.name} never caught up with revision {fake.rv}")
+
+
 @dataclass
 class Env:
     fake: FakeKube
     kube: KubeClient
-    clock: Clock
+    clock: ManualClock
     kubelet: Kubelet
+    controllers: list[Controller] = field(default_factory=list)
 
-    def controller(self, *, elector: LeaderElector | None = None, **overrides: Any) -> Controller:
-        return Controller(
+    def controller(self, *, elector: LeaderElector | None = None, **overrides: Any) -> Stepped:
+        controller = Controller(
             settings(**overrides),
             self.kube,
             ApiMetricsReader(self.kube),
             telemetry=Telemetry(),
             elector=elector,
             clock=self.clock,
+            informer_options={"backoff_initial_s": 0.01, "backoff_max_s": 0.05},
         )
+        self.controllers.append(controller)
+        return Stepped(controller, self.fake)
 
     def elector(self, identity: str) -> LeaderElector:
         return LeaderElector(
@@ -167,7 +202,7 @@ class Env:
 
     def queue(self, *values: float, age_s: float = 0.0) -> None:
         self.fake.set_metric(
-            NS, QUEUE, *values, labels={"deployment": NAME}, timestamp=rfc3339(self.clock.now - age_s)
+            NS, QUEUE, *values, labels={"deployment": NAME}, timestamp=rfc3339(self.clock() - age_s)
         )
 
     def start(self, replicas: int, obj: Mapping[str, Any]) -> None:
@@ -187,9 +222,23 @@ class Env:
 @asynccontextmanager
 async def environment(*, timeout_s: float = 5.0, ready_after_s: float | None = 0.0) -> AsyncIterator[Env]:
     fake = FakeKube()
-    clock = Clock()
+    clock = ManualClock(T0)
     async with serve(fake, timeout_s=timeout_s) as kube:
-        yield Env(fake, kube, clock, Kubelet(fake, clock, ready_after_s))
+        env = Env(fake, kube, clock, Kubelet(fake, clock, ready_after_s))
+        try:
+            yield env
+        finally:
+            for controller in env.controllers:
+                await controller.close()
+
+
+async def until(condition: Callable[[], bool], what: str) -> None:
+    """Wait for something the event loop makes true (a hang guard of 10 s, not a timing assumption)."""
+    for _ in range(1000):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
 
 
 def only(outcomes: list[Outcome]) -> Outcome:

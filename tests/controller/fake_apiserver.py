@@ -183,6 +183,7 @@ class Failure:
     pattern: re.Pattern[str]
     status: int | str  # an HTTP code, or "timeout": never answer
     times: int
+    message: str = ""  # the Status message; default: "injected failure ..."
 
 
 def _resources() -> list[Resource]:
@@ -283,6 +284,9 @@ class FakeKube:
         dep["spec"]["replicas"] = replicas
         dep["status"]["replicas"] = replicas
         self._commit("deployments", dep)
+
+    def delete_deployment(self, namespace: str, name: str) -> None:
+        self._commit("deployments", copy.deepcopy(self.deployments[(namespace, name)]), delete=True)
 
     def replicas(self, namespace: str, name: str) -> int:
         return int(self.deployments[(namespace, name)]["spec"].get("replicas") or 0)
@@ -444,14 +448,19 @@ class FakeKube:
         labels: Mapping[str, str] | None = None,
         timestamp: str = "",
     ) -> None:
-        """What the adapter would answer for this metric; no values: an empty list."""
-        self.external[(namespace, metric)] = [(dict(labels or {}), str(v), timestamp) for v in values]
+        """What the adapter would answer for this metric and these labels (other series stay); no
+        values: none for these labels (a read that selects them gets an empty list)."""
+        wanted = dict(labels or {})
+        kept = [item for item in self.external.get((namespace, metric), []) if item[0] != wanted]
+        self.external[(namespace, metric)] = kept + [(wanted, str(v), timestamp) for v in values]
 
     def drop_metric(self, namespace: str, metric: str) -> None:
         self.external.pop((namespace, metric), None)
 
-    def fail(self, method: str, path_regex: str, status: int | str, times: int = 1) -> None:
-        self.failures.append(Failure(method, re.compile(path_regex), status, times))
+    def fail(
+        self, method: str, path_regex: str, status: int | str, times: int = 1, message: str = ""
+    ) -> None:
+        self.failures.append(Failure(method, re.compile(path_regex), status, times, message))
 
     def status_of(self, namespace: str, name: str) -> dict[str, Any]:
         return dict(self.autoscalers[(namespace, name)].get("status") or {})
@@ -477,7 +486,9 @@ class FakeKube:
                     429: "TooManyRequests",
                     500: "InternalError",
                 }.get(code, "Failure")
-                raise ApiStatus(code, reason, f"injected failure {code} for {method} {path}")
+                raise ApiStatus(
+                    code, reason, failure.message or f"injected failure {code} for {method} {path}"
+                )
         if not self.crd_installed and path.startswith("/apis/infscale.io/"):
             raise ApiStatus(404, "NotFound", f"{_NOT_SERVED} ({request.method} {path})")
         for route_method, pattern, handler in _ROUTES:

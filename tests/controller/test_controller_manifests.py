@@ -216,7 +216,8 @@ def requests_needing(log: list[tuple[str, str]]) -> list[tuple[str, str, str, st
 def denied(roles: Mapping[str, Any], needs: list[tuple[str, str, str, str | None]]) -> list[str]:
     out = []
     for group, resource, verb, name in needs:
-        role = roles["Role"] if group == "coordination.k8s.io" else roles["ClusterRole"]
+        namespaced = group == "coordination.k8s.io" or (group, resource) == ("", "pods/status")
+        role = roles["Role"] if namespaced else roles["ClusterRole"]
         if not _allowed(role["rules"], group, resource, verb, name):
             out.append(f"{verb} {group or 'core'}/{resource} {name or ''}")
     return out
@@ -224,7 +225,9 @@ def denied(roles: Mapping[str, Any], needs: list[tuple[str, str, str, str | None
 
 @needs_kubectl
 async def test_rbac_grants_every_request_the_controller_makes(built: dict[str, list[dict[str, Any]]]) -> None:
-    roles = {o["kind"]: o for o in built[""] if o["kind"] in ("ClusterRole", "Role")}
+    cluster_role = next(o for o in built[""] if o["kind"] == "ClusterRole")
+    role_rules = [r for o in built[""] if o["kind"] == "Role" for r in o["rules"]]  # in infscale-system
+    roles = {"ClusterRole": cluster_role, "Role": {"rules": role_rules}}
     async with environment() as env:
         env.fake.add_node("gpu-a", gpus=8)
         env.start(
@@ -238,21 +241,26 @@ async def test_rbac_grants_every_request_the_controller_makes(built: dict[str, l
         env.queue(24)
         elector = env.elector("a")
         controller = env.controller(elector=elector)
-        await elector.tick(env.clock.now)
+        await elector.tick(env.clock())
         assert only(await controller.step()).scaled_to == 6
         env.clock.advance(3)
-        await elector.tick(env.clock.now)
-        await elector.release(env.clock.now)
+        await elector.tick(env.clock())
+        await elector.release(env.clock())
     needs = requests_needing(env.fake.log)
     kinds = {(g, r, v) for g, r, v, _ in needs}
     assert {
         ("infscale.io", "inferenceautoscalers", "list"),
+        ("infscale.io", "inferenceautoscalers", "watch"),
         ("infscale.io", "inferenceautoscalers/status", "patch"),
-        ("apps", "deployments/scale", "get"),
+        ("apps", "deployments", "list"),
+        ("apps", "deployments", "watch"),
         ("apps", "deployments/scale", "update"),
         ("", "pods", "list"),
+        ("", "pods", "watch"),
         ("", "nodes", "list"),
+        ("", "nodes", "watch"),
         ("autoscaling", "horizontalpodautoscalers", "list"),
+        ("autoscaling", "horizontalpodautoscalers", "watch"),
         ("events.k8s.io", "events", "create"),
         ("coordination.k8s.io", "leases", "create"),
         ("coordination.k8s.io", "leases", "update"),

@@ -12,9 +12,9 @@ from pydantic import ValidationError
 from autoscaler.controller import capacity, crd
 from autoscaler.controller.coldstarts import ColdStartHistory, quantile
 from autoscaler.controller.kubetime import micro_time, parse_time, rfc3339
-from autoscaler.controller.loop import _with_deletions
 from autoscaler.controller.metrics import reading_from_list
 from autoscaler.controller.podfacts import Startup, gpu_request, summarize
+from autoscaler.controller.report import with_deletions
 from autoscaler.controller.settings import ControllerSettings
 from autoscaler.policy.state import PolicyState, Recommendation, ScaleEvent
 
@@ -341,7 +341,7 @@ def test_spec_errors_name_the_field(patch: dict[str, Any], message: str) -> None
 
 def test_merge_patch_deletes_what_is_gone() -> None:
     old = {"a": 1, "b": {"c": 2, "d": 3}, "e": [1]}
-    assert _with_deletions(old, {"b": {"c": 5}, "e": []}) == {"a": None, "b": {"c": 5, "d": None}, "e": []}
+    assert with_deletions(old, {"b": {"c": 5}, "e": []}) == {"a": None, "b": {"c": 5, "d": None}, "e": []}
 
 
 @pytest.mark.parametrize(

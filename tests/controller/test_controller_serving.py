@@ -14,7 +14,7 @@ import httpx
 import pytest
 import yaml
 from aiohttp.test_utils import TestClient, TestServer
-from controller_harness import FAST, NAME, NS, QUEUE, T0, Clock, autoscaler, environment, only
+from controller_harness import FAST, NAME, NS, QUEUE, T0, autoscaler, environment, only
 from fake_apiserver import FakeKube, serve
 
 from autoscaler.controller.kubetime import rfc3339
@@ -22,6 +22,7 @@ from autoscaler.controller.metrics import AdapterMetricsReader
 from autoscaler.controller.settings import ControllerSettings
 from autoscaler.controller.telemetry import make_app
 from autoscaler.policy.spec import MetricSpec, TargetType
+from common.clock import ManualClock
 
 
 async def test_metrics_and_probes() -> None:
@@ -30,7 +31,7 @@ async def test_metrics_and_probes() -> None:
             2, autoscaler(behavior=FAST, cold_start={"weightsGB": 140, "storageGBps": 10}, prediction={})
         )
         controller = env.controller()
-        probe_clock = Clock(T0)
+        probe_clock = ManualClock(T0)
         async with TestClient(TestServer(make_app(controller.telemetry, probe_clock))) as http:
             assert (await http.get("/readyz")).status == 503  # before the first tick
             env.queue(24)
@@ -55,10 +56,10 @@ async def test_metrics_and_probes() -> None:
                 in text
             )
 
-            probe_clock.now = T0 + 3600  # no tick for an hour: liveness fails
+            probe_clock.set(T0 + 3600)  # no tick for an hour: liveness fails
             assert (await http.get("/healthz")).status == 503
 
-            del env.fake.autoscalers[(NS, NAME)]  # deleted: its series go
+            env.fake.delete_autoscaler(NS, NAME)  # deleted: its series go
             only_none = await controller.step()
             assert only_none == []
             assert "infscale_desired_replicas{" not in await (await http.get("/metrics")).text()
@@ -162,16 +163,17 @@ async def test_run_keeps_electing_after_an_unexpected_election_error() -> None:
 
     stop = asyncio.Event()
     elector = FlakyElector(stop)
-    controller = Controller(
-        ControllerSettings(identity="t", tick_s=0.01),
-        cast(Any, None),
-        cast(Any, None),
-        elector=cast(Any, elector),
-        clock=Clock(T0),
-    )
-    await asyncio.wait_for(run(controller, stop, retry_period_s=0), timeout=10)  # hang guard
-    assert elector.calls == 3
-    assert controller.telemetry.errors.labels("leader_election")._value.get() == 2
+    async with environment() as env:
+        controller = Controller(
+            ControllerSettings(identity="t", tick_s=0.01),
+            env.kube,
+            cast(Any, None),
+            elector=cast(Any, elector),
+            clock=ManualClock(T0),
+        )
+        await asyncio.wait_for(run(controller, stop, retry_period_s=0), timeout=10)  # hang guard
+        assert elector.calls == 3
+        assert controller.telemetry.errors.labels("leader_election")._value.get() == 2
 
 
 @pytest.mark.integration

@@ -1,0 +1,427 @@
+"""One reconcile as a pure plan: (autoscaler, snapshot, memory, now) -> (outcome, effects, memory).
+
+The shell (loop.py) reads a `Snapshot` of one InferenceAutoscaler's world from its caches, calls
+`plan()`, and performs the effects in order. A `WriteScale` comes first and the rest assume it
+succeeds; when it does not, the shell plans again from the *same* memory: after a 409 with the
+scale read again (the decision may change), after any other failure with `write_error` set (the
+plan then reports it: a Warning Event and the FailedUpdateScale condition, and no scale event is
+recorded). So everything the controller decides and reports is a function of values, tested as
+tables (tests/controller/test_plan.py), and the controller and the replay build the policy's
+Observation with the same code (autoscaler/policy/observe.py).
+
+By mode, once decide() picked a count:
+
+  direct  write /scale on a change, with the resourceVersion read; refused while a foreign HPA, or
+          another direct-mode autoscaler, targets the same object, or while the HPAs are unknown
+  hpa     the HPA writes /scale from the published recommendation; its changes are booked as
+          scale events so infscale's own rate limits stay true
+  dryRun  decide and report only
+
+The status is written when something in it a user would read changed (counts, conditions, samples),
+when a scale was written, when the policy state changed and `status_interval_s` passed since the
+last write, and in mode hpa often enough for the published recommendation to stay fresh. A steady
+object costs no writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, NamedTuple
+
+from autoscaler.controller import crd
+from autoscaler.controller.capacity import GpuNodes
+from autoscaler.controller.coldstarts import ColdStartHistory
+from autoscaler.controller.crd import Autoscaler, Mode
+from autoscaler.controller.kube import Scale
+from autoscaler.controller.kubetime import rfc3339
+from autoscaler.controller.podfacts import PodFacts
+from autoscaler.controller.report import (
+    NOTE_LIMIT_BYTES,
+    Capacity,
+    ConditionStatus,
+    conditions_json,
+    conditions_of,
+    cut_utf8,
+    replace_condition,
+    stage_chain,
+    state_digest,
+    status_document,
+    with_deletions,
+)
+from autoscaler.policy.decide import Decision, decide, record_rescale
+from autoscaler.policy.observation import MetricReading, Observation
+from autoscaler.policy.observe import ClusterFacts, StartingReplica, horizon_view, observe_with
+from autoscaler.policy.state import PolicyState
+
+# A metric that keeps failing gets a Warning Event when it starts and then at most this often: the
+# same pace as client-go's event spam filter refills (one per 5 minutes per object and reason).
+METRIC_EVENT_REPEAT_S = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """The controller settings a plan reads (ControllerSettings has them all)."""
+
+    cold_start_samples: int = 32
+    max_startup_s: float = 3600.0
+    status_interval_s: float = 15.0
+    publish_max_age_s: float = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """What the leader keeps per object between reconciles (also in the status, for the next leader)."""
+
+    state: PolicyState
+    cold: ColdStartHistory
+    last_spec_replicas: int | None = None
+    last_scale_time: str | None = None
+    written: Mapping[str, Any] | None = None  # the significant part of the last status written
+    written_state: tuple[Any, ...] | None = None  # state_digest() of the policy state written
+    written_at: float = -float("inf")
+    status: Mapping[str, Any] | None = None  # the last status written (the next patch's base)
+    metric_failures: Mapping[str, tuple[str, float]] = field(
+        default_factory=dict
+    )  # metric -> (error, warned at)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """One object's world, read from the caches (or, for kinds that have none, the API)."""
+
+    scale: Scale | None
+    scale_error: str = ""  # why there is no scale
+    pods: PodFacts | None = None  # None: the target publishes no selector
+    readings: Mapping[str, MetricReading] = field(default_factory=dict)
+    gpu: GpuNodes | None = None  # None: not read (no coldStart), or not known
+    gpu_error: str = ""
+    foreign_hpas: tuple[str, ...] = ()  # HPAs targeting the same object
+    hpa_error: str = ""  # the HPAs are not known: direct mode must not write blind
+    siblings: tuple[str, ...] = ()  # other direct-mode autoscalers on the same target
+    write_error: str = ""  # set when planning again after a failed /scale write
+
+
+class WriteScale(NamedTuple):
+    replicas: int
+    resource_version: str
+    current: int
+
+
+class Emit(NamedTuple):
+    """An events.k8s.io/v1 Event regarding the autoscaler (note already within 1,024 bytes)."""
+
+    type: str  # Normal | Warning
+    reason: str
+    note: str
+    action: str = "Scale"
+
+
+class PatchStatus(NamedTuple):
+    patch: dict[str, Any]  # a JSON merge patch of .status
+
+
+Effect = WriteScale | Emit | PatchStatus
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One object's reconcile, for the shell's telemetry, tests and the benchmark."""
+
+    key: str
+    decision: Decision | None = None
+    scaled_to: int | None = None  # the count to write to /scale (written, once the shell succeeded)
+    refused: str = ""  # why a wanted scale was not written
+    error: str = ""
+    conditions: tuple[ConditionStatus, ...] = ()
+    observation: Observation | None = None  # what decide() was given
+    spec_replicas: int = 0
+    ready: int = 0
+    predicted_ready: tuple[float, ...] = ()
+    cold_start: Mapping[str, float | None] = field(default_factory=dict)
+    readings: Mapping[str, MetricReading] = field(default_factory=dict)
+
+    def condition(self, type_: str) -> ConditionStatus | None:
+        return next((c for c in self.conditions if c.type == type_), None)
+
+
+class Plan(NamedTuple):
+    outcome: Outcome
+    effects: tuple[Effect, ...]
+    memory: Memory
+
+
+def restore(a: Autoscaler) -> tuple[Memory, str]:
+    """A restarted or new leader resumes from the status the previous one wrote; the second value
+    says why the stored state was unusable ("" when it was fine)."""
+    state, cold, problem = PolicyState(), ColdStartHistory(), ""
+    try:
+        if "policyState" in a.status:
+            state = crd.state_from_status(a.status["policyState"])
+        if "coldStarts" in a.status:
+            cold = ColdStartHistory.from_dict((a.status["coldStarts"] or {}).get("samples", []))
+    except ValueError as exc:
+        state, cold, problem = PolicyState(), ColdStartHistory(), str(exc)
+    last = a.status.get("lastScaleTime")
+    seen = a.status.get("currentReplicas")  # mode hpa books the HPA's changes against it
+    memory = Memory(
+        state,
+        cold,
+        last_spec_replicas=seen if isinstance(seen, int) and not isinstance(seen, bool) else None,
+        last_scale_time=str(last) if last else None,
+        status=a.status,
+    )
+    return memory, problem
+
+
+def cluster_facts(a: Autoscaler, snap: Snapshot, scale: Scale, cold: ColdStartHistory) -> ClusterFacts:
+    """What the snapshot shows, as the policy core's facts (the replay builds the same from its fleet)."""
+    pods, spec = snap.pods, a.spec.cold_start
+    gpu = snap.gpu
+    starting = tuple(
+        StartingReplica(p.created_at, p.scheduled_at, p.unschedulable)
+        for p in (pods.starting if pods else ())
+    )
+    return ClusterFacts(
+        spec_replicas=scale.spec_replicas,
+        status_replicas=scale.status_replicas,
+        ready_pods=pods.ready if pods and pods.matched else None,
+        metrics=snap.readings,
+        starting=starting,
+        load_samples_s=tuple(s.load_s for s in cold.samples),
+        gpus_per_replica=spec.gpus_per_replica if spec else (pods.gpus_per_pod if pods else 0),
+        free_gpus_per_node=gpu.free_gpus if gpu is not None else None,
+        image_cached_nodes=gpu.image_cached_nodes(pods.image if pods else None) if gpu is not None else (),
+    )
+
+
+def plain(message: str) -> str:
+    """The policy core speaks upstream's words ("the HPA was able to ..."); here the controller acts."""
+    for subject in ("the HPA controller ", "the HPA "):
+        if message.startswith(subject):
+            return "the controller " + message[len(subject) :]
+    return message
+
+
+def plan(a: Autoscaler, snap: Snapshot, mem: Memory, now: float, settings: Settings) -> Plan:
+    if snap.scale is None:
+        return _without_scale(a, snap, mem, now, settings)
+    scale = snap.scale
+    cold = mem.cold.add(
+        snap.pods.startups if snap.pods else (),
+        keep=settings.cold_start_samples,
+        max_startup_s=settings.max_startup_s,
+    )
+    state = mem.state
+    if (
+        a.mode is Mode.HPA
+        and mem.last_spec_replicas is not None
+        and scale.spec_replicas != mem.last_spec_replicas
+    ):
+        # the HPA (the actuator) changed the count: a scale event for our rate limits too
+        state = record_rescale(a.spec, state, now, mem.last_spec_replicas, scale.spec_replicas)
+    facts = cluster_facts(a, snap, scale, cold)
+    view = horizon_view(a.spec, a.horizon, facts)
+    observation = observe_with(a.spec, facts, view, now)
+    decision, new_state = decide(a.spec, state, observation, now)
+    capacity = Capacity(a, cold, facts, view, snap.gpu_error)
+
+    conditions = [replace(c, message=plain(c.message)) for c in conditions_of(decision)]
+    effects: list[Effect] = []
+    scaled_to: int | None = None
+    refused = ""
+    last_scale_time = mem.last_scale_time
+    direct = a.mode is Mode.DIRECT
+    if direct and snap.hpa_error:  # no blind writes
+        refused = f"cannot tell whether a HorizontalPodAutoscaler also targets {a.target}: {snap.hpa_error}"
+        conditions = replace_condition(
+            conditions, ConditionStatus("AbleToScale", "False", "FailedListHPAs", refused)
+        )
+    elif direct and snap.foreign_hpas:
+        refused = (
+            f"HorizontalPodAutoscaler {', '.join(snap.foreign_hpas)} also targets {a.target}; two actuators"
+            " fight over /scale: delete it, or set mode: hpa to keep the HPA as the actuator"
+        )
+        conditions = replace_condition(
+            conditions, ConditionStatus("AbleToScale", "False", "ForeignHPA", refused)
+        )
+    elif direct and snap.siblings:  # as upstream's AmbiguousSelector: nobody acts
+        refused = (
+            f"InferenceAutoscaler {', '.join(snap.siblings)} also targets {a.target} in mode direct;"
+            " keep one of them"
+        )
+        conditions = replace_condition(
+            conditions, ConditionStatus("AbleToScale", "False", "AmbiguousTarget", refused)
+        )
+    elif direct and decision.scale and snap.write_error:
+        refused = snap.write_error
+        conditions = replace_condition(
+            conditions,
+            ConditionStatus(
+                "AbleToScale",
+                "False",
+                "FailedUpdateScale",
+                f"the controller was unable to update the target scale: {refused}",
+            ),
+        )
+        effects.append(
+            Emit(
+                "Warning",
+                "FailedRescale",
+                _note(
+                    f"New size: {decision.desired_replicas}; reason: {decision.rescale_reason};"
+                    f" error: {refused}"
+                ),
+            )
+        )
+    elif direct and decision.scale:
+        scaled_to = decision.desired_replicas
+        effects.append(WriteScale(scaled_to, scale.resource_version, decision.current_replicas))
+        new_state = record_rescale(a.spec, new_state, now, decision.current_replicas, scaled_to)
+        last_scale_time = rfc3339(now)
+        conditions = replace_condition(
+            conditions,
+            ConditionStatus(
+                "AbleToScale",
+                "True",
+                "SucceededRescale",
+                f"the controller was able to update the target scale to {scaled_to}",
+            ),
+        )
+        effects.append(
+            Emit(
+                "Normal",
+                "SuccessfulRescale",
+                _note(f"New size: {scaled_to}; reason: {decision.rescale_reason}; {stage_chain(decision)}"),
+            )
+        )
+    elif a.mode is Mode.DRY_RUN and decision.scale:
+        refused = "mode dryRun: decided, not applied"
+    conditions.append(capacity.condition(decision))
+    failures, warnings = _metric_warnings(snap.readings, mem.metric_failures, a.spec.max_metric_age_s, now)
+    effects.extend(warnings)
+
+    # decision.current_replicas is the count read (after a 409, the count read again)
+    spec_replicas = scaled_to if scaled_to is not None else decision.current_replicas
+    mem = replace(
+        mem,
+        state=new_state,
+        cold=cold,
+        last_spec_replicas=spec_replicas,
+        last_scale_time=last_scale_time,
+        metric_failures=failures,
+    )
+    status = status_document(
+        a, decision, capacity, snap.pods, spec_replicas, conditions, new_state, last_scale_time, now
+    )
+    mem, patch = _status_write(a, mem, status, now, settings, force=scaled_to is not None)
+    if patch is not None:
+        effects.append(patch)
+    outcome = Outcome(
+        a.key,
+        decision,
+        scaled_to,
+        refused,
+        conditions=tuple(conditions),
+        observation=observation,
+        spec_replicas=spec_replicas,
+        ready=snap.pods.ready if snap.pods else 0,
+        predicted_ready=capacity.predicted_ready(decision),
+        cold_start=capacity.cold_start_figures(),
+        readings=snap.readings,
+    )
+    return Plan(outcome, tuple(effects), mem)
+
+
+def _note(text: str) -> str:
+    return cut_utf8(text, NOTE_LIMIT_BYTES)
+
+
+def _metric_warnings(
+    readings: Mapping[str, MetricReading],
+    before: Mapping[str, tuple[str, float]],
+    max_age_s: float | None,
+    now: float,
+) -> tuple[dict[str, tuple[str, float]], list[Emit]]:
+    """Upstream's FailedGetExternalMetric Warning while a metric cannot be used (failed, empty, or
+    older than max_metric_age_s): when it starts, when the reason changes, and every
+    METRIC_EVENT_REPEAT_S while it lasts."""
+    failures: dict[str, tuple[str, float]] = {}
+    events: list[Emit] = []
+    for name, reading in readings.items():
+        if reading.values_milli is None:
+            error = reading.error or "the read failed"
+        elif not reading.values_milli:
+            error = "the metrics API returned no items"
+        elif max_age_s is not None and reading.age_s > max_age_s:
+            error = f"the newest sample is {reading.age_s:.0f} s old, more than the {max_age_s:.0f} s allowed"
+        else:
+            continue
+        old = before.get(name)
+        if old is None or old[0] != error or now - old[1] >= METRIC_EVENT_REPEAT_S:
+            events.append(
+                Emit(
+                    "Warning",
+                    "FailedGetExternalMetric",
+                    _note(f"unable to get external metric {name}: {error}"),
+                    "GetMetric",
+                )
+            )
+            failures[name] = (error, now)
+        else:
+            failures[name] = old
+    return failures, events
+
+
+def _significant(status: Mapping[str, Any]) -> dict[str, Any]:
+    """What is news for a user. A condition's message alone is not (it may carry a moving figure,
+    a sample's age): it is written with the next change."""
+    out = {k: v for k, v in status.items() if k not in ("lastDecision", "policyState", "coldStarts")}
+    out["conditions"] = [{k: c[k] for k in ("type", "status", "reason")} for c in status["conditions"]]
+    out["samples"] = len((status.get("coldStarts") or {}).get("samples", []))
+    return out
+
+
+def _status_write(
+    a: Autoscaler, mem: Memory, status: dict[str, Any], now: float, settings: Settings, *, force: bool
+) -> tuple[Memory, PatchStatus | None]:
+    previous = mem.status if mem.status is not None else a.status
+    status["conditions"] = conditions_json(previous.get("conditions") or [], status["conditions"], now)
+    significant = _significant(status)
+    digest = state_digest(mem.state)
+    due = now - mem.written_at >= settings.status_interval_s
+    fresh_enough = True
+    if a.mode is Mode.HPA:  # the published recommendation's freshness is lastDecision.time
+        fresh_enough = now - mem.written_at < settings.publish_max_age_s / 3
+    if not force and significant == mem.written and fresh_enough and (digest == mem.written_state or not due):
+        return mem, None
+    patch = PatchStatus(with_deletions(previous, status))
+    return replace(mem, written=significant, written_state=digest, written_at=now, status=status), patch
+
+
+def _without_scale(a: Autoscaler, snap: Snapshot, mem: Memory, now: float, settings: Settings) -> Plan:
+    """No scale this time: the last status stays, with the AbleToScale verdict replaced."""
+    cond = ConditionStatus(
+        "AbleToScale",
+        "False",
+        "FailedGetScale",
+        f"the controller was unable to get the target's current scale: {snap.scale_error}",
+    )
+    previous = mem.status if mem.status is not None else a.status
+    kept = [
+        ConditionStatus(
+            str(c.get("type")), str(c.get("status")), str(c.get("reason", "")), str(c.get("message", ""))
+        )
+        for c in previous.get("conditions") or []
+        if isinstance(c, Mapping) and c.get("type") != cond.type
+    ]
+    status = {**previous, "conditions": [cond, *kept], "policyState": crd.state_to_status(mem.state)}
+    status["conditions"] = conditions_json(previous.get("conditions") or [], status["conditions"], now)
+    significant = _significant(status)
+    effects: tuple[Effect, ...] = ()
+    if significant != mem.written:
+        effects = (PatchStatus(with_deletions(previous, status)),)
+        mem = replace(
+            mem, written=significant, written_state=state_digest(mem.state), written_at=now, status=status
+        )
+    return Plan(Outcome(a.key, error=snap.scale_error, conditions=(cond,)), effects, mem)
