@@ -378,7 +378,7 @@ class _Parser:
         raise SelectorError(f"found '{lit}', expected: identifier")
 
 
-@functools.lru_cache(maxsize=1024)  # every HPA repeats its selector each sync; results are immutable
+@functools.lru_cache(maxsize=16384)  # every HPA and autoscaler repeats its selectors; results are immutable
 def parse_selector(text: str) -> Selector:
     """Parse a `labelSelector` (already URL-decoded once). Empty or blank text selects everything."""
     requirements = _Parser(text).parse()

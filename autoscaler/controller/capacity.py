@@ -10,7 +10,8 @@ includes (the cold-start model's placement, autoscaler/policy/coldstart.py, does
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from autoscaler.controller.podfacts import GPU_RESOURCE, gpu_request, whole_count
@@ -26,14 +27,16 @@ class GpuNodes:
     names: tuple[str, ...] = ()
     free_gpus: tuple[int, ...] = ()
     images: tuple[frozenset[str], ...] = ()  # normalized image references present on each node
+    by_image: Mapping[str, tuple[int, ...]] = field(default_factory=dict, compare=False)  # image -> nodes
 
     def image_cached_nodes(self, image: str | None) -> tuple[int, ...]:
+        """Indices of the nodes that hold `image` (asked per reconcile: looked up, not searched)."""
         if not image:
             return ()
-        wanted = normalize_image(image)
-        return tuple(i for i, names in enumerate(self.images) if wanted in names)
+        return self.by_image.get(normalize_image(image), ())
 
 
+@lru_cache(maxsize=1024)
 def normalize_image(ref: str) -> str:
     """`vllm/vllm-openai:v0.6` and `docker.io/vllm/vllm-openai:v0.6` name the same image; a
     reference without tag or digest means `:latest`, as the container runtime reads it."""
@@ -72,4 +75,13 @@ def gpu_nodes(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, An
         )
         rows.append((name, max(0, allocatable - used.get(name, 0)), images))
     rows.sort()
-    return GpuNodes(tuple(r[0] for r in rows), tuple(r[1] for r in rows), tuple(r[2] for r in rows))
+    by_image: dict[str, list[int]] = {}
+    for i, row in enumerate(rows):
+        for image in row[2]:
+            by_image.setdefault(image, []).append(i)
+    return GpuNodes(
+        tuple(r[0] for r in rows),
+        tuple(r[1] for r in rows),
+        tuple(r[2] for r in rows),
+        {image: tuple(nodes) for image, nodes in by_image.items()},
+    )

@@ -27,7 +27,14 @@ _FLAGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
         "namespace",
         {"help": "watch InferenceAutoscalers in this namespace only (default: all)"},
     ),
-    ("--tick-seconds", "tick_s", {"type": float, "help": "seconds between decisions per object (default 5)"}),
+    (
+        "--tick-seconds",
+        "tick_s",
+        {
+            "type": float,
+            "help": "each object is reconciled on its changes and at least this often (default 15)",
+        },
+    ),
     (
         "--metrics-source",
         "metrics_source",

@@ -45,7 +45,7 @@ from autoscaler.controller.plan import (
     plan,
     restore,
 )
-from autoscaler.controller.podfacts import summarize
+from autoscaler.controller.podfacts import PodFacts, summarize
 from autoscaler.controller.report import ConditionStatus, cut_utf8
 from autoscaler.controller.settings import ControllerSettings
 from autoscaler.controller.telemetry import Telemetry
@@ -101,6 +101,9 @@ class Controller:
         self.memory: dict[str, Memory] = {}  # by uid
         self._uids: dict[str, str] = {}  # key -> uid, to forget a deleted object
         self._invalid: dict[str, str] = {}  # uid -> the spec error already reported
+        self._parsed: dict[str, tuple[int, Autoscaler]] = {}  # uid -> (generation, parsed spec)
+        self._pod_facts: dict[str, tuple[tuple[tuple[str, str], ...], PodFacts]] = {}  # key -> (pods, facts)
+        self._scales: dict[str, Scale] = {}  # key -> its target's scale, as of a resourceVersion
         self._leading = False
         self.crd_missing = ""  # why the InferenceAutoscaler API is not served ("" when it is)
         self._stack: contextlib.AsyncExitStack | None = None
@@ -247,6 +250,9 @@ class Controller:
         if uid is not None:
             self.memory.pop(uid, None)
             self._invalid.pop(uid, None)
+            self._parsed.pop(uid, None)
+        self._pod_facts.pop(key, None)
+        self._scales.pop(key, None)
         self.metrics.forget(key)
         self.caches.unwatch(key)
         self.queue.remove(key)
@@ -264,15 +270,22 @@ class Controller:
         if self._uids.get(key, uid) != uid:  # deleted and created again under the same name
             self._forget(key)
         self._uids[key] = uid
-        try:
-            a = crd.parse_autoscaler(
-                obj,
-                tolerance=self.settings.tolerance,
-                downscale_stabilization_s=self.settings.downscale_stabilization_s,
-                max_metric_age_s=self.settings.max_metric_age_s,
-            )
-        except SpecError as exc:
-            return await self._report_invalid(obj, str(exc), now)
+        generation = int(meta.get("generation") or 0)
+        cached = self._parsed.get(uid)
+        if cached is not None and cached[0] == generation:  # the spec is the same: only the status moved
+            a = replace(cached[1], status=obj.get("status") or {})
+        else:
+            try:
+                a = crd.parse_autoscaler(
+                    obj,
+                    tolerance=self.settings.tolerance,
+                    downscale_stabilization_s=self.settings.downscale_stabilization_s,
+                    max_metric_age_s=self.settings.max_metric_age_s,
+                )
+            except SpecError as exc:
+                self._parsed.pop(uid, None)
+                return await self._report_invalid(obj, str(exc), now)
+            self._parsed[uid] = (generation, a)
         self._invalid.pop(uid, None)
         mem = self.memory.get(uid)
         if mem is None:
@@ -292,7 +305,11 @@ class Controller:
         target = (a.namespace, a.target.group, a.target.kind, a.target.name)
         selector = parse_selector(scale.selector) if scale is not None and scale.selector else None
         self.caches.watch(a.key, target, selector)
-        pods = summarize(self.caches.pods_matching(a.namespace, selector)) if selector is not None else None
+        pods = (
+            self._facts(a.key, self.caches.pods_matching(a.namespace, selector))
+            if selector is not None
+            else None
+        )
         self.metrics.use(a.key, a.namespace, a.spec.metrics)
         readings = await self.metrics.readings(a.key, a.namespace, a.spec.metrics, now)
         for m in a.spec.metrics:
@@ -324,6 +341,18 @@ class Controller:
             siblings=siblings,
         )
 
+    def _facts(self, key: str, pods: list[dict[str, Any]]) -> PodFacts:
+        """summarize() again only when a pod changed (a resourceVersion moved, a pod came or went)."""
+        versions = tuple(
+            (str(p["metadata"].get("name", "")), str(p["metadata"].get("resourceVersion", ""))) for p in pods
+        )
+        cached = self._pod_facts.get(key)
+        if cached is not None and cached[0] == versions:
+            return cached[1]
+        facts = summarize(pods)
+        self._pod_facts[key] = (versions, facts)
+        return facts
+
     async def _scale(self, a: Autoscaler) -> tuple[Scale | None, str]:
         informer = self.caches.target_informer(a.target)
         if informer is None:  # a kind without a cache: its /scale, read each time
@@ -340,12 +369,17 @@ class Controller:
             why = informer.last_error or "listing"
             return None, f"get scale of {a.target}: the {informer.name} cache is not synced: {why}"
         obj = informer.get(f"{a.namespace}/{a.target.name}")
+        version = str(((obj or {}).get("metadata") or {}).get("resourceVersion") or "")
+        cached = self._scales.get(a.key)
+        if obj is not None and cached is not None and cached.resource_version == version:
+            return cached, ""
         if obj is None:
             return (
                 None,
                 f'get scale of {a.target}: {informer.name}.{a.target.group} "{a.target.name}" not found',
             )
-        return scale_of(obj), ""
+        scale = self._scales[a.key] = scale_of(obj)
+        return scale, ""
 
     async def _perform(
         self, a: Autoscaler, snap: Snapshot, before: Memory, result: Plan, now: float

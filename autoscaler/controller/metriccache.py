@@ -110,14 +110,31 @@ class MetricCache:
                     del self._sources[(namespace, m.name)]
             self._seen.pop((key, m.name), None)
 
-    async def _read(self, pair: Pair, source: _Source, now: float) -> None:
+    async def _read(self, pair: Pair, source: _Source, now: float) -> list[Mapping[str, str]] | None:
+        """Read it again; the label sets whose value changed (None: the answer failed or recovered,
+        everyone on it is to be checked)."""
         self.reads += 1
         answer = await self.reader.read_items(pair[0], pair[1], "", now)
+        before = source.answer.items if source.answer is not None else None
+        items = answer.items
+        source.answer, source.read_at = answer, now
+        if (
+            before is not None
+            and items is not None
+            and len(before) == len(items)
+            and all(old.labels == new.labels for old, new in zip(before, items, strict=True))
+        ):  # the same series in the same order (the steady case): the index holds, compare values
+            return [
+                new.labels
+                for old, new in zip(before, items, strict=True)
+                if old.value_milli != new.value_milli
+            ]
         index: dict[tuple[str, str], list[int]] = {}
-        for i, item in enumerate(answer.items or ()):
+        for i, item in enumerate(items or ()):
             for label in item.labels.items():
                 index.setdefault(label, []).append(i)
-        source.answer, source.read_at, source.index = answer, now, index
+        source.index = index
+        return None  # series came, went or failed: everyone on it is checked
 
     async def readings(
         self, key: str, namespace: str, metrics: Sequence[MetricSpec], now: float
@@ -171,14 +188,19 @@ class MetricCache:
         due = [(p, s) for p, s in self._sources.items() if not s.per_object and now - s.read_at >= period]
         if not self.batch or not due:
             return 0
-        await asyncio.gather(*(self._read(p, s, now) for p, s in due))
-        for pair, source in due:
+        changes = await asyncio.gather(*(self._read(p, s, now) for p, s in due))
+        for (pair, source), changed in zip(due, changes, strict=True):
+            if changed == []:  # the same values as before: nobody's readings moved (a steady state)
+                continue
             for key in list(source.readers):
                 _, metrics = self._uses.get(key, ("", ()))
                 for m in metrics:
                     if m.name != pair[1]:
                         continue
-                    signature = _signature(reading_of(_picked(source, parse_selector(m.selector)), now))
+                    selector = parse_selector(m.selector)
+                    if changed is not None and not any(selector.matches(labels) for labels in changed):
+                        continue
+                    signature = _signature(reading_of(_picked(source, selector), now))
                     if self._seen.get((key, m.name)) != signature:
                         self.on_change(key)
         return len(due)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import quote
@@ -56,15 +57,20 @@ def metric_path(namespace: str, name: str) -> str:
     return f"{API_PREFIX}/namespaces/{quote(namespace, safe='')}/{quote(name, safe='')}"
 
 
+# an answer repeats its timestamps (one per scrape round) and often its values: parse each string once
+_stamp = lru_cache(maxsize=4096)(parse_time)
+_milli = lru_cache(maxsize=16384)(quantity.to_milli)
+
+
 def parse_items(data: Any, now: float) -> MetricList:
     if not isinstance(data, Mapping) or not isinstance(data.get("items", []), list):
         return MetricList(None, "the answer is not an ExternalMetricValueList", now)
     items: list[MetricItem] = []
     for i, item in enumerate(data.get("items") or []):
         try:
-            labels = {str(k): str(v) for k, v in (item.get("metricLabels") or {}).items()}
-            stamp = parse_time(str(item["timestamp"])) if item.get("timestamp") else None
-            items.append(MetricItem(labels, quantity.to_milli(item["value"]), stamp))
+            labels = item.get("metricLabels") or {}  # JSON: strings already
+            stamp = _stamp(str(item["timestamp"])) if item.get("timestamp") else None
+            items.append(MetricItem(labels, _milli(item["value"]), stamp))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             return MetricList(None, f"items[{i}]: {exc}", now)
     return MetricList(tuple(items), read_at=now)

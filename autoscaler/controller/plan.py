@@ -226,7 +226,9 @@ def plan(a: Autoscaler, snap: Snapshot, mem: Memory, now: float, settings: Setti
     decision, new_state = decide(a.spec, state, observation, now)
     capacity = Capacity(a, cold, facts, view, snap.gpu_error)
 
-    conditions = [replace(c, message=plain(c.message)) for c in conditions_of(decision)]
+    conditions = [
+        ConditionStatus(c.type, c.status, c.reason, plain(c.message)) for c in conditions_of(decision)
+    ]
     effects: list[Effect] = []
     scaled_to: int | None = None
     refused = ""
@@ -311,11 +313,22 @@ def plan(a: Autoscaler, snap: Snapshot, mem: Memory, now: float, settings: Setti
         last_scale_time=last_scale_time,
         metric_failures=failures,
     )
-    status = status_document(
-        a, decision, capacity, snap.pods, spec_replicas, conditions, new_state, last_scale_time, now
-    )
-    mem, patch = _status_write(a, mem, status, now, settings, force=scaled_to is not None)
-    if patch is not None:
+    significant = {
+        "observedGeneration": a.generation,
+        "mode": str(a.mode),
+        "currentReplicas": spec_replicas,
+        "desiredReplicas": decision.desired_replicas,
+        "readyReplicas": snap.pods.ready if snap.pods else 0,
+        "conditions": [{"type": c.type, "status": c.status, "reason": c.reason} for c in conditions],
+        "samples": len(cold.samples),
+    }
+    if last_scale_time:
+        significant["lastScaleTime"] = last_scale_time
+    if _due(a, mem, significant, now, settings, force=scaled_to is not None):  # built only to be written
+        status = status_document(
+            a, decision, capacity, snap.pods, spec_replicas, conditions, new_state, last_scale_time, now
+        )
+        mem, patch = _write(a, mem, status, significant, now)
         effects.append(patch)
     outcome = Outcome(
         a.key,
@@ -382,20 +395,25 @@ def _significant(status: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _status_write(
-    a: Autoscaler, mem: Memory, status: dict[str, Any], now: float, settings: Settings, *, force: bool
-) -> tuple[Memory, PatchStatus | None]:
+def _due(
+    a: Autoscaler, mem: Memory, significant: Mapping[str, Any], now: float, settings: Settings, *, force: bool
+) -> bool:
+    """Write the status? News (what `significant` holds), a scale, the policy state moved and the
+    interval passed, or (mode hpa) the published recommendation getting old."""
+    if force or significant != mem.written:
+        return True
+    if a.mode is Mode.HPA and now - mem.written_at >= settings.publish_max_age_s / 3:
+        return True
+    return now - mem.written_at >= settings.status_interval_s and state_digest(mem.state) != mem.written_state
+
+
+def _write(
+    a: Autoscaler, mem: Memory, status: dict[str, Any], significant: Mapping[str, Any], now: float
+) -> tuple[Memory, PatchStatus]:
     previous = mem.status if mem.status is not None else a.status
     status["conditions"] = conditions_json(previous.get("conditions") or [], status["conditions"], now)
-    significant = _significant(status)
-    digest = state_digest(mem.state)
-    due = now - mem.written_at >= settings.status_interval_s
-    fresh_enough = True
-    if a.mode is Mode.HPA:  # the published recommendation's freshness is lastDecision.time
-        fresh_enough = now - mem.written_at < settings.publish_max_age_s / 3
-    if not force and significant == mem.written and fresh_enough and (digest == mem.written_state or not due):
-        return mem, None
     patch = PatchStatus(with_deletions(previous, status))
+    digest = state_digest(mem.state)
     return replace(mem, written=significant, written_state=digest, written_at=now, status=status), patch
 
 

@@ -87,9 +87,11 @@ def _num(x: float) -> float | int:
 
 def state_digest(state: PolicyState) -> tuple[Any, ...]:
     """The policy state as far as a restart cares: which counts the windows hold (not when each was
-    seen), the scale events, the forecasters to four significant digits. Writing the status for
+    seen), the scale events, the forecasters to four decimals. Writing the status for
     anything less would be a write per object per interval in a steady state."""
-    forecasters = tuple(sorted((name, _rounded(f.to_dict())) for name, f in state.forecasters.items()))
+    forecasters = tuple(
+        sorted((name, _rounded(_timeless(f.to_dict()))) for name, f in state.forecasters.items())
+    )
     return (
         tuple(sorted({r.replicas for r in state.recommendations})),
         state.scale_up_events,
@@ -109,8 +111,8 @@ def _timeless(state: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _rounded(value: Any) -> Any:
-    if isinstance(value, float):
-        return float(f"{value:.4g}")
+    if isinstance(value, float):  # absolute: a trend decaying towards 0 settles instead of moving forever
+        return round(value, 4)
     if isinstance(value, Mapping):
         return tuple(sorted((k, _rounded(v)) for k, v in value.items()))
     if isinstance(value, list | tuple):
@@ -156,7 +158,7 @@ class Capacity:
             return ConditionStatus("CapacityAvailable", "Unknown", "CapacityUnknown", why)
         k = max(1, decision.desired_replicas - decision.current_replicas)
         f = self.view.fit(self.facts, k)
-        free = sum(free_gpus)
+        free, nodes, most = _free_summary(free_gpus)
         if f.short == 0:
             return ConditionStatus(
                 "CapacityAvailable",
@@ -169,8 +171,8 @@ class Capacity:
             "False",
             "InsufficientGPUs",
             f"{f.short} of {k} new replica(s) need {g} GPU(s) on one node and do not fit on existing nodes"
-            f" ({free} GPU(s) free as {list(free_gpus)}); their predicted ready time includes"
-            f" {self.view.provision_s:.0f} s of node provisioning",
+            f" ({free} GPU(s) free on {nodes} node(s), at most {most} on one); their predicted ready time"
+            f" includes {self.view.provision_s:.0f} s of node provisioning",
         )
 
     def cold_start_figures(self) -> dict[str, float | None]:
@@ -197,6 +199,12 @@ class Capacity:
             if value is not None:
                 out[name] = round(value, 3)
         return out
+
+
+@lru_cache(maxsize=64)
+def _free_summary(free_gpus: tuple[int, ...]) -> tuple[int, int, int]:
+    """(free GPUs, nodes, the most on one node): asked every reconcile, over every node."""
+    return sum(free_gpus), len(free_gpus), max(free_gpus, default=0)
 
 
 @lru_cache(maxsize=1024)

@@ -39,7 +39,9 @@ class ControllerSettings(BaseSettings):
     kubeconfig: Path | None = None  # None: in-cluster service account, else ~/.kube/config
     namespace: str | None = None  # watch InferenceAutoscalers in this namespace only; None: all
 
-    tick_s: float = Field(default=5.0, gt=0, le=600)  # each object is reconciled at least this often
+    # each object is reconciled on every change it cares about, and at least this often (upstream's
+    # --horizontal-pod-autoscaler-sync-period): the resync bounds how late a window's end is acted on
+    tick_s: float = Field(default=15.0, gt=0, le=600)
     concurrency: int = Field(default=16, ge=1, le=1000)  # objects reconciled at once
     request_timeout_s: float = Field(default=5.0, gt=0)  # per kube-apiserver / adapter request
     scale_conflict_retries: int = Field(default=3, ge=0, le=10)  # 409 on /scale: re-read, decide again

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import (
@@ -103,23 +104,32 @@ class Telemetry:
         self.leader = Gauge("infscale_leader", "1 while this replica holds the lease.", registry=r)
         self._labelled = (self.desired, self.current, self.ready, self.lead_time, self.predicted_ready)
         self._series: dict[tuple[str, str], set[tuple[Gauge | Counter, tuple[str, ...]]]] = {}
+        # labels() costs a lock and a lookup; a reconcile sets about ten series: keep the children
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
+        self._values: dict[tuple[int, tuple[str, ...]], float] = {}  # the last value each gauge was set to
 
-    def _track(self, key: tuple[str, str], metric: Gauge | Counter, labels: tuple[str, ...]) -> None:
-        self._series.setdefault(key, set()).add((metric, labels))
+    def _child(self, key: tuple[str, str], metric: Gauge | Counter, labels: tuple[str, ...]) -> Any:
+        child = self._children.get((id(metric), labels))
+        if child is None:
+            child = self._children[(id(metric), labels)] = metric.labels(*labels)
+            self._series.setdefault(key, set()).add((metric, labels))
+        return child
 
     def put(self, key: tuple[str, str], metric: Gauge, value: float, *extra: str) -> None:
         labels = (*key, *extra)
-        metric.labels(*labels).set(value)
-        self._track(key, metric, labels)
+        if self._values.get((id(metric), labels)) == value:  # most reconciles change no figure
+            return
+        self._child(key, metric, labels).set(value)
+        self._values[(id(metric), labels)] = value
 
     def count(self, key: tuple[str, str], metric: Counter, *extra: str) -> None:
-        labels = (*key, *extra)
-        metric.labels(*labels).inc()
-        self._track(key, metric, labels)
+        self._child(key, metric, (*key, *extra)).inc()
 
     def forget(self, key: tuple[str, str]) -> None:
         """An autoscaler was deleted (or this replica stopped leading): drop its series."""
         for metric, labels in self._series.pop(key, set()):
+            self._children.pop((id(metric), labels), None)
+            self._values.pop((id(metric), labels), None)
             with contextlib.suppress(KeyError):
                 metric.remove(*labels)
 

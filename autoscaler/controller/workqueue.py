@@ -16,7 +16,6 @@ failing object delays only itself. Time is the injected clock's; `pop_due(now)` 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import heapq
 import itertools
 from collections import deque
@@ -42,7 +41,9 @@ class WorkQueue:
         self._wait_at: dict[str, float] = {}
         self._seq = itertools.count()
         self._failures: dict[str, int] = {}
-        self._wake = asyncio.Event()
+        self._waiters: deque[asyncio.Future[None]] = deque()  # get() calls waiting: one is woken per key
+        self._timer: asyncio.TimerHandle | None = None  # wakes a waiter when the next delayed key is due
+        self._timer_at: float | None = None
         self.closed = False
 
     def __len__(self) -> int:
@@ -59,7 +60,7 @@ class WorkQueue:
         if key not in self._queued:
             self._queued.add(key)
             self._ready.append(key)
-            self._wake.set()
+            self._wake_one()
 
     def add_at(self, key: str, at: float) -> None:
         if at <= self.clock():
@@ -71,7 +72,7 @@ class WorkQueue:
             return
         self._wait_at[key] = at
         heapq.heappush(self._waiting, (at, next(self._seq), key))
-        self._wake.set()
+        self._arm()
 
     def add_after(self, key: str, delay_s: float) -> None:
         self.add_at(key, self.clock() + delay_s)
@@ -140,19 +141,55 @@ class WorkQueue:
             self._dirty.discard(key)
             self.add(key)
 
+    # --- waiting (the real-time driver's workers) ------------------------------------------------------
+
+    def _wake_one(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    def _arm(self) -> None:
+        """One timer for the earliest delayed key (not one per waiting worker)."""
+        if not self._waiters:
+            return
+        due = self.next_at()
+        if due == self._timer_at:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer, self._timer_at = None, due
+        if due is not None:
+            self._timer = asyncio.get_running_loop().call_later(max(0.0, due - self.clock()), self._fire)
+
+    def _fire(self) -> None:
+        self._timer, self._timer_at = None, None
+        self._wake_one()
+
     async def get(self) -> str | None:
         """Wait (real time) for the next due key; None once closed."""
         while not self.closed:
             key = self.pop(self.clock())
             if key is not None:
+                if self._ready:  # more are due: the next worker takes one
+                    self._wake_one()
                 return key
-            self._wake.clear()
-            due = self.next_at()
-            timeout = None if due is None else max(0.0, due - self.clock())
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=timeout)
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            self._arm()
+            try:
+                await waiter
+            finally:
+                if not waiter.done():
+                    waiter.cancel()
         return None
 
     def close(self) -> None:
         self.closed = True
-        self._wake.set()
+        if self._timer is not None:
+            self._timer.cancel()
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self._waiters.clear()

@@ -108,8 +108,14 @@ def fit(free_gpus: Iterable[int], gpus_per_replica: int, k: int) -> Fit:
     """A replica needs G whole GPUs on one node: node i holds free_i // G more (4+4+4+4 holds no 8)."""
     if gpus_per_replica <= 0:  # no GPUs asked: anything fits
         return Fit(k, k, gpus_per_replica)
-    room = sum(free // gpus_per_replica for free in free_gpus)
-    return Fit(k, min(k, room), gpus_per_replica)
+    free = free_gpus if isinstance(free_gpus, tuple) else tuple(free_gpus)
+    return Fit(k, min(k, _room(free, gpus_per_replica)), gpus_per_replica)
+
+
+@lru_cache(maxsize=64)
+def _room(free_gpus: tuple[int, ...], gpus_per_replica: int) -> int:
+    """Asked several times a decision over every node; a cluster looks the same most of the time."""
+    return sum(free // gpus_per_replica for free in free_gpus)
 
 
 @lru_cache(maxsize=256)

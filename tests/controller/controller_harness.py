@@ -86,7 +86,13 @@ FAST = {  # scale up by up to 10 pods per 15 s, down with a 60 s window
 
 
 def settings(**overrides: Any) -> ControllerSettings:
-    values: dict[str, Any] = {"identity": "test-controller", "leader_elect": False, "status_interval_s": 0.0}
+    # tick_s 5: the time lines below step every 5 s and expect each object to come round
+    values: dict[str, Any] = {
+        "identity": "test-controller",
+        "leader_elect": False,
+        "status_interval_s": 0.0,
+        "tick_s": 5.0,
+    }
     values.update(overrides)
     return ControllerSettings(**values)
 

@@ -96,8 +96,18 @@ def validate_builtin(obj: Mapping[str, Any]) -> None:
     _check(_builtin_validator(str(obj.get("kind")), str(obj.get("apiVersion"))), obj, str(obj.get("kind")))
 
 
-def crd_document() -> dict[str, Any]:
+@cache
+def _crd() -> dict[str, Any]:
+    """deploy/controller/crd.yaml, parsed once (read-only: copies go out)."""
     return dict(yaml.safe_load(CRD_FILE.read_text(encoding="utf-8")))
+
+
+def _schema() -> dict[str, Any]:
+    return dict(_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+
+
+def crd_document() -> dict[str, Any]:
+    return copy.deepcopy(_crd())
 
 
 def structural_to_jsonschema(node: Any) -> Any:
@@ -122,11 +132,11 @@ def structural_to_jsonschema(node: Any) -> Any:
 
 @cache
 def crd_validator() -> jsonschema.protocols.Validator:
-    return jsonschema.Draft4Validator(structural_to_jsonschema(crd_schema()))
+    return jsonschema.Draft4Validator(structural_to_jsonschema(_schema()))
 
 
 def crd_schema() -> dict[str, Any]:
-    return dict(crd_document()["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+    return copy.deepcopy(_schema())
 
 
 def validate_custom(obj: Mapping[str, Any]) -> None:
@@ -419,7 +429,7 @@ class FakeKube:
 
     def add_autoscaler(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """kubectl apply of an InferenceAutoscaler: validated against the CRD, defaults filled."""
-        stored = apply_defaults(crd_schema(), copy.deepcopy(dict(obj)))
+        stored = apply_defaults(_schema(), copy.deepcopy(dict(obj)))
         meta = stored.setdefault("metadata", {})
         meta.setdefault("uid", f"uid-ia-{meta['name']}")
         meta["generation"] = 1

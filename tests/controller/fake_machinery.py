@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import bisect
 import contextlib
 import copy
 import json
@@ -166,7 +167,9 @@ class Resource:
     builtin: bool = True  # list items of built-in kinds carry no kind/apiVersion
     fields: Mapping[str, FieldGetter] = field(default_factory=lambda: COMMON_FIELDS)
     objects: dict[Key, Obj] = field(default_factory=dict)
-    history: list[Change] = field(default_factory=list)
+    history: list[Change] = field(default_factory=list)  # in resourceVersion order
+    history_rvs: list[int] = field(default_factory=list)  # the same, for bisect
+    generation: int = 0  # bumped by every change of this resource
 
     def view(self, obj: Obj) -> Obj:
         """An object as a list or watch returns it."""
@@ -182,6 +185,7 @@ class Snapshot:
 
     rv: int
     items: list[Obj]
+    id: int = 0
 
 
 class Machinery:
@@ -192,7 +196,8 @@ class Machinery:
         self.rv = 1000
         self.compacted = 0
         self.resources: dict[str, Resource] = {}
-        self.snapshots: dict[int, Snapshot] = {}
+        self.snapshots: dict[int, Snapshot] = {}  # by id: two lists can read the same revision
+        self._snapshot_ids = 0
         self.changed = asyncio.Condition()
         self.generation = 0  # bumped by every write, bookmark() and drop_watches(): watches wait on it
         self.bookmark_round = 0  # bumped by bookmark(): every open bookmark watch sends one
@@ -221,6 +226,8 @@ class Machinery:
             res.objects[key] = obj
             kind = "MODIFIED" if old is not None else "ADDED"
         res.history.append(Change(self.rv, kind, copy.deepcopy(old), copy.deepcopy(obj)))
+        res.history_rvs.append(self.rv)
+        res.generation += 1
         self._wake()
         return obj
 
@@ -239,6 +246,7 @@ class Machinery:
         self.compacted = self.rv
         for res in self.resources.values():
             res.history = [c for c in res.history if c.rv > self.compacted]
+            res.history_rvs = [c.rv for c in res.history]
         self.snapshots = {k: s for k, s in self.snapshots.items() if s.rv >= self.compacted}
 
     def bookmark(self) -> None:
@@ -277,14 +285,15 @@ class Machinery:
             snapshot, start = self._continue(token)
         else:
             items = [res.view(o) for k, o in sorted(res.objects.items()) if flt.matches(o)]
-            snapshot, start = Snapshot(self.rv, items), 0
+            self._snapshot_ids += 1
+            snapshot, start = Snapshot(self.rv, items, self._snapshot_ids), 0
         page = snapshot.items[start : start + limit] if limit > 0 else snapshot.items[start:]
         meta: dict[str, Any] = {"resourceVersion": str(snapshot.rv)}
         end = start + len(page)
         if end < len(snapshot.items):
-            self.snapshots[snapshot.rv] = snapshot
+            self.snapshots[snapshot.id] = snapshot
             meta["continue"] = base64.urlsafe_b64encode(
-                json.dumps({"rv": snapshot.rv, "start": end}).encode()
+                json.dumps({"rv": snapshot.rv, "id": snapshot.id, "start": end}).encode()
             ).decode()
             if not flt.labels.requirements and not flt.fields:  # as etcd3: only when it can count
                 meta["remainingItemCount"] = len(snapshot.items) - end
@@ -300,13 +309,13 @@ class Machinery:
     def _continue(self, token: str) -> tuple[Snapshot, int]:
         try:
             decoded = json.loads(base64.urlsafe_b64decode(token.encode()))
-            rv, start = int(decoded["rv"]), int(decoded["start"])
+            rv, snapshot_id, start = int(decoded["rv"]), int(decoded["id"]), int(decoded["start"])
         except (ValueError, KeyError, TypeError):
             raise ApiStatus(
                 400, "BadRequest", "continue key is not valid: incorrect encoded start resourceVersion"
             ) from None
-        snapshot = self.snapshots.get(rv)
-        if rv < self.compacted or snapshot is None:
+        snapshot = self.snapshots.get(snapshot_id)
+        if rv < self.compacted or snapshot is None or snapshot.rv != rv:
             raise ApiStatus(
                 410,
                 "Expired",
@@ -348,8 +357,12 @@ class Machinery:
         self.open_watches += 1
         try:
             while self.drop_round == drop_round:
-                seen, upto = self.generation, self.rv
-                for change in [c for c in res.history if sent < c.rv <= upto]:
+                seen_here, upto = res.generation, self.rv
+                start, end = (
+                    bisect.bisect_right(res.history_rvs, sent),
+                    bisect.bisect_right(res.history_rvs, upto),
+                )
+                for change in res.history[start:end]:
                     sent = change.rv
                     was, now = flt.matches(change.old), flt.matches(change.new)
                     if change.type == "DELETED":
@@ -360,20 +373,27 @@ class Machinery:
                         kind = "DELETED" if was else ""  # left the selector
                     if kind:
                         await send(kind, res.view(change.new))
-                if bookmarks and self.bookmark_round != bookmark_round:
+                if self.bookmark_round != bookmark_round:
                     bookmark_round = self.bookmark_round
-                    sent = max(sent, upto)  # every change up to `upto` was sent above
-                    meta = {"resourceVersion": str(sent)}
-                    await send(
-                        "BOOKMARK", {"kind": res.kind, "apiVersion": res.api_version, "metadata": meta}
-                    )
+                    if bookmarks:  # only to watches that asked (allowWatchBookmarks)
+                        sent = max(sent, upto)  # every change up to `upto` was sent above
+                        meta = {"resourceVersion": str(sent)}
+                        await send(
+                            "BOOKMARK", {"kind": res.kind, "apiVersion": res.api_version, "metadata": meta}
+                        )
                 remaining = None if deadline is None else deadline - loop.time()
                 if remaining is not None and remaining <= 0:
                     break
                 async with self.changed:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(
-                            self.changed.wait_for(lambda seen=seen: self.generation != seen),
+                            self.changed.wait_for(
+                                lambda here=seen_here, booked=bookmark_round: (
+                                    res.generation != here
+                                    or self.bookmark_round != booked
+                                    or self.drop_round != drop_round
+                                )
+                            ),
                             timeout=remaining,
                         )
         except (ConnectionResetError, RuntimeError):  # the client went away

@@ -257,3 +257,19 @@ async def test_errors_back_off_and_a_handler_bug_does_not_stop_the_cache(
             await caught_up(fake, inf)
     assert inf.stats.errors == 3  # two 500s on the list, one handler bug
     assert any(r.exc_info and isinstance(r.exc_info[1], KeyError) for r in caplog.records)
+
+
+async def test_two_paginated_lists_at_one_revision_keep_their_own_items(
+    env: tuple[FakeKube, KubeClient],
+) -> None:
+    fake, kube = env
+    for i in range(3):
+        add(fake, f"p{i}")
+        fake.add_node(f"n{i}", gpus=8)
+    pods = await kube.request("GET", f"/api/v1/namespaces/{NS}/pods", query=[("limit", "1")])
+    nodes = await kube.request("GET", "/api/v1/nodes", query=[("limit", "1")])
+    assert pods["metadata"]["resourceVersion"] == nodes["metadata"]["resourceVersion"]  # the same revision
+    rest = await kube.request(
+        "GET", f"/api/v1/namespaces/{NS}/pods", query=[("continue", pods["metadata"]["continue"])]
+    )
+    assert [p["metadata"]["name"] for p in rest["items"]] == ["p1", "p2"]
