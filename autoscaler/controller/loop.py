@@ -572,7 +572,7 @@ async def run(controller: Controller, stop: asyncio.Event, *, retry_period_s: fl
 
     async def housekeeping() -> None:
         while not stop.is_set():
-            now = controller.clock()
+            now, began = controller.clock(), time.perf_counter()
             if elector is not None:
                 await elect_once()
             try:
@@ -581,6 +581,8 @@ async def run(controller: Controller, stop: asyncio.Event, *, retry_period_s: fl
             except Exception:  # a bug here must not end the process
                 log.exception("housekeeping failed")
                 controller.telemetry.errors.labels("tick").inc()
+            # a round of the loop, with or without objects: the not-acting alert counts these
+            controller.telemetry.tick_seconds.observe(time.perf_counter() - began)
             await wait(retry_period_s)
 
     async def poll_metrics() -> None:

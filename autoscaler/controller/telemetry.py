@@ -33,7 +33,7 @@ class Health:
     started: bool = False  # the caches are synced and the CRD is served (leader or not)
     not_ready: str = "starting"  # why /readyz fails ("" once started)
     last_tick_at: float | None = None  # the loop's last housekeeping round
-    stall_after_s: float = 60.0  # liveness fails when no tick finished for this long
+    stall_after_s: float = 60.0  # liveness fails when the loop made no round for this long
 
 
 @dataclass
@@ -91,7 +91,7 @@ class Telemetry:
         )
         self.tick_seconds = Histogram(
             "infscale_tick_duration_seconds",
-            "Wall time of one tick over every object.",
+            "Wall time of one loop round: leader election and readiness (run), every due object (step).",
             buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
             registry=r,
         )
