@@ -32,7 +32,8 @@ import numpy as np
 import yaml
 
 from replay.emulate.batching import EngineLoop, run_virtual
-from replay.online import OnlineConfig, Status, run_online
+from replay.online.driver import run_online
+from replay.online.records import OnlineConfig, Status
 from replay.profiles import REFERENCE_70B, EngineProfile
 from replay.scheduler import StepScheduler
 from replay.trace import Trace

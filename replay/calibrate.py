@@ -1,4 +1,4 @@
-"""`infscale replay calibrate`: an online run (replay/online.py) against the offline simulation of the
+"""`infscale replay calibrate`: an online run (replay/online/) against the offline simulation of the
 same requests, and an engine profile fitted from what was measured.
 
     infscale replay calibrate --online online-out/ --profile fast-test --out calib/
@@ -35,7 +35,7 @@ import numpy as np
 import numpy.typing as npt
 import yaml
 
-from replay.online import RequestRecord, Status, in_schedule_order, read_records, trace_of
+from replay.online.records import RequestRecord, Status, in_schedule_order, read_records, trace_of
 from replay.profiles import EngineProfile, ProfileError, Scenario, get_scenario
 from replay.scheduler import reference_run
 from replay.simulate import RunResult

@@ -34,7 +34,7 @@ from replay.trace import Trace
 FORMATS = ("azure", "mooncake", "burstgpt", "servegen", "csv", "jsonl")
 # subcommands that live in their own module (add_arguments/run, as infscale/cli.py's table)
 MODULE_COMMANDS: dict[str, tuple[str, str]] = {
-    "online": ("replay.online", "replay a trace against live OpenAI-compatible endpoints"),
+    "online": ("replay.online.cli", "replay a trace against live OpenAI-compatible endpoints"),
     "calibrate": ("replay.calibrate", "compare an online run with the offline simulation; fit a profile"),
     "scenarios": (
         "replay.scenarios_cli",

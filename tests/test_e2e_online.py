@@ -44,7 +44,7 @@ from prometheus_server import PROMETHEUS, free_port, prometheus
 
 from autoscaler.quantity import parse
 from replay.calibrate import compare, pair, simulate_offline
-from replay.online import read_records
+from replay.online.records import read_records
 from replay.profiles import REFERENCE_70B, EngineProfile
 
 pytestmark = [

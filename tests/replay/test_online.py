@@ -17,25 +17,18 @@ from emulator_fixtures import emulator
 
 from replay import report as rep
 from replay.emulate.server import EMULATOR
-from replay.online import (
+from replay.online.cli import add_arguments, cap_tokens, run
+from replay.online.driver import StreamTally, request_body, run_online
+from replay.online.records import (
     Api,
     OnlineConfig,
     PromptStyle,
     RequestRecord,
     Status,
-    StreamTally,
-    add_arguments,
-    build_online_report,
-    cap_tokens,
-    markdown,
     read_records,
-    request_body,
-    run,
-    run_online,
-    serving_metrics,
-    timeline_of,
     write_records,
 )
+from replay.online.results import build_online_report, markdown, serving_metrics, timeline_of
 from replay.profiles import REFERENCE_70B, EngineProfile
 from replay.trace import Trace
 

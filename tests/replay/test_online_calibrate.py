@@ -14,7 +14,7 @@ import pytest
 
 from replay.calibrate import FitError, add_arguments, compare, fit_profile, pair, run, simulate_offline
 from replay.emulate.batching import run_virtual
-from replay.online import RequestRecord, Status, write_records
+from replay.online.records import RequestRecord, Status, write_records
 from replay.profiles import REFERENCE_70B, EngineProfile
 
 TRUE = EngineProfile(

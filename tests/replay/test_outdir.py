@@ -86,7 +86,7 @@ def _boom(*args: object, **kwargs: object) -> object:
         pytest.param(["replay", "sweep", "--grid", "target=8,16"], "replay.sweep.sweep", id="sweep"),
         pytest.param(
             ["replay", "online", "--endpoint", "http://127.0.0.1:9/v1"],
-            "replay.online.run_online",
+            "replay.online.cli.run_online",
             id="online",
         ),
         pytest.param(
