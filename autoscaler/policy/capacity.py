@@ -64,10 +64,20 @@ class Sizing(NamedTuple):
     utilization: float  # ρ of one replica at `replicas`
 
 
+def prefill_token_s(profile: ReplicaProfile, p: float) -> float:
+    """One prompt token's prefill cost for prompts of p tokens: its own, and its attention over the
+    tokens before it ((p + 1) / 2 of them on average; the mean prompt stands for all of them)."""
+    return profile.prefill_s_per_token + profile.prefill_s_per_attention_pair * 0.5 * (p + 1.0)
+
+
+def decode_token_s(profile: ReplicaProfile, p: float, o: float) -> float:
+    """One output token's decode cost: per request in the step, and reading a context of p + o/2."""
+    return profile.decode_s_per_request + profile.decode_s_per_context_token * (p + 0.5 * o)
+
+
 def work_per_request(profile: ReplicaProfile, p: float, o: float, speed: float) -> float:
     """GPU-seconds one request costs beyond the steps' fixed part (a·p + d·o), at `speed`."""
-    decode = profile.decode_s_per_request + profile.decode_s_per_context_token * (p + 0.5 * o)
-    return (profile.prefill_s_per_token * p + decode * o) / speed
+    return (prefill_token_s(profile, p) * p + decode_token_s(profile, p, o) * o) / speed
 
 
 def size(
@@ -102,7 +112,7 @@ def size(
     replicas = max(1, math.ceil(n - 1e-9))
     # prefill: the least count whose TTFT tail fits, searched from the decode bound up
     for _ in range(2 if p > 0.0 else 0):  # the prefill rate depends on the batch, hence on the count
-        rate = _prefill_rate(profile, lam / replicas, o, base, w, speed, context)
+        rate = _prefill_rate(profile, lam / replicas, p, o, base, w, speed)
         service = p / rate
         step = base / max(1.0 - lam * w / replicas, 1e-3)
         slack = slo.ttft_s - service - step
@@ -121,8 +131,8 @@ def size(
     return Sizing(
         replicas,
         binding,
-        _prefill_rate(profile, lam / replicas, o, base, w, speed, context),
-        _decode_rate(profile, slo, base, w, p, o, speed, seqs),
+        _prefill_rate(profile, lam / replicas, p, o, base, w, speed),
+        _decode_rate(profile, slo, base, p, o, speed, seqs),
         lam / replicas,
         rho,
     )
@@ -131,38 +141,35 @@ def size(
 def _idle(profile: ReplicaProfile, slo: SloTarget, speed: float) -> Sizing:
     base = profile.step_base_s / speed
     seqs = float(profile.max_num_seqs)
-    rate = _prefill_rate(profile, 0.0, 1.0, base, 0.0, speed, 0.0)
-    decode = _decode_rate(profile, slo, base, 0.0, 0.0, 1.0, speed, seqs)
+    rate = _prefill_rate(profile, 0.0, 1.0, 1.0, base, 0.0, speed)
+    decode = _decode_rate(profile, slo, base, 1.0, 1.0, speed, seqs)
     return Sizing(0, "idle", rate, decode, 0.0, 0.0)
 
 
 def _prefill_rate(
-    profile: ReplicaProfile, x: float, o: float, base: float, w: float, speed: float, context: float
+    profile: ReplicaProfile, x: float, p: float, o: float, base: float, w: float, speed: float
 ) -> float:
-    """Prompt tokens/s of one replica while prompts queue, with the decodes it carries at x req/s."""
-    a = profile.prefill_s_per_token / speed
+    """Prompt tokens/s of one replica while prompts queue, with the decodes it carries at x req/s:
+    full steps of prompt chunks beside the decodes (vLLM V1), of prompt chunks alone (prefill-first
+    engines, whose decodes wait), or whole prompts without a token budget."""
+    a = prefill_token_s(profile, p) / speed
     budget = profile.max_batched_tokens
-    if budget is None:  # whole prompts with priority over decode (the decode clock waits)
+    if budget is None:
         return 1.0 / a
+    if profile.prefill_first:
+        return budget / (base + a * budget)
     rho = min(x * w, 0.95)
     batch = min(x * o * base / (1.0 - rho), budget * 0.5)
     chunk = budget - batch
-    d = (profile.decode_s_per_request + profile.decode_s_per_context_token * context) / speed
+    d = decode_token_s(profile, p, o) / speed
     return chunk / (base + a * chunk + d * batch)
 
 
 def _decode_rate(
-    profile: ReplicaProfile,
-    slo: SloTarget,
-    base: float,
-    w: float,
-    p: float,
-    o: float,
-    speed: float,
-    seqs: float,
+    profile: ReplicaProfile, slo: SloTarget, base: float, p: float, o: float, speed: float, seqs: float
 ) -> float:
     """Output tokens/s of one replica that only decodes, at the largest batch whose step fits TPOT."""
-    d = (profile.decode_s_per_request + profile.decode_s_per_context_token * (p + 0.5 * o)) / speed
+    d = decode_token_s(profile, p, o) / speed
     room = (slo.tpot_s if slo.tpot_s is not None else base / (1.0 - MAX_UTILIZATION)) - base
     batch = seqs if d <= 0.0 else min(seqs, room / d)
     if batch < 1.0:
@@ -245,12 +252,12 @@ def learn(
         return SpeedState(state.log_ratio, state.samples, ticks)
     p = prompt_rate / finished_rate
     o = max(generated_rate / finished_rate, 1.0)
-    decode = profile.decode_s_per_request + profile.decode_s_per_context_token * (p + 0.5 * o)
-    achieved = (profile.prefill_s_per_token * prompt_rate + decode * generated_rate) / ready
+    a = prefill_token_s(profile, p)
+    achieved = (a * prompt_rate + decode_token_s(profile, p, o) * generated_rate) / ready
     budget = profile.max_batched_tokens
     busy = 1.0
     if budget is not None:  # a saturated step carries a full token budget beside its fixed part
-        full = profile.step_base_s + profile.prefill_s_per_token * budget
+        full = profile.step_base_s + a * budget
         busy = 1.0 - profile.step_base_s / full
     if achieved <= 0.0:
         return SpeedState(state.log_ratio, state.samples, ticks)

@@ -215,29 +215,34 @@ def _check_range(owner: str, name: str, value: float, low: float, high: float, a
 class ReplicaProfile:
     """One replica's engine as a step-time model: the capacity model's input (docs/policy.md).
 
-    A continuous-batching step that prefills `p` prompt tokens and decodes one token for each of
-    `B` running requests, which read `K` context tokens, takes
-    step_base_s + prefill_s_per_token × p + decode_s_per_request × B + decode_s_per_context_token × K.
-    vLLM V1 caps p + B at `max_batched_tokens` per step (None: whole prompts, no token budget).
+    A continuous-batching step that prefills `p` prompt tokens (with `P` attention pairs: a chunk of
+    c tokens after k computed has c·k + c(c+1)/2) and decodes one token for each of `B` running
+    requests, which read `K` context tokens, takes
+        step_base_s + prefill_s_per_token × p + prefill_s_per_attention_pair × P
+                    + decode_s_per_request × B + decode_s_per_context_token × K.
+    vLLM V1 caps p + B at `max_batched_tokens` per step (None: whole prompts, no token budget);
+    `prefill_first` engines (SGLang, TGI) run a step of prompt chunks or a step of decodes, never both.
     """
 
     step_base_s: float
     prefill_s_per_token: float
+    prefill_s_per_attention_pair: float = 0.0
     decode_s_per_request: float = 0.0
     decode_s_per_context_token: float = 0.0
     max_batched_tokens: int | None = None
     max_num_seqs: int = 256
     kv_cache_tokens: int | None = None  # None: KV never binds
+    prefill_first: bool = False
 
     def __post_init__(self) -> None:
         own = "capacity.profile"
         _check_range(own, "step_base_s", self.step_base_s, 1e-6, 60.0, "in [1e-06, 60] s")
         _check_range(own, "prefill_s_per_token", self.prefill_s_per_token, 1e-9, 1.0, "in [1e-09, 1] s")
-        for name in ("decode_s_per_request", "decode_s_per_context_token"):
+        for name in ("decode_s_per_request", "decode_s_per_context_token", "prefill_s_per_attention_pair"):
             _check_range(own, name, getattr(self, name), 0.0, 1.0, "in [0, 1] s")
-        if self.max_batched_tokens is not None and self.max_batched_tokens <= self.max_num_seqs:
+        if self.max_batched_tokens is not None and self.max_batched_tokens < self.max_num_seqs:
             raise ValueError(
-                f"{own}.max_batched_tokens must exceed max_num_seqs ({self.max_num_seqs}),"
+                f"{own}.max_batched_tokens must be >= max_num_seqs ({self.max_num_seqs}), as vLLM requires,"
                 f" got {self.max_batched_tokens}"
             )
         if self.max_num_seqs < 1:
