@@ -30,7 +30,7 @@ from typing import Annotated, Any, NamedTuple
 import yaml
 from pydantic import Field, ValidationError
 
-from autoscaler import hpaobject, quantity
+from autoscaler import hpaobject, planview, quantity
 from autoscaler.hpaspec import HpaSpecModel, QuantityValue, _Model, describe_validation_error
 from autoscaler.policy import forecast
 from autoscaler.policy.decide import Decision, decide
@@ -136,7 +136,8 @@ def evaluate(raw: Any, *, wall_now: float, where: str = "") -> tuple[str, Decisi
         if kinds.get(name) == "Pods" and items:  # upstream's GetMetricUsageRatio: the integer mean
             items = (sum(items) // len(items),)
         metrics[name] = MetricReading(items)
-    unknown = sorted(set(metrics) - set(kinds))
+    demand = set(spec.capacity.metric_names) if spec.capacity is not None else set()
+    unknown = sorted(set(metrics) - set(kinds) - demand)
     if unknown:
         raise DocumentError(f"{at}metricValues: no metric in spec named {unknown}")
     up = tuple(ScaleEvent(now - e.age_seconds, e.change) for e in doc.scale_events if e.change > 0)
@@ -195,6 +196,7 @@ def decision_json(decision: Decision) -> dict[str, Any]:
         "leadTimeSeconds": decision.lead_time_s,
         "forecasts": [f._asdict() for f in decision.forecasts],
         "predictedReadySeconds": list(decision.predicted_ready_s),
+        **({"plan": planview.plan_json(decision.plan)} if decision.plan is not None else {}),
     }
 
 
@@ -210,13 +212,7 @@ def observed_json(observed: hpaobject.Observed) -> dict[str, Any]:
 
 
 def render_table(decision: Decision) -> str:
-    rows = [("stage", "before", "after", "reason", "detail")]
-    rows += [(s.name, str(s.before), str(s.after), s.reason, s.message) for s in decision.stages]
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    lines = [
-        "  ".join(cell.ljust(widths[i]) if i < 4 else cell for i, cell in enumerate(r)).rstrip() for r in rows
-    ]
-    lines.insert(1, "  ".join("-" * w for w in widths) + "  ------")
+    lines = planview.stage_table(decision.stages)
     verdict = (
         f"scale {decision.current_replicas} -> {decision.desired_replicas}"
         if decision.scale
@@ -231,6 +227,8 @@ def render_table(decision: Decision) -> str:
     if decision.predicted_ready_s:
         ready = ", ".join(f"{t:.1f}" for t in decision.predicted_ready_s)
         lines.append(f"new replicas predicted ready in (s): {ready}")
+    if decision.plan is not None:
+        lines += planview.plan_lines(planview.plan_json(decision.plan))
     return "\n".join(lines)
 
 

@@ -6,7 +6,8 @@ field path (`spec.metrics[0].external.target.value: ...`), so a typo never silen
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -24,8 +25,10 @@ from autoscaler.policy.spec import (
     DEFAULT_TOLERANCE,
     AutoscalerSpec,
     Behavior,
+    CapacitySpec,
     ColdStartSpec,
     CompileCache,
+    DemandSpec,
     FloorSpec,
     ForecasterKind,
     GateScope,
@@ -33,8 +36,10 @@ from autoscaler.policy.spec import (
     PredictionSpec,
     RatePolicy,
     RatePolicyType,
+    ReplicaProfile,
     Schedule,
     SelectPolicy,
+    SloTarget,
     TargetType,
     default_scale_down,
     default_scale_up,
@@ -428,6 +433,141 @@ class FloorsModel(_Model):
         )
 
 
+def _given(model: BaseModel, names: Mapping[str, str]) -> dict[str, Any]:
+    """The fields the document set, under the frozen spec's names (unset ones keep the spec's
+    defaults, which live there once)."""
+    return {
+        spec_name: getattr(model, field)
+        for field, spec_name in names.items()
+        if getattr(model, field) is not None
+    }
+
+
+class ReplicaProfileModel(_Model):
+    """capacity.profile: one replica's step-time model (spec.ReplicaProfile)."""
+
+    step_base_seconds: Annotated[float, Field(gt=0, alias="stepBaseSeconds")]
+    prefill_seconds_per_token: Annotated[float, Field(gt=0, alias="prefillSecondsPerToken")]
+    prefill_seconds_per_attention_pair: Annotated[
+        float | None, Field(ge=0, alias="prefillSecondsPerAttentionPair")
+    ] = None
+    decode_seconds_per_request: Annotated[float | None, Field(ge=0, alias="decodeSecondsPerRequest")] = None
+    decode_seconds_per_context_token: Annotated[
+        float | None, Field(ge=0, alias="decodeSecondsPerContextToken")
+    ] = None
+    max_batched_tokens: Annotated[int | None, Field(ge=1, alias="maxBatchedTokens")] = None
+    max_num_seqs: Annotated[int | None, Field(ge=1, alias="maxNumSeqs")] = None
+    kv_cache_tokens: Annotated[int | None, Field(ge=1, alias="kvCacheTokens")] = None
+    prefill_first: bool | None = Field(default=None, alias="prefillFirst")
+
+    def to_spec(self) -> ReplicaProfile:
+        return ReplicaProfile(
+            **_given(
+                self,
+                {
+                    "step_base_seconds": "step_base_s",
+                    "prefill_seconds_per_token": "prefill_s_per_token",
+                    "prefill_seconds_per_attention_pair": "prefill_s_per_attention_pair",
+                    "decode_seconds_per_request": "decode_s_per_request",
+                    "decode_seconds_per_context_token": "decode_s_per_context_token",
+                    "max_batched_tokens": "max_batched_tokens",
+                    "max_num_seqs": "max_num_seqs",
+                    "kv_cache_tokens": "kv_cache_tokens",
+                    "prefill_first": "prefill_first",
+                },
+            )
+        )
+
+
+class SloTargetModel(_Model):
+    ttft_seconds: Annotated[float | None, Field(gt=0, alias="ttftSeconds")] = None
+    tpot_seconds: Annotated[float | None, Field(gt=0, alias="tpotSeconds")] = None
+    ttft_tokens_per_second: Annotated[float | None, Field(gt=0, alias="ttftTokensPerSecond")] = None
+    attainment: Annotated[float | None, Field(ge=0.5, le=0.9999)] = None
+
+    def to_spec(self) -> SloTarget:
+        return SloTarget(
+            **_given(
+                self,
+                {
+                    "ttft_seconds": "ttft_s",
+                    "tpot_seconds": "tpot_s",
+                    "ttft_tokens_per_second": "ttft_tokens_per_s",
+                    "attainment": "attainment",
+                },
+            )
+        )
+
+
+class DemandModel(_Model):
+    request_rate_metric: str | None = Field(default=None, alias="requestRateMetric", min_length=1)
+    prompt_token_rate_metric: str | None = Field(default=None, alias="promptTokenRateMetric", min_length=1)
+    generation_token_rate_metric: str | None = Field(
+        default=None, alias="generationTokenRateMetric", min_length=1
+    )
+    inflight_metric: str | None = Field(default=None, alias="inflightMetric", min_length=1)
+    queue_metric: str | None = Field(default=None, alias="queueMetric", min_length=1)
+    alpha: float | None = None
+    beta: float | None = None
+    smoothing_period_seconds: float | None = Field(default=None, alias="smoothingPeriodSeconds")
+    damping_seconds: float | None = Field(default=None, alias="dampingSeconds")
+    quantile: float | None = None
+    prior_error: float | None = Field(default=None, alias="priorError")
+    prior_weight: float | None = Field(default=None, alias="priorWeight")
+
+    def to_spec(self) -> DemandSpec:
+        names = {
+            "request_rate_metric": "request_rate_metric",
+            "prompt_token_rate_metric": "prompt_token_rate_metric",
+            "generation_token_rate_metric": "generation_token_rate_metric",
+            "inflight_metric": "inflight_metric",
+            "queue_metric": "queue_metric",
+            "alpha": "alpha",
+            "beta": "beta",
+            "smoothing_period_seconds": "smoothing_period_s",
+            "damping_seconds": "damping_s",
+            "quantile": "quantile",
+            "prior_error": "prior_error",
+            "prior_weight": "prior_weight",
+        }
+        return DemandSpec(**_given(self, names))
+
+
+class CapacityModel(_Model):
+    """capacity: demand x capacity sizing (spec.CapacitySpec); ranges are checked by the spec."""
+
+    profile: ReplicaProfileModel
+    slo: SloTargetModel | None = None
+    demand: DemandModel | None = None
+    learn: bool | None = None
+    learn_prior_weight: float | None = Field(default=None, alias="learnPriorWeight")
+    panic_threshold: float | None = Field(default=None, alias="panicThreshold")
+    panic_window_seconds: float | None = Field(default=None, alias="panicWindowSeconds")
+    decision_period_seconds: float | None = Field(default=None, alias="decisionPeriodSeconds")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> CapacityModel:
+        self.to_spec()  # the frozen spec checks every range, naming the field
+        return self
+
+    def to_spec(self) -> CapacitySpec:
+        return CapacitySpec(
+            profile=self.profile.to_spec(),
+            slo=self.slo.to_spec() if self.slo else SloTarget(),
+            demand=self.demand.to_spec() if self.demand else DemandSpec(),
+            **_given(
+                self,
+                {
+                    "learn": "learn",
+                    "learn_prior_weight": "learn_prior_weight",
+                    "panic_threshold": "panic_threshold",
+                    "panic_window_seconds": "panic_window_s",
+                    "decision_period_seconds": "decision_period_s",
+                },
+            ),
+        )
+
+
 class AutoscalerSpecModel(_Model):
     """autoscaling/v2 HorizontalPodAutoscalerSpec (External metrics) plus infscale's own fields."""
 
@@ -438,6 +578,7 @@ class AutoscalerSpecModel(_Model):
     cold_start: ColdStartModel | None = Field(default=None, alias="coldStart")
     prediction: PredictionModel | None = None
     floors: FloorsModel | None = None
+    capacity: CapacityModel | None = None
     scale_target_ref: dict[str, str] | None = Field(
         default=None, alias="scaleTargetRef"
     )  # carried, unused here
@@ -468,6 +609,7 @@ class AutoscalerSpecModel(_Model):
             cold_start=self.cold_start.to_spec() if self.cold_start else None,
             prediction=self.prediction.to_spec() if self.prediction else None,
             floors=self.floors.to_spec() if self.floors else FloorSpec(),
+            capacity=self.capacity.to_spec() if self.capacity else None,
         )
 
 
