@@ -222,6 +222,7 @@ def _observe(
     else:
         metrics = {name: pipeline.read(name, now) for name in policy.metric_names}
     serving = len(fleet.ready_ids) + len(fleet.draining_ids)
+    nodes = fleet.node_state(fleet.live_nodes())
     return Observation(
         spec_replicas=desired,
         status_replicas=fleet.active_count,
@@ -229,6 +230,13 @@ def _observe(
         metrics=metrics,
         starting_ready_at=fleet.predicted_ready_at(),
         lead_time_s=_lead_time_s(fleet, policy.lead_quantile),
+        # what the cold-start model needs of the cluster (the controller reads the same from nodes
+        # and pods): free GPUs, caches, loads in progress and loads about to begin
+        free_gpus_per_node=tuple(nodes["free_gpus_per_node"]),
+        image_cached_nodes=tuple(sorted(nodes["image_cached_nodes"])),
+        weights_cached_nodes=tuple(sorted(nodes["weights_cached"])),
+        loading_remaining_gb=tuple(fleet.loading_remaining_gb),
+        upcoming_loads_s=fleet.upcoming_loads_s(),
     )
 
 
