@@ -41,7 +41,10 @@ class DecidePolicy:
 
     @property
     def metric_names(self) -> tuple[str, ...]:
-        return tuple(m.name for m in self.spec.metrics)
+        names = [m.name for m in self.spec.metrics]
+        if self.spec.capacity is not None:  # the predictive stages read demand beside the HPA's metrics
+            names += [n for n in self.spec.capacity.metric_names if n not in names]
+        return tuple(names)
 
     def desired(self, now: float, obs: Observation) -> int:
         if self.poll_interval_s > 0:

@@ -1,27 +1,92 @@
-"""`predictive`: infscale's policy in the replay — decide() with a forecast at the lead time, the
-cold-start model and a warm floor (the policy itself lives in autoscaler/policy)."""
+"""`predictive`: infscale's policy in the replay — decide() with demand x capacity sizing, the
+scenario's engine as the capacity profile and its SLO as the target (the policy itself lives in
+autoscaler/policy; docs/policy.md).
+
+The reactive floor is upstream's formula on the queue (waiting requests) with an AverageValue
+target of the requests one replica prefills within the TTFT target, at chat-sized prompts: a
+standing queue longer than that means requests already wait past their target. Scale-up is not
+rate-limited (the planner staggers starts itself) and scale-down has no stabilization window
+(rent-or-buy is its window); min/max replicas come from the scenario.
+"""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
-from autoscaler.policy.spec import AutoscalerSpec, FloorSpec, PredictionSpec
+from autoscaler.policy import capacity
+from autoscaler.policy.spec import (
+    AutoscalerSpec,
+    Behavior,
+    CapacitySpec,
+    FloorSpec,
+    MetricSpec,
+    PredictionSpec,
+    RatePolicy,
+    RatePolicyType,
+    ReplicaProfile,
+    SloTarget,
+    TargetType,
+    default_scale_down,
+    default_scale_up,
+)
 from replay.policies.base import PolicyContext
-from replay.policies.hpa import DecidePolicy, hpa_spec
+from replay.policies.hpa import DecidePolicy
 from replay.policies.params import PolicyParams
 from replay.policies.sizing import warm_start_replicas
-from replay.profiles import Scenario
+from replay.profiles import EngineProfile, Scenario
+
+QUEUE_METRIC = "infscale_queue_size"  # as the adapter serves it: waiting requests
+TYPICAL_PROMPT_TOKENS = 1000.0  # sizes the queue floor's target: chat-like prompts (Azure conv ~1,150)
+
+
+def replica_profile(engine: EngineProfile) -> ReplicaProfile:
+    """The capacity model's view of the scenario's engine: the same step-time coefficients."""
+    return ReplicaProfile(
+        step_base_s=engine.step_base_s,
+        prefill_s_per_token=engine.prefill_token_s,
+        prefill_s_per_attention_pair=engine.prefill_attention_s,
+        decode_s_per_request=engine.decode_request_s,
+        decode_s_per_context_token=engine.decode_context_s,
+        max_batched_tokens=engine.max_num_batched_tokens,
+        max_num_seqs=engine.max_num_seqs,
+        kv_cache_tokens=engine.kv_budget_tokens,
+        prefill_first=engine.kind != "vllm",
+    )
+
+
+def slo_target(scenario: Scenario) -> SloTarget:
+    slo = scenario.slo
+    return SloTarget(ttft_s=slo.ttft_s, tpot_s=slo.tpot_s, ttft_tokens_per_s=slo.ttft_tokens_per_s)
+
+
+def queue_target(scenario: Scenario, prompt_tokens: float = TYPICAL_PROMPT_TOKENS) -> float:
+    """Waiting requests per replica that one replica prefills within the TTFT target (>= 1)."""
+    per_token = capacity.prefill_token_s(replica_profile(scenario.engine), prompt_tokens)
+    per_s = 1.0 / (per_token * prompt_tokens)
+    return max(1.0, math.floor(per_s * scenario.slo.ttft_s))
 
 
 def predictive_spec(scenario: Scenario, params: PolicyParams) -> AutoscalerSpec:
-    """infscale predictive: the HPA plus a forecast at the lead time (the params' fixed one, else
-    the cold-start model's) and a warm floor."""
-    return replace(
-        hpa_spec(scenario, params),
+    unlimited_up = default_scale_up(policies=(RatePolicy(RatePolicyType.PERCENT, 10_000, 15),))
+    immediate_down = default_scale_down(stabilization_window_s=0)
+    spec = AutoscalerSpec(
+        max_replicas=scenario.max_replicas,
+        min_replicas=scenario.min_replicas,
+        metrics=(MetricSpec(QUEUE_METRIC, TargetType.AVERAGE_VALUE, round(queue_target(scenario) * 1000)),),
+        behavior=Behavior(scale_up=unlimited_up, scale_down=immediate_down),
+        tolerance=params.tolerance,
         cold_start=scenario.cold_start,
-        prediction=PredictionSpec(forecaster=params.forecaster, lead_time_s=params.lead_time_s),
         floors=FloorSpec(warm_min_replicas=params.warm_floor),
+        capacity=CapacitySpec(
+            profile=replica_profile(scenario.engine),
+            slo=slo_target(scenario),
+            decision_period_s=scenario.sync_period_s,
+        ),
     )
+    if params.lead_time_s is not None:  # a fixed time to ready instead of the cluster's
+        spec = replace(spec, prediction=PredictionSpec(lead_time_s=params.lead_time_s))
+    return spec
 
 
 def build(ctx: PolicyContext) -> DecidePolicy:
