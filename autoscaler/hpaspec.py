@@ -443,6 +443,35 @@ def _given(model: BaseModel, names: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
+def _document(model: type[BaseModel], spec: Any, names: Mapping[str, str]) -> dict[str, Any]:
+    """The block of `model` that parses back into `spec` (unset optional fields left out)."""
+    fields = model.model_fields
+    return {
+        str(fields[field].alias or field): getattr(spec, spec_name)
+        for field, spec_name in names.items()
+        if getattr(spec, spec_name) is not None
+    }
+
+
+_PROFILE_NAMES = {
+    "step_base_seconds": "step_base_s",
+    "prefill_seconds_per_token": "prefill_s_per_token",
+    "prefill_seconds_per_attention_pair": "prefill_s_per_attention_pair",
+    "decode_seconds_per_request": "decode_s_per_request",
+    "decode_seconds_per_context_token": "decode_s_per_context_token",
+    "max_batched_tokens": "max_batched_tokens",
+    "max_num_seqs": "max_num_seqs",
+    "kv_cache_tokens": "kv_cache_tokens",
+    "prefill_first": "prefill_first",
+}
+_SLO_NAMES = {
+    "ttft_seconds": "ttft_s",
+    "tpot_seconds": "tpot_s",
+    "ttft_tokens_per_second": "ttft_tokens_per_s",
+    "attainment": "attainment",
+}
+
+
 class ReplicaProfileModel(_Model):
     """capacity.profile: one replica's step-time model (spec.ReplicaProfile)."""
 
@@ -461,22 +490,7 @@ class ReplicaProfileModel(_Model):
     prefill_first: bool | None = Field(default=None, alias="prefillFirst")
 
     def to_spec(self) -> ReplicaProfile:
-        return ReplicaProfile(
-            **_given(
-                self,
-                {
-                    "step_base_seconds": "step_base_s",
-                    "prefill_seconds_per_token": "prefill_s_per_token",
-                    "prefill_seconds_per_attention_pair": "prefill_s_per_attention_pair",
-                    "decode_seconds_per_request": "decode_s_per_request",
-                    "decode_seconds_per_context_token": "decode_s_per_context_token",
-                    "max_batched_tokens": "max_batched_tokens",
-                    "max_num_seqs": "max_num_seqs",
-                    "kv_cache_tokens": "kv_cache_tokens",
-                    "prefill_first": "prefill_first",
-                },
-            )
-        )
+        return ReplicaProfile(**_given(self, _PROFILE_NAMES))
 
 
 class SloTargetModel(_Model):
@@ -486,17 +500,7 @@ class SloTargetModel(_Model):
     attainment: Annotated[float | None, Field(ge=0.5, le=0.9999)] = None
 
     def to_spec(self) -> SloTarget:
-        return SloTarget(
-            **_given(
-                self,
-                {
-                    "ttft_seconds": "ttft_s",
-                    "tpot_seconds": "tpot_s",
-                    "ttft_tokens_per_second": "ttft_tokens_per_s",
-                    "attainment": "attainment",
-                },
-            )
-        )
+        return SloTarget(**_given(self, _SLO_NAMES))
 
 
 class DemandModel(_Model):
@@ -544,6 +548,16 @@ class CapacityModel(_Model):
     panic_threshold: float | None = Field(default=None, alias="panicThreshold")
     panic_window_seconds: float | None = Field(default=None, alias="panicWindowSeconds")
     decision_period_seconds: float | None = Field(default=None, alias="decisionPeriodSeconds")
+
+    @classmethod
+    def document_of(cls, spec: CapacitySpec) -> dict[str, Any]:
+        """The capacity block (profile, slo, decision period) that parses back into `spec`'s
+        profile, SLO and period; demand and learning keep their defaults."""
+        return {
+            "profile": _document(ReplicaProfileModel, spec.profile, _PROFILE_NAMES),
+            "slo": _document(SloTargetModel, spec.slo, _SLO_NAMES),
+            "decisionPeriodSeconds": spec.decision_period_s,
+        }
 
     @model_validator(mode="after")
     def _consistent(self) -> CapacityModel:
