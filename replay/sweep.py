@@ -20,7 +20,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from autoscaler.hpaspec import ColdStartModel
+from autoscaler.hpaspec import CapacityModel, ColdStartModel
 from autoscaler.policy.spec import ForecasterKind
 from common.selector import Operator, SelectorError, parse_selector
 from replay import report as rep
@@ -414,24 +414,50 @@ spec:
 
 
 def settings_yaml(scenario: Scenario, p: PolicyParams, selector: dict[str, Any] | None = None) -> str:
-    """The configuration as the spec of an InferenceAutoscaler (deploy/controller/crd.yaml)."""
+    """The predictive configuration as the spec of an InferenceAutoscaler (deploy/controller/crd.yaml):
+    replay/policies/predictive.py's spec written out, so the controller runs what the replay ran."""
+    import yaml
+
+    from replay.policies.predictive import predictive_spec
+
+    spec = predictive_spec(scenario, p)
+    metric = spec.metrics[0]
+    up = spec.behavior.scale_up if spec.behavior else None
+    down = spec.behavior.scale_down if spec.behavior else None
+    assert up is not None and down is not None and spec.capacity is not None
     block = ColdStartModel.document_of(scenario.cold_start)  # the parser's inverse: every field
     if p.lead_time_s is not None:
-        horizon = f"leadTimeSeconds: {p.lead_time_s:g}"
+        prediction = {"leadTimeSeconds": p.lead_time_s}
     elif p.lead_quantile is not None:
-        horizon = f"horizon: {{source: Auto, quantile: {p.lead_quantile:g}}}"
+        prediction = {"horizon": {"source": "Auto", "quantile": p.lead_quantile}}
     else:
-        horizon = "horizon: {source: ColdStartModel}"
-    cold = [
-        f"{key}: {value:g}" if isinstance(value, float) else f"{key}: {value}" for key, value in block.items()
-    ]
-    return f"""# infscale InferenceAutoscaler (infscale.io/v1alpha1): spec fields to merge into yours
-spec:
-{_spec_head(scenario, p, selector or {"matchLabels": {"deployment": "my-llm"}})}
-  behavior:
-    scaleUp: {{tolerance: {p.tolerance:g}}}
-    scaleDown: {{stabilizationWindowSeconds: {p.downscale_window_s}, tolerance: {p.tolerance:g}}}
-  coldStart: {{{", ".join(cold)}}}
-  prediction: {{forecaster: {p.forecaster}, {horizon}}}
-  floors: {{warmMinReplicas: {p.warm_floor}}}
-"""
+        prediction = None
+    doc: dict[str, Any] = {
+        "minReplicas": spec.min_replicas,
+        "maxReplicas": spec.max_replicas,
+        "metrics": [
+            {
+                "type": "External",
+                "external": {
+                    "metric": {"name": metric.name, "selector": selector or {"matchLabels": {"deployment": "my-llm"}}},
+                    "target": {"type": "AverageValue", "averageValue": f"{metric.target_milli / 1000:g}"},
+                },
+            }
+        ],
+        "behavior": {
+            "scaleUp": {
+                "tolerance": p.tolerance,
+                "stabilizationWindowSeconds": up.stabilization_window_s,
+                "policies": [
+                    {"type": r.type.value, "value": r.value, "periodSeconds": r.period_s} for r in up.policies
+                ],
+            },
+            "scaleDown": {"stabilizationWindowSeconds": down.stabilization_window_s, "tolerance": p.tolerance},
+        },
+        "coldStart": block,
+        **({"prediction": prediction} if prediction else {}),
+        "floors": {"warmMinReplicas": p.warm_floor},
+        "capacity": CapacityModel.document_of(spec.capacity),
+    }
+    body = yaml.safe_dump({"spec": doc}, sort_keys=False, default_flow_style=None, width=100)
+    return "# infscale InferenceAutoscaler (infscale.io/v1alpha1): spec fields to merge into yours\n" + body
