@@ -40,6 +40,7 @@ MODULE_COMMANDS: dict[str, tuple[str, str]] = {
         "replay.scenarios_cli",
         "list the scenarios with their key numbers (weights, load path, start-up)",
     ),
+    "explain": ("replay.decisions", "the stage table of a report's decision nearest a time"),
     "league": (
         "replay.league.cli",
         "every policy on every trace, rate scale and scenario, with a start-up sweep",
@@ -54,7 +55,9 @@ class CliError(Exception):
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(
-        dest="replay_command", metavar="{run,compare,sweep,league,online,calibrate,scenarios}", required=True
+        dest="replay_command",
+        metavar="{run,compare,sweep,league,explain,online,calibrate,scenarios}",
+        required=True,
     )
     run_p = sub.add_parser("run", help="replay one policy")
     run_p.add_argument("--policy", default="predictive", help=f"one of {', '.join(POLICY_NAMES)}, static-N")
