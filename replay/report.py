@@ -34,7 +34,18 @@ report.json, schema "infscale.replay.report/v2" (times in seconds, NaN written a
           "wall_seconds": float, "simulated_requests_per_second": float,
           "timeline": [{"t_s", "desired", "ready", "starting", "draining", "arrivals_per_s", "inflight"}],
           "replicas": [{"id", "requested_s", "scheduled_s", "ready_s", "drain_s", "deleted_s", "cold"}],
-          "ttft_over_time": [{"t_s", "requests", "ttft_p99_s"}]  # per minute of arrival, finished requests
+          "ttft_over_time": [{"t_s", "requests", "ttft_p99_s"}],  # per minute of arrival, finished requests
+          "decisions": [{                         # every decision of a decide() policy (hpa, keda,
+            "t_s", "current", "desired",          # predictive; [] for the others): replay/decisions.py
+            "stages": [{"name", "before", "after", "reason", "message"}],
+            "lead_time_s": float,
+            "plan": {                             # the predictive stages, when they ran
+              "demand_now": {"requests_per_s", "prompt_tokens_per_s", "output_tokens_per_s"},
+              "forecast": {...the same three, "upper": {...}, "band": float},   # at the horizon
+              "horizon_s": float,                 # the marginal replica's ready time
+              "capacity_per_replica": {"prefill_tokens_per_s", "decode_tokens_per_s",
+                                       "requests_per_s", "binding", "utilization", "speed"},
+              "needed", "keep", "start_now": int, "panic": bool}}]
         }
       }
     }
@@ -57,6 +68,7 @@ from typing import Any
 
 import numpy as np
 
+from replay.decisions import decisions_json
 from replay.simulate import RunResult
 from replay.slo import judge
 from replay.trace import Trace
@@ -130,6 +142,7 @@ def policy_report(result: RunResult) -> dict[str, Any]:
         "timeline": [asdict(p) for p in result.timeline],
         "replicas": [asdict(r) for r in result.replicas],
         "ttft_over_time": ttft_over_time(result),
+        "decisions": decisions_json(result.decisions),
     }
 
 

@@ -23,6 +23,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -82,6 +83,8 @@ class RunResult:
     scale_events: int
     cold_starts: int
     wall_seconds: float
+    # a decide() policy's (now, observation, decision) records, for report.json's `decisions`
+    decisions: tuple[tuple[float, Any, Any], ...] = ()
 
 
 class SimulationStalled(RuntimeError):
@@ -192,6 +195,7 @@ def simulate(
         scale_events=scale_events,
         cold_starts=sum(1 for r in fleet.replicas if r.cold),
         wall_seconds=time.perf_counter() - wall_start,
+        decisions=tuple(getattr(policy, "decisions", ())),
     )
 
 
