@@ -427,7 +427,7 @@ def settings_yaml(scenario: Scenario, p: PolicyParams, selector: dict[str, Any] 
     assert up is not None and down is not None and spec.capacity is not None
     block = ColdStartModel.document_of(scenario.cold_start)  # the parser's inverse: every field
     if p.lead_time_s is not None:
-        prediction = {"leadTimeSeconds": p.lead_time_s}
+        prediction: dict[str, Any] | None = {"leadTimeSeconds": p.lead_time_s}
     elif p.lead_quantile is not None:
         prediction = {"horizon": {"source": "Auto", "quantile": p.lead_quantile}}
     else:
@@ -439,7 +439,10 @@ def settings_yaml(scenario: Scenario, p: PolicyParams, selector: dict[str, Any] 
             {
                 "type": "External",
                 "external": {
-                    "metric": {"name": metric.name, "selector": selector or {"matchLabels": {"deployment": "my-llm"}}},
+                    "metric": {
+                        "name": metric.name,
+                        "selector": selector or {"matchLabels": {"deployment": "my-llm"}},
+                    },
                     "target": {"type": "AverageValue", "averageValue": f"{metric.target_milli / 1000:g}"},
                 },
             }
@@ -452,7 +455,10 @@ def settings_yaml(scenario: Scenario, p: PolicyParams, selector: dict[str, Any] 
                     {"type": r.type.value, "value": r.value, "periodSeconds": r.period_s} for r in up.policies
                 ],
             },
-            "scaleDown": {"stabilizationWindowSeconds": down.stabilization_window_s, "tolerance": p.tolerance},
+            "scaleDown": {
+                "stabilizationWindowSeconds": down.stabilization_window_s,
+                "tolerance": p.tolerance,
+            },
         },
         "coldStart": block,
         **({"prediction": prediction} if prediction else {}),

@@ -64,7 +64,9 @@ def test_table_and_json_carry_the_plan(tmp_path: Path) -> None:
     assert "capacity" in table and "horizon" in table and "scale-up" in table
     assert "one replica at the SLO:" in table and "prefill tok/s" in table
     out = json.loads(
-        subprocess.run([exe, "explain", str(path), "--output", "json"], capture_output=True, text=True, check=True).stdout
+        subprocess.run(
+            [exe, "explain", str(path), "--output", "json"], capture_output=True, text=True, check=True
+        ).stdout
     )
     plan = out["decision"]["plan"] if "decision" in out else out["plan"]
     assert plan["capacity_per_replica"]["prefill_tokens_per_s"] > 1000

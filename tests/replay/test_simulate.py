@@ -330,7 +330,8 @@ def test_printed_settings_are_an_inference_autoscaler_the_controller_accepts(
     assert parsed.tolerances == replayed.tolerances
     assert parsed.behavior is not None and replayed.behavior is not None
     assert parsed.behavior.scale_up.policies == replayed.behavior.scale_up.policies
-    assert parsed.behavior.scale_down.stabilization_window_s == replayed.behavior.scale_down.stabilization_window_s
+    down = parsed.behavior.scale_down.stabilization_window_s
+    assert down == replayed.behavior.scale_down.stabilization_window_s
     assert parsed.cold_start == replayed.cold_start
     assert parsed.capacity == replayed.capacity  # the predictive stages run on the same profile and SLO
     if params.lead_time_s is not None:
