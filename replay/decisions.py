@@ -37,9 +37,17 @@ def decision_json(t_s: float, d: Decision) -> dict[str, Any]:
     return doc
 
 
-def decisions_json(decisions: Sequence[tuple[float, Any, Decision]]) -> list[dict[str, Any]]:
-    """A DecidePolicy's (now, observation, decision) records, in time order."""
-    return [decision_json(t, d) for t, _, d in decisions]
+def decisions_json(records: Sequence[Any]) -> list[dict[str, Any]]:
+    """A policy's decision records, in time order, as far as they are decide()'s: a DecidePolicy's
+    (now, observation, decision), KEDA's syncs by the HPA decision inside (its final count as
+    desired); other records (Knative's decider ticks) have no stage table and give none."""
+    out = []
+    for r in records:
+        if isinstance(r, tuple) and len(r) == 3 and isinstance(r[2], Decision):
+            out.append(decision_json(r[0], r[2]))
+        elif isinstance(getattr(r, "hpa", None), Decision):
+            out.append({**decision_json(r.t_s, r.hpa), "desired": r.replicas})
+    return out
 
 
 def nearest(decisions: Sequence[Mapping[str, Any]], at_s: float) -> Mapping[str, Any]:

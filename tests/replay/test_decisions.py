@@ -16,7 +16,9 @@ from tests.replay.test_simulate import ramp_trace, run
 
 @pytest.fixture(scope="module")
 def report_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    doc = report.build_report(ramp_trace(), [run("hpa"), run("predictive"), run("static-3")], seed=5)
+    doc = report.build_report(
+        ramp_trace(), [run("hpa"), run("predictive"), run("static-3"), run("keda"), run("kpa")], seed=5
+    )
     path = tmp_path_factory.mktemp("explain") / "report.json"
     path.write_text(report.to_json(doc), encoding="utf-8")
     return path
@@ -48,11 +50,15 @@ def test_hpa_decisions_without_plan_and_static_without_decisions(report_path: Pa
     doc = json.loads(report_path.read_text())
     hpa = doc["policies"]["hpa"]["decisions"]
     assert hpa and all("plan" not in d for d in hpa)
-    assert doc["policies"]["static-3"]["decisions"] == []
+    assert doc["policies"]["static-3"]["decisions"] == [] and doc["policies"]["kpa"]["decisions"] == []
+    keda = doc["policies"]["keda"]["decisions"]  # the HPA inside KEDA, with KEDA's final count
+    assert keda and all(d["stages"] for d in keda)
     with pytest.raises(ExplainError, match="'static-3' recorded no decisions"):
         load_decision(report_path, "static-3", 0.0)
-    with pytest.raises(ExplainError, match="no policy 'kpa'; the report has hpa, predictive, static-3"):
-        load_decision(report_path, "kpa", 0.0)
+    with pytest.raises(
+        ExplainError, match="no policy 'planner'; the report has hpa, keda, kpa, predictive, static-3"
+    ):
+        load_decision(report_path, "planner", 0.0)
 
 
 def test_nearest_picks_the_closest_time_and_the_earlier_on_a_tie() -> None:
