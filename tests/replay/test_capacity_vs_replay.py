@@ -1,0 +1,64 @@
+"""Issue 11 item 2's check: on stationary load the capacity model's count is within ±1 of the least
+static fleet that meets the SLO in the replay (found by search: the replay at count - 2 misses
+the SLO and at count + 1 meets it, so the least count meeting it is count - 1, count or count + 1).
+
+The replay judges every request against the scenario's SLO; the model plans for the SLO's
+attainment (99 %). Prompts and outputs are gamma-distributed (shape 2) around their means, arrivals
+Poisson. Known limit (docs/policy.md, "Capacity"): at long prompts (8,000+ tokens) the model
+under-sizes: the TTFT tail of prompt-length variance through chunked prefill is wider than
+Erlang C with cs² = 1 says.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from autoscaler.policy.capacity import Demand, size
+from replay import report
+from replay.policies import StaticPolicy
+from replay.policies.predictive import replica_profile, slo_target
+from replay.profiles import REFERENCE_70B, Scenario
+from replay.simulate import simulate
+from replay.slo import SloSpec
+from replay.trace import Trace
+
+TOKEN_AWARE = replace(REFERENCE_70B, slo=SloSpec(ttft_s=2.0, ttft_tokens_per_s=4000.0, tpot_s=0.2))
+
+
+def stationary(rate: float, prompt: float, output: float, duration_s: float = 900.0) -> Trace:
+    rng = np.random.default_rng(1)
+    n = int(rate * duration_s)
+    arrival = np.cumsum(rng.exponential(1.0 / rate, n))
+    inputs = np.maximum(1, rng.gamma(2.0, prompt / 2.0, n)).astype(np.int64)
+    outputs = np.maximum(1, rng.gamma(2.0, output / 2.0, n)).astype(np.int64)
+    return Trace("stationary", arrival, inputs, outputs)
+
+
+def attainment(trace: Trace, scenario: Scenario, replicas: int) -> float:
+    result = simulate(trace, scenario, StaticPolicy(replicas), max_tail_s=1e6)
+    return float(report.policy_summary(result)["slo_attainment"])
+
+
+@pytest.mark.parametrize(
+    ("rate", "prompt", "output", "scenario"),
+    [
+        pytest.param(60.0, 1000.0, 200.0, REFERENCE_70B, id="chat 60/s"),
+        pytest.param(150.0, 300.0, 100.0, REFERENCE_70B, id="short 150/s (TPOT binds)"),
+        pytest.param(15.0, 3000.0, 600.0, REFERENCE_70B, id="rag 15/s (KV binds)"),
+        pytest.param(30.0, 2000.0, 150.0, REFERENCE_70B, id="prompt-heavy 30/s"),
+        pytest.param(8.0, 4000.0, 300.0, TOKEN_AWARE, id="4k prompts, length-aware TTFT"),
+    ],
+)
+def test_the_model_is_within_one_of_the_least_fleet_meeting_the_slo(
+    rate: float, prompt: float, output: float, scenario: Scenario
+) -> None:
+    trace = stationary(rate, prompt, output)
+    demand = Demand(rate, rate * float(trace.input_tokens.mean()), rate * float(trace.output_tokens.mean()))
+    slo = slo_target(scenario)
+    n = size(replica_profile(scenario.engine), slo, demand).replicas
+    assert n >= 3, "a case too small to tell"
+    assert attainment(trace, scenario, n + 1) >= slo.attainment
+    assert attainment(trace, scenario, n - 2) < slo.attainment
