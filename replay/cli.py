@@ -224,7 +224,7 @@ def run_policy(
 ) -> RunResult:
     """Build the policy and its fleet, replay, with a progress bar on long runs when asked."""
     holder: list[Fleet] = []
-    policy = build_policy(name, scenario, trace, params, lambda: holder[0].lead_time_s())
+    policy = build_policy(name, scenario, trace, params, lambda: holder[0].lead_time_s(), lambda: holder[0])
     fleet = Fleet(
         scenario.cold_start,
         initial_ready=policy.initial_replicas,

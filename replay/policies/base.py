@@ -12,6 +12,7 @@ from replay.profiles import Scenario
 from replay.trace import Trace
 
 if TYPE_CHECKING:
+    from replay.fleet import Fleet
     from replay.policies.params import PolicyParams
 
 METRIC = "infscale_inflight"  # as the adapter serves it: waiting + running requests
@@ -19,6 +20,9 @@ METRIC = "infscale_inflight"  # as the adapter serves it: waiting + running requ
 # interceptor): the signal that can wake a fleet scaled to zero
 GATEWAY_METRIC = "infscale_gateway_pending"
 DEFAULT_TARGET_INFLIGHT = 16.0  # requests per replica: a quarter of reference-70b's 64 slots
+# MLPerf's server scenario holds the 99th percentile of TTFT and of TPOT to the SLO (replay/slo.py):
+# the clairvoyant bound is the cheapest fleet under which 99 % of requests meet both
+DEFAULT_CLAIRVOYANT_GOAL = 0.99
 
 
 class PolicyError(ValueError):
@@ -56,9 +60,11 @@ class ReplayPolicy(Protocol):
 @dataclass(frozen=True, slots=True)
 class PolicyContext:
     """Everything a policy may be built from. `lead_s` is the fleet's current time to ready of one
-    more replica (only the clairvoyant reads it: the others see the cluster through observations)."""
+    more replica and `fleet` the fleet itself (None outside a run): only the clairvoyant reads
+    them, the others see the cluster through observations."""
 
     scenario: Scenario
     trace: Trace
     params: PolicyParams
     lead_s: Callable[[], float]
+    fleet: Callable[[], Fleet | None] = lambda: None

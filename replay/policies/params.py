@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 
 from autoscaler.policy.spec import ForecasterKind
-from replay.policies.base import DEFAULT_TARGET_INFLIGHT, PolicyError
+from replay.policies.base import DEFAULT_CLAIRVOYANT_GOAL, DEFAULT_TARGET_INFLIGHT, PolicyError
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,11 +23,14 @@ class PolicyParams:
     # keda and kpa: their upstream default minimum of 0 (KEDA's minReplicaCount, Knative's
     # min-scale: scale to zero) instead of the scenario's min_replicas
     scale_to_zero: bool = True
+    clairvoyant_goal: float = DEFAULT_CLAIRVOYANT_GOAL  # the attainment its cheapest schedule meets
 
     def __post_init__(self) -> None:
         # every policy reads the target (warm start, static's peak, the clairvoyant's needs), not
         # only those that build an HPA metric from it
         if not (math.isfinite(self.target) and self.target > 0):
             raise PolicyError(f"target must be a finite number > 0, got {self.target!r}")
+        if not 0.0 < self.clairvoyant_goal <= 1.0:
+            raise PolicyError(f"clairvoyant_goal must be within (0, 1], got {self.clairvoyant_goal}")
         if self.lead_quantile is not None and not 0.5 <= self.lead_quantile <= 0.99:
             raise PolicyError(f"lead_quantile must be within [0.5, 0.99], got {self.lead_quantile}")

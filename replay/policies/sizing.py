@@ -19,6 +19,13 @@ def needed_replicas(trace: Trace, scenario: Scenario, target: float) -> npt.NDAr
     """Per second, the replicas the trace needs: enough to keep `target` requests in flight per
     replica, and enough prefill capacity that prefill takes at most MAX_PREFILL_SHARE of each
     replica's time (long prompts saturate the prefill server long before the slots fill)."""
+    out: npt.NDArray[np.int64] = np.ceil(need_load(trace, scenario, target) - 1e-9).astype(np.int64)
+    return out
+
+
+def need_load(trace: Trace, scenario: Scenario, target: float) -> npt.NDArray[np.float64]:
+    """needed_replicas before rounding up: per second, the larger of concurrency / target and
+    prefill load / MAX_PREFILL_SHARE, in replicas (the clairvoyant scales it)."""
     e = scenario.engine
     prefill_s = e.prefill_alone_s(trace.input_tokens)
     # decode at the batch the KV holds at the trace's mean context (a full, KV-bound replica)
@@ -33,8 +40,7 @@ def needed_replicas(trace: Trace, scenario: Scenario, target: float) -> npt.NDAr
     window = np.ones(PREFILL_WINDOW_S) / PREFILL_WINDOW_S
     half = PREFILL_WINDOW_S // 2  # centred moving average, as long as `work` even for short traces
     prefill_load = np.convolve(work, window, mode="full")[half : half + horizon]
-    need = np.maximum(np.ceil(concurrency / target), np.ceil(prefill_load / MAX_PREFILL_SHARE - 1e-9))
-    out: npt.NDArray[np.int64] = need.astype(np.int64)
+    out: npt.NDArray[np.float64] = np.maximum(concurrency / target, prefill_load / MAX_PREFILL_SHARE)
     return out
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from replay.fleet import Fleet
 from replay.policies import clairvoyant, hpa, keda, kpa, predictive, static
 from replay.policies.base import PolicyContext, PolicyError, ReplayPolicy
 from replay.policies.params import PolicyParams
@@ -28,11 +29,16 @@ POLICY_NAMES = tuple(BUILDERS)
 
 
 def build_policy(
-    name: str, scenario: Scenario, trace: Trace, params: PolicyParams, lead_s: Callable[[], float]
+    name: str,
+    scenario: Scenario,
+    trace: Trace,
+    params: PolicyParams,
+    lead_s: Callable[[], float],
+    fleet: Callable[[], Fleet | None] = lambda: None,
 ) -> ReplayPolicy:
-    """One policy by name (or static-N); `lead_s` is the fleet's current time to ready (for the
-    clairvoyant)."""
-    ctx = PolicyContext(scenario, trace, params, lead_s)
+    """One policy by name (or static-N); `lead_s` is the fleet's current time to ready and `fleet`
+    the fleet it runs on (for the clairvoyant)."""
+    ctx = PolicyContext(scenario, trace, params, lead_s, fleet)
     builder = BUILDERS.get(name)
     if builder is not None:
         return builder(ctx)
