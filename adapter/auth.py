@@ -234,6 +234,9 @@ class FailureBudget:
         while len(self._clients) > self._max:
             self._clients.popitem(last=False)
 
+    def __len__(self) -> int:
+        return len(self._clients)
+
 
 # --- front proxy --------------------------------------------------------------------------------
 
@@ -570,6 +573,7 @@ class DelegatedAccess:
         client_cas: Sequence[x509.Certificate] = (),
         failed_token_burst: float = 10.0,
         failed_tokens_per_s: float = 1.0,
+        cache_size: int = 4096,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
@@ -578,12 +582,21 @@ class DelegatedAccess:
         self._reviewer = reviewer
         self._request_header = request_header
         self._wall_clock = wall_clock
-        self._tokens: TTLCache[str, TokenReviewResult] = TTLCache(cache_ttl_s, clock)
-        self._decisions: TTLCache[tuple[UserInfo, RequestAttributes], Decision] = TTLCache(cache_ttl_s, clock)
-        self._certs: TTLCache[bytes, CertVerdict | Unauthenticated | None] = TTLCache(cache_ttl_s, clock)
+        if cache_size < 1:
+            raise ValueError(f"auth cache_size={cache_size} must be at least 1")
+        # each bounded by cache_size entries, so a flood of tokens, identities or clients cannot grow them
+        self._tokens: TTLCache[str, TokenReviewResult] = TTLCache(cache_ttl_s, clock, cache_size)
+        self._decisions: TTLCache[tuple[UserInfo, RequestAttributes], Decision] = TTLCache(
+            cache_ttl_s, clock, cache_size
+        )
+        self._certs: TTLCache[bytes, CertVerdict | Unauthenticated | None] = TTLCache(
+            cache_ttl_s, clock, cache_size
+        )
         self._client_cas = tuple(client_cas)
-        self._failures = FailureBudget(failed_token_burst, failed_tokens_per_s, clock)
-        self._limited: TTLCache[str, bool] = TTLCache(60.0, clock)  # clients told about, for the log
+        self._failures = FailureBudget(failed_token_burst, failed_tokens_per_s, clock, cache_size)
+        self._limited: TTLCache[str, bool] = TTLCache(
+            60.0, clock, cache_size
+        )  # clients told about, for the log
 
     @property
     def request_header(self) -> RequestHeaderConfig | None:

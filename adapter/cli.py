@@ -85,6 +85,12 @@ _FLAGS: list[tuple[str, str, Any, str]] = [
         float,
         "then this many a second per client; more get 429 (default 1)",
     ),
+    (
+        "--auth-cache-size",
+        "auth_cache_size",
+        int,
+        "entries in each auth cache: tokens, decisions, certificates, clients (default 4096)",
+    ),
     ("--backend-timeout-s", "backend_timeout_s", float, "metric read timeout (default 10)"),
     ("--max-connections", "max_connections", int, "client connections open at once (default 1000)"),
     (
@@ -274,6 +280,7 @@ async def serve(settings: AdapterSettings, stop: asyncio.Event | None = None) ->
                 client_cas=client_cas,
                 failed_token_burst=settings.auth_failed_token_burst,
                 failed_tokens_per_s=settings.auth_failed_tokens_per_s,
+                cache_size=settings.auth_cache_size,
             )
             access = delegated
             if request_header is not None:

@@ -107,6 +107,8 @@ class AdapterSettings(BaseSettings):
     # invalid bearer tokens one client may have reviewed: a burst, then this many a second
     auth_failed_token_burst: float = Field(default=10.0, ge=1)
     auth_failed_tokens_per_s: float = Field(default=1.0, gt=0)
+    # entries in each auth cache (tokens, access decisions, certificates, failure budgets by client)
+    auth_cache_size: int = Field(default=4096, ge=1)
 
     # serving
     backend_timeout_s: float = Field(default=10.0, gt=0)

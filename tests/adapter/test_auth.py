@@ -417,6 +417,30 @@ async def test_random_tokens_from_one_client_cost_at_most_the_failure_budget(pki
     assert reviewer.reviews == 8
 
 
+async def test_auth_caches_hold_at_most_cache_size_entries(pki: Pki) -> None:
+    # a flood of distinct tokens from distinct clients: the caches keep the newest cache_size only
+    reviewer = CountingReviewer()
+    access = DelegatedAccess(reviewer, request_header_config(pki), cache_size=3, clock=ManualClock(0.0))
+
+    async def try_token(token: str, client: str) -> None:
+        with pytest.raises(Unauthenticated):
+            await access.authenticate(None, CIMultiDict({"Authorization": f"Bearer {token}"}), client)
+
+    for i in range(1000):
+        await try_token(f"random-{i}", f"10.0.{i // 250}.{i % 250}")
+    assert reviewer.reviews == 1000
+    await try_token("random-999", "10.9.9.9")  # among the newest three: answered from the cache
+    assert reviewer.reviews == 1000
+    await try_token("random-0", "10.9.9.9")  # long evicted: reviewed again
+    assert reviewer.reviews == 1001
+    assert len(access._tokens) == 3 and len(access._failures) == 3
+
+
+def test_auth_cache_size_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="cache_size=0"):
+        DelegatedAccess(None, None, cache_size=0)
+
+
 async def test_valid_tokens_never_spend_the_failure_budget(pki: Pki, kube_client: Any) -> None:
     access = DelegatedAccess(
         KubeReviewer(kube_client), request_header_config(pki), cache_ttl_s=0, failed_token_burst=1

@@ -102,6 +102,7 @@ def test_config_file_from_the_environment_and_comma_lists(
         pytest.param({**QUICK, "listen": "h:70000"}, "port 70000 is outside", id="port range"),
         pytest.param({**QUICK, "listen": "[nope]:1"}, "not an IPv6 address", id="bad v6"),
         pytest.param({**QUICK, "auth_cache_ttl_s": 30}, "less than or equal to 10", id="cache over 10 s"),
+        pytest.param({**QUICK, "auth_cache_size": 0}, "auth_cache_size", id="empty auth cache"),
         pytest.param({**QUICK, "log_level": "loud"}, "log_level 'loud'", id="log level"),
         pytest.param({**QUICK, "surprise": 1}, "surprise", id="unknown setting"),
     ],
