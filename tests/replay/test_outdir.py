@@ -78,26 +78,47 @@ def _boom(*args: object, **kwargs: object) -> object:
     raise AssertionError("the work started although --out is unusable")
 
 
+# each command with --out, its arguments (besides --out) and the function that does its work
+WRITERS: dict[str, tuple[list[str], str]] = {
+    "replay run": (["--policy", "hpa"], "replay.cli.simulate"),
+    "replay compare": (["--policies", "static,hpa"], "replay.cli.simulate"),
+    "replay sweep": (["--grid", "target=8,16"], "replay.sweep.sweep"),
+    "replay online": (["--endpoint", "http://127.0.0.1:9/v1"], "replay.online.cli.run_online"),
+    "replay calibrate": (["--online", "somewhere"], "replay.calibrate.calibrate"),
+    "replay league": (["--policies", "hpa", "--startups", "none"], "replay.league.cli.league"),
+}
+
+
+def _commands_with_out() -> set[str]:
+    """Every `infscale` command (and replay subcommand) whose parser has an --out option."""
+    import argparse
+
+    from infscale.cli import COMMANDS, build_parser
+
+    def walk(parser: argparse.ArgumentParser, path: tuple[str, ...]) -> set[str]:
+        found = {" ".join(path)} if any("--out" in a.option_strings for a in parser._actions) else set()
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, child in action.choices.items():
+                    found |= walk(child, (*path, name))
+        return found
+
+    return set().union(*(walk(build_parser([name]), ()) for name in COMMANDS))
+
+
+def test_every_command_with_out_is_checked_below() -> None:
+    # a new command that writes gets its --out check tested, or this fails naming it
+    assert _commands_with_out() == set(WRITERS)
+
+
 @pytest.mark.parametrize(
-    ("argv", "patch"),
-    [
-        pytest.param(["replay", "run", "--policy", "hpa"], "replay.cli.simulate", id="run"),
-        pytest.param(["replay", "compare", "--policies", "static,hpa"], "replay.cli.simulate", id="compare"),
-        pytest.param(["replay", "sweep", "--grid", "target=8,16"], "replay.sweep.sweep", id="sweep"),
-        pytest.param(
-            ["replay", "online", "--endpoint", "http://127.0.0.1:9/v1"],
-            "replay.online.cli.run_online",
-            id="online",
-        ),
-        pytest.param(
-            ["replay", "calibrate", "--online", "somewhere"], "replay.calibrate.calibrate", id="calibrate"
-        ),
-    ],
+    ("command", "argv", "patch"), [(c, a, p) for c, (a, p) in WRITERS.items()], ids=list(WRITERS)
 )
 def test_every_writing_command_refuses_a_file_as_out_before_any_work(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
+    command: str,
     argv: list[str],
     patch: str,
 ) -> None:
@@ -105,7 +126,7 @@ def test_every_writing_command_refuses_a_file_as_out_before_any_work(
 
     monkeypatch.setattr(patch, _boom)
     out = _file(tmp_path / "report")
-    assert main([*argv, "--out", str(out)]) == 2
+    assert main([*command.split(), *argv, "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert f"--out {out}: is a file, not a directory" in err
     assert "Traceback" not in err
