@@ -192,6 +192,10 @@ def run(args: argparse.Namespace) -> int:
     from adapter.memory import tune_allocator
 
     tune_allocator()  # freed buffers go back to the kernel (adapter/memory.py)
+    # the scrape source's parse thread holds the GIL ~0.3 s for a 10,000-series pod; at Python's
+    # 5 ms switch interval each wake-up of the event loop waited up to 5 ms for it (/healthz p99
+    # under `python -m bench attack flood` 156 -> 48-86 ms at load ~5)
+    sys.setswitchinterval(0.0005)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per scrape would drown the rest
     try:
         asyncio.run(serve(settings))
