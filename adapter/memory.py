@@ -10,8 +10,8 @@ gave back nothing. Two glibc behaviours kept it:
   only a free top of the heap on its own. `malloc_trim(0)` hands every free page back
   (`madvise(MADV_DONTNEED)`), in every arena; a `Trimmer` calls it shortly after a burst ends.
 
-With the 16 KiB TLS buffer of adapter/connections.py, 600 connections cost 43 KB each and RSS
-returns to within 10 % of idle after they close (`python -m bench attack slowloris`).
+With the 16 KiB TLS buffer of adapter/connections.py, 600 connections cost ~70 KB of RSS each, and
+RSS returns to within 10 % of idle after they close (`python -m bench attack slowloris`).
 Elsewhere than glibc (musl, macOS) both are no-ops.
 """
 
