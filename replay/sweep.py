@@ -25,6 +25,7 @@ from autoscaler.policy.spec import ForecasterKind
 from common.selector import Operator, SelectorError, parse_selector
 from replay import report as rep
 from replay.policies import METRIC, PolicyParams, build_policy
+from replay.policies.planner.predictors import PredictorKind
 from replay.profiles import Scenario
 from replay.trace import Trace
 
@@ -68,6 +69,8 @@ def param(key: str, text: str) -> Any:
     try:
         if key == "forecaster":
             return ForecasterKind(text)
+        if key == "planner_predictor":
+            return PredictorKind(text)
         if key == "scale_to_zero":
             if text.lower() not in ("true", "false"):
                 raise ValueError(text)
@@ -126,7 +129,9 @@ def _sweep_point_of(
     cpu = time.process_time()
     result = run_policy(trace, scenario, policy, replace(base, **changes))
     return {
-        "params": {k: str(v) if isinstance(v, ForecasterKind) else v for k, v in changes.items()},
+        "params": {
+            k: str(v) if isinstance(v, ForecasterKind | PredictorKind) else v for k, v in changes.items()
+        },
         **rep.policy_summary(result),
         "cpu_seconds": time.process_time() - cpu,  # of this configuration, in its worker
     }

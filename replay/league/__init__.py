@@ -39,6 +39,7 @@ DEFAULT_POLICIES = (
     "keda",
     "keda-cached",
     "kpa",
+    "planner",
     "predictive",
     "clairvoyant",
 )

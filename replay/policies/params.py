@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from autoscaler.policy.spec import ForecasterKind
 from replay.policies.base import DEFAULT_CLAIRVOYANT_GOAL, DEFAULT_TARGET_INFLIGHT, PolicyError
+from replay.policies.planner.predictors import PredictorKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +24,7 @@ class PolicyParams:
     # keda and kpa: their upstream default minimum of 0 (KEDA's minReplicaCount, Knative's
     # min-scale: scale to zero) instead of the scenario's min_replicas
     scale_to_zero: bool = True
+    planner_predictor: PredictorKind = PredictorKind.ARIMA  # Dynamo's default load predictor
     clairvoyant_goal: float = DEFAULT_CLAIRVOYANT_GOAL  # the attainment its cheapest schedule meets
 
     def __post_init__(self) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from replay.fleet import Fleet
-from replay.policies import clairvoyant, hpa, keda, kpa, predictive, static
+from replay.policies import clairvoyant, hpa, keda, kpa, planner, predictive, static
 from replay.policies.base import PolicyContext, PolicyError, ReplayPolicy
 from replay.policies.params import PolicyParams
 from replay.profiles import Scenario
@@ -22,6 +22,7 @@ BUILDERS: Mapping[str, Callable[[PolicyContext], ReplayPolicy]] = {
     "keda": keda.build,
     "keda-cached": keda.build_cached,
     "kpa": kpa.build,
+    "planner": planner.build,
     "predictive": predictive.build,
     "clairvoyant": clairvoyant.build,
 }

@@ -58,7 +58,7 @@ def run(policy: str, scenario: Scenario = FAST) -> RunResult:
 
 
 @pytest.mark.parametrize(
-    "policy", ["static-3", "hpa", "keda", "keda-cached", "kpa", "predictive", "clairvoyant"]
+    "policy", ["static-3", "hpa", "keda", "keda-cached", "kpa", "planner", "predictive", "clairvoyant"]
 )
 def test_every_request_finishes_exactly_once(policy: str) -> None:
     result = run(policy)
