@@ -110,6 +110,23 @@ INT = "expected a non-negative integer, got"
             "azure", "a.csv", TWICE, "a.csv row 1: column 'ContextTokens' appears twice (columns 2 and 3)",
             id="duplicate header columns (the first was taken silently)",
         ),
+        pytest.param(
+            "mooncake", "m.jsonl", GOOD_MOONCAKE + MOONCAKE_ROW.format('1, "timestamp": 2', 5, 3),
+            "m.jsonl row 21: timestamp: the key appears twice in the row",
+            id="a JSON key twice (JSON keeps the last silently)",
+        ),
+        pytest.param(
+            "jsonl", "l.jsonl", '{"timestamp": 1, "input_tokens": 5, "output_tokens": 3}\n'
+            '{"timestamp": 2, "input_tokens": 5, "input_tokens": 6, "output_tokens": 3}\n',
+            "l.jsonl row 2: input_tokens: the key appears twice in the row",
+            id="a JSON key twice in a later row",
+        ),
+        pytest.param(
+            "jsonl", "l.jsonl", '{"timestamp": 1, "input_tokens": 5, "output_tokens": 3}\n'
+            '{"timestamp": 2, "input_tok\\u0065ns": 6, "input_tokens": 5, "output_tokens": 3}\n',
+            "l.jsonl row 2: input_tokens: the key appears twice in the row",
+            id="a JSON key twice, once spelled with an escape",
+        ),
     ],
 )  # fmt: skip
 def test_out_of_bounds_input_names_file_row_and_field(
@@ -118,6 +135,15 @@ def test_out_of_bounds_input_names_file_row_and_field(
     with pytest.raises(TraceError) as caught:
         load_trace(write(tmp_path, content, name), fmt)
     assert message in str(caught.value)
+
+
+def test_a_key_name_inside_a_value_is_no_duplicate(tmp_path: Path) -> None:
+    # the quick count sees "timestamp" twice a row; the exact check finds each key once
+    rows = "".join(
+        f'{{"timestamp": {i}, "input_tokens": 5, "output_tokens": 3, "kind": "timestamp"}}\n'
+        for i in range(3)
+    )
+    assert len(load_trace(write(tmp_path, rows, "l.jsonl"), "jsonl")) == 3
 
 
 def test_a_window_replays_the_part_before_a_stray_timestamp(tmp_path: Path) -> None:
