@@ -226,6 +226,10 @@ def _observe(
     else:
         metrics = {name: pipeline.read(name, now) for name in policy.metric_names}
     serving = len(fleet.ready_ids) + len(fleet.draining_ids)
+    if not getattr(policy, "reads_cold_start", True):  # the start-up machine's projections cost most
+        return Observation(
+            spec_replicas=desired, status_replicas=fleet.active_count, ready_pods=serving, metrics=metrics
+        )
     nodes = fleet.node_state(fleet.live_nodes())
     return Observation(
         spec_replicas=desired,

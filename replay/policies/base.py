@@ -57,6 +57,12 @@ class ReplayPolicy(Protocol):
     def desired(self, now: float, obs: Observation) -> int: ...
 
 
+# A policy may say `reads_cold_start = False` (an attribute or property; absent means True): the
+# run loop then leaves the observation's cold-start facts empty (starting_ready_at, lead_time_s,
+# the nodes, loads in progress and to come) instead of running the start-up machine on a copy at
+# every decision (most of a reactive replay's Python).
+
+
 @dataclass(frozen=True, slots=True)
 class PolicyContext:
     """Everything a policy may be built from. `lead_s` is the fleet's current time to ready of one

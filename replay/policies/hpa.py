@@ -46,6 +46,11 @@ class DecidePolicy:
             names += [n for n in self.spec.capacity.metric_names if n not in names]
         return tuple(names)
 
+    @property
+    def reads_cold_start(self) -> bool:
+        """decide() reads the starting replicas' ready times and the lead time only to predict."""
+        return self.spec.prediction is not None or self.spec.capacity is not None
+
     def desired(self, now: float, obs: Observation) -> int:
         if self.poll_interval_s > 0:
             obs = self._polled(now, obs)

@@ -20,6 +20,7 @@ class StaticPolicy:
     fresh_metrics: bool = False
     metric_names: tuple[str, ...] = ()
     lead_quantile: float | None = None
+    reads_cold_start: bool = False
 
     def __post_init__(self) -> None:
         if self.replicas < 1:

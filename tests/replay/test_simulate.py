@@ -123,6 +123,21 @@ def test_policy_decides_in_replay_as_when_called_directly(policy: str) -> None:
     assert len({p.desired for p in result.timeline}) > 1  # it did scale
 
 
+def test_only_policies_that_predict_get_the_start_up_projections() -> None:
+    """The reactive HPA's decide() never reads them, so the loop does not run the start-up machine
+    for it; the predictive policy sees the cluster's lead time and the starting replicas."""
+    trace = ramp_trace()
+    seen = {}
+    for name in ("hpa", "predictive"):
+        built = build_policy(name, FAST, trace, PARAMS, lambda: 0.0)
+        assert isinstance(built, DecidePolicy)
+        simulate(trace, FAST, built)
+        seen[name] = [obs for _, obs, _ in built.decisions]
+    assert all(obs.lead_time_s is None and obs.starting_ready_at == () for obs in seen["hpa"])
+    assert all(obs.lead_time_s is not None and obs.lead_time_s > 0 for obs in seen["predictive"])
+    assert any(obs.starting_ready_at for obs in seen["predictive"])
+
+
 def test_one_request_through_the_whole_loop() -> None:
     trace = Trace("one", np.array([3.2]), np.array([1_600]), np.array([50]))
     result = simulate(trace, REFERENCE_70B, StaticPolicy(1))
