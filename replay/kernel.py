@@ -62,6 +62,11 @@ HASH_MUL = -7046029254386353131  # 0x9E3779B97F4A7C15 as int64: Fibonacci hashin
 # every call of a helper increments and decrements each array argument's count atomically, which
 # took over half the kernel's time (24-hour day: 20.4 s with it, 9.0 s without). Nothing here
 # allocates, which is all that NRT off forbids.
+# The helpers on every event's path are inlined into advance() (numba's IR inlining): a call of a
+# separately compiled helper passes each array as its data pointer, shape and strides, and LLVM
+# cannot inline across them (24-hour day: kernel 9.0 -> about 6 s; compiling it the first time
+# on a machine takes about 35 s of CPU instead of 20). Rare paths (preemption, the prefix cache, the
+# KV limit's search) stay calls, which keeps the compile shorter.
 _OPTIONS: dict[str, Any] = {"cache": True, "_nrt": False}
 jit = nb.njit(**_OPTIONS)
 inline_jit = nb.njit(inline="always", **_OPTIONS)
@@ -75,14 +80,14 @@ def _cdiv(a, b):
 # --- the replica event heap (min by RF_TEND), indexed by replica ------------------------------
 
 
-@jit
+@inline_jit
 def _ev_swap(ev, evpos, i, j):
     a, b = ev[i], ev[j]
     ev[i], ev[j] = b, a
     evpos[b], evpos[a] = i, j
 
 
-@jit
+@inline_jit
 def _ev_fix(ev, evpos, rf, g, i):
     n = g[G_EVN]
     while i > 0:
@@ -114,7 +119,7 @@ def _ev_fix(ev, evpos, rf, g, i):
             break
 
 
-@jit
+@inline_jit
 def _ev_set(ev, evpos, rf, g, r):
     """Insert replica r, or move it after its RF_TEND changed."""
     i = evpos[r]
@@ -126,7 +131,7 @@ def _ev_set(ev, evpos, rf, g, r):
     _ev_fix(ev, evpos, rf, g, i)
 
 
-@jit
+@inline_jit
 def _ev_pop(ev, evpos, rf, g):
     r = ev[0]
     g[G_EVN] -= 1
@@ -142,7 +147,7 @@ def _ev_pop(ev, evpos, rf, g):
 # --- per-replica finish heap (min by the decode clock at which a decoding request is done) -----
 
 
-@jit
+@inline_jit
 def _fh_swap(hk, hr, qi, r, i, j):
     hk[r, i], hk[r, j] = hk[r, j], hk[r, i]
     a, b = hr[r, i], hr[r, j]
@@ -151,7 +156,7 @@ def _fh_swap(hk, hr, qi, r, i, j):
     qi[a, Q_HPOS] = j
 
 
-@jit
+@inline_jit
 def _fh_fix(hk, hr, qi, ri, r, i):
     n = ri[r, R_HSIZE]
     while i > 0:
@@ -175,7 +180,7 @@ def _fh_fix(hk, hr, qi, ri, r, i):
             break
 
 
-@jit
+@inline_jit
 def _fh_push(hk, hr, qi, ri, r, q, key):
     i = ri[r, R_HSIZE]
     hk[r, i] = key
@@ -185,7 +190,7 @@ def _fh_push(hk, hr, qi, ri, r, q, key):
     _fh_fix(hk, hr, qi, ri, r, i)
 
 
-@jit
+@inline_jit
 def _fh_remove(hk, hr, qi, ri, r, q):
     i = qi[q, Q_HPOS]
     last = ri[r, R_HSIZE] - 1
@@ -201,7 +206,7 @@ def _fh_remove(hk, hr, qi, ri, r, q):
 # --- the running list (admission order) and the waiting queue ----------------------------------
 
 
-@jit
+@inline_jit
 def _run_append(qi, ri, r, q):
     tail = ri[r, R_RTAIL]
     qi[q, Q_PREV] = tail
@@ -214,7 +219,7 @@ def _run_append(qi, ri, r, q):
     ri[r, R_NRUN] += 1
 
 
-@jit
+@inline_jit
 def _run_remove(qi, ri, r, q):
     prev, nxt = qi[q, Q_PREV], qi[q, Q_NEXT]
     if prev >= 0:
@@ -228,7 +233,7 @@ def _run_remove(qi, ri, r, q):
     ri[r, R_NRUN] -= 1
 
 
-@jit
+@inline_jit
 def _wait_push(qi, ri, r, q, front):
     if ri[r, R_NWAIT] == 0:
         qi[q, Q_WNEXT] = -1
@@ -245,7 +250,7 @@ def _wait_push(qi, ri, r, q, front):
     qi[q, Q_STATE] = ST_WAIT
 
 
-@jit
+@inline_jit
 def _wait_pop(qi, ri, r):
     q = ri[r, R_WHEAD]
     ri[r, R_WHEAD] = qi[q, Q_WNEXT]
@@ -258,7 +263,7 @@ def _wait_pop(qi, ri, r):
 # --- decoding requests as aggregates -----------------------------------------------------------
 
 
-@jit
+@inline_jit
 def _dec_add(qi, ri, hist, hk, hr, pi, r, q):
     """q (prefill done, Q_GEN tokens generated) decodes from the replica's current clock on."""
     bs = pi[P_BS]
@@ -272,7 +277,7 @@ def _dec_add(qi, ri, hist, hk, hr, pi, r, q):
     _fh_push(hk, hr, qi, ri, r, q, qi[q, Q_OUT] - base)
 
 
-@jit
+@inline_jit
 def _dec_remove(qi, ri, hist, hk, hr, pi, r, q):
     """Take q out of the decoding aggregates; returns the KV blocks it holds now."""
     bs = pi[P_BS]
@@ -285,7 +290,7 @@ def _dec_remove(qi, ri, hist, hk, hr, pi, r, q):
     return _cdiv(x + ri[r, R_DS] - 1, bs)
 
 
-@jit
+@inline_jit
 def _dec_cum(hist, r, ds0, steps, n, bs):
     """New blocks the decoding requests take over the `steps` steps after the one at clock ds0."""
     if steps <= 0 or n == 0:
@@ -427,7 +432,7 @@ def _prefix_use(qi, ri, poff, pids, hslot, lkey, lprev, lnext, pi, r, q, blocks,
 # --- one replica: plan a run, end it ------------------------------------------------------------
 
 
-@jit
+@inline_jit
 def _plan(t, r, qi, qf, ri, rf, hist, hk, hr, pi, pf, poff, pids, hslot, lkey, lprev, lnext, ev, evpos, g):
     """Schedule the step starting at t (scheduler.py's StepScheduler.schedule) and how many
     identical steps follow it; set the replica's event at the run's end."""
@@ -580,7 +585,7 @@ def _step_end(rf, r, k):
     return rf[r, RF_T0] + k * rf[r, RF_D0] + rf[r, RF_G] * (k * (k - 1) / 2.0)
 
 
-@jit
+@inline_jit
 def _end_run(r, qi, qf, ri, rf, hist, hk, hr, pi, poff, pids, hslot, lkey, lprev, lnext, g):
     """Apply the replica's run (R_K steps) at its end: blocks, tokens, first tokens, finishes."""
     bs = pi[P_BS]
@@ -653,7 +658,7 @@ def _end_run(r, qi, qf, ri, rf, hist, hk, hr, pi, poff, pids, hslot, lkey, lprev
     ri[r, R_K] = 0
 
 
-@jit
+@inline_jit
 def _finish(q, r, t, qi, qf, ri, rf, g):
     qf[q, QF_FINISH] = t
     qi[q, Q_STATE] = ST_DONE
