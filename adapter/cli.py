@@ -30,7 +30,7 @@ from common.settings_errors import describe
 if TYPE_CHECKING:
     from cryptography import x509
 
-    from adapter.auth import RequestHeaderConfig
+    from adapter.frontproxy import RequestHeaderConfig
     from adapter.settings import AdapterSettings
 
 log = logging.getLogger("infscale.adapter")
@@ -213,18 +213,12 @@ async def serve(settings: AdapterSettings, stop: asyncio.Event | None = None) ->
     """Run until SIGTERM/SIGINT (or `stop` is set)."""
     from aiohttp import web
 
-    from adapter.auth import (
-        Access,
-        DelegatedAccess,
-        InsecureDevAccess,
-        KubeReviewer,
-        ReviewFailed,
-        read_request_header_configmap,
-        refresh_request_header,
-    )
+    from adapter.auth import Access, DelegatedAccess, InsecureDevAccess, KubeReviewer
     from adapter.catalog import build_catalog
     from adapter.connections import ConnectionLimits, start_site
     from adapter.delegate import Delegate
+    from adapter.frontproxy import read_request_header_configmap, refresh_request_header
+    from adapter.identity import ReviewFailed
     from adapter.server import ServerConfig, create_app
     from adapter.sources import SourceError
     from adapter.telemetry import Telemetry
@@ -372,7 +366,8 @@ async def serve(settings: AdapterSettings, stop: asyncio.Event | None = None) ->
 async def _client_cas(settings: AdapterSettings, kube: Any) -> tuple[x509.Certificate, ...]:
     """CAs of x509 client users: `--client-ca-file`, else the kube-system ConfigMap's
     `client-ca-file` (as Go's delegated authentication does), read once at start-up."""
-    from adapter.auth import ReviewFailed, load_ca_bundle, read_client_ca_configmap
+    from adapter.frontproxy import load_ca_bundle, read_client_ca_configmap
+    from adapter.identity import ReviewFailed
 
     if settings.client_ca_file is not None:
         try:
@@ -392,7 +387,8 @@ async def _request_header(
     read_configmap: Callable[[Any, float], Awaitable[RequestHeaderConfig | None]],
 ) -> RequestHeaderConfig | None:
     """Front-proxy settings from the flags, else from the kube-system ConfigMap."""
-    from adapter.auth import RequestHeaderConfig, ReviewFailed
+    from adapter.frontproxy import RequestHeaderConfig
+    from adapter.identity import ReviewFailed
 
     if settings.requestheader_client_ca_file is not None:
         try:

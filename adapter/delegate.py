@@ -22,8 +22,8 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from adapter.auth import UserInfo
 from adapter.catalog import check_http_url
+from adapter.identity import UserInfo
 from adapter.wire import GROUP_VERSION
 
 

@@ -25,16 +25,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Histogram, generate_latest
 
 from adapter import wire
-from adapter.auth import (
-    Access,
-    Forbidden,
-    RateLimited,
-    RequestAttributes,
-    ReviewFailed,
-    Unauthenticated,
-    UserInfo,
-    request_attributes,
-)
+from adapter.auth import Access
 from adapter.backend import (
     BackendError,
     MetricSample,
@@ -45,6 +36,15 @@ from adapter.backend import (
 )
 from adapter.connections import GUARD, ConnectionGuard, ConnectionLimits, connection_metrics, request_timing
 from adapter.delegate import Delegate, DelegateUnavailable
+from adapter.identity import (
+    Forbidden,
+    RateLimited,
+    RequestAttributes,
+    ReviewFailed,
+    Unauthenticated,
+    UserInfo,
+    request_attributes,
+)
 from adapter.memory import Trimmer
 from adapter.telemetry import Telemetry
 from adapter.wire import Answer, Reason, StatusError

@@ -43,14 +43,9 @@ def _serve(mode: str, pki_dir: str) -> None:
 
     from aiohttp import web
 
-    from adapter.auth import (
-        Decision,
-        DelegatedAccess,
-        InsecureDevAccess,
-        RequestHeaderConfig,
-        TokenReviewResult,
-    )
+    from adapter.auth import Decision, DelegatedAccess, InsecureDevAccess, TokenReviewResult
     from adapter.backend import MetricSample
+    from adapter.frontproxy import RequestHeaderConfig
     from adapter.server import create_app
     from adapter.telemetry import Telemetry
     from adapter.tls import ServingTLS

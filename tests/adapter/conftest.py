@@ -25,9 +25,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from adapter.auth import DelegatedAccess, KubeReviewer, RequestHeaderConfig, load_ca_bundle
+from adapter.auth import DelegatedAccess, KubeReviewer
 from adapter.backend import BackendError, MetricSample
 from adapter.connections import GUARD, start_site
+from adapter.frontproxy import RequestHeaderConfig, load_ca_bundle
 from adapter.server import ServerConfig, create_app
 from adapter.telemetry import Telemetry
 from adapter.tls import ServingTLS

@@ -20,23 +20,21 @@ from conftest import (
 )
 from multidict import CIMultiDict
 
-from adapter.auth import (
-    ANONYMOUS,
-    Decision,
-    DelegatedAccess,
-    KubeReviewer,
-    RateLimited,
-    RequestAttributes,
+from adapter.auth import Decision, DelegatedAccess, KubeReviewer, TokenReviewResult, TTLCache
+from adapter.frontproxy import (
     RequestHeaderConfig,
-    ReviewFailed,
-    TokenReviewResult,
-    TTLCache,
-    Unauthenticated,
-    UserInfo,
     headers_user,
     read_client_ca_configmap,
     read_request_header_configmap,
     refresh_request_header,
+)
+from adapter.identity import (
+    ANONYMOUS,
+    RateLimited,
+    RequestAttributes,
+    ReviewFailed,
+    Unauthenticated,
+    UserInfo,
     request_attributes,
 )
 from common.clock import ManualClock

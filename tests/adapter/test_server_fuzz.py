@@ -15,7 +15,8 @@ from conftest import Pki, ScriptedBackend, client_context, default_script, make_
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapter.auth import Decision, DelegatedAccess, RequestAttributes, TokenReviewResult, UserInfo
+from adapter.auth import Decision, DelegatedAccess, TokenReviewResult
+from adapter.identity import RequestAttributes, UserInfo
 from adapter.server import create_app
 from adapter.telemetry import Telemetry
 from adapter.tls import ServingTLS

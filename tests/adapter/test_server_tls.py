@@ -27,14 +27,8 @@ from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 import adapter.tls
-from adapter.auth import (
-    Decision,
-    DelegatedAccess,
-    InsecureDevAccess,
-    RequestAttributes,
-    TokenReviewResult,
-    UserInfo,
-)
+from adapter.auth import Decision, DelegatedAccess, InsecureDevAccess, TokenReviewResult
+from adapter.identity import RequestAttributes, UserInfo
 from adapter.server import create_app
 from adapter.telemetry import Telemetry
 from adapter.tls import ServingTLS, TLSConfigError, self_signed_dev
