@@ -548,6 +548,8 @@ class CapacityModel(_Model):
     panic_threshold: float | None = Field(default=None, alias="panicThreshold")
     panic_window_seconds: float | None = Field(default=None, alias="panicWindowSeconds")
     decision_period_seconds: float | None = Field(default=None, alias="decisionPeriodSeconds")
+    plan_tpot_share: float | None = Field(default=None, alias="planTpotShare")
+    plan_ttft_share: float | None = Field(default=None, alias="planTtftShare")
 
     @classmethod
     def document_of(cls, spec: CapacitySpec) -> dict[str, Any]:
@@ -577,6 +579,8 @@ class CapacityModel(_Model):
                     "panic_threshold": "panic_threshold",
                     "panic_window_seconds": "panic_window_s",
                     "decision_period_seconds": "decision_period_s",
+                    "plan_tpot_share": "plan_tpot_share",
+                    "plan_ttft_share": "plan_ttft_share",
                 },
             ),
         )

@@ -43,7 +43,7 @@ PROFILE = ReplicaProfile(
 SLO = SloTarget(ttft_s=10.0, tpot_s=0.1)
 SEED = ColdStartSpec(weights_gb=140, storage_gbps=10, gpus_per_replica=4)
 # a band fixed at its prior: with the typical demand equal to the mean, upper = 2 × 1.25 - 1 = 1.5 × mean
-FIXED_BAND = DemandSpec(prior_error=math.log(1.25), prior_weight=1e6)
+FIXED_BAND = DemandSpec(prior_error=math.log(1.25), prior_weight=1e6, quantile=0.9)
 UNLIMITED = Behavior(
     scale_up=default_scale_up(policies=(RatePolicy(RatePolicyType.PERCENT, 10_000, 15),)),
     scale_down=default_scale_down(stabilization_window_s=0),
@@ -52,6 +52,9 @@ UNLIMITED = Behavior(
 
 def planner_spec(cold: ColdStartSpec | None = SEED, **capacity_kwargs: object) -> AutoscalerSpec:
     capacity_kwargs.setdefault("demand", FIXED_BAND)
+    # the hand-computed figures plan at the SLO itself (the planning shares' default is tested below)
+    capacity_kwargs.setdefault("plan_tpot_share", 1.0)
+    capacity_kwargs.setdefault("plan_ttft_share", 1.0)
     return AutoscalerSpec(
         max_replicas=100,
         metrics=(MetricSpec(QUEUE, TargetType.AVERAGE_VALUE, 16_000),),
@@ -309,3 +312,17 @@ def test_no_runaway_while_replicas_load(rate: float, cold: ColdStartSpec) -> Non
     # the widest band: (mean + typical) × 1.25 - typical with the typical demand at the mean
     widest = capacity.size(PROFILE, SLO, Demand(rate, rate * 100, rate * 100).scaled(1.5)).replicas
     assert max(desired for _, desired, _, _ in loop) <= widest
+
+
+def test_the_planning_shares_tighten_the_targets_the_sizing_plans_on() -> None:
+    """Defaults: the mean step at 20 % of the TPOT target, the TTFT tail at 25 % of the TTFT target
+    (docs/policy.md, "Defaults"); 40 req/s at w = 0.1 s: ρ <= 1 - 0.02 / 0.02 = 0 -> the floor
+    MIN_UTILIZATION, so far more replicas than at the SLO itself."""
+    cap = CapacitySpec(profile=PROFILE, slo=SloTarget(ttft_s=10.0, tpot_s=0.1, ttft_tokens_per_s=1000.0))
+    planned = cap.planning_slo
+    assert (planned.ttft_s, planned.tpot_s, planned.ttft_tokens_per_s) == (2.5, pytest.approx(0.02), 4000.0)
+    assert planned.attainment == cap.slo.attainment
+    at_slo = capacity.size(PROFILE, cap.slo, Demand(40.0, 4000.0, 4000.0)).replicas
+    assert capacity.size(PROFILE, planned, Demand(40.0, 4000.0, 4000.0)).replicas > at_slo
+    with pytest.raises(ValueError, match="plan_tpot_share"):
+        CapacitySpec(profile=PROFILE, plan_tpot_share=0.0)

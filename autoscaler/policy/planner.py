@@ -167,7 +167,7 @@ def plan(
         )
     speed = capacity.speed(speed_state, cap.learn_prior_weight)
     limit = spec.max_replicas
-    slo = cap.slo
+    slo = cap.planning_slo
     sized: dict[float, Sizing] = {}
 
     def sizing_at(h: float) -> Sizing:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import lru_cache
 
 DEFAULT_TOLERANCE = 0.1  # --horizontal-pod-autoscaler-tolerance
 DEFAULT_DOWNSCALE_STABILIZATION_S = 300  # --horizontal-pod-autoscaler-downscale-stabilization
@@ -292,8 +293,8 @@ class DemandSpec:
     beta: float = 0.05  # trend weight, same gap: a trend must persist minutes to count
     smoothing_period_s: float = 15.0  # the HPA sync period
     damping_s: float = 120.0  # the trend's effect fades with this time constant (damped Holt)
-    quantile: float = 0.9  # plan on this upper quantile of the forecast
-    prior_error: float = 0.1  # the error quantile assumed before errors were scored (demand.upper)
+    quantile: float = 0.98  # plan on this upper quantile of the forecast (docs/policy.md, "Defaults")
+    prior_error: float = 0.3  # the error quantile assumed before errors were scored (demand.upper)
     prior_weight: float = 8.0  # scored errors that weigh as much as the prior
 
     def __post_init__(self) -> None:
@@ -319,12 +320,25 @@ class CapacitySpec:
     panic_threshold: float = 2.0  # demand this many times the forecast's upper band: panic (Knative's 200 %)
     panic_window_s: float = 60.0  # no scale-down this long after a panic (Knative's stable window)
     decision_period_s: float = SYNC_PERIOD_S  # how often the caller decides: scale-up staggers by it
+    # the sizing plans the mean step at this share of the TPOT target and the TTFT tail at this
+    # share of the TTFT target: a request's TPOT is the mean of its own steps, and a step carrying a
+    # full prefill chunk is many times the mean one (docs/policy.md, "Defaults": measured on the
+    # shared traces, where planning at the targets themselves lost 1-2 points of SLO)
+    plan_tpot_share: float = 0.2
+    plan_ttft_share: float = 0.25
 
     def __post_init__(self) -> None:
         _check_range("capacity", "decision_period_s", self.decision_period_s, 0.1, 3600.0, "in [0.1, 3600] s")
         _check_range("capacity", "learn_prior_weight", self.learn_prior_weight, 0.0, 1e6, "in [0, 1e6]")
         _check_range("capacity", "panic_threshold", self.panic_threshold, 1.0, 1e3, "in [1, 1000]")
         _check_range("capacity", "panic_window_s", self.panic_window_s, 0.0, 1e5, "in [0, 1e5] s")
+        _check_range("capacity", "plan_tpot_share", self.plan_tpot_share, 0.01, 1.0, "in [0.01, 1]")
+        _check_range("capacity", "plan_ttft_share", self.plan_ttft_share, 0.01, 1.0, "in [0.01, 1]")
+
+    @property
+    def planning_slo(self) -> SloTarget:
+        """The targets the sizing plans on: the SLO's, tightened by the planning shares."""
+        return _planning_slo(self.slo, self.plan_tpot_share, self.plan_ttft_share)
 
     @property
     def metric_names(self) -> tuple[str, ...]:
@@ -337,6 +351,16 @@ class CapacitySpec:
             d.inflight_metric,
         )
         return names if d.queue_metric is None else (*names, d.queue_metric)
+
+
+@lru_cache(maxsize=64)
+def _planning_slo(slo: SloTarget, tpot_share: float, ttft_share: float) -> SloTarget:
+    return SloTarget(
+        ttft_s=max(slo.ttft_s * ttft_share, 1e-3),
+        tpot_s=None if slo.tpot_s is None else max(slo.tpot_s * tpot_share, 1e-4),
+        ttft_tokens_per_s=None if slo.ttft_tokens_per_s is None else slo.ttft_tokens_per_s / ttft_share,
+        attainment=slo.attainment,
+    )
 
 
 @dataclass(frozen=True, slots=True)
