@@ -1,8 +1,11 @@
 """Decisions per second of the full policy, as the replay calls it at every tick.
 
-Run: `python -m bench.bench_policy`. Single process, so one core. Goal (issue 2): >= 50,000/s for
-the full predictive policy. Each tick threads the returned state into the next call, exactly as
-the controller and the replay do, with a load that ramps and falls so every stage does work.
+Run: `python -m bench.bench_policy` (or `python -m bench policy`). Single process, so one core;
+CPU time (time.process_time). Goal (issues 2 and 11): >= 50,000/s for the full predictive policy,
+the demand x capacity stages (demand, capacity, horizon, panic, scale-up, scale-down) with the
+queue floor and the cold-start model, as replay/policies/predictive.py builds it. Each tick
+threads the returned state into the next call, exactly as the controller and the replay do, with a
+load that ramps and falls (and a burst every 20 minutes) so every stage does work.
 """
 
 from __future__ import annotations
@@ -15,11 +18,13 @@ from autoscaler.policy.observation import MetricReading, Observation
 from autoscaler.policy.spec import (
     AutoscalerSpec,
     Behavior,
+    CapacitySpec,
     ColdStartSpec,
     FloorSpec,
     ForecasterKind,
     MetricSpec,
     PredictionSpec,
+    ReplicaProfile,
     Schedule,
     TargetType,
 )
@@ -34,7 +39,29 @@ COLD = ColdStartSpec(
     weights_gb=140, storage_gbps=10, image_pull_s=30, warmup_s=30, node_provision_s=90, gpus_per_replica=4
 )
 
+# reference-70b's engine (replay/profiles.py) as the capacity model's profile
+PROFILE = ReplicaProfile(
+    step_base_s=0.0185,
+    prefill_s_per_token=5.55e-5,
+    prefill_s_per_attention_pair=8.85e-9,
+    decode_s_per_request=4.0e-5,
+    decode_s_per_context_token=3.3e-8,
+    max_batched_tokens=8192,
+    max_num_seqs=1024,
+    kv_cache_tokens=440_000,
+)
+CAPACITY = CapacitySpec(profile=PROFILE)
+DEMAND = CAPACITY.demand
+PREDICTIVE = "infscale predictive stages (demand x capacity, horizon, scale-up/down, queue floor)"
+
 SCENARIOS = {
+    PREDICTIVE: AutoscalerSpec(
+        max_replicas=64,
+        metrics=(QUEUE,),
+        behavior=Behavior(),
+        cold_start=COLD,
+        capacity=CAPACITY,
+    ),
     "hpa legacy (no behavior)": AutoscalerSpec(max_replicas=64, metrics=(QUEUE,)),
     "hpa behavior, 2 metrics": AutoscalerSpec(max_replicas=64, metrics=(QUEUE, BATCH), behavior=Behavior()),
     "infscale predictive (holt, cold start, floors, 2 metrics)": AutoscalerSpec(
@@ -78,9 +105,10 @@ def run(spec: AutoscalerSpec, loads: list[tuple[float, float]]) -> tuple[float, 
     state = PolicyState()
     replicas = 4
     scaled = 0
-    started = time.perf_counter()
+    started = time.process_time()
     for i, (queue, batch) in enumerate(loads):
         now = START + i * 15.0
+        rate = 2.0 * queue  # requests/s: the same wave, 1,000 prompt and 200 output tokens each
         obs = Observation(
             spec_replicas=replicas,
             status_replicas=replicas,
@@ -88,6 +116,10 @@ def run(spec: AutoscalerSpec, loads: list[tuple[float, float]]) -> tuple[float, 
             metrics={
                 QUEUE.name: MetricReading((round(queue * replicas * 1000),)),
                 BATCH.name: MetricReading((round(batch * replicas * 1000),)),
+                DEMAND.request_rate_metric: MetricReading((round(rate * 1000),)),
+                DEMAND.prompt_token_rate_metric: MetricReading((round(rate * 1000 * 1000),)),
+                DEMAND.generation_token_rate_metric: MetricReading((round(rate * 200 * 1000),)),
+                DEMAND.inflight_metric: MetricReading((round((queue + batch) * replicas * 1000),)),
             },
         )
         decision, state = decide(spec, state, obs, now)
@@ -95,7 +127,7 @@ def run(spec: AutoscalerSpec, loads: list[tuple[float, float]]) -> tuple[float, 
             state = record_rescale(spec, state, now, replicas, decision.desired_replicas)
             replicas = decision.desired_replicas
             scaled += 1
-    return time.perf_counter() - started, scaled
+    return time.process_time() - started, scaled
 
 
 def main() -> None:
