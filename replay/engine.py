@@ -57,6 +57,15 @@ class EngineScrape:
     kv_usage: F64
 
 
+def load_kernel() -> None:
+    """Load the compiled kernel now (from numba's on-disk cache, or compile it): about 1.5 s of CPU
+    on first use in a process. A parent that forks workers calls it once so that they inherit it."""
+    trace = Trace("warm-up", np.zeros(1), np.ones(1, dtype=np.int64), np.ones(1, dtype=np.int64))
+    engine = Engine(EngineProfile(), trace)
+    engine.run(1.0, np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64))
+    engine.scrape(1)
+
+
 class Engine:
     """All replicas' engines over one trace. Replica ids are small ints handed out by the fleet."""
 
@@ -124,6 +133,7 @@ class Engine:
         self._lnext = np.zeros(1, dtype=np.int64)
         self._hslot = np.zeros(1, dtype=np.int64)
         self._out = np.zeros((6, 0), dtype=np.int64)
+        self._route_any = np.zeros(0, dtype=np.int64)
         self._grow(8)
 
     def _grow(self, n_replicas: int) -> None:
@@ -176,7 +186,7 @@ class Engine:
         """Route `ids` (in arrival order; at their arrival, or now if they waited at the gateway)
         to `targets`, or each to the least-loaded replica of `ready` (oldest first on a tie), and
         run every replica up to `until`."""
-        if len(ids):
+        if len(ids) and self.dropped_count:
             keep = ~self._dropped[ids]
             if targets is not None:
                 targets = targets[keep]
@@ -186,7 +196,9 @@ class Engine:
                 if ready is None or not len(ready):
                     raise ValueError("requests to route but no ready replica")
                 self._grow(int(ready.max()) + 1)
-                targets = np.full(len(ids), -1, dtype=np.int64)
+                if len(self._route_any) < len(ids):  # -1: to the least-loaded ready replica
+                    self._route_any = np.full(2 * len(ids), -1, dtype=np.int64)
+                targets = self._route_any[: len(ids)]
             else:
                 self._grow(int(targets.max()) + 1)
             times = np.maximum(self._arrival[ids], self.now)
