@@ -24,6 +24,7 @@ from autoscaler.hpaspec import CapacityModel, ColdStartModel
 from autoscaler.policy.spec import ForecasterKind
 from common.selector import Operator, SelectorError, parse_selector
 from replay import report as rep
+from replay.engine import load_kernel
 from replay.policies import METRIC, PolicyParams, build_policy
 from replay.policies.planner.predictors import PredictorKind
 from replay.profiles import Scenario
@@ -169,6 +170,7 @@ def sweep(
                 if bar is not None:
                     bar.update(1)
             return points
+        load_kernel()  # once, here: forked workers inherit it instead of each loading it
         with ProcessPoolExecutor(
             workers, initializer=_init_worker, initargs=(trace, scenario, policy, base)
         ) as pool:
