@@ -9,8 +9,9 @@ The schedule family searched, one knob m > 0:
   requested by exact lead times   at each decision, the replicas ready(τ) asks for over the time
                                   until k more started now are ready (the fleet's own start-up
                                   machine on a copy: contention for storage, the gate, caches)
-m is found by geometric bisection on the simulated attainment; the cheapest schedule that met the
-goal is kept (the highest attainment if none did).
+m is found by geometric bisection on the simulated attainment; then the flat fleets that could be
+cheaper (no start-up to pay: short or flat traces) by bisection on their size. The cheapest
+schedule that met the goal is kept (the highest attainment if none did).
 """
 
 from __future__ import annotations
@@ -113,10 +114,11 @@ class SchedulePolicy:
 
 @dataclass(frozen=True, slots=True)
 class Trial:
-    m: float
+    m: float  # the need-shaped plan's knob (NaN for a flat one)
     attainment: float
     gpu_seconds: float
     plan: I64
+    flat: int = 0  # > 0: the flat fleet of that many replicas
 
 
 @dataclass(slots=True)
@@ -268,8 +270,40 @@ def search(trace: Trace, scenario: Scenario, target: float, goal: float, trials:
                     low_m = mid.m
     met = [t for t in trials if t.attainment >= goal]
     if met:
+        _search_flat(trace, scenario, goal, min(t.gpu_seconds for t in met), len(need), trials)
+        met = [t for t in trials if t.attainment >= goal]
         return min(met, key=lambda t: (t.gpu_seconds, -t.attainment))
     return max(trials, key=lambda t: (t.attainment, -t.gpu_seconds))
+
+
+def _search_flat(
+    trace: Trace, scenario: Scenario, goal: float, cheapest_s: float, length: int, trials: list[Trial]
+) -> None:
+    """Flat fleets are schedules of the same actuator too, with no start-up to pay: on a short or
+    flat trace they can be cheaper than any need-shaped plan. Only those that could cost less
+    than `cheapest_s` GPU-seconds are tried: the largest first, then a bisection for the fewest
+    replicas meeting the goal."""
+    gpus = scenario.cold_start.gpus_per_replica
+    most = min(scenario.max_replicas, int(cheapest_s // (gpus * max(trace.duration_s, 1.0))))
+    if most < scenario.min_replicas:
+        return
+
+    def trial(n: int) -> Trial:
+        plan = np.full(length, n, dtype=np.int64)
+        attainment, gpu_s = simulate_plan(trace, scenario, plan)
+        t = Trial(math.nan, attainment, gpu_s, plan, flat=n)
+        trials.append(t)
+        return t
+
+    if trial(most).attainment < goal:
+        return
+    low, high = scenario.min_replicas - 1, most  # low fails (or is below the minimum), high meets
+    while high - low > 1:
+        mid = (low + high) // 2
+        if trial(mid).attainment >= goal:
+            high = mid
+        else:
+            low = mid
 
 
 def build(ctx: PolicyContext) -> ClairvoyantPolicy:
