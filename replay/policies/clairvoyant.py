@@ -90,6 +90,7 @@ class SchedulePolicy:
     fresh_metrics: bool = False
     metric_names: tuple[str, ...] = ()
     lead_quantile: float | None = None
+    reads_cold_start: bool = False  # its lead times come from the fleet itself, not the observation
 
     def desired(self, now: float, obs: Observation) -> int:
         want = self._most(now, self.lead_s())
@@ -137,6 +138,7 @@ class ClairvoyantPolicy:
     fresh_metrics: bool = False
     metric_names: tuple[str, ...] = ()
     lead_quantile: float | None = None
+    reads_cold_start: bool = False
     trials: list[Trial] = field(default_factory=list)
     _chosen: SchedulePolicy | None = None
 

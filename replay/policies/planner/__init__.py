@@ -72,6 +72,7 @@ class PlannerPolicy:
     fresh_metrics: bool = False
     metric_names: tuple[str, ...] = ()
     lead_quantile: float | None = None
+    reads_cold_start: bool = False  # Dynamo's planner has no start-up model
     decisions: list[PlannerDecision] = field(default_factory=list)
     period_s: float = field(init=False)  # the loop asks once per adjustment interval
     _requests: Predictor = field(init=False)
