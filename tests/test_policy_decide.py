@@ -169,9 +169,12 @@ def test_first_sight_seeds_history_so_no_immediate_scale_down() -> None:
     assert [r.replicas for r in state.recommendations] == [10, 1]
 
 
-def test_record_rescale_keeps_events_only_with_behavior() -> None:
-    legacy = avg_spec(10)
-    assert record_rescale(legacy, PolicyState(), NOW, 4, 8).scale_up_events == ()
+def test_record_rescale_keeps_events_for_their_longest_period() -> None:
+    legacy = avg_spec(10)  # no behavior: kept one sync period, for the legacy cap's period start
+    state = record_rescale(legacy, PolicyState(), NOW, 4, 8)
+    assert state.scale_up_events == (ScaleEvent(NOW, 4),)
+    # an event older than the period is outdated: the next one takes its place
+    assert record_rescale(legacy, state, NOW + 16, 8, 16).scale_up_events == (ScaleEvent(NOW + 16, 8),)
     spec = avg_spec(10, behavior=Behavior())
     state = record_rescale(spec, PolicyState(), NOW, 4, 8)
     state = record_rescale(spec, state, NOW + 5, 8, 6)
@@ -191,6 +194,44 @@ def test_events_limit_the_next_scale_up() -> None:
     # periodStart = 8 - 4 = 4; Pods 4 -> 8, Percent 100 -> 8: no room to grow within 15 s
     decision, _ = decide(spec, state, observe(8, *[100] * 8), NOW)
     assert decision.desired_replicas == 8
+    assert reason(decision, "ScalingLimited") == "ScaleUpLimit"
+
+
+def run_legacy(
+    period_s: float, seconds: float, spec: AutoscalerSpec | None = None
+) -> list[tuple[float, int]]:
+    """A queue that wants 100 replicas, decided every `period_s` from 1 replica, as the controller
+    and the replay do it (decide, then record_rescale after the write)."""
+    spec = spec or avg_spec(1, max_replicas=200)
+    state, replicas, seen = PolicyState(), 1, []
+    for i in range(round(seconds / period_s) + 1):
+        now = NOW + i * period_s
+        decision, state = decide(spec, state, observe(replicas, *[100 / replicas] * replicas), now)
+        if decision.scale:
+            state = record_rescale(spec, state, now, replicas, decision.desired_replicas)
+            replicas = decision.desired_replicas
+        seen.append((now - NOW, replicas))
+    return seen
+
+
+def test_legacy_scale_up_limit_holds_per_sync_period_whatever_the_tick() -> None:
+    """Upstream, deciding every 15 s: 1 -> 4 -> 8 -> 16 -> 32. Deciding every 5 s (or every second)
+    must not make that 4 -> 8 -> 16 -> 32 in 15 s: the cap's base is the count 15 s ago."""
+    every_15 = run_legacy(15, 45)
+    assert [r for _, r in every_15] == [4, 8, 16, 32]
+    every_5 = run_legacy(5, 45)
+    assert [r for t, r in every_5 if t % 15 == 0] == [4, 8, 16, 32]
+    assert [r for _, r in every_5[:4]] == [4, 4, 4, 8]  # 2x per period, not per decision
+    every_1 = dict(run_legacy(1, 45))
+    assert [every_1[t] for t in (0, 14, 15, 29, 30, 44, 45)] == [4, 4, 8, 8, 16, 16, 32]
+
+
+def test_legacy_sync_period_is_the_specs_and_a_cap_never_scales_down() -> None:
+    slow = avg_spec(1, max_replicas=200, legacy_sync_period_s=30)
+    assert [r for _, r in run_legacy(15, 60, slow)] == [4, 4, 8, 8, 16]
+    state = PolicyState(scale_up_events=(ScaleEvent(NOW - 5, 6),))  # 4 -> 10 five seconds ago
+    decision, _ = decide(avg_spec(1, max_replicas=200), state, observe(10, *[100] * 10), NOW)
+    assert decision.desired_replicas == 10  # base 4: cap max(8, 4) = 8, held at the current 10
     assert reason(decision, "ScalingLimited") == "ScaleUpLimit"
 
 

@@ -34,6 +34,7 @@ from autoscaler.policy.hpa import (
     external_metric_replicas,
     limit_legacy,
     limit_with_behavior,
+    period_start,
     record_scale_event,
     stabilize_behavior,
     stabilize_legacy,
@@ -216,8 +217,11 @@ def decide(
             state.recommendations, raw, now, spec.downscale_stabilization_s
         )
         stages.append(Stage("stabilization", raw, stabilized, able.reason, able.message))
+        start = period_start(
+            current, state.scale_up_events, state.scale_down_events, now, spec.legacy_sync_period_s
+        )
         desired, limited = limit_legacy(
-            stabilized, current, spec.min_replicas, spec.max_replicas, spec.legacy_scale_up_factor
+            stabilized, current, spec.min_replicas, spec.max_replicas, spec.legacy_scale_up_factor, start
         )
     else:
         stabilized, history, able = stabilize_behavior(
@@ -275,18 +279,18 @@ def _next_state(
 
 
 def record_rescale(spec: AutoscalerSpec, state: PolicyState, now: float, old: int, new: int) -> PolicyState:
-    """Call after the scale write succeeded (upstream stores events only then, and only with behavior)."""
+    """Call after the scale write succeeded (upstream stores events only then, and only with
+    behavior; without it they are kept for one sync period, for the legacy cap's period start)."""
     scaled_to_zero = new == 0 and old > 0 and spec.min_replicas == 0
-    if spec.behavior is None or new == old:
+    if new == old:
         return replace(state, scaled_to_zero=scaled_to_zero)
+    behavior = spec.behavior
     if new > old:
-        events = record_scale_event(
-            state.scale_up_events, new - old, now, spec.behavior.scale_up.longest_period_s
-        )
+        period = behavior.scale_up.longest_period_s if behavior else spec.legacy_sync_period_s
+        events = record_scale_event(state.scale_up_events, new - old, now, period)
         return replace(state, scale_up_events=events, scaled_to_zero=scaled_to_zero)
-    events = record_scale_event(
-        state.scale_down_events, old - new, now, spec.behavior.scale_down.longest_period_s
-    )
+    period = behavior.scale_down.longest_period_s if behavior else spec.legacy_sync_period_s
+    events = record_scale_event(state.scale_down_events, old - new, now, period)
     return replace(state, scale_down_events=events, scaled_to_zero=scaled_to_zero)
 
 

@@ -16,6 +16,9 @@ DEFAULT_DOWNSCALE_STABILIZATION_S = 300  # --horizontal-pod-autoscaler-downscale
 SYNC_PERIOD_S = 15  # --horizontal-pod-autoscaler-sync-period
 LEGACY_SCALE_UP_FACTOR = 2.0  # hard-coded in horizontal.go (the upstream tests use 8)
 LEGACY_SCALE_UP_MINIMUM = 4.0
+# --horizontal-pod-autoscaler-sync-period: upstream decides once per period, so the legacy cap
+# (factor x current) holds per period; infscale decides more often and keeps it per period
+DEFAULT_SYNC_PERIOD_S = 15
 
 
 class SelectPolicy(StrEnum):
@@ -393,6 +396,7 @@ class AutoscalerSpec:
     tolerance: float = DEFAULT_TOLERANCE  # cluster flag; per-direction values live in behavior
     downscale_stabilization_s: int = DEFAULT_DOWNSCALE_STABILIZATION_S  # legacy path window
     legacy_scale_up_factor: float = LEGACY_SCALE_UP_FACTOR  # upstream's tests run with 8
+    legacy_sync_period_s: int = DEFAULT_SYNC_PERIOD_S  # the legacy cap's period, whatever the tick
     max_metric_age_s: float | None = None  # older readings count as missing; None: never stale (as the HPA)
     cold_start: ColdStartSpec | None = None
     prediction: PredictionSpec | None = None  # None: purely reactive, exactly the HPA

@@ -3,6 +3,7 @@ runs any AutoscalerSpec through decide() (the predictive and KEDA policies use i
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
@@ -86,6 +87,8 @@ def hpa_spec(scenario: Scenario, params: PolicyParams) -> AutoscalerSpec:
         metrics=(MetricSpec(METRIC, TargetType.AVERAGE_VALUE, round(params.target * 1000)),),
         tolerance=params.tolerance,
         downscale_stabilization_s=params.downscale_window_s,
+        # the replay's decision period plays upstream's sync period (whole seconds, as the flag)
+        legacy_sync_period_s=max(1, math.floor(scenario.sync_period_s)),
     )
 
 

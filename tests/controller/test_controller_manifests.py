@@ -23,7 +23,7 @@ from autoscaler.controller.crd import InferenceAutoscalerSpecModel
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy" / "controller"
-KUSTOMIZATIONS = ("", "examples/direct", "examples/hpa-mode")
+KUSTOMIZATIONS = ("", "examples/direct", "examples/hpa-mode", "examples/hpa-mode-before-1.33")
 needs_kubectl = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 
 
@@ -53,7 +53,7 @@ def test_builtin_objects_validate_against_kubernetes_1_37(
 
 
 @needs_kubectl
-@pytest.mark.parametrize("path", ["examples/direct", "examples/hpa-mode"])
+@pytest.mark.parametrize("path", ["examples/direct", "examples/hpa-mode", "examples/hpa-mode-before-1.33"])
 def test_example_autoscalers_validate_against_the_crd_and_the_parser(
     built: dict[str, list[dict[str, Any]]], path: str
 ) -> None:
@@ -89,6 +89,22 @@ def test_hpa_mode_example_reads_the_published_recommendation(built: dict[str, li
     assert metric["external"]["metric"]["name"] == "infscale_desired_replicas"
     assert metric["external"]["target"] == {"type": "AverageValue", "averageValue": "1"}
     assert metric["external"]["metric"]["selector"]["matchLabels"] == {"autoscaler": "llama"}
+    assert hpa["spec"]["behavior"]["scaleUp"]["tolerance"] == "0"
+
+
+@needs_kubectl
+def test_hpa_mode_for_older_clusters_is_the_same_without_tolerance(
+    built: dict[str, list[dict[str, Any]]],
+) -> None:
+    """Before 1.33 (or without its feature gate) an apiserver refuses behavior.*.tolerance."""
+    newer, older = built["examples/hpa-mode"], built["examples/hpa-mode-before-1.33"]
+    assert [o["kind"] for o in older] == [o["kind"] for o in newer]
+    for a, b in zip(newer, older, strict=True):
+        if a["kind"] == "HorizontalPodAutoscaler":
+            for direction in ("scaleUp", "scaleDown"):
+                assert "tolerance" not in b["spec"]["behavior"][direction]
+                a["spec"]["behavior"][direction].pop("tolerance")
+        assert a == b
 
 
 # --- the CRD and the model agree --------------------------------------------------------------
