@@ -29,10 +29,12 @@ import numpy as np
 import numpy.typing as npt
 
 from autoscaler.policy.observation import Observation
+from autoscaler.policy.observe import ClusterFacts, Horizon, HorizonSource, observe
 from replay.engine import Engine, RequestResults
 from replay.fleet import Fleet, Replica
 from replay.metrics import ClusterScrape, MetricPipeline, build_pipeline, cluster_scrape, live_reading
 from replay.policies import ReplayPolicy
+from replay.policies.hpa import DecidePolicy
 from replay.profiles import Scenario
 from replay.trace import Trace
 
@@ -220,24 +222,28 @@ def _observe(
     arrival: F64,
     pending: int,
 ) -> Observation:
+    """The fleet's facts through the policy core's observation builder, as the controller's pods,
+    scale and metrics go through it (autoscaler/policy/observe.py)."""
     if policy.fresh_metrics:  # the ready pods only, as a scrape of the endpoints (Knative's) sees them
         live = _cluster(now, engine, fleet, n_replicas, arrival, pending)
         metrics = {name: live_reading(live, name) for name in policy.metric_names}
     else:
         metrics = {name: pipeline.read(name, now) for name in policy.metric_names}
-    serving = len(fleet.ready_ids) + len(fleet.draining_ids)
+    spec = policy.spec if isinstance(policy, DecidePolicy) else None
+    quantile = policy.lead_quantile
+    horizon = Horizon(HorizonSource.COLD_START_MODEL) if quantile is None else Horizon(quantile=quantile)
+    serving = len(fleet.ready_ids) + len(fleet.draining_ids)  # draining replicas still serve
     if not getattr(policy, "reads_cold_start", True):  # the start-up machine's projections cost most
-        return Observation(
-            spec_replicas=desired, status_replicas=fleet.active_count, ready_pods=serving, metrics=metrics
-        )
+        plain = ClusterFacts(desired, fleet.active_count, serving, metrics)
+        return observe(spec, horizon, plain, now)
     nodes = fleet.node_state(fleet.live_nodes())
-    return Observation(
+    facts = ClusterFacts(
         spec_replicas=desired,
         status_replicas=fleet.active_count,
         ready_pods=serving,
         metrics=metrics,
-        starting_ready_at=fleet.predicted_ready_at(),
-        lead_time_s=_lead_time_s(fleet, policy.lead_quantile),
+        load_samples_s=_load_samples_s(fleet) if quantile is not None else (),
+        gpus_per_replica=fleet.spec.gpus_per_replica,
         # what the cold-start model needs of the cluster (the controller reads the same from nodes
         # and pods): free GPUs, caches, loads in progress and loads about to begin
         free_gpus_per_node=tuple(nodes["free_gpus_per_node"]),
@@ -245,18 +251,17 @@ def _observe(
         weights_cached_nodes=tuple(sorted(nodes["weights_cached"])),
         loading_remaining_gb=tuple(fleet.loading_remaining_gb),
         upcoming_loads_s=fleet.upcoming_loads_s(),
+        projected_ready_at=fleet.predicted_ready_at(),
+        model_lead_time_s=fleet.lead_time_s() if spec is not None else None,  # it reads a horizon
     )
+    return observe(spec, horizon, facts, now)
 
 
-MIN_STARTUPS = 3  # as the controller's horizon source Auto: the model until 3 start-ups were seen
-
-
-def _lead_time_s(fleet: Fleet, quantile: float | None) -> float:
-    if quantile is not None:
-        seen = fleet.startup_durations()
-        if len(seen) >= MIN_STARTUPS:
-            return float(np.quantile(seen, quantile))
-    return fleet.lead_time_s()
+def _load_samples_s(fleet: Fleet) -> tuple[float, ...]:
+    """Scheduled -> Ready of the replicas started during the run, as the controller learns them from
+    pods (the builder adds a node's provisioning when a replica would not fit)."""
+    done = sorted((r.ready_s, r.ready_s - r.scheduled_s) for r in fleet.replicas if r.cold and r.ready_s >= 0)
+    return tuple(load for _, load in done)
 
 
 def _span(r: Replica) -> ReplicaSpan:

@@ -7,8 +7,10 @@ metrics through the fake kube-apiserver against the replay's facts).
 
 The horizon (how far ahead the policy forecasts) is chosen here too:
 
-  prediction absent, or leadTimeSeconds fixed   the policy core's own rule (None here)
-  source ColdStartModel                          the cold-start model (None here: decide() asks it)
+  neither prediction nor capacity, or a fixed    the policy core's own rule (None here)
+  leadTimeSeconds
+  source ColdStartModel                          the cold-start model (decide() asks it, unless the
+                                                 caller projects it: facts.model_lead_time_s)
   source ObservedStartups                        the `quantile` of observed loads, 0 until there are
                                                  `min_samples`
   source Auto (default)                          the observed quantile once `min_samples` were seen,
@@ -18,6 +20,10 @@ An observed load is scheduled -> Ready (pull, weight load, warm-up); a replica t
 with room also waits for one, so the observed horizon adds the model's node provisioning then.
 Replicas starting now are predicted ready at their scheduling time plus a typical load: the observed
 median once there are `min_samples`, else the model's time for one replica on a node with room.
+
+The replay runs the policy core's start-up machine for its fleet, so it knows more than pods show:
+it passes its projections (facts.projected_ready_at, facts.model_lead_time_s) and its start-ups as
+request -> Ready (a node's provisioning included; it does not tell which replicas waited for one).
 
 Pure: facts in, frozen values out.
 """
@@ -80,6 +86,12 @@ class ClusterFacts:
     image_cached_nodes: tuple[int, ...] = ()  # indices into free_gpus_per_node
     weights_cached_nodes: tuple[int, ...] = ()
     loading_remaining_gb: tuple[float, ...] = ()  # known only to the replay today
+    upcoming_loads_s: tuple[float, ...] = ()  # known only to the replay (Observation.upcoming_loads_s)
+    # What a caller with a start-up machine of its own (the replay's fleet) projects instead of the
+    # rules below; None: the rules. The ready times of the replicas in `starting` (any order), and
+    # the time to ready of one more started now (else decide() asks the cold-start model).
+    projected_ready_at: tuple[float, ...] | None = None
+    model_lead_time_s: float | None = None
 
 
 def quantile(values: Sequence[float], q: float) -> float:
@@ -137,8 +149,9 @@ class HorizonView:
         return fit(facts.free_gpus_per_node or (), facts.gpus_per_replica, k)
 
 
-def horizon_view(spec: AutoscalerSpec, horizon: Horizon, facts: ClusterFacts) -> HorizonView:
-    cold = spec.cold_start
+def horizon_view(spec: AutoscalerSpec | None, horizon: Horizon, facts: ClusterFacts) -> HorizonView:
+    """`spec` None: a policy without one (the replay's KPA, static): no horizon, no cold start."""
+    cold = spec.cold_start if spec is not None else None
     samples = facts.load_samples_s
     enough = len(samples) >= horizon.min_samples
     observed = quantile(samples, horizon.quantile) if enough else None
@@ -153,15 +166,25 @@ def horizon_view(spec: AutoscalerSpec, horizon: Horizon, facts: ClusterFacts) ->
 
 
 def _lead_time_s(
-    spec: AutoscalerSpec, horizon: Horizon, facts: ClusterFacts, observed: float | None, provision_s: float
+    spec: AutoscalerSpec | None,
+    horizon: Horizon,
+    facts: ClusterFacts,
+    observed: float | None,
+    provision_s: float,
 ) -> float | None:
+    if spec is None:
+        return None
     prediction = spec.prediction
-    if prediction is None or prediction.lead_time_s is not None:
-        return None
+    if prediction is not None and prediction.lead_time_s is not None:
+        return None  # the spec's fixed horizon
+    if prediction is None and spec.capacity is None:
+        return None  # nothing looks ahead
     if horizon.source is HorizonSource.COLD_START_MODEL:
-        return None
+        return facts.model_lead_time_s
     if observed is None:
-        return 0.0 if horizon.source is HorizonSource.OBSERVED or spec.cold_start is None else None
+        if horizon.source is HorizonSource.OBSERVED or spec.cold_start is None:
+            return 0.0
+        return facts.model_lead_time_s
     known = facts.free_gpus_per_node is not None
     short = (
         known
@@ -171,15 +194,19 @@ def _lead_time_s(
     return observed + (provision_s if short else 0.0)
 
 
-def observe(spec: AutoscalerSpec, horizon: Horizon, facts: ClusterFacts, now: float) -> Observation:
+def observe(spec: AutoscalerSpec | None, horizon: Horizon, facts: ClusterFacts, now: float) -> Observation:
     """The Observation decide() takes, from what the cluster shows at `now`."""
     return observe_with(spec, facts, horizon_view(spec, horizon, facts), now)
 
 
-def observe_with(spec: AutoscalerSpec, facts: ClusterFacts, view: HorizonView, now: float) -> Observation:
+def observe_with(
+    spec: AutoscalerSpec | None, facts: ClusterFacts, view: HorizonView, now: float
+) -> Observation:
     """`observe` with the horizon already worked out (the controller reports it as well)."""
     starting: list[float] = []
-    for replica in facts.starting:
+    if facts.projected_ready_at is not None:
+        starting = list(facts.projected_ready_at)
+    for replica in facts.starting if facts.projected_ready_at is None else ():
         if replica.scheduled_at is not None:
             at = replica.scheduled_at + view.expected_load_s
         elif replica.unschedulable:  # waits for a node first
@@ -187,7 +214,7 @@ def observe_with(spec: AutoscalerSpec, facts: ClusterFacts, view: HorizonView, n
         else:
             at = now + view.expected_load_s
         starting.append(max(at, now))
-    cold = spec.cold_start is not None
+    cold = spec is not None and spec.cold_start is not None
     return Observation(
         spec_replicas=facts.spec_replicas,
         status_replicas=facts.status_replicas,
@@ -199,4 +226,5 @@ def observe_with(spec: AutoscalerSpec, facts: ClusterFacts, view: HorizonView, n
         image_cached_nodes=facts.image_cached_nodes if cold else (),
         weights_cached_nodes=facts.weights_cached_nodes if cold else (),
         loading_remaining_gb=facts.loading_remaining_gb if cold else (),
+        upcoming_loads_s=facts.upcoming_loads_s if cold else (),
     )

@@ -288,11 +288,14 @@ class FakeKube:
         validate_builtin(obj)
         self._commit("deployments", obj)
 
-    def set_replicas(self, namespace: str, name: str, replicas: int) -> None:
-        """Someone else (a user, an HPA) changes the count: the resourceVersion moves."""
+    def set_replicas(
+        self, namespace: str, name: str, replicas: int, *, status_replicas: int | None = None
+    ) -> None:
+        """Someone else (a user, an HPA) changes the count: the resourceVersion moves. The status
+        follows at once unless `status_replicas` says otherwise (pods the ReplicaSet still counts)."""
         dep = copy.deepcopy(self.deployments[(namespace, name)])
         dep["spec"]["replicas"] = replicas
-        dep["status"]["replicas"] = replicas
+        dep["status"]["replicas"] = replicas if status_replicas is None else status_replicas
         self._commit("deployments", dep)
 
     def delete_deployment(self, namespace: str, name: str) -> None:
