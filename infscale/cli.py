@@ -25,6 +25,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "explain an HPA's scaling decision, stage by stage (kubectl get hpa -o yaml, or a what-if document)",
     ),
     "controller": ("autoscaler.controller.cli", "run the predictive controller (InferenceAutoscalers)"),
+    "loadgate": (
+        "autoscaler.loadgate_cli",
+        "a native sidecar: hold one of N load slots (Leases) until the engine is ready",
+    ),
     "coldstart": ("autoscaler.coldstart_cli", "predict replica ready times under shared storage bandwidth"),
     "adapter": ("adapter.cli", "serve engine queue/batch/KV-cache signals to HPAs as external metrics"),
     "replay": (

@@ -574,6 +574,9 @@ class FakeKube:
     async def _autoscalers(self, request: web.Request, namespace: str | None = None) -> web.StreamResponse:
         return await self.machinery.list("inferenceautoscalers", request, namespace)
 
+    async def _get_autoscaler(self, request: web.Request, namespace: str, name: str) -> web.Response:
+        return web.json_response(self._autoscaler(namespace, name))
+
     def _deployment(self, namespace: str, name: str) -> dict[str, Any]:
         dep = self.deployments.get((namespace, name))
         if dep is None:
@@ -882,6 +885,7 @@ _ROUTES: tuple[tuple[str, re.Pattern[str], Callable[..., Awaitable[web.StreamRes
         ("GET", rf"{_LEASES}{_NS}/leases", FakeKube._leases),
         ("GET", rf"{_IA}/inferenceautoscalers", FakeKube._autoscalers),
         ("GET", rf"{_IA}{_NS}/inferenceautoscalers", FakeKube._autoscalers),
+        ("GET", rf"{_IA}{_NS}/inferenceautoscalers{_NAME}", FakeKube._get_autoscaler),
         ("PATCH", rf"{_IA}{_NS}/inferenceautoscalers{_NAME}/status", FakeKube._patch_status),
         ("PUT", rf"{_IA}{_NS}/inferenceautoscalers{_NAME}/status", FakeKube._put_status),
         ("GET", rf"/apis/external.metrics.k8s.io/v1beta1{_NS}/(?P<metric>[^/]+)", FakeKube._external),

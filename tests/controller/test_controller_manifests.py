@@ -23,7 +23,13 @@ from autoscaler.controller.crd import InferenceAutoscalerSpecModel
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy" / "controller"
-KUSTOMIZATIONS = ("", "examples/direct", "examples/hpa-mode", "examples/hpa-mode-before-1.33")
+KUSTOMIZATIONS = (
+    "",
+    "examples/direct",
+    "examples/hpa-mode",
+    "examples/hpa-mode-before-1.33",
+    "examples/loadgate",
+)
 needs_kubectl = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 
 
@@ -53,7 +59,9 @@ def test_builtin_objects_validate_against_kubernetes_1_37(
 
 
 @needs_kubectl
-@pytest.mark.parametrize("path", ["examples/direct", "examples/hpa-mode", "examples/hpa-mode-before-1.33"])
+@pytest.mark.parametrize(
+    "path", ["examples/direct", "examples/hpa-mode", "examples/hpa-mode-before-1.33", "examples/loadgate"]
+)
 def test_example_autoscalers_validate_against_the_crd_and_the_parser(
     built: dict[str, list[dict[str, Any]]], path: str
 ) -> None:
@@ -105,6 +113,46 @@ def test_hpa_mode_for_older_clusters_is_the_same_without_tolerance(
                 assert "tolerance" not in b["spec"]["behavior"][direction]
                 a["spec"]["behavior"][direction].pop("tolerance")
         assert a == b
+
+
+@needs_kubectl
+def test_loadgate_example_runs_the_gate_as_a_native_sidecar(built: dict[str, list[dict[str, Any]]]) -> None:
+    """deploy/components/loadgate on the direct example: the sidecar's flags parse, its probe reaches
+    the port it listens on, its label names the InferenceAutoscaler that sets N, and it may read it."""
+    from autoscaler.loadgate_cli import LoadGateSettings
+
+    objects = built["examples/loadgate"]
+    (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
+    pod = deployment["spec"]["template"]
+    (gate,) = pod["spec"]["initContainers"]
+    assert gate["restartPolicy"] == "Always"
+    assert pod["spec"]["serviceAccountName"] == "infscale-loadgate"
+    assert gate["args"][0] == "loadgate"
+    flags = dict(a.removeprefix("--").split("=", 1) for a in gate["args"][1:])
+    env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in gate["env"]}
+    label = env["INFSCALE_LOADGATE_AUTOSCALER"].removeprefix("metadata.labels['").removesuffix("']")
+    name = pod["metadata"]["labels"][label]
+    settings = LoadGateSettings(
+        storage=flags["storage"],
+        engine_ready_url=flags["engine-ready-url"],
+        listen=flags["listen"],
+        autoscaler=name,
+        namespace="serving",
+        identity="llama-0",
+    )
+    port = int(settings.listen.rpartition(":")[2])
+    (probe_port,) = [
+        p["containerPort"] for p in gate["ports"] if p["name"] == gate["startupProbe"]["httpGet"]["port"]
+    ]
+    assert probe_port == port and gate["startupProbe"]["httpGet"]["path"] == "/acquired"
+    (engine,) = pod["spec"]["containers"]
+    assert settings.engine_ready_url == f"http://127.0.0.1:{engine['ports'][0]['containerPort']}/health"
+    (ia,) = [o for o in objects if o["kind"] == crd.KIND and o["metadata"]["name"] == name]
+    assert ia["spec"]["coldStart"]["maxConcurrentLoads"] == 1
+    (role,) = [o for o in objects if o["kind"] == "Role"]
+    rules = {(r["apiGroups"][0], r["resources"][0]): set(r["verbs"]) for r in role["rules"]}
+    assert rules[("coordination.k8s.io", "leases")] >= {"get", "create", "update"}
+    assert rules[(crd.GROUP, crd.PLURAL)] >= {"get"}
 
 
 # --- the CRD and the model agree --------------------------------------------------------------
