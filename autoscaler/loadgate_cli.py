@@ -23,7 +23,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from autoscaler import loadgate
 from autoscaler.controller import crd
-from common.kubeconfig import KubeconfigError, load_configuration
+from common.kubeconfig import KubeconfigError, api_client, load_configuration
 from common.listen import bind_host, parse_listen
 from common.settings_errors import describe
 
@@ -110,12 +110,11 @@ async def slots_of(kube: Any, namespace: str, name: str) -> int:
 async def _serve(settings: LoadGateSettings) -> int:
     import aiohttp
     from aiohttp import web
-    from kubernetes_asyncio import client
 
     from autoscaler.controller.kube import KubeClient
 
     configuration = await load_configuration(settings.kubeconfig)
-    api = client.ApiClient(configuration=configuration)
+    api = api_client(configuration)
     kube = KubeClient(api)
     session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2.0))
     runner: web.AppRunner | None = None

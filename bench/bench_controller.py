@@ -8,7 +8,7 @@ Set-up: one namespace, 1,000 Deployments of 5 ready pods each (1 GPU a pod, on 6
 an InferenceAutoscaler per Deployment (AverageValue 4 of infscale_queue_size, a Holt forecast, a
 cold-start model, so capacity is read too), the queue at 20 everywhere: 5 replicas wanted, 5 there.
 The fake runs in this process; the controller is the real console script in its own process
-(leader election on, the defaults: each object at least every 5 s, metrics every 0.5 s), so its CPU
+(leader election on, the defaults: each object at least every 15 s, metrics every 0.5 s), so its CPU
 time and memory are its own (/proc/<pid>). The fake refreshes every sample's timestamp every 5 s,
 as the adapter's scrape rounds do, with the values unchanged.
 

@@ -97,3 +97,26 @@ async def load_configuration(kubeconfig: Path | None = None) -> client.Configura
         where = ", ".join(str(p) for p in paths)
         raise KubeconfigError(f"kubeconfig {where}: {exc}") from None
     return configuration
+
+
+def api_client(configuration: client.Configuration) -> client.ApiClient:
+    """An ApiClient that does not look up ~/.netrc and the proxy environment on every request.
+
+    kubernetes-asyncio opens its aiohttp session with trust_env=True: each request then reads the
+    netrc file in a thread and the *_PROXY variables in another (two thread hops a request; at a
+    controller's rates, most of its CPU in a steady state). The proxy the environment names for
+    the API server (HTTPS_PROXY, NO_PROXY, as client-go honours them) is resolved here once."""
+    from aiohttp.helpers import get_env_proxy_for_url
+    from kubernetes_asyncio import client
+    from yarl import URL
+
+    if configuration.proxy is None:
+        try:
+            proxy, _ = get_env_proxy_for_url(URL(str(configuration.host)))
+        except LookupError:  # no proxy for this host
+            proxy = None
+        if proxy is not None:
+            configuration.proxy = str(proxy)
+    api = client.ApiClient(configuration=configuration)
+    api.rest_client.pool_manager._trust_env = False  # the lookups above, once
+    return api

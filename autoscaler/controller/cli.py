@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from autoscaler.controller.settings import ControllerSettings, MetricsSource
-from common.kubeconfig import KubeconfigError, load_configuration
+from common.kubeconfig import KubeconfigError, api_client, load_configuration
 from common.listen import bind_host
 from common.settings_errors import describe
 
@@ -79,7 +79,6 @@ async def _serve(settings: ControllerSettings) -> int:
     import time
 
     from aiohttp import web
-    from kubernetes_asyncio import client
 
     from autoscaler.controller import publish
     from autoscaler.controller.kube import KubeClient
@@ -89,7 +88,7 @@ async def _serve(settings: ControllerSettings) -> int:
     from autoscaler.controller.telemetry import Telemetry, make_app
 
     configuration = await load_configuration(settings.kubeconfig)
-    api = client.ApiClient(configuration=configuration)
+    api = api_client(configuration)
     kube = KubeClient(api, timeout_s=settings.request_timeout_s)
     reader: MetricsReader
     if settings.metrics_source is MetricsSource.ADAPTER:

@@ -83,3 +83,27 @@ async def test_in_cluster_without_a_service_account(monkeypatch: pytest.MonkeyPa
     monkeypatch.delenv("KUBERNETES_SERVICE_PORT", raising=False)
     with pytest.raises(KubeconfigError, match="in-cluster configuration"):
         await load_configuration()
+
+
+@pytest.mark.parametrize(
+    ("env", "proxy"),
+    [
+        ({}, None),
+        ({"HTTPS_PROXY": "http://proxy.corp:3128"}, "http://proxy.corp:3128"),
+        ({"HTTPS_PROXY": "http://proxy.corp:3128", "NO_PROXY": "10.0.0.1"}, None),
+    ],
+)
+async def test_the_client_resolves_the_proxy_once_and_not_per_request(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], proxy: str | None
+) -> None:
+    from kubernetes_asyncio import client
+
+    from common.kubeconfig import api_client
+
+    for name in ("HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy", "HTTP_PROXY", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    async with api_client(client.Configuration(host="https://10.0.0.1:6443")) as api:
+        assert api.configuration.proxy == proxy
+        assert api.rest_client.pool_manager.trust_env is False  # no netrc or proxy lookup a request
