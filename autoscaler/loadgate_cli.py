@@ -62,6 +62,8 @@ class LoadGateSettings(BaseSettings):
 
     @model_validator(mode="after")
     def _one_source_of_n(self) -> Self:
+        if self.autoscaler == "":  # the downward API gives "" for a label the pod does not have
+            raise ValueError("the autoscaler's name is empty: set the pod label infscale.io/autoscaler")
         if (self.slots is None) == (self.autoscaler is None):
             raise ValueError("give exactly one of --slots N or --autoscaler NAME (its maxConcurrentLoads)")
         if not self.namespace or not self.identity:

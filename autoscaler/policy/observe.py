@@ -22,8 +22,8 @@ Replicas starting now are predicted ready at their scheduling time plus a typica
 median once there are `min_samples`, else the model's time for one replica on a node with room.
 
 The replay runs the policy core's start-up machine for its fleet, so it knows more than pods show:
-it passes its projections (facts.projected_ready_at, facts.model_lead_time_s) and its start-ups as
-request -> Ready (a node's provisioning included; it does not tell which replicas waited for one).
+it passes its projections (facts.projected_ready_at, facts.model_lead_time_s); its start-ups are
+scheduled -> Ready, as the controller learns them from pods.
 
 Pure: facts in, frozen values out.
 """

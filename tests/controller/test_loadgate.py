@@ -190,6 +190,7 @@ async def test_the_slot_count_comes_from_the_autoscalers_cold_start() -> None:
     ("values", "problem"),
     [
         ({"slots": 1, "autoscaler": "llama"}, "exactly one of --slots"),
+        ({"autoscaler": ""}, "set the pod label infscale.io/autoscaler"),
         ({}, "exactly one of --slots"),
         ({"slots": 0}, "greater than or equal to 1"),
         ({"slots": 1, "storage": "NFS_1"}, "must be a DNS label"),
