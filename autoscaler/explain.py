@@ -31,37 +31,38 @@ import yaml
 from pydantic import Field, ValidationError
 
 from autoscaler import hpaobject, planview, quantity
-from autoscaler.hpaspec import HpaSpecModel, QuantityValue, _Model, describe_validation_error
+from autoscaler.hpaspec import HpaSpecModel, describe_validation_error
 from autoscaler.policy import forecast
 from autoscaler.policy.decide import Decision, decide
 from autoscaler.policy.hpa import Condition
 from autoscaler.policy.observation import MetricReading, Observation
 from autoscaler.policy.spec import DEFAULT_DOWNSCALE_STABILIZATION_S, DEFAULT_TOLERANCE
 from autoscaler.policy.state import PolicyState, Recommendation, ScaleEvent
+from autoscaler.specbase import QuantityValue, StrictModel
 
 
-class StatusModel(_Model):
+class StatusModel(StrictModel):
     current_replicas: Annotated[int, Field(ge=0, alias="currentReplicas")]
     ready_replicas: Annotated[int | None, Field(ge=0, alias="readyReplicas")] = None
     replicas: Annotated[int | None, Field(ge=0)] = None  # scale.status.replicas; default currentReplicas
 
 
-class AgedRecommendation(_Model):
+class AgedRecommendation(StrictModel):
     age_seconds: Annotated[float, Field(ge=0, alias="ageSeconds")]
     replicas: Annotated[int, Field(ge=0)]
 
 
-class AgedScaleEvent(_Model):
+class AgedScaleEvent(StrictModel):
     age_seconds: Annotated[float, Field(ge=0, alias="ageSeconds")]
     change: int
 
 
-class AgedValue(_Model):
+class AgedValue(StrictModel):
     age_seconds: Annotated[float, Field(gt=0, alias="ageSeconds")]
     value: float
 
 
-class ExplainDocument(_Model):
+class ExplainDocument(StrictModel):
     description: str = ""
     spec: HpaSpecModel
     status: StatusModel

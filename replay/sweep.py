@@ -20,8 +20,8 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from autoscaler.hpaspec import CapacityModel, ColdStartModel
 from autoscaler.policy.spec import ForecasterKind
+from autoscaler.specsections import CapacityModel, ColdStartModel
 from common.selector import Operator, SelectorError, parse_selector
 from replay import report as rep
 from replay.engine import load_kernel

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Self
 from pydantic import Field, ValidationError, model_validator
 
 from autoscaler.controller.kubetime import nano_time, parse_time
-from autoscaler.hpaspec import AutoscalerSpecModel, PredictionModel, _Model, describe_validation_error
+from autoscaler.hpaspec import AutoscalerSpecModel, describe_validation_error
 from autoscaler.policy.forecast import ForecastState
 from autoscaler.policy.observe import (
     DEFAULT_HORIZON_QUANTILE,
@@ -27,6 +27,8 @@ from autoscaler.policy.observe import (
 )
 from autoscaler.policy.spec import AutoscalerSpec
 from autoscaler.policy.state import PolicyState, Recommendation, ScaleEvent
+from autoscaler.specbase import StrictModel
+from autoscaler.specsections import PredictionModel
 
 GROUP = "infscale.io"
 VERSION = "v1alpha1"
@@ -41,7 +43,7 @@ class Mode(StrEnum):
     DRY_RUN = "dryRun"  # decide and report only
 
 
-class HorizonModel(_Model):
+class HorizonModel(StrictModel):
     source: HorizonSource = HorizonSource.AUTO
     quantile: Annotated[float, Field(ge=0.5, le=0.99)] = DEFAULT_HORIZON_QUANTILE
     min_samples: Annotated[int, Field(ge=1, le=256, alias="minSamples")] = DEFAULT_MIN_STARTUP_SAMPLES

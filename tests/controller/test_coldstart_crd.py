@@ -11,8 +11,8 @@ from controller_harness import autoscaler
 from fake_apiserver import apply_defaults, crd_schema, validate_custom
 
 from autoscaler.controller import crd
-from autoscaler.hpaspec import ColdStartModel
 from autoscaler.policy.spec import ColdStartSpec, CompileCache, GateScope
+from autoscaler.specsections import ColdStartModel
 
 FULL = {
     "weightsGB": 140,
