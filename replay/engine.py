@@ -106,6 +106,7 @@ class Engine:
                 block_tokens,
                 lru_cap,
                 table,
+                1 if profile.prefix_caching else 0,
             ],
             dtype=np.int64,
         )

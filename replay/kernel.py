@@ -31,8 +31,8 @@ import numpy as np
 
 # per-request int columns
 Q_IN, Q_OUT, Q_STATE, Q_GEN, Q_COMP, Q_BLOCKS, Q_DECBASE = 0, 1, 2, 3, 4, 5, 6
-Q_NEXT, Q_PREV, Q_WNEXT, Q_HPOS, Q_PREEMPT, Q_HIT, Q_REP = 7, 8, 9, 10, 11, 12, 13
-QI_COLUMNS = 14
+Q_NEXT, Q_PREV, Q_WNEXT, Q_HPOS, Q_PREEMPT, Q_HIT, Q_REP, Q_KEPT = 7, 8, 9, 10, 11, 12, 13, 14
+QI_COLUMNS = 15
 # request states
 ST_NEW, ST_WAIT, ST_PREFILL, ST_DECODE, ST_DONE, ST_DROPPED = 0, 1, 2, 3, 4, 5
 # per-request float columns
@@ -49,6 +49,7 @@ RF_T0, RF_D0, RF_G, RF_TEND, RF_LASTFIN = 0, 1, 2, 3, 4
 RF_COLUMNS = 5
 # int parameters
 P_BUDGET, P_SEQS, P_BLOCKS, P_BS, P_MIXED, P_PREFIX, P_PBT, P_LRU_CAP, P_HT = 0, 1, 2, 3, 4, 5, 6, 7, 8
+P_KEEP = 9  # prefix caching on (with or without block ids): a preempted request keeps its full blocks
 # float parameters
 F_BASE, F_PREFILL, F_ATTN, F_DECODE, F_CONTEXT = 0, 1, 2, 3, 4
 # global ints
@@ -304,13 +305,18 @@ def _dec_cum(hist, r, ds0, steps, n, bs):
 
 @jit
 def _preempt(qi, ri, hist, hk, hr, pi, r, q):
-    """Recompute preemption: q's blocks are freed, its progress dropped; it waits at the front."""
+    """Recompute preemption: q's blocks are freed, its progress dropped; it waits at the front.
+    With prefix caching its full blocks stay cached (Q_KEPT, scheduler.py's Request.kept)."""
     if qi[q, Q_STATE] == ST_DECODE:
         held = _dec_remove(qi, ri, hist, hk, hr, pi, r, q)
+        computed = qi[q, Q_IN] + qi[q, Q_GEN] - 1
     else:
         held = qi[q, Q_BLOCKS]
+        computed = qi[q, Q_COMP]
         if ri[r, R_PART] == q:
             ri[r, R_PART] = -1
+    if pi[P_KEEP] == 1:
+        qi[q, Q_KEPT] = computed // pi[P_BS] * pi[P_BS]
     ri[r, R_FREE] += held
     qi[q, Q_BLOCKS] = 0
     qi[q, Q_COMP] = 0
@@ -470,8 +476,9 @@ def _plan(t, r, qi, qf, ri, rf, hist, hk, hr, pi, pf, poff, pids, hslot, lkey, l
             q = ri[r, R_WHEAD]
             hit = _prefix_hit(qi, poff, pids, hslot, lkey, pi, r, q) if pi[P_PREFIX] == 1 else 0
             tokens = qi[q, Q_IN] + qi[q, Q_GEN]
-            new = min(tokens - hit, left)
-            need = _cdiv(hit + new, bs)
+            start = max(hit, min(qi[q, Q_KEPT], tokens - 1))
+            new = min(tokens - start, left)
+            need = _cdiv(start + new, bs)
             # in mixed batches the decodes' blocks for this step come first
             reserve = hist[r, (1 - ds) % bs] if mixed else 0
             if need + reserve > ri[r, R_FREE]:
@@ -482,7 +489,8 @@ def _plan(t, r, qi, qf, ri, rf, hist, hk, hr, pi, pf, poff, pids, hslot, lkey, l
                 ri[r, R_PH] += hit
                 qi[q, Q_HIT] += hit
                 _prefix_use(qi, ri, poff, pids, hslot, lkey, lprev, lnext, pi, r, q, hit // pi[P_PBT], False)
-            qi[q, Q_COMP] = hit
+            qi[q, Q_COMP] = start
+            qi[q, Q_KEPT] = 0
             qi[q, Q_BLOCKS] = need
             ri[r, R_FREE] -= need
             qi[q, Q_STATE] = ST_PREFILL
@@ -491,9 +499,9 @@ def _plan(t, r, qi, qf, ri, rf, hist, hk, hr, pi, pf, poff, pids, hslot, lkey, l
             _run_append(qi, ri, r, q)
             if hfirst < 0:
                 hfirst = q
-            tailnew = new if new < tokens - hit else -1
+            tailnew = new if new < tokens - start else -1
             prefill += new
-            pairs += new * hit + new * (new + 1) // 2
+            pairs += new * start + new * (new + 1) // 2
             left -= new
             admitted += 1
     decadv = 1

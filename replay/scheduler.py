@@ -15,7 +15,10 @@ The model is vLLM V1's scheduler (vllm/v1/core/sched/scheduler.py), per step:
   2. only if nothing was preempted: waiting requests, FCFS (preempted ones first), while budget,
      max_num_seqs and free blocks allow; the first that does not fit stops admission. With
      prefix caching, a request's prompt blocks the replica has already computed are not computed
-     again (the Mooncake traces' 512-token block ids);
+     again (the Mooncake traces' 512-token block ids), nor are a preempted request's own full KV
+     blocks: vLLM frees them with their hash kept, so the request comes back once those blocks and
+     its next chunk fit, rather than re-prefilling a prompt near the KV budget that is preempted
+     again before it completes (a livelock that advanced the decodes beside it a token a cycle);
   3. the step takes profile.step_s(...) of its composition; at its end every request whose tokens
      are all computed emits one token: a request's first token comes at the end of the step that
      completes its own prefill, and it finishes with its last.
@@ -69,6 +72,7 @@ class Request:
     preemptions: int = 0
     prefix_hit_tokens: int = 0
     prefilled: bool = False  # its (re)computed prompt is done: it decodes
+    kept: int = 0  # tokens of its own KV still cached since its preemption (prefix caching)
     aborted: bool = False
 
     @property
@@ -240,6 +244,8 @@ class StepScheduler:
         return budget
 
     def _preempt(self, r: Request) -> None:
+        if self.profile.prefix_caching:  # its full blocks stay cached until it comes back
+            r.kept = r.computed // self.profile.block_size * self.profile.block_size
         self.free_blocks += r.blocks
         r.blocks = 0
         r.computed = 0
@@ -252,14 +258,18 @@ class StepScheduler:
         while self.waiting and budget > 0 and len(self.running) < p.max_num_seqs:
             r = self.waiting[0]
             hit = self._prefix_hit(r) if p.prefix_caching else 0
-            new = min(r.tokens - hit, budget)
-            need = blocks_for(hit + new, p.block_size)
+            # its own kept blocks could only have been evicted while fewer were free than they fill,
+            # when it could not be admitted anyway
+            start = max(hit, min(r.kept, r.tokens - 1))
+            new = min(r.tokens - start, budget)
+            need = blocks_for(start + new, p.block_size)
             if need > self.free_blocks:
                 return
             self.waiting.popleft()
             if p.prefix_caching:
                 self._touch(r, hit)
-            r.computed = hit
+            r.computed = start
+            r.kept = 0
             r.blocks = need
             self.free_blocks -= need
             if math.isnan(r.admitted_s):

@@ -143,6 +143,45 @@ def test_kv_exhaustion_preempts_the_newest_request_which_recomputes() -> None:
     assert ref.preemptions == [0, 1]
 
 
+@pytest.mark.parametrize("with_block_ids", [True, False])
+def test_a_preempted_prompt_near_the_kv_budget_keeps_its_blocks_instead_of_thrashing(
+    with_block_ids: bool,
+) -> None:
+    # 256 KV blocks: two decodes with 1,000-token prompts hold 126 blocks and more, so a 3,584-token
+    # prompt (224 blocks) cannot complete beside them and is preempted once its chunks fill the rest.
+    # Recomputed from scratch (prefix caching off, as vLLM then does) it is re-admitted at once and
+    # preempted again a few chunks later, over and over while the decodes advance a few tokens a
+    # cycle. With prefix caching its own full blocks stay cached (vLLM frees them with their hash):
+    # it comes back only when they and its next chunk fit, so the decodes run on at full speed
+    p = EngineProfile(
+        max_num_seqs=64,
+        max_num_batched_tokens=512,
+        kv_budget_tokens=4_096,
+        prefix_caching=True,
+        step_base_s=0.01,
+        prefill_token_s=1e-4,
+        prefill_attention_s=0.0,
+        decode_request_s=0.0,
+        decode_context_s=0.0,
+    )
+    arrival, inputs, outputs = [0.0, 0.0, 1.0], [1_000, 1_000, 3_584], [600, 600, 1]
+    blocks = [[1, 2], [3, 4], list(range(10, 17))] if with_block_ids else None
+    prefix = None
+    if blocks is not None:
+        prefix = PrefixBlocks(np.array([0, 2, 4, 11]), np.array([x for b in blocks for x in b]))
+    thrash = reference_run(replace(p, prefix_caching=False), arrival, inputs, outputs)
+    ref = reference_run(p, arrival, inputs, outputs, prefix_blocks=blocks)
+    got = fast(p, arrival, inputs, outputs, prefix=prefix)
+    assert thrash.preemptions[2] > 100
+    assert ref.preemptions == [0, 0, 2]
+    assert got.preemptions.tolist() == ref.preemptions
+    np.testing.assert_allclose(got.first_token_s, ref.first_token_s, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(got.finished_s, ref.finished_s, rtol=0, atol=1e-9)
+    # the decodes no longer wait for a prefill chunk every other step: 600 tokens at 10 ms a step
+    # plus the prompts' chunks and the long prompt's last pass
+    assert ref.finished_s[1] < 7.0 < 20.0 < thrash.finished_s[1]
+
+
 def test_max_num_seqs_holds_requests_in_the_queue_fcfs() -> None:
     p = replace(STEPS, max_num_seqs=2, kv_budget_tokens=10_000)
     ref = both(p, [0.0] * 4, [1] * 4, [3] * 4)

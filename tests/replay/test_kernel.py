@@ -11,7 +11,7 @@ from replay import kernel as k
 def test_prefix_hash_table_finds_inserts_and_deletes_as_a_dict_does() -> None:
     rng = np.random.default_rng(3)
     slots, replicas, cap = 64, 2, 24  # at most cap entries a replica: the table stays under half full
-    pi = np.zeros(9, dtype=np.int64)
+    pi = np.zeros(10, dtype=np.int64)
     pi[k.P_HT] = slots
     hslot = np.full(replicas * slots, -1, dtype=np.int64)
     lkey = np.full(replicas * cap, -1, dtype=np.int64)
