@@ -112,6 +112,37 @@ class KubeClient:
             raise KubeError(0, "ConnectionError", f"{what}: {exc}") from exc
         return result
 
+    async def request_body(
+        self, path: str, *, query: Sequence[tuple[str, str]] = (), what: str = ""
+    ) -> bytes:
+        """One GET; the answer's body as it came (the caller parses it, or reuses the last parse when
+        the bytes are the same), or KubeError."""
+        what = what or f"GET {path}"
+        try:
+            response = await self.api.call_api(
+                path,
+                "GET",
+                query_params=list(query),
+                header_params={"Accept": "application/json"},
+                auth_settings=["BearerToken"],
+                _return_http_data_only=True,
+                _preload_content=False,
+                _request_timeout=self.timeout_s,
+            )
+            async with response:
+                body: bytes = await response.read()
+                if not 200 <= response.status <= 299:
+                    error = ApiException(status=response.status, reason=response.reason)
+                    error.body = body
+                    raise error
+        except ApiException as exc:
+            raise _from_api_exception(exc, what) from exc
+        except TimeoutError as exc:
+            raise KubeError(0, "Timeout", f"{what}: no answer within {self.timeout_s:g} s") from exc
+        except aiohttp.ClientError as exc:
+            raise KubeError(0, "ConnectionError", f"{what}: {exc}") from exc
+        return body
+
     # --- targets and their /scale --------------------------------------------------------------
 
     async def plural(self, ref: TargetRef) -> str:

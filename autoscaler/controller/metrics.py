@@ -8,8 +8,9 @@ policy then holds and never scales down (upstream's rule).
 
 from __future__ import annotations
 
+import json
 import ssl
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -27,6 +28,7 @@ from common.status import parse_status
 
 API_PREFIX = "/apis/external.metrics.k8s.io/v1beta1"
 SERVICE_ACCOUNT_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+_MAX_LAST = 4096  # parses kept for reuse: one per (namespace, metric, selector) read
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +93,22 @@ def reading_from_list(data: Any, now: float) -> MetricReading:
 
 
 class _Reads:
-    """`read` in terms of `read_items`."""
+    """`read` in terms of `read_items`; and the last parse of each read, reused while its answer's
+    bytes stay the same (an adapter's answer changes once per scrape round, read many times between)."""
+
+    _last: dict[tuple[str, str, str], tuple[bytes, MetricList]]
+
+    def _parsed(
+        self, read: tuple[str, str, str], body: bytes, now: float, parse: Callable[[bytes], MetricList]
+    ) -> MetricList:
+        last = self._last.get(read)
+        if last is not None and last[0] == body:
+            return MetricList(last[1].items, last[1].error, now)
+        answer = parse(body)
+        if len(self._last) >= _MAX_LAST:  # reads of autoscalers long gone: start again
+            self._last.clear()
+        self._last[read] = (body, answer)
+        return answer
 
     async def read_items(self, namespace: str, name: str, selector: str, now: float) -> MetricList:
         raise NotImplementedError
@@ -105,16 +122,25 @@ class ApiMetricsReader(_Reads):
 
     def __init__(self, kube: KubeClient) -> None:
         self.kube = kube
+        self._last = {}
 
     async def read_items(self, namespace: str, name: str, selector: str, now: float) -> MetricList:
         query = [("labelSelector", selector)] if selector else []
         try:
-            data = await self.kube.request(
-                "GET", metric_path(namespace, name), query=query, what=f"read {name}"
+            body = await self.kube.request_body(
+                metric_path(namespace, name), query=query, what=f"read {name}"
             )
         except KubeError as exc:
             return MetricList(None, str(exc), now)
-        return parse_items(data, now)
+
+        def parse(body: bytes) -> MetricList:
+            try:
+                data: Any = json.loads(body)
+            except ValueError:  # as the kubernetes client gives it: the text, not an ExternalMetricValueList
+                data = body.decode("utf-8", "replace")
+            return parse_items(data, now)
+
+        return self._parsed((namespace, name, selector), body, now, parse)
 
     async def close(self) -> None:
         return None
@@ -139,6 +165,7 @@ class AdapterMetricsReader(_Reads):
         elif ca_file is not None:
             verify = ssl.create_default_context(cafile=str(ca_file))
         self.token_file = token_file
+        self._last = {}
         self.client = httpx.AsyncClient(
             base_url=base_url.rstrip("/"), timeout=timeout_s, verify=verify, transport=transport
         )
@@ -162,11 +189,15 @@ class AdapterMetricsReader(_Reads):
             status = parse_status(response.content)  # a Status; anything else is quoted as it came
             message = status.message if status and status.message else response.text[:300]
             return MetricList(None, f"{where}: {response.status_code} {message}", now)
-        try:
-            data = response.json()
-        except ValueError:
-            return MetricList(None, f"{where}: the answer is not JSON", now)
-        return parse_items(data, now)
+
+        def parse(body: bytes) -> MetricList:
+            try:
+                data = json.loads(body)
+            except ValueError:
+                return MetricList(None, f"{where}: the answer is not JSON", now)
+            return parse_items(data, now)
+
+        return self._parsed((namespace, name, selector), response.content, now, parse)
 
     async def close(self) -> None:
         await self.client.aclose()
