@@ -81,9 +81,10 @@ async def _serve(settings: ControllerSettings) -> int:
     from aiohttp import web
 
     from autoscaler.controller import publish
+    from autoscaler.controller.driver import run
     from autoscaler.controller.kube import KubeClient
     from autoscaler.controller.leader import LeaderElector
-    from autoscaler.controller.loop import Controller, run
+    from autoscaler.controller.loop import Controller
     from autoscaler.controller.metrics import AdapterMetricsReader, ApiMetricsReader, MetricsReader
     from autoscaler.controller.telemetry import Telemetry, make_app
 

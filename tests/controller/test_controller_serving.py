@@ -159,7 +159,8 @@ async def test_run_keeps_electing_after_an_unexpected_election_error() -> None:
     tick on, healthy and never leading again): it is logged, counted and retried."""
     from typing import Any, cast
 
-    from autoscaler.controller.loop import Controller, run
+    from autoscaler.controller.driver import run
+    from autoscaler.controller.loop import Controller
 
     stop = asyncio.Event()
     elector = FlakyElector(stop)

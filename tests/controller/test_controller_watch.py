@@ -166,7 +166,7 @@ async def test_every_rescale_is_one_info_line(caplog: pytest.LogCaptureFixture) 
         env.start(2, autoscaler(behavior=FAST))
         env.queue(24)
         controller = env.controller()
-        with caplog.at_level(logging.INFO, logger="autoscaler.controller.loop"):
+        with caplog.at_level(logging.INFO, logger="autoscaler.controller.effects"):
             assert only(await controller.step()).scaled_to == 6
         lines = [r.getMessage() for r in caplog.records if "scaled" in r.getMessage()]
         assert lines == [f"{NS}/{NAME}: scaled Deployment {NAME} from 2 to 6: {QUEUE} above target"]

@@ -1,0 +1,136 @@
+"""A reconcile's snapshot of the cluster (plan.py's `Snapshot`), from the informer caches and the
+shared metric reads; the target's scale and its pods' facts are re-derived only when a
+resourceVersion moved."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from autoscaler.controller.cache import Caches, scale_of
+from autoscaler.controller.crd import Autoscaler, Mode
+from autoscaler.controller.kube import KubeClient, KubeError, Scale
+from autoscaler.controller.metriccache import MetricCache
+from autoscaler.controller.plan import Snapshot
+from autoscaler.controller.podfacts import PodFacts, summarize
+from autoscaler.controller.settings import ControllerSettings
+from autoscaler.controller.telemetry import Telemetry
+from common.selector import parse_selector
+
+log = logging.getLogger(__name__)
+
+
+class Snapshots:
+    def __init__(
+        self,
+        settings: ControllerSettings,
+        kube: KubeClient,
+        caches: Caches,
+        metrics: MetricCache,
+        telemetry: Telemetry,
+    ) -> None:
+        self.settings = settings
+        self.kube = kube
+        self.caches = caches
+        self.metrics = metrics
+        self.telemetry = telemetry
+        self._pod_facts: dict[str, tuple[tuple[tuple[str, str], ...], PodFacts]] = {}  # key -> (pods, facts)
+        self._scales: dict[str, Scale] = {}  # key -> its target's scale, as of a resourceVersion
+
+    def forget(self, key: str) -> None:
+        self._pod_facts.pop(key, None)
+        self._scales.pop(key, None)
+
+    async def take(self, a: Autoscaler, now: float) -> Snapshot:
+        scale, scale_error = await self._scale(a)
+        target = (a.namespace, a.target.group, a.target.kind, a.target.name)
+        selector = parse_selector(scale.selector) if scale is not None and scale.selector else None
+        self.caches.watch(a.key, target, selector)
+        pods = (
+            self._facts(a.key, self.caches.pods_matching(a.namespace, selector))
+            if selector is not None
+            else None
+        )
+        self.metrics.use(a.key, a.namespace, a.spec.metrics)
+        readings = await self.metrics.readings(a.key, a.namespace, a.spec.metrics, now)
+        for m in a.spec.metrics:
+            r = readings[m.name]
+            if r.values_milli is None:
+                self.telemetry.errors.labels("read_metric").inc()
+                log.info("%s: metric %s: %s", a.key, m.name, r.error)
+        gpu, gpu_error = (None, "")
+        if a.spec.cold_start is not None:
+            gpu, gpu_error = await self.caches.gpu_nodes(self.settings.request_timeout_s)
+        foreign: tuple[str, ...] = ()
+        hpa_error = ""
+        siblings: tuple[str, ...] = ()
+        if a.mode is Mode.DIRECT:
+            if not self.caches.hpas.synced.is_set():
+                why = self.caches.hpas.last_error or "listing"
+                hpa_error = f"the HorizontalPodAutoscalers are not listed yet: {why}"
+            foreign = tuple(sorted(_name(h) for h in self.caches.hpas_in(a.namespace) if _targets(h, a)))
+            siblings = tuple(sorted(k.partition("/")[2] for k in self.caches.actuators(target) if k != a.key))
+        return Snapshot(
+            scale=scale,
+            scale_error=scale_error,
+            pods=pods,
+            readings=readings,
+            gpu=gpu,
+            gpu_error=gpu_error,
+            foreign_hpas=foreign,
+            hpa_error=hpa_error,
+            siblings=siblings,
+        )
+
+    def _facts(self, key: str, pods: list[dict[str, Any]]) -> PodFacts:
+        """summarize() again only when a pod changed (a resourceVersion moved, a pod came or went)."""
+        versions = tuple(
+            (str(p["metadata"].get("name", "")), str(p["metadata"].get("resourceVersion", ""))) for p in pods
+        )
+        cached = self._pod_facts.get(key)
+        if cached is not None and cached[0] == versions:
+            return cached[1]
+        facts = summarize(pods)
+        self._pod_facts[key] = (versions, facts)
+        return facts
+
+    async def _scale(self, a: Autoscaler) -> tuple[Scale | None, str]:
+        informer = self.caches.target_informer(a.target)
+        if informer is None:  # a kind without a cache: its /scale, read each time
+            try:
+                return await self.kube.get_scale(a.namespace, a.target), ""
+            except KubeError as exc:
+                self.telemetry.errors.labels("get_scale").inc()
+                return None, str(exc)
+        if not informer.synced.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(informer.synced.wait(), timeout=self.settings.request_timeout_s)
+        if not informer.synced.is_set():
+            self.telemetry.errors.labels("get_scale").inc()
+            why = informer.last_error or "listing"
+            return None, f"get scale of {a.target}: the {informer.name} cache is not synced: {why}"
+        obj = informer.get(f"{a.namespace}/{a.target.name}")
+        version = str(((obj or {}).get("metadata") or {}).get("resourceVersion") or "")
+        cached = self._scales.get(a.key)
+        if obj is not None and cached is not None and cached.resource_version == version:
+            return cached, ""
+        if obj is None:
+            return (
+                None,
+                f'get scale of {a.target}: {informer.name}.{a.target.group} "{a.target.name}" not found',
+            )
+        scale = self._scales[a.key] = scale_of(obj)
+        return scale, ""
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name", ""))
+
+
+def _targets(hpa: Mapping[str, Any], a: Autoscaler) -> bool:
+    ref = (hpa.get("spec") or {}).get("scaleTargetRef") or {}
+    group = str(ref.get("apiVersion") or "").rpartition("/")[0]
+    return ref.get("kind") == a.target.kind and ref.get("name") == a.target.name and group == a.target.group
