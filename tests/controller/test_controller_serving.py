@@ -134,6 +134,37 @@ async def test_adapter_reader_odd_answers_are_failed_reads(status: int, body: by
     assert reading.values_milli is None and error in reading.error
 
 
+async def test_adapter_reader_parses_an_answer_again_only_when_its_bytes_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from autoscaler.controller import metrics
+
+    parsed: list[int] = []
+    real = metrics.parse_items
+    monkeypatch.setattr(metrics, "parse_items", lambda data, now: parsed.append(1) or real(data, now))
+    values = ["3", "3", "5"]
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        item = {
+            "metricName": QUEUE,
+            "metricLabels": {"app": NAME},
+            "timestamp": rfc3339(T0),
+            "value": values.pop(0),
+        }
+        return httpx.Response(200, json={"kind": "ExternalMetricValueList", "items": [item]})
+
+    reader = AdapterMetricsReader(
+        "https://adapter.example", timeout_s=1, token_file=None, transport=httpx.MockTransport(answer)
+    )
+    try:
+        answers = [await reader.read_items(NS, QUEUE, "", T0 + t) for t in (1.0, 2.0, 3.0)]
+    finally:
+        await reader.close()
+    assert [a.items[0].value_milli for a in answers if a.items] == [3000, 3000, 5000]
+    assert [a.read_at for a in answers] == [T0 + 1.0, T0 + 2.0, T0 + 3.0]  # each read's own time
+    assert answers[1].items is answers[0].items and len(parsed) == 2  # the same bytes: not parsed again
+
+
 class FlakyElector:
     """Leader election whose kube reads blow up twice with an unexpected error, then stop the run."""
 
