@@ -28,7 +28,6 @@ The model of one replica that receives x requests/s of p prompt and o output tok
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 from typing import NamedTuple
 
 from autoscaler.policy.spec import ReplicaProfile, SloTarget
@@ -93,7 +92,12 @@ def size(
     p = demand.prompt_tokens / lam
     o = max(demand.output_tokens / lam, 1.0)  # every request produces at least its first token
     base = profile.step_base_s / speed
-    w = work_per_request(profile, p, o, speed)
+    # the per-token costs, once (work_per_request, _prefill_rate and _decode_rate in one place)
+    a_token = profile.prefill_s_per_token + profile.prefill_s_per_attention_pair * 0.5 * (p + 1.0)
+    d_token = profile.decode_s_per_request + profile.decode_s_per_context_token * (p + 0.5 * o)
+    w = (a_token * p + d_token * o) / speed
+    a = a_token / speed
+    d = d_token / speed
     context = p + 0.5 * o
     # decode: utilization at the TPOT target, and the batch and KV ceilings as a rate per replica
     rho_tpot = MAX_UTILIZATION if slo.tpot_s is None else min(1.0 - base / slo.tpot_s, MAX_UTILIZATION)
@@ -111,30 +115,36 @@ def size(
         binding = "batch" if seqs == profile.max_num_seqs else "kv"
     replicas = max(1, math.ceil(n - 1e-9))
     # prefill: the least count whose TTFT tail fits, searched from the decode bound up
-    for _ in range(2 if p > 0.0 else 0):  # the prefill rate depends on the batch, hence on the count
-        rate = _prefill_rate(profile, lam / replicas, p, o, base, w, speed)
-        service = p / rate
-        step = base / max(1.0 - lam * w / replicas, 1e-3)
-        slack = slo.ttft_s - service - step
-        if slo.ttft_tokens_per_s is not None:
-            slack += p / slo.ttft_tokens_per_s
-        slack = max(slack, MIN_SLACK_SHARE * service)
-        offered = lam * service
-        ttft_n = _erlang_servers(
-            _quantize(offered), _quantize(slack / service * 2.0 / (1.0 + SERVICE_CV2)), 1.0 - slo.attainment
-        )
-        if ttft_n <= replicas:
-            break
-        replicas, binding = ttft_n, "ttft"
+    rate, rate_at = 0.0, 0  # the prefill rate at `rate_at` replicas (0: not computed yet)
+    if p > 0.0:
+        tail = 1.0 - slo.attainment
+        ttft_s = slo.ttft_s
+        ttft_tokens = slo.ttft_tokens_per_s
+        for _ in range(2):  # the prefill rate depends on the batch, hence on the count
+            rate = _prefill_rate_of(profile, lam / replicas, o, base, w, a, d)
+            rate_at = replicas
+            service = p / rate
+            step = base / max(1.0 - lam * w / replicas, 1e-3)
+            slack = ttft_s - service - step
+            if ttft_tokens is not None:
+                slack += p / ttft_tokens
+            slack = max(slack, MIN_SLACK_SHARE * service)
+            offered = lam * service
+            slack_services = slack / service * 2.0 / (1.0 + SERVICE_CV2)
+            ttft_n = _ttft_servers(_log_step(offered), _log_step(slack_services), tail)
+            if ttft_n <= replicas:
+                break
+            replicas, binding = ttft_n, "ttft"
     replicas = min(replicas, limit)
-    rho = lam * w / replicas
+    if rate_at != replicas:
+        rate = _prefill_rate_of(profile, lam / replicas, o, base, w, a, d)
     return Sizing(
         replicas,
         binding,
-        _prefill_rate(profile, lam / replicas, p, o, base, w, speed),
-        _decode_rate(profile, slo, base, p, o, speed, seqs),
+        rate,
+        _decode_rate_of(profile, slo, base, d, seqs),
         lam / replicas,
-        rho,
+        lam * w / replicas,
     )
 
 
@@ -153,6 +163,13 @@ def _prefill_rate(
     full steps of prompt chunks beside the decodes (vLLM V1), of prompt chunks alone (prefill-first
     engines, whose decodes wait), or whole prompts without a token budget."""
     a = prefill_token_s(profile, p) / speed
+    return _prefill_rate_of(profile, x, o, base, w, a, decode_token_s(profile, p, o) / speed)
+
+
+def _prefill_rate_of(
+    profile: ReplicaProfile, x: float, o: float, base: float, w: float, a: float, d: float
+) -> float:
+    """_prefill_rate with the per-token prefill (a) and decode (d) costs at this speed given."""
     budget = profile.max_batched_tokens
     if budget is None:
         return 1.0 / a
@@ -161,7 +178,6 @@ def _prefill_rate(
     rho = min(x * w, 0.95)
     batch = min(x * o * base / (1.0 - rho), budget * 0.5)
     chunk = budget - batch
-    d = decode_token_s(profile, p, o) / speed
     return chunk / (base + a * chunk + d * batch)
 
 
@@ -169,7 +185,11 @@ def _decode_rate(
     profile: ReplicaProfile, slo: SloTarget, base: float, p: float, o: float, speed: float, seqs: float
 ) -> float:
     """Output tokens/s of one replica that only decodes, at the largest batch whose step fits TPOT."""
-    d = decode_token_s(profile, p, o) / speed
+    return _decode_rate_of(profile, slo, base, decode_token_s(profile, p, o) / speed, seqs)
+
+
+def _decode_rate_of(profile: ReplicaProfile, slo: SloTarget, base: float, d: float, seqs: float) -> float:
+    """_decode_rate with the per-token decode cost at this speed (d) given."""
     room = (slo.tpot_s if slo.tpot_s is not None else base / (1.0 - MAX_UTILIZATION)) - base
     batch = seqs if d <= 0.0 else min(seqs, room / d)
     if batch < 1.0:
@@ -177,14 +197,34 @@ def _decode_rate(
     return batch / (base + d * batch)
 
 
-def _quantize(x: float) -> float:
-    """x rounded to 1/256 in log scale: the TTFT search is cached on its inputs."""
+def _log_step(x: float) -> int | None:
+    """x rounded to 1/256 in log scale, as the step k of exp(k / 256) (None for x <= 0, which
+    stands for 0): the TTFT search is cached on its inputs so rounded."""
     if x <= 0.0:
-        return 0.0
-    return math.exp(round(math.log(x) * _QUANTUM) / _QUANTUM)
+        return None
+    return round(math.log(x) * _QUANTUM)
 
 
-@lru_cache(maxsize=8192)
+_ttft_cache: dict[tuple[int | None, int | None, float], int] = {}  # cleared when it reaches 8192
+
+
+def _ttft_servers(offered: int | None, slack_services: int | None, tail: float) -> int:
+    """_erlang_servers on the rounded inputs whose _log_step are given, cached on those steps
+    (small ints hash faster than floats, and the exp is paid once per entry)."""
+    key = (offered, slack_services, tail)
+    got = _ttft_cache.get(key)
+    if got is None:
+        if len(_ttft_cache) >= 8192:
+            _ttft_cache.clear()
+        got = _erlang_servers(
+            0.0 if offered is None else math.exp(offered / _QUANTUM),
+            0.0 if slack_services is None else math.exp(slack_services / _QUANTUM),
+            tail,
+        )
+        _ttft_cache[key] = got
+    return got
+
+
 def _erlang_servers(offered: float, slack_services: float, tail: float) -> int:
     """Least n > offered with C(n, A)·exp(-(n - A)·slack) <= tail (slack in mean service times).
 

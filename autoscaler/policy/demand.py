@@ -240,21 +240,28 @@ def error_quantile(spec: DemandSpec, state: DemandState) -> float:
     return q if q > 0.0 else 0.0
 
 
-def upper(spec: DemandSpec, state: DemandState, mean: Demand, load: Callable[[Demand], float]) -> Demand:
+def upper(
+    spec: DemandSpec,
+    state: DemandState,
+    mean: Demand,
+    load: Callable[[Demand], float],
+    typical_load: float | None = None,
+) -> Demand:
     """The band's upper quantile over a mean forecast.
 
     Errors are log ratios of (load + typical load): relative to the level when it is high, to the
     typical load when it is near zero, so on/off traffic keeps a band in absolute terms (an idle
     minute before a burst forecasts 0, and is scored against the burst). The upper load is then
     (mean + typical) × exp(quantile) - typical, spread over the mean's mix (the typical mix at 0).
+    `typical_load` is load(state.typical) when the caller has it.
     """
     q = error_quantile(spec, state)
-    offset = load(state.typical)
+    typical = load(state.typical) if typical_load is None else typical_load
+    offset = typical
     mean_load = load(mean)
     high = (mean_load + offset) * math.exp(q) - offset
     if mean_load > 1e-12:
         return mean.scaled(high / mean_load)
-    typical = load(state.typical)
     if typical > 1e-12 and high > 0.0:
         return state.typical.scaled(high / typical)
     return mean

@@ -22,7 +22,7 @@ stages, recommendation and new state out.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from autoscaler.policy import capacity, demand, horizon, panic, scaledown, scaleup
@@ -115,6 +115,25 @@ def load_of(profile: ReplicaProfile, d: Demand) -> float:
     )
 
 
+def _load_function(profile: ReplicaProfile) -> Callable[[Demand], float]:
+    """load_of for one profile, its arithmetic inlined (the same operations in the same order, so
+    the same floats): a tick evaluates a dozen loads."""
+    a0 = profile.prefill_s_per_token
+    a1 = profile.prefill_s_per_attention_pair
+    b0 = profile.decode_s_per_request
+    c0 = profile.decode_s_per_context_token
+
+    def load(d: Demand) -> float:
+        r, prompt, output = d
+        if r <= 0.0:
+            return a0 * prompt
+        p = prompt / r
+        o = output / r
+        return r * ((a0 + a1 * 0.5 * (p + 1.0)) * p + (b0 + c0 * (p + 0.5 * o)) * o)
+
+    return load
+
+
 def plan(
     spec: AutoscalerSpec,
     cap: CapacitySpec,
@@ -144,18 +163,29 @@ def plan(
     prior = state.demand
     dstate, est = demand.observe(d, prior, now, finished, prompt, generated, inflight)
 
-    def load(x: Demand) -> float:
-        return load_of(profile, x)
+    load = _load_function(profile)
+    observed = dstate  # the band is read before this tick's errors are scored (track, below)
+    typical_load = load(observed.typical)
+    forecasts: dict[float, tuple[Demand, Demand]] = {}
 
-    def upper_at(h: float, state: demand.DemandState = dstate) -> Demand:
-        return demand.upper(d, state, demand.expected(d, state, h), load)
+    def forecast_at(h: float) -> tuple[Demand, Demand]:
+        """(mean, upper band) h seconds after this tick's sample, each h once a tick."""
+        got = forecasts.get(h)
+        if got is None:
+            mean = demand.expected(d, observed, h)
+            got = mean, demand.upper(d, observed, mean, load, typical_load)
+            forecasts[h] = got
+        return got
+
+    def upper_at(h: float) -> Demand:
+        return forecast_at(h)[1]
 
     # learned speed: only while every ready replica has a queue
     queue = _total(metrics.get(d.queue_metric)) if d.queue_metric is not None else None
     ready = obs.ready_pods or 0
     speed_state = state.speed
-    if cap.learn:
-        saturated = queue is not None and ready > 0 and queue >= ready
+    saturated = queue is not None and ready > 0 and queue >= ready
+    if cap.learn and (saturated or speed_state.saturated_ticks):  # else learn() returns it as it is
         speed_state = capacity.learn(
             profile,
             speed_state,
@@ -192,10 +222,11 @@ def plan(
         cold, have, limit - have, need_at, cluster, lead_s, cap.decision_period_s
     )
     at_horizon = sizing_at(horizon_s)
-    mean = demand.expected(d, dstate, horizon_s)
-    upper = upper_at(horizon_s)
-    band = load(upper) / load(mean) if load(mean) > 0.0 else math.inf
-    dstate = demand.track(d, dstate, now, load(est.now), horizon_s, load(mean), load(dstate.typical))
+    mean, upper = forecast_at(horizon_s)
+    mean_load = load(mean)
+    band = load(upper) / mean_load if mean_load > 0.0 else math.inf
+    load_now = load(est.now)
+    dstate = demand.track(d, dstate, now, load_now, horizon_s, mean_load, typical_load)
 
     r, pt, gt = est.now
     stages = [
@@ -242,9 +273,11 @@ def plan(
     in_panic = False
     burst_extra = 0
     if prior is not None and prior.primed:
-        expected_now = upper_at(now - prior.at, prior)
-        burst = capacity.size(profile, slo, est.now, speed, limit)
-        triggered = load(est.now) > cap.panic_threshold * load(expected_now) and burst.replicas > have
+        expected_now = demand.upper(d, prior, demand.expected(d, prior, now - prior.at), load)
+        triggered = load_now > cap.panic_threshold * load(expected_now)
+        if triggered:  # sized only when the load is over the band (most ticks it is not)
+            burst = capacity.size(profile, slo, est.now, speed, limit)
+            triggered = burst.replicas > have
         panic_state = panic.update(panic_state, now, triggered, cap.panic_window_s)
         if triggered:
             within = panic.relevance_s(panic_state, now, cap.panic_window_s)
@@ -283,10 +316,6 @@ def plan(
         if start:
             started_for = level
     else:
-        need_now = capacity.size(profile, slo, upper_at(0.0), speed, limit)
-        ahead = upper_at(breakeven)
-        need_ahead = capacity.size(profile, slo, ahead, speed, limit).replicas
-        now_count = max(need_now.replicas, floor, target)
         if in_panic:
             kept = scaledown.Keep(
                 have, "PanicHold", f"no scale-down within {cap.panic_window_s:.0f} s of a panic"
@@ -299,7 +328,9 @@ def plan(
                 f" since they were asked for",
             )
         else:
-            kept = scaledown.keep(have, now_count, need_ahead, state.needs, now, breakeven)
+            # sized as need_at: the horizon's fixed point may have sized these already
+            now_count = max(need_at(0.0), floor, target)
+            kept = scaledown.keep(have, now_count, need_at(breakeven), state.needs, now, breakeven)
         keep = kept.replicas
         stages.append(Stage("scale-down", target, keep, kept.reason, kept.message))
         desired = keep
