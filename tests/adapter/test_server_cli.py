@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import signal
 import socket
 import ssl
@@ -282,6 +283,23 @@ async def _wait_for(client: httpx.AsyncClient, url: str, proc: asyncio.subproces
         await asyncio.sleep(0.1)
 
 
+async def _first_round_done(client: httpx.AsyncClient, proc: asyncio.subprocess.Process) -> None:
+    """Poll the adapter's own /metrics until one scrape round over every endpoint has ended."""
+    deadline = asyncio.get_running_loop().time() + 30
+    while True:
+        if proc.returncode is not None:
+            raise AssertionError(f"adapter exited with {proc.returncode}")
+        try:
+            text = (await client.get("/metrics")).text
+            if re.search(r"^infscale_adapter_scrape_round_duration_seconds_count [1-9]", text, re.M):
+                return
+        except httpx.TransportError:
+            pass
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("no scrape round ended within 30 s")
+        await asyncio.sleep(0.1)
+
+
 async def _stop(proc: asyncio.subprocess.Process) -> tuple[int, str]:
     proc.send_signal(signal.SIGTERM)
     _, stderr = await asyncio.wait_for(proc.communicate(), 30)
@@ -295,6 +313,7 @@ async def test_quick_start_serves_aggregated_signals(engines: list[str]) -> None
     try:
         async with httpx.AsyncClient(base_url=f"http://{address}") as client:
             ns = "/apis/external.metrics.k8s.io/v1beta1/namespaces/anywhere"
+            await _first_round_done(client, proc)  # during the first round only the pods scraped so far count
             values = {}
             for metric in (
                 "infscale_queue_size",
