@@ -36,6 +36,25 @@ def free_port() -> int:
         return port
 
 
+def backfill(workdir: Path, openmetrics: str) -> None:
+    """Write samples (OpenMetrics text ending in `# EOF`) into workdir/prometheus-data with promtool, the
+    TSDB `prometheus(workdir, [])` then serves: past samples at exact times, no scraping involved."""
+    (workdir / "samples.om").write_text(openmetrics, encoding="utf-8")
+    subprocess.run(
+        [
+            "promtool",
+            "tsdb",
+            "create-blocks-from",
+            "openmetrics",
+            "--quiet",
+            str(workdir / "samples.om"),
+            str(workdir / "prometheus-data"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+
+
 @contextmanager
 def prometheus(
     workdir: Path, targets: Sequence[tuple[str, Mapping[str, str]]], interval_s: float = 0.5

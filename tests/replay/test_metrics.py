@@ -6,7 +6,6 @@ from __future__ import annotations
 import random
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import httpx
@@ -16,7 +15,7 @@ import pytest
 from replay.metrics import PER_POD, ClusterScrape, DirectPath, MetricsSpec, PrometheusPath, build_pipeline
 from replay.metrics.signals import UnknownMetricError
 from replay.metrics.spec import mid_phase
-from tests.prometheus_server import PROMETHEUS, prometheus, prometheus_version
+from tests.prometheus_server import PROMETHEUS, backfill, prometheus, prometheus_version
 
 I64 = np.int64
 
@@ -265,20 +264,7 @@ def test_prometheus_path_rates_equal_a_real_prometheus(tmp_path: Path) -> None:
         line for k, v in by_series.items() if k != "arrivals" for line in v
     )
     text += "\n# TYPE arrivals gauge\n" + "\n".join(by_series["arrivals"]) + "\n# EOF\n"
-    (tmp_path / "samples.om").write_text(text, encoding="utf-8")
-    subprocess.run(
-        [
-            "promtool",
-            "tsdb",
-            "create-blocks-from",
-            "openmetrics",
-            "--quiet",
-            str(tmp_path / "samples.om"),
-            str(tmp_path / "prometheus-data"),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    backfill(tmp_path, text)
     compared = 0
     first, last = evaluations[0][0], evaluations[-1][0]
     with prometheus(tmp_path, []) as url:

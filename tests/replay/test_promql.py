@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 import random
 import shutil
-import subprocess
 from pathlib import Path
 
 import httpx
@@ -25,7 +24,7 @@ from replay.metrics.promql import (
     rate,
     semantics_for,
 )
-from tests.prometheus_server import PROMETHEUS, prometheus, prometheus_version
+from tests.prometheus_server import PROMETHEUS, backfill, prometheus, prometheus_version
 
 MINUTE = 60.0
 
@@ -155,20 +154,7 @@ def test_rate_and_instant_selection_equal_a_real_prometheus(tmp_path: Path) -> N
     for case, (times, values) in cases.items():
         lines += [f'c{{case="{case}"}} {v:.1f} {t:.3f}' for t, v in zip(times, values, strict=True)]
     lines.append("# EOF")
-    (tmp_path / "samples.om").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    subprocess.run(
-        [
-            "promtool",
-            "tsdb",
-            "create-blocks-from",
-            "openmetrics",
-            "--quiet",
-            str(tmp_path / "samples.om"),
-            str(tmp_path / "prometheus-data"),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    backfill(tmp_path, "\n".join(lines) + "\n")
     start, end, step = BASE, BASE + 1_900.0, 2.5  # evaluations on the grid, often on a sample's time
     evaluations = [start + step * i for i in range(round((end - start) / step) + 1)]
     compared = absent = 0
