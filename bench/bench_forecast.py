@@ -6,7 +6,7 @@ Run: `python -m bench.bench_forecast` (or `python -m bench forecast`). Single pr
    sampled every 5 s ± 1 s. Goal: about 5 µs for LAST, LINEAR and HOLT (the whole policy must
    make >= 50,000 decisions/s). Best of 5 repeats, which filters out other processes' noise.
    Also the serialized state's size and the cost of a to_dict/from_dict round trip.
-2. Accuracy (only when /work/shared/traces exists): mean absolute error and mean shortfall of
+2. Accuracy (only when ../shared/traces exists beside the checkout): mean absolute error and mean shortfall of
    each method's forecast against what actually came, on the Azure code trace (requests per
    15 s, 60 s ahead) and on the 14-day ServeGen m-large aggregate (requests per 10 min, 30 min
    ahead), long enough for daily and weekly seasons.
@@ -28,7 +28,7 @@ from pathlib import Path
 from autoscaler.policy.forecast import ForecastState, forecast, observe
 from autoscaler.policy.spec import ForecasterKind, PredictionSpec
 
-TRACES = Path("/work/shared/traces")
+TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
 N = 2 * 86_400 // 5  # two days: the daily ring fills, so closing buckets is in the numbers
 REPEATS = 5
 HORIZON_S = 90.0

@@ -9,7 +9,7 @@ generate well above that. Measured (best of a few repeats, wall time, requests p
 2. bulk parsing at scale: a 2 M-row Azure-format CSV and a 1 M-line Mooncake-format JSONL,
    written to a temporary folder first (the real files are small);
 3. transforms on the 24-hour trace: rate ×0.5 and ×2.5, a one-hour window;
-4. when /work/shared/traces exists: the real Azure and Mooncake traces, and ServeGen synthesis
+4. when ../shared/traces exists: the real Azure and Mooncake traces, and ServeGen synthesis
    (deepseek-r1's full day, 1.38 M requests; one hour of the 14-day m-large model at 1 %).
 """
 

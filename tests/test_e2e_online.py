@@ -56,7 +56,7 @@ pytestmark = [
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
-SHARED_TRACE = Path("/work/shared/traces/azure_llm_2023_conv.csv")
+SHARED_TRACE = REPO.parent / "shared" / "traces" / "azure_llm_2023_conv.csv"
 # 4 slots x 3 emulators; 60-token answers take ~0.8 s: about 15 requests/s of capacity
 PROFILE = EngineProfile(
     max_num_seqs=4,

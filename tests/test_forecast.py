@@ -30,7 +30,7 @@ LAST = ForecasterKind.LAST
 LINEAR = ForecasterKind.LINEAR
 HOLT = ForecasterKind.HOLT
 SEASONAL = ForecasterKind.SEASONAL
-TRACES = Path("/work/shared/traces")
+TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
 
 Series = Sequence[tuple[float, float]]
 
@@ -815,7 +815,7 @@ def test_trend_methods_are_exact_on_linear_data(
 
 
 # ---------------------------------------------------------------------------------------------------
-# a real trace (skipped without /work/shared): every method stays sane on bursty on/off traffic
+# a real trace (skipped without ../shared): every method stays sane on bursty on/off traffic
 # ---------------------------------------------------------------------------------------------------
 
 
