@@ -18,6 +18,14 @@ Asserted:
     its own delays on (hence the relative part, larger at p95). The engine model itself is the same
     on both sides (the emulator steps replay/scheduler.py, the offline engine matches it exactly).
 
+The last two (correlation, TTFT) compare real time with a model, so they are judged only when the
+machine lets real time be measured: when the one-minute load average at the end of the replay is
+above twice the cores (more runnable processes than the cores can serve, so every process waits
+tens of milliseconds for a core, as much as the TTFT tolerance itself: TTFT p50 0.09-0.5 s against
+0.057 s allowed was seen at load 6-10 on two cores), the test reports them skipped with the figure
+instead of failing on the machine's noise. This test's own processes bring a quiet machine to a
+load of about 1-2.
+
 Skipped without the prometheus binary. About 35 s; the slice runs 20 s of wall time.
 """
 
@@ -329,6 +337,11 @@ async def test_emulators_prometheus_adapter_and_online_replay(tmp_path: Path) ->
     assert batch.max() >= EMULATORS * PROFILE.max_num_seqs - 2  # the batch filled up
     if max(h.longest_queue_s() for h in histories) >= 2 * INTERVAL_S:
         assert queue.max() >= 1  # the queue formed and lasted, and the adapter saw it
+    assert all(r.status.value == "ok" for r in records)
+    load, cores = os.getloadavg()[0], os.cpu_count() or 1
+    if load > 2 * cores:
+        pytest.skip(f"tracking passed; correlation and TTFT not judged at load {load:.1f} on {cores} cores")
+
     sent = np.array([r.sent_s for r in records]) + started
     done = np.array([r.finished_s if math.isfinite(r.finished_s) else r.sent_s for r in records]) + started
     t_mid = np.array([(p.t_req + p.t_resp) / 2 for p in polls])
@@ -336,7 +349,6 @@ async def test_emulators_prometheus_adapter_and_online_replay(tmp_path: Path) ->
     assert np.corrcoef(batch + queue, in_flight)[0, 1] >= 0.8
 
     # --- online TTFT against the offline simulation of the same requests ---
-    assert all(r.status.value == "ok" for r in records)
     scenario = replace(REFERENCE_70B, engine=PROFILE)
     offline = simulate_offline(records, scenario, EMULATORS)
     doc = compare(pair(records, offline))
