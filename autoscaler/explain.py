@@ -192,7 +192,7 @@ def decision_json(decision: Decision) -> dict[str, Any]:
     return {
         "currentReplicas": decision.current_replicas,
         "desiredReplicas": decision.desired_replicas,
-        "stages": [s._asdict() for s in decision.stages],
+        "stages": [s.to_dict() for s in decision.stages],
         "conditions": [condition_json(c) for c in decision.conditions],
         "leadTimeSeconds": decision.lead_time_s,
         "forecasts": [f._asdict() for f in decision.forecasts],

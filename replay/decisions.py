@@ -29,7 +29,7 @@ def decision_json(t_s: float, d: Decision) -> dict[str, Any]:
         "t_s": t_s,
         "current": d.current_replicas,
         "desired": d.desired_replicas,
-        "stages": [s._asdict() for s in d.stages],
+        "stages": [s.to_dict() for s in d.stages],
         "lead_time_s": d.lead_time_s,
     }
     if d.plan is not None:
@@ -59,7 +59,7 @@ def nearest(decisions: Sequence[Mapping[str, Any]], at_s: float) -> Mapping[str,
 
 
 def render(decision: Mapping[str, Any]) -> str:
-    stages = [Stage(**s) for s in decision["stages"]]
+    stages = [Stage.from_dict(s) for s in decision["stages"]]
     lines = [
         f"decision at t = {decision['t_s']:.0f} s: {decision['current']} -> {decision['desired']} replicas",
         *planview.stage_table(stages),

@@ -136,7 +136,9 @@ def decide(
     raw = reactive.replicas
     active = reactive.condition
     if raw is not None:
-        stages.append(Stage("metrics", current, raw, "ValidMetricFound", _metrics_message(proposals)))
+        stages.append(
+            Stage("metrics", current, raw, "ValidMetricFound", _metrics_message, (tuple(proposals.items()),))
+        )
 
     forecasters = state.forecasters
     planner_state = state.planner
@@ -163,8 +165,9 @@ def decide(
                     raw,
                     current,
                     "CapacityArriving",
-                    f"{arriving} starting replica(s) ready within the {lead_s:.0f} s lead time;"
+                    "{} starting replica(s) ready within the {:.0f} s lead time;"
                     " only the forecast may add more",
+                    (arriving, lead_s),
                 )
             )
             raw = current
@@ -177,8 +180,8 @@ def decide(
                     raw,
                     after,
                     "ForecastAboveCurrent" if ahead else "ForecastNotAbove",
-                    f"{predicted.metric} predicted at {_fmt_forecast(forecasts, predicted.metric)}"
-                    f" in {lead_s:.0f} s -> {predicted.replicas}",
+                    _forecast_message,
+                    (forecasts, predicted.metric, lead_s, predicted.replicas),
                 )
             )
             raw = after
@@ -189,7 +192,8 @@ def decide(
                     raw,
                     raw,
                     "ForecastNotAbove",
-                    f"no metric is forecast above its current value in {lead_s:.0f} s",
+                    "no metric is forecast above its current value in {:.0f} s",
+                    (lead_s,),
                 )
             )
 
@@ -409,9 +413,9 @@ def _predict(
     return forecasters, tuple(results), predicted
 
 
-def _metrics_message(proposals: Mapping[str, MetricProposal | MetricError]) -> str:
+def _metrics_message(proposals: tuple[tuple[str, MetricProposal | MetricError], ...]) -> str:
     parts = []
-    for name, p in proposals.items():
+    for name, p in proposals:
         if isinstance(p, MetricError):
             parts.append(f"{name}: {p.message}")
         else:
@@ -419,10 +423,13 @@ def _metrics_message(proposals: Mapping[str, MetricProposal | MetricError]) -> s
     return "; ".join(parts)
 
 
-def _fmt_forecast(forecasts: tuple[MetricForecast, ...], metric: str) -> str:
-    return next(
+def _forecast_message(
+    forecasts: tuple[MetricForecast, ...], metric: str, lead_s: float, replicas: int
+) -> str:
+    at = next(
         (f"{f.predicted:.4g} (now {f.current:.4g}, {f.method})" for f in forecasts if f.metric == metric), "?"
     )
+    return f"{metric} predicted at {at} in {lead_s:.0f} s -> {replicas}"
 
 
 @lru_cache(maxsize=256)

@@ -38,6 +38,19 @@ FALL_TOLERANCE = (
 )
 
 
+# the stages' messages, formatted only when read (stage.Stage)
+_DEMAND_MESSAGE = (
+    "arrivals {:.3g}/s (finished {:.3g} + in-flight growth {:+.3g}), prompt {:.4g} tok/s,"
+    " output {:.4g} tok/s; in {:.0f} s: {:.3g}/s, upper {:.3g}/s (band x{:.3g})"
+)
+_CAPACITY_MESSAGE = (
+    "per replica at the SLO: prefill {:,.0f} tok/s, decode {:,.0f} tok/s, {:.3g} req/s at this mix"
+    " (speed x{:.2f}); {:.3g}/s needs {}"
+)
+_HORIZON_MESSAGE = "replica {} of those asked for now is ready in {:.0f} s ({} loading now, {} round(s))"
+_PANIC_MESSAGE = "{:.3g}/s now is over {:g}x the band's {:.3g}/s: {} needed, {} can be ready within {:.0f} s"
+
+
 class PlannerState(NamedTuple):
     demand: demand.DemandState | None = None
     speed: SpeedState = capacity.NO_SPEED
@@ -235,26 +248,31 @@ def plan(
             have,
             have,
             "DemandForecast",
-            f"arrivals {r:.3g}/s (finished {finished:.3g} + in-flight growth {est.growth_per_s:+.3g}),"
-            f" prompt {pt:.4g} tok/s, output {gt:.4g} tok/s; in {horizon_s:.0f} s: {mean.requests:.3g}/s,"
-            f" upper {upper.requests:.3g}/s (band x{band:.3g})",
+            _DEMAND_MESSAGE,
+            (r, finished, est.growth_per_s, pt, gt, horizon_s, mean.requests, upper.requests, band),
         ),
         Stage(
             "capacity",
             have,
             needed,
             f"{at_horizon.binding.upper()}Binds" if at_horizon.binding != "idle" else "Idle",
-            f"per replica at the SLO: prefill {at_horizon.prefill_tokens_per_s:,.0f} tok/s, decode"
-            f" {at_horizon.decode_tokens_per_s:,.0f} tok/s, {at_horizon.requests_per_s:.3g} req/s at this mix"
-            f" (speed x{speed:.2f}); {upper.requests:.3g}/s needs {needed}",
+            _CAPACITY_MESSAGE,
+            (
+                at_horizon.prefill_tokens_per_s,
+                at_horizon.decode_tokens_per_s,
+                at_horizon.requests_per_s,
+                speed,
+                upper.requests,
+                needed,
+            ),
         ),
         Stage(
             "horizon",
             needed,
             needed,
             "MarginalReplica",
-            f"replica {max(needed - have, 1)} of those asked for now is ready in {horizon_s:.0f} s"
-            f" ({len(obs.loading_remaining_gb)} loading now, {rounds} round(s))",
+            _HORIZON_MESSAGE,
+            (max(needed - have, 1), horizon_s, len(obs.loading_remaining_gb), rounds),
         ),
     ]
 
@@ -288,9 +306,8 @@ def plan(
                     target,
                     max(target, have + burst_extra),
                     "BurstAboveBand",
-                    f"{r:.3g}/s now is over {cap.panic_threshold:g}x the band's"
-                    f" {expected_now.requests:.3g}/s:"
-                    f" {burst.replicas} needed, {burst_extra} can be ready within {within:.0f} s",
+                    _PANIC_MESSAGE,
+                    (r, cap.panic_threshold, expected_now.requests, burst.replicas, burst_extra, within),
                 )
             )
             target = max(target, have + burst_extra)
