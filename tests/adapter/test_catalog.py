@@ -502,7 +502,7 @@ async def first_answer(
         ):
             try:
                 return await catalog.read(namespace, metric, EVERYTHING)
-            except NoData:
+            except (NoData, SourceUnavailable):  # unavailable: the first round has not ended
                 pass
         await asyncio.sleep(0.01)
     raise AssertionError(f"{metric} never answered")

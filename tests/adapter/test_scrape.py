@@ -297,24 +297,64 @@ async def test_a_hanging_pod_is_cut_off_by_the_per_request_timeout(
 
 async def test_one_slow_pod_never_delays_the_others_values(make_source: MakeSource, engines: Engines) -> None:
     release = asyncio.Event()
+    release.set()  # the first round ends; then the slow pod hangs in the second
 
     async def slow(request: web.Request) -> web.Response:
         await release.wait()
         return web.Response(text=vllm_text(9, 1, 0.1))
 
-    source = await make_source(engines.handle("slow", slow), engines.respond("a", text=vllm_text(4, 2, 0.5)))
+    fast = engines.respond("a", text=vllm_text(4, 2, 0.5))
+    source = await make_source(engines.handle("slow", slow), fast)
+    await source.scrape_round()
+    release.clear()
+    engines.respond("a", text=vllm_text(5, 2, 0.5))
     round_task = asyncio.create_task(source.scrape_round())
-    for _ in range(500):  # until the fast scrape has landed; the slow one is still blocked
+    for _ in range(500):  # until the fast pod's new value has landed; the slow one is still blocked
         during = await read(source, Signal.QUEUE_SIZE, now=1000.0)
-        if during.values:
+        if 5.0 in [v.value for v in during.values]:
             break
         await asyncio.sleep(0.01)
     assert not round_task.done()
-    assert [v.value for v in during.values] == [4.0]
+    assert sorted(v.value for v in during.values) == [5.0, 9.0]  # the slow pod's last value meanwhile
     release.set()
     await round_task
-    after = await read(source, Signal.QUEUE_SIZE, now=1000.0)
-    assert sorted(v.value for v in after.values) == [4.0, 9.0]
+
+
+async def test_reads_wait_for_the_first_round_to_end(
+    engines: Engines, telemetry: Telemetry, clock: ManualClock
+) -> None:
+    """At start every pod is unread, not idle: a sum over the pods scraped so far would tell the
+    HPA a queue of 4 where there are 13. Until the first round ends a read is an error naming why
+    (the HPA holds its count on a failed metric); afterwards a pod not scraped yet is a new one."""
+    release = asyncio.Event()
+
+    async def slow(request: web.Request) -> web.Response:
+        await release.wait()
+        return web.Response(text=vllm_text(9, 1, 0.1))
+
+    class Discovered:
+        def __init__(self, *urls: str) -> None:
+            self.urls = list(urls)
+
+        def targets(self) -> list[Target]:
+            return [Target(key=u, url=u) for u in self.urls]
+
+    pods = Discovered(engines.handle("slow", slow), engines.respond("a", text=vllm_text(4, 2, 0.5)))
+    async with ScrapeSource(get_preset("vllm"), [pods], ScrapeSettings(), telemetry, clock) as source:
+        round_task = asyncio.create_task(source.scrape_round())
+        for _ in range(500):  # until the fast pod's scrape has landed
+            if source.generation() and source.generation() > 1:
+                break
+            await asyncio.sleep(0.01)
+        with pytest.raises(SourceError, match="first scrape round over 2 pods has not ended"):
+            await read(source, Signal.QUEUE_SIZE, now=1000.0)
+        release.set()
+        await round_task
+        after = await read(source, Signal.QUEUE_SIZE, now=1000.0)
+        assert sorted(v.value for v in after.values) == [4.0, 9.0]
+        pods.urls.append(engines.respond("new", text=vllm_text(1, 1, 0.1)))  # discovered after the round
+        reading = await read(source, Signal.QUEUE_SIZE, now=1000.0)
+    assert sorted(v.value for v in reading.values) == [4.0, 9.0] and reading.targets == 3
 
 
 async def test_concurrency_is_bounded(make_source: MakeSource, engines: Engines) -> None:
