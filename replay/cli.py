@@ -25,7 +25,7 @@ from replay.fleet import Fleet
 from replay.outdir import check_out_dir, write_error
 from replay.policies import POLICY_NAMES, PolicyError, PolicyParams, build_policy
 from replay.profiles import SCENARIOS, ProfileError, Scenario, get_scenario
-from replay.simulate import RunResult, SimulationStalled, simulate
+from replay.simulate import RunResult, simulate
 from replay.slo import SLO_PRESETS
 from replay.sweep import parse_grid as parse_grid  # re-exported: tests, bench
 from replay.sweep import sweep as sweep
@@ -135,9 +135,6 @@ def run(args: argparse.Namespace) -> int:
     except (CliError, ProfileError, PolicyError, ValueError) as e:
         print(f"infscale replay: error: {e}", file=sys.stderr)
         return 2
-    except SimulationStalled as e:  # a finding about the policy, not a usage error
-        print(f"infscale replay: {e}", file=sys.stderr)
-        return 1
     except OSError as e:  # writing the output after the work (checked before it started)
         print(f"infscale replay: error: {write_error(e)}", file=sys.stderr)
         return 1
@@ -242,7 +239,19 @@ def run_policy(
             bar.update(max(0, min(round(t), bar.total) - bar.n))
 
     try:
-        return simulate(trace, scenario, policy, fleet=fleet, on_progress=on_progress)
+        result = simulate(trace, scenario, policy, fleet=fleet, on_progress=on_progress)
     finally:
         if bar is not None:
             bar.close()
+    if result.unfinished:
+        print(stall_warning(result), file=sys.stderr, flush=True)
+    return result
+
+
+def stall_warning(result: RunResult) -> str:
+    """The line a run cut with requests still unserved prints (they count as not good)."""
+    return (
+        f"infscale replay: warning: policy {result.policy}: {result.unfinished:,} requests unfinished "
+        f"{result.max_tail_s:,.0f} s after the trace ended; the run was cut at {result.end_s:,.0f} s "
+        "and they count as not good (requests_unfinished in report.json)"
+    )

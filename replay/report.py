@@ -28,6 +28,7 @@ report.json, schema "infscale.replay.report/v2" (times in seconds, NaN written a
           "scale_events": int,                    # times the desired count changed
           "cold_starts": int,                     # replicas started during the run
           "requests_total", "requests_finished", "requests_dropped": int,
+          "requests_unfinished": int,             # still served when the run was cut (not good), below
           "preemptions": int,                     # KV preemptions (recompute) in the engines
           "prefix_cache_hit_rate": float | null,  # null: the scenario models no prefix cache
           "end_s": float,                         # when the last request finished
@@ -51,7 +52,10 @@ report.json, schema "infscale.replay.report/v2" (times in seconds, NaN written a
     }
 
 Verdicts per request are replay/slo.py's (scenario.slo): dropped requests miss both targets, a
-1-token output meets any TPOT target. Percentiles are over finished requests. v2 (from v1):
+1-token output meets any TPOT target. Percentiles are over finished requests. A run still serving
+requests an hour after the trace's end (simulate's max_tail_s: a policy that never serves them, a
+fleet the engine livelocks) is cut there: `requests_unfinished` counts those requests (total =
+finished + dropped + unfinished), each a miss of both targets, and end_s is the cut. v2 (from v1):
 slo_attainment now needs TPOT as well as TTFT; scenario.slo_ttft_s became scenario.slo; the
 attainment, TPOT, goodput, preemption and prefix-cache keys are new. Keys are only ever added
 within a schema version.
@@ -117,6 +121,7 @@ def policy_summary(result: RunResult) -> dict[str, Any]:
         "requests_total": total,
         "requests_finished": finished,
         "requests_dropped": int(req.dropped.sum()),
+        "requests_unfinished": result.unfinished,
         "preemptions": int(req.preemptions.sum()),
         "prefix_cache_hit_rate": _prefix_hit_rate(result),
         "end_s": result.end_s,
@@ -223,6 +228,13 @@ def markdown(report: Mapping[str, Any]) -> str:
         "good/GPU-h is good requests per GPU-hour.",
         "",
     ]
+    for name, p in report["policies"].items():
+        if p.get("requests_unfinished"):
+            lines += [
+                f"**{name}: {p['requests_unfinished']:,} requests unfinished** when the run was cut at "
+                f"{p['end_s']:,.0f} s, long after the trace ended (counted as not good).",
+                "",
+            ]
     return "\n".join(lines)
 
 

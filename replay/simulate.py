@@ -14,7 +14,11 @@ load done, a replica ready); each interval
      replica's steps to the interval's end (arrivals find no ready replica only if every replica
      is draining or starting; they then wait at the gateway, their TTFT counting the wait),
   5. deletes drained replicas (at their last finish).
-The run ends when every request has finished (or been dropped) and the trace is over.
+The run ends when every request has finished (or been dropped) and the trace is over, or
+`max_tail_s` after the trace's end with requests still in the engines or at the gateway (a policy
+that never serves them, or a fleet the engine livelocks): the run is then cut there and those
+requests count as `unfinished` (not good) in its result, so such a policy loses on the tables
+instead of stopping a league.
 """
 
 from __future__ import annotations
@@ -87,10 +91,10 @@ class RunResult:
     wall_seconds: float
     # a decide() policy's (now, observation, decision) records, for report.json's `decisions`
     decisions: tuple[tuple[float, Any, Any], ...] = ()
-
-
-class SimulationStalled(RuntimeError):
-    """Requests were still waiting long after the trace ended: the policy never served them."""
+    # requests still in the engines or at the gateway when the run was cut `max_tail_s` after the
+    # trace's end (0: every request finished or was dropped)
+    unfinished: int = 0
+    max_tail_s: float = math.inf
 
 
 def simulate(
@@ -103,7 +107,8 @@ def simulate(
     max_tail_s: float = 3_600.0,
 ) -> RunResult:
     """Replay `trace` on `scenario` with `policy` deciding; `fleet` may be passed to share it with
-    the policy (the clairvoyant reads its lead time)."""
+    the policy (the clairvoyant reads its lead time). A run still serving requests `max_tail_s`
+    after the trace's end is cut there, with those requests `unfinished` in its result."""
     wall_start = time.perf_counter()
     engine = Engine(scenario.engine, trace)
     if fleet is None:
@@ -124,6 +129,7 @@ def simulate(
     last_decision_arrivals = 0
     t = 0.0
     hard_end = trace.duration_s + max_tail_s
+    unfinished = 0
     while True:
         fleet.advance(t)
         n_replicas = len(fleet.replicas)
@@ -174,11 +180,9 @@ def simulate(
         t = end
         if next_arrival >= n and engine.in_flight == 0 and not len(gateway):
             break
-        if t > hard_end:
-            raise SimulationStalled(
-                f"policy {policy.name}: {engine.in_flight + len(gateway)} requests still in flight "
-                f"{max_tail_s:.0f} s after the trace ended (no ready replica?)"
-            )
+        if t > hard_end:  # a stall: cut here, the requests left count as unfinished
+            unfinished = engine.in_flight + len(gateway) + n - next_arrival
+            break
     fleet.advance(t)
     replicas = tuple(_span(r) for r in fleet.replicas)
     return RunResult(
@@ -198,6 +202,8 @@ def simulate(
         cold_starts=sum(1 for r in fleet.replicas if r.cold),
         wall_seconds=time.perf_counter() - wall_start,
         decisions=tuple(getattr(policy, "decisions", ())),
+        unfinished=unfinished,
+        max_tail_s=max_tail_s,
     )
 
 

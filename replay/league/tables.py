@@ -4,7 +4,8 @@ each policy's SLO collapses; the summary of who wins where. Pure functions of th
 
 Dominance is Pareto on the two axes a comparison is judged by: policy q beats p when q's
 slo_attainment >= p's and q's GPU-hours <= p's, one of them strictly. Only cases that ran to the
-end (`ok`) take part; a stalled case is reported as such.
+end (`ok`) take part, a run cut with requests unserved among them (`requests_unfinished`, each a
+miss: it loses on SLO); a failed case is reported as such.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ def case_tables(rows: Sequence[Row]) -> list[dict[str, Any]]:
                         )
                     }
                 )
+                entry["requests_unfinished"] = r.get("requests_unfinished", 0)
                 entry["beaten_by"] = [q["policy"] for q in ok if beats(q, r)]
                 if ref is not None:
                     entry["d_slo_points"] = 100.0 * (r["slo_attainment"] - ref["slo_attainment"])
@@ -198,6 +200,11 @@ def _num(x: Any) -> float:
 # --- Markdown ---------------------------------------------------------------------------------------
 
 
+def _unfinished(entry: Mapping[str, Any]) -> str:
+    n = entry.get("requests_unfinished", 0)
+    return f" ({n:,} requests unfinished: the run was cut)" if n else ""
+
+
 def markdown(doc: Mapping[str, Any]) -> str:
     lines = ["# infscale replay league", ""]
     lines += [
@@ -225,7 +232,7 @@ def markdown(doc: Mapping[str, Any]) -> str:
                 f"{e['gpu_hours']:.1f} | {_f(e['ttft_p99_s'], 2)} s | {_ms(e['tpot_p99_s'])} | "
                 f"{e['cold_starts']} | {_signed(e.get('d_slo_points'), 2)} | "
                 f"{_signed(e.get('d_gpu_hours_pct'), 1)} % | "
-                f"{', '.join(e['beaten_by']) or '—'} |"
+                f"{', '.join(e['beaten_by']) or '—'}{_unfinished(e)} |"
             )
         lines += ["", f"Pareto front (by GPU-hours): {', '.join(t['pareto_front']) or '—'}."]
         g = t.get("goals")

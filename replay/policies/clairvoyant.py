@@ -197,7 +197,7 @@ def plan_for(
 
 def simulate_plan(trace: Trace, scenario: Scenario, plan: I64) -> tuple[float, float]:
     """(SLO attainment, GPU-seconds) of the plan, replayed on the scenario's own fleet."""
-    from replay.simulate import SimulationStalled, simulate
+    from replay.simulate import simulate
     from replay.slo import judge
 
     holder: list[Fleet] = []
@@ -208,9 +208,8 @@ def simulate_plan(trace: Trace, scenario: Scenario, plan: I64) -> tuple[float, f
         node_idle_remove_s=scenario.node_idle_remove_s,
     )
     holder.append(fleet)
-    try:
-        result = simulate(trace, scenario, policy, fleet=fleet)
-    except SimulationStalled:
+    result = simulate(trace, scenario, policy, fleet=fleet)
+    if result.unfinished:  # a plan that never serves some requests is no candidate
         return 0.0, math.inf
     req = result.requests
     v = judge(

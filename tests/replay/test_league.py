@@ -25,9 +25,9 @@ from replay.league.sources import (
 from replay.league.startup import StartupError, StartupMode, startup_s, with_startup
 from replay.policies import needed_replicas
 from replay.profiles import REFERENCE_70B
-from replay.simulate import SimulationStalled
+from replay.simulate import simulate
 from replay.traces import time_window
-from tests.replay.test_simulate import FAST, PARAMS, _write_azure, ramp_trace
+from tests.replay.test_simulate import FAST, PARAMS, THRASH, THRASH_TRACE, _write_azure, ramp_trace
 
 SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "traces"
 
@@ -69,7 +69,7 @@ def test_case_table_deltas_front_and_goals() -> None:
         row("kpa", 0.94, 110),  # beaten by hpa
         row("predictive", 0.96, 95),
         row("clairvoyant", 0.965, 90),
-        {**row("keda", 0, 1), "status": "stalled", "error": "policy keda: 3 requests still in flight"},
+        {**row("keda", 0, 1), "status": "failed", "error": "ValueError: a bug in keda"},
     ]
     (t,) = tables.case_tables(rows)
     by = {e["policy"]: e for e in t["policies"]}
@@ -77,7 +77,7 @@ def test_case_table_deltas_front_and_goals() -> None:
     assert by["kpa"]["d_slo_points"] == pytest.approx(-1.0)
     assert by["kpa"]["d_gpu_hours_pct"] == pytest.approx(10.0)
     assert by["predictive"]["beaten_by"] == ["clairvoyant"]
-    assert by["keda"]["status"] == "stalled" and "beaten_by" not in by["keda"]
+    assert by["keda"]["status"] == "failed" and "beaten_by" not in by["keda"]
     assert t["pareto_front"] == ["clairvoyant", "static-peak"]
     g = t["goals"]
     assert g["beaten_by_no_baseline"] and g["slo_ge_hpa_at_le_hpa_gpu_hours"]
@@ -204,15 +204,22 @@ def test_the_shared_traces_scales_are_the_rule(name: str) -> None:
 # --- cases and the command ----------------------------------------------------------------------------
 
 
-def test_a_stalled_case_is_reported_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_stalled_case_takes_part_and_loses_with_its_unfinished_requests(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import functools
+
     import replay.cli
 
-    def stalls(*args: object, **kwargs: object) -> None:
-        raise SimulationStalled("policy hpa: 3 requests still in flight 60 s after the trace ended")
-
-    monkeypatch.setattr(replay.cli, "run_policy", stalls)
-    got = run_case(ramp_trace(), Case("ramp", 1.0, "fast", "hpa"), Setup({"fast": FAST}, PARAMS))
-    assert got["status"] == "stalled" and "still in flight" in got["error"]
+    monkeypatch.setattr(replay.cli, "simulate", functools.partial(simulate, max_tail_s=5.0))
+    case = Case("thrash", 1.0, "thrash", "static-1")
+    got = run_case(THRASH_TRACE, case, Setup({"thrash": THRASH}, PARAMS))
+    assert got["status"] == "ok" and got["requests_unfinished"] == 3 and got["slo_attainment"] == 0.0
+    rows = [{**got, "trace": "t", "scenario": "s"}, row("hpa", 0.5, got["gpu_hours"])]
+    (t,) = tables.case_tables(rows)
+    by = {e["policy"]: e for e in t["policies"]}
+    assert by["static-1"]["beaten_by"] == ["hpa"] and by["static-1"]["requests_unfinished"] == 3
+    assert "(3 requests unfinished: the run was cut) |" in tables.markdown(_doc(rows))
 
 
 def _numbers(rows: list[dict[str, Any]]) -> str:

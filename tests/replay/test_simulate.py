@@ -479,9 +479,73 @@ class _NeverScales:
         return 0
 
 
-def test_requests_never_served_stop_the_run_with_a_named_error() -> None:
-    from replay.simulate import SimulationStalled
-
+def test_requests_never_served_end_the_run_as_unfinished_not_good() -> None:
     trace = Trace("three", np.array([0.0, 1.0, 2.0]), np.array([100, 100, 100]), np.array([10, 10, 10]))
-    with pytest.raises(SimulationStalled, match=r"policy never: 3 requests still in flight 60 s after"):
-        simulate(trace, FAST, _NeverScales(), max_tail_s=60.0)
+    result = simulate(trace, FAST, _NeverScales(), max_tail_s=60.0)
+    assert result.unfinished == 3 and 62.0 < result.end_s <= 62.0 + 15.0
+    assert (result.requests.replica == -1).all()  # they waited at the gateway
+    summary = report.policy_summary(result)
+    assert (summary["requests_unfinished"], summary["requests_finished"], summary["slo_attainment"]) == (
+        3,
+        0,
+        0.0,
+    )
+
+
+# a prompt near the KV budget beside two long decodes, prefix caching off: it is preempted and
+# re-prefilled over and over (tests/replay/test_engine.py's thrash case), the decodes crawling
+THRASH = replace(
+    REFERENCE_70B,
+    name="thrash",
+    engine=replace(
+        REFERENCE_70B.engine,
+        max_num_seqs=64,
+        max_num_batched_tokens=512,
+        kv_budget_tokens=4_096,
+        prefix_caching=False,
+        step_base_s=0.01,
+        prefill_token_s=1e-4,
+        prefill_attention_s=0.0,
+        decode_request_s=0.0,
+        decode_context_s=0.0,
+    ),
+)
+THRASH_TRACE = Trace(
+    "thrash",
+    np.array([0.0, 0.0, 1.0, 1.5]),
+    np.array([1_000, 1_000, 3_584, 100_000]),
+    np.array([600, 600, 1, 1]),
+)
+
+
+def test_a_livelocked_fleet_ends_with_a_report_counting_the_unfinished_requests() -> None:
+    cut = simulate(THRASH_TRACE, THRASH, StaticPolicy(1), max_tail_s=5.0)
+    whole = simulate(THRASH_TRACE, THRASH, StaticPolicy(1))  # the same run, left to end
+    assert whole.unfinished == 0 and whole.requests.preemptions[2] > 100 and whole.end_s > 20.0
+    assert cut.unfinished == 3 and cut.end_s < 10.0  # the three served ones; the 100k prompt is dropped
+    assert np.isnan(cut.requests.finished_s[:3]).all()
+    summary = report.policy_summary(cut)
+    assert summary["requests_unfinished"] == 3 and summary["requests_dropped"] == 1
+    assert summary["requests_total"] == summary["requests_finished"] + 1 + 3
+    assert summary["slo_attainment"] == 0.0  # unfinished: not good
+    assert report.policy_summary(whole)["requests_unfinished"] == 0
+    doc = report.build_report(THRASH_TRACE, [cut], seed=None)
+    assert "**static-1: 3 requests unfinished** when the run was cut" in report.markdown(doc)
+    assert json.loads(report.to_json(doc))["policies"]["static-1"]["requests_unfinished"] == 3
+
+
+def test_a_cut_run_prints_a_warning_naming_the_policy_and_the_count(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import functools
+
+    import replay.cli
+
+    monkeypatch.setattr(replay.cli, "simulate", functools.partial(simulate, max_tail_s=5.0))
+    result = run_policy(THRASH_TRACE, THRASH, "static-1", PARAMS)
+    assert result.unfinished == 3
+    assert capsys.readouterr().err.splitlines() == [
+        "infscale replay: warning: policy static-1: 3 requests unfinished 5 s after the trace ended; "
+        f"the run was cut at {result.end_s:,.0f} s and they count as not good (requests_unfinished in "
+        "report.json)"
+    ]
