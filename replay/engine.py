@@ -64,6 +64,7 @@ def load_kernel() -> None:
     engine = Engine(EngineProfile(), trace)
     engine.run(1.0, np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64))
     engine.scrape(1)
+    engine.pod_rows(1, np.zeros(1, dtype=np.int64), _NO_TARGET)
 
 
 class Engine:
@@ -186,30 +187,28 @@ class Engine:
     def run(self, until: float, ids: I64, ready: I64 | None = None, targets: I64 | None = None) -> None:
         """Route `ids` (in arrival order; at their arrival, or now if they waited at the gateway)
         to `targets`, or each to the least-loaded replica of `ready` (oldest first on a tie), and
-        run every replica up to `until`."""
-        if len(ids) and self.dropped_count:
-            keep = ~self._dropped[ids]
-            if targets is not None:
-                targets = targets[keep]
-            ids = ids[keep]
+        run every replica up to `until`. Requests the engine refuses (too long) are skipped."""
         if len(ids):
             if targets is None:
                 if ready is None or not len(ready):
-                    raise ValueError("requests to route but no ready replica")
-                self._grow(int(ready.max()) + 1)
+                    if not self.dropped_count or not self._dropped[ids].all():
+                        raise ValueError("requests to route but no ready replica")
+                    ready = _NO_TARGET
+                else:
+                    self._grow(int(ready.max()) + 1)
                 if len(self._route_any) < len(ids):  # -1: to the least-loaded ready replica
                     self._route_any = np.full(2 * len(ids), -1, dtype=np.int64)
                 targets = self._route_any[: len(ids)]
             else:
                 self._grow(int(targets.max()) + 1)
-            times = np.maximum(self._arrival[ids], self.now)
         else:
-            times, targets = self._arrival[:0], _NO_TARGET
+            targets = _NO_TARGET
         ready_ids = ready if ready is not None else _NO_TARGET
         k.advance(
             until,
+            self.now,
             ids.astype(np.int64, copy=False),
-            times,
+            self._arrival,
             targets.astype(np.int64, copy=False),
             ready_ids.astype(np.int64, copy=False),
             self._qi,
@@ -245,6 +244,14 @@ class Engine:
     def last_finish_s(self, replica: int) -> float:
         """When the replica's latest request finished (0 if none did)."""
         return float(self._rf[replica, k.RF_LASTFIN]) if replica < self._size else 0.0
+
+    def pod_rows(self, n_replicas: int, ready: I64, draining: I64) -> F64:
+        """A scrape's rows at `now` for the ready pods, then the draining ones (the columns of
+        replay/metrics/signals.py), in one compiled pass."""
+        self._grow(n_replicas)
+        rows = np.empty((len(ready) + len(draining), 7))
+        k.pod_rows(self.now, ready, draining, self._qi, self._ri, self._rf, self._hist, self._pi, rows)
+        return rows
 
     def scrape(self, n_replicas: int) -> EngineScrape:
         """Every replica's counters and gauges at `now` (the end of the last run)."""

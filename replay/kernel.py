@@ -29,6 +29,16 @@ from typing import Any
 import numba as nb
 import numpy as np
 
+from replay.metrics.signals import (
+    GENERATION_TOKENS,
+    INFLIGHT,
+    KV_USAGE,
+    PROMPT_TOKENS,
+    REQUESTS,
+    RUNNING,
+    WAITING,
+)
+
 # per-request int columns
 Q_IN, Q_OUT, Q_STATE, Q_GEN, Q_COMP, Q_BLOCKS, Q_DECBASE = 0, 1, 2, 3, 4, 5, 6
 Q_NEXT, Q_PREV, Q_WNEXT, Q_HPOS, Q_PREEMPT, Q_HIT, Q_REP, Q_KEPT = 7, 8, 9, 10, 11, 12, 13, 14
@@ -684,8 +694,9 @@ def _finish(q, r, t, qi, qf, ri, rf, g):
 @jit
 def advance(
     until,
+    now,
     ids,
-    times,
+    arrival,
     targets,
     ready,
     qi,
@@ -708,13 +719,16 @@ def advance(
     pending,
     g,
 ):
-    """Route requests `ids` (sorted by `times`, each to `targets[j]`, or when that is -1 to the
-    least-loaded replica of `ready`) and run every replica's events up to `until`."""
+    """Route requests `ids` (in arrival order, each at its arrival or `now` if later, to
+    `targets[j]`, or when that is -1 to the least-loaded replica of `ready`; dropped ones are
+    skipped) and run every replica's events up to `until`."""
     j = 0
     m = len(ids)
     while True:
+        while j < m and qi[ids[j], Q_STATE] == ST_DROPPED:
+            j += 1
         t_ev = rf[ev[0], RF_TEND] if g[G_EVN] > 0 else np.inf
-        t_ar = times[j] if j < m else np.inf
+        t_ar = max(arrival[ids[j]], now) if j < m else np.inf
         if g[G_EVN] > 0 and t_ev <= t_ar and t_ev <= until:
             r = _ev_pop(ev, evpos, rf, g)
             _end_run(r, qi, qf, ri, rf, hist, hk, hr, pi, poff, pids, hslot, lkey, lprev, lnext, g)
@@ -744,9 +758,12 @@ def advance(
         if j >= m:
             break
         t = t_ar
-        while j < m and times[j] == t:
+        while j < m and max(arrival[ids[j]], now) == t:
             q = ids[j]
             r = targets[j]
+            if qi[q, Q_STATE] == ST_DROPPED:
+                j += 1
+                continue
             if r < 0:
                 best = BIG
                 for c in ready:
@@ -821,27 +838,51 @@ def _first_step_after(rf, r, t):
     return k
 
 
+@inline_jit
+def _counters(t, r, qi, ri, rf, hist, pi):
+    """Replica r's counters and gauges at t (inside a run: the steps that ended by t): finished,
+    prompt tokens, generation tokens, waiting, running, KV blocks used."""
+    bs = pi[P_BS]
+    gen = ri[r, R_GTOK]
+    used = pi[P_BLOCKS] - ri[r, R_FREE]
+    if ri[r, R_BUSY] == 1 and rf[r, RF_TEND] > t and t >= rf[r, RF_T0]:
+        done = min(_first_step_after(rf, r, t) - 1, ri[r, R_K])
+        ext = min(done, ri[r, R_K] - 1)  # later steps of the run that have started (allocated)
+        if ri[r, R_DECADV] == 1:
+            gen += ri[r, R_NDEC] * done
+            used += _dec_cum(hist, r, ri[r, R_DS], ext, ri[r, R_NDEC], bs)
+        part, pchunk = ri[r, R_PART], ri[r, R_P]
+        if pchunk > 0 and ext > 0:
+            c1 = qi[part, Q_COMP] + pchunk
+            used += _cdiv(c1 + ext * pchunk, bs) - _cdiv(c1, bs)
+    return ri[r, R_FIN], ri[r, R_PTOK], gen, ri[r, R_NWAIT], ri[r, R_NRUN], used
+
+
 @jit
 def observe(t, n_replicas, qi, ri, rf, hist, pi, out):
-    """Every replica's counters and gauges at t (inside runs: the steps that ended by t).
-    out rows: finished, prompt tokens, generation tokens, waiting, running, KV blocks used."""
-    bs = pi[P_BS]
+    """Every replica's counters and gauges at t (_counters), one column per replica."""
     for r in range(n_replicas):
-        gen = ri[r, R_GTOK]
-        used = pi[P_BLOCKS] - ri[r, R_FREE]
-        if ri[r, R_BUSY] == 1 and rf[r, RF_TEND] > t and t >= rf[r, RF_T0]:
-            done = min(_first_step_after(rf, r, t) - 1, ri[r, R_K])
-            ext = min(done, ri[r, R_K] - 1)  # later steps of the run that have started (allocated)
-            if ri[r, R_DECADV] == 1:
-                gen += ri[r, R_NDEC] * done
-                used += _dec_cum(hist, r, ri[r, R_DS], ext, ri[r, R_NDEC], bs)
-            part, pchunk = ri[r, R_PART], ri[r, R_P]
-            if pchunk > 0 and ext > 0:
-                c1 = qi[part, Q_COMP] + pchunk
-                used += _cdiv(c1 + ext * pchunk, bs) - _cdiv(c1, bs)
-        out[0, r] = ri[r, R_FIN]
-        out[1, r] = ri[r, R_PTOK]
+        fin, ptok, gen, nwait, nrun, used = _counters(t, r, qi, ri, rf, hist, pi)
+        out[0, r] = fin
+        out[1, r] = ptok
         out[2, r] = gen
-        out[3, r] = ri[r, R_NWAIT]
-        out[4, r] = ri[r, R_NRUN]
+        out[3, r] = nwait
+        out[4, r] = nrun
         out[5, r] = used
+
+
+@jit
+def pod_rows(t, ready, draining, qi, ri, rf, hist, pi, rows):
+    """One scrape's rows in replay/metrics/signals.py's columns, ready pods first, then draining
+    ones."""
+    nr = len(ready)
+    for i in range(nr + len(draining)):
+        r = ready[i] if i < nr else draining[i - nr]
+        fin, ptok, gen, nwait, nrun, used = _counters(t, r, qi, ri, rf, hist, pi)
+        rows[i, WAITING] = nwait
+        rows[i, RUNNING] = nrun
+        rows[i, INFLIGHT] = float(nwait) + float(nrun)
+        rows[i, KV_USAGE] = used / pi[P_BLOCKS]  # vllm:kv_cache_usage_perc, a fraction
+        rows[i, REQUESTS] = fin
+        rows[i, PROMPT_TOKENS] = ptok
+        rows[i, GENERATION_TOKENS] = gen

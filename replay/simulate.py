@@ -214,7 +214,8 @@ def _cluster(
     and the requests it holds (while no replica is ready)."""
     draining = np.array(fleet.draining_ids, dtype=np.int64)
     arrived = int(np.searchsorted(arrival, t, side="right"))
-    return cluster_scrape(t, engine.scrape(n_replicas), fleet.ready_ids, draining, arrived, pending)
+    ready = fleet.ready_ids
+    return cluster_scrape(t, engine.pod_rows(n_replicas, ready, draining), ready, draining, arrived, pending)
 
 
 def _observe(

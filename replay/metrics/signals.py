@@ -28,15 +28,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import Enum, StrEnum
-from typing import TYPE_CHECKING, Final, Literal
+from typing import Final, Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from autoscaler.policy.observation import MetricReading
-
-if TYPE_CHECKING:
-    from replay.engine import EngineScrape
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -120,17 +117,9 @@ class ClusterScrape:
 
 
 def cluster_scrape(
-    t: float, engine: EngineScrape, ready: I64, draining: I64, arrivals: int, pending: int
+    t: float, rows: F64, ready: I64, draining: I64, arrivals: int, pending: int
 ) -> ClusterScrape:
-    pods = np.concatenate((ready, draining))
-    rows = np.empty((len(pods), 7))
-    rows[:, WAITING] = engine.waiting[pods]
-    rows[:, RUNNING] = engine.running[pods]
-    rows[:, INFLIGHT] = rows[:, WAITING] + rows[:, RUNNING]
-    rows[:, KV_USAGE] = engine.kv_usage[pods]
-    rows[:, REQUESTS] = engine.requests_finished[pods]
-    rows[:, PROMPT_TOKENS] = engine.prompt_tokens[pods]
-    rows[:, GENERATION_TOKENS] = engine.generation_tokens[pods]
+    """`rows`: the pods' rows in this module's columns (replay/engine.py's pod_rows), ready first."""
     return ClusterScrape(t, ready, draining, rows, (float(arrivals), float(pending)))
 
 
