@@ -79,7 +79,6 @@ class Engine:
         qi[:, k.Q_IN] = trace.input_tokens
         qi[:, k.Q_OUT] = trace.output_tokens
         qi[:, k.Q_REP] = -1
-        qi[:, k.Q_HPOS] = -1
         # longer than the engine accepts (scheduler.context_limit): refused at once
         dropped = trace.input_tokens + trace.output_tokens > profile.kv_blocks * profile.block_size
         qi[dropped, k.Q_STATE] = k.ST_DROPPED

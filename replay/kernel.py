@@ -41,8 +41,8 @@ from replay.metrics.signals import (
 
 # per-request int columns
 Q_IN, Q_OUT, Q_STATE, Q_GEN, Q_COMP, Q_BLOCKS, Q_DECBASE = 0, 1, 2, 3, 4, 5, 6
-Q_NEXT, Q_PREV, Q_WNEXT, Q_HPOS, Q_PREEMPT, Q_HIT, Q_REP, Q_KEPT = 7, 8, 9, 10, 11, 12, 13, 14
-QI_COLUMNS = 15
+Q_NEXT, Q_PREV, Q_WNEXT, Q_PREEMPT, Q_HIT, Q_REP, Q_KEPT = 7, 8, 9, 10, 11, 12, 13
+QI_COLUMNS = 14
 # request states
 ST_NEW, ST_WAIT, ST_PREFILL, ST_DECODE, ST_DONE, ST_DROPPED = 0, 1, 2, 3, 4, 5
 # per-request float columns
@@ -156,24 +156,23 @@ def _ev_pop(ev, evpos, rf, g):
 
 
 # --- per-replica finish heap (min by the decode clock at which a decoding request is done) -----
+# No position per request: the requests' rows stay untouched while the heap sifts (they are spread
+# over the whole trace's table); only a preemption removes an entry from inside, found by a scan.
 
 
 @inline_jit
-def _fh_swap(hk, hr, qi, r, i, j):
+def _fh_swap(hk, hr, r, i, j):
     hk[r, i], hk[r, j] = hk[r, j], hk[r, i]
-    a, b = hr[r, i], hr[r, j]
-    hr[r, i], hr[r, j] = b, a
-    qi[b, Q_HPOS] = i
-    qi[a, Q_HPOS] = j
+    hr[r, i], hr[r, j] = hr[r, j], hr[r, i]
 
 
 @inline_jit
-def _fh_fix(hk, hr, qi, ri, r, i):
+def _fh_fix(hk, hr, ri, r, i):
     n = ri[r, R_HSIZE]
     while i > 0:
         p = (i - 1) // 2
         if hk[r, i] < hk[r, p]:
-            _fh_swap(hk, hr, qi, r, i, p)
+            _fh_swap(hk, hr, r, i, p)
             i = p
         else:
             break
@@ -185,33 +184,38 @@ def _fh_fix(hk, hr, qi, ri, r, i):
         if left + 1 < n and hk[r, left + 1] < hk[r, left]:
             c = left + 1
         if hk[r, c] < hk[r, i]:
-            _fh_swap(hk, hr, qi, r, i, c)
+            _fh_swap(hk, hr, r, i, c)
             i = c
         else:
             break
 
 
 @inline_jit
-def _fh_push(hk, hr, qi, ri, r, q, key):
+def _fh_push(hk, hr, ri, r, q, key):
     i = ri[r, R_HSIZE]
     hk[r, i] = key
     hr[r, i] = q
-    qi[q, Q_HPOS] = i
     ri[r, R_HSIZE] = i + 1
-    _fh_fix(hk, hr, qi, ri, r, i)
+    _fh_fix(hk, hr, ri, r, i)
 
 
 @inline_jit
-def _fh_remove(hk, hr, qi, ri, r, q):
-    i = qi[q, Q_HPOS]
+def _fh_remove(hk, hr, ri, r, i):
+    """Remove the entry at position i."""
     last = ri[r, R_HSIZE] - 1
     ri[r, R_HSIZE] = last
-    qi[q, Q_HPOS] = -1
     if i != last:
         hk[r, i] = hk[r, last]
         hr[r, i] = hr[r, last]
-        qi[hr[r, i], Q_HPOS] = i
-        _fh_fix(hk, hr, qi, ri, r, i)
+        _fh_fix(hk, hr, ri, r, i)
+
+
+@jit
+def _fh_find(hr, ri, r, q):
+    for i in range(ri[r, R_HSIZE]):
+        if hr[r, i] == q:
+            return i
+    return -1
 
 
 # --- the running list (admission order) and the waiting queue ----------------------------------
@@ -285,18 +289,19 @@ def _dec_add(qi, ri, hist, hk, hr, pi, r, q):
     ri[r, R_SX] += x
     ri[r, R_NDEC] += 1
     qi[q, Q_STATE] = ST_DECODE
-    _fh_push(hk, hr, qi, ri, r, q, qi[q, Q_OUT] - base)
+    _fh_push(hk, hr, ri, r, q, qi[q, Q_OUT] - base)
 
 
 @inline_jit
-def _dec_remove(qi, ri, hist, hk, hr, pi, r, q):
-    """Take q out of the decoding aggregates; returns the KV blocks it holds now."""
+def _dec_remove(qi, ri, hist, hk, hr, pi, r, q, i):
+    """Take q (at position i of the finish heap) out of the decoding aggregates; returns the KV
+    blocks it holds now."""
     bs = pi[P_BS]
     x = qi[q, Q_IN] + qi[q, Q_DECBASE]
     hist[r, x % bs] -= 1
     ri[r, R_SX] -= x
     ri[r, R_NDEC] -= 1
-    _fh_remove(hk, hr, qi, ri, r, q)
+    _fh_remove(hk, hr, ri, r, i)
     qi[q, Q_GEN] = ri[r, R_DS] + qi[q, Q_DECBASE]
     return _cdiv(x + ri[r, R_DS] - 1, bs)
 
@@ -318,7 +323,7 @@ def _preempt(qi, ri, hist, hk, hr, pi, r, q):
     """Recompute preemption: q's blocks are freed, its progress dropped; it waits at the front.
     With prefix caching its full blocks stay cached (Q_KEPT, scheduler.py's Request.kept)."""
     if qi[q, Q_STATE] == ST_DECODE:
-        held = _dec_remove(qi, ri, hist, hk, hr, pi, r, q)
+        held = _dec_remove(qi, ri, hist, hk, hr, pi, r, q, _fh_find(hr, ri, r, q))
         computed = qi[q, Q_IN] + qi[q, Q_GEN] - 1
     else:
         held = qi[q, Q_BLOCKS]
@@ -668,7 +673,7 @@ def _end_run(r, qi, qf, ri, rf, hist, hk, hr, pi, poff, pids, hslot, lkey, lprev
     if decadv:
         while ri[r, R_HSIZE] > 0 and hk[r, 0] <= ds:
             q = hr[r, 0]
-            held = _dec_remove(qi, ri, hist, hk, hr, pi, r, q)
+            held = _dec_remove(qi, ri, hist, hk, hr, pi, r, q, 0)
             ri[r, R_FREE] += held
             qi[q, Q_BLOCKS] = 0
             _finish(q, r, t_end, qi, qf, ri, rf, g)
