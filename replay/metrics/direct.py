@@ -14,7 +14,6 @@ What a policy sees, and how late:
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -34,14 +33,33 @@ F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 
 
-@dataclass(frozen=True, slots=True)
 class _Round:
-    t: float
-    rows: F64  # gauges and counters, per pod scraped
-    prev_rows: F64  # each pod's row in its previous round
-    prev_t: F64  # and that round's time (NaN: this is the pod's first round: no rate yet)
-    gateway: tuple[float, float]  # arrivals, pending
-    prev_arrivals: tuple[float, float] | None  # the gateway's previous (time, arrivals)
+    """One round: what it scraped, and each pod's previous round (for the rates)."""
+
+    __slots__ = ("_rates", "gateway", "prev_arrivals", "prev_rows", "prev_t", "rows", "t")
+
+    def __init__(
+        self,
+        t: float,
+        rows: F64,  # gauges and counters, per pod scraped
+        prev_rows: F64,  # each pod's row in its previous round
+        prev_t: F64,  # and that round's time (NaN: this is the pod's first round: no rate yet)
+        gateway: tuple[float, float],  # arrivals, pending
+        prev_arrivals: tuple[float, float] | None,  # the gateway's previous (time, arrivals)
+    ) -> None:
+        self.t, self.rows, self.prev_rows, self.prev_t = t, rows, prev_rows, prev_t
+        self.gateway, self.prev_arrivals = gateway, prev_arrivals
+        self._rates: F64 | None = None
+
+    def rates(self) -> F64:
+        """Every column's rate, one row per column, over the pods seen in an earlier round too:
+        worked out once for all the rate metrics a decision reads."""
+        if self._rates is None:
+            seen = ~np.isnan(self.prev_t)
+            self._rates = np.ascontiguousarray(
+                counter_rates(self.prev_rows[seen].T, self.prev_t[seen], self.rows[seen].T, self.t)
+            )
+        return self._rates
 
 
 def counter_rates(prev: F64, prev_t: F64 | float, cur: F64, cur_t: float) -> F64:
@@ -112,8 +130,7 @@ class DirectPipeline:
                 np.zeros(0) if prev is None else counter_rates(np.array([prev[1]]), prev[0], arrived, r.t)
             )
         elif m.kind is Kind.RATE:
-            seen = ~np.isnan(r.prev_t)
-            values = counter_rates(r.prev_rows[seen, m.column], r.prev_t[seen], r.rows[seen, m.column], r.t)
+            values = r.rates()[m.column]
         else:
             values = r.rows[:, m.column]
         return reading(values, m, aggregation, age)
