@@ -1,12 +1,14 @@
 """Replay speed: simulated requests and seconds per wall second, and a 100-configuration sweep.
 
-    python -m bench replay              # all three
-    python -m bench.bench_replay real   # one: real | day | sweep
+    python -m bench replay              # all four
+    python -m bench.bench_replay real   # one: real | day | sweep | breakdown
 
 - real: a 1-hour real trace (Azure 2023 conversation, from ../shared/traces when present, else a
   1-hour synthetic stand-in), HPA on reference-70b.
 - day: a 24-hour synthetic trace of >= 5 M requests (a real diurnal period), HPA.
 - sweep: 100 configurations of the predictive policy on a 1-hour synthetic trace, on every core.
+- breakdown: the day again with a CPU timer around each part of the run (the timers add ~1 %):
+  where the time goes.
 Goals from the issue: >= 1,000,000 requests/s and >= 10,000x real time on one core; the sweep
 <= 30 s on 2 cores.
 """
@@ -18,9 +20,13 @@ import resource
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+from replay import engine, kernel, simulate
 from replay.cli import run_policy, sweep
+from replay.metrics.direct import DirectPipeline
 from replay.policies import PolicyParams
+from replay.policies.hpa import DecidePolicy
 from replay.profiles import REFERENCE_70B
 from replay.trace import Trace
 from replay.traces import Burst, SyntheticSpec, load_trace, synthetic_trace
@@ -98,7 +104,55 @@ def bench_sweep() -> None:
     )
 
 
-BENCHES = {"real": bench_real, "day": bench_day, "sweep": bench_sweep}
+# (label, owner, attribute): disjoint parts of a run, each timed around every call
+PARTS = (
+    ("engine set-up (per-request rows)", engine.Engine, "__init__"),
+    ("compiled kernel (kernel.advance)", kernel, "advance"),
+    ("engine.run around the kernel", engine.Engine, "run"),
+    ("scrape: the pods' rows", simulate, "_cluster"),
+    ("scrape: the metric pipeline", DirectPipeline, "scrape"),
+    ("decisions: the observation", simulate, "_observe"),
+    ("decisions: the policy (decide)", DecidePolicy, "desired"),
+)
+
+
+def bench_breakdown() -> None:
+    trace = day_trace()
+    spent = {label: [0.0, 0] for label, _, _ in PARTS}
+    originals = [(owner, name, getattr(owner, name)) for _, owner, name in PARTS]
+
+    def timed(label: str, f: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            start = time.process_time()
+            try:
+                return f(*args, **kwargs)
+            finally:
+                spent[label][0] += time.process_time() - start
+                spent[label][1] += 1
+
+        return call
+
+    for (label, owner, name), (_, _, f) in zip(PARTS, originals, strict=True):
+        setattr(owner, name, timed(label, f))
+    try:
+        cpu = time.process_time()
+        run_policy(trace, REFERENCE_70B, "hpa", PolicyParams())
+        cpu = time.process_time() - cpu
+    finally:
+        for owner, name, f in originals:
+            setattr(owner, name, f)
+    spent["engine.run around the kernel"][0] -= spent["compiled kernel (kernel.advance)"][0]
+    print(f"breakdown of the 24 h HPA run, {cpu:.2f} s CPU (timers included):", flush=True)
+    for label, (seconds, calls) in spent.items():
+        print(
+            f"  {label:36s} {seconds:6.2f} s {seconds / cpu:6.1%}  {calls:>9,} calls, "
+            f"{1e6 * seconds / max(calls, 1):9.1f} us each"
+        )
+    rest = cpu - sum(s for s, _ in spent.values())
+    print(f"  {'the run loop, fleet and the rest':36s} {rest:6.2f} s {rest / cpu:6.1%}", flush=True)
+
+
+BENCHES = {"real": bench_real, "day": bench_day, "sweep": bench_sweep, "breakdown": bench_breakdown}
 
 
 def main() -> None:
