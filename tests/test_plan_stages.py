@@ -67,6 +67,16 @@ def test_recreating_a_released_replica_skips_provisioning_and_pull() -> None:
     assert horizon.recreate_s(cached) == pytest.approx(5.0 + 30.0)
 
 
+def test_recreating_several_queues_them_on_the_storage() -> None:
+    """Four released together come back one load after another (14 s each, decisions every 15 s):
+    the last is ready after 3 x 15 s more than the first; from node caches they do not queue."""
+    full = ColdStartSpec(weights_gb=140, storage_gbps=10, image_pull_s=30, warmup_s=30, node_provision_s=90)
+    assert horizon.recreate_s(full, 4, 15.0) == pytest.approx(4 * 14.0 + 3 * 1.0 + 30.0)
+    assert horizon.recreate_s(full, 40, 15.0) > horizon.recreate_s(full, 4, 15.0) + 500.0
+    cached = ColdStartSpec(weights_gb=140, storage_gbps=10, local_cache_gbps=28, warmup_s=30)
+    assert horizon.recreate_s(cached, 4, 15.0) == pytest.approx(5.0 + 30.0)
+
+
 # --- contention-aware scale-up -------------------------------------------------------------------
 
 
@@ -128,34 +138,65 @@ def test_the_need_history_keeps_the_window_maximum_in_front() -> None:
     assert h == ((200.0, 1),)
 
 
-def test_a_replica_needed_again_within_the_break_even_is_kept() -> None:
-    history = scaledown.remember((), 0.0, 10, 400.0)
-    kept = scaledown.keep(have=10, need_now=6, need_ahead=10, history=history, now=200.0, breakeven_s=164.0)
+def _recreate(m: int) -> float:
+    """A replica back in 40 s, each further one 15 s after the one before (one load a decision)."""
+    return 40.0 + 15.0 * (m - 1)
+
+
+def test_the_break_even_prices_the_lost_requests_as_the_gpus() -> None:
+    assert scaledown.breakeven_s(40.0) == pytest.approx((1.0 + scaledown.SLO_WEIGHT) * 40.0)
+
+
+def test_a_replica_the_forecast_needs_is_kept_up_to_the_break_even_over_trust() -> None:
+    """B(1) = 80 s for the top replica: kept 150 s idle when forecast, released at 170 s."""
+    history = scaledown.remember((), 0.0, 10, 10_000.0)
+    kept = scaledown.keep(10, need_now=6, need_ahead=10, history=history, now=150.0, recreate_s=_recreate)
     assert (kept.replicas, kept.reason) == (10, "KeepWarm")
-    first = scaledown.keep(have=10, need_now=6, need_ahead=6, history=(), now=0.0, breakeven_s=164.0)
+    assert scaledown.keep(10, 6, 10, history, now=170.0, recreate_s=_recreate).replicas < 10
+
+
+def test_first_sight_holds_the_current_count() -> None:
+    first = scaledown.keep(have=10, need_now=6, need_ahead=6, history=(), now=0.0, recreate_s=_recreate)
     assert (first.replicas, first.reason) == (10, "FirstSight")
 
 
-def test_a_replica_the_forecast_does_not_need_waits_half_the_break_even() -> None:
-    history = scaledown.remember((), 0.0, 10, 400.0)
-    early = scaledown.keep(10, 6, 6, history, now=60.0, breakeven_s=164.0)
-    late = scaledown.keep(10, 6, 6, history, now=100.0, breakeven_s=164.0)
-    assert early.replicas == 10  # needed 60 s ago, within λ·B = 82 s
-    assert (late.replicas, late.reason) == (6, "ReleaseIdle")
+def test_the_fleet_shrinks_no_faster_than_the_storage_could_bring_it_back() -> None:
+    """Peak 10, now 2, nothing forecast: replica 10 goes λ·B(1) = 40 s after its last need, replica
+    9 at λ·B(2) = 55 s, ... replica 3 (the 8th to come back) at λ·B(8) = 145 s."""
+    history = scaledown.remember((), 0.0, 10, 10_000.0)
+    history = scaledown.remember(history, 15.0, 2, 10_000.0)
+
+    def kept(at: float) -> int:
+        return scaledown.keep(10, 2, 2, history, at, _recreate).replicas
+
+    assert kept(39.0) == 10
+    assert kept(41.0) == 9
+    assert kept(56.0) == 8
+    assert kept(144.0) == 3
+    assert kept(146.0) == 2
+    release = scaledown.keep(10, 2, 2, history, 100.0, _recreate)
+    assert release.reason == "ReleaseIdle" and release.replicas == kept(100.0) == 6
 
 
-def test_a_forecast_that_keeps_asking_is_overruled_after_the_break_even_over_trust() -> None:
-    history = scaledown.remember((), 0.0, 10, 400.0)
-    trusting = scaledown.keep(10, 6, 10, history, now=300.0, breakeven_s=164.0)
-    overruled = scaledown.keep(10, 6, 10, history, now=400.0, breakeven_s=164.0)
-    assert trusting.replicas == 10  # within B / λ = 328 s of the last need
-    assert overruled.replicas == 6
+def test_a_recurring_burst_keeps_its_capacity_warm() -> None:
+    """Bursts to 10 every 120 s with 1 needed between them: the lowest replicas, whose re-creation
+    would queue behind the others', are never idle long enough to go; the top ones are."""
+    history: scaledown.NeedHistory = ()
+    low = 10
+    for t in range(0, 1200, 15):
+        need = 10 if t % 120 == 0 else 1
+        history = scaledown.remember(history, float(t), need, 10_000.0)
+        if t % 120 == 105:  # just before the next burst
+            low = min(low, scaledown.keep(10, 1, 1, history, float(t), _recreate).replicas)
+    assert 4 <= low < 10
 
 
-def test_never_below_what_is_needed_now() -> None:
+def test_levels_never_needed_are_released_and_what_is_needed_now_is_kept() -> None:
+    history = scaledown.remember((), 0.0, 6, 10_000.0)
+    assert scaledown.keep(10, 2, 2, history, 10.0, _recreate).replicas == 6  # 7-10 were never needed
     old = scaledown.remember((), -1000.0, 20, 10_000.0)
-    assert scaledown.keep(10, 12, 0, old, 0.0, 100.0).replicas == 10
-    assert scaledown.keep(10, 7, 0, old, 0.0, 100.0).replicas == 7
+    assert scaledown.keep(10, 12, 0, old, 0.0, _recreate).replicas == 10
+    assert scaledown.keep(10, 7, 0, old, 0.0, _recreate).replicas == 7
 
 
 # --- panic ---------------------------------------------------------------------------------------

@@ -172,13 +172,30 @@ def test_a_failed_queue_reading_never_lets_demand_scale_down() -> None:
     assert d.desired_replicas == 20
 
 
-def test_idle_replicas_are_released_after_half_the_recreation_time() -> None:
-    """40/s then 4/s: with 14 s to re-create, a replica idle longer than 7 s goes."""
+def test_idle_replicas_are_released_one_load_time_apart() -> None:
+    """40/s then 4/s: 8 replicas of the seed come back one 14 s load after another (15 s a decision),
+    so the top one goes after λ x 2 x 14 s idle and each below it one decision later: 8 -> 2 in six
+    decisions, not at once."""
     decisions, _ = run_all(planner_spec(), 8, [40.0] * 4 + [4.0] * 8)
     reasons = [next(r for r in table(d) if r[0] == "scale-down")[3] for d in decisions]
     assert reasons[:5] == ["NeededNow", "NeededNow", "NeededNow", "NeededNow", "ReleaseIdle"]
+    assert [d.desired_replicas for d in decisions[3:11]] == [8, 7, 6, 5, 4, 3, 2, 2]
     # 4/s at the mean; the band is relative to (mean + the 10-minute typical demand, still ~30/s)
     assert decisions[-1].desired_replicas == 2
+
+
+def test_recurring_bursts_keep_their_capacity_warm_when_it_is_slow_to_come_back() -> None:
+    """40/s for 45 s every 2 minutes, 4/s (2 replicas) between. With a 60 s warm-up after the load,
+    the replicas that would come back last are never idle past their break-even: the fleet stays
+    at 5 or more between bursts. With the seed's 14 s re-creation it is cheaper to let them go."""
+    rates = ([40.0] * 3 + [4.0] * 5) * 6
+
+    def between(cold: ColdStartSpec) -> list[int]:
+        decisions, _ = run_all(planner_spec(cold), 8, rates)
+        return [d.desired_replicas for i, d in enumerate(decisions) if i > 8 and i % 8 == 7]
+
+    assert min(between(replace(SEED, warmup_s=60.0))) >= 5
+    assert max(between(SEED)) == 2
 
 
 def test_panic_sizes_on_this_ticks_demand_bounded_by_what_is_ready_in_time() -> None:

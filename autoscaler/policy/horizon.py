@@ -20,7 +20,7 @@ from functools import lru_cache
 
 from autoscaler.policy import coldstart
 from autoscaler.policy.coldstart import ReplicaReadiness
-from autoscaler.policy.spec import ColdStartSpec
+from autoscaler.policy.spec import ColdStartSpec, CompileCache
 
 # (free GPUs per node, nodes with the image, nodes with the weights, GB left per loader in progress,
 #  seconds until each starting replica not loading yet begins its load)
@@ -64,13 +64,30 @@ def pacing_s(cold: ColdStartSpec, period_s: float) -> float:
     return math.ceil(alone / period_s - 1e-9) * period_s - alone
 
 
-@lru_cache(maxsize=256)
-def recreate_s(cold: ColdStartSpec) -> float:
-    """Seconds a replica released now would take to come back on the node it leaves (its GPUs
-    free, the image there, the weights in the node cache if there is one, no other loader): the
-    rent-or-buy break-even, since a replica holds its GPUs from scheduling to ready."""
-    weights = (0,) if cold.local_cache_gbps is not None else ()
-    return marginal_ready_s(cold, 1, ((cold.gpus_per_replica,), (0,), weights, (), ()))
+@lru_cache(maxsize=4096)
+def recreate_s(cold: ColdStartSpec, k: int = 1, period_s: float = 15.0) -> float:
+    """Seconds until the last of k replicas released now would be back if all were asked for
+    again together, on the nodes they leave (their GPUs free, the image there, the weights in the
+    node cache if there is one, no other loader), loads staggered by decisions period_s apart as
+    the scale-up does: the rent-or-buy break-even's re-creation, since a replica holds its GPUs
+    from scheduling to ready and serves nothing before."""
+    per_node = max(cold.gpus_per_node // cold.gpus_per_replica, 1)
+    nodes = -(-k // per_node)
+    free = tuple(min(per_node, k - n * per_node) * cold.gpus_per_replica for n in range(nodes))
+    on = tuple(range(nodes))
+    cached = on if cold.local_cache_gbps is not None else ()  # each reads its node's cache
+    back = coldstart.predict_ready(
+        cold,
+        k,
+        free_gpus_per_node=free,
+        image_cached_nodes=on,
+        weights_cached=cached,
+        # they compiled there, and a cluster compile cache is filled
+        compile_cached_nodes=on if cold.compile_cache == CompileCache.NODE else (),
+        compile_cache_warm=cold.compile_cache == CompileCache.CLUSTER,
+    )
+    queued = 0.0 if cached else (k - 1) * pacing_s(cold, period_s)
+    return max(r.ready_s for r in back) + queued
 
 
 def find(

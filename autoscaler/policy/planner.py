@@ -313,7 +313,18 @@ def plan(
             target = max(target, have + burst_extra)
         in_panic = panic_state.since is not None
 
-    breakeven = horizon.recreate_s(cold) if cold is not None else horizon_s
+    period = cap.decision_period_s
+    if cold is not None:
+
+        def recreate(m: int) -> float:
+            return horizon.recreate_s(cold, m, period)
+
+    else:
+
+        def recreate(m: int) -> float:
+            return horizon_s
+
+    breakeven = scaledown.breakeven_s(recreate(1))
     keep = have
     start = 0
     started_for = state.started_for
@@ -335,23 +346,24 @@ def plan(
     else:
         if in_panic:
             kept = scaledown.Keep(
-                have, "PanicHold", f"no scale-down within {cap.panic_window_s:.0f} s of a panic"
+                have, "PanicHold", "no scale-down within {:.0f} s of a panic", (cap.panic_window_s,)
             )
         elif obs.starting_ready_at and level >= (1.0 - FALL_TOLERANCE) * started_for:
             kept = scaledown.Keep(
                 have,
                 "LoadingKept",
-                f"{len(obs.starting_ready_at)} replica(s) still starting and demand has not fallen"
-                f" since they were asked for",
+                "{} replica(s) still starting and demand has not fallen since they were asked for",
+                (len(obs.starting_ready_at),),
             )
         else:
             # sized as need_at: the horizon's fixed point may have sized these already
             now_count = max(need_at(0.0), floor, target)
-            kept = scaledown.keep(have, now_count, need_at(breakeven), state.needs, now, breakeven)
+            kept = scaledown.keep(have, now_count, need_at(breakeven), state.needs, now, recreate)
         keep = kept.replicas
-        stages.append(Stage("scale-down", target, keep, kept.reason, kept.message))
+        stages.append(Stage("scale-down", target, keep, kept.reason, kept.template, kept.args))
         desired = keep
-    needs = scaledown.remember(state.needs, now, target, breakeven / scaledown.TRUST)
+    longest = scaledown.breakeven_s(recreate(limit)) / scaledown.TRUST  # the deepest level's window
+    needs = scaledown.remember(state.needs, now, target, longest)
     result = Plan(est.now, mean, upper, band, horizon_s, at_horizon, speed, needed, keep, start, in_panic)
     return Outcome(
         tuple(stages), desired, result, PlannerState(dstate, speed_state, needs, panic_state, started_for)

@@ -1,25 +1,38 @@
 """Scale-down as rent or buy: keep a replica while keeping it is cheaper than re-creating it.
 
-A replica released now and needed again after a gap T costs its GPUs for the cold start of its
-successor (a replica holds its GPUs from scheduling to ready) and the requests it then serves
-late; kept, it costs its GPUs for T. So the break-even gap is the re-creation time B
-(horizon.recreate_s) and the question is the ski-rental problem: keep while the next need comes
-sooner than B. The forecast answers it (its upper band over [now, now + B]), hedged as the
-learning-augmented ski rental of Purohit, Svitkina and Kumar (NeurIPS 2018) with trust λ: a
-replica the forecast says will not be needed is still kept λ·B after its last need, and one the
-forecast says will be needed is released anyway after B / λ without a need. Whatever the
-forecast, that costs at most 1 + 1/λ times the best choice in hindsight, and 1 + λ when the
-forecast is right.
+A replica released now and needed again after a gap T costs, kept, its GPUs for T. Released, it
+costs its successor's GPUs from scheduling to ready (re-creation time R) *and* the requests it
+would have served in that time, which the next burst serves late. Counted at the fleet's own
+goodput per GPU-hour those requests are worth as much as the GPUs for R, so buying back costs
+(1 + SLO_WEIGHT) x R: the break-even B of the ski-rental problem.
+
+R is not one replica's cold start. When a burst comes back to its recent peak P, every replica
+released since comes back at once and they share the storage: the one released at level L (the
+L-th replica) is the (P - L + 1)-th of those re-created, ready only after the loads of all before
+it. So B grows with the depth below the peak (horizon.recreate_s(cold, m)): the top replica goes
+after about one cold start idle, the next one load time later, and the fleet shrinks no faster
+than the storage could bring it back. On a slow load path (a 600 s cold start) the burst's
+capacity stays warm between bursts; on a fast one (or with a node cache) it goes quickly.
+
+Each level is hedged as the learning-augmented ski rental of Purohit, Svitkina and Kumar
+(NeurIPS 2018) with trust λ: level L is kept λ·B after it was last needed even if the forecast
+says it will not be needed, and at most B / λ after it when the forecast says it will. Whatever
+the forecast, that costs at most 1 + 1/λ times the best choice in hindsight, and 1 + λ when the
+forecast is right. "Needed" comes from the history of needs, so recurrence counts: a level the
+bursts keep reaching is never idle longer than the gap between them.
 
 The history of needs is a monotone queue of (time, replicas) whose replica counts fall from the
-front: the maximum over any trailing window is its first entry inside the window.
+front: the last time a level L was needed is the newest entry of at least L.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from typing import NamedTuple
 
 TRUST = 0.5  # λ: 1.5x the hindsight optimum when the forecast is right, 3x at worst
+SLO_WEIGHT = 1.0  # a replica-second of unserved demand, priced as a replica-second of its GPUs
 
 NeedHistory = tuple[tuple[float, int], ...]
 
@@ -27,7 +40,8 @@ NeedHistory = tuple[tuple[float, int], ...]
 class Keep(NamedTuple):
     replicas: int
     reason: str
-    message: str
+    template: str  # the stage message as a Stage template, formatted only when read
+    args: tuple[object, ...] = ()
 
 
 def remember(history: NeedHistory, now: float, need: int, keep_s: float) -> NeedHistory:
@@ -49,30 +63,72 @@ def recent_max(history: NeedHistory, now: float, window_s: float) -> int:
     return 0
 
 
+def breakeven_s(recreate_s: float) -> float:
+    """Idle seconds after which releasing a replica that takes recreate_s to come back pays."""
+    return (1.0 + SLO_WEIGHT) * recreate_s
+
+
+def _window(
+    level: int, trusted: bool, history: NeedHistory, now: float, recreate_s: Callable[[int], float]
+) -> tuple[float, float]:
+    """(break-even, idle window) of the replica at `level`. It would come back as the m-th of the
+    replicas up to the peak a burst reaches within that window: the largest m consistent with its
+    own window (from the deepest down), so an old spike does not deepen today's small dips."""
+    m = history[0][1] - level + 1
+    while True:
+        b = breakeven_s(recreate_s(m))
+        window = b / TRUST if trusted else TRUST * b
+        depth = recent_max(history, now, window) - level + 1
+        if depth >= m or depth < 1:
+            return b, window
+        m = depth
+
+
 def keep(
-    have: int, need_now: int, need_ahead: int, history: NeedHistory, now: float, breakeven_s: float
+    have: int,
+    need_now: int,
+    need_ahead: int,
+    history: NeedHistory,
+    now: float,
+    recreate_s: Callable[[int], float],
 ) -> Keep:
-    """Replicas to keep of `have` when `need_now` are needed now and the forecast's upper band
-    asks for `need_ahead` at most over the next breakeven_s."""
+    """Replicas to keep of `have` when `need_now` are needed now, the forecast's upper band asks
+    for `need_ahead` at most over the next re-creation, and recreate_s(m) is when the last of m
+    replicas re-created together would be ready (m >= 1)."""
     if need_now >= have:
-        return Keep(have, "NeededNow", f"{need_now} needed now")
+        return Keep(have, "NeededNow", "{} needed now", (need_now,))
     if not history:  # first sight (a restart): as upstream seeds its window, the current count
         return Keep(have, "FirstSight", "no history of needs yet: holding the current count")
-    hedge = recent_max(history, now, TRUST * breakeven_s)
-    longest = recent_max(history, now, breakeven_s / TRUST)
-    wanted = max(need_ahead, hedge)
-    kept = max(need_now, min(wanted, longest))
-    kept = min(kept, have)
+    peak = history[0][1]
+    i = len(history) - 1  # the newest entry; entries further front have larger needs
+    kept, idle, b, trusted = need_now, math.inf, math.inf, False
+    for level in range(min(have, peak), need_now, -1):
+        while history[i][1] < level:  # the newest entry of at least `level` (the front is >= peak)
+            i -= 1
+        idle = now - history[i][0]
+        trusted = need_ahead >= level
+        b, window = _window(level, trusted, history, now, recreate_s)
+        if idle <= window:
+            kept = level
+            break
     if kept == have:
-        why = (
-            f"needed again within the {breakeven_s:.0f} s a re-creation takes"
-            if need_ahead >= have
-            else f"needed {TRUST * breakeven_s:.0f} s ago (hedge: half the re-creation time)"
+        if trusted:
+            return Keep(
+                have,
+                "KeepWarm",
+                "the forecast needs {} within the {:.0f} s break-even (idle {:.0f} s)",
+                (have, b, idle),
+            )
+        return Keep(
+            have,
+            "KeepWarm",
+            "replica {} was needed {:.0f} s ago, within λ x its {:.0f} s break-even",
+            (have, idle, b),
         )
-        return Keep(have, "KeepWarm", why)
     return Keep(
         kept,
         "ReleaseIdle",
-        f"{have - kept} replica(s) not needed within {breakeven_s:.0f} s (re-creation time),"
-        f" nor in the last {TRUST * breakeven_s:.0f} s",
+        "{} replica(s) idle past their break-even (re-creation x {:g}, hedged by trust {:g});"
+        " keeping {}, {} needed at the recent peak",
+        (have - kept, 1 + SLO_WEIGHT, TRUST, kept, peak),
     )
