@@ -271,25 +271,32 @@ def track(
     spec: DemandSpec,
     state: DemandState,
     now: float,
-    load_now: float,
+    level_now: float,
     horizon_s: float,
     load_ahead: float,
     typical_load: float,
 ) -> DemandState:
     """Score the forecasts due by now, and keep `load_ahead` (the mean forecast horizon_s ahead)
-    to be scored when its time comes; loads in one unit, `typical_load` the typical demand's (the
-    log ratios' offset, see `upper`).
+    to be scored when its time comes; `level_now` is the load of the demand's smoothed level
+    after this tick's sample, loads in one unit, `typical_load` the typical demand's (the log
+    ratios' offset, see `upper`).
 
-    A forecast made at t for t + h is scored against the *peak* load over (t, t + h]: capacity
+    A forecast made at t for t + h is scored against the *peak* level over (t, t + h]: capacity
     asked for at t arrives at t + h at the earliest and what is released at t comes back no
     sooner, so the upper quantile planned on is that of the peak over the horizon, not of one
-    instant (on bursty traffic the difference is the whole burst).
+    instant (on bursty traffic the difference is the whole burst). The level, not one tick's
+    estimate: a tick's estimate carries the counters' noise (one scrape's in-flight growth, prompt
+    tokens counted as their chunks are prefilled, the mean prompt squared in the attention term),
+    ±40 % tick to tick on Azure conv, and its peak over a horizon made the band ×2 there; that
+    noise is not demand a fleet must be sized for (the queue absorbs one scrape of it, and the
+    capacity model's queueing tail covers the Poisson arrivals at a rate). The level follows a
+    step within two scrapes (alpha 0.5), so a burst that lasts longer is scored in full.
     """
     peaks = state.peaks
     end = len(peaks)
-    while end and peaks[end - 1][1] <= load_now:
+    while end and peaks[end - 1][1] <= level_now:
         end -= 1
-    peaks = (*peaks[:end], (now, load_now))
+    peaks = (*peaks[:end], (now, level_now))
     offset = typical_load + 1e-12
     pending = state.pending
     q, scale, scored = state.error_quantile, state.error_scale, state.scored

@@ -239,7 +239,9 @@ def plan(
     mean_load = load(mean)
     band = load(upper) / mean_load if mean_load > 0.0 else math.inf
     load_now = load(est.now)
-    dstate = demand.track(d, dstate, now, load_now, horizon_s, mean_load, typical_load)
+    # the band is scored on the smoothed level, not this tick's noisy estimate (demand.track)
+    level = load(demand.expected(d, dstate, 0.0))
+    dstate = demand.track(d, dstate, now, level, horizon_s, mean_load, typical_load)
 
     r, pt, gt = est.now
     stages = [
@@ -328,7 +330,6 @@ def plan(
     keep = have
     start = 0
     started_for = state.started_for
-    level = load(demand.expected(d, dstate, 0.0))
     if target > have:
         deficit = min(target, limit) - have
         start, why = (
