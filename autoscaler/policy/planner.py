@@ -364,7 +364,10 @@ def plan(
         stages.append(Stage("scale-down", target, keep, kept.reason, kept.template, kept.args))
         desired = keep
     longest = scaledown.breakeven_s(recreate(limit)) / scaledown.TRUST  # the deepest level's window
-    needs = scaledown.remember(state.needs, now, target, longest)
+    # first sight (a start or a restart) seeds the needs with the current count, as upstream seeds
+    # its recommendations: the hedge then holds it for TRUST x its break-even while the band is unscored
+    history = state.needs or ((now, have),)
+    needs = scaledown.remember(history, now, target, longest)
     result = Plan(est.now, mean, upper, band, horizon_s, at_horizon, speed, needed, keep, start, in_panic)
     return Outcome(
         tuple(stages), desired, result, PlannerState(dstate, speed_state, needs, panic_state, started_for)
