@@ -1,4 +1,4 @@
-"""Capacity in tokens: the step model's closed forms, the Erlang C tail, the learned speed."""
+"""Capacity in tokens: the step model's closed forms, the per-replica M/G/1 TTFT tail, the learned speed."""
 
 from __future__ import annotations
 
@@ -70,13 +70,15 @@ def test_kv_binds_when_contexts_are_long() -> None:
     assert s.replicas == math.ceil(2.0 * (600 * 0.03 + seqs * w) / seqs)
 
 
-def test_erlang_c_matches_the_textbook_value() -> None:
-    """A = 2 Erlangs on 3 servers: C = 4/9 (P(wait)), so with no slack the least n with C <= 0.45 is 3."""
-    assert capacity._erlang_servers(2.0, 0.0, 0.45) == 3
-    assert capacity._erlang_servers(2.0, 0.0, 0.44) == 4
-    # with slack t (in mean services) the tail is C·exp(-(n - A)·t): 4/9·e^-1 = 0.1635 at n = 3, t = 1
-    assert capacity._erlang_servers(2.0, 1.0, 0.17) == 3
-    assert capacity._erlang_servers(2.0, 1.0, 0.16) == 4
+def test_the_split_tail_matches_m_m_1() -> None:
+    """2 Erlangs over n M/M/1 queues: each waits with probability u = 2/n, so with no slack the
+    least n with u <= 0.5 is 4 and with u <= 0.49 it is 5."""
+    assert capacity._split_servers(2.0, 0.0, 0.5) == 4
+    assert capacity._split_servers(2.0, 0.0, 0.49) == 5
+    # with slack t (in mean services) the tail is u·exp(-(1 - u)·t): 0.5·e^-0.5 = 0.3033 at n = 4
+    assert capacity._split_servers(2.0, 1.0, 0.31) == 4
+    assert capacity._split_servers(2.0, 1.0, 0.30) == 5
+    assert capacity._split_servers(0.0, 1.0, 0.01) == 1
 
 
 def test_ttft_binds_for_long_prompts_and_needs_more_than_the_work() -> None:
@@ -89,13 +91,27 @@ def test_ttft_binds_for_long_prompts_and_needs_more_than_the_work() -> None:
     )
     assert s.binding == "ttft"
     assert s.replicas > 10 * 1.5  # more than the busy servers A = 15
-    # a length-aware target leaves the prompt's own prefill out and needs fewer
+    # exponential prompt lengths of mean 12,000 at 8,000 tok/s: those over ~15,800 tokens miss 2 s
+    # on an idle replica (27 %), so the waits may miss as often; a length-aware target that every
+    # prompt can meet plans the full 1 % wait tail instead, and needs more
+    lost = math.exp(-(2.0 - 0.03) * 8000 / 12_000)
+    assert capacity._wait_budget(0.01, 12_000, 8000.0, 0.0, 2.0 - 0.03, None) == pytest.approx(lost)
     aware = capacity.size(
         ReplicaProfile(step_base_s=0.03, prefill_s_per_token=1 / 8000, max_num_seqs=1024),
         SloTarget(2.0, None, ttft_tokens_per_s=8000),
         d,
     )
-    assert aware.replicas < s.replicas
+    assert capacity._wait_budget(0.01, 12_000, 8000.0, 0.0, 2.0 - 0.03, 8000.0) == 0.01
+    assert aware.replicas > s.replicas
+
+
+def test_the_wait_budget_is_the_tail_less_the_unavoidable_misses() -> None:
+    """Up to half the tail lost on idle replicas, the waits get the rest; beyond, as many."""
+    room = 2.0
+    for lost in (0.0, 0.002, 0.005, 0.02, 0.3):
+        p = 8000.0 * room / -math.log(lost) if lost else 1e-9  # exp(-room·rate / p) = lost
+        budget = capacity._wait_budget(0.01, p, 8000.0, 0.0, room, None)
+        assert budget == pytest.approx(max(0.01 - lost, lost), rel=1e-9, abs=1e-12)
 
 
 def test_a_token_budget_slows_prefill_by_the_decodes_it_carries() -> None:

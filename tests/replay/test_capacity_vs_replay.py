@@ -3,10 +3,12 @@ static fleet that meets the SLO in the replay (found by search: the replay at co
 the SLO and at count + 1 meets it, so the least count meeting it is count - 1, count or count + 1).
 
 The replay judges every request against the scenario's SLO; the model plans for the SLO's
-attainment (99 %). Prompts and outputs are gamma-distributed (shape 2) around their means, arrivals
-Poisson. Known limit (docs/policy.md, "Capacity"): at long prompts (8,000+ tokens) the model
-under-sizes: the TTFT tail of prompt-length variance through chunked prefill is wider than
-Erlang C with cs² = 1 says.
+attainment (99 %). Prompts and outputs are gamma-distributed (shape 2) around their means,
+arrivals Poisson. The long-prompt cases (6,000 and 8,000 tokens) are where a pooled Erlang-C
+tail under-sized by 2-5 replicas (8,000 tokens: it said 4, the replay needs 9): the replay's
+prefill queues are per replica, as the model's now are. Known limit: at 12,000-token prompts
+(2/s) no fleet up to 9 meets 99 % (97.3 % at 9: prompts of 30,000+ tokens wait behind each
+other's chunks) and the model says 24, so the least fleet is not searched there.
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ def attainment(trace: Trace, scenario: Scenario, replicas: int) -> float:
         pytest.param(15.0, 3000.0, 600.0, REFERENCE_70B, id="rag 15/s (KV binds)"),
         pytest.param(30.0, 2000.0, 150.0, REFERENCE_70B, id="prompt-heavy 30/s"),
         pytest.param(8.0, 4000.0, 300.0, TOKEN_AWARE, id="4k prompts, length-aware TTFT"),
+        pytest.param(4.0, 6000.0, 200.0, TOKEN_AWARE, id="6k prompts, length-aware TTFT"),
+        pytest.param(3.0, 8000.0, 300.0, TOKEN_AWARE, id="8k prompts, length-aware TTFT"),
     ],
 )
 def test_the_model_is_within_one_of_the_least_fleet_meeting_the_slo(
