@@ -323,12 +323,13 @@ class CapacitySpec:
     panic_threshold: float = 2.0  # demand this many times the forecast's upper band: panic (Knative's 200 %)
     panic_window_s: float = 60.0  # no scale-down this long after a panic (Knative's stable window)
     decision_period_s: float = SYNC_PERIOD_S  # how often the caller decides: scale-up staggers by it
-    # the sizing plans the mean step at this share of the TPOT target and the TTFT tail at this
-    # share of the TTFT target: a request's TPOT is the mean of its own steps, and a step carrying a
-    # full prefill chunk is many times the mean one (docs/policy.md, "Defaults": measured on the
-    # shared traces, where planning at the targets themselves lost 1-2 points of SLO)
+    # the sizing plans the mean step at this share of the TPOT target: a request's TPOT is the mean
+    # of its own steps, and a step carrying a full prefill chunk is many times the mean one
+    # (docs/policy.md, "Defaults": planning at the target itself lost 1-2 points of SLO on the
+    # shared traces); the TTFT tail at this share of the TTFT target (1: the per-replica M/G/1
+    # tail is within +-1 replica of the replay on stationary load, long prompts included)
     plan_tpot_share: float = 0.2
-    plan_ttft_share: float = 0.25
+    plan_ttft_share: float = 1.0
 
     def __post_init__(self) -> None:
         _check_range("capacity", "decision_period_s", self.decision_period_s, 0.1, 3600.0, "in [0.1, 3600] s")
