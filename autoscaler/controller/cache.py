@@ -256,14 +256,19 @@ class Caches:
                 self._start(informer)
         return informer
 
-    def pods_matching(self, namespace: str, selector: Selector) -> list[Object]:
-        candidates = None
-        for r in selector.requirements:  # narrow by one key=value, then check the whole selector
+    def pod_candidates(self, namespace: str, selector: Selector) -> list[Object]:
+        """The pods that may match: narrowed by one key=value of the selector (else the namespace)."""
+        for r in selector.requirements:
             if r.operator in (Operator.EQUALS, Operator.DOUBLE_EQUALS, Operator.IN) and len(r.values) == 1:
-                candidates = self.pods.by_index("label", (namespace, r.key, r.values[0]))
-                break
+                return self.pods.by_index("label", (namespace, r.key, r.values[0]))
+        return self.pods.by_index("namespace", namespace)
+
+    def pods_matching(
+        self, namespace: str, selector: Selector, candidates: list[Object] | None = None
+    ) -> list[Object]:
+        """The pods `selector` matches, out of `candidates` (pod_candidates() when None)."""
         if candidates is None:
-            candidates = self.pods.by_index("namespace", namespace)
+            candidates = self.pod_candidates(namespace, selector)
         return [p for p in candidates if selector.matches(_labels(p))]
 
     def hpas_in(self, namespace: str) -> list[Object]:

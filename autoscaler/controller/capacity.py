@@ -20,6 +20,21 @@ from autoscaler.policy.observe import Fit, fit
 __all__ = ["Fit", "GpuNodes", "fit", "gpu_nodes", "normalize_image"]
 
 
+class HashedInts(tuple[int, ...]):
+    """A tuple that hashes once. Free GPUs per node key the cold-start model's and the capacity
+    check's caches several times a reconcile; hashing 625 ints costs ~9 µs each time, more than the
+    rest of those lookups. Equal to, and hashing as, the plain tuple."""
+
+    _hash: int
+
+    def __hash__(self) -> int:
+        try:
+            return self._hash
+        except AttributeError:
+            self._hash = tuple.__hash__(self)
+            return self._hash
+
+
 @dataclass(frozen=True, slots=True)
 class GpuNodes:
     """Schedulable nodes with GPUs, in name order."""
@@ -81,7 +96,7 @@ def gpu_nodes(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, An
             by_image.setdefault(image, []).append(i)
     return GpuNodes(
         tuple(r[0] for r in rows),
-        tuple(r[1] for r in rows),
+        HashedInts(r[1] for r in rows),
         tuple(r[2] for r in rows),
         {image: tuple(nodes) for image, nodes in by_image.items()},
     )

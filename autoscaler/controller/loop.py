@@ -258,8 +258,11 @@ class Controller:
         self._uids[key] = uid
         generation = int(meta.get("generation") or 0)
         cached = self._parsed.get(uid)
-        if cached is not None and cached[0] == generation:  # the spec is the same: only the status moved
-            a = replace(cached[1], status=obj.get("status") or {})
+        status = obj.get("status") or {}
+        if cached is not None and cached[0] == generation:  # the spec is the same: perhaps the status
+            a = cached[1] if cached[1].status is status else replace(cached[1], status=status)
+            if a is not cached[1]:
+                self._parsed[uid] = (generation, a)
         else:
             try:
                 a = crd.parse_autoscaler(

@@ -43,19 +43,30 @@ class _Source:
     index: dict[tuple[str, str], list[int]] = field(default_factory=dict)  # (key, value) -> items
 
 
-def _picked(source: _Source, selector: Selector) -> MetricList:
+def _positions(source: _Source, selector: Selector) -> tuple[int, ...]:
+    """Where the items `selector` picks sit in the source's answer (which has items)."""
     answer = source.answer
-    assert answer is not None
-    if answer.items is None:
-        return answer
+    assert answer is not None and answer.items is not None
     candidates: Sequence[int] | None = None
     for r in selector.requirements:
         if r.operator in (Operator.EQUALS, Operator.DOUBLE_EQUALS, Operator.IN) and len(r.values) == 1:
             candidates = source.index.get((r.key, r.values[0]), [])
             break
     indices = range(len(answer.items)) if candidates is None else candidates
-    items = tuple(answer.items[i] for i in indices if selector.matches(answer.items[i].labels))
-    return MetricList(items, read_at=answer.read_at)
+    return tuple(i for i in indices if selector.matches(answer.items[i].labels))
+
+
+def _at(answer: MetricList, positions: tuple[int, ...]) -> MetricList:
+    assert answer.items is not None
+    return MetricList(tuple(answer.items[i] for i in positions), read_at=answer.read_at)
+
+
+def _picked(source: _Source, selector: Selector) -> MetricList:
+    answer = source.answer
+    assert answer is not None
+    if answer.items is None:
+        return answer
+    return _at(answer, _positions(source, selector))
 
 
 def _labels_of(answer: MetricList) -> list[tuple[tuple[str, str], ...]] | None:
@@ -84,6 +95,8 @@ class MetricCache:
         self._uses: dict[str, tuple[str, tuple[MetricSpec, ...]]] = {}  # autoscaler -> (ns, metrics)
         self._seen: dict[tuple[str, str], tuple[tuple[int, ...] | None, str]] = {}  # (key, metric) -> values
         self._verified: set[tuple[str, str, str]] = set()
+        # (key, metric) -> (the source's index, selector, positions of the items picked)
+        self._picks: dict[tuple[str, str], tuple[object, str, tuple[int, ...]]] = {}
 
     @property
     def period_s(self) -> float:
@@ -109,6 +122,7 @@ class MetricCache:
                 if not source.readers:
                     del self._sources[(namespace, m.name)]
             self._seen.pop((key, m.name), None)
+            self._picks.pop((key, m.name), None)
 
     async def _read(self, pair: Pair, source: _Source, now: float) -> list[Mapping[str, str]] | None:
         """Read it again; the label sets whose value changed (None: the answer failed or recovered,
@@ -152,12 +166,40 @@ class MetricCache:
             if source.answer is None:
                 await self._read((namespace, m.name), source, now)
             assert source.answer is not None
-            picked = _picked(source, parse_selector(m.selector))
+            out[m.name] = await self._reading(key, namespace, m, source, now)
+        return out
+
+    async def _reading(
+        self, key: str, namespace: str, m: MetricSpec, source: _Source, now: float
+    ) -> MetricReading:
+        """Picked out of the shared answer. Where its selector's items sit is found once per index
+        (built again only when series come, go or move): in a steady state the answer changes at
+        every scrape round, its series do not."""
+        answer = source.answer
+        assert answer is not None
+        pick = self._picks.get((key, m.name))
+        if (
+            pick is not None
+            and pick[0] is source.index
+            and pick[1] == m.selector
+            and answer.items is not None
+        ):
+            reading = reading_of(_at(answer, pick[2]), now)
+        else:
+            positions = None
+            if answer.items is None:
+                picked = answer
+            else:
+                positions = _positions(source, parse_selector(m.selector))
+                picked = _at(answer, positions)
             if (namespace, m.name, m.selector) not in self._verified:
                 picked = await self._verify(namespace, m, source, picked, now)
-            out[m.name] = reading_of(picked, now)
-            self._seen[(key, m.name)] = _signature(out[m.name])
-        return out
+            reading = reading_of(picked, now)
+            verified = (namespace, m.name, m.selector) in self._verified and not source.per_object
+            if positions is not None and verified:
+                self._picks[(key, m.name)] = (source.index, m.selector, positions)
+        self._seen[(key, m.name)] = _signature(reading)
+        return reading
 
     async def _verify(
         self, namespace: str, m: MetricSpec, source: _Source, picked: MetricList, now: float

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import operator
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,7 +19,7 @@ from autoscaler.controller.plan import Snapshot
 from autoscaler.controller.podfacts import PodFacts, summarize
 from autoscaler.controller.settings import ControllerSettings
 from autoscaler.controller.telemetry import Telemetry
-from common.selector import parse_selector
+from common.selector import Selector, parse_selector
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,8 @@ class Snapshots:
         self.caches = caches
         self.metrics = metrics
         self.telemetry = telemetry
-        self._pod_facts: dict[str, tuple[tuple[tuple[str, str], ...], PodFacts]] = {}  # key -> (pods, facts)
+        # key -> (selector, the candidate pods, their facts): the pods are held, so compared by identity
+        self._pod_facts: dict[str, tuple[Selector, tuple[Mapping[str, Any], ...], PodFacts]] = {}
         self._scales: dict[str, Scale] = {}  # key -> its target's scale, as of a resourceVersion
 
     def forget(self, key: str) -> None:
@@ -49,11 +51,7 @@ class Snapshots:
         target = (a.namespace, a.target.group, a.target.kind, a.target.name)
         selector = parse_selector(scale.selector) if scale is not None and scale.selector else None
         self.caches.watch(a.key, target, selector)
-        pods = (
-            self._facts(a.key, self.caches.pods_matching(a.namespace, selector))
-            if selector is not None
-            else None
-        )
+        pods = self._facts(a.key, a.namespace, selector) if selector is not None else None
         self.metrics.use(a.key, a.namespace, a.spec.metrics)
         readings = await self.metrics.readings(a.key, a.namespace, a.spec.metrics, now)
         for m in a.spec.metrics:
@@ -85,16 +83,20 @@ class Snapshots:
             siblings=siblings,
         )
 
-    def _facts(self, key: str, pods: list[dict[str, Any]]) -> PodFacts:
-        """summarize() again only when a pod changed (a resourceVersion moved, a pod came or went)."""
-        versions = tuple(
-            (str(p["metadata"].get("name", "")), str(p["metadata"].get("resourceVersion", ""))) for p in pods
-        )
+    def _facts(self, key: str, namespace: str, selector: Selector) -> PodFacts:
+        """Matched and summarized again only when a candidate pod changed (the cache holds a new
+        object for every change), came or went, or the selector changed."""
+        candidates = self.caches.pod_candidates(namespace, selector)
         cached = self._pod_facts.get(key)
-        if cached is not None and cached[0] == versions:
-            return cached[1]
-        facts = summarize(pods)
-        self._pod_facts[key] = (versions, facts)
+        if (
+            cached is not None
+            and cached[0] is selector
+            and len(cached[1]) == len(candidates)
+            and all(map(operator.is_, cached[1], candidates))
+        ):
+            return cached[2]
+        facts = summarize(self.caches.pods_matching(namespace, selector, candidates))
+        self._pod_facts[key] = (selector, tuple(candidates), facts)
         return facts
 
     async def _scale(self, a: Autoscaler) -> tuple[Scale | None, str]:

@@ -217,6 +217,9 @@ def test_gpu_nodes_subtract_requests_and_skip_unusable_nodes() -> None:
     gpu = capacity.gpu_nodes(nodes, pods)
     assert (gpu.names, gpu.free_gpus) == (("a", "b"), (4, 0))
     assert gpu.image_cached_nodes("vllm/vllm-openai:v1") == (1,)
+    # hashed once, as the plain tuple: the cold-start model's caches find it under either
+    assert hash(gpu.free_gpus) == hash((4, 0)) == hash(gpu.free_gpus)
+    assert {(4, 0): "hit"}[gpu.free_gpus] == "hit"
 
 
 @pytest.mark.parametrize(

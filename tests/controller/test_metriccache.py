@@ -117,3 +117,31 @@ async def test_per_autoscaler_reads_when_batching_is_off() -> None:
     cache.use(f"{NS}/a", NS, [metric("a")])
     assert values(await cache.readings(f"{NS}/a", NS, [metric("a")], 100.0)) == (8000,)
     assert adapter.requests == [(Q, "deployment=a")] and await cache.poll(200.0) == 0
+
+
+async def test_positions_are_reused_while_the_series_stay_and_found_again_when_they_move() -> None:
+    """In a steady state each answer differs (new timestamps) with the same series: an autoscaler's
+    items are taken from where they were, so its values, their age and a change back and forth are
+    all seen; when series come or go, they are found again."""
+    adapter = Adapter()
+    adapter.values = {"a": 8.0, "b": 4.0, "c": 2.0}
+    queued: list[str] = []
+    cache = MetricCache(adapter, on_change=queued.append, interval_s=0.5)
+    for d in "abc":
+        cache.use(f"{NS}/{d}", NS, [metric(d)])
+        await cache.readings(f"{NS}/{d}", NS, [metric(d)], 100.0)
+    reading = (await cache.readings(f"{NS}/b", NS, [metric("b")], 130.0))[Q]
+    assert reading.values_milli == (4000,) and reading.age_s == pytest.approx(30.0)  # stamps at 100 s
+    for at, value in ((101.0, 16.0), (102.0, 4.0), (103.0, 16.0)):  # b: 4 -> 16 -> 4 -> 16
+        adapter.values["b"] = value
+        queued.clear()
+        await cache.poll(at)
+        assert queued == [f"{NS}/b"]
+        assert values(await cache.readings(f"{NS}/b", NS, [metric("b")], at)) == (round(value * 1000),)
+    adapter.values = {"0": 1.0, "a": 8.0, "b": 32.0, "c": 2.0}  # a series comes first: positions move
+    await cache.poll(104.0)
+    assert values(await cache.readings(f"{NS}/b", NS, [metric("b")], 104.0)) == (32000,)
+    assert values(await cache.readings(f"{NS}/c", NS, [metric("c")], 104.0)) == (2000,)
+    del adapter.values["b"]  # gone: an empty answer for b, upstream's error, not a stale value
+    await cache.poll(105.0)
+    assert values(await cache.readings(f"{NS}/b", NS, [metric("b")], 105.0)) == ()
