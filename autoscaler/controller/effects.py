@@ -47,6 +47,8 @@ class Effects:
         self, a: Autoscaler, snap: Snapshot, before: Memory, result: Plan, now: float
     ) -> tuple[Plan, bool]:
         """The effects, the /scale write first. Returns the plan that stands and whether a write failed."""
+        if not result.effects:  # a steady object: nothing to write
+            return result, False
         failed = False
         for attempt in range(self.settings.scale_conflict_retries + 1):
             write = next((e for e in result.effects if isinstance(e, WriteScale)), None)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 from autoscaler.controller import crd
@@ -41,7 +42,6 @@ from autoscaler.controller.report import (
     Capacity,
     ConditionStatus,
     conditions_json,
-    conditions_of,
     cut_utf8,
     replace_condition,
     stage_chain,
@@ -50,8 +50,17 @@ from autoscaler.controller.report import (
     with_deletions,
 )
 from autoscaler.policy.decide import Decision, decide, record_rescale
+from autoscaler.policy.hpa import Condition
 from autoscaler.policy.observation import MetricReading, Observation
-from autoscaler.policy.observe import ClusterFacts, StartingReplica, horizon_view, observe_with
+from autoscaler.policy.observe import (
+    ClusterFacts,
+    Horizon,
+    HorizonView,
+    StartingReplica,
+    horizon_view,
+    observe_with,
+)
+from autoscaler.policy.spec import AutoscalerSpec
 from autoscaler.policy.state import PolicyState
 
 # A metric that keeps failing gets a Warning Event when it starts and then at most this often: the
@@ -84,6 +93,24 @@ class Memory:
     metric_failures: Mapping[str, tuple[str, float]] = field(
         default_factory=dict
     )  # metric -> (error, warned at)
+    derived: Derived | None = None  # the last plan's work on its slow inputs, for the next
+
+
+@dataclass(frozen=True, slots=True)
+class Derived:
+    """What a plan works out from its slow inputs: the spec (parsed again only for a new
+    generation), the pods' facts and the GPU nodes (derived again only when an object changed) and
+    the cold-start history. The next plan reuses it while they are the same objects: the cluster
+    facts but the readings, the horizon, the cold-start figures."""
+
+    spec: AutoscalerSpec
+    horizon: Horizon
+    pods: PodFacts | None
+    gpu: GpuNodes | None
+    cold: ColdStartHistory  # after this plan's startups: adding the same again returns it unchanged
+    facts: ClusterFacts  # the readings left out (the plan puts this reconcile's in)
+    view: HorizonView
+    figures: Mapping[str, float | None]  # Capacity.cold_start_figures()
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +222,28 @@ def cluster_facts(a: Autoscaler, snap: Snapshot, scale: Scale, cold: ColdStartHi
     )
 
 
+def _derive(a: Autoscaler, snap: Snapshot, before: ColdStartHistory, settings: Settings) -> Derived:
+    cold = before.add(
+        snap.pods.startups if snap.pods else (),
+        keep=settings.cold_start_samples,
+        max_startup_s=settings.max_startup_s,
+    )
+    scale = snap.scale or Scale(0, 0, "", "")
+    facts = cluster_facts(a, replace(snap, readings={}), scale, cold)
+    view = horizon_view(a.spec, a.horizon, facts)
+    figures = Capacity(a, cold, facts, view, snap.gpu_error).cold_start_figures()
+    return Derived(a.spec, a.horizon, snap.pods, snap.gpu, cold, facts, view, figures)
+
+
+@lru_cache(maxsize=4096)
+def _conditions(conditions: tuple[Condition, ...]) -> tuple[ConditionStatus, ...]:
+    """The decision's conditions in the controller's words (a decision repeats its conditions)."""
+    return tuple(
+        ConditionStatus(c.type, "True" if c.status else "False", c.reason, plain(c.message))
+        for c in conditions
+    )
+
+
 def plain(message: str) -> str:
     """The policy core speaks upstream's words ("the HPA was able to ..."); here the controller acts."""
     for subject in ("the HPA controller ", "the HPA "):
@@ -207,11 +256,17 @@ def plan(a: Autoscaler, snap: Snapshot, mem: Memory, now: float, settings: Setti
     if snap.scale is None:
         return _without_scale(a, snap, mem, now, settings)
     scale = snap.scale
-    cold = mem.cold.add(
-        snap.pods.startups if snap.pods else (),
-        keep=settings.cold_start_samples,
-        max_startup_s=settings.max_startup_s,
-    )
+    derived = mem.derived
+    if not (
+        derived is not None
+        and derived.cold is mem.cold
+        and derived.pods is snap.pods
+        and derived.gpu is snap.gpu
+        and derived.spec is a.spec
+        and derived.horizon is a.horizon
+    ):
+        derived = _derive(a, snap, mem.cold, settings)
+    cold = derived.cold
     state = mem.state
     if (
         a.mode is Mode.HPA
@@ -220,15 +275,24 @@ def plan(a: Autoscaler, snap: Snapshot, mem: Memory, now: float, settings: Setti
     ):
         # the HPA (the actuator) changed the count: a scale event for our rate limits too
         state = record_rescale(a.spec, state, now, mem.last_spec_replicas, scale.spec_replicas)
-    facts = cluster_facts(a, snap, scale, cold)
-    view = horizon_view(a.spec, a.horizon, facts)
+    known = derived.facts
+    facts = ClusterFacts(  # the constructor: dataclasses.replace costs twice as much
+        spec_replicas=scale.spec_replicas,
+        status_replicas=scale.status_replicas,
+        ready_pods=known.ready_pods,
+        metrics=snap.readings,
+        starting=known.starting,
+        load_samples_s=known.load_samples_s,
+        gpus_per_replica=known.gpus_per_replica,
+        free_gpus_per_node=known.free_gpus_per_node,
+        image_cached_nodes=known.image_cached_nodes,
+    )
+    view = derived.view
     observation = observe_with(a.spec, facts, view, now)
     decision, new_state = decide(a.spec, state, observation, now)
     capacity = Capacity(a, cold, facts, view, snap.gpu_error)
 
-    conditions = [
-        ConditionStatus(c.type, c.status, c.reason, plain(c.message)) for c in conditions_of(decision)
-    ]
+    conditions = list(_conditions(decision.conditions))
     effects: list[Effect] = []
     scaled_to: int | None = None
     refused = ""
@@ -312,6 +376,7 @@ def plan(a: Autoscaler, snap: Snapshot, mem: Memory, now: float, settings: Setti
         last_spec_replicas=spec_replicas,
         last_scale_time=last_scale_time,
         metric_failures=failures,
+        derived=derived,
     )
     significant = {
         "observedGeneration": a.generation,
@@ -340,7 +405,7 @@ def plan(a: Autoscaler, snap: Snapshot, mem: Memory, now: float, settings: Setti
         spec_replicas=spec_replicas,
         ready=snap.pods.ready if snap.pods else 0,
         predicted_ready=capacity.predicted_ready(decision),
-        cold_start=capacity.cold_start_figures(),
+        cold_start=derived.figures,
         readings=snap.readings,
     )
     return Plan(outcome, tuple(effects), mem)

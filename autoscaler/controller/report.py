@@ -45,13 +45,6 @@ class ConditionStatus:
     message: str
 
 
-def conditions_of(decision: Decision) -> list[ConditionStatus]:
-    return [
-        ConditionStatus(c.type, "True" if c.status else "False", c.reason, c.message)
-        for c in decision.conditions
-    ]
-
-
 def replace_condition(conditions: Sequence[ConditionStatus], new: ConditionStatus) -> list[ConditionStatus]:
     """`new` first, in place of the condition of its type (the actuator's verdict leads)."""
     return [new, *(c for c in conditions if c.type != new.type)]
