@@ -25,7 +25,7 @@ from autoscaler import loadgate
 from autoscaler.controller import crd
 from common.kubeconfig import KubeconfigError, api_client, load_configuration
 from common.listen import bind_host, parse_listen
-from common.settings_errors import describe
+from common.settings_errors import configure_logging, report
 
 # a Lease name is a DNS subdomain; the storage name is one label of it
 _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")
@@ -187,14 +187,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = LoadGateSettings(**overrides)
     except ValidationError as exc:
-        for line in describe(exc, {dest: flag for flag, dest, _ in _FLAGS}):
-            print(f"infscale loadgate: {line}", file=sys.stderr)
-        return 2
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+        return report("infscale loadgate", exc, {dest: flag for flag, dest, _ in _FLAGS})
+    configure_logging(settings.log_level)
     try:
         return asyncio.run(_serve(settings))
     except (KubeconfigError, GateError) as exc:

@@ -10,7 +10,9 @@ one is its path in the settings file (`scrape.interval_s`), and a choice lists t
 
 from __future__ import annotations
 
+import logging
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -42,3 +44,21 @@ def describe(exc: ValidationError, flags: Mapping[str, str] | None = None) -> li
             message = f"{err['input']!r} is not one of {allowed}"
         lines.append(f"{option_name(err['loc'], flags)}: {message}")
     return lines
+
+
+def report(command: str, exc: ValidationError, flags: Mapping[str, str] | None = None) -> int:
+    """`describe` on stderr, each line after the command's name (`infscale controller: --tick-seconds:
+    ...`); returns 2, the exit status of a usage error, for `return report(...)`."""
+    for line in describe(exc, flags):
+        print(f"{command}: {line}", file=sys.stderr)
+    return 2
+
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def configure_logging(level: str | int) -> None:
+    """The commands' log lines on stderr: time, level, logger, message."""
+    logging.basicConfig(
+        level=level.upper() if isinstance(level, str) else level, format=LOG_FORMAT, stream=sys.stderr
+    )

@@ -118,6 +118,18 @@ def test_completion_script(shell: str) -> None:
             "infscale emulate: --engine: 'tgii' is not one of vllm, tgi, sglang",
             id="emulate environment variable",
         ),
+        pytest.param(
+            ["controller", "--tick-seconds", "-1"],
+            {},
+            "infscale controller: --tick-seconds: Input should be greater than 0",
+            id="controller flag",
+        ),
+        pytest.param(
+            ["loadgate"],
+            {"INFSCALE_LOADGATE_SLOTS": "0"},
+            "infscale loadgate: --slots: Input should be greater than or equal to 1",
+            id="loadgate environment variable",
+        ),
     ],
 )
 def test_settings_error_is_one_line_naming_the_option(

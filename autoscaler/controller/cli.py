@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from autoscaler.controller.settings import ControllerSettings, MetricsSource
 from common.kubeconfig import KubeconfigError, api_client, load_configuration
 from common.listen import bind_host
-from common.settings_errors import describe
+from common.settings_errors import configure_logging, report
 
 _FLAGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("--kubeconfig", "kubeconfig", {"help": "kubeconfig file (default: in-cluster, else ~/.kube/config)"}),
@@ -155,14 +155,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = settings_from(args)
     except ValidationError as exc:
-        for line in describe(exc, {dest: flag for flag, dest, _ in _FLAGS}):
-            print(f"infscale controller: {line}", file=sys.stderr)
-        return 2
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+        return report("infscale controller", exc, {dest: flag for flag, dest, _ in _FLAGS})
+    configure_logging(settings.log_level)
     try:
         return asyncio.run(_serve(settings))
     except KubeconfigError as exc:  # started without a cluster, or a broken kubeconfig: one line
