@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from common.listen import bind_host
-from common.settings_errors import describe
+from common.settings_errors import report
 
 if TYPE_CHECKING:
     from cryptography import x509
@@ -180,9 +180,7 @@ def run(args: argparse.Namespace) -> int:
         settings = AdapterSettings(**overrides(args))
         settings.catalog_settings()  # fail here, with the field named, not after start-up
     except ValidationError as exc:
-        for line in describe(exc):
-            print(f"infscale adapter: {line}", file=sys.stderr)
-        return 2
+        return report("infscale adapter", exc)
     except (SettingsFileError, CatalogError) as exc:
         print(f"infscale adapter: {exc}", file=sys.stderr)
         return 2
