@@ -22,7 +22,7 @@ from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from common.listen import bind_host, parse_listen
-from common.settings_errors import describe
+from common.settings_errors import configure_logging, report
 from replay.emulate.profiles import PROFILES, get_engine_profile
 from replay.emulate.server import ENGINES, EmulatorConfig, create_app
 from replay.profiles import ProfileError
@@ -95,13 +95,11 @@ def run(args: argparse.Namespace) -> int:
             startup_s=settings.startup_seconds,
         )
     except ValidationError as e:
-        for line in describe(e):
-            print(f"infscale emulate: {line}", file=sys.stderr)
-        return 2
+        return report("infscale emulate", e)
     except (ValueError, ProfileError) as e:
         print(f"infscale emulate: error: {e}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(logging.INFO)
     host, port = parse_listen(settings.listen)
     try:
         asyncio.run(serve(config, host, port))
