@@ -217,3 +217,23 @@ def test_no_scale_reports_failed_get_scale_once() -> None:
     assert able is not None and able.reason == "FailedGetScale"
     again = plan(a, Snapshot(scale=None, scale_error="still"), first.memory, T0 + 5, SETTINGS)
     assert again.effects == ()
+
+
+def test_what_the_slow_inputs_give_is_reused_only_while_they_are_the_same() -> None:
+    """The cluster facts but the readings, and the horizon, are worked out again only when the pods'
+    facts, the GPU nodes, the spec or the cold-start history are other objects; either way the
+    plan is the one a memory without them gives."""
+    a = parsed(cold_start={"weightsGB": 16, "storageGBps": 10, "gpusPerReplica": 1})
+    two = pods(2)
+    first = plan(a, snapshot(queue=8.0, pods=two), fresh(a), T0, SETTINGS)
+    without = replace(first.memory, derived=None)
+
+    def seen(result: Any) -> tuple[Any, ...]:
+        return result.outcome.observation, result.outcome.decision, result.outcome.cold_start
+
+    again = plan(a, snapshot(queue=8.0, pods=two), first.memory, T0 + 15, SETTINGS)
+    assert again.memory.derived is first.memory.derived  # nothing slow changed
+    assert seen(again) == seen(plan(a, snapshot(queue=8.0, pods=two), without, T0 + 15, SETTINGS))
+    moved = plan(a, snapshot(queue=8.0, pods=pods(4)), first.memory, T0 + 15, SETTINGS)
+    assert moved.memory.derived is not first.memory.derived and moved.outcome.ready == 4
+    assert seen(moved) == seen(plan(a, snapshot(queue=8.0, pods=pods(4)), without, T0 + 15, SETTINGS))
