@@ -36,18 +36,19 @@ I64 = npt.NDArray[np.int64]
 class _Round:
     """One round: what it scraped, and each pod's previous round (for the rates)."""
 
-    __slots__ = ("_rates", "gateway", "prev_arrivals", "prev_rows", "prev_t", "rows", "t")
+    __slots__ = ("_rates", "gateway", "pods", "prev_arrivals", "prev_rows", "prev_t", "rows", "t")
 
     def __init__(
         self,
         t: float,
+        pods: I64,  # the pods scraped
         rows: F64,  # gauges and counters, per pod scraped
         prev_rows: F64,  # each pod's row in its previous round
         prev_t: F64,  # and that round's time (NaN: this is the pod's first round: no rate yet)
         gateway: tuple[float, float],  # arrivals, pending
         prev_arrivals: tuple[float, float] | None,  # the gateway's previous (time, arrivals)
     ) -> None:
-        self.t, self.rows, self.prev_rows, self.prev_t = t, rows, prev_rows, prev_t
+        self.t, self.pods, self.rows, self.prev_rows, self.prev_t = t, pods, rows, prev_rows, prev_t
         self.gateway, self.prev_arrivals = gateway, prev_arrivals
         self._rates: F64 | None = None
 
@@ -76,9 +77,11 @@ class DirectPipeline:
         offset = spec.scrape_offset_s
         self._next = mid_phase(spec.scrape_interval_s, sync_period_s) if offset is None else offset
         self._rounds: deque[_Round] = deque()  # the newest visible one first, then any still in flight
-        # per pod id, its last round's row and time (NaN: never scraped): a rate needs two rounds
+        # per pod id, its last round's row and time (NaN: never scraped): a rate needs two rounds;
+        # written when the pods change (until then the last round holds them)
         self._prev = np.zeros((0, 7))
         self._prev_t = np.zeros(0)
+        self._last: _Round | None = None
         self._arrivals: tuple[float, float] | None = None  # the gateway's last (time, counter)
 
     @property
@@ -89,12 +92,19 @@ class DirectPipeline:
         """Keep the round; rates are worked out only when read (reads are rarer than rounds)."""
         t, pods = cluster.t, cluster.ready
         rows = cluster.rows[: len(pods)]
-        self._grow(int(pods.max(initial=-1)) + 1)
-        self._rounds.append(
-            _Round(t, rows, self._prev[pods], self._prev_t[pods], cluster.gateway, self._arrivals)
-        )
-        self._prev[pods] = rows
-        self._prev_t[pods] = t
+        last = self._last
+        if last is not None and (
+            pods is last.pods or (len(pods) == len(last.pods) and bool((pods == last.pods).all()))
+        ):  # the same pods as the last round (most rounds): their previous rows are its rows
+            prev_rows, prev_t = last.rows, np.full(len(pods), last.t)
+        else:
+            self._grow(int(pods.max(initial=-1)) + 1)
+            if last is not None:
+                self._prev[last.pods] = last.rows
+                self._prev_t[last.pods] = last.t
+            prev_rows, prev_t = self._prev[pods], self._prev_t[pods]
+        self._last = _Round(t, pods, rows, prev_rows, prev_t, cluster.gateway, self._arrivals)
+        self._rounds.append(self._last)
         self._arrivals = (t, cluster.gateway[ARRIVALS])
         self._drop_hidden(t)
         self._next = t + self.spec.scrape_interval_s

@@ -87,6 +87,19 @@ def test_direct_rates_need_two_rounds_and_read_a_drop_as_a_restart() -> None:
     assert value(p.read("infscale_arrival_rate", 13.0)) == 12.0
 
 
+def test_a_pod_that_left_rounds_gets_its_rate_from_its_own_last_round() -> None:
+    # pod 1 drops out of rounds 2-3 (not ready) and comes back: its rate spans 2.5 -> 17.5 s, while
+    # pod 0's spans one round each time (the same pods as the last round reuse its rows)
+    p = build_pipeline(MetricsSpec(), sync_period_s=15.0)
+    per_pod = {2.5: {0: 0, 1: 100}, 7.5: {0: 10}, 12.5: {0: 30}, 17.5: {0: 60, 1: 250}, 22.5: {0: 70, 1: 260}}
+    rates = []
+    for t, pods in per_pod.items():
+        p.scrape(scrape(t, {pod: row(requests=n) for pod, n in pods.items()}))
+        got = p.read("infscale_request_rate", t + 2.0, PER_POD)
+        rates.append(None if got.values_milli is None else [v / 1000 for v in got.values_milli])
+    assert rates == [None, [2.0], [4.0], [6.0, 10.0], [2.0, 2.0]]
+
+
 def test_direct_delay_and_max_age() -> None:
     spec = MetricsSpec(
         direct=DirectPath(scrape_interval_s=60.0, scrape_offset_s=0.0, delay_s=1.0, max_age_s=30.0)
