@@ -80,8 +80,11 @@ def external_metric_replicas(
             "FailedGetExternalMetric",
             f"unable to get external metric {metric.name}: no metrics returned from external metrics API",
         )
-    usage = min(sum(reading.values_milli), MAX_INT64)
+    usage = sum(reading.values_milli)
+    if usage > MAX_INT64:
+        usage = MAX_INT64
     target = metric.target_milli
+    down, up = tolerances
 
     if metric.target_type is TargetType.AVERAGE_VALUE:
         if status_replicas == 0:
@@ -89,7 +92,7 @@ def external_metric_replicas(
         else:
             ratio = usage / (target * status_replicas)
         replicas = status_replicas
-        if not within_tolerance(ratio, tolerances):
+        if not (1.0 - down) <= ratio <= (1.0 + up):  # within_tolerance, inlined
             replicas = _ceil_replicas(usage / target)
         per_pod = 0 if status_replicas == 0 else min(math.ceil(usage / status_replicas), MAX_INT64)
         return MetricProposal(replicas, ratio, per_pod)
@@ -97,7 +100,7 @@ def external_metric_replicas(
     ratio = usage / target
     if spec_replicas == 0:  # scale from zero: tolerance and readiness are skipped
         return MetricProposal(_ceil_replicas(ratio), ratio, usage)
-    if within_tolerance(ratio, tolerances):
+    if (1.0 - down) <= ratio <= (1.0 + up):
         return MetricProposal(spec_replicas, ratio, usage)
     if ready_pods is None:
         return MetricError(
@@ -145,17 +148,20 @@ def combine_metrics(
                 f"the HPA was unable to compute the replica count: {err.message}",
             ),
         )
-    return MetricsRecommendation(
-        best,
-        best_metric,
-        proposals,
-        Condition(
+    valid = _VALID_METRIC.get(best_metric)
+    if valid is None:
+        if len(_VALID_METRIC) >= 1024:
+            _VALID_METRIC.clear()
+        valid = _VALID_METRIC[best_metric] = Condition(
             "ScalingActive",
             True,
             "ValidMetricFound",
             f"the HPA was able to successfully calculate a replica count from external metric {best_metric}",
-        ),
-    )
+        )
+    return MetricsRecommendation(best, best_metric, proposals, valid)
+
+
+_VALID_METRIC: dict[str, Condition] = {}  # ScalingActive for each metric name (immutable, so shared)
 
 
 # --- stabilization ---------------------------------------------------------------------------
@@ -185,7 +191,7 @@ def _store(
     The other expired entries stay; a window lengthened later would read them again.
     """
     for i in range(len(history) - 1, -1, -1):
-        if history[i].at < cutoff:
+        if history[i][0] < cutoff:  # .at
             return (*history[:i], new, *history[i + 1 :])
     return (*history, new)
 
@@ -196,9 +202,9 @@ def stabilize_legacy(
     """Max over recommendations with age <= window; the raw value is stored."""
     cutoff = now - window_s
     stabilized = raw
-    for rec in history:
-        if rec.at >= cutoff and rec.replicas > stabilized:  # upstream: !Before(cutoff)
-            stabilized = rec.replicas
+    for at, replicas in history:
+        if at >= cutoff and replicas > stabilized:  # upstream: !Before(cutoff)
+            stabilized = replicas
     cond = SCALE_DOWN_STABILIZED if stabilized != raw else READY_FOR_NEW_SCALE
     return stabilized, _store(history, Recommendation(now, raw), cutoff), cond
 
@@ -215,11 +221,11 @@ def stabilize_behavior(
     up_cutoff = now - up.stabilization_window_s
     down_cutoff = now - down.stabilization_window_s
     up_rec = down_rec = raw
-    for rec in history:
-        if rec.at > up_cutoff and rec.replicas < up_rec:  # upstream: After(cutoff), age < window
-            up_rec = rec.replicas
-        if rec.at > down_cutoff and rec.replicas > down_rec:
-            down_rec = rec.replicas
+    for at, replicas in history:
+        if at > up_cutoff and replicas < up_rec:  # upstream: After(cutoff), age < window
+            up_rec = replicas
+        if at > down_cutoff and replicas > down_rec:
+            down_rec = replicas
     stabilized = current
     if stabilized < up_rec:
         stabilized = up_rec
@@ -237,7 +243,11 @@ def stabilize_behavior(
 
 def _changes_in_period(events: Iterable[ScaleEvent], now: float, period_s: int) -> int:
     cutoff = now - period_s
-    return sum(e.change for e in events if e.at > cutoff)  # strictly newer than now - period
+    total = 0
+    for at, change in events:
+        if at > cutoff:  # strictly newer than now - period
+            total += change
+    return total
 
 
 def period_start(
@@ -248,6 +258,8 @@ def period_start(
     period_s: int,
 ) -> int:
     """The count at the start of the period: both lists count, whatever the direction of the limit."""
+    if not up_events and not down_events:  # most ticks: nothing scaled within any period
+        return current
     return (
         current
         - _changes_in_period(up_events, now, period_s)
@@ -299,6 +311,17 @@ def scale_down_limit(
     return result
 
 
+WITHIN_RANGE = Condition(
+    "ScalingLimited", False, "DesiredWithinRange", "the desired count is within the acceptable range"
+)
+TOO_FEW_REPLICAS = Condition(
+    "ScalingLimited",
+    True,
+    "TooFewReplicas",
+    "the desired replica count is less than the minimum replica count",
+)
+
+
 def limit_with_behavior(
     desired: int,
     current: int,
@@ -331,9 +354,7 @@ def limit_with_behavior(
             message = "the desired replica count is less than the minimum replica count"
         if desired < lower:
             return lower, Condition("ScalingLimited", True, reason, message)
-    return desired, Condition(
-        "ScalingLimited", False, "DesiredWithinRange", "the desired count is within the acceptable range"
-    )
+    return desired, WITHIN_RANGE
 
 
 def limit_legacy(
@@ -358,17 +379,10 @@ def limit_legacy(
         upper, reason = max_replicas, "TooManyReplicas"
         message = "the desired replica count is more than the maximum replica count"
     if desired < min_replicas:
-        return min_replicas, Condition(
-            "ScalingLimited",
-            True,
-            "TooFewReplicas",
-            "the desired replica count is less than the minimum replica count",
-        )
+        return min_replicas, TOO_FEW_REPLICAS
     if desired > upper:
         return upper, Condition("ScalingLimited", True, reason, message)
-    return desired, Condition(
-        "ScalingLimited", False, "DesiredWithinRange", "the desired count is within the acceptable range"
-    )
+    return desired, WITHIN_RANGE
 
 
 def record_scale_event(
