@@ -114,20 +114,27 @@ def decide(
         stage = Stage("guard", current, desired, "OutsideBounds", why)
         return Decision(current, desired, (stage,), (_GOT_SCALE,), rescale_reason=why), state
 
-    tolerances = spec.tolerances
+    facts = _facts_of(spec)
+    tolerances = facts.tolerances
     lead_s = _lead_time_s(spec, obs)
 
     proposals: dict[str, MetricProposal | MetricError] = {}
     readings: dict[str, MetricReading] = {}
+    observed = obs.metrics
+    max_age_s = spec.max_metric_age_s
+    status_replicas, ready_pods = obs.status_replicas, obs.ready_pods
     for metric in spec.metrics:
-        reading = _fresh(obs.metrics.get(metric.name), metric.name, spec.max_metric_age_s)
-        readings[metric.name] = reading
-        proposals[metric.name] = external_metric_replicas(
+        name = metric.name
+        reading = observed.get(name)
+        if reading is None or (max_age_s is not None and reading.values_milli is not None):
+            reading = _fresh(reading, name, max_age_s)  # missing, or it may be stale
+        readings[name] = reading
+        proposals[name] = external_metric_replicas(
             reading,
             metric,
             spec_replicas=current,
-            status_replicas=obs.status_replicas,
-            ready_pods=obs.ready_pods,
+            status_replicas=status_replicas,
+            ready_pods=ready_pods,
             tolerances=tolerances,
         )
     reactive = combine_metrics(proposals, current)
@@ -204,16 +211,11 @@ def decide(
         )
         return decision, _next_state(state, state.recommendations, forecasters, planner_state)
 
-    floored, floor_reason = _apply_floors(spec.floors, raw, now)
-    if floored != raw:
-        stages.append(Stage("floors", raw, floored, floor_reason[0], floor_reason[1]))
-        raw = floored
-
-    rescale_reason = ""
-    if raw > current:
-        rescale_reason = f"{reactive.metric or 'floors'} above target"
-    elif raw < current:
-        rescale_reason = "All metrics below target"
+    if facts.floors:
+        floored, floor_reason = _apply_floors(spec.floors, raw, now)
+        if floored != raw:
+            stages.append(Stage("floors", raw, floored, floor_reason[0], floor_reason[1]))
+            raw = floored
 
     behavior = spec.behavior
     if behavior is None:
@@ -256,13 +258,49 @@ def decide(
         desired,
         tuple(stages),
         (able, active, limited),
-        rescale_reason=rescale_reason if desired != current else "",
-        lead_time_s=lead_s,
-        forecasts=forecasts,
-        predicted_ready_s=ready_in,
-        plan=plan,
+        _rescale_reason(raw, current, reactive.metric) if desired != current else "",
+        lead_s,
+        forecasts,
+        ready_in,
+        plan,
     )
     return decision, _next_state(state, history, forecasters, planner_state)
+
+
+class _SpecFacts(NamedTuple):
+    """What a decision reads from the spec alone, worked out once per spec (specs are immutable)."""
+
+    tolerances: tuple[float, float]
+    floors: bool  # any floor set (else the floors stage has nothing to do)
+
+
+# by id (hashing a spec costs more than a decision's use of it); each entry keeps its spec, so an id
+# cannot be reused while its entry stands
+_spec_facts: dict[int, tuple[AutoscalerSpec, _SpecFacts]] = {}
+
+
+def _facts_of(spec: AutoscalerSpec) -> _SpecFacts:
+    got = _spec_facts.get(id(spec))
+    if got is not None and got[0] is spec:
+        return got[1]
+    if len(_spec_facts) >= 256:
+        _spec_facts.clear()
+    f = spec.floors
+    facts = _SpecFacts(
+        spec.tolerances,
+        bool(f.headroom_replicas or f.headroom_fraction or f.warm_min_replicas or f.schedules),
+    )
+    _spec_facts[id(spec)] = spec, facts
+    return facts
+
+
+def _rescale_reason(raw: int, current: int, metric: str) -> str:
+    """Upstream's event text for the rescale (the floors' count can be the one above target)."""
+    if raw > current:
+        return f"{metric or 'floors'} above target"
+    if raw < current:
+        return "All metrics below target"
+    return ""
 
 
 def _next_state(
