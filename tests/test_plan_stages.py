@@ -199,6 +199,18 @@ def test_levels_never_needed_are_released_and_what_is_needed_now_is_kept() -> No
     assert scaledown.keep(10, 7, 0, old, 0.0, _recreate).replicas == 7
 
 
+@pytest.mark.parametrize("need_now", [10, 11, 30])
+def test_what_is_needed_now_keeps_all_whatever_the_forecast(need_now: int) -> None:
+    # planner.py relies on it: it sizes the need ahead only when fewer than `have` are needed now, and
+    # when `have` are, it keeps them with keep(have, have, ...)'s count, reason and template and
+    # sizes the need now (the template's one argument) only when the message is read
+    history = scaledown.remember((), 0.0, 4, 400.0)
+    kept = {
+        scaledown.keep(10, need_now, ahead, history, 100.0, lambda m: 82.0 * m) for ahead in (0, 5, 10, 64)
+    }
+    assert kept == {scaledown.Keep(10, "NeededNow", "{} needed now", (need_now,))}
+
+
 # --- panic ---------------------------------------------------------------------------------------
 
 

@@ -29,7 +29,7 @@ from autoscaler.policy import capacity, demand, horizon, panic, scaledown, scale
 from autoscaler.policy.capacity import Demand, Sizing, SpeedState
 from autoscaler.policy.observation import MetricReading, Observation
 from autoscaler.policy.scaledown import NeedHistory
-from autoscaler.policy.spec import AutoscalerSpec, CapacitySpec, ReplicaProfile
+from autoscaler.policy.spec import AutoscalerSpec, CapacitySpec, ReplicaProfile, SloTarget
 from autoscaler.policy.stage import Stage
 
 STATE_VERSION = 1
@@ -147,6 +147,56 @@ def _load_function(profile: ReplicaProfile) -> Callable[[Demand], float]:
     return load
 
 
+class _Fixed(NamedTuple):
+    """What a tick derives from the capacity spec alone, worked out once per spec."""
+
+    load: Callable[[Demand], float]
+    slo: SloTarget  # the planning targets
+
+
+_fixed: dict[int, tuple[CapacitySpec, _Fixed]] = {}
+
+
+def _fixed_of(cap: CapacitySpec) -> _Fixed:
+    """By identity (hashing a spec costs more than a tick's use of it); each entry keeps its spec,
+    so an id is never reused while its entry stands."""
+    got = _fixed.get(id(cap))
+    if got is not None and got[0] is cap:
+        return got[1]
+    if len(_fixed) >= 256:
+        _fixed.clear()
+    fixed = _Fixed(_load_function(cap.profile), cap.planning_slo)
+    _fixed[id(cap)] = cap, fixed
+    return fixed
+
+
+_BINDING_REASONS: dict[str, str] = {"idle": "Idle"}
+
+
+def _binding_reason(binding: str) -> str:
+    """The capacity stage's reason: the binding constraint as a word (TTFTBinds, ...)."""
+    reason = _BINDING_REASONS.get(binding)
+    if reason is None:
+        reason = _BINDING_REASONS[binding] = f"{binding.upper()}Binds"
+    return reason
+
+
+def _needed_now_message(
+    template: str,
+    profile: ReplicaProfile,
+    slo: SloTarget,
+    upper_now: Demand,
+    speed: float,
+    limit: int,
+    floor: int,
+) -> str:
+    """The scale-down stage's message when as many replicas are needed now as there are: keep()'s
+    NeededNow template, whose one argument is the need now, which plan() did not size
+    (need_at(0.0), at least the floor)."""
+    need_now = max(capacity.size(profile, slo, upper_now, speed, limit).replicas, floor)
+    return template.format(need_now)
+
+
 def plan(
     spec: AutoscalerSpec,
     cap: CapacitySpec,
@@ -176,7 +226,8 @@ def plan(
     prior = state.demand
     dstate, est = demand.observe(d, prior, now, finished, prompt, generated, inflight)
 
-    load = _load_function(profile)
+    fixed = _fixed_of(cap)
+    load = fixed.load
     observed = dstate  # the band is read before this tick's errors are scored (track, below)
     typical_load = load(observed.typical)
     forecasts: dict[float, tuple[Demand, Demand]] = {}
@@ -210,7 +261,7 @@ def plan(
         )
     speed = capacity.speed(speed_state, cap.learn_prior_weight)
     limit = spec.max_replicas
-    slo = cap.planning_slo
+    slo = fixed.slo
     sized: dict[float, Sizing] = {}
 
     def sizing_at(h: float) -> Sizing:
@@ -257,7 +308,7 @@ def plan(
             "capacity",
             have,
             needed,
-            f"{at_horizon.binding.upper()}Binds" if at_horizon.binding != "idle" else "Idle",
+            _binding_reason(at_horizon.binding),
             _CAPACITY_MESSAGE,
             (
                 at_horizon.prefill_tokens_per_s,
@@ -330,6 +381,7 @@ def plan(
     keep = have
     start = 0
     started_for = state.started_for
+    needed_now: tuple[Any, ...] | None = None  # the scale-down message's inputs when it is made lazily
     if target > have:
         deficit = min(target, limit) - have
         start, why = (
@@ -356,12 +408,22 @@ def plan(
                 "{} replica(s) still starting and demand has not fallen since they were asked for",
                 (len(obs.starting_ready_at),),
             )
+        elif max(floor, target) >= have:
+            # as many are needed now as there are: keep() keeps them all whatever the sizing now
+            # says, which only its message shows, so that sizing is made when the message is read
+            kept = scaledown.keep(have, have, have, state.needs, now, recreate)
+            needed_now = (kept.template, profile, slo, upper_at(0.0), speed, limit, max(floor, target))
         else:
             # sized as need_at: the horizon's fixed point may have sized these already
             now_count = max(need_at(0.0), floor, target)
-            kept = scaledown.keep(have, now_count, need_at(breakeven), state.needs, now, recreate)
+            # keep() reads the need ahead only when fewer than `have` are needed now (a sizing saved)
+            ahead = need_at(breakeven) if now_count < have else now_count
+            kept = scaledown.keep(have, now_count, ahead, state.needs, now, recreate)
         keep = kept.replicas
-        stages.append(Stage("scale-down", target, keep, kept.reason, kept.template, kept.args))
+        if needed_now is None:
+            stages.append(Stage("scale-down", target, keep, kept.reason, kept.template, kept.args))
+        else:
+            stages.append(Stage("scale-down", target, keep, kept.reason, _needed_now_message, needed_now))
         desired = keep
     longest = scaledown.breakeven_s(recreate(limit)) / scaledown.TRUST  # the deepest level's window
     # first sight (a start or a restart) seeds the needs with the current count, as upstream seeds
