@@ -345,3 +345,15 @@ def test_the_planning_shares_tighten_the_targets_the_sizing_plans_on() -> None:
     assert capacity.size(PROFILE, planned, Demand(40.0, 4000.0, 4000.0)).replicas > at_slo
     with pytest.raises(ValueError, match="plan_tpot_share"):
         CapacitySpec(profile=PROFILE, plan_tpot_share=0.0)
+
+
+def test_first_sight_holds_the_count_until_a_forecast_is_scored() -> None:
+    """8 replicas at 4/s (1 needed) from the first tick, a replica ready in ~75 s (a 60 s warm-up
+    after the seed's load): the band is the prior's until the first forecast comes due one horizon
+    later, so nothing is released before; then rent-or-buy releases as usual."""
+    decisions, _ = run_all(planner_spec(replace(SEED, warmup_s=60.0)), 8, [4.0] * 40)
+    reasons = [next(r for r in table(d) if r[0] == "scale-down")[3] for d in decisions[1:]]
+    held = reasons.index("ReleaseIdle")
+    assert held >= 1 and set(reasons[:held]) == {"BandUnscored"}
+    assert [d.desired_replicas for d in decisions[: held + 1]] == [8] * (held + 1)
+    assert decisions[-1].desired_replicas < 8

@@ -419,6 +419,13 @@ def plan(
             # keep() reads the need ahead only when fewer than `have` are needed now (a sizing saved)
             ahead = need_at(breakeven) if now_count < have else now_count
             kept = scaledown.keep(have, now_count, ahead, state.needs, now, recreate)
+            if kept.replicas < have and dstate.scored == 0.0:  # first sight: the band is the prior's
+                kept = scaledown.Keep(
+                    have,
+                    "BandUnscored",
+                    "no forecast scored yet (the first is due in {:.0f} s): holding the current count",
+                    (dstate.pending[0][1] - now if dstate.pending else 0.0,),
+                )
         keep = kept.replicas
         if needed_now is None:
             stages.append(Stage("scale-down", target, keep, kept.reason, kept.template, kept.args))
@@ -426,10 +433,7 @@ def plan(
             stages.append(Stage("scale-down", target, keep, kept.reason, _needed_now_message, needed_now))
         desired = keep
     longest = scaledown.breakeven_s(recreate(limit)) / scaledown.TRUST  # the deepest level's window
-    # first sight (a start or a restart) seeds the needs with the current count, as upstream seeds
-    # its recommendations: the hedge then holds it for TRUST x its break-even while the band is unscored
-    history = state.needs or ((now, have),)
-    needs = scaledown.remember(history, now, target, longest)
+    needs = scaledown.remember(state.needs, now, target, longest)
     result = Plan(est.now, mean, upper, band, horizon_s, at_horizon, speed, needed, keep, start, in_panic)
     return Outcome(
         tuple(stages), desired, result, PlannerState(dstate, speed_state, needs, panic_state, started_for)
