@@ -6,7 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from autoscaler.policy.decide import Decision, decide, record_rescale, schedule_active
+from autoscaler.policy.decide import Decision, decide, record_rescale
+from autoscaler.policy.floors import schedule_active
 from autoscaler.policy.observation import MetricReading, Observation
 from autoscaler.policy.spec import (
     AutoscalerSpec,

@@ -19,12 +19,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import replace
-from datetime import datetime
-from functools import lru_cache
 from typing import Any, NamedTuple
-from zoneinfo import ZoneInfo
 
-from autoscaler.policy import coldstart, forecast, planner
+from autoscaler.policy import floors, forecast, leadtime, planner
 from autoscaler.policy.hpa import (
     Condition,
     MetricError,
@@ -40,7 +37,7 @@ from autoscaler.policy.hpa import (
     stabilize_legacy,
 )
 from autoscaler.policy.observation import MetricReading, Observation
-from autoscaler.policy.spec import AutoscalerSpec, ColdStartSpec, FloorSpec, Schedule
+from autoscaler.policy.spec import AutoscalerSpec
 from autoscaler.policy.stage import Stage
 from autoscaler.policy.state import PolicyState, Recommendation
 
@@ -116,7 +113,7 @@ def decide(
 
     facts = _facts_of(spec)
     tolerances = facts.tolerances
-    lead_s = _lead_time_s(spec, obs)
+    lead_s = leadtime.lead_time_s(spec, obs)
 
     proposals: dict[str, MetricProposal | MetricError] = {}
     readings: dict[str, MetricReading] = {}
@@ -151,7 +148,8 @@ def decide(
     planner_state = state.planner
     plan: planner.Plan | None = None
     if spec.capacity is not None:
-        outcome = planner.plan(spec, spec.capacity, planner_state, obs, raw, _fixed_lead_s(spec, obs), now)
+        fixed_lead_s = leadtime.fixed_lead_s(spec, obs)
+        outcome = planner.plan(spec, spec.capacity, planner_state, obs, raw, fixed_lead_s, now)
         stages.extend(outcome.stages)
         planner_state, plan = outcome.state, outcome.plan
         if outcome.replicas is not None and plan is not None:
@@ -212,7 +210,7 @@ def decide(
         return decision, _next_state(state, state.recommendations, forecasters, planner_state)
 
     if facts.floors:
-        floored, floor_reason = _apply_floors(spec.floors, raw, now)
+        floored, floor_reason = floors.apply_floors(spec.floors, raw, now)
         if floored != raw:
             stages.append(Stage("floors", raw, floored, floor_reason[0], floor_reason[1]))
             raw = floored
@@ -251,7 +249,7 @@ def decide(
 
     ready_in: tuple[float, ...] = ()
     if desired > current and spec.cold_start is not None:
-        ready_in = _ready_in_s(spec.cold_start, desired - current, *_cluster(obs))
+        ready_in = leadtime.ready_in_s(spec.cold_start, desired - current, *leadtime.cluster(obs))
 
     decision = Decision(
         current,
@@ -349,73 +347,6 @@ def _fresh(reading: MetricReading | None, name: str, max_age_s: float | None) ->
     return reading
 
 
-def _fixed_lead_s(spec: AutoscalerSpec, obs: Observation) -> float | None:
-    """A time to ready the caller or the spec gives instead of the cold-start model's (or None)."""
-    if obs.lead_time_s is not None:
-        return obs.lead_time_s
-    if spec.prediction is not None:
-        return spec.prediction.lead_time_s
-    return None
-
-
-def _lead_time_s(spec: AutoscalerSpec, obs: Observation) -> float:
-    """The forecast horizon: the caller's figure, the spec's, or the cold-start model's."""
-    if spec.prediction is None:
-        return 0.0
-    if obs.lead_time_s is not None:
-        return obs.lead_time_s
-    if spec.prediction.lead_time_s is not None:
-        return spec.prediction.lead_time_s
-    if spec.cold_start is not None:
-        return _cold_start_lead_s(spec.cold_start, *_cluster(obs))
-    return 0.0
-
-
-@lru_cache(maxsize=1024)
-def _cold_start_lead_s(
-    cold: ColdStartSpec,
-    free: tuple[int, ...],
-    image_cached: tuple[int, ...],
-    weights_cached: tuple[int, ...],
-    loading: tuple[float, ...],
-) -> float:
-    """The model is a pure function of hashable values, and a cluster looks the same most ticks."""
-    return coldstart.lead_time_s(
-        cold,
-        free_gpus_per_node=free,
-        image_cached_nodes=image_cached,
-        weights_cached=weights_cached,
-        loading_remaining_gb=loading,
-    )
-
-
-def _cluster(
-    obs: Observation,
-) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[float, ...]]:
-    return obs.free_gpus_per_node, obs.image_cached_nodes, obs.weights_cached_nodes, obs.loading_remaining_gb
-
-
-@lru_cache(maxsize=1024)
-def _ready_in_s(
-    cold: ColdStartSpec,
-    k: int,
-    free: tuple[int, ...],
-    image_cached: tuple[int, ...],
-    weights_cached: tuple[int, ...],
-    loading: tuple[float, ...],
-) -> tuple[float, ...]:
-    """Seconds until each of k replicas started now is ready (pure, so cached like the lead time)."""
-    replicas = coldstart.predict_ready(
-        cold,
-        k,
-        free_gpus_per_node=free,
-        image_cached_nodes=image_cached,
-        weights_cached=weights_cached,
-        loading_remaining_gb=loading,
-    )
-    return tuple(r.ready_s for r in replicas)
-
-
 def _predict(
     spec: AutoscalerSpec,
     state: PolicyState,
@@ -468,41 +399,3 @@ def _forecast_message(
         (f"{f.predicted:.4g} (now {f.current:.4g}, {f.method})" for f in forecasts if f.metric == metric), "?"
     )
     return f"{metric} predicted at {at} in {lead_s:.0f} s -> {replicas}"
-
-
-@lru_cache(maxsize=256)
-def _local_clock(timezone: str, epoch_minute: int) -> tuple[int, int]:
-    """(weekday, minute of day) in a zone. Offsets change on whole minutes, so one lookup a minute."""
-    local = datetime.fromtimestamp(epoch_minute * 60, ZoneInfo(timezone))
-    return local.weekday(), local.hour * 60 + local.minute
-
-
-def schedule_active(schedule: Schedule, now: float) -> bool:
-    weekday, minute = _local_clock(schedule.timezone, int(now // 60))
-    if schedule.start_minute <= schedule.end_minute:
-        return weekday in schedule.weekdays and schedule.start_minute <= minute < schedule.end_minute
-    # wraps past midnight: the part after midnight belongs to the previous day's window
-    if minute >= schedule.start_minute:
-        return weekday in schedule.weekdays
-    return minute < schedule.end_minute and (weekday - 1) % 7 in schedule.weekdays
-
-
-def _apply_floors(floors: FloorSpec, raw: int, now: float) -> tuple[int, tuple[str, str]]:
-    value, reason = raw, ("", "")
-    if floors.headroom_replicas or floors.headroom_fraction:
-        value = raw + floors.headroom_replicas + math.ceil(raw * floors.headroom_fraction)
-        reason = (
-            "Headroom",
-            f"+{floors.headroom_replicas} replicas and +{floors.headroom_fraction:.0%} headroom",
-        )
-    if floors.warm_min_replicas > value:
-        value = floors.warm_min_replicas
-        reason = ("WarmFloor", f"keeping at least {floors.warm_min_replicas} warm replicas")
-    for schedule in floors.schedules:
-        if schedule.min_replicas > value and schedule_active(schedule, now):
-            value = schedule.min_replicas
-            reason = (
-                "ScheduledFloor",
-                f"schedule in {schedule.timezone} holds at least {schedule.min_replicas}",
-            )
-    return value, reason
