@@ -14,7 +14,8 @@ from autoscaler.controller import crd
 from autoscaler.controller.crd import Autoscaler
 from autoscaler.controller.kube import KubeClient, KubeError, Scale
 from autoscaler.controller.kubetime import micro_time
-from autoscaler.controller.plan import (
+from autoscaler.controller.plan import plan
+from autoscaler.controller.planvalues import (
     Emit,
     Memory,
     Outcome,
@@ -23,7 +24,6 @@ from autoscaler.controller.plan import (
     Settings,
     Snapshot,
     WriteScale,
-    plan,
 )
 from autoscaler.controller.report import cut_utf8
 from autoscaler.controller.settings import ControllerSettings

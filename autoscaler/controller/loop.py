@@ -33,7 +33,8 @@ from autoscaler.controller.kubetime import rfc3339
 from autoscaler.controller.leader import LeaderElector
 from autoscaler.controller.metriccache import MetricCache
 from autoscaler.controller.metrics import MetricsReader
-from autoscaler.controller.plan import Emit, Memory, Outcome, Settings, plan, restore
+from autoscaler.controller.plan import plan
+from autoscaler.controller.planvalues import Emit, Memory, Outcome, Settings, restore
 from autoscaler.controller.report import ConditionStatus, cut_utf8
 from autoscaler.controller.settings import ControllerSettings
 from autoscaler.controller.snapshots import Snapshots

@@ -15,7 +15,7 @@ from autoscaler.controller.cache import Caches, scale_of
 from autoscaler.controller.crd import Autoscaler, Mode
 from autoscaler.controller.kube import KubeClient, KubeError, Scale
 from autoscaler.controller.metriccache import MetricCache
-from autoscaler.controller.plan import Snapshot
+from autoscaler.controller.planvalues import Snapshot
 from autoscaler.controller.podfacts import PodFacts, summarize
 from autoscaler.controller.settings import ControllerSettings
 from autoscaler.controller.telemetry import Telemetry

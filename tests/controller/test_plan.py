@@ -10,15 +10,14 @@ from controller_harness import FAST, QUEUE, T0, autoscaler
 
 from autoscaler.controller import crd
 from autoscaler.controller.kube import Scale
-from autoscaler.controller.plan import (
-    METRIC_EVENT_REPEAT_S,
+from autoscaler.controller.plan import METRIC_EVENT_REPEAT_S, plan
+from autoscaler.controller.planvalues import (
     Emit,
     Memory,
     PatchStatus,
     Settings,
     Snapshot,
     WriteScale,
-    plan,
     restore,
 )
 from autoscaler.controller.podfacts import summarize
