@@ -44,6 +44,9 @@ class KubeError(Exception):
         return self.code == 404
 
 
+_FAILURES = (ApiException, TimeoutError, aiohttp.ClientError)  # what one exchange can fail with
+
+
 def _from_api_exception(exc: ApiException, what: str) -> KubeError:
     body = exc.body.decode("utf-8", "replace") if isinstance(exc.body, bytes) else str(exc.body or "")
     status = parse_status(body)
@@ -79,6 +82,14 @@ class KubeClient:
         self.timeout_s = timeout_s
         self._resources: dict[tuple[str, str], str] = {}  # (apiVersion, kind) -> plural
 
+    def _error(self, exc: BaseException, what: str) -> KubeError:
+        """A failed exchange as a KubeError: the apiserver's Status, a timeout or a lost connection."""
+        if isinstance(exc, ApiException):
+            return _from_api_exception(exc, what)
+        if isinstance(exc, TimeoutError):
+            return KubeError(0, "Timeout", f"{what}: no answer within {self.timeout_s:g} s")
+        return KubeError(0, "ConnectionError", f"{what}: {exc}")
+
     async def request(
         self,
         method: str,
@@ -104,12 +115,8 @@ class KubeClient:
                 _preload_content=True,
                 _request_timeout=self.timeout_s,
             )
-        except ApiException as exc:
-            raise _from_api_exception(exc, what) from exc
-        except TimeoutError as exc:
-            raise KubeError(0, "Timeout", f"{what}: no answer within {self.timeout_s:g} s") from exc
-        except aiohttp.ClientError as exc:
-            raise KubeError(0, "ConnectionError", f"{what}: {exc}") from exc
+        except _FAILURES as exc:
+            raise self._error(exc, what) from exc
         return result
 
     async def request_body(
@@ -135,12 +142,8 @@ class KubeClient:
                     error = ApiException(status=response.status, reason=response.reason)
                     error.body = body
                     raise error
-        except ApiException as exc:
-            raise _from_api_exception(exc, what) from exc
-        except TimeoutError as exc:
-            raise KubeError(0, "Timeout", f"{what}: no answer within {self.timeout_s:g} s") from exc
-        except aiohttp.ClientError as exc:
-            raise KubeError(0, "ConnectionError", f"{what}: {exc}") from exc
+        except _FAILURES as exc:
+            raise self._error(exc, what) from exc
         return body
 
     # --- targets and their /scale --------------------------------------------------------------
