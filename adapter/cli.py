@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
 import sys
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
@@ -26,6 +25,7 @@ from pydantic import ValidationError
 
 from common.listen import bind_host
 from common.settings_errors import report
+from common.signals import stop_on_signals
 
 if TYPE_CHECKING:
     from cryptography import x509
@@ -222,10 +222,7 @@ async def serve(settings: AdapterSettings, stop: asyncio.Event | None = None) ->
     from adapter.telemetry import Telemetry
     from adapter.tls import ServingTLS, TLSConfigError, self_signed_dev
 
-    stop = stop or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_on_signals(stop)
     catalog_settings = settings.catalog_settings()
     background: list[Callable[[], Awaitable[None]]] = []
     async with AsyncExitStack() as stack:

@@ -11,7 +11,6 @@ import asyncio
 import logging
 import os
 import re
-import signal
 import sys
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ from autoscaler.controller import crd
 from common.kubeconfig import KubeconfigError, api_client, load_configuration
 from common.listen import bind_host, parse_listen
 from common.settings_errors import configure_logging, report
+from common.signals import stop_on_signals
 
 # a Lease name is a DNS subdomain; the storage name is one label of it
 _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")
@@ -153,10 +153,7 @@ async def _serve(settings: LoadGateSettings) -> int:
         await runner.setup()
         host, port = parse_listen(settings.listen)
         await web.TCPSite(runner, bind_host(host), port).start()
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+        stop = stop_on_signals()
         logging.getLogger(__name__).info(
             "load gate %s: %d slot(s) for storage %s in %s",
             settings.identity,

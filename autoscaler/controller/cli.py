@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
 import sys
 from typing import Any
 
@@ -19,6 +18,7 @@ from autoscaler.controller.settings import ControllerSettings, MetricsSource
 from common.kubeconfig import KubeconfigError, api_client, load_configuration
 from common.listen import bind_host
 from common.settings_errors import configure_logging, report
+from common.signals import stop_on_signals
 
 _FLAGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("--kubeconfig", "kubeconfig", {"help": "kubeconfig file (default: in-cluster, else ~/.kube/config)"}),
@@ -130,10 +130,7 @@ async def _serve(settings: ControllerSettings) -> int:
     await runner.setup()
     host, port = settings.listen_host_port
     await web.TCPSite(runner, bind_host(host), port).start()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_on_signals()
     logging.getLogger(__name__).info(
         "infscale controller %s: each object at least every %g s, metrics from %s every %g s, /metrics on %s",
         settings.identity,

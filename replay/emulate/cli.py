@@ -14,7 +14,6 @@ import argparse
 import asyncio
 import logging
 import math
-import signal
 import sys
 from typing import Literal
 
@@ -23,6 +22,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from common.listen import bind_host, parse_listen
 from common.settings_errors import configure_logging, report
+from common.signals import stop_on_signals
 from replay.emulate.profiles import PROFILES, get_engine_profile
 from replay.emulate.server import ENGINES, EmulatorConfig, create_app
 from replay.profiles import ProfileError
@@ -113,10 +113,7 @@ async def serve(config: EmulatorConfig, host: str, port: int, stop: asyncio.Even
     """Serve until SIGTERM/SIGINT (or `stop`)."""
     from aiohttp import web
 
-    stop = stop or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_on_signals(stop)
     runner = web.AppRunner(create_app(config), access_log=None)
     await runner.setup()
     try:
