@@ -39,7 +39,7 @@ from pydantic_settings import (
 from adapter.auth import MAX_CACHE_TTL_S
 from adapter.catalog import CatalogError, CatalogSettings
 from adapter.delegate import DelegateSettings
-from common.listen import parse_listen
+from common.listen import ListenAddress, parse_listen
 from common.settings_errors import describe
 
 ENV_PREFIX = "INFSCALE_ADAPTER_"
@@ -81,7 +81,7 @@ class AdapterSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", frozen=True)
 
     config_file: Path | None = None
-    listen: str = "0.0.0.0:6443"  # host:port; [v6]:port
+    listen: ListenAddress = "0.0.0.0:6443"  # host:port; [v6]:port
 
     # TLS: required unless --insecure-dev
     tls_cert_file: Path | None = None
@@ -156,12 +156,6 @@ class AdapterSettings(BaseSettings):
     def _comma_list(cls, value: Any) -> Any:
         if isinstance(value, str):
             return tuple(v.strip() for v in value.split(",") if v.strip())
-        return value
-
-    @field_validator("listen")
-    @classmethod
-    def _listen(cls, value: str) -> str:
-        parse_listen(value)
         return value
 
     @field_validator("log_level")

@@ -23,7 +23,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from autoscaler import loadgate
 from autoscaler.controller import crd
 from common.kubeconfig import KubeconfigError, api_client, load_configuration
-from common.listen import bind_host, parse_listen
+from common.listen import ListenAddress, bind_host, parse_listen
 from common.settings_errors import configure_logging, report
 from common.signals import stop_on_signals
 
@@ -44,7 +44,8 @@ class LoadGateSettings(BaseSettings):
     timeout_s: float = Field(default=loadgate.DEFAULT_TIMEOUT_S, gt=0)
     retry_s: float = Field(default=loadgate.DEFAULT_RETRY_S, gt=0, le=60)
     lease_duration_s: float = Field(default=loadgate.DEFAULT_LEASE_DURATION_S, gt=0)
-    listen: str = ":8090"  # /acquired (the startup probe, which the kubelet sends to the pod IP), /healthz
+    # /acquired (the startup probe, which the kubelet sends to the pod IP), /healthz
+    listen: ListenAddress = ":8090"
     log_level: str = "INFO"
 
     @field_validator("storage")
@@ -52,12 +53,6 @@ class LoadGateSettings(BaseSettings):
     def _storage_is_a_label(cls, value: str) -> str:
         if not _LABEL.match(value):
             raise ValueError(f"{value!r} must be a DNS label of at most 40 characters (a-z, 0-9, -)")
-        return value
-
-    @field_validator("listen")
-    @classmethod
-    def _listen(cls, value: str) -> str:
-        parse_listen(value)
         return value
 
     @model_validator(mode="after")

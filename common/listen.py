@@ -8,6 +8,9 @@ one accepts the others accept too. `:8080` means every interface, as in Go and P
 from __future__ import annotations
 
 import ipaddress
+from typing import Annotated
+
+from pydantic import AfterValidator
 
 EXAMPLES = "e.g. 0.0.0.0:8080, :8080, [::]:8080 or localhost:8080"
 
@@ -39,3 +42,12 @@ def parse_listen(value: str) -> tuple[str, int]:
 def bind_host(host: str) -> str | None:
     """What aiohttp's TCPSite takes: None (every interface) for the empty host."""
     return host or None
+
+
+def _checked(value: str) -> str:
+    parse_listen(value)  # ValueError naming the value
+    return value
+
+
+# A settings field holding a listen address, checked when the settings are read.
+ListenAddress = Annotated[str, AfterValidator(_checked)]

@@ -16,7 +16,7 @@ from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from autoscaler.policy.spec import DEFAULT_DOWNSCALE_STABILIZATION_S, DEFAULT_TOLERANCE
-from common.listen import parse_listen
+from common.listen import ListenAddress, parse_listen
 
 ENV_PREFIX = "INFSCALE_CONTROLLER_"
 
@@ -84,7 +84,7 @@ class ControllerSettings(BaseSettings):
     pod_namespace: str | None = Field(default_factory=lambda: os.environ.get("POD_NAMESPACE") or None)
 
     # telemetry, health, and mode hpa's infscale_desired_replicas (publish.py)
-    listen: str = "0.0.0.0:8080"
+    listen: ListenAddress = "0.0.0.0:8080"
     publish_max_age_s: float = Field(default=60.0, gt=0)  # older recommendations are not served
     log_level: str = "INFO"
 
@@ -97,7 +97,6 @@ class ControllerSettings(BaseSettings):
             )
         if self.metrics_source is MetricsSource.ADAPTER and not self.adapter_url:
             raise ValueError("adapter_url is required when metrics_source is 'adapter'")
-        parse_listen(self.listen)  # ValueError naming the value
         return self
 
     @property

@@ -20,7 +20,7 @@ from typing import Literal
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from common.listen import bind_host, parse_listen
+from common.listen import ListenAddress, bind_host, parse_listen
 from common.settings_errors import configure_logging, report
 from common.signals import stop_on_signals
 from replay.emulate.profiles import PROFILES, get_engine_profile
@@ -35,17 +35,11 @@ class EmulatorSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="INFSCALE_EMULATE_", frozen=True, extra="forbid")
 
-    listen: str = "127.0.0.1:8000"  # HOST:PORT; port 0 picks a free one
+    listen: ListenAddress = "127.0.0.1:8000"  # HOST:PORT; port 0 picks a free one
     engine: Literal["vllm", "tgi", "sglang"] = "vllm"
     profile: str = "reference-70b"  # a name in replay/emulate/profiles.py, a scenario name, or a file
     model: str = Field(default="emulated-model", min_length=1)
     startup_seconds: float = Field(default=0.0, ge=0)  # weight loading: not ready before
-
-    @field_validator("listen")
-    @classmethod
-    def _listen(cls, value: str) -> str:
-        parse_listen(value)
-        return value
 
     @field_validator("startup_seconds")
     @classmethod

@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 
 import pytest
+from pydantic import BaseModel, ValidationError
 
-from common.listen import bind_host, parse_listen
+from common.listen import ListenAddress, bind_host, parse_listen
 
 
 @pytest.mark.parametrize(
@@ -45,3 +46,15 @@ def test_refused_naming_the_value(value: str, error: str) -> None:
 def test_empty_host_binds_every_interface() -> None:
     assert bind_host("") is None
     assert bind_host("127.0.0.1") == "127.0.0.1"
+
+
+def test_listen_address_field_checks_the_value_and_keeps_the_text() -> None:
+    class Settings(BaseModel):
+        listen: ListenAddress = ":8080"
+
+    assert Settings(listen="[::1]:9090").listen == "[::1]:9090"
+    with pytest.raises(ValidationError) as caught:
+        Settings(listen="::1:8080")
+    (error,) = caught.value.errors()
+    assert error["loc"] == ("listen",)
+    assert "an IPv6 host needs brackets" in error["msg"]
