@@ -25,11 +25,12 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from autoscaler.policy import capacity, demand, horizon, panic, scaledown, scaleup
-from autoscaler.policy.capacity import Demand, Sizing, SpeedState
+from autoscaler.policy import capacity, demand, horizon, panic, scaledown, scaleup, speedlearn
+from autoscaler.policy.capacity import Demand, Sizing
 from autoscaler.policy.observation import MetricReading, Observation
 from autoscaler.policy.scaledown import NeedHistory
 from autoscaler.policy.spec import AutoscalerSpec, CapacitySpec, ReplicaProfile, SloTarget
+from autoscaler.policy.speedlearn import SpeedState
 from autoscaler.policy.stage import Stage
 
 STATE_VERSION = 1
@@ -53,7 +54,7 @@ _PANIC_MESSAGE = "{:.3g}/s now is over {:g}x the band's {:.3g}/s: {} needed, {} 
 
 class PlannerState(NamedTuple):
     demand: demand.DemandState | None = None
-    speed: SpeedState = capacity.NO_SPEED
+    speed: SpeedState = speedlearn.NO_SPEED
     needs: NeedHistory = ()
     panic: panic.PanicState = panic.PanicState(None, 0.0)
     started_for: float = 0.0  # the mean demand's load when replicas were last started
@@ -250,7 +251,7 @@ def plan(
     speed_state = state.speed
     saturated = queue is not None and ready > 0 and queue >= ready
     if cap.learn and (saturated or speed_state.saturated_ticks):  # else learn() returns it as it is
-        speed_state = capacity.learn(
+        speed_state = speedlearn.learn(
             profile,
             speed_state,
             saturated=saturated,
@@ -259,7 +260,7 @@ def plan(
             finished_rate=finished,
             ready=ready,
         )
-    speed = capacity.speed(speed_state, cap.learn_prior_weight)
+    speed = speedlearn.speed(speed_state, cap.learn_prior_weight)
     limit = spec.max_replicas
     slo = fixed.slo
     sized: dict[float, Sizing] = {}
