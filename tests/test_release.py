@@ -82,7 +82,7 @@ def test_release_validates_against_kubernetes_1_37() -> None:
 def exported_metrics() -> set[str]:
     """Every series name the adapter and the controller can expose, from their own registries."""
     from adapter.connections import connection_metrics
-    from adapter.server import request_metrics
+    from adapter.middleware import request_metrics
     from adapter.telemetry import Telemetry as AdapterTelemetry
     from autoscaler.controller.telemetry import Telemetry as ControllerTelemetry
 
