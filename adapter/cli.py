@@ -173,7 +173,7 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from adapter.catalog import CatalogError
+    from adapter.catalogconfig import CatalogError
     from adapter.settings import AdapterSettings, SettingsFileError
 
     try:

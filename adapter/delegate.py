@@ -22,7 +22,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from adapter.catalog import check_http_url
+from adapter.catalogconfig import check_http_url
 from adapter.identity import UserInfo
 from adapter.wire import GROUP_VERSION
 

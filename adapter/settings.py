@@ -37,7 +37,7 @@ from pydantic_settings import (
 )
 
 from adapter.auth import MAX_CACHE_TTL_S
-from adapter.catalog import CatalogError, CatalogSettings
+from adapter.catalogconfig import CatalogError, CatalogSettings
 from adapter.delegate import DelegateSettings
 from common.listen import ListenAddress, parse_listen
 from common.settings_errors import describe

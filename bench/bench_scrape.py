@@ -126,7 +126,7 @@ def _rss_mb() -> float:
 
 
 async def _bench(urls: Sequence[str], rounds: int, concurrency: int) -> list[tuple[float, float]]:
-    from adapter.catalog import ScrapeSettings, StaticEndpoint
+    from adapter.catalogconfig import ScrapeSettings, StaticEndpoint
     from adapter.presets import Signal, get_preset
     from adapter.sources.scrape import ScrapeSource, StaticTargets
     from adapter.telemetry import Telemetry

@@ -24,7 +24,7 @@ from common.kubeconfig import load_configuration
 from common.listwatch import Informer
 
 if TYPE_CHECKING:
-    from adapter.catalog import KubernetesDiscovery
+    from adapter.catalogconfig import KubernetesDiscovery
 
 _RETRY_AFTER_ERROR_S = 5.0  # API unreachable or forbidden: retry, without hammering the apiserver
 

@@ -36,7 +36,7 @@ from adapter.sources import (
 from adapter.telemetry import Telemetry
 
 if TYPE_CHECKING:
-    from adapter.catalog import PrometheusSettings
+    from adapter.catalogconfig import PrometheusSettings
 
 SOURCE = "prometheus"
 _AGGREGATOR = {Combine.SUM: "sum", Combine.MEAN: "avg", Combine.MAX: "max"}

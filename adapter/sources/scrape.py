@@ -39,7 +39,7 @@ from adapter.sources import DEPLOYMENT, MODEL, NAMESPACE, PodValue, SourceError,
 from adapter.telemetry import Telemetry
 
 if TYPE_CHECKING:
-    from adapter.catalog import ScrapeSettings, StaticEndpoint
+    from adapter.catalogconfig import ScrapeSettings, StaticEndpoint
 
 log = logging.getLogger(__name__)
 SOURCE = "scrape"

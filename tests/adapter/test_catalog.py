@@ -16,15 +16,8 @@ from engine_fixtures import vllm_text
 from pydantic import ValidationError
 
 from adapter.backend import MetricSample, NoData, SourceUnavailable, UnknownMetric
-from adapter.catalog import (
-    Aggregation,
-    Catalog,
-    CatalogError,
-    CatalogSettings,
-    SourceKind,
-    aggregate,
-    build_catalog,
-)
+from adapter.catalog import Catalog, aggregate, build_catalog
+from adapter.catalogconfig import Aggregation, CatalogError, CatalogSettings, SourceKind
 from adapter.presets import Signal
 from adapter.sources import PodValue, SourceError, SourceReading
 from adapter.telemetry import Telemetry

@@ -20,7 +20,8 @@ from engine_fixtures import vllm_text
 from kubernetes_asyncio import client
 
 from adapter.backend import NoData, SourceUnavailable
-from adapter.catalog import CatalogSettings, KubernetesDiscovery, build_catalog
+from adapter.catalog import build_catalog
+from adapter.catalogconfig import CatalogSettings, KubernetesDiscovery
 from adapter.sources import discovery
 from adapter.sources.discovery import KubernetesPods, target_of
 from adapter.telemetry import Telemetry

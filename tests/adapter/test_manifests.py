@@ -16,7 +16,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from adapter.catalog import CatalogSettings
+from adapter.catalogconfig import CatalogSettings
 
 pytestmark = pytest.mark.integration
 

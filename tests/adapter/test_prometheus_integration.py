@@ -16,7 +16,8 @@ from aiohttp import web
 from engine_fixtures import vllm_text
 
 from adapter.backend import NoData, SourceUnavailable
-from adapter.catalog import Catalog, CatalogSettings, build_catalog
+from adapter.catalog import Catalog, build_catalog
+from adapter.catalogconfig import CatalogSettings
 from adapter.telemetry import Telemetry
 from common.selector import EVERYTHING
 from tests.prometheus_server import prometheus as real_prometheus

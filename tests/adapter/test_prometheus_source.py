@@ -10,7 +10,7 @@ import httpx
 import pytest
 import respx
 
-from adapter.catalog import PrometheusSettings
+from adapter.catalogconfig import PrometheusSettings
 from adapter.presets import Signal, get_preset
 from adapter.sources import SourceError
 from adapter.sources.prometheus import PrometheusSource, promql_for

@@ -16,7 +16,7 @@ from aiohttp import web
 from conftest import serve
 from engine_fixtures import VLLM, vllm_text
 
-from adapter.catalog import ScrapeSettings, StaticEndpoint
+from adapter.catalogconfig import ScrapeSettings, StaticEndpoint
 from adapter.presets import Signal, get_preset
 from adapter.sources import SourceError, SourceReading
 from adapter.sources.scrape import ScrapeSource, StaticTargets, Target

@@ -30,7 +30,7 @@ from conftest import (
 )
 
 from adapter import cli
-from adapter.catalog import CatalogError
+from adapter.catalogconfig import CatalogError
 from adapter.settings import AdapterSettings, SettingsFileError
 
 REPO = Path(__file__).resolve().parents[2]
