@@ -23,7 +23,8 @@ from adapter.presets import (
     wanted_names,
 )
 from common.clock import ManualClock
-from replay.emulate.server import EMULATOR, EmulatorConfig, create_app, parse_generation
+from replay.emulate.requests import parse_generation
+from replay.emulate.server import EMULATOR, EmulatorConfig, create_app
 
 
 def sse_data(text: str) -> list[Any]:
@@ -345,7 +346,7 @@ async def test_a_client_that_goes_away_frees_its_slot() -> None:
     ],
 )
 def test_parse_generation_names_the_field(body: dict[str, Any], chat: bool, message: str) -> None:
-    from replay.emulate.server import ApiError
+    from replay.emulate.requests import ApiError
 
     with pytest.raises(ApiError, match=message):
         parse_generation(body, chat=chat, model="m", max_model_len=100)
@@ -360,7 +361,7 @@ def test_chat_without_max_tokens_gets_the_rest_of_the_context() -> None:
 
 def test_chat_without_max_tokens_and_a_prompt_filling_the_context_is_a_context_error() -> None:
     """The client asked for no max_tokens: the error is about the messages, not about max_tokens."""
-    from replay.emulate.server import ApiError
+    from replay.emulate.requests import ApiError
 
     body = {"messages": [{"role": "user", "content": "a " * 100}]}
     with pytest.raises(ApiError, match=r"context length is 100 tokens\..*\(100 in the messages, 1 in the"):
