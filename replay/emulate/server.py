@@ -38,8 +38,9 @@ from replay.emulate.batching import (
     Step,
     TokenStream,
 )
-from replay.emulate.metrics import FLAVORS, EngineStats, new_stats
+from replay.emulate.metrics import FLAVORS, new_stats
 from replay.emulate.requests import ApiError, Generation, error_body, parse_generation
+from replay.emulate.stats import EngineStats
 from replay.profiles import EngineProfile
 from replay.scheduler import context_limit
 
