@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from replay.traces import TraceError, servegen
+from replay.traces.pmf import parse_pmf
 
 WINDOW = 600
 # client -> (rate per window in req/s, distribution, shape); windows start at 0, 600, ... 3000
@@ -310,9 +311,9 @@ def test_fast_pmf_parse_agrees_with_literal_eval(text: str) -> None:
     literal = ast.literal_eval(text)
     if any(k != int(k) for k in literal):
         with pytest.raises(TraceError, match="whole token counts"):
-            servegen.parse_pmf(text, "x: ")
+            parse_pmf(text, "x: ")
         return
-    pmf = servegen.parse_pmf(text, "x: ")
+    pmf = parse_pmf(text, "x: ")
     assert pmf is not None
     total = sum(literal.values())
     assert dict(zip(pmf.values.tolist(), pmf.probabilities.tolist(), strict=True)) == pytest.approx(
@@ -321,7 +322,7 @@ def test_fast_pmf_parse_agrees_with_literal_eval(text: str) -> None:
 
 
 def test_empty_pmf_means_no_data() -> None:
-    assert servegen.parse_pmf(" {} ", "x: ") is None
+    assert parse_pmf(" {} ", "x: ") is None
 
 
 @pytest.mark.parametrize(
@@ -334,4 +335,4 @@ def test_empty_pmf_means_no_data() -> None:
 )
 def test_text_that_is_not_a_numeric_dict_is_refused(text: str) -> None:
     with pytest.raises(TraceError, match=r"^x: expected"):
-        servegen.parse_pmf(text, "x: ")
+        parse_pmf(text, "x: ")
