@@ -333,7 +333,7 @@ def test_printed_settings_are_an_inference_autoscaler_the_controller_accepts(
 
     from autoscaler.controller.crd import parse_autoscaler
     from replay.policies import predictive_spec
-    from replay.sweep import settings_yaml
+    from replay.sweepwinner import settings_yaml
 
     doc = yaml.safe_load(settings_yaml(scenario, params))
     doc["spec"]["scaleTargetRef"] = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "llama"}
@@ -360,7 +360,7 @@ def test_printed_hpa_is_a_complete_valid_autoscaling_v2_object() -> None:
     import kubernetes_validate
     import yaml
 
-    from replay.sweep import TargetRef, hpa_yaml, match_selector
+    from replay.sweepwinner import TargetRef, hpa_yaml, match_selector
 
     text = hpa_yaml(
         REFERENCE_70B,
@@ -402,7 +402,7 @@ def test_printed_hpa_is_a_complete_valid_autoscaling_v2_object() -> None:
     ],
 )
 def test_bad_target_ref_or_selector_names_it(ref: str, selector: str, message: str) -> None:
-    from replay.sweep import SweepError, TargetRef, match_selector
+    from replay.sweepwinner import SweepError, TargetRef, match_selector
 
     with pytest.raises(SweepError, match=re.escape(message)):
         TargetRef.parse(ref)
