@@ -225,6 +225,18 @@ def test_planner_state_round_trips() -> None:
     assert PlannerState.from_dict(state.planner.to_dict()) == state.planner
 
 
+def test_planner_state_of_an_older_release_reads_without_the_saturated_run() -> None:
+    _, state = run(planner_spec(), 3, [10.0, 12.0, 30.0, 5.0])
+    assert state.planner is not None
+    doc = state.planner.to_dict()
+    doc["speed"] = [-0.1, 5.0, 2]  # log ratio, samples, saturated ticks: before the run's ready and queue
+    speed = PlannerState.from_dict(doc).speed
+    assert speed == (-0.1, 5.0, 2, 0, 0.0)
+    doc["speed"] = [-0.1, 5.0, 2, 4]
+    with pytest.raises(ValueError, match="planner state: malformed"):
+        PlannerState.from_dict(doc)
+
+
 # --- closed loop against the replay's fleet --------------------------------------------------------
 
 

@@ -16,23 +16,30 @@ PROFILE = ReplicaProfile(
 )
 
 
+def tick(
+    state: SpeedState, share: float, *, ready: int = 4, queue: float = 8.0, profile: ReplicaProfile = PROFILE
+) -> SpeedState:
+    """One tick of `ready` replicas that get through `share` of what the profile says per second,
+    with `queue` requests waiting in all."""
+    p, o = 1000.0, 200.0
+    w = profile.prefill_s_per_token * p + profile.decode_s_per_request * o
+    finished = ready * share / w
+    return speedlearn.learn(
+        profile,
+        state,
+        queue=queue,
+        prompt_rate=finished * p,
+        generated_rate=finished * o,
+        finished_rate=finished,
+        ready=ready,
+    )
+
+
 def saturated_samples(profile: ReplicaProfile, achieved_share: float, ticks: int) -> SpeedState:
     """Replicas that get through `achieved_share` of what the profile says per second."""
     state = speedlearn.NO_SPEED
-    ready = 4
-    p, o = 1000.0, 200.0
-    w = profile.prefill_s_per_token * p + profile.decode_s_per_request * o
-    finished = ready * achieved_share / w
     for _ in range(ticks):
-        state = speedlearn.learn(
-            profile,
-            state,
-            saturated=True,
-            prompt_rate=finished * p,
-            generated_rate=finished * o,
-            finished_rate=finished,
-            ready=ready,
-        )
+        state = tick(state, achieved_share, profile=profile)
     return state
 
 
@@ -51,15 +58,37 @@ def test_speed_converges_to_what_saturated_replicas_achieve() -> None:
 
 def test_unsaturated_ticks_teach_nothing_and_reset_the_count() -> None:
     state = saturated_samples(PROFILE, 0.5, 10)
-    after = speedlearn.learn(
-        PROFILE, state, saturated=False, prompt_rate=1.0, generated_rate=1.0, finished_rate=1.0, ready=4
-    )
-    assert (after.log_ratio, after.samples, after.saturated_ticks) == (state.log_ratio, state.samples, 0)
+    for queue in (None, 3.0):  # no reading; fewer waiting than replicas
+        after = tick(state, 0.5, queue=queue)
+        assert after == (state.log_ratio, state.samples, 0, 0, 0.0)
+
+
+def test_a_new_ready_count_starts_the_count_again() -> None:
+    """Replicas that just joined have none of the backlog: the fleet's work per replica would be
+    that of the replicas it sits on, shared out over all of them."""
+    state = saturated_samples(PROFILE, 1.0, 10)
+    joined = tick(state, 0.25, ready=16, queue=900.0)
+    assert (joined.samples, joined.saturated_ticks, joined.ready) == (state.samples, 1, 16)
+    joined = tick(joined, 0.25, ready=16, queue=900.0)
+    assert joined.samples == state.samples  # two ticks at 16: still not three
+    joined = tick(joined, 1.0, ready=16, queue=900.0)
+    assert joined.samples == state.samples + 1
+
+
+def test_a_shrinking_queue_teaches_nothing_but_keeps_the_run() -> None:
+    """A draining backlog may sit on a few replicas while the rest idle: no sample, though the
+    fleet is still saturated by the totals."""
+    state = saturated_samples(PROFILE, 1.0, 10)
+    drained = tick(state, 0.2, queue=7.0)
+    assert (drained.log_ratio, drained.samples) == (state.log_ratio, state.samples)
+    assert (drained.saturated_ticks, drained.queue) == (state.saturated_ticks + 1, 7.0)
+    level = tick(drained, 0.9, queue=7.0)  # level again: a sample
+    assert level.samples == state.samples + 1
 
 
 def test_one_wild_sample_moves_the_speed_at_most_a_factor_two() -> None:
     state = saturated_samples(PROFILE, 1.0, 20)
     wild = speedlearn.learn(
-        PROFILE, state, saturated=True, prompt_rate=1e9, generated_rate=1e9, finished_rate=1e6, ready=4
+        PROFILE, state, queue=8.0, prompt_rate=1e9, generated_rate=1e9, finished_rate=1e6, ready=4
     )
     assert wild.log_ratio - state.log_ratio <= math.log(2.0) / wild.samples + 1e-12

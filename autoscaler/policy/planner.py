@@ -76,7 +76,8 @@ class PlannerState(NamedTuple):
             raise ValueError(f"planner state: version must be {STATE_VERSION}")
         try:
             raw_demand = data["demand"]
-            log_ratio, samples, ticks = data["speed"]
+            log_ratio, samples, ticks, *run = data["speed"]  # an older state has no run
+            run_ready, run_queue = run if run else (0, 0.0)
             needs = tuple((float(t), int(n)) for t, n in data["needs"])
             since, last = data["panic"]
             started_for = float(data["started_for"])
@@ -84,7 +85,7 @@ class PlannerState(NamedTuple):
             raise ValueError(f"planner state: malformed ({exc})") from None
         return cls(
             None if raw_demand is None else demand.DemandState.from_dict(raw_demand),
-            SpeedState(float(log_ratio), float(samples), int(ticks)),
+            SpeedState(float(log_ratio), float(samples), int(ticks), int(run_ready), float(run_queue)),
             needs,
             panic.PanicState(None if since is None else float(since), float(last)),
             started_for,
@@ -254,7 +255,7 @@ def plan(
         speed_state = speedlearn.learn(
             profile,
             speed_state,
-            saturated=saturated,
+            queue=queue,
             prompt_rate=prompt,
             generated_rate=generated,
             finished_rate=finished,

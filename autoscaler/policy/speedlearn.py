@@ -2,8 +2,16 @@
 
 Sits beside capacity.py (planner.py folds one tick in per decision and scales the profile by the
 result): while every replica has a queue, the work the fleet got through per second is what the
-replicas can do, so achieved / profile is the speed the profile should have. docs/policy.md
-("The learned speed") says when a sample counts and why it is shrunk towards the profile.
+replicas can do, so achieved / profile is the speed the profile should have.
+
+The metrics are fleet totals, so "every replica has a queue" is inferred: the waiting total is at
+least one a replica, over SATURATED_TICKS ticks with the same ready count, and not shrinking. An
+engine's waiting queue is its own (vLLM's scheduler; a request is placed when it arrives), so a
+backlog stays on the replicas that were ready when it came: replicas that joined since, or that
+drained their own, idle while the total still exceeds one a replica, and the fleet's work per
+replica then understates the speed by up to the share saturated. A total that is not shrinking
+means the replicas taking the arrivals queue too (the least loaded, under a balancing router; all
+alike under a random one). docs/policy.md ("The learned speed") has the figures.
 """
 
 from __future__ import annotations
@@ -14,17 +22,20 @@ from typing import NamedTuple
 from autoscaler.policy import capacity
 from autoscaler.policy.spec import ReplicaProfile
 
-SATURATED_TICKS = 3  # consecutive ticks with a queue on every replica before a sample counts
+SATURATED_TICKS = 3  # consecutive saturated ticks at one ready count before a sample counts
 MAX_SPEED_STEP = math.log(2.0)  # one sample moves the estimate by at most a factor 2
 MAX_SPEED_SAMPLES = 100.0  # then it is an exponential average over the last ~100 samples
 
 
 class SpeedState(NamedTuple):
-    """What saturated replicas achieved, relative to the profile (log scale)."""
+    """What saturated replicas achieved, relative to the profile (log scale), and the saturated
+    run in progress."""
 
     log_ratio: float  # mean of the clipped log(achieved / profile) over the samples
     samples: float
-    saturated_ticks: int
+    saturated_ticks: int  # consecutive ticks with a queue of one a replica, at `ready` replicas
+    ready: int = 0  # the ready count of that run
+    queue: float = 0.0  # the waiting total at its last tick
 
 
 NO_SPEED = SpeedState(0.0, 0.0, 0)
@@ -43,20 +54,23 @@ def learn(
     profile: ReplicaProfile,
     state: SpeedState,
     *,
-    saturated: bool,
+    queue: float | None,
     prompt_rate: float,
     generated_rate: float,
     finished_rate: float,
     ready: int,
 ) -> SpeedState:
-    """Fold one tick in. While every replica has a queue, a replica's work per second (profile
-    seconds of prefill and decode it got through) is its speed times the share of a step that is
-    not the fixed part, so achieved / that share is the speed the profile should have."""
-    if not saturated or ready <= 0 or finished_rate <= 0.0:
+    """Fold one tick in (`queue`: the waiting total, None unknown). While every replica has a
+    queue, a replica's work per second (profile seconds of prefill and decode it got through) is
+    its speed times the share of a step that is not the fixed part, so achieved / that share is the
+    speed the profile should have."""
+    if queue is None or ready <= 0 or queue < ready or finished_rate <= 0.0:
         return SpeedState(state.log_ratio, state.samples, 0)
+    if ready != state.ready:  # replicas joined or left: the backlog sits on the ones it came to
+        return SpeedState(state.log_ratio, state.samples, 1, ready, queue)
     ticks = state.saturated_ticks + 1
-    if ticks < SATURATED_TICKS:
-        return SpeedState(state.log_ratio, state.samples, ticks)
+    if ticks < SATURATED_TICKS or queue < state.queue:  # shrinking: perhaps one replica's backlog
+        return SpeedState(state.log_ratio, state.samples, ticks, ready, queue)
     p = prompt_rate / finished_rate
     o = max(generated_rate / finished_rate, 1.0)
     a = capacity.prefill_token_s(profile, p)
@@ -67,7 +81,7 @@ def learn(
         full = profile.step_base_s + a * budget
         busy = 1.0 - profile.step_base_s / full
     if achieved <= 0.0:
-        return SpeedState(state.log_ratio, state.samples, ticks)
+        return SpeedState(state.log_ratio, state.samples, ticks, ready, queue)
     sample = math.log(achieved / busy)
     mean = state.log_ratio
     if state.samples:
@@ -75,4 +89,4 @@ def learn(
     else:
         sample = min(max(sample, -MAX_SPEED_STEP), MAX_SPEED_STEP)
     n = min(state.samples + 1.0, MAX_SPEED_SAMPLES)
-    return SpeedState(mean + (sample - mean) / n, n, ticks)
+    return SpeedState(mean + (sample - mean) / n, n, ticks, ready, queue)
