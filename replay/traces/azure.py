@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from replay.trace import Trace
-from replay.traces import bounds, tabular
+from replay.traces import bounds, columns, tabular
 
 TIME, INPUT, OUTPUT = "TIMESTAMP", "ContextTokens", "GeneratedTokens"
 
@@ -26,9 +26,9 @@ def load(
     return tabular.finish(
         tabular.trace_name(path),
         file,
-        tabular.datetime_column(table.columns[TIME], rows, file, TIME),
-        tabular.int_column(table.columns[INPUT], rows, file, INPUT, text=True),
-        tabular.int_column(table.columns[OUTPUT], rows, file, OUTPUT, text=True),
+        columns.datetime_column(table.columns[TIME], rows, file, TIME),
+        columns.int_column(table.columns[INPUT], rows, file, INPUT, text=True),
+        columns.int_column(table.columns[OUTPUT], rows, file, OUTPUT, text=True),
         rows,
         time_field=TIME,
         time_values=table.columns[TIME],

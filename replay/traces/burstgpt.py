@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from replay.trace import Trace
-from replay.traces import bounds, tabular
+from replay.traces import bounds, columns, tabular
 from replay.traces.errors import TraceError
 
 TIME, MODEL, INPUT, OUTPUT, LOG_TYPE = "Timestamp", "Model", "Request tokens", "Response tokens", "Log Type"
@@ -38,9 +38,9 @@ def load(
     )
     table = tabular.read_csv(tabular.decode(tabular.read_bytes(path), file), file, required=required)
     rows = table.rows
-    arrival_s = tabular.float_column(table.columns[TIME], rows, file, TIME, text=True)
-    input_tokens = tabular.int_column(table.columns[INPUT], rows, file, INPUT, text=True)
-    output_tokens = tabular.int_column(table.columns[OUTPUT], rows, file, OUTPUT, text=True)
+    arrival_s = columns.float_column(table.columns[TIME], rows, file, TIME, text=True)
+    input_tokens = columns.int_column(table.columns[INPUT], rows, file, INPUT, text=True)
+    output_tokens = columns.int_column(table.columns[OUTPUT], rows, file, OUTPUT, text=True)
     keep = np.ones(len(rows), dtype=bool)
     if not keep_failed:
         keep &= output_tokens > 0

@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from replay.trace import Trace
-from replay.traces import bounds, tabular
+from replay.traces import bounds, columns, tabular
 from replay.traces.errors import TraceError
 
 TimeUnit = Literal["s", "ms", "us", "ns", "datetime"]
@@ -41,8 +41,8 @@ def load_csv(
     table = tabular.read_csv(
         tabular.decode(tabular.read_bytes(path), file), file, required=names, delimiter=delimiter
     )
-    columns = [table.columns[name] for name in names]
-    return _finish(path, columns, table.rows, names, time_unit, on_unsorted, max_span_s, text=True)
+    values = [table.columns[name] for name in names]
+    return _finish(path, values, table.rows, names, time_unit, on_unsorted, max_span_s, text=True)
 
 
 def load_jsonl(
@@ -59,8 +59,8 @@ def load_jsonl(
     file = path.name
     objects, rows = tabular.read_jsonl(tabular.decode(tabular.read_bytes(path), file), file)
     names = (arrival_column, input_column, output_column)
-    columns = [tabular.json_values(objects, rows, file, name) for name in names]
-    return _finish(path, columns, rows, names, time_unit, on_unsorted, max_span_s, text=False)
+    values = [tabular.json_values(objects, rows, file, name) for name in names]
+    return _finish(path, values, rows, names, time_unit, on_unsorted, max_span_s, text=False)
 
 
 def _check_options(time_unit: str, delimiter: str) -> None:
@@ -72,7 +72,7 @@ def _check_options(time_unit: str, delimiter: str) -> None:
 
 def _finish(
     path: Path,
-    columns: Sequence[Sequence[object]],
+    values: Sequence[Sequence[object]],
     rows: tabular.Rows,
     names: tuple[str, str, str],
     time_unit: str,
@@ -84,20 +84,20 @@ def _finish(
     file = path.name
     arrival_s: npt.NDArray[np.float64]
     if time_unit == "datetime":
-        arrival_s = tabular.datetime_column(columns[0], rows, file, names[0])
+        arrival_s = columns.datetime_column(values[0], rows, file, names[0])
     else:
-        stamps = tabular.float_column(columns[0], rows, file, names[0], text=text)
+        stamps = columns.float_column(values[0], rows, file, names[0], text=text)
         # re-base before converting: epoch milliseconds keep their sub-millisecond digits
         arrival_s = (stamps - stamps.min()) / UNITS_PER_SECOND[time_unit]
     return tabular.finish(
         tabular.trace_name(path),
         file,
         arrival_s,
-        tabular.int_column(columns[1], rows, file, names[1], text=text),
-        tabular.int_column(columns[2], rows, file, names[2], text=text),
+        columns.int_column(values[1], rows, file, names[1], text=text),
+        columns.int_column(values[2], rows, file, names[2], text=text),
         rows,
         time_field=names[0],
-        time_values=columns[0],
+        time_values=values[0],
         on_unsorted=on_unsorted,
         input_field=names[1],
         output_field=names[2],

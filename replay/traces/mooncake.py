@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from replay.trace import PrefixBlocks, Trace
-from replay.traces import bounds, tabular
+from replay.traces import bounds, columns, tabular
 from replay.traces.errors import TraceError, at
 
 TIME, INPUT, OUTPUT, BLOCKS = "timestamp", "input_length", "output_length", "hash_ids"
@@ -40,13 +40,13 @@ def load(
         counts.append(len(blocks))
         ids.extend(blocks)
     stamps = tabular.json_values(objects, rows, file, TIME)
-    timestamp_ms = tabular.float_column(stamps, rows, file, TIME, text=False)
+    timestamp_ms = columns.float_column(stamps, rows, file, TIME, text=False)
     trace = tabular.finish(
         tabular.trace_name(path),
         file,
         np.asarray(timestamp_ms / 1000.0, dtype=np.float64),
-        tabular.int_column(tabular.json_values(objects, rows, file, INPUT), rows, file, INPUT, text=False),
-        tabular.int_column(tabular.json_values(objects, rows, file, OUTPUT), rows, file, OUTPUT, text=False),
+        columns.int_column(tabular.json_values(objects, rows, file, INPUT), rows, file, INPUT, text=False),
+        columns.int_column(tabular.json_values(objects, rows, file, OUTPUT), rows, file, OUTPUT, text=False),
         rows,
         time_field=TIME,
         time_values=stamps,

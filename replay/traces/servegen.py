@@ -41,7 +41,7 @@ import numpy as np
 import numpy.typing as npt
 
 from replay.trace import Trace
-from replay.traces import bounds, tabular
+from replay.traces import bounds, columns, tabular
 from replay.traces.errors import TraceError, at
 from replay.traces.pmf import Pmf, mixture, parse_pmf
 
@@ -94,9 +94,9 @@ def read_windows(text: str, file: str, client: int) -> ClientWindows:
     """Validate one `chunk-<id>-trace.csv` (no header; row 1 is the first window)."""
     table = tabular.read_csv(text, file, required=WINDOW_COLUMNS, header=WINDOW_COLUMNS)
     rows = table.rows
-    starts = tabular.float_column(table.columns["window_start_s"], rows, file, "window start", text=True)
-    rate = tabular.float_column(table.columns["rate_rps"], rows, file, "rate", text=True)
-    shape = tabular.float_column(table.columns["shape"], rows, file, "shape", text=True)
+    starts = columns.float_column(table.columns["window_start_s"], rows, file, "window start", text=True)
+    rate = columns.float_column(table.columns["rate_rps"], rows, file, "rate", text=True)
+    shape = columns.float_column(table.columns["shape"], rows, file, "shape", text=True)
     steps = np.diff(starts)
     window_s = float(steps[0]) if len(steps) else DEFAULT_WINDOW_S
     uneven = (
