@@ -74,18 +74,19 @@ class Engine:
         self.profile = profile
         n = len(trace)
         self._arrival = trace.arrival_s
+        self._tin = np.ascontiguousarray(trace.input_tokens, dtype=np.int64)
+        self._tout = np.ascontiguousarray(trace.output_tokens, dtype=np.int64)
         self.now = 0.0
-        qi = np.zeros((n, k.QI_COLUMNS), dtype=np.int64)
-        qi[:, k.Q_IN] = trace.input_tokens
-        qi[:, k.Q_OUT] = trace.output_tokens
-        qi[:, k.Q_REP] = -1
         # longer than the engine accepts (scheduler.context_limit): refused at once
         dropped = trace.input_tokens + trace.output_tokens > profile.kv_blocks * profile.block_size
-        qi[dropped, k.Q_STATE] = k.ST_DROPPED
         self._dropped = dropped
         self.dropped_count = int(dropped.sum())
-        self._qi = qi
-        self._qf = np.full((n, k.QF_COLUMNS), np.nan)
+        # Per request, in trace order: its replica, its times (written from its routing on: the
+        # pages of a row are touched only then) and its preemptions and prefix hits (touched only
+        # if it has some). A request's scheduling state lives in a slot of `_qi` while in flight.
+        self._rep = np.full(n, -1, dtype=np.int64)
+        self._qf = np.zeros((n, k.QF_COLUMNS))
+        self._qo = np.zeros((n, k.QO_COLUMNS), dtype=np.int64)
         prefix = trace.prefix
         if profile.prefix_caching and prefix is not None:
             self._poff, self._pids, block_tokens = prefix.offsets, prefix.ids, prefix.block_tokens
@@ -120,6 +121,9 @@ class Engine:
             ]
         )
         self._g = np.zeros(k.G_COLUMNS, dtype=np.int64)
+        self._g[k.G_FREE] = -1
+        self._qi = np.zeros((0, k.QI_COLUMNS), dtype=np.int64)
+        self._grow_slots(1024)
         self._size = 0
         self._ri = np.zeros((0, k.RI_COLUMNS), dtype=np.int64)
         self._rf = np.zeros((0, k.RF_COLUMNS))
@@ -136,6 +140,19 @@ class Engine:
         self._out = np.zeros((6, 0), dtype=np.int64)
         self._route_any = np.zeros(0, dtype=np.int64)
         self._grow(8)
+
+    def _grow_slots(self, n_slots: int) -> None:
+        """At least `n_slots` slots for requests in flight; the new ones go on the free list."""
+        old = len(self._qi)
+        if n_slots <= old:
+            return
+        size = max(n_slots, 2 * old)
+        qi = np.zeros((size, k.QI_COLUMNS), dtype=np.int64)
+        qi[:old] = self._qi
+        qi[old:, k.Q_NEXT] = np.arange(old + 1, size + 1)
+        qi[size - 1, k.Q_NEXT] = self._g[k.G_FREE]
+        self._g[k.G_FREE] = old
+        self._qi = qi
 
     def _grow(self, n_replicas: int) -> None:
         if n_replicas <= self._size:
@@ -188,6 +205,7 @@ class Engine:
         to `targets`, or each to the least-loaded replica of `ready` (oldest first on a tie), and
         run every replica up to `until`. Requests the engine refuses (too long) are skipped."""
         if len(ids):
+            self._grow_slots(int(self._g[k.G_INFLIGHT]) + len(ids))
             if targets is None:
                 if ready is None or not len(ready):
                     if not self.dropped_count or not self._dropped[ids].all():
@@ -208,10 +226,15 @@ class Engine:
             self.now,
             ids.astype(np.int64, copy=False),
             self._arrival,
+            self._tin,
+            self._tout,
+            self._dropped,
             targets.astype(np.int64, copy=False),
             ready_ids.astype(np.int64, copy=False),
             self._qi,
             self._qf,
+            self._qo,
+            self._rep,
             self._ri,
             self._rf,
             self._hist,
@@ -286,13 +309,14 @@ class Engine:
 
     def results(self) -> RequestResults:
         """Per-request columns (views of the engine's state: read them once the run is over)."""
-        qi, qf = self._qi, self._qf
+        qf = self._qf
+        qf[self._rep < 0] = np.nan  # never routed (the kernel writes NaN when it routes one)
         return RequestResults(
-            replica=qi[:, k.Q_REP],
+            replica=self._rep,
             admitted_s=qf[:, k.QF_ADMIT],
             first_token_s=qf[:, k.QF_FIRST],
             finished_s=qf[:, k.QF_FINISH],
             dropped=self._dropped,
-            preemptions=qi[:, k.Q_PREEMPT],
-            prefix_hit_tokens=qi[:, k.Q_HIT],
+            preemptions=self._qo[:, k.O_PREEMPT],
+            prefix_hit_tokens=self._qo[:, k.O_HIT],
         )

@@ -16,9 +16,12 @@ requests at that instant. A run that could take the arrival in is cut at the fir
 starts after it; requests arriving at the same instant are routed together before an idle replica
 starts.
 
-State lives in NumPy arrays owned by replay/engine.py: per request `qi`/`qf` rows, per replica
-`ri`/`rf` rows (column names below), a histogram, a finish heap per replica, the replica event heap
-and the prefix cache (an LRU list and a hash table per replica). Everything here is compiled
+State lives in NumPy arrays owned by replay/engine.py: a slot (`qi` row) per request in flight,
+taken when it is routed and freed when it finishes (so the rows the events touch stay few and
+close together); per request of the trace only its results (`qf` times, `qo` preemptions and
+prefix hits, `rep` its replica); per replica `ri`/`rf` rows (column names below), a histogram, a
+finish heap per replica, the replica event heap and the prefix cache (an LRU list and a hash table
+per replica). Everything here is compiled
 once per machine and cached on disk (`jit` below).
 """
 
@@ -39,15 +42,18 @@ from replay.metrics.signals import (
     WAITING,
 )
 
-# per-request int columns
+# int columns of a request in flight (its slot, a row of `qi`, reused once it finished)
 Q_IN, Q_OUT, Q_STATE, Q_GEN, Q_COMP, Q_BLOCKS, Q_DECBASE = 0, 1, 2, 3, 4, 5, 6
-Q_NEXT, Q_PREV, Q_WNEXT, Q_PREEMPT, Q_HIT, Q_REP, Q_KEPT = 7, 8, 9, 10, 11, 12, 13
-QI_COLUMNS = 14
-# request states
-ST_NEW, ST_WAIT, ST_PREFILL, ST_DECODE, ST_DONE, ST_DROPPED = 0, 1, 2, 3, 4, 5
-# per-request float columns
-QF_ROUTE, QF_ADMIT, QF_FIRST, QF_FINISH = 0, 1, 2, 3
-QF_COLUMNS = 4
+Q_NEXT, Q_PREV, Q_WNEXT, Q_KEPT, Q_REQ = 7, 8, 9, 10, 11  # Q_REQ: the request's index in the trace
+QI_COLUMNS = 12
+# slot states (a free slot is ST_DONE, or ST_NEW if never used; its Q_NEXT links the free list)
+ST_NEW, ST_WAIT, ST_PREFILL, ST_DECODE, ST_DONE = 0, 1, 2, 3, 4
+# per-request float columns (`qf`, in trace order)
+QF_ADMIT, QF_FIRST, QF_FINISH = 0, 1, 2
+QF_COLUMNS = 3
+# per-request int columns (`qo`, in trace order; zero unless a request was preempted or hit)
+O_PREEMPT, O_HIT = 0, 1
+QO_COLUMNS = 2
 # per-replica int columns
 R_DS, R_NDEC, R_SX, R_RHEAD, R_RTAIL, R_NRUN, R_WHEAD, R_WTAIL, R_NWAIT = 0, 1, 2, 3, 4, 5, 6, 7, 8
 R_FREE, R_PART, R_HSIZE, R_K, R_P, R_DECADV, R_BUSY, R_HFIRST, R_TAILNEW = 9, 10, 11, 12, 13, 14, 15, 16, 17
@@ -62,9 +68,9 @@ P_BUDGET, P_SEQS, P_BLOCKS, P_BS, P_MIXED, P_PREFIX, P_PBT, P_LRU_CAP, P_HT = 0,
 P_KEEP = 9  # prefix caching on (with or without block ids): a preempted request keeps its full blocks
 # float parameters
 F_BASE, F_PREFILL, F_ATTN, F_DECODE, F_CONTEXT = 0, 1, 2, 3, 4
-# global ints
-G_EVN, G_INFLIGHT, G_FINISHED, G_NPENDING, G_PLANS, G_CUTS, G_STEPS = 0, 1, 2, 3, 4, 5, 6
-G_COLUMNS = 7
+# global ints (G_FREE: the first free slot of `qi`, -1 if none)
+G_EVN, G_INFLIGHT, G_FINISHED, G_NPENDING, G_PLANS, G_CUTS, G_STEPS, G_FREE = 0, 1, 2, 3, 4, 5, 6, 7
+G_COLUMNS = 8
 
 BIG = 1 << 60
 HASH_MUL = -7046029254386353131  # 0x9E3779B97F4A7C15 as int64: Fibonacci hashing of block ids
@@ -319,7 +325,7 @@ def _dec_cum(hist, r, ds0, steps, n, bs):
 
 
 @jit
-def _preempt(qi, ri, hist, hk, hr, pi, r, q):
+def _preempt(qi, qo, ri, hist, hk, hr, pi, r, q):
     """Recompute preemption: q's blocks are freed, its progress dropped; it waits at the front.
     With prefix caching its full blocks stay cached (Q_KEPT, scheduler.py's Request.kept)."""
     if qi[q, Q_STATE] == ST_DECODE:
@@ -335,7 +341,7 @@ def _preempt(qi, ri, hist, hk, hr, pi, r, q):
     ri[r, R_FREE] += held
     qi[q, Q_BLOCKS] = 0
     qi[q, Q_COMP] = 0
-    qi[q, Q_PREEMPT] += 1
+    qo[qi[q, Q_REQ], O_PREEMPT] += 1
     ri[r, R_NPRE] += 1
     _run_remove(qi, ri, r, q)
     _wait_push(qi, ri, r, q, True)
@@ -393,10 +399,11 @@ def _ht_delete(hslot, lkey, pi, r, block):
 @jit
 def _prefix_hit(qi, poff, pids, hslot, lkey, pi, r, q):
     pbt = pi[P_PBT]
-    full = min(poff[q + 1] - poff[q], qi[q, Q_IN] // pbt)
+    req = qi[q, Q_REQ]
+    full = min(poff[req + 1] - poff[req], qi[q, Q_IN] // pbt)
     matched = 0
     for j in range(full):
-        if _ht_find(hslot, lkey, pi, r, pids[poff[q] + j]) < 0:
+        if _ht_find(hslot, lkey, pi, r, pids[poff[req] + j]) < 0:
             break
         matched += 1
     return min(matched * pbt, qi[q, Q_IN] + qi[q, Q_GEN] - 1)
@@ -431,8 +438,9 @@ def _lru_append(ri, lprev, lnext, r, e):
 def _prefix_use(qi, ri, poff, pids, hslot, lkey, lprev, lnext, pi, r, q, blocks, insert):
     """Mark the first `blocks` prefix blocks of q as just used; insert the missing ones if `insert`."""
     cap = pi[P_LRU_CAP]
+    first = poff[qi[q, Q_REQ]]
     for j in range(blocks):
-        block = pids[poff[q] + j]
+        block = pids[first + j]
         e = _ht_find(hslot, lkey, pi, r, block)
         if e >= 0:
             _lru_unlink(ri, lprev, lnext, r, e)
@@ -454,7 +462,9 @@ def _prefix_use(qi, ri, poff, pids, hslot, lkey, lprev, lnext, pi, r, q, blocks,
 
 
 @inline_jit
-def _plan(t, r, qi, qf, ri, rf, hist, hk, hr, pi, pf, poff, pids, hslot, lkey, lprev, lnext, ev, evpos, g):
+def _plan(
+    t, r, qi, qf, qo, ri, rf, hist, hk, hr, pi, pf, poff, pids, hslot, lkey, lprev, lnext, ev, evpos, g
+):
     """Schedule the step starting at t (scheduler.py's StepScheduler.schedule) and how many
     identical steps follow it; set the replica's event at the run's end."""
     bs = pi[P_BS]
@@ -473,7 +483,7 @@ def _plan(t, r, qi, qf, ri, rf, hist, hk, hr, pi, pf, poff, pids, hslot, lkey, l
             pneed = _cdiv(qi[part, Q_COMP] + pchunk, bs) - qi[part, Q_BLOCKS]
             md = hist[r, (1 - ds) % bs] if mixed else 0
             if md + pneed > ri[r, R_FREE]:  # the partial is the newest running request: it goes first
-                _preempt(qi, ri, hist, hk, hr, pi, r, part)
+                _preempt(qi, qo, ri, hist, hk, hr, pi, r, part)
                 preempted = True
                 part = -1
                 pchunk = 0
@@ -502,15 +512,17 @@ def _plan(t, r, qi, qf, ri, rf, hist, hk, hr, pi, pf, poff, pids, hslot, lkey, l
             if pi[P_PREFIX] == 1:
                 ri[r, R_PQ] += tokens
                 ri[r, R_PH] += hit
-                qi[q, Q_HIT] += hit
+                if hit > 0:
+                    qo[qi[q, Q_REQ], O_HIT] += hit
                 _prefix_use(qi, ri, poff, pids, hslot, lkey, lprev, lnext, pi, r, q, hit // pi[P_PBT], False)
             qi[q, Q_COMP] = start
             qi[q, Q_KEPT] = 0
             qi[q, Q_BLOCKS] = need
             ri[r, R_FREE] -= need
             qi[q, Q_STATE] = ST_PREFILL
-            if qf[q, QF_ADMIT] != qf[q, QF_ADMIT]:  # NaN: first admission
-                qf[q, QF_ADMIT] = t
+            req = qi[q, Q_REQ]
+            if qf[req, QF_ADMIT] != qf[req, QF_ADMIT]:  # NaN: first admission
+                qf[req, QF_ADMIT] = t
             _run_append(qi, ri, r, q)
             if hfirst < 0:
                 hfirst = q
@@ -529,7 +541,7 @@ def _plan(t, r, qi, qf, ri, rf, hist, hk, hr, pi, pf, poff, pids, hslot, lkey, l
             q = ri[r, R_RTAIL]
             if qi[q, Q_STATE] == ST_DECODE and (qi[q, Q_IN] + qi[q, Q_DECBASE] + ds - 1) % bs == 0:
                 md -= 1
-            _preempt(qi, ri, hist, hk, hr, pi, r, q)
+            _preempt(qi, qo, ri, hist, hk, hr, pi, r, q)
             preempted = True
         ri[r, R_FREE] -= md
         n = ri[r, R_NDEC]
@@ -655,10 +667,11 @@ def _end_run(r, qi, qf, ri, rf, hist, hk, hr, pi, poff, pids, hslot, lkey, lprev
         qi[q, Q_GEN] += 1
         ri[r, R_GTOK] += 1
         if qi[q, Q_GEN] == 1:
-            qf[q, QF_FIRST] = t_end
+            req = qi[q, Q_REQ]
+            qf[req, QF_FIRST] = t_end
             ri[r, R_PTOK] += qi[q, Q_IN]
             if pi[P_PREFIX] == 1:
-                full = min(poff[q + 1] - poff[q], qi[q, Q_IN] // pi[P_PBT])
+                full = min(poff[req + 1] - poff[req], qi[q, Q_IN] // pi[P_PBT])
                 _prefix_use(qi, ri, poff, pids, hslot, lkey, lprev, lnext, pi, r, q, full, True)
         if qi[q, Q_GEN] >= qi[q, Q_OUT]:
             _finish(q, r, t_end, qi, qf, ri, rf, g)
@@ -683,9 +696,13 @@ def _end_run(r, qi, qf, ri, rf, hist, hk, hr, pi, poff, pids, hslot, lkey, lprev
 
 @inline_jit
 def _finish(q, r, t, qi, qf, ri, rf, g):
-    qf[q, QF_FINISH] = t
+    """q is done: its finish time, and its slot back on the free list (its row stays readable
+    until a later arrival takes it)."""
+    qf[qi[q, Q_REQ], QF_FINISH] = t
     qi[q, Q_STATE] = ST_DONE
     _run_remove(qi, ri, r, q)
+    qi[q, Q_NEXT] = g[G_FREE]
+    g[G_FREE] = q
     ri[r, R_FIN] += 1
     g[G_INFLIGHT] -= 1
     g[G_FINISHED] += 1
@@ -702,10 +719,15 @@ def advance(
     now,
     ids,
     arrival,
+    tin,
+    tout,
+    dropped,
     targets,
     ready,
     qi,
     qf,
+    qo,
+    rep,
     ri,
     rf,
     hist,
@@ -726,11 +748,12 @@ def advance(
 ):
     """Route requests `ids` (in arrival order, each at its arrival or `now` if later, to
     `targets[j]`, or when that is -1 to the least-loaded replica of `ready`; dropped ones are
-    skipped) and run every replica's events up to `until`."""
+    skipped) and run every replica's events up to `until`. Each routed request takes a free slot
+    of `qi` (the caller leaves enough) and its replica goes in `rep`."""
     j = 0
     m = len(ids)
     while True:
-        while j < m and qi[ids[j], Q_STATE] == ST_DROPPED:
+        while j < m and dropped[ids[j]]:
             j += 1
         t_ev = rf[ev[0], RF_TEND] if g[G_EVN] > 0 else np.inf
         t_ar = max(arrival[ids[j]], now) if j < m else np.inf
@@ -742,6 +765,7 @@ def advance(
                 r,
                 qi,
                 qf,
+                qo,
                 ri,
                 rf,
                 hist,
@@ -764,9 +788,9 @@ def advance(
             break
         t = t_ar
         while j < m and max(arrival[ids[j]], now) == t:
-            q = ids[j]
+            req = ids[j]
             r = targets[j]
-            if qi[q, Q_STATE] == ST_DROPPED:
+            if dropped[req]:
                 j += 1
                 continue
             if r < 0:
@@ -777,8 +801,19 @@ def advance(
                         best = load
                         r = c
             j += 1
-            qi[q, Q_REP] = r
-            qf[q, QF_ROUTE] = t
+            rep[req] = r
+            qf[req, QF_ADMIT] = np.nan
+            qf[req, QF_FIRST] = np.nan
+            qf[req, QF_FINISH] = np.nan
+            q = g[G_FREE]
+            g[G_FREE] = qi[q, Q_NEXT]
+            qi[q, Q_IN] = tin[req]
+            qi[q, Q_OUT] = tout[req]
+            qi[q, Q_GEN] = 0
+            qi[q, Q_COMP] = 0
+            qi[q, Q_BLOCKS] = 0
+            qi[q, Q_KEPT] = 0
+            qi[q, Q_REQ] = req
             g[G_INFLIGHT] += 1
             was_empty = ri[r, R_NWAIT] == 0
             _wait_push(qi, ri, r, q, False)
@@ -805,6 +840,7 @@ def advance(
                 r,
                 qi,
                 qf,
+                qo,
                 ri,
                 rf,
                 hist,
