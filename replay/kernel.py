@@ -758,7 +758,9 @@ def advance(
         t_ev = rf[ev[0], RF_TEND] if g[G_EVN] > 0 else np.inf
         t_ar = max(arrival[ids[j]], now) if j < m else np.inf
         if g[G_EVN] > 0 and t_ev <= t_ar and t_ev <= until:
-            r = _ev_pop(ev, evpos, rf, g)
+            # the replica stays at the heap's root while its next run is planned: _plan re-keys
+            # it there (one sift down instead of a pop and a push); an idle one leaves the heap
+            r = ev[0]
             _end_run(r, qi, qf, ri, rf, hist, hk, hr, pi, poff, pids, hslot, lkey, lprev, lnext, g)
             _plan(
                 rf[r, RF_TEND],
@@ -783,6 +785,8 @@ def advance(
                 evpos,
                 g,
             )
+            if ri[r, R_BUSY] == 0:
+                _ev_pop(ev, evpos, rf, g)
             continue
         if j >= m:
             break
