@@ -16,6 +16,7 @@ decide the same and the second checks it tick by tick).
 from __future__ import annotations
 
 import gc
+import hashlib
 import itertools
 import math
 import time
@@ -38,6 +39,7 @@ from autoscaler.policy.spec import (
 from autoscaler.policy.state import PolicyState
 
 TICKS = 50_000
+DIGEST_TICKS = 5_000  # decisions hashed in full (stages with their messages, plan, state): untimed
 START = 1_764_410_400.0
 
 QUEUE = MetricSpec("infscale_queue_size", TargetType.AVERAGE_VALUE, 10_000)
@@ -177,6 +179,26 @@ def run_decisions(spec: AutoscalerSpec, observed: list[Observation]) -> tuple[fl
     return elapsed, scaled
 
 
+def digest(spec: AutoscalerSpec, observed: list[Observation]) -> str:
+    """A hash of the first DIGEST_TICKS decisions in full (counts, stages with their formatted
+    messages, conditions, forecasts, plan) and the state after them: equal digests, equal decisions
+    (floats by repr, which round-trips). Untimed: a change meant to keep decisions identical is
+    checked by comparing it before and after."""
+    h = hashlib.sha256()
+    state = PolicyState()
+    replicas = observed[0].spec_replicas
+    for i, obs in enumerate(observed[:DIGEST_TICKS]):
+        now = START + i * 15.0
+        decision, state = decide(spec, state, obs, now)
+        stages = [s.to_dict() for s in decision.stages]
+        h.update(repr((decision._replace(stages=()), stages)).encode())
+        if decision.desired_replicas != replicas:
+            state = record_rescale(spec, state, now, replicas, decision.desired_replicas)
+            replicas = decision.desired_replicas
+    h.update(repr(state).encode())
+    return h.hexdigest()[:12]
+
+
 def main() -> None:
     loads = observations(TICKS)
     for name, spec in SCENARIOS.items():
@@ -186,10 +208,11 @@ def main() -> None:
         alone, scaled = run_decisions(spec, observed)
         if scaled != _rescales(counts):
             raise AssertionError(f"{name}: the second pass rescaled differently from the first")
+        digested = digest(spec, observed)
         del observed
         print(
             f"{name:58s} {TICKS / alone:>9,.0f} decisions/s ({alone * 1e6 / TICKS:.1f} µs each,"
-            f" {scaled} rescales); {TICKS / elapsed:,.0f}/s building each observation too"
+            f" {scaled} rescales, digest {digested}); {TICKS / elapsed:,.0f}/s building each observation too"
         )
 
 
