@@ -70,6 +70,10 @@ class Decision(NamedTuple):
         return next((c for c in self.conditions if c.type == type_), None)
 
 
+# A NamedTuple built as tuple.__new__(cls, fields) skips its Python-level __new__ (~0.4 against
+# ~1.3 µs here): the values every decision builds are made so.
+_new = tuple.__new__
+
 _SCALING_DISABLED = Condition(
     "ScalingActive",
     False,
@@ -140,9 +144,8 @@ def decide(
     raw = reactive.replicas
     active = reactive.condition
     if raw is not None:
-        stages.append(
-            Stage("metrics", current, raw, "ValidMetricFound", _metrics_message, (tuple(proposals.items()),))
-        )
+        args = (tuple(proposals.items()),)
+        stages.append(_new(Stage, ("metrics", current, raw, "ValidMetricFound", _metrics_message, args)))
 
     forecasters = state.forecasters
     planner_state = state.planner
@@ -220,7 +223,7 @@ def decide(
         stabilized, history, able = stabilize_legacy(
             state.recommendations, raw, now, spec.downscale_stabilization_s
         )
-        stages.append(Stage("stabilization", raw, stabilized, able.reason, able.message))
+        stages.append(_new(Stage, ("stabilization", raw, stabilized, able.reason, able.message, ())))
         start = period_start(
             current, state.scale_up_events, state.scale_down_events, now, spec.legacy_sync_period_s
         )
@@ -231,7 +234,7 @@ def decide(
         stabilized, history, able = stabilize_behavior(
             state.recommendations, raw, current, now, behavior.scale_up, behavior.scale_down
         )
-        stages.append(Stage("stabilization", raw, stabilized, able.reason, able.message))
+        stages.append(_new(Stage, ("stabilization", raw, stabilized, able.reason, able.message, ())))
         desired, limited = limit_with_behavior(
             stabilized,
             current,
@@ -243,7 +246,7 @@ def decide(
             state.scale_down_events,
             now,
         )
-    stages.append(Stage("limits", stabilized, desired, limited.reason, limited.message))
+    stages.append(_new(Stage, ("limits", stabilized, desired, limited.reason, limited.message, ())))
     if current == 0 and desired < spec.min_replicas:  # scaled from zero with minReplicas > 0
         desired = spec.min_replicas
 
@@ -251,16 +254,19 @@ def decide(
     if desired > current and spec.cold_start is not None:
         ready_in = leadtime.ready_in_s(spec.cold_start, desired - current, *leadtime.cluster(obs))
 
-    decision = Decision(
-        current,
-        desired,
-        tuple(stages),
-        (able, active, limited),
-        _rescale_reason(raw, current, reactive.metric) if desired != current else "",
-        lead_s,
-        forecasts,
-        ready_in,
-        plan,
+    decision = _new(
+        Decision,
+        (
+            current,
+            desired,
+            tuple(stages),
+            (able, active, limited),
+            _rescale_reason(raw, current, reactive.metric) if desired != current else "",
+            lead_s,
+            forecasts,
+            ready_in,
+            plan,
+        ),
     )
     return decision, _next_state(state, history, forecasters, planner_state)
 

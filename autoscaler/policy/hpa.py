@@ -22,6 +22,10 @@ from autoscaler.policy.spec import (
 )
 from autoscaler.policy.state import Recommendation, ScaleEvent
 
+# A NamedTuple built as tuple.__new__(cls, fields) skips its Python-level __new__ (~0.4 against
+# ~1.3 µs here): the values every decision builds are made so.
+_new = tuple.__new__
+
 MAX_INT32 = 2**31 - 1
 MIN_INT32 = -(2**31)
 MAX_INT64 = 2**63 - 1
@@ -95,7 +99,7 @@ def external_metric_replicas(
         if not (1.0 - down) <= ratio <= (1.0 + up):  # within_tolerance, inlined
             replicas = _ceil_replicas(usage / target)
         per_pod = 0 if status_replicas == 0 else min(math.ceil(usage / status_replicas), MAX_INT64)
-        return MetricProposal(replicas, ratio, per_pod)
+        return _new(MetricProposal, (replicas, ratio, per_pod))
 
     ratio = usage / target
     if spec_replicas == 0:  # scale from zero: tolerance and readiness are skipped
@@ -158,7 +162,7 @@ def combine_metrics(
             "ValidMetricFound",
             f"the HPA was able to successfully calculate a replica count from external metric {best_metric}",
         )
-    return MetricsRecommendation(best, best_metric, proposals, valid)
+    return _new(MetricsRecommendation, (best, best_metric, proposals, valid))
 
 
 _VALID_METRIC: dict[str, Condition] = {}  # ScalingActive for each metric name (immutable, so shared)
@@ -206,7 +210,7 @@ def stabilize_legacy(
         if at >= cutoff and replicas > stabilized:  # upstream: !Before(cutoff)
             stabilized = replicas
     cond = SCALE_DOWN_STABILIZED if stabilized != raw else READY_FOR_NEW_SCALE
-    return stabilized, _store(history, Recommendation(now, raw), cutoff), cond
+    return stabilized, _store(history, _new(Recommendation, (now, raw)), cutoff), cond
 
 
 def stabilize_behavior(
@@ -235,7 +239,7 @@ def stabilize_behavior(
         cond = READY_FOR_NEW_SCALE
     else:
         cond = SCALE_UP_STABILIZED if raw >= current else SCALE_DOWN_STABILIZED
-    return stabilized, _store(history, Recommendation(now, raw), min(up_cutoff, down_cutoff)), cond
+    return stabilized, _store(history, _new(Recommendation, (now, raw)), min(up_cutoff, down_cutoff)), cond
 
 
 # --- rate limits and bounds ------------------------------------------------------------------
