@@ -228,7 +228,7 @@ class Controller:
                     self.queue.add_after(key, min(self.queue.backoff_s(key), self.settings.tick_s))
                 else:
                     self.queue.forget(key)
-                    self.queue.add_after(key, self.settings.tick_s)
+                    self.queue.add_after(key, self.settings.tick_s, align_s=self.settings.resync_align_s)
             self.telemetry.reconcile_seconds.observe(time.perf_counter() - begun)
 
     # --- one object ---------------------------------------------------------------------------------

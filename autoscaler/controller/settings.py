@@ -42,6 +42,10 @@ class ControllerSettings(BaseSettings):
     # each object is reconciled on every change it cares about, and at least this often (upstream's
     # --horizontal-pod-autoscaler-sync-period): the resync bounds how late a window's end is acted on
     tick_s: float = Field(default=15.0, gt=0, le=600)
+    # each resync falls on a multiple of this (rounded down: never later than tick_s), so objects
+    # falling due close together share one wake-up of the process, which costs more than a steady
+    # reconcile's own work; 0 (or not shorter than tick_s): each object tick_s after its last reconcile
+    resync_align_s: float = Field(default=0.25, ge=0)
     concurrency: int = Field(default=16, ge=1, le=1000)  # objects reconciled at once
     request_timeout_s: float = Field(default=5.0, gt=0)  # per kube-apiserver / adapter request
     scale_conflict_retries: int = Field(default=3, ge=0, le=10)  # 409 on /scale: re-read, decide again

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import math
 from collections import deque
 from collections.abc import Callable
 
@@ -74,8 +75,11 @@ class WorkQueue:
         heapq.heappush(self._waiting, (at, next(self._seq), key))
         self._arm()
 
-    def add_after(self, key: str, delay_s: float) -> None:
-        self.add_at(key, self.clock() + delay_s)
+    def add_after(self, key: str, delay_s: float, *, align_s: float = 0.0) -> None:
+        """`align_s` shorter than the delay: at the last multiple of it before the delay ends, so keys
+        falling due close together share one timer and one wake-up (the delay up to `align_s` shorter)."""
+        at = self.clock() + delay_s
+        self.add_at(key, math.floor(at / align_s) * align_s if 0 < align_s < delay_s else at)
 
     def backoff_s(self, key: str) -> float:
         """The delay the next failure of `key` earns (counting it)."""

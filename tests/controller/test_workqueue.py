@@ -89,3 +89,19 @@ async def test_get_wakes_on_an_add() -> None:
     assert await asyncio.wait_for(waiter, 5) == "a"
     q.close()
     assert await asyncio.wait_for(q.get(), 5) is None
+
+
+def test_aligned_delays_share_one_due_time_never_later_than_the_delay() -> None:
+    clock = ManualClock(1000.05)
+    q = WorkQueue(clock)
+    q.add_after("a", 15.0, align_s=0.25)  # 1015.05 -> 1015.0
+    clock.advance(0.15)
+    q.add_after("b", 15.0, align_s=0.25)  # 1015.2 -> 1015.0: the same timer as "a"
+    clock.advance(0.1)
+    q.add_after("c", 15.0, align_s=0.25)  # 1015.3 -> 1015.25
+    assert q.next_at() == 1015.0
+    assert q.pop(1014.99) is None
+    assert drain(q, 1015.0) == ["a", "b"]
+    assert q.next_at() == 1015.25
+    q.add_after("d", 0.2, align_s=0.25)  # not longer than the grid: not aligned (never due at once)
+    assert q.next_at() == pytest.approx(1000.5)
