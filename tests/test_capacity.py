@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -32,15 +33,16 @@ def test_idle_needs_no_replica_and_still_reports_capacity() -> None:
 
 
 def test_tpot_binds_at_its_closed_form() -> None:
-    """No slot or KV limit and short prompts: ρ = x·w must stay <= 1 - base / tpot."""
+    """No slot or KV limit and one-token prompts (no step carries a long prefill, so the per-request
+    tail does not bind): ρ = x·w must stay <= 1 - base / tpot."""
     profile = ReplicaProfile(
         step_base_s=0.02, prefill_s_per_token=1e-4, decode_s_per_request=1e-3, max_num_seqs=10**6
     )
-    d = demand(100.0, prompt=100, output=100)
-    w = 1e-4 * 100 + 1e-3 * 100  # 0.11 GPU-s per request
+    d = demand(100.0, prompt=1, output=100)
+    w = 1e-4 * 1 + 1e-3 * 100  # 0.1001 GPU-s per request
     s = capacity.size(profile, SloTarget(ttft_s=10.0, tpot_s=0.1), d)
     assert s.binding == "tpot"
-    assert s.replicas == math.ceil(100 * w / (1 - 0.02 / 0.1))  # 13.75 -> 14
+    assert s.replicas == math.ceil(100 * w / (1 - 0.02 / 0.1))  # 12.51 -> 13
     assert s.utilization <= 1 - 0.02 / 0.1
 
 
@@ -112,6 +114,67 @@ def test_the_wait_budget_is_the_tail_less_the_unavoidable_misses() -> None:
         p = 8000.0 * room / -math.log(lost) if lost else 1e-9  # exp(-room·rate / p) = lost
         budget = capacity._wait_budget(0.01, p, 8000.0, 0.0, room, None)
         assert budget == pytest.approx(max(0.01 - lost, lost), rel=1e-9, abs=1e-12)
+
+
+# vLLM V1 on reference-70b (replay/profiles.py): 8,192-token steps, 18.5 ms + 55.5 us a prompt token
+VLLM_70B = ReplicaProfile(
+    step_base_s=0.0185,
+    prefill_s_per_token=5.55e-5,
+    prefill_s_per_attention_pair=8.85e-9,
+    decode_s_per_request=4.0e-5,
+    decode_s_per_context_token=3.3e-8,
+    max_batched_tokens=8192,
+    max_num_seqs=1024,
+)
+
+
+def test_the_tpot_tail_sum_matches_its_definition_by_simulation() -> None:
+    """_beyond(z, mu, u) = P(G + N exponential prompts hold more than z mean prompts), G
+    geometric (P(G = k) = (1 - u)·u^k), N Poisson(mu): the series and the normal branch against
+    200,000 draws."""
+    rng = np.random.default_rng(0)
+    for z, mu, u in ((1.5, 0.3, 0.3), (4.0, 2.0, 0.5), (8.0, 1.0, 0.7), (80.0, 60.0, 0.4)):
+        g = rng.geometric(1.0 - u, 200_000) - 1  # numpy's geometric counts trials from 1
+        k = g + rng.poisson(mu, 200_000)
+        tokens = rng.gamma(np.maximum(k, 1), 1.0) * (k > 0)
+        assert capacity._beyond(z, mu, u) == pytest.approx(float((tokens > z).mean()), abs=0.01)
+
+
+def test_the_tpot_tail_binds_for_short_outputs_beside_long_prompts() -> None:
+    """2,048-token prompts, 28-token outputs: a request's few steps often carry a chunk (up to
+    0.47 s where the target is 0.2 s), so a replica serves far fewer requests than its mean step
+    allows; with long outputs each request's mean step is the replica's, and the mean step binds
+    first (the tail adds nothing: inf)."""
+
+    def mean_bound(p: float, o: float) -> float:
+        w = capacity.work_per_request(VLLM_70B, p, o, 1.0)
+        return (1.0 - VLLM_70B.step_base_s / 0.2) / w
+
+    short = capacity.tpot_rate(VLLM_70B, 0.2, 0.01, 2048.0, 28.0, 1.0)
+    assert short < 0.5 * mean_bound(2048.0, 28.0)
+    assert capacity.tpot_rate(VLLM_70B, 0.2, 0.01, 1000.0, 2000.0, 1.0) == math.inf
+    wider = capacity.tpot_rate(VLLM_70B, 0.2, 0.05, 2048.0, 28.0, 1.0)
+    assert wider > short  # a wider tail: more requests per replica
+    s = capacity.size(VLLM_70B, SloTarget(ttft_s=2.0, tpot_s=0.2), demand(10.0, 2048.0, 28.0))
+    assert (s.binding, s.replicas) == ("tpot", math.ceil(10.0 / short))
+
+
+def test_no_tpot_tail_when_no_step_can_carry_enough_prefill() -> None:
+    """A 512-token step budget: a full chunk adds 28 ms to a 20 ms step, so no step exceeds 0.2 s."""
+    small = ReplicaProfile(
+        step_base_s=0.0185, prefill_s_per_token=5.55e-5, max_batched_tokens=512, max_num_seqs=256
+    )
+    assert capacity.tpot_rate(small, 0.2, 0.01, 2048.0, 28.0, 1.0) == math.inf
+
+
+def test_the_tpot_tail_budget_grows_with_the_requests_no_replica_serves_in_time() -> None:
+    """Prompts of 40,000 tokens: two thirds miss a 2 s TTFT even on an idle replica, so the TPOT
+    tail may miss as many (the TTFT tail's rule) and adds no replica to what the TTFT needs; held
+    to the 1 % tail it would ask for hundreds."""
+    d = demand(1.0, 40_000.0, 30.0)
+    with_tpot = capacity.size(VLLM_70B, SloTarget(ttft_s=2.0, tpot_s=0.2), d).replicas
+    assert with_tpot == capacity.size(VLLM_70B, SloTarget(ttft_s=2.0, tpot_s=None), d).replicas
+    assert 1.0 / capacity.tpot_rate(VLLM_70B, 0.2, 0.01, 40_000.0, 30.0, 1.0) > 10 * with_tpot
 
 
 def test_a_token_budget_slows_prefill_by_the_decodes_it_carries() -> None:

@@ -344,11 +344,13 @@ def test_no_runaway_while_replicas_load(rate: float, cold: ColdStartSpec) -> Non
 
 
 def test_the_planning_shares_tighten_the_targets_the_sizing_plans_on() -> None:
-    """Defaults: the mean step at 20 % of the TPOT target, the TTFT tail at the TTFT target itself
-    (docs/policy.md, "Defaults"); 40 req/s at w = 0.1 s: ρ <= 1 - 0.02 / 0.02 = 0 -> the floor
-    MIN_UTILIZATION, so far more replicas than at the SLO itself."""
-    cap = CapacitySpec(profile=PROFILE, slo=SloTarget(ttft_s=10.0, tpot_s=0.1, ttft_tokens_per_s=1000.0))
-    planned = cap.planning_slo
+    """Defaults: both tails at the targets themselves (docs/policy.md, "Defaults"); a share below 1
+    tightens its target: the TPOT at 20 % of 0.1 s, 40 req/s at w = 0.1 s: ρ <= 1 - 0.02 / 0.02 = 0
+    -> the floor MIN_UTILIZATION, so far more replicas than at the SLO itself."""
+    slo = SloTarget(ttft_s=10.0, tpot_s=0.1, ttft_tokens_per_s=1000.0)
+    cap = CapacitySpec(profile=PROFILE, slo=slo)
+    assert cap.planning_slo == slo
+    planned = CapacitySpec(profile=PROFILE, slo=slo, plan_tpot_share=0.2).planning_slo
     assert (planned.ttft_s, planned.tpot_s, planned.ttft_tokens_per_s) == (10.0, pytest.approx(0.02), 1000.0)
     halved = CapacitySpec(profile=PROFILE, slo=cap.slo, plan_ttft_share=0.5).planning_slo
     assert (halved.ttft_s, halved.ttft_tokens_per_s) == (5.0, 2000.0)

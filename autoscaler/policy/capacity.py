@@ -121,14 +121,23 @@ def size(
     if batch_n > n:
         n = batch_n
         binding = "batch" if seqs == profile.max_num_seqs else "kv"
-    replicas = max(1, math.ceil(n - 1e-9))
-    # prefill: the least count whose TTFT tail fits, searched from the decode bound up
     rate, rate_at = 0.0, 0  # the prefill rate at `rate_at` replicas (0: not computed yet)
-    if p > 0.0:
+    if p <= 0.0:
+        replicas = max(1, math.ceil(n - 1e-9))
+    else:
         tail = 1.0 - slo.attainment
         beta = profile.prefill_s_per_attention_pair * 0.5 / speed
         ttft_s = slo.ttft_s
         ttft_tokens = slo.ttft_tokens_per_s
+        if slo.tpot_s is not None:  # the short outputs whose steps carry prompt chunks
+            # as many may miss their TPOT as miss their TTFT on an idle replica, and at least the tail
+            idle_rate = _prefill_rate_of(profile, 0.0, o, base, w, a, d)
+            tpot_tail = max(tail, _idle_misses(p, idle_rate, beta, ttft_s - base, ttft_tokens))
+            tpot_n = lam / tpot_rate(profile, slo.tpot_s, tpot_tail, p, o, speed)
+            if tpot_n > n:
+                n, binding = tpot_n, "tpot"
+        replicas = max(1, math.ceil(n - 1e-9))
+        # prefill: the least count whose TTFT tail fits, searched from the decode bound up
         for _ in range(2):  # the prefill rate depends on the batch, hence on the count
             rate = _prefill_rate_of(profile, lam / replicas, o, base, w, a, d)
             rate_at = replicas
@@ -156,25 +165,29 @@ def _wait_budget(
     tail: float, p: float, rate: float, beta: float, room_s: float, ttft_tokens: float | None
 ) -> float:
     """The share of requests whose wait may exceed its slack: the attainment's tail less the
-    requests that miss their TTFT on an idle replica. A prompt of x tokens takes α·x + β·x² to
-    prefill (β the attention's per pair, α the rest, so that p tokens take p / rate) of the
-    room_s its target leaves after the first step (plus x / ttft_tokens if the target grows with
-    the prompt); x is exponential with mean p (the cs² = 1 of the tail). Once those misses take
-    half of the tail or more, the waits may miss as often as they do (at most doubling the
-    unavoidable misses): a 1 % tail planned where more miss anyway buys replicas and little SLO
-    (Mooncake x 0.52 on one-gpu-8b, where a fifth of the prompts cannot meet 2 s: 14.3 GPU-h for
-    77.9 % with the 1 % tail, 3.1 for 75.3 % with this budget; the HPA 52.8 % at 2)."""
+    requests that miss their TTFT on an idle replica (_idle_misses). Once those misses take half
+    of the tail or more, the waits may miss as often as they do (at most doubling the unavoidable
+    misses): a 1 % tail planned where more miss anyway buys replicas and little SLO (Mooncake x
+    0.52 on one-gpu-8b, where a fifth of the prompts cannot meet 2 s: 14.3 GPU-h for 77.9 % with
+    the 1 % tail, 3.1 for 75.3 % with this budget; the HPA 52.8 % at 2)."""
+    lost = _idle_misses(p, rate, beta, room_s, ttft_tokens)
+    return max(tail - lost, lost)
+
+
+def _idle_misses(p: float, rate: float, beta: float, room_s: float, ttft_tokens: float | None) -> float:
+    """The share of requests that miss their TTFT even on an idle replica. A prompt of x tokens
+    takes α·x + β·x² to prefill (β the attention's per pair, α the rest, so that p tokens take
+    p / rate) of the room_s its target leaves after the first step (plus x / ttft_tokens if the
+    target grows with the prompt); x is exponential with mean p (the cs² = 1 of the tail)."""
     alpha = 1.0 / rate - beta * p - (1.0 / ttft_tokens if ttft_tokens is not None else 0.0)
     if room_s <= 0.0:
-        lost = 1.0
-    elif beta > 0.0:
+        return 1.0
+    if beta > 0.0:
         longest = (math.sqrt(alpha * alpha + 4.0 * beta * room_s) - alpha) / (2.0 * beta)
-        lost = math.exp(-longest / p)
-    elif alpha > 0.0:
-        lost = math.exp(-room_s / (alpha * p))
-    else:
-        return tail
-    return max(tail - lost, lost)
+        return math.exp(-longest / p)
+    if alpha > 0.0:
+        return math.exp(-room_s / (alpha * p))
+    return 0.0
 
 
 def _idle(profile: ReplicaProfile, slo: SloTarget, speed: float) -> Sizing:
@@ -272,3 +285,130 @@ def _split_servers(offered: float, slack_services: float, tail: float) -> int:
     if lo <= 0.0:
         lo = 1e-6
     return max(1, math.ceil(offered / lo - 1e-9))
+
+
+# --- the per-request TPOT tail ------------------------------------------------------------------
+#
+# A request's TPOT is the mean of the steps it decodes in, and a step that carries a prefill chunk
+# is longer by a per prompt token: a request of few output tokens whose steps meet a long prompt
+# misses its TPOT though the mean step meets it. Per replica at x requests/s: decode-only steps
+# take s0 = base + d·B (B the running batch, Little's law), so a request of D steps after its first
+# token misses when the prefill tokens its D steps carry exceed D·m, m = (tpot - s0) / a (never
+# when one step's token budget is below m). Those tokens are the prefill backlog it finds (the
+# M/M/1 workload of the replica's prefill queue at utilization u: a geometric number of prompts)
+# plus the prompts arriving during its first D - 1 steps (Poisson, x·(D - 1)·tpot of them at the
+# boundary), prompts exponential with the mean p and outputs geometric with the mean o (cs² = 1,
+# as the TTFT tail: counters give only the means). The share of requests that miss, over D, is
+# held within the SLO's tail by the least count n whose x = λ / n fits.
+
+TPOT_SERIES_MAX = 60.0  # a tail of more mean prompts than this is read off the normal approximation
+_EXACT_STEPS = 16  # output lengths summed one by one up to here, then over bins 1.25x wide
+_TPOT_QUANTUM = 16.0  # the TPOT tail's rate is cached on the mix and speed rounded to 1/16 in log (6 %)
+_tpot_cache: dict[tuple[object, ...], float] = {}  # cleared when it reaches 4096
+
+
+def tpot_rate(profile: ReplicaProfile, tpot_s: float, tail: float, p: float, o: float, speed: float) -> float:
+    """The most requests/s one replica serves with at most `tail` of them over `tpot_s` (inf when
+    no request can miss it by the prefill it shares its steps with), for p-token prompts and
+    o-token outputs at `speed`; cached on (tail, p, o, speed) rounded to 1/16 in log scale."""
+    key = (
+        profile,
+        tpot_s,
+        round(math.log(tail) * _TPOT_QUANTUM),
+        round(math.log(p) * _TPOT_QUANTUM),
+        round(math.log(o) * _TPOT_QUANTUM),
+        round(math.log(speed) * _TPOT_QUANTUM),
+    )
+    got = _tpot_cache.get(key)
+    if got is None:
+        if len(_tpot_cache) >= 4096:
+            _tpot_cache.clear()
+        tail_r, p_r, o_r, speed_r = (math.exp(k / _TPOT_QUANTUM) for k in key[2:])
+        got = _tpot_rate(profile, tpot_s, min(tail_r, 1.0), p_r, max(o_r, 1.0), speed_r)
+        _tpot_cache[key] = got
+    return got
+
+
+def _tpot_rate(
+    profile: ReplicaProfile, tpot_s: float, tail: float, p: float, o: float, speed: float
+) -> float:
+    base = profile.step_base_s / speed
+    a = prefill_token_s(profile, p) / speed
+    d = decode_token_s(profile, p, o) / speed
+    w = a * p + d * o
+    hi = (1.0 - base / tpot_s) / w  # the mean step at the target: longer outputs miss past it
+    if hi <= 0.0 or _tpot_miss(profile, tpot_s, tail, p, o, base, a, d, w, hi) <= tail:
+        return math.inf
+    lo = 0.0
+    for _ in range(14):  # to 1/16384 of the mean bound
+        x = 0.5 * (lo + hi)
+        if _tpot_miss(profile, tpot_s, tail, p, o, base, a, d, w, x) <= tail:
+            lo = x
+        else:
+            hi = x
+    return lo
+
+
+def _tpot_miss(
+    profile: ReplicaProfile,
+    tpot_s: float,
+    tail: float,
+    p: float,
+    o: float,
+    base: float,
+    a: float,
+    d: float,
+    w: float,
+    x: float,
+) -> float:
+    """The share of requests over their TPOT at x requests/s per replica (the model above); the
+    sum over output lengths stops once what is left is far below `tail`."""
+    rho = x * w
+    if rho >= 1.0:
+        return 1.0
+    step = base / (1.0 - rho)  # the mean step
+    batch = min(x * o * step, float(profile.max_num_seqs))
+    m = (tpot_s - base - d * batch) / a  # prefill tokens a step may carry on average
+    if m <= 0.0:
+        return 1.0
+    budget = profile.max_batched_tokens
+    if budget is not None and m >= (budget if profile.prefill_first else budget - batch):
+        return 0.0
+    u = x * p / _prefill_rate_of(profile, x, o, base, w, a, d)
+    if u >= 1.0:
+        return 1.0
+    if o <= 1.0:
+        return 0.0
+    keep = 1.0 - 1.0 / o  # P(D >= n + 1 | D >= n): geometric output lengths of mean o
+    missed, mass, n = 0.0, keep, 1  # mass = P(D >= n)
+    while mass > 1e-4 * tail:
+        width = 1 if n < _EXACT_STEPS else max(1, n // 4)
+        share = _beyond(n * m / p, x * (n - 1) * step, u)
+        after = mass * keep**width
+        missed += (mass - after) * share
+        if share < 1e-3 * tail and n >= _EXACT_STEPS:
+            break
+        mass, n = after, n + width
+    return missed
+
+
+def _beyond(z: float, mu: float, u: float) -> float:
+    """P(the tokens of G + N exponential prompts exceed z mean prompts), G geometric (P(G = k) =
+    (1 - u)·u^k: the M/M/1 backlog) and N Poisson of mean mu (the arrivals): an Erlang sum is
+    above z when fewer than its count of a rate-1 Poisson process fall within z."""
+    if z > TPOT_SERIES_MAX:  # the normal approximation, with the sum's mean and variance
+        mean = mu + u / (1.0 - u)
+        var = 2.0 * mu + u * (2.0 - u) / (1.0 - u) ** 2
+        return 0.5 * math.erfc((z - mean) / math.sqrt(2.0 * var))
+    pz = math.exp(-z)  # P(Poisson(z) = j)
+    pm = math.exp(-mu)  # P(N = j)
+    cdf = pm  # P(N <= j)
+    h = pm  # sum over i <= j of P(N = i)·u^(j - i): P(G + N <= j) = cdf - u·h
+    total = 0.0
+    for j in range(int(z + 10.0 * math.sqrt(z) + 12.0)):
+        total += pz * (1.0 - cdf + u * h)
+        pz *= z / (j + 1)
+        pm *= mu / (j + 1)
+        cdf += pm
+        h = u * h + pm
+    return total

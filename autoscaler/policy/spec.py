@@ -323,12 +323,10 @@ class CapacitySpec:
     panic_threshold: float = 2.0  # demand this many times the forecast's upper band: panic (Knative's 200 %)
     panic_window_s: float = 60.0  # no scale-down this long after a panic (Knative's stable window)
     decision_period_s: float = SYNC_PERIOD_S  # how often the caller decides: scale-up staggers by it
-    # the sizing plans the mean step at this share of the TPOT target: a request's TPOT is the mean
-    # of its own steps, and a step carrying a full prefill chunk is many times the mean one
-    # (docs/policy.md, "Defaults": planning at the target itself lost 1-2 points of SLO on the
-    # shared traces); the TTFT tail at this share of the TTFT target (1: the per-replica M/G/1
-    # tail is within +-1 replica of the replay on stationary load, long prompts included)
-    plan_tpot_share: float = 0.2
+    # the sizing plans at these shares of the TPOT and TTFT targets (1: at the targets themselves;
+    # the per-request TPOT tail and the per-replica TTFT tail are within +-1 replica of the replay
+    # on stationary load, docs/policy.md "Defaults and why"); below 1 buys headroom on top
+    plan_tpot_share: float = 1.0
     plan_ttft_share: float = 1.0
 
     def __post_init__(self) -> None:
