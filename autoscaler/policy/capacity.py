@@ -13,6 +13,7 @@ The model of one replica that receives x requests/s of p prompt and o output tok
   step      in the steady state a step of length s holds x·p·s prefill tokens and x·o·s decodes
             (Little's law), so s = base + x·w·s, i.e. s = base / (1 - ρ) with ρ = x·w;
   TPOT      = s (one token per running request per step): s <= tpot  <=>  ρ <= 1 - base / tpot;
+            and per request (tpot_rate, below): few decode steps that carry prompt chunks;
   batch     B = x·o·s running requests, at most max_num_seqs and kv_cache_tokens / L;
   TTFT      prefill is FIFO within a replica, and the router (a Service's random or round-robin
             choice, or the least requests in flight, which running decodes dominate) does not see
@@ -290,16 +291,18 @@ def _split_servers(offered: float, slack_services: float, tail: float) -> int:
 # --- the per-request TPOT tail ------------------------------------------------------------------
 #
 # A request's TPOT is the mean of the steps it decodes in, and a step that carries a prefill chunk
-# is longer by a per prompt token: a request of few output tokens whose steps meet a long prompt
-# misses its TPOT though the mean step meets it. Per replica at x requests/s: decode-only steps
-# take s0 = base + d·B (B the running batch, Little's law), so a request of D steps after its first
-# token misses when the prefill tokens its D steps carry exceed D·m, m = (tpot - s0) / a (never
-# when one step's token budget is below m). Those tokens are the prefill backlog it finds (the
-# M/M/1 workload of the replica's prefill queue at utilization u: a geometric number of prompts)
-# plus the prompts arriving during its first D - 1 steps (Poisson, x·(D - 1)·tpot of them at the
-# boundary), prompts exponential with the mean p and outputs geometric with the mean o (cs² = 1,
-# as the TTFT tail: counters give only the means). The share of requests that miss, over D, is
-# held within the SLO's tail by the least count n whose x = λ / n fits.
+# is longer by a (the prefill cost) per prompt token: a request of few output tokens whose steps
+# meet a long prompt misses its TPOT though the mean step meets it. Per replica at x requests/s:
+# decode-only steps take s0 = base + d·B (B the running batch, Little's law), so a request of D
+# steps after its first token misses when the prefill tokens its D steps carry exceed D·m,
+# m = (tpot - s0) / a (never when one step's token budget is below m). Those tokens are the
+# prefill backlog it finds (the M/M/1 workload of the replica's prefill queue at utilization u: a
+# geometric number of prompts) plus the prompts arriving during its first D - 1 steps (Poisson,
+# x·(D - 1)·s of them, s the mean step: over D - 1 TPOT targets instead the model asked for 6
+# replicas where the replay needs 4), prompts exponential with the mean p and outputs geometric
+# with the mean o (cs² = 1, as the TTFT tail: counters give only the means). The share of
+# requests that miss, over D, is held within the SLO's tail by the least count n whose x = λ / n
+# fits.
 
 TPOT_SERIES_MAX = 60.0  # a tail of more mean prompts than this is read off the normal approximation
 _EXACT_STEPS = 16  # output lengths summed one by one up to here, then over bins 1.25x wide
