@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, NamedTuple
 
-from autoscaler.policy import floors, forecast, leadtime, planner
+from autoscaler.policy import floors, forecast, leadtime, memo, planner
 from autoscaler.policy.hpa import (
     Condition,
     MetricError,
@@ -115,7 +115,7 @@ def decide(
         stage = Stage("guard", current, desired, "OutsideBounds", why)
         return Decision(current, desired, (stage,), (_GOT_SCALE,), rescale_reason=why), state
 
-    facts = _facts_of(spec)
+    facts = memo.by_identity(_spec_facts, spec, _make_facts)
     tolerances = facts.tolerances
     lead_s = leadtime.lead_time_s(spec, obs)
 
@@ -278,24 +278,15 @@ class _SpecFacts(NamedTuple):
     floors: bool  # any floor set (else the floors stage has nothing to do)
 
 
-# by id (hashing a spec costs more than a decision's use of it); each entry keeps its spec, so an id
-# cannot be reused while its entry stands
-_spec_facts: dict[int, tuple[AutoscalerSpec, _SpecFacts]] = {}
+_spec_facts: memo.Table = {}
 
 
-def _facts_of(spec: AutoscalerSpec) -> _SpecFacts:
-    got = _spec_facts.get(id(spec))
-    if got is not None and got[0] is spec:
-        return got[1]
-    if len(_spec_facts) >= 256:
-        _spec_facts.clear()
+def _make_facts(spec: AutoscalerSpec) -> _SpecFacts:
     f = spec.floors
-    facts = _SpecFacts(
+    return _SpecFacts(
         spec.tolerances,
         bool(f.headroom_replicas or f.headroom_fraction or f.warm_min_replicas or f.schedules),
     )
-    _spec_facts[id(spec)] = spec, facts
-    return facts
 
 
 def _rescale_reason(raw: int, current: int, metric: str) -> str:

@@ -25,7 +25,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from autoscaler.policy import capacity, demand, horizon, panic, scaledown, scaleup, speedlearn
+from autoscaler.policy import capacity, demand, horizon, memo, panic, scaledown, scaleup, speedlearn
 from autoscaler.policy.capacity import Demand, Sizing
 from autoscaler.policy.observation import MetricReading, Observation
 from autoscaler.policy.scaledown import NeedHistory
@@ -159,36 +159,20 @@ class _Fixed(NamedTuple):
     slo: SloTarget  # the planning targets
 
 
-_fixed: dict[int, tuple[CapacitySpec, _Fixed]] = {}
+_fixed: memo.Table = {}  # by capacity spec (memo.py)
 
 
-def _fixed_of(cap: CapacitySpec) -> _Fixed:
-    """By identity (hashing a spec costs more than a tick's use of it); each entry keeps its spec,
-    so an id is never reused while its entry stands."""
-    got = _fixed.get(id(cap))
-    if got is not None and got[0] is cap:
-        return got[1]
-    if len(_fixed) >= 256:
-        _fixed.clear()
-    fixed = _Fixed(_load_function(cap.profile), cap.planning_slo)
-    _fixed[id(cap)] = cap, fixed
-    return fixed
+def _make_fixed(cap: CapacitySpec) -> _Fixed:
+    return _Fixed(_load_function(cap.profile), cap.planning_slo)
 
 
-_recreated: dict[int, tuple[ColdStartSpec, float, dict[int, float]]] = {}
+# horizon.recreate_s(cold, m, period_s) by (period_s, m), per cold-start spec: its lru_cache hashes
+# the spec at every call (~3 µs a hash here, several calls a tick)
+_recreated: memo.Table = {}
 
 
-def _recreate_memo(cold: ColdStartSpec, period_s: float) -> dict[int, float]:
-    """horizon.recreate_s(cold, m, period_s) by m, for one spec by identity: its lru_cache hashes
-    the spec at every call (~3 µs a hash here, several calls a tick); the entry keeps its spec."""
-    got = _recreated.get(id(cold))
-    if got is not None and got[0] is cold and got[1] == period_s:
-        return got[2]
-    if len(_recreated) >= 256:
-        _recreated.clear()
-    memo: dict[int, float] = {}
-    _recreated[id(cold)] = cold, period_s, memo
-    return memo
+def _new_memo(cold: ColdStartSpec) -> dict[tuple[float, int], float]:
+    return {}
 
 
 _BINDING_REASONS: dict[str, str] = {"idle": "Idle"}
@@ -247,7 +231,7 @@ def plan(
     prior = state.demand
     dstate, est = demand.observe(d, prior, now, finished, prompt, generated, inflight)
 
-    fixed = _fixed_of(cap)
+    fixed = memo.by_identity(_fixed, cap, _make_fixed)
     load = fixed.load
     observed = dstate  # the band is read before this tick's errors are scored (track, below)
     typical_load = load(observed.typical)
@@ -398,12 +382,12 @@ def plan(
 
     period = cap.decision_period_s
     if cold is not None:
-        recreated = _recreate_memo(cold, period)
+        recreated = memo.by_identity(_recreated, cold, _new_memo)
 
         def recreate(m: int) -> float:
-            got = recreated.get(m)
+            got = recreated.get((period, m))
             if got is None:
-                got = recreated[m] = horizon.recreate_s(cold, m, period)
+                got = recreated[period, m] = horizon.recreate_s(cold, m, period)
             return got
 
     else:
