@@ -88,7 +88,6 @@ def external_metric_replicas(
     if usage > MAX_INT64:
         usage = MAX_INT64
     target = metric.target_milli
-    down, up = tolerances
 
     if metric.target_type is TargetType.AVERAGE_VALUE:
         if status_replicas == 0:
@@ -96,7 +95,7 @@ def external_metric_replicas(
         else:
             ratio = usage / (target * status_replicas)
         replicas = status_replicas
-        if not (1.0 - down) <= ratio <= (1.0 + up):  # within_tolerance, inlined
+        if not within_tolerance(ratio, tolerances):
             replicas = _ceil_replicas(usage / target)
         per_pod = 0 if status_replicas == 0 else min(math.ceil(usage / status_replicas), MAX_INT64)
         return _new(MetricProposal, (replicas, ratio, per_pod))
@@ -104,7 +103,7 @@ def external_metric_replicas(
     ratio = usage / target
     if spec_replicas == 0:  # scale from zero: tolerance and readiness are skipped
         return MetricProposal(_ceil_replicas(ratio), ratio, usage)
-    if (1.0 - down) <= ratio <= (1.0 + up):
+    if within_tolerance(ratio, tolerances):
         return MetricProposal(spec_replicas, ratio, usage)
     if ready_pods is None:
         return MetricError(
