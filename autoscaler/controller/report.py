@@ -20,7 +20,6 @@ from autoscaler.controller.kubetime import rfc3339
 from autoscaler.controller.podfacts import PodFacts
 from autoscaler.policy import coldstart
 from autoscaler.policy.decide import Decision
-from autoscaler.policy.forecast import ForecastState
 from autoscaler.policy.observe import ClusterFacts, HorizonView
 from autoscaler.policy.spec import ColdStartSpec
 from autoscaler.policy.state import PolicyState
@@ -83,35 +82,13 @@ def state_digest(state: PolicyState) -> tuple[Any, ...]:
     """The policy state as far as a restart cares: which counts the windows hold (not when each was
     seen), the scale events, the forecasters to four decimals. Writing the status for
     anything less would be a write per object per interval in a steady state."""
-    forecasters = tuple(sorted((name, _forecaster_digest(f)) for name, f in state.forecasters.items()))
+    forecasters = tuple(sorted((name, f.digest()) for name, f in state.forecasters.items()))
     return (
         tuple(sorted({r.replicas for r in state.recommendations})),
         state.scale_up_events,
         state.scale_down_events,
         forecasters,
         state.scaled_to_zero,
-    )
-
-
-def _forecaster_digest(f: ForecastState) -> tuple[Any, ...]:
-    """A forecaster's state without the times of its samples (they move on every reading), floats
-    to four decimals (absolute: a trend decaying towards 0 settles instead of moving forever).
-    Read off the fields: to_dict() and a walk over it cost more than the rest of a steady
-    reconcile's bookkeeping, and the digest is only compared with the one written last."""
-    h, lin, s = f.holt, f.linear, f.seasonal
-    return (
-        round(f.last_value, 4),
-        None if h is None else (round(h.level, 4), round(h.trend, 4), h.primed),
-        None if lin is None else tuple(round(v, 4) for _, v in lin.samples),
-        None
-        if s is None
-        else (
-            s.bucket_s,
-            s.bucket,
-            round(s.open_sum, 4),
-            s.open_count,
-            tuple(None if m is None else round(m, 4) for m in s.means),
-        ),
     )
 
 

@@ -98,6 +98,28 @@ class ForecastState:
     linear: LinearState | None = None
     seasonal: SeasonalState | None = None
 
+    def digest(self) -> tuple[Any, ...]:
+        """The state without the times of its samples (they move on every reading), floats to four
+        decimals (absolute: a trend decaying towards 0 settles instead of moving forever): what the
+        controller compares with the status it wrote last (controller/report.state_digest). Read
+        off the fields beside to_dict(), whose output and a walk over it cost more than the rest of
+        a steady reconcile's bookkeeping."""
+        h, lin, s = self.holt, self.linear, self.seasonal
+        return (
+            round(self.last_value, 4),
+            None if h is None else (round(h.level, 4), round(h.trend, 4), h.primed),
+            None if lin is None else tuple(round(v, 4) for _, v in lin.samples),
+            None
+            if s is None
+            else (
+                s.bucket_s,
+                s.bucket,
+                round(s.open_sum, 4),
+                s.open_count,
+                tuple(None if m is None else round(m, 4) for m in s.means),
+            ),
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict; weekly seasonal history dominates its size (see docs/forecasting.md)."""
         out: dict[str, Any] = {
