@@ -33,7 +33,8 @@ import numpy.typing as npt
 
 from autoscaler.policy import coldstart
 from autoscaler.policy.spec import ColdStartSpec, CompileCache
-from autoscaler.policy.startup import MODEL, StartPhase, Startups, Tier
+from autoscaler.policy.startphase import StartPhase, Tier
+from autoscaler.policy.startup import MODEL, Startups
 
 I64 = npt.NDArray[np.int64]
 PROBE = -1  # the replica id of "one more, started now" in lead-time projections

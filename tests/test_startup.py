@@ -16,7 +16,8 @@ import pytest
 from autoscaler.policy.coldstart import lead_time_s, predict_ready, project_ready
 from autoscaler.policy.nodecache import NodeCache
 from autoscaler.policy.spec import ColdStartSpec, CompileCache, GateScope
-from autoscaler.policy.startup import StartPhase, Startups
+from autoscaler.policy.startphase import StartPhase
+from autoscaler.policy.startup import Startups
 
 SEED = ColdStartSpec(weights_gb=140, storage_gbps=10, gpus_per_replica=4, gpus_per_node=8)
 

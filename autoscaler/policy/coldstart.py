@@ -26,7 +26,8 @@ from functools import lru_cache
 from itertools import pairwise
 
 from autoscaler.policy.spec import ColdStartSpec, CompileCache, GateScope
-from autoscaler.policy.startup import Start, StartPhase, Startups, Tier, phase_order
+from autoscaler.policy.startphase import Start, StartPhase, Tier, phase_order
+from autoscaler.policy.startup import Startups
 from autoscaler.policy.storage import (
     BYTE_GB,
     ColdStartInputError,

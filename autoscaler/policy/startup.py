@@ -4,25 +4,7 @@ The replay's fleet runs it as the policy adds and removes replicas; the cold-sta
 (coldstart.predict_ready) builds one from the cluster it is told about, or copies the fleet's,
 and runs it to the end: "when is each replica ready if nobody else starts or stops?". So the
 policy's predictions and the simulated cluster share one arithmetic. Pure: time comes in through
-advance(to); no clock, no I/O.
-
-One replica's phases, each of which may take 0 s:
-
-  PROVISION  until its node is up (a new node is up node_provision_s after it was asked for)
-  PULL       until its node has the image: image_pull_s, once per node; later replicas on the
-             node wait for the pull in progress, and a pull, once started, completes
-  INIT       engine_init_s: process start, imports, CUDA / NCCL init
-  GATE       waiting for a load-gate slot (max_concurrent_loads). The slot is taken after INIT and
-             given back when the weights are in; with load_gate_scope = startup it is taken
-             before INIT and given back at READY (a sidecar gating the engine container)
-  LOAD       the weights, from the first tier that applies:
-               the node cache, when it holds them (local_cache_gbps, not shared);
-               a ready replica, when peer_gbps is set and one is ready (peer_gbps, not shared);
-               shared storage otherwise (processor sharing with a cap, storage.py), written
-               through to the node cache when the spec has one
-  COMPILE    compile_cached_s on a compile-cache hit, compile_s on a miss; a miss fills the cache
-  WARMUP     warmup_s
-  READY      serves, and counts as a peer source until the owner says it is gone
+advance(to); no clock, no I/O. The phases and the weight tiers are in startphase.py.
 
 Gate order: first come, first served by the time a replica reaches the gate, replicas reaching
 it at the same instant in the order they were started. Slots are handed out after every event of
@@ -34,82 +16,22 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from enum import IntEnum, StrEnum
+from dataclasses import dataclass
 from itertools import pairwise
 
 from autoscaler.policy.nodecache import NodeCache
 from autoscaler.policy.spec import ColdStartSpec, CompileCache, GateScope
+from autoscaler.policy.startphase import Start, StartPhase, Tier, phase_order
 from autoscaler.policy.storage import BYTE_GB, loader_gbps
 
 MODEL = "model"  # the node cache's key for this spec's weights (one model per machine)
 PSEUDO_NODE = -1  # the node of loaders the caller only knows by their bytes left
 
 
-class StartPhase(IntEnum):
-    PROVISION = 0
-    PULL = 1
-    INIT = 2
-    GATE = 3
-    LOAD = 4
-    COMPILE = 5
-    WARMUP = 6
-    READY = 7
-
-
-class Tier(StrEnum):
-    SHARED = "shared"
-    CACHE = "cache"
-    PEER = "peer"
-
-
-_LOAD_GATED = (
-    StartPhase.PROVISION,
-    StartPhase.PULL,
-    StartPhase.INIT,
-    StartPhase.GATE,
-    StartPhase.LOAD,
-    StartPhase.COMPILE,
-    StartPhase.WARMUP,
-    StartPhase.READY,
-)
-_STARTUP_GATED = (
-    StartPhase.PROVISION,
-    StartPhase.PULL,
-    StartPhase.GATE,
-    StartPhase.INIT,
-    StartPhase.LOAD,
-    StartPhase.COMPILE,
-    StartPhase.WARMUP,
-    StartPhase.READY,
-)
-
-
 # Enum members are slow to look up on their class (about 1 us each in CPython 3.11): the hot paths
 # below compare against these module-level aliases instead.
 _PROVISION, _PULL, _INIT, _GATE, _LOAD, _COMPILE, _WARMUP, _READY = StartPhase
 _SHARED, _CACHE, _PEER = Tier.SHARED, Tier.CACHE, Tier.PEER
-_PHASES = len(StartPhase)
-
-
-def phase_order(spec: ColdStartSpec) -> tuple[StartPhase, ...]:
-    """The phases in the order a replica of this spec goes through them."""
-    return _STARTUP_GATED if spec.load_gate_scope == GateScope.STARTUP else _LOAD_GATED
-
-
-@dataclass(slots=True)
-class Start:
-    """One replica on its way to ready (the machine's record; callers read it)."""
-
-    replica: int
-    node: int
-    order: int  # start order: breaks ties at the gate
-    phase: StartPhase = StartPhase.PROVISION
-    entered: list[float] = field(default_factory=lambda: [math.nan] * _PHASES)
-    tier: Tier | None = None
-    target_gb: float = 0.0  # shared-storage loads: done when the service per loader reaches this
-    compile_hit: bool | None = None
-    token: int = 0  # bumped on every phase change: timers of an earlier phase are stale
 
 
 @dataclass(slots=True)
