@@ -32,10 +32,9 @@ from kubernetes_asyncio.client import ApiClient
 from autoscaler.controller import capacity, crd
 from autoscaler.controller.capacity import GpuNodes
 from autoscaler.controller.crd import TargetRef
-from autoscaler.controller.kube import Scale
-from autoscaler.controller.podfacts import GPU_RESOURCE
+from autoscaler.controller.slim import slim_hpa, slim_node, slim_pod, slim_target
 from common.listwatch import Informer, Object, object_key
-from common.selector import Operator, Selector, from_label_selector, parse_selector
+from common.selector import Operator, Selector, parse_selector
 
 # apps/v1 kinds whose /scale is their own spec.replicas, status.replicas and spec.selector
 SCALABLE = {
@@ -47,102 +46,6 @@ SCALABLE = {
 
 def _ns_path(root: str, namespace: str | None, plural: str) -> str:
     return f"{root}/namespaces/{namespace}/{plural}" if namespace else f"{root}/{plural}"
-
-
-# --- slim copies: only what the controller reads (the HPA controller's informers keep everything) ----
-
-
-def slim_pod(pod: Object) -> Object:
-    meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
-
-    def container(c: Mapping[str, Any]) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": c.get("name"), "image": c.get("image")}
-        if c.get("resources"):
-            out["resources"] = c["resources"]
-        if c.get("restartPolicy"):
-            out["restartPolicy"] = c["restartPolicy"]
-        return out
-
-    def container_status(c: Mapping[str, Any]) -> dict[str, Any]:
-        return {k: c[k] for k in ("name", "ready", "started", "restartCount") if k in c}
-
-    return {
-        "metadata": {
-            k: meta[k]
-            for k in (
-                "name",
-                "namespace",
-                "uid",
-                "labels",
-                "creationTimestamp",
-                "deletionTimestamp",
-                "resourceVersion",
-            )
-            if k in meta
-        },
-        "spec": {
-            "nodeName": spec.get("nodeName"),
-            "containers": [container(c) for c in spec.get("containers") or ()],
-            "initContainers": [container(c) for c in spec.get("initContainers") or ()],
-        },
-        "status": {
-            "phase": status.get("phase"),
-            "conditions": [
-                {k: c[k] for k in ("type", "status", "reason", "lastTransitionTime") if k in c}
-                for c in status.get("conditions") or ()
-            ],
-            "containerStatuses": [container_status(c) for c in status.get("containerStatuses") or ()],
-            "initContainerStatuses": [container_status(c) for c in status.get("initContainerStatuses") or ()],
-        },
-    }
-
-
-def slim_target(obj: Object) -> Object:
-    meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
-    return {
-        "metadata": {k: meta[k] for k in ("name", "namespace", "resourceVersion") if k in meta},
-        "spec": {"replicas": spec.get("replicas"), "selector": spec.get("selector")},
-        "status": {"replicas": status.get("replicas")},
-    }
-
-
-def slim_hpa(obj: Object) -> Object:
-    meta = obj.get("metadata") or {}
-    return {
-        "metadata": {k: meta[k] for k in ("name", "namespace", "resourceVersion") if k in meta},
-        "spec": {"scaleTargetRef": (obj.get("spec") or {}).get("scaleTargetRef") or {}},
-    }
-
-
-def slim_node(obj: Object) -> Object:
-    meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
-    return {
-        "metadata": {k: meta[k] for k in ("name", "resourceVersion") if k in meta},
-        "spec": {"unschedulable": spec.get("unschedulable", False)},
-        "status": {
-            "allocatable": {k: v for k, v in (status.get("allocatable") or {}).items() if k == GPU_RESOURCE},
-            "conditions": [
-                {"type": c.get("type"), "status": c.get("status")}
-                for c in status.get("conditions") or ()
-                if c.get("type") == "Ready"
-            ],
-            "images": [{"names": i.get("names") or []} for i in status.get("images") or ()],
-        },
-    }
-
-
-def scale_of(obj: Mapping[str, Any]) -> Scale:
-    """/scale of an apps/v1 object, as the apiserver derives it (pkg/registry/apps/*: scaleFromX):
-    the selector is metav1.LabelSelectorAsSelector(spec.selector).String()."""
-    spec, status = obj.get("spec") or {}, obj.get("status") or {}
-    selector = spec.get("selector") or {}
-    text = str(from_label_selector(selector.get("matchLabels") or {}, selector.get("matchExpressions") or ()))
-    return Scale(
-        spec_replicas=int(spec.get("replicas") or 0),
-        status_replicas=int(status.get("replicas") or 0),
-        selector=text,
-        resource_version=str((obj.get("metadata") or {}).get("resourceVersion") or ""),
-    )
 
 
 def _labels(obj: Mapping[str, Any] | None) -> Mapping[str, str]:

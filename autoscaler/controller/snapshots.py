@@ -11,13 +11,14 @@ import operator
 from collections.abc import Mapping
 from typing import Any
 
-from autoscaler.controller.cache import Caches, scale_of
+from autoscaler.controller.cache import Caches
 from autoscaler.controller.crd import Autoscaler, Mode
 from autoscaler.controller.kube import KubeClient, KubeError, Scale
 from autoscaler.controller.metriccache import MetricCache
 from autoscaler.controller.planvalues import Snapshot
 from autoscaler.controller.podfacts import PodFacts, summarize
 from autoscaler.controller.settings import ControllerSettings
+from autoscaler.controller.slim import scale_of
 from autoscaler.controller.telemetry import Telemetry
 from common.selector import Selector, parse_selector
 
