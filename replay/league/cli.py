@@ -3,6 +3,7 @@
 infscale replay league                                   # the embedded trace, every policy
 infscale replay league --trace ../shared/traces          # every trace in a folder, at its rate scales
 infscale replay league --trace t.csv --policies hpa,predictive --startups none   # a quick subset
+infscale replay league --trace servegen_language_m-mid.tar.gz --start-s 39600 --end-s 50400   # a window
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 from replay.league import DEFAULT_POLICIES, LeagueSpec, league
 from replay.league.runner import default_workers
-from replay.league.sources import SourceError, sources
+from replay.league.sources import SourceError, TraceSource, sources
 from replay.league.startup import DEFAULT_STARTUPS_S, StartupError, StartupMode
 from replay.league.tables import markdown
 from replay.outdir import OutDirError, check_out_dir, write_error
@@ -24,7 +25,7 @@ from replay.policies import PolicyError, PolicyParams
 from replay.profiles import SCENARIOS, ProfileError, get_scenario
 from replay.report import to_json
 from replay.slo import SLO_PRESETS
-from replay.traces import TraceError
+from replay.traces import TraceError, options_from_pairs
 
 FILES = ("league.json", "league.md", "league-frontier.png", "league-startup.png", "report.html")
 
@@ -38,6 +39,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="a trace file or a folder of them (repeatable; default: the embedded synthetic trace)",
     )
     p.add_argument("--format", default=None, help="trace format of every file (default: from the file name)")
+    p.add_argument("--start-s", type=float, default=None, help="keep every trace from this second")
+    p.add_argument("--end-s", type=float, default=None, help="... to this second")
+    p.add_argument(
+        "--trace-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="format option for every trace (as in replay run); a shared trace given other options than its "
+        "own is scaled by the auto rule",
+    )
     p.add_argument(
         "--rate-scales",
         default=None,
@@ -112,7 +123,7 @@ def _spec(args: argparse.Namespace) -> LeagueSpec:
     if args.slo_preset is not None:
         scenarios = tuple(replace(s, slo=SLO_PRESETS[args.slo_preset]) for s in scenarios)
     params = PolicyParams() if args.target is None else PolicyParams(target=args.target)
-    srcs = sources(args.trace, args.format)
+    srcs = _with_options(sources(args.trace, args.format), args)
     rate_scales = None
     if args.rate_scales == "auto":
         srcs = [replace(s, rate_scales=None) for s in srcs]
@@ -133,6 +144,27 @@ def _spec(args: argparse.Namespace) -> LeagueSpec:
         workers=max(1, args.workers),
         ray_address=args.ray,
     )
+
+
+def _with_options(srcs: list[TraceSource], args: argparse.Namespace) -> list[TraceSource]:
+    """The window and format options given on the command line, over each source's own. A shared
+    trace's frozen rate scales belong to its own options: with others, the auto rule chooses."""
+    given: dict[str, Any] = options_from_pairs(args.trace_option)
+    for name, value in (("start_s", args.start_s), ("end_s", args.end_s)):
+        if name in given:
+            raise SourceError(f"give the window with --{name.replace('_', '-')}, not --trace-option {name}=")
+        if value is not None:
+            given[name] = value
+    if not given:
+        return srcs
+    if srcs and srcs[0].path is None:
+        raise SourceError("--start-s/--end-s/--trace-option need --trace")
+    out = []
+    for source in srcs:
+        options = {**source.options, **given}
+        scales = source.rate_scales if options == dict(source.options) else None
+        out.append(replace(source, options=options, rate_scales=scales))
+    return out
 
 
 def _floats(text: str, flag: str) -> tuple[float, ...]:

@@ -310,6 +310,9 @@ def test_cli_league_writes_json_markdown_and_plots(
         (["--startups", "100", "--startup-mode", "bandwidth"], "below the 150 s"),
         (["--trace", "/nonexistent/x.csv"], "no such file or folder"),
         (["--scenario", "nope"], "scenario 'nope'"),
+        (["--start-s", "60"], "--start-s/--end-s/--trace-option need --trace"),
+        (["--trace-option", "start_s=60"], "give the window with --start-s"),
+        (["--trace-option", "nokey"], "expected key=value"),
     ],
 )
 def test_cli_league_rejects_bad_input_naming_it(
@@ -320,6 +323,44 @@ def test_cli_league_rejects_bad_input_naming_it(
     assert main(["replay", "league", "--out", str(tmp_path / "o"), "--quiet", *argv]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_cli_league_windows_every_trace_and_records_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from infscale.cli import main
+    from replay.traces import load_trace
+
+    trace = _write_azure(tmp_path / "azure_small.csv", 400)
+    inside = len(load_trace(trace, "azure", start_s=60.0, end_s=180.0))
+    assert 0 < inside < 400
+    out = tmp_path / "out"
+    argv = ["replay", "league", "--trace", str(trace), "--rate-scales", "1", "--policies", "hpa"]
+    argv += ["--scenario", "one-gpu-8b", "--startups", "none", "--start-s", "60", "--end-s", "180"]
+    assert main([*argv, "--workers", "1", "--no-plots", "--quiet", "--out", str(out)]) == 0
+    (entry,) = json.loads((out / "league.json").read_text())["traces"]
+    assert entry["options"] == {"start_s": 60.0, "end_s": 180.0}
+    assert entry["requests"] == {"1": inside}
+    # an option the format does not take is named, before any case runs
+    bad = ["--trace-option", "nope=1", "--out", str(tmp_path / "o2")]
+    assert main([*argv, *bad, "--quiet"]) == 2
+    assert "unknown option 'nope'" in capsys.readouterr().err
+
+
+def test_a_shared_trace_with_other_options_is_scaled_by_the_rule() -> None:
+    import argparse
+
+    from replay.league.cli import _with_options
+
+    frozen = SHARED_TRACES["servegen_language_m-large.tar.gz"]
+    shared = TraceSource("m-large", Path("m-large.tar.gz"), "servegen", frozen.options, frozen.rate_scales)
+    args = argparse.Namespace(trace_option=[], start_s=None, end_s=None)
+    assert _with_options([shared], args) == [shared]
+    same = argparse.Namespace(trace_option=[], start_s=frozen.options["start_s"], end_s=None)
+    assert _with_options([shared], same)[0].rate_scales == frozen.rate_scales  # its own window: frozen
+    other = argparse.Namespace(trace_option=["clients=1,2"], start_s=0.0, end_s=3_600.0)
+    (got,) = _with_options([shared], other)
+    assert got.options == {"start_s": 0.0, "end_s": 3_600.0, "clients": "1,2"} and got.rate_scales is None
 
 
 def test_static_at_peak_and_at_mean() -> None:
