@@ -9,6 +9,8 @@ T0 + K D0 + G K (K - 1) / 2 (an arithmetic series). All decoding requests of a r
 token per step, so a replica keeps one decode clock DS and each decoding request an offset
 (generated = DS + dec_base); the requests' KV blocks grow on a 16-step cycle that one histogram of
 (prompt + dec_base) mod block_size describes. An event costs O(log n) (the finish heap), not O(n).
+The step that admits a request (a head step) is planned together with the run of identical steps
+after it when its end changes nothing a router reads: one event per admission instead of two.
 
 Events of all replicas and the arrivals are processed in time order (replica events first on a
 tie): a request is routed when it arrives, to the ready replica with the fewest waiting + running
@@ -59,7 +61,10 @@ R_DS, R_NDEC, R_SX, R_RHEAD, R_RTAIL, R_NRUN, R_WHEAD, R_WTAIL, R_NWAIT = 0, 1, 
 R_FREE, R_PART, R_HSIZE, R_K, R_P, R_DECADV, R_BUSY, R_HFIRST, R_TAILNEW = 9, 10, 11, 12, 13, 14, 15, 16, 17
 R_CANADMIT, R_FIN, R_PTOK, R_GTOK, R_NPRE, R_PQ, R_PH, R_PENDING = 18, 19, 20, 21, 22, 23, 24, 25
 R_LRU_HEAD, R_LRU_TAIL, R_LRU_N = 26, 27, 28
-RI_COLUMNS = 29
+# a head step planned with the run after it (_plan's R_MERGE): the head's counters, and the blocks
+# the run's first step took, which a scrape during the head step must not see yet
+R_MERGE, R_HEAD, R_HPTOK, R_HGTOK, R_HUSED = 29, 30, 31, 32, 33
+RI_COLUMNS = 34
 # per-replica float columns
 RF_T0, RF_D0, RF_G, RF_TEND, RF_LASTFIN = 0, 1, 2, 3, 4
 RF_COLUMNS = 5
@@ -492,6 +497,8 @@ def _plan(
                 ri[r, R_FREE] -= pneed
     hfirst = part if pchunk > 0 else -1
     tailnew = pchunk if (pchunk > 0 and pchunk < rem) else -1
+    # a request whose prefill completes in this step and finishes with its first token
+    done_first = pchunk > 0 and pchunk == rem and qi[part, Q_GEN] + 1 >= qi[part, Q_OUT]
     prefill = pchunk
     pairs = pchunk * qi[part, Q_COMP] + pchunk * (pchunk + 1) // 2 if pchunk > 0 else 0
     left = budget - pchunk - (ri[r, R_NDEC] if mixed else 0)
@@ -527,6 +534,8 @@ def _plan(
             if hfirst < 0:
                 hfirst = q
             tailnew = new if new < tokens - start else -1
+            if qi[q, Q_GEN] + 1 >= qi[q, Q_OUT]:
+                done_first = True
             prefill += new
             pairs += new * start + new * (new + 1) // 2
             left -= new
@@ -549,6 +558,7 @@ def _plan(
     if prefill == 0 and steps_dec == 0:
         ri[r, R_BUSY] = 0
         ri[r, R_K] = 0
+        ri[r, R_MERGE] = 0
         return
     context = ri[r, R_SX] + n * ds if steps_dec > 0 else 0
     d0 = (
@@ -572,6 +582,23 @@ def _plan(
     if steady:
         grow += pf[F_ATTN] * pchunk * pchunk
     ri[r, R_K] = k
+    # A head step whose end changes nothing a router reads (no finish, nobody waiting, no
+    # preemption when the run after it reserves its blocks: at most one a decoding request) is
+    # planned with that run as one (advance): one event less per admission.
+    ri[r, R_MERGE] = (
+        1
+        if (
+            k == 1
+            and prefill > 0
+            and tailnew < 0
+            and not preempted
+            and not done_first
+            and ri[r, R_NWAIT] == 0
+            and (decadv == 0 or ri[r, R_HSIZE] == 0 or hk[r, 0] > ds + 1)
+            and ri[r, R_NDEC] + admitted + 1 <= ri[r, R_FREE]
+        )
+        else 0
+    )
     ri[r, R_P] = pchunk if steady else 0
     ri[r, R_DECADV] = decadv
     ri[r, R_HFIRST] = hfirst
@@ -589,7 +616,8 @@ def _plan(
     rf[r, RF_D0] = d0
     rf[r, RF_G] = grow
     rf[r, RF_TEND] = t + k * d0 + grow * (k * (k - 1) / 2.0)
-    _ev_set(ev, evpos, rf, g, r)
+    if ri[r, R_MERGE] == 0:  # else the run after it sets the event
+        _ev_set(ev, evpos, rf, g, r)
 
 
 @jit
@@ -692,6 +720,7 @@ def _end_run(r, qi, qf, ri, rf, hist, hk, hr, pi, poff, pids, hslot, lkey, lprev
             _finish(q, r, t_end, qi, qf, ri, rf, g)
     ri[r, R_BUSY] = 0
     ri[r, R_K] = 0
+    ri[r, R_HEAD] = 0
 
 
 @inline_jit
@@ -758,110 +787,126 @@ def advance(
         t_ev = rf[ev[0], RF_TEND] if g[G_EVN] > 0 else np.inf
         t_ar = max(arrival[ids[j]], now) if j < m else np.inf
         if g[G_EVN] > 0 and t_ev <= t_ar and t_ev <= until:
-            # the replica stays at the heap's root while its next run is planned: _plan re-keys
-            # it there (one sift down instead of a pop and a push); an idle one leaves the heap
-            r = ev[0]
-            _end_run(r, qi, qf, ri, rf, hist, hk, hr, pi, poff, pids, hslot, lkey, lprev, lnext, g)
-            _plan(
-                rf[r, RF_TEND],
-                r,
-                qi,
-                qf,
-                qo,
-                ri,
-                rf,
-                hist,
-                hk,
-                hr,
-                pi,
-                pf,
-                poff,
-                pids,
-                hslot,
-                lkey,
-                lprev,
-                lnext,
-                ev,
-                evpos,
-                g,
-            )
-            if ri[r, R_BUSY] == 0:
-                _ev_pop(ev, evpos, rf, g)
-            continue
-        if j >= m:
-            break
-        t = t_ar
-        while j < m and max(arrival[ids[j]], now) == t:
-            req = ids[j]
-            r = targets[j]
-            if dropped[req]:
+            # the replica whose run ends: it stays at the heap's root while its next run is
+            # planned (_plan re-keys it there: one sift instead of a pop and a push)
+            t = t_ev
+            pending[0] = ev[0]
+            n_plan = 1
+            ending = True
+        else:
+            if j >= m:
+                break
+            t = t_ar
+            while j < m and max(arrival[ids[j]], now) == t:
+                req = ids[j]
+                r = targets[j]
+                if dropped[req]:
+                    j += 1
+                    continue
+                if r < 0:
+                    best = BIG
+                    for c in ready:
+                        load = ri[c, R_NWAIT] + ri[c, R_NRUN]
+                        if load < best:
+                            best = load
+                            r = c
                 j += 1
-                continue
-            if r < 0:
-                best = BIG
-                for c in ready:
-                    load = ri[c, R_NWAIT] + ri[c, R_NRUN]
-                    if load < best:
-                        best = load
-                        r = c
-            j += 1
-            rep[req] = r
-            qf[req, QF_ADMIT] = np.nan
-            qf[req, QF_FIRST] = np.nan
-            qf[req, QF_FINISH] = np.nan
-            q = g[G_FREE]
-            g[G_FREE] = qi[q, Q_NEXT]
-            qi[q, Q_IN] = tin[req]
-            qi[q, Q_OUT] = tout[req]
-            qi[q, Q_GEN] = 0
-            qi[q, Q_COMP] = 0
-            qi[q, Q_BLOCKS] = 0
-            qi[q, Q_KEPT] = 0
-            qi[q, Q_REQ] = req
-            g[G_INFLIGHT] += 1
-            was_empty = ri[r, R_NWAIT] == 0
-            _wait_push(qi, ri, r, q, False)
-            if ri[r, R_BUSY] == 0:
-                if ri[r, R_PENDING] == 0:
-                    ri[r, R_PENDING] = 1
-                    pending[g[G_NPENDING]] = r
-                    g[G_NPENDING] += 1
-            elif was_empty and ri[r, R_CANADMIT] == 1:
-                # cut the run at the first step that starts after t: the request joins that step
-                k = _first_step_after(rf, r, t)
-                if k < ri[r, R_K]:
-                    g[G_CUTS] += 1
-                    g[G_STEPS] -= ri[r, R_K] - k
-                    ri[r, R_K] = k
-                    rf[r, RF_TEND] = _step_end(rf, r, k)
-                    _ev_set(ev, evpos, rf, g, r)
-                ri[r, R_CANADMIT] = 0
-        for i in range(g[G_NPENDING]):
+                rep[req] = r
+                qf[req, QF_ADMIT] = np.nan
+                qf[req, QF_FIRST] = np.nan
+                qf[req, QF_FINISH] = np.nan
+                q = g[G_FREE]
+                g[G_FREE] = qi[q, Q_NEXT]
+                qi[q, Q_IN] = tin[req]
+                qi[q, Q_OUT] = tout[req]
+                qi[q, Q_GEN] = 0
+                qi[q, Q_COMP] = 0
+                qi[q, Q_BLOCKS] = 0
+                qi[q, Q_KEPT] = 0
+                qi[q, Q_REQ] = req
+                g[G_INFLIGHT] += 1
+                was_empty = ri[r, R_NWAIT] == 0
+                _wait_push(qi, ri, r, q, False)
+                if ri[r, R_BUSY] == 0:
+                    if ri[r, R_PENDING] == 0:
+                        ri[r, R_PENDING] = 1
+                        pending[g[G_NPENDING]] = r
+                        g[G_NPENDING] += 1
+                elif was_empty and ri[r, R_CANADMIT] == 1:
+                    # cut the run at the first step that starts after t: the request joins that step
+                    if ri[r, R_HEAD] == 1 and t < rf[r, RF_T0]:
+                        # within a merged head step: the run ends with it (and gives back the
+                        # blocks its next step took)
+                        g[G_CUTS] += 1
+                        g[G_STEPS] -= ri[r, R_K]
+                        ri[r, R_K] = 0
+                        ri[r, R_FREE] += ri[r, R_HUSED]
+                        ri[r, R_HUSED] = 0
+                        rf[r, RF_TEND] = rf[r, RF_T0]
+                        _ev_set(ev, evpos, rf, g, r)
+                    else:
+                        k = _first_step_after(rf, r, t)
+                        if k < ri[r, R_K]:
+                            g[G_CUTS] += 1
+                            g[G_STEPS] -= ri[r, R_K] - k
+                            ri[r, R_K] = k
+                            rf[r, RF_TEND] = _step_end(rf, r, k)
+                            _ev_set(ev, evpos, rf, g, r)
+                    ri[r, R_CANADMIT] = 0
+            n_plan = g[G_NPENDING]
+            ending = False
+        # plan the replicas due: the one whose run ended (after ending it), or those an arrival
+        # found idle. A head step that can merge (_plan's R_MERGE) is ended at once and the run
+        # after it planned from its end, with the head's counters kept apart for scrapes.
+        for i in range(n_plan):
             r = pending[i]
             ri[r, R_PENDING] = 0
-            _plan(
-                t,
-                r,
-                qi,
-                qf,
-                qo,
-                ri,
-                rf,
-                hist,
-                hk,
-                hr,
-                pi,
-                pf,
-                poff,
-                pids,
-                hslot,
-                lkey,
-                lprev,
-                lnext,
-                ev,
-                evpos,
-                g,
-            )
+            tp = t
+            stage = 1 if ending else 0  # 1: end the run first; 2: end the merged head step first
+            ptok = 0
+            gtok = 0
+            free = 0
+            while True:
+                if stage > 0:
+                    ptok = ri[r, R_PTOK]
+                    gtok = ri[r, R_GTOK]
+                    _end_run(r, qi, qf, ri, rf, hist, hk, hr, pi, poff, pids, hslot, lkey, lprev, lnext, g)
+                    tp = rf[r, RF_TEND]
+                    free = ri[r, R_FREE]
+                _plan(
+                    tp,
+                    r,
+                    qi,
+                    qf,
+                    qo,
+                    ri,
+                    rf,
+                    hist,
+                    hk,
+                    hr,
+                    pi,
+                    pf,
+                    poff,
+                    pids,
+                    hslot,
+                    lkey,
+                    lprev,
+                    lnext,
+                    ev,
+                    evpos,
+                    g,
+                )
+                if stage == 2:
+                    ri[r, R_HEAD] = 1
+                    ri[r, R_HPTOK] = ri[r, R_PTOK] - ptok
+                    ri[r, R_HGTOK] = ri[r, R_GTOK] - gtok
+                    ri[r, R_HUSED] = free - ri[r, R_FREE]
+                    break
+                if ri[r, R_MERGE] == 0:
+                    break
+                stage = 2
+            if ri[r, R_BUSY] == 0 and evpos[r] >= 0:  # idle: only the replica at the root is in the heap
+                _ev_pop(ev, evpos, rf, g)
         g[G_NPENDING] = 0
 
 
@@ -890,6 +935,15 @@ def _counters(t, r, qi, ri, rf, hist, pi):
     bs = pi[P_BS]
     gen = ri[r, R_GTOK]
     used = pi[P_BLOCKS] - ri[r, R_FREE]
+    if ri[r, R_BUSY] == 1 and ri[r, R_HEAD] == 1 and t < rf[r, RF_T0]:  # within a merged head step
+        return (
+            ri[r, R_FIN],
+            ri[r, R_PTOK] - ri[r, R_HPTOK],
+            gen - ri[r, R_HGTOK],
+            ri[r, R_NWAIT],
+            ri[r, R_NRUN],
+            used - ri[r, R_HUSED],
+        )
     if ri[r, R_BUSY] == 1 and rf[r, RF_TEND] > t and t >= rf[r, RF_T0]:
         done = min(_first_step_after(rf, r, t) - 1, ri[r, R_K])
         ext = min(done, ri[r, R_K] - 1)  # later steps of the run that have started (allocated)

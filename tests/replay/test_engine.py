@@ -303,6 +303,23 @@ def test_scrape_inside_a_run_counts_the_tokens_of_the_steps_done() -> None:
     assert engine.scrape(1).generation_tokens.tolist() == [g]
 
 
+def test_scrape_inside_the_admission_step_shows_the_counters_of_before_it() -> None:
+    # the step that admits a request is planned with the run after it (one event): until it
+    # ends, a scrape sees neither its first token nor the blocks the next step takes
+    trace = Trace("one", np.zeros(1), np.array([100]), np.array([1_000]))
+    engine = Engine(P70, trace)
+    ttft = P70.step_s(100, pairs(100, 0), 0, 0)
+    engine.run(ttft / 2, np.arange(1), targets=np.zeros(1, dtype=np.int64))
+    inside = engine.scrape(1)
+    assert inside.prompt_tokens.tolist() == [0] and inside.generation_tokens.tolist() == [0]
+    assert inside.running.tolist() == [1] and inside.requests_finished.tolist() == [0]
+    assert inside.kv_usage[0] * P70.kv_blocks == pytest.approx(-(-100 // P70.block_size))
+    engine.run(ttft, np.zeros(0, dtype=np.int64))
+    after = engine.scrape(1)
+    assert after.prompt_tokens.tolist() == [100] and after.generation_tokens.tolist() == [1]
+    assert engine.results().first_token_s[0] == ttft
+
+
 # --- engine profiles and scenarios as data ---------------------------------------------------------
 
 
