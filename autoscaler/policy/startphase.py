@@ -19,7 +19,6 @@ One replica's phases, each of which may take 0 s:
   COMPILE    compile_cached_s on a compile-cache hit, compile_s on a miss; a miss fills the cache
   WARMUP     warmup_s
   READY      serves, and counts as a peer source until the owner says it is gone
-
 """
 
 from __future__ import annotations
