@@ -9,18 +9,20 @@ here and one it would reject is a 400 naming the offending part:
     requirement := ["!"] KEY [ ("in" | "notin") "(" VALUE ("," VALUE)* ")"
                              | ("=" | "==" | "!=" | ">" | "<") VALUE ]
 
-Pure: no I/O, no project imports. Shared: the adapter filters series with it, the controller matches
-pods and serves mode hpa's metric with it, the tests' fake kube-apiserver applies it to lists and watches.
+Pure: no I/O, nothing imported from outside common/ (the key and value rules are in
+labelvalidation.py). Shared: the adapter filters series with it, the controller matches pods and
+serves mode hpa's metric with it, the tests' fake kube-apiserver applies it to lists and watches.
 """
 
 from __future__ import annotations
 
 import enum
 import functools
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from common.labelvalidation import key_problems, parse_int64, value_problems
 
 __all__ = [
     "EVERYTHING",
@@ -70,8 +72,8 @@ class Requirement:
         # > and <: integer comparison; a label that is absent or not an int64 never matches
         if value is None:
             return False
-        label_int = _parse_int64(value)
-        bound = _parse_int64(self.values[0])
+        label_int = parse_int64(value)
+        bound = parse_int64(self.values[0])
         if label_int is None or bound is None:
             return False
         return label_int > bound if op is Operator.GREATER_THAN else label_int < bound
@@ -106,70 +108,6 @@ class Selector:
 
 
 EVERYTHING = Selector()
-
-
-# --- validation (apimachinery pkg/util/validation) -------------------------------------------------
-
-_QUALIFIED_NAME_MAX = 63
-_LABEL_VALUE_MAX = 63
-_DNS1123_SUBDOMAIN_MAX = 253
-_QUALIFIED_NAME_RE = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
-_LABEL_VALUE_RE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
-_DNS1123_SUBDOMAIN_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_INT64_RE = re.compile(r"[+-]?[0-9]+")
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-
-_NAME_RULE = (
-    "must consist of alphanumeric characters, '-', '_' or '.', "
-    "and must start and end with an alphanumeric character"
-)
-
-
-def _parse_int64(text: str) -> int | None:
-    """strconv.ParseInt(text, 10, 64): optional sign and ASCII digits only (no '_', no spaces)."""
-    if _INT64_RE.fullmatch(text) is None:
-        return None
-    number = int(text)
-    return number if _INT64_MIN <= number <= _INT64_MAX else None
-
-
-def _key_problems(key: str) -> list[str]:
-    """validation.IsQualifiedName: [DNS-subdomain prefix '/'] name of ≤ 63 characters."""
-    parts = key.split("/")
-    if len(parts) > 2:
-        return ["a qualified name may contain at most one '/' (an optional DNS subdomain prefix)"]
-    problems: list[str] = []
-    name = parts[-1]
-    if len(parts) == 2:
-        prefix = parts[0]
-        if not prefix:
-            problems.append("prefix part must be non-empty")
-        else:
-            if len(prefix) > _DNS1123_SUBDOMAIN_MAX:
-                problems.append(f"prefix part must be no more than {_DNS1123_SUBDOMAIN_MAX} characters")
-            if _DNS1123_SUBDOMAIN_RE.fullmatch(prefix) is None:
-                problems.append(
-                    "prefix part must be a lowercase DNS subdomain (e.g. 'example.com': "
-                    "lowercase alphanumerics, '-' and '.', alphanumeric at both ends)"
-                )
-    if not name:
-        problems.append("name part must be non-empty")
-        return problems
-    if len(name) > _QUALIFIED_NAME_MAX:
-        problems.append(f"name part must be no more than {_QUALIFIED_NAME_MAX} characters")
-    if _QUALIFIED_NAME_RE.fullmatch(name) is None:
-        problems.append("name part " + _NAME_RULE)
-    return problems
-
-
-def _value_problems(value: str) -> list[str]:
-    """validation.IsValidLabelValue: empty, or ≤ 63 characters of the qualified-name alphabet."""
-    problems: list[str] = []
-    if len(value) > _LABEL_VALUE_MAX:
-        problems.append(f"must be no more than {_LABEL_VALUE_MAX} characters")
-    if _LABEL_VALUE_RE.fullmatch(value) is None:
-        problems.append("a valid label value must be an empty string or " + _NAME_RULE)
-    return problems
 
 
 # --- lexer ----------------------------------------------------------------------------------------
@@ -299,7 +237,7 @@ class _Parser:
             tok, key = self._next()
         if tok is not _Tok.IDENT:
             raise SelectorError(f"found '{key}', expected: identifier")
-        if problems := _key_problems(key):
+        if problems := key_problems(key):
             raise SelectorError(f'invalid label key "{key}": {"; ".join(problems)}')
         if negated:
             # `!k` takes no operator; whatever follows fails in parse() (`!a=b` is an error)
@@ -316,13 +254,13 @@ class _Parser:
         else:
             raise SelectorError(f"found '{lit}', expected: {_BINARY_OPERATORS}")
         ordered = tuple(sorted(values))
-        if operator in (Operator.GREATER_THAN, Operator.LESS_THAN) and _parse_int64(ordered[0]) is None:
+        if operator in (Operator.GREATER_THAN, Operator.LESS_THAN) and parse_int64(ordered[0]) is None:
             raise SelectorError(
                 f"for 'gt', 'lt' operators, the value must be an integer: "
                 f'key "{key}", value "{ordered[0]}"'
             )
         for value in ordered:
-            if problems := _value_problems(value):
+            if problems := value_problems(value):
                 raise SelectorError(f'invalid label value "{value}" at key "{key}": {"; ".join(problems)}')
         return Requirement(key, operator, ordered)
 

@@ -12,9 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from replay.calibrate import FitError, add_arguments, compare, fit_profile, pair, run, simulate_offline
+from replay.calibrate import add_arguments, compare, pair, run, simulate_offline
 from replay.emulate.batching import run_virtual
 from replay.online.records import RequestRecord, Status, write_records
+from replay.profilefit import FitError, fit_profile
 from replay.profiles import REFERENCE_70B, EngineProfile
 
 TRUE = EngineProfile(
