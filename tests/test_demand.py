@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -141,3 +142,64 @@ def test_a_malformed_state_is_refused_naming_the_field(field: str, value: object
 
 def test_scaled_demand_scales_every_rate() -> None:
     assert Demand(2.0, 10.0, 4.0).scaled(1.5) == Demand(3.0, 15.0, 6.0)
+
+
+def tick(
+    spec: DemandSpec, state: demand.DemandState | None, at: float, rate: float, horizon_s: float
+) -> tuple[demand.DemandState, float]:
+    """One tick as planner.py runs it: observe the readings, then score against the smoothed level
+    and keep the mean forecast horizon_s ahead, loads in requests/s (a steady in-flight count, so
+    the demand is the rate). Returns the state and the typical load the errors were offset by."""
+    state, _ = demand.observe(spec, state, at, rate, rate, rate, 0.0)
+    typical = requests(state.typical)
+    level = requests(demand.expected(spec, state, 0.0))
+    ahead = requests(demand.expected(spec, state, horizon_s))
+    return demand.track(spec, state, at, level, horizon_s, ahead, typical), typical
+
+
+def test_a_burst_inside_the_horizon_is_scored_through_observe_and_track() -> None:
+    """20/s, one tick at 60/s, back to 20/s, inside a 60 s horizon: the forecast of 20 made at 0 is
+    scored at 60 against the burst's 60, not the 20 of its due tick. alpha 1 makes the level the
+    sample and beta 0 keeps the trend at its first difference (0), so every forecast is 20; the
+    first scored error sets the error scale to its size. The log ratio is offset by the typical
+    load (about 20 here, see demand.upper): log((60 + T) / (20 + T)), log(60 / 20) at T = 0."""
+    spec = DemandSpec(alpha=1.0, beta=0.0)
+    state: demand.DemandState | None = None
+    for at, rate in ((0.0, 20.0), (15.0, 20.0), (30.0, 60.0), (45.0, 20.0)):
+        state, _ = tick(spec, state, at, rate, 60.0)
+    assert state is not None and state.scored == 0.0  # nothing due yet
+    assert [load for _, _, load in state.pending][:2] == [20.0, 20.0]
+    state, typical = tick(spec, state, 60.0, 20.0, 60.0)
+    assert state.scored == 1.0
+    assert 20.0 < typical < 21.0
+    assert state.error_scale == pytest.approx(math.log((60.0 + typical) / (20.0 + typical)), rel=1e-9)
+
+
+def test_the_band_learns_a_recurring_burst_through_observe_and_track() -> None:
+    """A steady 20/s with a one-tick burst to 60/s in every minute (a 60 s horizon sees one in each
+    forecast's window): the scored quantile settles near the burst's log ratio, not at the 0 of
+    the quiet ticks the forecasts fall due on."""
+    spec = DemandSpec(alpha=1.0, beta=0.0, quantile=0.9, prior_weight=0.0)
+    state: demand.DemandState | None = None
+    typical = 0.0
+    for i in range(400):
+        state, typical = tick(spec, state, 15.0 * i, 60.0 if i % 4 == 2 else 20.0, 60.0)
+    assert state is not None and state.scored > 300
+    burst = math.log((60.0 + typical) / (20.0 + typical))
+    assert demand.error_quantile(spec, state) > 0.5 * burst
+
+
+def test_the_peaks_kept_stay_bounded_at_short_ticks_and_round_trip() -> None:
+    """Ticks 1 s apart, a 600 s horizon and a level falling every tick (each a new window maximum
+    for the forecast made just before it): at most one level is kept per gap between forecasts,
+    the state still round-trips through JSON, and the first forecast (200, made at 0) is scored at
+    600 against the peak of (0, 600], 99.9, not the 40 of its due tick."""
+    spec = DemandSpec(prior_weight=0.0)
+    state = feed([(0.0, 10.0, 10.0, 10.0, 0.0)], spec)
+    state = demand.track(spec, state, 0.0, 10.0, 600.0, 200.0, 0.0)
+    for t in range(1, 601):
+        state = demand.track(spec, state, float(t), 100.0 - t / 10.0, 600.0, 200.0, 0.0)
+        assert len(state.peaks) <= demand.MAX_PENDING + 1
+    assert state.scored == 1.0
+    assert state.error_scale == pytest.approx(math.log(200.0 / 99.9), rel=1e-9)
+    assert demand.DemandState.from_dict(json.loads(json.dumps(state.to_dict()))) == state

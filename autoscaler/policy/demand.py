@@ -178,9 +178,7 @@ def observe(
             state.error_scale,
             state.scored,
             _toward(state.typical, now_demand, -math.expm1(-dt * _LN2 / TYPICAL_HALF_LIFE_S)),
-            # peaks: (), the field's default, which the constructor call here always left it at,
-            # so track() sees only this tick's level (not state.peaks: that would change decisions)
-            (),
+            state.peaks,  # the levels the pending forecasts are scored against (track)
         ),
     )
     return new, _new(Estimate, (now_demand, growth))
@@ -307,12 +305,18 @@ def track(
     step within two scrapes (alpha 0.5), so a burst that lasts longer is scored in full.
     """
     peaks = state.peaks
+    pending = state.pending
     end = len(peaks)
     while end and peaks[end - 1][1] <= level_now:
         end -= 1
-    peaks = (*peaks[:end], (now, level_now))
+    if end and pending and peaks[end - 1][0] > pending[-1][0]:
+        # a higher level since the newest forecast was made: every pending window holds it, and a
+        # forecast made from now on starts after this tick, so this level is never a window's peak
+        # (one entry per gap between forecasts: the tuple is bounded by MAX_PENDING + 1)
+        peaks = peaks[:end]
+    else:
+        peaks = (*peaks[:end], (now, level_now))
     offset = typical_load + 1e-12
-    pending = state.pending
     q, scale, scored = state.error_quantile, state.error_scale, state.scored
     due = 0
     while due < len(pending) and pending[due][1] <= now:
