@@ -158,21 +158,30 @@ def tick(
 
 
 def test_a_burst_inside_the_horizon_is_scored_through_observe_and_track() -> None:
-    """20/s, one tick at 60/s, back to 20/s, inside a 60 s horizon: the forecast of 20 made at 0 is
-    scored at 60 against the burst's 60, not the 20 of its due tick. alpha 1 makes the level the
-    sample and beta 0 keeps the trend at its first difference (0), so every forecast is 20; the
-    first scored error sets the error scale to its size. The log ratio is offset by the typical
-    load (about 20 here, see demand.upper): log((60 + T) / (20 + T)), log(60 / 20) at T = 0."""
+    """20/s, one tick at 60/s, back to 20/s, inside a 60 s horizon: the forecasts of 20 made at 0
+    and 15 are scored against the burst's 60, not the 20 of their due ticks, and at the burst's
+    tick (it is above their band, the error quantile 0 so far: whatever comes, their error is
+    above it), not a horizon later. alpha 1 makes the level the sample and beta 0 keeps the trend
+    at its first difference (0), so every forecast is 20; the first scored error sets the error
+    scale to its size. The log ratio is offset by the typical load (about 20 here, see
+    demand.upper): log((60 + T) / (20 + T)), log(60 / 20) at T = 0."""
     spec = DemandSpec(alpha=1.0, beta=0.0)
     state: demand.DemandState | None = None
-    for at, rate in ((0.0, 20.0), (15.0, 20.0), (30.0, 60.0), (45.0, 20.0)):
-        state, _ = tick(spec, state, at, rate, 60.0)
-    assert state is not None and state.scored == 0.0  # nothing due yet
-    assert [load for _, _, load in state.pending][:2] == [20.0, 20.0]
-    state, typical = tick(spec, state, 60.0, 20.0, 60.0)
-    assert state.scored == 1.0
+    for at in (0.0, 15.0):
+        state, _ = tick(spec, state, at, 20.0, 60.0)
+    assert state is not None and state.scored == 0.0
+    assert [load for _, _, load in state.pending] == [20.0, 20.0]
+    state, typical = tick(spec, state, 30.0, 60.0, 60.0)
     assert 20.0 < typical < 21.0
+    assert state.scored == 2.0  # both, early
     assert state.error_scale == pytest.approx(math.log((60.0 + typical) / (20.0 + typical)), rel=1e-9)
+    assert demand.DemandState.from_dict(state.to_dict()) == state  # the early-scored marks too
+    before = state.error_quantile
+    for at in (45.0, 60.0, 75.0):  # their due ticks: not scored again
+        state, _ = tick(spec, state, at, 20.0, 60.0)
+    assert state.scored == 2.0 and state.error_quantile == before
+    state, _ = tick(spec, state, 90.0, 20.0, 60.0)  # the forecast made at 30 (60) meets 20s
+    assert state.scored == 3.0 and state.error_quantile < before
 
 
 def test_the_band_learns_a_recurring_burst_through_observe_and_track() -> None:

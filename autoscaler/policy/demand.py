@@ -12,8 +12,9 @@ and the token demand adds the tokens those extra requests carry (the mean per fi
 smoothed, times the same growth). Every series is forecast by Holt's method with a damped trend
 (the trend's effect fades with time constant damping_s, so no horizon extrapolates without bound),
 in Wright's irregular-time form as forecast.py's Holt. The forecaster's own error is scored online:
-each tick's forecast is kept until its target time, then compared with what came; a stochastic
-approximation tracks the `quantile` of those log ratios, and planning uses the forecast times
+each tick's forecast is kept until its target time, then compared with the peak that came (or
+earlier, once that peak is above its band); a stochastic approximation tracks the `quantile` of
+those log ratios, and planning uses the forecast times
 exp(that quantile). docs/forecasting.md ("Demand") has the details and the defaults' reasons.
 
 Pure: no clock, no I/O; times are seconds on the caller's clock. State is a NamedTuple value.
@@ -54,7 +55,8 @@ class DemandState(NamedTuple):
     prompt_tokens: Series
     output_tokens: Series
     primed: bool  # a second sample gave the trends a start
-    pending: tuple[tuple[float, float, float], ...]  # (made at, target time, forecast load), oldest first
+    # (made at, target time, forecast load), oldest first; load -1: scored early (demand.track)
+    pending: tuple[tuple[float, float, float], ...]
     error_quantile: float  # tracked quantile of log(actual / forecast)
     error_scale: float  # smoothed |log ratio|: the quantile tracker's step
     scored: float  # forecasts scored so far (capped at MAX_SCORED)
@@ -303,34 +305,69 @@ def track(
     noise is not demand a fleet must be sized for (the queue absorbs one scrape of it, and the
     capacity model's queueing tail covers the Poisson arrivals at a rate). The level follows a
     step within two scrapes (alpha 0.5), so a burst that lasts longer is scored in full.
+
+    A forecast whose window has already peaked above its band is scored then, not at t + h: its
+    error is above the tracked quantile whatever comes, so the tracker's step is known; the band
+    widens during a burst, not a horizon after it.
     """
     peaks = state.peaks
     pending = state.pending
     end = len(peaks)
     while end and peaks[end - 1][1] <= level_now:
         end -= 1
-    if end and pending and peaks[end - 1][0] > pending[-1][0]:
+    # the forecasts made since `since` have this tick's level as the peak of their window so far
+    since = peaks[end - 1][0] if end else -math.inf
+    if end and pending and since > pending[-1][0]:
         # a higher level since the newest forecast was made: every pending window holds it, and a
         # forecast made from now on starts after this tick, so this level is never a window's peak
         # (one entry per gap between forecasts: the tuple is bounded by MAX_PENDING + 1)
         peaks = peaks[:end]
+        since = math.inf
     else:
         peaks = (*peaks[:end], (now, level_now))
     offset = typical_load + 1e-12
     q, scale, scored = state.error_quantile, state.error_scale, state.scored
     due = 0
     while due < len(pending) and pending[due][1] <= now:
-        made = pending[due][0]
+        made, _, forecast = pending[due]
+        due += 1
+        if forecast < 0.0:
+            continue  # scored early (below)
         peak = next(load for at, load in peaks if at > made)  # the newest entry qualifies
-        e = math.log((peak + offset) / (pending[due][2] + offset))
+        e = math.log((peak + offset) / (forecast + offset))
         e = MAX_ERROR if e > MAX_ERROR else -MAX_ERROR if e < -MAX_ERROR else e
         scale += 0.05 * (abs(e) - scale) if scored else abs(e)
         q += (0.1 * scale + 1e-3) * (spec.quantile - (1.0 if e <= q else 0.0))
         if scored < MAX_SCORED:
             scored += 1.0
-        due += 1
     if due:
         pending = pending[due:]
+    # Early scoring: a forecast not yet due whose window has already peaked above its band has an
+    # error above the tracked quantile whatever comes before it falls due, so the tracker's step is
+    # known now: it is scored now (with the error so far, a lower bound), and the band widens during
+    # a burst instead of one horizon after it. Only the forecasts whose peak this tick's level is
+    # can have crossed it since the last tick (the newest, made since `since`).
+    i = len(pending) - 1
+    if i >= 0 and pending[i][0] >= since:
+        top = level_now + offset
+        bound = math.exp(q)
+        early = None
+        while i >= 0 and pending[i][0] >= since:
+            made, target, forecast = pending[i]
+            if forecast >= 0.0 and top > (forecast + offset) * bound:
+                e = math.log(top / (forecast + offset))
+                e = MAX_ERROR if e > MAX_ERROR else -MAX_ERROR if e < -MAX_ERROR else e
+                scale += 0.05 * (abs(e) - scale) if scored else abs(e)
+                q += (0.1 * scale + 1e-3) * spec.quantile
+                bound = math.exp(q)
+                if scored < MAX_SCORED:
+                    scored += 1.0
+                if early is None:
+                    early = list(pending)
+                early[i] = (made, target, -1.0)
+            i -= 1
+        if early is not None:
+            pending = tuple(early)
     scored_at = min(horizon_s, MAX_SCORED_HORIZON_S)
     if not pending or now - pending[-1][0] >= scored_at / 32.0:
         if len(pending) >= MAX_PENDING:
