@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoscaler.policy import capacity
+from autoscaler.policy import capacity, tpottail
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.spec import ReplicaProfile, SloTarget
 
@@ -137,7 +137,7 @@ def test_the_tpot_tail_sum_matches_its_definition_by_simulation() -> None:
         g = rng.geometric(1.0 - u, 200_000) - 1  # numpy's geometric counts trials from 1
         k = g + rng.poisson(mu, 200_000)
         tokens = rng.gamma(np.maximum(k, 1), 1.0) * (k > 0)
-        assert capacity._beyond(z, mu, u) == pytest.approx(float((tokens > z).mean()), abs=0.01)
+        assert tpottail._beyond(z, mu, u, 2.0) == pytest.approx(float((tokens > z).mean()), abs=0.01)
 
 
 def test_the_tpot_tail_binds_for_short_outputs_beside_long_prompts() -> None:

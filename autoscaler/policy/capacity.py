@@ -13,7 +13,7 @@ The model of one replica that receives x requests/s of p prompt and o output tok
   step      in the steady state a step of length s holds x·p·s prefill tokens and x·o·s decodes
             (Little's law), so s = base + x·w·s, i.e. s = base / (1 - ρ) with ρ = x·w;
   TPOT      = s (one token per running request per step): s <= tpot  <=>  ρ <= 1 - base / tpot;
-            and per request (tpot_rate, below): few decode steps that carry prompt chunks;
+            and per request (tpot_rate, tpottail.py): few decode steps that carry prompt chunks;
   batch     B = x·o·s running requests, at most max_num_seqs and kv_cache_tokens / L;
   TTFT      prefill is FIFO within a replica, and the router (a Service's random or round-robin
             choice, or the least requests in flight, which running decodes dominate) does not see
@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+from autoscaler.policy import tpottail
 from autoscaler.policy.spec import ReplicaProfile, SloTarget
 
 MIN_RATE = 1e-6  # requests/s below which a target is idle
@@ -288,24 +289,8 @@ def _split_servers(offered: float, slack_services: float, tail: float) -> int:
     return max(1, math.ceil(offered / lo - 1e-9))
 
 
-# --- the per-request TPOT tail ------------------------------------------------------------------
-#
-# A request's TPOT is the mean of the steps it decodes in, and a step that carries a prefill chunk
-# is longer by a (the prefill cost) per prompt token: a request of few output tokens whose steps
-# meet a long prompt misses its TPOT though the mean step meets it. Per replica at x requests/s:
-# decode-only steps take s0 = base + d·B (B the running batch, Little's law), so a request of D
-# steps after its first token misses when the prefill tokens its D steps carry exceed D·m,
-# m = (tpot - s0) / a (never when one step's token budget is below m). Those tokens are the
-# prefill backlog it finds (the M/M/1 workload of the replica's prefill queue at utilization u: a
-# geometric number of prompts) plus the prompts arriving during its first D - 1 steps (Poisson,
-# x·(D - 1)·s of them, s the mean step: over D - 1 TPOT targets instead the model asked for 6
-# replicas where the replay needs 4), prompts exponential with the mean p and outputs geometric
-# with the mean o (cs² = 1, as the TTFT tail: counters give only the means). The share of
-# requests that miss, over D, is held within the SLO's tail by the least count n whose x = λ / n
-# fits.
+# --- the per-request TPOT tail (tpottail.py: the model and its series) ---------------------------
 
-TPOT_SERIES_MAX = 60.0  # a tail of more mean prompts than this is read off the normal approximation
-_EXACT_STEPS = 16  # output lengths summed one by one up to here, then over bins 1.25x wide
 _TPOT_QUANTUM = 16.0  # the TPOT tail's rate is cached on the mix and speed rounded to 1/16 in log (6 %)
 _tpot_cache: dict[tuple[object, ...], float] = {}  # cleared when it reaches 4096
 
@@ -327,91 +312,6 @@ def tpot_rate(profile: ReplicaProfile, tpot_s: float, tail: float, p: float, o: 
         if len(_tpot_cache) >= 4096:
             _tpot_cache.clear()
         tail_r, p_r, o_r, speed_r = (math.exp(k / _TPOT_QUANTUM) for k in key[2:])
-        got = _tpot_rate(profile, tpot_s, min(tail_r, 1.0), p_r, max(o_r, 1.0), speed_r)
+        got = tpottail.rate(profile, tpot_s, min(tail_r, 1.0), p_r, max(o_r, 1.0), speed_r)
         _tpot_cache[key] = got
     return got
-
-
-def _tpot_rate(
-    profile: ReplicaProfile, tpot_s: float, tail: float, p: float, o: float, speed: float
-) -> float:
-    base = profile.step_base_s / speed
-    a = prefill_token_s(profile, p) / speed
-    d = decode_token_s(profile, p, o) / speed
-    w = a * p + d * o
-    hi = (1.0 - base / tpot_s) / w  # the mean step at the target: longer outputs miss past it
-    if hi <= 0.0 or _tpot_miss(profile, tpot_s, tail, p, o, base, a, d, w, hi) <= tail:
-        return math.inf
-    lo = 0.0
-    for _ in range(14):  # to 1/16384 of the mean bound
-        x = 0.5 * (lo + hi)
-        if _tpot_miss(profile, tpot_s, tail, p, o, base, a, d, w, x) <= tail:
-            lo = x
-        else:
-            hi = x
-    return lo
-
-
-def _tpot_miss(
-    profile: ReplicaProfile,
-    tpot_s: float,
-    tail: float,
-    p: float,
-    o: float,
-    base: float,
-    a: float,
-    d: float,
-    w: float,
-    x: float,
-) -> float:
-    """The share of requests over their TPOT at x requests/s per replica (the model above); the
-    sum over output lengths stops once what is left is far below `tail`."""
-    rho = x * w
-    if rho >= 1.0:
-        return 1.0
-    step = base / (1.0 - rho)  # the mean step
-    batch = min(x * o * step, float(profile.max_num_seqs))
-    m = (tpot_s - base - d * batch) / a  # prefill tokens a step may carry on average
-    if m <= 0.0:
-        return 1.0
-    budget = profile.max_batched_tokens
-    if budget is not None and m >= (budget if profile.prefill_first else budget - batch):
-        return 0.0
-    u = x * p / _prefill_rate_of(profile, x, o, base, w, a, d)
-    if u >= 1.0:
-        return 1.0
-    if o <= 1.0:
-        return 0.0
-    keep = 1.0 - 1.0 / o  # P(D >= n + 1 | D >= n): geometric output lengths of mean o
-    missed, mass, n = 0.0, keep, 1  # mass = P(D >= n)
-    while mass > 1e-4 * tail:
-        width = 1 if n < _EXACT_STEPS else max(1, n // 4)
-        share = _beyond(n * m / p, x * (n - 1) * step, u)
-        after = mass * keep**width
-        missed += (mass - after) * share
-        if share < 1e-3 * tail and n >= _EXACT_STEPS:
-            break
-        mass, n = after, n + width
-    return missed
-
-
-def _beyond(z: float, mu: float, u: float) -> float:
-    """P(the tokens of G + N exponential prompts exceed z mean prompts), G geometric (P(G = k) =
-    (1 - u)·u^k: the M/M/1 backlog) and N Poisson of mean mu (the arrivals): an Erlang sum is
-    above z when fewer than its count of a rate-1 Poisson process fall within z."""
-    if z > TPOT_SERIES_MAX:  # the normal approximation, with the sum's mean and variance
-        mean = mu + u / (1.0 - u)
-        var = 2.0 * mu + u * (2.0 - u) / (1.0 - u) ** 2
-        return 0.5 * math.erfc((z - mean) / math.sqrt(2.0 * var))
-    pz = math.exp(-z)  # P(Poisson(z) = j)
-    pm = math.exp(-mu)  # P(N = j)
-    cdf = pm  # P(N <= j)
-    h = pm  # sum over i <= j of P(N = i)·u^(j - i): P(G + N <= j) = cdf - u·h
-    total = 0.0
-    for j in range(int(z + 10.0 * math.sqrt(z) + 12.0)):
-        total += pz * (1.0 - cdf + u * h)
-        pz *= z / (j + 1)
-        pm *= mu / (j + 1)
-        cdf += pm
-        h = u * h + pm
-    return total

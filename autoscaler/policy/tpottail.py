@@ -1,0 +1,187 @@
+"""The per-request TPOT tail of capacity.size: the most requests/s one replica serves with at most
+a given share of them over their TPOT target. capacity.tpot_rate caches it; this is its miss.
+
+A request's TPOT is the mean of the steps it decodes in, and a step that carries a prefill chunk
+is longer by a (the prefill cost) per prompt token: a request of few output tokens whose steps
+meet a long prompt misses its TPOT though the mean step meets it. Per replica at x requests/s:
+decode-only steps take s0 = base + d·B (B the running batch, Little's law), so a request of D
+steps after its first token misses when the prefill tokens its D steps carry exceed D·m,
+m = (tpot - s0) / a (never when one step's token budget is below m). Those tokens are the
+prefill backlog it finds (the M/M/1 workload of the replica's prefill queue at utilization u: a
+geometric number of prompts) plus the prompts arriving during its first D - 1 steps (Poisson,
+x·(D - 1)·s of them, s the mean step: over D - 1 TPOT targets instead the model asked for 6
+replicas where the replay needs 4), prompts exponential with the mean p and outputs geometric
+with the mean o (cs² = 1, as the TTFT tail: counters give only the means). The share of
+requests that miss, over D, is held within the SLO's tail by the least count n whose x = λ / n
+fits.
+
+Pure Python, as the policy core is; the replay runs a copy compiled by numba from this same source
+(replay/policies/tailkernel.py, installed with use()): a miss sums ~40 series of up to ~150 terms
+at each of 15 bisection steps, 1.7-3.1 ms interpreted and ~40 µs compiled, and a sweep's
+configuration misses ~11 times. So the source keeps to what numba compiles to the same bits:
+floats only, no reassociation the compiler could see through, and every power with a run-time
+exponent (`keep ** float(width)`, `** two`): LLVM rewrites a constant one (x ** 2.0 as x·x), which
+rounds differently from the C library's pow that Python calls (854 of 1,000,000 random squares).
+tests/test_tpottail.py holds the compiled copy to these bits.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from autoscaler.policy.spec import ReplicaProfile
+
+TPOT_SERIES_MAX = 60.0  # a tail of more mean prompts than this is read off the normal approximation
+_EXACT_STEPS = 16  # output lengths summed one by one up to here, then over bins 1.25x wide
+
+
+def rate(profile: ReplicaProfile, tpot_s: float, tail: float, p: float, o: float, speed: float) -> float:
+    """The most requests/s one replica serves with at most `tail` of them over `tpot_s` (inf when
+    no request can miss it by the prefill it shares its steps with), for p-token prompts and
+    o-token outputs at `speed` (o >= 1, 0 < tail <= 1)."""
+    budget = profile.max_batched_tokens
+    return float(
+        _kernel(
+            float(profile.step_base_s),
+            float(profile.prefill_s_per_token),
+            float(profile.prefill_s_per_attention_pair),
+            float(profile.decode_s_per_request),
+            float(profile.decode_s_per_context_token),
+            budget is not None,
+            0.0 if budget is None else float(budget),
+            bool(profile.prefill_first),
+            float(profile.max_num_seqs),
+            float(tpot_s),
+            float(tail),
+            float(p),
+            float(o),
+            float(speed),
+            2.0,
+        )
+    )
+
+
+def _rate(
+    base_s: float,
+    prefill_s: float,
+    attention_s: float,
+    request_s: float,
+    context_s: float,
+    has_budget: bool,
+    budget: float,
+    prefill_first: bool,
+    seqs: float,
+    tpot_s: float,
+    tail: float,
+    p: float,
+    o: float,
+    speed: float,
+    two: float,
+) -> float:
+    """rate() on the profile's fields (`two` = 2.0, the variance's exponent, see the module)."""
+    base = base_s / speed
+    a = (prefill_s + attention_s * 0.5 * (p + 1.0)) / speed  # capacity.prefill_token_s / speed
+    d = (request_s + context_s * (p + 0.5 * o)) / speed  # capacity.decode_token_s / speed
+    w = a * p + d * o
+    hi = (1.0 - base / tpot_s) / w  # the mean step at the target: longer outputs miss past it
+    if hi <= 0.0:
+        return math.inf
+    args = (base, a, d, w, has_budget, budget, prefill_first, seqs, tpot_s, tail, p, o, two)
+    if _miss(*args, hi) <= tail:
+        return math.inf
+    lo = 0.0
+    for _ in range(14):  # to 1/16384 of the mean bound
+        x = 0.5 * (lo + hi)
+        if _miss(*args, x) <= tail:
+            lo = x
+        else:
+            hi = x
+    return lo
+
+
+def _miss(
+    base: float,
+    a: float,
+    d: float,
+    w: float,
+    has_budget: bool,
+    budget: float,
+    prefill_first: bool,
+    seqs: float,
+    tpot_s: float,
+    tail: float,
+    p: float,
+    o: float,
+    two: float,
+    x: float,
+) -> float:
+    """The share of requests over their TPOT at x requests/s per replica (the model above); the
+    sum over output lengths stops once what is left is far below `tail`."""
+    rho = x * w
+    if rho >= 1.0:
+        return 1.0
+    step = base / (1.0 - rho)  # the mean step
+    batch = min(x * o * step, seqs)
+    m = (tpot_s - base - d * batch) / a  # prefill tokens a step may carry on average
+    if m <= 0.0:
+        return 1.0
+    if has_budget and m >= (budget if prefill_first else budget - batch):
+        return 0.0
+    # the prefill rate with the decodes carried at x (capacity._prefill_rate_of, with a budget)
+    if not has_budget:
+        prefill_rate = 1.0 / a
+    elif prefill_first:
+        prefill_rate = budget / (base + a * budget)
+    else:
+        carried = min(x * o * base / (1.0 - min(x * w, 0.95)), budget * 0.5)
+        chunk = budget - carried
+        prefill_rate = chunk / (base + a * chunk + d * carried)
+    u = x * p / prefill_rate
+    if u >= 1.0:
+        return 1.0
+    if o <= 1.0:
+        return 0.0
+    keep = 1.0 - 1.0 / o  # P(D >= n + 1 | D >= n): geometric output lengths of mean o
+    missed, mass, n = 0.0, keep, 1  # mass = P(D >= n)
+    while mass > 1e-4 * tail:
+        width = 1 if n < _EXACT_STEPS else max(1, n // 4)
+        share = _beyond(n * m / p, x * (n - 1) * step, u, two)
+        after = mass * keep ** float(width)
+        missed += (mass - after) * share
+        if share < 1e-3 * tail and n >= _EXACT_STEPS:
+            break
+        mass, n = after, n + width
+    return missed
+
+
+def _beyond(z: float, mu: float, u: float, two: float) -> float:
+    """P(the tokens of G + N exponential prompts exceed z mean prompts), G geometric (P(G = k) =
+    (1 - u)·u^k: the M/M/1 backlog) and N Poisson of mean mu (the arrivals): an Erlang sum is
+    above z when fewer than its count of a rate-1 Poisson process fall within z."""
+    if z > TPOT_SERIES_MAX:  # the normal approximation, with the sum's mean and variance
+        mean = mu + u / (1.0 - u)
+        var = 2.0 * mu + u * (2.0 - u) / (1.0 - u) ** two
+        return 0.5 * math.erfc((z - mean) / math.sqrt(2.0 * var))
+    pz = math.exp(-z)  # P(Poisson(z) = j)
+    pm = math.exp(-mu)  # P(N = j)
+    cdf = pm  # P(N <= j)
+    h = pm  # sum over i <= j of P(N = i)·u^(j - i): P(G + N <= j) = cdf - u·h
+    total = 0.0
+    for j in range(int(z + 10.0 * math.sqrt(z) + 12.0)):
+        total += pz * (1.0 - cdf + u * h)
+        pz *= z / (j + 1)
+        pm *= mu / (j + 1)
+        cdf += pm
+        h = u * h + pm
+    return total
+
+
+RateKernel = Callable[..., float]
+_kernel: RateKernel = _rate
+
+
+def use(kernel: RateKernel | None) -> None:
+    """Compute the tail with `kernel`, a compiled copy of _rate giving its bits (None: _rate)."""
+    global _kernel
+    _kernel = _rate if kernel is None else kernel

@@ -1,0 +1,120 @@
+"""The TPOT tail the replay compiles (replay/policies/tailkernel.py) gives the bits of the policy
+core's pure-Python source (autoscaler/policy/tpottail.py): every league number depends on them,
+and numba may compute a different expression than the one written (a constant power is such a
+case: x ** 2.0 becomes x·x, which rounds differently from the C library's pow in ~0.1 % of cases)."""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import asdict
+from typing import Any
+
+from autoscaler.policy import tpottail
+from autoscaler.policy.spec import ReplicaProfile
+from replay.policies import tailkernel
+
+
+def _log_uniform(rng: random.Random, lo: float, hi: float) -> float:
+    return math.exp(rng.uniform(math.log(lo), math.log(hi)))
+
+
+def _cases(n_rates: int, n_sums: int, n_misses: int) -> dict[str, list[object]]:
+    """Random profiles and mixes near where the tail binds (long prompts, short outputs), every
+    token-budget kind; series on both sides of the normal branch; and the share that misses at
+    random loads (its bits: the bisection's result hides most one-ulp changes)."""
+    rng = random.Random(11)
+    rates: list[object] = []
+    while len(rates) < n_rates:
+        seqs = rng.choice((64, 256, 1024))
+        budget = rng.choice((None, 2048, 8192, 16384))
+        profile = ReplicaProfile(
+            step_base_s=_log_uniform(rng, 0.008, 0.04),
+            prefill_s_per_token=_log_uniform(rng, 2e-5, 2e-4),
+            prefill_s_per_attention_pair=rng.choice((0.0, _log_uniform(rng, 1e-10, 2e-8))),
+            decode_s_per_request=_log_uniform(rng, 1e-6, 1e-4),
+            decode_s_per_context_token=rng.choice((0.0, _log_uniform(rng, 1e-9, 5e-8))),
+            max_batched_tokens=budget,
+            max_num_seqs=seqs,
+            prefill_first=rng.random() < 0.25,
+        )
+        args = (
+            _log_uniform(rng, 0.05, 0.3),  # tpot_s
+            _log_uniform(rng, 0.002, 0.2),  # tail
+            _log_uniform(rng, 200.0, 30_000.0),  # p
+            _log_uniform(rng, 2.0, 400.0),  # o
+            _log_uniform(rng, 0.5, 2.0),  # speed
+        )
+        if tpottail.rate(profile, *args) < math.inf:  # the bisection ran (interpreted: ~2 ms)
+            rates.append({"profile": asdict(profile), "args": args})
+    # the series, and many normal approximations (cheap), where few arrivals and a busy queue let
+    # the variance's square show in the result (a constant power changes ~0.03 % of them)
+    sums: list[object] = [
+        (rng.uniform(0.0, 60.0), rng.uniform(1e-3, 80.0), rng.random())
+        if i % 20 == 0
+        else (rng.uniform(60.5, 90.0), rng.uniform(0.0, 0.01), rng.uniform(0.9, 0.995))
+        for i in range(n_sums)
+    ]
+    misses: list[object] = []
+    for _ in range(n_misses):
+        base, a, d = rng.uniform(0.008, 0.04), _log_uniform(rng, 2e-5, 2e-4), _log_uniform(rng, 1e-6, 1e-4)
+        p, o = _log_uniform(rng, 200.0, 30_000.0), _log_uniform(rng, 2.0, 400.0)
+        w = a * p + d * o
+        budget = rng.choice((0.0, 2048.0, 8192.0))
+        tpot_s, tail = rng.uniform(0.05, 0.3), _log_uniform(rng, 0.002, 0.2)
+        x = rng.uniform(0.0, 1.0 / w)
+        misses.append(
+            (base, a, d, w, budget > 0.0, budget, rng.random() < 0.25, 256.0, tpot_s, tail, p, o, 2.0, x)
+        )
+    return {"rates": rates, "sums": sums, "misses": misses}
+
+
+def _bits(rate: Any, miss: Any, beyond: Any, cases: dict[str, list[Any]]) -> dict[str, list[str]]:
+    """Each case's result as hex: the rates through tpottail.rate's argument list, the shares that
+    miss and the series directly."""
+    rates = []
+    for c in cases["rates"]:
+        profile = ReplicaProfile(**c["profile"])
+        budget = profile.max_batched_tokens
+        fields = (
+            profile.step_base_s,
+            profile.prefill_s_per_token,
+            profile.prefill_s_per_attention_pair,
+            profile.decode_s_per_request,
+            profile.decode_s_per_context_token,
+            budget is not None,
+            0.0 if budget is None else float(budget),
+            profile.prefill_first,
+            float(profile.max_num_seqs),
+        )
+        rates.append(float(rate(*fields, *c["args"], 2.0)).hex())
+    return {
+        "rates": rates,
+        "misses": [float(miss(*m)).hex() for m in cases["misses"]],
+        "sums": [float(beyond(z, mu, u, 2.0)).hex() for z, mu, u in cases["sums"]],
+    }
+
+
+def test_the_compiled_tail_gives_the_bits_of_its_python_source() -> None:
+    cases = _cases(40, 60_000, 400)
+    assert sum(z > tpottail.TPOT_SERIES_MAX for z, _, _ in cases["sums"]) > 50_000
+    compiled_rate = tailkernel.compiled_rate()
+    # the compiled callees, as the compiled _rate calls them (each compiled from its own copy)
+    scope = compiled_rate.py_func.__globals__
+    compiled = _bits(compiled_rate, scope["_miss"], scope["_beyond"], cases)
+    interpreted = _bits(tpottail._rate, tpottail._miss, tpottail._beyond, cases)
+    assert sum(float.fromhex(m) > 0.0 for m in interpreted["misses"]) > 100  # the series ran
+    assert interpreted == compiled
+
+
+def test_the_installed_kernel_serves_the_cores_rate() -> None:
+    profile = ReplicaProfile(
+        step_base_s=0.0185, prefill_s_per_token=5.55e-5, max_batched_tokens=8192, max_num_seqs=1024
+    )
+    interpreted = tpottail.rate(profile, 0.2, 0.01, 2048.0, 28.0, 1.0)
+    tailkernel.install()
+    try:
+        assert tpottail._kernel is tailkernel.compiled_rate()
+        assert tpottail.rate(profile, 0.2, 0.01, 2048.0, 28.0, 1.0) == interpreted < math.inf
+    finally:
+        tpottail.use(None)
