@@ -152,7 +152,7 @@ def size(
             offered = lam * service
             slack_services = slack / service * 2.0 / (1.0 + SERVICE_CV2)
             budget = _wait_budget(tail, p, rate, beta, ttft_s - step, ttft_tokens)
-            ttft_n = _ttft_servers(_log_step(offered), _log_step(slack_services), _log_step(budget))
+            ttft_n = _ttft_servers(offered, slack_services, budget)
             if ttft_n <= replicas:
                 break
             replicas, binding = ttft_n, "ttft"
@@ -241,29 +241,28 @@ def _decode_rate_of(profile: ReplicaProfile, slo: SloTarget, base: float, d: flo
     return batch / (base + d * batch)
 
 
-def _log_step(x: float) -> int | None:
-    """x rounded to 1/256 in log scale, as the step k of exp(k / 256) (None for x <= 0, which
-    stands for 0): the TTFT search is cached on its inputs so rounded."""
-    if x <= 0.0:
-        return None
-    return round(math.log(x) * _QUANTUM)
-
-
 _ttft_cache: dict[tuple[int | None, int | None, int | None], int] = {}  # cleared when it reaches 8192
 
 
-def _ttft_servers(offered: int | None, slack_services: int | None, budget: int | None) -> int:
-    """_split_servers on the rounded inputs whose _log_step are given, cached on those steps
-    (small ints hash faster than floats, and the exps are paid once per entry)."""
-    key = (offered, slack_services, budget)
+def _ttft_servers(offered: float, slack_services: float, budget: float) -> int:
+    """_split_servers on its inputs rounded to 1/256 in log scale, cached on the steps k of
+    exp(k / 256) (small ints hash faster than floats, and the exps are paid once per entry); None
+    stands for an input <= 0, which is taken as 0."""
+    log, q = math.log, _QUANTUM
+    key = (
+        round(log(offered) * q) if offered > 0.0 else None,
+        round(log(slack_services) * q) if slack_services > 0.0 else None,
+        round(log(budget) * q) if budget > 0.0 else None,
+    )
     got = _ttft_cache.get(key)
     if got is None:
         if len(_ttft_cache) >= 8192:
             _ttft_cache.clear()
+        k_offered, k_slack, k_budget = key
         got = _split_servers(
-            0.0 if offered is None else math.exp(offered / _QUANTUM),
-            0.0 if slack_services is None else math.exp(slack_services / _QUANTUM),
-            0.0 if budget is None else math.exp(budget / _QUANTUM),
+            0.0 if k_offered is None else math.exp(k_offered / q),
+            0.0 if k_slack is None else math.exp(k_slack / q),
+            0.0 if k_budget is None else math.exp(k_budget / q),
         )
         _ttft_cache[key] = got
     return got
@@ -278,9 +277,10 @@ def _split_servers(offered: float, slack_services: float, tail: float) -> int:
     if tail >= 1.0:
         return math.floor(offered) + 1  # any utilization below 1 fits
     lo, hi = 0.0, 1.0
-    while hi - lo > 1e-6:
+    exp = math.exp
+    for _ in range(20):  # hi - lo = 2^-k exactly after k halvings: 2^-20 is the first below 1e-6
         u = 0.5 * (lo + hi)
-        if u * math.exp(-(1.0 - u) * slack_services) <= tail:
+        if u * exp(-(1.0 - u) * slack_services) <= tail:
             lo = u
         else:
             hi = u
