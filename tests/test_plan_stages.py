@@ -191,6 +191,35 @@ def test_a_recurring_burst_keeps_its_capacity_warm() -> None:
     assert 4 <= low < 10
 
 
+def test_each_level_remembers_its_last_gap_between_needs() -> None:
+    """10 at 0 s, 2 from 15 to 45 s, 10 again at 60 s: levels 3-10 came back after 60 s; levels 1-2
+    were needed all along, and a level's first need is no gap (the longest window, 1,000 s)."""
+    history: scaledown.NeedHistory = ()
+    gaps: scaledown.Gaps = ()
+    for t, need in [(0, 10), (15, 2), (30, 2), (45, 2), (60, 10), (75, 12)]:
+        gaps = scaledown.recur(history, gaps, float(t), need, 1000.0)
+        history = scaledown.remember(history, float(t), need, 1000.0)
+    assert gaps == (1000.0, 1000.0, *[60.0] * 8, 1000.0, 1000.0)
+    # a level last needed beyond the history's reach gets the longest window
+    assert scaledown.recur(((0.0, 4),), (), 5000.0, 6, 1000.0)[4:] == (1000.0, 1000.0)
+
+
+def test_a_level_that_came_back_within_its_break_even_is_kept_for_it() -> None:
+    """Replica 10 (B(1) = 80 s) came back 60 s after its last need: the forecast says idle, yet it
+    is kept B = 80 s after its last need, not λ·B = 40 s; one whose gap was 100 s goes at 40 s."""
+    history = scaledown.remember((), 60.0, 10, 10_000.0)
+    history = scaledown.remember(history, 75.0, 2, 10_000.0)
+    recurring = (10_000.0, 10_000.0, *[60.0] * 8)
+
+    def keep(at: float, gaps: scaledown.Gaps) -> scaledown.Keep:
+        return scaledown.keep(10, 2, 2, history, at, _recreate, gaps)
+
+    assert (keep(139.0, recurring).replicas, keep(139.0, recurring).reason) == (10, "KeepRecurring")
+    assert keep(141.0, recurring).replicas == 9  # replica 9: B(2) = 110 s
+    assert keep(101.0, ()).replicas < 10
+    assert keep(101.0, (10_000.0, 10_000.0, *[100.0] * 8)).replicas < 10
+
+
 def test_levels_never_needed_are_released_and_what_is_needed_now_is_kept() -> None:
     history = scaledown.remember((), 0.0, 6, 10_000.0)
     assert scaledown.keep(10, 2, 2, history, 10.0, _recreate).replicas == 6  # 7-10 were never needed

@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 from autoscaler.policy import capacity, demand, horizon, memo, panic, scaledown, scaleup, speedlearn
 from autoscaler.policy.capacity import Demand, Sizing
 from autoscaler.policy.observation import MetricReading, Observation
-from autoscaler.policy.scaledown import NeedHistory
+from autoscaler.policy.scaledown import Gaps, NeedHistory
 from autoscaler.policy.spec import AutoscalerSpec, CapacitySpec, ColdStartSpec, ReplicaProfile, SloTarget
 from autoscaler.policy.speedlearn import SpeedState
 from autoscaler.policy.stage import Stage
@@ -61,6 +61,7 @@ class PlannerState(NamedTuple):
     needs: NeedHistory = ()
     panic: panic.PanicState = panic.PanicState(None, 0.0)
     started_for: float = 0.0  # the mean demand's load when replicas were last started
+    gaps: Gaps = ()  # each level's last idle gap between needs (scaledown.recur)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -70,6 +71,7 @@ class PlannerState(NamedTuple):
             "needs": [list(n) for n in self.needs],
             "panic": list(self.panic),
             "started_for": self.started_for,
+            "gaps": list(self.gaps),
         }
 
     @classmethod
@@ -84,6 +86,9 @@ class PlannerState(NamedTuple):
             needs = tuple((float(t), int(n)) for t, n in data["needs"])
             since, last = data["panic"]
             started_for = float(data["started_for"])
+            gaps = tuple(float(g) for g in data.get("gaps", ()))  # an older state has none
+            if not all(math.isfinite(g) and g >= 0.0 for g in gaps):
+                raise ValueError(f"gaps must be finite and >= 0, got {list(gaps)}")
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"planner state: malformed ({exc})") from None
         return cls(
@@ -92,6 +97,7 @@ class PlannerState(NamedTuple):
             needs,
             panic.PanicState(None if since is None else float(since), float(last)),
             started_for,
+            gaps,
         )
 
 
@@ -428,14 +434,14 @@ def plan(
         elif max(floor, target) >= have:
             # as many are needed now as there are: keep() keeps them all whatever the sizing now
             # says, which only its message shows, so that sizing is made when the message is read
-            kept = scaledown.keep(have, have, have, state.needs, now, recreate)
+            kept = scaledown.keep(have, have, have, state.needs, now, recreate, state.gaps)
             needed_now = (kept.template, profile, slo, upper_at(0.0), speed, limit, max(floor, target))
         else:
             # sized as need_at: the horizon's fixed point may have sized these already
             now_count = max(need_at(0.0), floor, target)
             # keep() reads the need ahead only when fewer than `have` are needed now (a sizing saved)
             ahead = need_at(breakeven) if now_count < have else now_count
-            kept = scaledown.keep(have, now_count, ahead, state.needs, now, recreate)
+            kept = scaledown.keep(have, now_count, ahead, state.needs, now, recreate, state.gaps)
             if kept.replicas < have and dstate.scored == 0.0:  # first sight: the band is the prior's
                 kept = scaledown.Keep(
                     have,
@@ -451,8 +457,11 @@ def plan(
             stages.append(_new(Stage, ("scale-down", target, keep, kept.reason, message, needed_now)))
         desired = keep
     longest = scaledown.breakeven_s(recreate(limit)) / scaledown.TRUST  # the deepest level's window
+    gaps = scaledown.recur(state.needs, state.gaps, now, target, longest)
     needs = scaledown.remember(state.needs, now, target, longest)
+    if len(gaps) > needs[0][1]:  # levels above the window's peak: recur() starts them afresh
+        gaps = gaps[: needs[0][1]]
     figures = (est.now, mean, upper, band, horizon_s, at_horizon, speed, needed, keep, start, in_panic)
     result = _new(Plan, figures)
-    next_state = _new(PlannerState, (dstate, speed_state, needs, panic_state, started_for))
+    next_state = _new(PlannerState, (dstate, speed_state, needs, panic_state, started_for, gaps))
     return _new(Outcome, (tuple(stages), desired, result, next_state))

@@ -21,8 +21,16 @@ the forecast, that costs at most 1 + 1/λ times the best choice in hindsight, an
 forecast is right. "Needed" comes from the history of needs, so recurrence counts: a level the
 bursts keep reaching is never idle longer than the gap between them.
 
+Recurrence is a second prediction beside the forecast: a level whose last idle gap (from the end
+of one need of it to the next) was within its break-even is predicted to come back as soon, so it
+is kept for its break-even B after it was last needed even when the forecast's band says it will
+not be needed (bursts that return faster than a replica can be brought back, which a forecast of
+the level cannot see between them). That is the plain ski rental's keep (B), between the trusted
+forecast's B / λ and the untrusted λ·B.
+
 The history of needs is a monotone queue of (time, replicas) whose replica counts fall from the
-front: the last time a level L was needed is the newest entry of at least L.
+front: the last time a level L was needed is the newest entry of at least L. The gaps are one
+figure per level (gaps[L - 1]), updated when a level is needed again.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ TRUST = 0.5  # λ: 1.5x the hindsight optimum when the forecast is right, 3x at 
 SLO_WEIGHT = 1.0  # a replica-second of unserved demand, priced as a replica-second of its GPUs
 
 NeedHistory = tuple[tuple[float, int], ...]
+Gaps = tuple[float, ...]  # gaps[L - 1]: seconds from level L's last need to the one before it
 
 
 class Keep(NamedTuple):
@@ -55,6 +64,24 @@ def remember(history: NeedHistory, now: float, need: int, keep_s: float) -> Need
     return (*history[cut:end], (now, need))
 
 
+def recur(history: NeedHistory, gaps: Gaps, now: float, need: int, keep_s: float) -> Gaps:
+    """The gaps after this tick's need (before remember() adds it): each level above the last
+    tick's need that is needed again gets the time since it was last needed; one the history no
+    longer reaches (older than keep_s, the longest window) gets keep_s, longer than any window."""
+    last = history[-1][1] if history else 0  # remember() always keeps the newest tick's need
+    if need <= last:
+        return gaps
+    out = list(gaps)
+    if len(out) < need:
+        out.extend([keep_s] * (need - len(out)))
+    i = len(history) - 1
+    for level in range(last + 1, need + 1):
+        while i >= 0 and history[i][1] < level:  # the newest entry of at least `level`
+            i -= 1
+        out[level - 1] = keep_s if i < 0 else min(now - history[i][0], keep_s)
+    return tuple(out)
+
+
 def recent_max(history: NeedHistory, now: float, window_s: float) -> int:
     """The largest need recorded within the last window_s (0 if none)."""
     for at, need in history:
@@ -69,15 +96,21 @@ def breakeven_s(recreate_s: float) -> float:
 
 
 def _window(
-    level: int, trusted: bool, history: NeedHistory, now: float, recreate_s: Callable[[int], float]
+    level: int,
+    trusted: bool,
+    gap: float,
+    history: NeedHistory,
+    now: float,
+    recreate_s: Callable[[int], float],
 ) -> tuple[float, float]:
     """(break-even, idle window) of the replica at `level`. It would come back as the m-th of the
     replicas up to the peak a burst reaches within that window: the largest m consistent with its
-    own window (from the deepest down), so an old spike does not deepen today's small dips."""
+    own window (from the deepest down), so an old spike does not deepen today's small dips. The
+    window: B / λ when the forecast needs it, B when its last gap was within B, else λ·B."""
     m = history[0][1] - level + 1
     while True:
         b = breakeven_s(recreate_s(m))
-        window = b / TRUST if trusted else TRUST * b
+        window = b / TRUST if trusted else b if gap <= b else TRUST * b
         depth = recent_max(history, now, window) - level + 1
         if depth >= m or depth < 1:
             return b, window
@@ -91,23 +124,26 @@ def keep(
     history: NeedHistory,
     now: float,
     recreate_s: Callable[[int], float],
+    gaps: Gaps = (),
 ) -> Keep:
     """Replicas to keep of `have` when `need_now` are needed now, the forecast's upper band asks
-    for `need_ahead` at most over the next re-creation, and recreate_s(m) is when the last of m
-    replicas re-created together would be ready (m >= 1)."""
+    for `need_ahead` at most over the next re-creation, recreate_s(m) is when the last of m
+    replicas re-created together would be ready (m >= 1) and gaps are the levels' last idle gaps
+    (recur)."""
     if need_now >= have:
         return Keep(have, "NeededNow", "{} needed now", (need_now,))
     if not history:  # first sight (a restart): as upstream seeds its window, the current count
         return Keep(have, "FirstSight", "no history of needs yet: holding the current count")
     peak = history[0][1]
     i = len(history) - 1  # the newest entry; entries further front have larger needs
-    kept, idle, b, trusted = need_now, math.inf, math.inf, False
+    kept, idle, b, trusted, gap = need_now, math.inf, math.inf, False, math.inf
     for level in range(min(have, peak), need_now, -1):
         while history[i][1] < level:  # the newest entry of at least `level` (the front is >= peak)
             i -= 1
         idle = now - history[i][0]
         trusted = need_ahead >= level
-        b, window = _window(level, trusted, history, now, recreate_s)
+        gap = gaps[level - 1] if level <= len(gaps) else math.inf
+        b, window = _window(level, trusted, gap, history, now, recreate_s)
         if idle <= window:
             kept = level
             break
@@ -118,6 +154,14 @@ def keep(
                 "KeepWarm",
                 "the forecast needs {} within the {:.0f} s break-even (idle {:.0f} s)",
                 (have, b, idle),
+            )
+        if gap <= b:
+            return Keep(
+                have,
+                "KeepRecurring",
+                "replica {} came back {:.0f} s after its last need, within its {:.0f} s break-even"
+                " (idle {:.0f} s)",
+                (have, gap, b, idle),
             )
         return Keep(
             have,
