@@ -393,3 +393,18 @@ def test_first_sight_holds_the_count_until_a_forecast_is_scored() -> None:
     assert held >= 1 and set(reasons[:held]) == {"BandUnscored"}
     assert [d.desired_replicas for d in decisions[: held + 1]] == [8] * (held + 1)
     assert decisions[-1].desired_replicas < 8
+
+
+def test_a_need_seen_at_one_decision_only_starts_nothing() -> None:
+    """10/s (2 replicas: 15/s at the band x 0.1 s / 0.8), one tick of 12.5/s and one of 7.5/s, as
+    the noise of a scrape goes: the level (11.25/s) asks for 3 at that decision only, the next one
+    for 2 again; nothing starts, since a replica started for it would be ready a horizon later. A
+    step to 25/s (under panic's 2 x the band) that stays is started at the next decision."""
+    spike, _ = run_all(planner_spec(), 2, [10.0] * 10 + [12.5, 7.5] + [10.0] * 3)
+    at_spike = next(r for r in table(spike[10]) if r[0] == "scale-up")
+    assert at_spike[1] > 2 and at_spike[2:] == (2, "Unconfirmed")
+    assert [d.desired_replicas for d in spike] == [2] * 15
+    step, _ = run_all(planner_spec(), 2, [10.0] * 10 + [25.0] * 3)
+    assert step[10].desired_replicas == 2
+    assert step[11].desired_replicas > 2
+    assert "Unconfirmed" not in [r[3] for r in table(step[11])]

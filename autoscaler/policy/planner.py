@@ -407,15 +407,43 @@ def plan(
     started_for = state.started_for
     needed_now: tuple[Any, ...] | None = None  # the scale-down message's inputs when it is made lazily
     if target > have:
-        deficit = min(target, limit) - have
-        start, why = (
-            scaleup.starts_now(cold, deficit, cluster, cap.decision_period_s) if cold else (deficit, "")
-        )
-        if burst_extra > start:  # a burst does not wait: what can be ready in time starts at once
-            start = burst_extra
-            why = f"panic: the {burst_extra} replica(s) ready in time start at once"
-        reason = "StaggeredStart" if start < deficit else "StartAll"
-        stages.append(_new(Stage, ("scale-up", target, have + start, reason, why, ())))
+        # the forecast's need starts replicas once two decisions in a row have seen it: a replica
+        # started for one tick's peak of a noisy estimate is ready a horizon later, when that peak
+        # is long gone, and waiting one decision delays a real step by one period of a horizon of
+        # several. A burst over the band (panic) and the reactive floor (a standing queue) do not wait.
+        confirmed = target
+        if not burst_extra and state.needs:
+            before = state.needs[-1][1]  # the need of the decision before (remember() keeps it)
+            if before < target:
+                confirmed = max(floor, before)
+        deficit = min(confirmed, limit) - have
+        if deficit > 0:
+            start, why = (
+                scaleup.starts_now(cold, deficit, cluster, cap.decision_period_s) if cold else (deficit, "")
+            )
+            if burst_extra > start:  # a burst does not wait: what can be ready in time starts at once
+                start = burst_extra
+                why = f"panic: the {burst_extra} replica(s) ready in time start at once"
+            reason = "StaggeredStart" if start < deficit else "StartAll"
+            if confirmed < target:
+                why = f"{why}; {target - confirmed} more when the next decision needs them too"
+            stages.append(_new(Stage, ("scale-up", target, have + start, reason, why, ())))
+        else:
+            start = 0
+            stages.append(
+                _new(
+                    Stage,
+                    (
+                        "scale-up",
+                        target,
+                        have,
+                        "Unconfirmed",
+                        "{} needed at the horizon, {} at the decision before: started when a second"
+                        " decision needs them",
+                        (target, state.needs[-1][1]),
+                    ),
+                )
+            )
         desired = have + start
         if start:
             started_for = level
