@@ -131,6 +131,7 @@ class Engine:
         self._hk = np.zeros((0, profile.max_num_seqs), dtype=np.int64)
         self._hr = np.zeros((0, profile.max_num_seqs), dtype=np.int64)
         self._ev = np.zeros(0, dtype=np.int64)
+        self._evk = np.zeros(0)
         self._evpos = np.zeros(0, dtype=np.int64)
         self._pending = np.zeros(0, dtype=np.int64)
         self._lkey = np.zeros(1, dtype=np.int64)
@@ -183,6 +184,7 @@ class Engine:
         self._hk = extend(self._hk, 0)
         self._hr = extend(self._hr, 0)
         self._ev = extend(self._ev, 0)
+        self._evk = extend(self._evk, 0.0)
         self._evpos = extend(self._evpos, -1)
         self._pending = extend(self._pending, 0)
         self._out = np.zeros((6, size), dtype=np.int64)
@@ -249,6 +251,7 @@ class Engine:
             self._lprev,
             self._lnext,
             self._ev,
+            self._evk,
             self._evpos,
             self._pending,
             self._g,

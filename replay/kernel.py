@@ -99,25 +99,23 @@ def _cdiv(a, b):
     return -((-a) // b)
 
 
-# --- the replica event heap (min by RF_TEND), indexed by replica ------------------------------
+# --- the replica event heap (min by RF_TEND, kept in evk), indexed by replica ---------------
 
 
 @inline_jit
-def _ev_swap(ev, evpos, i, j):
-    a, b = ev[i], ev[j]
-    ev[i], ev[j] = b, a
-    evpos[b], evpos[a] = i, j
-
-
-@inline_jit
-def _ev_fix(ev, evpos, rf, g, i):
+def _ev_fix(ev, evk, evpos, g, i):
+    """Sift the entry at position i up or down (by its key in evk, then by replica id); the keys
+    sit beside the ids in heap order, so a comparison reads no replica's row."""
     n = g[G_EVN]
+    r = ev[i]
+    key = evk[i]
     while i > 0:
         p = (i - 1) // 2
-        if rf[ev[i], RF_TEND] < rf[ev[p], RF_TEND] or (
-            rf[ev[i], RF_TEND] == rf[ev[p], RF_TEND] and ev[i] < ev[p]
-        ):
-            _ev_swap(ev, evpos, i, p)
+        kp = evk[p]
+        if key < kp or (key == kp and r < ev[p]):
+            ev[i] = ev[p]
+            evk[i] = kp
+            evpos[ev[i]] = i
             i = p
         else:
             break
@@ -126,23 +124,27 @@ def _ev_fix(ev, evpos, rf, g, i):
         if left >= n:
             break
         c = left
+        kc = evk[left]
         right = left + 1
-        if right < n and (
-            rf[ev[right], RF_TEND] < rf[ev[left], RF_TEND]
-            or (rf[ev[right], RF_TEND] == rf[ev[left], RF_TEND] and ev[right] < ev[left])
-        ):
-            c = right
-        if rf[ev[c], RF_TEND] < rf[ev[i], RF_TEND] or (
-            rf[ev[c], RF_TEND] == rf[ev[i], RF_TEND] and ev[c] < ev[i]
-        ):
-            _ev_swap(ev, evpos, i, c)
+        if right < n:
+            kr = evk[right]
+            if kr < kc or (kr == kc and ev[right] < ev[left]):
+                c = right
+                kc = kr
+        if kc < key or (kc == key and ev[c] < r):
+            ev[i] = ev[c]
+            evk[i] = kc
+            evpos[ev[i]] = i
             i = c
         else:
             break
+    ev[i] = r
+    evk[i] = key
+    evpos[r] = i
 
 
 @inline_jit
-def _ev_set(ev, evpos, rf, g, r):
+def _ev_set(ev, evk, evpos, rf, g, r):
     """Insert replica r, or move it after its RF_TEND changed."""
     i = evpos[r]
     if i < 0:
@@ -150,19 +152,21 @@ def _ev_set(ev, evpos, rf, g, r):
         ev[i] = r
         evpos[r] = i
         g[G_EVN] += 1
-    _ev_fix(ev, evpos, rf, g, i)
+    evk[i] = rf[r, RF_TEND]
+    _ev_fix(ev, evk, evpos, g, i)
 
 
 @inline_jit
-def _ev_pop(ev, evpos, rf, g):
+def _ev_pop(ev, evk, evpos, g):
     r = ev[0]
     g[G_EVN] -= 1
     last = g[G_EVN]
     evpos[r] = -1
     if last > 0:
         ev[0] = ev[last]
+        evk[0] = evk[last]
         evpos[ev[0]] = 0
-        _ev_fix(ev, evpos, rf, g, 0)
+        _ev_fix(ev, evk, evpos, g, 0)
     return r
 
 
@@ -468,7 +472,7 @@ def _prefix_use(qi, ri, poff, pids, hslot, lkey, lprev, lnext, pi, r, q, blocks,
 
 @inline_jit
 def _plan(
-    t, r, qi, qf, qo, ri, rf, hist, hk, hr, pi, pf, poff, pids, hslot, lkey, lprev, lnext, ev, evpos, g
+    t, r, qi, qf, qo, ri, rf, hist, hk, hr, pi, pf, poff, pids, hslot, lkey, lprev, lnext, ev, evk, evpos, g
 ):
     """Schedule the step starting at t (scheduler.py's StepScheduler.schedule) and how many
     identical steps follow it; set the replica's event at the run's end."""
@@ -617,7 +621,7 @@ def _plan(
     rf[r, RF_G] = grow
     rf[r, RF_TEND] = t + k * d0 + grow * (k * (k - 1) / 2.0)
     if ri[r, R_MERGE] == 0:  # else the run after it sets the event
-        _ev_set(ev, evpos, rf, g, r)
+        _ev_set(ev, evk, evpos, rf, g, r)
 
 
 @jit
@@ -771,6 +775,7 @@ def advance(
     lprev,
     lnext,
     ev,
+    evk,
     evpos,
     pending,
     g,
@@ -784,7 +789,7 @@ def advance(
     while True:
         while j < m and dropped[ids[j]]:
             j += 1
-        t_ev = rf[ev[0], RF_TEND] if g[G_EVN] > 0 else np.inf
+        t_ev = evk[0] if g[G_EVN] > 0 else np.inf
         t_ar = max(arrival[ids[j]], now) if j < m else np.inf
         if g[G_EVN] > 0 and t_ev <= t_ar and t_ev <= until:
             # the replica whose run ends: it stays at the heap's root while its next run is
@@ -843,7 +848,7 @@ def advance(
                         ri[r, R_FREE] += ri[r, R_HUSED]
                         ri[r, R_HUSED] = 0
                         rf[r, RF_TEND] = rf[r, RF_T0]
-                        _ev_set(ev, evpos, rf, g, r)
+                        _ev_set(ev, evk, evpos, rf, g, r)
                     else:
                         k = _first_step_after(rf, r, t)
                         if k < ri[r, R_K]:
@@ -851,7 +856,7 @@ def advance(
                             g[G_STEPS] -= ri[r, R_K] - k
                             ri[r, R_K] = k
                             rf[r, RF_TEND] = _step_end(rf, r, k)
-                            _ev_set(ev, evpos, rf, g, r)
+                            _ev_set(ev, evk, evpos, rf, g, r)
                     ri[r, R_CANADMIT] = 0
             n_plan = g[G_NPENDING]
             ending = False
@@ -893,6 +898,7 @@ def advance(
                     lprev,
                     lnext,
                     ev,
+                    evk,
                     evpos,
                     g,
                 )
@@ -906,7 +912,7 @@ def advance(
                     break
                 stage = 2
             if ri[r, R_BUSY] == 0 and evpos[r] >= 0:  # idle: only the replica at the root is in the heap
-                _ev_pop(ev, evpos, rf, g)
+                _ev_pop(ev, evk, evpos, g)
         g[G_NPENDING] = 0
 
 
