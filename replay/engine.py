@@ -140,6 +140,7 @@ class Engine:
         self._hslot = np.zeros(1, dtype=np.int64)
         self._out = np.zeros((6, 0), dtype=np.int64)
         self._route_any = np.zeros(0, dtype=np.int64)
+        self._lr = np.zeros(0, dtype=np.int64)  # the ready replicas' loads during a kernel call
         self._grow(8)
 
     def _grow_slots(self, n_slots: int) -> None:
@@ -175,6 +176,7 @@ class Engine:
             k.R_HFIRST,
             k.R_LRU_HEAD,
             k.R_LRU_TAIL,
+            k.R_RPOS,
         ):
             ri[old:, col] = -1
         ri[old:, k.R_FREE] = self.profile.kv_blocks
@@ -213,8 +215,6 @@ class Engine:
                     if not self.dropped_count or not self._dropped[ids].all():
                         raise ValueError("requests to route but no ready replica")
                     ready = _NO_TARGET
-                else:
-                    self._grow(int(ready.max()) + 1)
                 if len(self._route_any) < len(ids):  # -1: to the least-loaded ready replica
                     self._route_any = np.full(2 * len(ids), -1, dtype=np.int64)
                 targets = self._route_any[: len(ids)]
@@ -223,7 +223,15 @@ class Engine:
         else:
             targets = _NO_TARGET
         ready_ids = ready if ready is not None else _NO_TARGET
-        k.advance(
+        if len(self._lr) < len(ready_ids):
+            self._lr = np.zeros(2 * len(ready_ids), dtype=np.int64)
+        # the kernel checks the ready ids against the replica arrays (-1: grow them, then run)
+        while self._advance(until, ids, targets, ready_ids) < 0:
+            self._grow(int(ready_ids.max()) + 1)
+        self.now = max(self.now, until)
+
+    def _advance(self, until: float, ids: I64, targets: I64, ready: I64) -> int:
+        code: int = k.advance(
             until,
             self.now,
             ids.astype(np.int64, copy=False),
@@ -232,7 +240,7 @@ class Engine:
             self._tout,
             self._dropped,
             targets.astype(np.int64, copy=False),
-            ready_ids.astype(np.int64, copy=False),
+            ready.astype(np.int64, copy=False),
             self._qi,
             self._qf,
             self._qo,
@@ -255,8 +263,9 @@ class Engine:
             self._evpos,
             self._pending,
             self._g,
+            self._lr,
         )
-        self.now = max(self.now, until)
+        return code
 
     # --- observation -----------------------------------------------------------------------------
 

@@ -64,7 +64,9 @@ R_LRU_HEAD, R_LRU_TAIL, R_LRU_N = 26, 27, 28
 # a head step planned with the run after it (_plan's R_MERGE): the head's counters, and the blocks
 # the run's first step took, which a scrape during the head step must not see yet
 R_MERGE, R_HEAD, R_HPTOK, R_HGTOK, R_HUSED = 29, 30, 31, 32, 33
-RI_COLUMNS = 34
+# the replica's position in advance()'s `ready` (-1: not in it), whose loads it keeps in `lr`
+R_RPOS = 34
+RI_COLUMNS = 35
 # per-replica float columns
 RF_T0, RF_D0, RF_G, RF_TEND, RF_LASTFIN = 0, 1, 2, 3, 4
 RF_COLUMNS = 5
@@ -653,7 +655,7 @@ def _step_end(rf, r, k):
 
 
 @inline_jit
-def _end_run(r, qi, qf, ri, rf, hist, hk, hr, pi, poff, pids, hslot, lkey, lprev, lnext, g):
+def _end_run(r, qi, qf, ri, rf, hist, hk, hr, pi, poff, pids, hslot, lkey, lprev, lnext, g, lr):
     """Apply the replica's run (R_K steps) at its end: blocks, tokens, first tokens, finishes."""
     bs = pi[P_BS]
     k = ri[r, R_K]
@@ -706,7 +708,7 @@ def _end_run(r, qi, qf, ri, rf, hist, hk, hr, pi, poff, pids, hslot, lkey, lprev
                 full = min(poff[req + 1] - poff[req], qi[q, Q_IN] // pi[P_PBT])
                 _prefix_use(qi, ri, poff, pids, hslot, lkey, lprev, lnext, pi, r, q, full, True)
         if qi[q, Q_GEN] >= qi[q, Q_OUT]:
-            _finish(q, r, t_end, qi, qf, ri, rf, g)
+            _finish(q, r, t_end, qi, qf, ri, rf, g, lr)
             ri[r, R_FREE] += qi[q, Q_BLOCKS]
             qi[q, Q_BLOCKS] = 0
         else:
@@ -721,17 +723,19 @@ def _end_run(r, qi, qf, ri, rf, hist, hk, hr, pi, poff, pids, hslot, lkey, lprev
             held = _dec_remove(qi, ri, hist, hk, hr, pi, r, q, 0)
             ri[r, R_FREE] += held
             qi[q, Q_BLOCKS] = 0
-            _finish(q, r, t_end, qi, qf, ri, rf, g)
+            _finish(q, r, t_end, qi, qf, ri, rf, g, lr)
     ri[r, R_BUSY] = 0
     ri[r, R_K] = 0
     ri[r, R_HEAD] = 0
 
 
 @inline_jit
-def _finish(q, r, t, qi, qf, ri, rf, g):
+def _finish(q, r, t, qi, qf, ri, rf, g, lr):
     """q is done: its finish time, and its slot back on the free list (its row stays readable
     until a later arrival takes it)."""
     qf[qi[q, Q_REQ], QF_FINISH] = t
+    if ri[r, R_RPOS] >= 0:
+        lr[ri[r, R_RPOS]] -= 1
     qi[q, Q_STATE] = ST_DONE
     _run_remove(qi, ri, r, q)
     qi[q, Q_NEXT] = g[G_FREE]
@@ -779,13 +783,25 @@ def advance(
     evpos,
     pending,
     g,
+    lr,
 ):
     """Route requests `ids` (in arrival order, each at its arrival or `now` if later, to
     `targets[j]`, or when that is -1 to the least-loaded replica of `ready`; dropped ones are
-    skipped) and run every replica's events up to `until`. Each routed request takes a free slot
-    of `qi` (the caller leaves enough) and its replica goes in `rep`."""
+    skipped) and run every replica's events up to `until`; 0, or -1 (and nothing done) if a replica
+    of `ready` is beyond the replica arrays. Each routed request takes a free slot of `qi` (the
+    caller leaves enough) and its replica goes in `rep`. `lr` (at least as long as
+    `ready`) holds each ready replica's waiting + running count while it runs, for the router: one
+    contiguous scan instead of two reads of each replica's row."""
     j = 0
     m = len(ids)
+    nr = len(ready)
+    for i in range(nr):
+        if ready[i] >= ri.shape[0]:
+            return -1  # a replica the caller has not grown the arrays for yet: nothing done
+    for i in range(nr):
+        c = ready[i]
+        lr[i] = ri[c, R_NWAIT] + ri[c, R_NRUN]
+        ri[c, R_RPOS] = i
     while True:
         while j < m and dropped[ids[j]]:
             j += 1
@@ -810,11 +826,13 @@ def advance(
                     continue
                 if r < 0:
                     best = BIG
-                    for c in ready:
-                        load = ri[c, R_NWAIT] + ri[c, R_NRUN]
-                        if load < best:
-                            best = load
-                            r = c
+                    bi = -1
+                    for i in range(nr):
+                        if lr[i] < best:
+                            best = lr[i]
+                            bi = i
+                    if bi >= 0:
+                        r = ready[bi]
                 j += 1
                 rep[req] = r
                 qf[req, QF_ADMIT] = np.nan
@@ -832,6 +850,8 @@ def advance(
                 g[G_INFLIGHT] += 1
                 was_empty = ri[r, R_NWAIT] == 0
                 _wait_push(qi, ri, r, q, False)
+                if ri[r, R_RPOS] >= 0:
+                    lr[ri[r, R_RPOS]] += 1
                 if ri[r, R_BUSY] == 0:
                     if ri[r, R_PENDING] == 0:
                         ri[r, R_PENDING] = 1
@@ -875,7 +895,9 @@ def advance(
                 if stage > 0:
                     ptok = ri[r, R_PTOK]
                     gtok = ri[r, R_GTOK]
-                    _end_run(r, qi, qf, ri, rf, hist, hk, hr, pi, poff, pids, hslot, lkey, lprev, lnext, g)
+                    _end_run(
+                        r, qi, qf, ri, rf, hist, hk, hr, pi, poff, pids, hslot, lkey, lprev, lnext, g, lr
+                    )
                     tp = rf[r, RF_TEND]
                     free = ri[r, R_FREE]
                 _plan(
@@ -914,6 +936,9 @@ def advance(
             if ri[r, R_BUSY] == 0 and evpos[r] >= 0:  # idle: only the replica at the root is in the heap
                 _ev_pop(ev, evk, evpos, g)
         g[G_NPENDING] = 0
+    for i in range(nr):
+        ri[ready[i], R_RPOS] = -1
+    return 0
 
 
 @jit

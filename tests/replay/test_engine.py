@@ -253,6 +253,38 @@ def test_fast_engine_equals_the_exact_one(
     assert np.isfinite(got.finished_s[~got.dropped]).all()
 
 
+def test_routing_follows_the_ready_set_of_each_interval_to_the_least_loaded_replica() -> None:
+    """The ready set changes between intervals (a replica leaves while it still serves, another
+    comes back): each request goes to the ready replica with the fewest requests routed to it and
+    not finished by its arrival, the oldest first on a tie, as the exact run's times count them."""
+    rng = np.random.default_rng(3)
+    n = 400
+    arrival = np.sort(rng.uniform(0, 60.0, n))
+    inputs, outputs = rng.integers(1, 4_000, n), rng.integers(1, 300, n)
+    trace = Trace("t", arrival, inputs.astype(np.int64), outputs.astype(np.int64))
+    engine = Engine(P70, trace)
+    sets = ([0, 1, 2], [1, 2], [2, 0], [0, 1, 2], [1], [0, 1, 2, 3], [3, 1])
+    ready_at: list[list[int]] = []
+    sent, t, i = 0, 0.0, 0
+    while sent < n or engine.in_flight:
+        ready = sets[i % len(sets)]
+        end = t + 2.0
+        upto = int(np.searchsorted(arrival, end, side="left"))
+        ready_at += [ready] * (upto - sent)
+        engine.run(end, np.arange(sent, upto, dtype=np.int64), np.array(ready, dtype=np.int64))
+        sent, t, i = upto, end, i + 1
+    got = engine.results()
+    ref = reference_run(P70, arrival, inputs, outputs, replicas=4, targets=got.replica.tolist())
+    np.testing.assert_allclose(got.finished_s, ref.finished_s, rtol=0, atol=1e-9)
+    for j in range(n):
+        load = {r: 0 for r in ready_at[j]}
+        for e in range(j):
+            if got.replica[e] in load and ref.finished_s[e] > arrival[j]:
+                load[int(got.replica[e])] += 1
+        assert got.replica[j] == min(ready_at[j], key=lambda r: load[r]), j
+    assert len(set(got.replica.tolist())) == 4
+
+
 def test_fast_engine_equals_the_exact_one_with_prefix_caching() -> None:
     rng = np.random.default_rng(5)
     n = 200
