@@ -130,6 +130,7 @@ class Fleet:
         self._startups: list[float] = []  # request-to-ready seconds of each replica started in the run
         self._draining: list[int] = []
         self._ready_array: I64 | None = None
+        self._draining_array: I64 | None = None
         self._lead_time: tuple[object, float] | None = None  # (state, lead time) last computed
         self._probe_node: tuple[object, int | None] | None = None  # (state, where one more would go)
         self._projected: tuple[int, dict[int, float]] | None = None  # (machine.told, ready times)
@@ -157,6 +158,17 @@ class Fleet:
     @property
     def draining_ids(self) -> list[int]:
         return list(self._draining)
+
+    @property
+    def draining_array(self) -> I64:
+        """The draining replicas, as draining_ids (a new array when they change)."""
+        if self._draining_array is None:
+            self._draining_array = np.array(self._draining, dtype=np.int64)
+        return self._draining_array
+
+    @property
+    def any_draining(self) -> bool:
+        return bool(self._draining)
 
     @property
     def active_count(self) -> int:
@@ -278,6 +290,7 @@ class Fleet:
                     self._ready.remove(r.id)
                     self._draining.append(r.id)
                     self._ready_array = None
+                    self._draining_array = None
                     self._machine.source_gone()  # a draining replica serves no weights to peers
                 else:
                     self._delete(r)
@@ -367,6 +380,7 @@ class Fleet:
             self._ready_array = None
         elif r.phase == Phase.DRAINING:
             self._draining.remove(r.id)
+            self._draining_array = None
         self._changes += 1
         r.phase = Phase.DELETED
         r.deleted_s = self.now if at is None else at

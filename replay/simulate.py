@@ -165,7 +165,7 @@ def simulate(
         lifecycle = fleet.next_event_s()
         end = min(pipeline.next_scrape_s, next_decision, lifecycle if lifecycle > t else math.inf)
         ready = fleet.ready_ids
-        upto = int(np.searchsorted(arrival, end, side="left"))
+        upto = int(arrival.searchsorted(end, side="left"))
         ids = np.arange(next_arrival, upto, dtype=np.int64)
         next_arrival = upto
         if len(gateway):
@@ -174,7 +174,7 @@ def simulate(
         if len(ids) and not len(ready):
             gateway, ids = ids, _NONE
         engine.run(end, ids, ready)
-        if fleet.draining_ids:  # deleted when their last request finished
+        if fleet.any_draining:  # deleted when their last request finished
             fleet.advance(end)
             fleet.finish_draining(engine.outstanding(len(fleet.replicas)), engine.last_finish_s)
         t = end
@@ -212,8 +212,8 @@ def _cluster(
 ) -> ClusterScrape:
     """What a scrape at `t` can read: the serving pods' engines, and the gateway's arrivals so far
     and the requests it holds (while no replica is ready)."""
-    draining = np.array(fleet.draining_ids, dtype=np.int64)
-    arrived = int(np.searchsorted(arrival, t, side="right"))
+    draining = fleet.draining_array
+    arrived = int(arrival.searchsorted(t, side="right"))
     ready = fleet.ready_ids
     return cluster_scrape(t, engine.pod_rows(n_replicas, ready, draining), ready, draining, arrived, pending)
 

@@ -44,7 +44,8 @@ class _Round:
         pods: I64,  # the pods scraped
         rows: F64,  # gauges and counters, per pod scraped
         prev_rows: F64,  # each pod's row in its previous round
-        prev_t: F64,  # and that round's time (NaN: this is the pod's first round: no rate yet)
+        prev_t: F64 | float,  # and that round's time (NaN: the pod's first round, no rate yet); a
+        # float: every pod's, in the round before (most rounds: the same pods)
         gateway: tuple[float, float],  # arrivals, pending
         prev_arrivals: tuple[float, float] | None,  # the gateway's previous (time, arrivals)
     ) -> None:
@@ -56,10 +57,13 @@ class _Round:
         """Every column's rate, one row per column, over the pods seen in an earlier round too:
         worked out once for all the rate metrics a decision reads."""
         if self._rates is None:
-            seen = ~np.isnan(self.prev_t)
-            self._rates = np.ascontiguousarray(
-                counter_rates(self.prev_rows[seen].T, self.prev_t[seen], self.rows[seen].T, self.t)
-            )
+            prev_t = self.prev_t
+            if isinstance(prev_t, float):
+                rates = counter_rates(self.prev_rows.T, prev_t, self.rows.T, self.t)
+            else:
+                seen = ~np.isnan(prev_t)
+                rates = counter_rates(self.prev_rows[seen].T, prev_t[seen], self.rows[seen].T, self.t)
+            self._rates = np.ascontiguousarray(rates)
         return self._rates
 
 
@@ -93,10 +97,11 @@ class DirectPipeline:
         t, pods = cluster.t, cluster.ready
         rows = cluster.rows[: len(pods)]
         last = self._last
+        prev_t: F64 | float
         if last is not None and (
             pods is last.pods or (len(pods) == len(last.pods) and bool((pods == last.pods).all()))
         ):  # the same pods as the last round (most rounds): their previous rows are its rows
-            prev_rows, prev_t = last.rows, np.full(len(pods), last.t)
+            prev_rows, prev_t = last.rows, float(last.t)
         else:
             self._grow(int(pods.max(initial=-1)) + 1)
             if last is not None:
