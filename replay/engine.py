@@ -24,6 +24,8 @@ from replay.trace import Trace
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 _NO_TARGET = np.zeros(0, dtype=np.int64)
+_NO_STOPS = np.zeros(0)
+_NO_ROWS = np.zeros((0, 7))
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,10 +206,20 @@ class Engine:
 
     # --- running ---------------------------------------------------------------------------------
 
-    def run(self, until: float, ids: I64, ready: I64 | None = None, targets: I64 | None = None) -> None:
+    def run(
+        self,
+        until: float,
+        ids: I64,
+        ready: I64 | None = None,
+        targets: I64 | None = None,
+        stops: F64 | None = None,
+    ) -> F64 | None:
         """Route `ids` (in arrival order; at their arrival, or now if they waited at the gateway)
         to `targets`, or each to the least-loaded replica of `ready` (oldest first on a tie), and
-        run every replica up to `until`. Requests the engine refuses (too long) are skipped."""
+        run every replica up to `until`. Requests the engine refuses (too long) are skipped.
+        With `stops` (ascending times before `until`): the ready pods' rows at each (len(stops) x
+        len(ready) x 7, pod_rows' with no draining pod), as if the run had ended there; the
+        scrapes of an interval in one call."""
         if len(ids):
             self._grow_slots(int(self._g[k.G_INFLIGHT]) + len(ids))
             if targets is None:
@@ -225,12 +237,17 @@ class Engine:
         ready_ids = ready if ready is not None else _NO_TARGET
         if len(self._lr) < len(ready_ids):
             self._lr = np.zeros(2 * len(ready_ids), dtype=np.int64)
+        if stops is None or not len(stops):
+            stops, rows = _NO_STOPS, _NO_ROWS
+        else:  # a new array each time: a metric pipeline keeps the rows it is given
+            rows = np.empty((len(stops) * len(ready_ids), 7))
         # the kernel checks the ready ids against the replica arrays (-1: grow them, then run)
-        while self._advance(until, ids, targets, ready_ids) < 0:
+        while self._advance(until, ids, targets, ready_ids, stops, rows) < 0:
             self._grow(int(ready_ids.max()) + 1)
         self.now = max(self.now, until)
+        return rows.reshape(len(stops), len(ready_ids), 7) if len(stops) else None
 
-    def _advance(self, until: float, ids: I64, targets: I64, ready: I64) -> int:
+    def _advance(self, until: float, ids: I64, targets: I64, ready: I64, stops: F64, rows: F64) -> int:
         code: int = k.advance(
             until,
             self.now,
@@ -264,6 +281,8 @@ class Engine:
             self._pending,
             self._g,
             self._lr,
+            stops.astype(np.float64, copy=False),
+            rows,
         )
         return code
 

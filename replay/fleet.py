@@ -171,6 +171,12 @@ class Fleet:
         return bool(self._draining)
 
     @property
+    def loading(self) -> bool:
+        """A replica is reading weights from shared storage (advance() then progresses the loads
+        by the time stepped, so stepping in smaller steps is not the same arithmetic)."""
+        return bool(self._machine.shared_left_gb)
+
+    @property
     def active_count(self) -> int:
         """Replicas that count towards the desired number: every one not draining or deleted."""
         return len(self._starting) + len(self._ready)

@@ -784,6 +784,8 @@ def advance(
     pending,
     g,
     lr,
+    stops,
+    srows,
 ):
     """Route requests `ids` (in arrival order, each at its arrival or `now` if later, to
     `targets[j]`, or when that is -1 to the least-loaded replica of `ready`; dropped ones are
@@ -791,7 +793,9 @@ def advance(
     of `ready` is beyond the replica arrays. Each routed request takes a free slot of `qi` (the
     caller leaves enough) and its replica goes in `rep`. `lr` (at least as long as
     `ready`) holds each ready replica's waiting + running count while it runs, for the router: one
-    contiguous scan instead of two reads of each replica's row."""
+    contiguous scan instead of two reads of each replica's row. At each time of `stops` (ascending,
+    before `until`) the ready pods' scrape rows go in `srows` (row k * len(ready) + i for stop k and
+    pod i), as pod_rows would give them had the call ended there."""
     j = 0
     m = len(ids)
     nr = len(ready)
@@ -802,12 +806,22 @@ def advance(
         c = ready[i]
         lr[i] = ri[c, R_NWAIT] + ri[c, R_NRUN]
         ri[c, R_RPOS] = i
+    si = 0
+    ns = len(stops)
     while True:
         while j < m and dropped[ids[j]]:
             j += 1
         t_ev = evk[0] if g[G_EVN] > 0 else np.inf
         t_ar = max(arrival[ids[j]], now) if j < m else np.inf
-        if g[G_EVN] > 0 and t_ev <= t_ar and t_ev <= until:
+        take_ev = g[G_EVN] > 0 and t_ev <= t_ar and t_ev <= until
+        if si < ns and (t_ev > stops[si] if take_ev else (j >= m or t_ar >= stops[si])):
+            # a stop: what a call that ended there would have done is done (its events up to it,
+            # its arrivals before it)
+            for i in range(nr):
+                _pod_row(stops[si], ready[i], qi, ri, rf, hist, pi, srows, si * nr + i)
+            si += 1
+            continue
+        if take_ev:
             # the replica whose run ends: it stays at the heap's root while its next run is
             # planned (_plan re-keys it there: one sift instead of a pop and a push)
             t = t_ev
@@ -1007,12 +1021,17 @@ def pod_rows(t, ready, draining, qi, ri, rf, hist, pi, rows):
     ones."""
     nr = len(ready)
     for i in range(nr + len(draining)):
-        r = ready[i] if i < nr else draining[i - nr]
-        fin, ptok, gen, nwait, nrun, used = _counters(t, r, qi, ri, rf, hist, pi)
-        rows[i, WAITING] = nwait
-        rows[i, RUNNING] = nrun
-        rows[i, INFLIGHT] = float(nwait) + float(nrun)
-        rows[i, KV_USAGE] = used / pi[P_BLOCKS]  # vllm:kv_cache_usage_perc, a fraction
-        rows[i, REQUESTS] = fin
-        rows[i, PROMPT_TOKENS] = ptok
-        rows[i, GENERATION_TOKENS] = gen
+        _pod_row(t, ready[i] if i < nr else draining[i - nr], qi, ri, rf, hist, pi, rows, i)
+
+
+@inline_jit
+def _pod_row(t, r, qi, ri, rf, hist, pi, rows, i):
+    """Replica r's scrape row at t (_counters) in rows[i]."""
+    fin, ptok, gen, nwait, nrun, used = _counters(t, r, qi, ri, rf, hist, pi)
+    rows[i, WAITING] = nwait
+    rows[i, RUNNING] = nrun
+    rows[i, INFLIGHT] = float(nwait) + float(nrun)
+    rows[i, KV_USAGE] = used / pi[P_BLOCKS]  # vllm:kv_cache_usage_perc, a fraction
+    rows[i, REQUESTS] = fin
+    rows[i, PROMPT_TOKENS] = ptok
+    rows[i, GENERATION_TOKENS] = gen

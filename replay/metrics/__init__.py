@@ -51,6 +51,11 @@ class MetricPipeline(Protocol):
         """Record what the path samples at cluster.t (== next_scrape_s)."""
         ...
 
+    def scrapes_before(self, end: float) -> list[float]:
+        """The times of the next scrapes before `end`, next_scrape_s first, as scraping at each in
+        turn would make them (the loop runs the engines through several in one call)."""
+        ...
+
     def read(self, name: str, now: float, aggregation: Aggregation = None) -> MetricReading:
         """The External Metrics API's answer for metric `name` at `now` (reads come in time
         order); a failed reading when the path has no data, never a made-up 0."""

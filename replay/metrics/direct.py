@@ -114,6 +114,13 @@ class DirectPipeline:
         self._drop_hidden(t)
         self._next = t + self.spec.scrape_interval_s
 
+    def scrapes_before(self, end: float) -> list[float]:
+        times, t = [], self._next
+        while t < end:
+            times.append(t)
+            t = t + self.spec.scrape_interval_s  # as scrape() sets _next from its round's time
+        return times
+
     def _grow(self, n_ids: int) -> None:
         extra = n_ids - len(self._prev_t)
         if extra > 0:

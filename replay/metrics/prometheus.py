@@ -73,6 +73,13 @@ class PrometheusPipeline:
     def next_scrape_s(self) -> float:
         return self._first + self._event * self._spacing
 
+    def scrapes_before(self, end: float) -> list[float]:
+        times, event = [], self._event
+        while (t := self._first + event * self._spacing) < end:
+            times.append(t)
+            event += 1
+        return times
+
     def scrape(self, cluster: ClusterScrape) -> None:
         t = cluster.t
         group = self._event % self._groups

@@ -285,6 +285,41 @@ def test_routing_follows_the_ready_set_of_each_interval_to_the_least_loaded_repl
     assert len(set(got.replica.tolist())) == 4
 
 
+def test_a_call_through_several_scrapes_gives_each_one_the_rows_of_a_call_ending_there() -> None:
+    """Engine.run with `stops` against one call per stop then pod_rows: the same rows, results and
+    state, with stops on arrival instants, inside runs and between them."""
+    rng = np.random.default_rng(4)
+    n = 300
+    arrival = np.sort(np.round(rng.uniform(0, 40.0, n), 1))  # many arrivals at the same instants
+    inputs, outputs = rng.integers(1, 5_000, n), rng.integers(1, 300, n)
+    trace = Trace("t", arrival, inputs.astype(np.int64), outputs.astype(np.int64))
+    profile = replace(P70, kv_budget_tokens=20_000)  # preemptions too
+    ready = np.arange(3, dtype=np.int64)
+    one, many = Engine(profile, trace), Engine(profile, trace)
+    t, sent = 0.0, 0
+    while sent < n or one.in_flight:
+        end = t + 7.0
+        stops = np.array([t + 0.5, arrival[min(sent + 5, n - 1)], t + 3.3, t + 6.95])
+        stops = np.unique(stops[(stops > t) & (stops < end)])
+        upto = int(np.searchsorted(arrival, end, side="left"))
+        ids = np.arange(sent, upto, dtype=np.int64)
+        got = many.run(end, ids, ready, stops=stops)
+        assert got is not None and got.shape == (len(stops), 3, 7)
+        prev = t
+        for k_stop, at in enumerate(stops):
+            part = ids[(arrival[ids] >= prev) & (arrival[ids] < at)]
+            one.run(at, part, ready)
+            np.testing.assert_array_equal(got[k_stop], one.pod_rows(3, ready, np.zeros(0, dtype=np.int64)))
+            prev = at
+        one.run(end, ids[arrival[ids] >= prev], ready)
+        np.testing.assert_array_equal(many.pod_rows(3, ready, ready[:0]), one.pod_rows(3, ready, ready[:0]))
+        sent, t = upto, end
+    a, b = one.results(), many.results()
+    for name in ("replica", "admitted_s", "first_token_s", "finished_s", "preemptions"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+    assert a.preemptions.sum() > 0
+
+
 def test_fast_engine_equals_the_exact_one_with_prefix_caching() -> None:
     rng = np.random.default_rng(5)
     n = 200

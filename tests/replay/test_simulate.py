@@ -157,6 +157,32 @@ def test_static_fleet_costs_its_gpus_for_the_whole_run() -> None:
     assert result.scale_events == 0 and result.cold_starts == 0
 
 
+@pytest.mark.parametrize("path", ["direct", "prometheus"])
+def test_scrapes_run_through_in_one_engine_call_change_nothing(
+    path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The loop runs the engines through the scrapes before the next decision in one call when
+    the fleet is calm; with that turned off (every interval ends at its scrape) the run is the
+    same to the last bit: per-request times, decisions and the report."""
+    from replay.fleet import Fleet
+    from replay.metrics import MetricsSpec
+
+    scenario = replace(FAST, metrics=MetricsSpec(path=path))  # type: ignore[arg-type]
+    results = {}
+    for merged in (True, False):
+        if not merged:  # a load "in progress" all the time: no interval is run through
+            monkeypatch.setattr(Fleet, "loading", property(lambda self: True))
+        r = run_policy(ramp_trace(), scenario, "hpa", PARAMS)
+        results[merged] = r
+    a, b = results[True], results[False]
+    for name in ("replica", "admitted_s", "first_token_s", "finished_s", "preemptions"):
+        np.testing.assert_array_equal(getattr(a.requests, name), getattr(b.requests, name))
+    seen = [[(t, repr(obs), d) for t, obs, d in r.decisions] for r in (a, b)]
+    assert seen[0] == seen[1]
+    assert a.timeline == b.timeline and a.end_s == b.end_s and a.gpu_seconds == b.gpu_seconds
+    assert len({d.desired for d in a.timeline}) > 2  # the fleet did scale
+
+
 def test_policy_sees_metrics_of_the_last_scrape() -> None:
     trace = ramp_trace()
     policy = build_policy("hpa", FAST, trace, PARAMS, lambda: 0.0)
