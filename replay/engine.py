@@ -1,8 +1,9 @@
 """The fast engine: every replica's vLLM-V1 engine over one trace, event-driven and compiled.
 
-Sits under replay/simulate.py, which calls `run(until, ids, ready)` once per scrape interval: the
-interval's arrivals are routed at their arrival times, each to the ready replica with the fewest
-waiting + running requests at that instant, and every replica runs its steps up to `until`.
+Sits under replay/simulate.py, which calls `run(until, ids, ready)` once per interval (with the
+scrapes inside it as `stops`, whose rows it hands back): the interval's arrivals are routed at
+their arrival times, each to the ready replica with the fewest waiting + running requests at that
+instant, and every replica runs its steps up to `until`.
 The model is replay/scheduler.py's (the exact, per-step reference); replay/kernel.py computes the
 same steps with runs of identical steps in closed form. tests/replay/test_engine.py checks that
 both give every request's first token and finish within one step of each other.

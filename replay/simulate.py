@@ -14,6 +14,10 @@ load done, a replica ready); each interval
      replica's steps to the interval's end (arrivals find no ready replica only if every replica
      is draining or starting; they then wait at the gateway, their TTFT counting the wait),
   5. deletes drained replicas (at their last finish).
+While the fleet is calm (no replica draining or loading weights from shared storage, nobody at the
+gateway) the engines run through the scrapes before the next decision or fleet event in one call,
+which hands back each scrape's rows as an interval ending there would have seen them (step 2 for
+each, in order; the fleet has nothing to advance in between): the same run, fewer calls.
 The run ends when every request has finished (or been dropped) and the trace is over, or
 `max_tail_s` after the trace's end with requests still in the engines or at the gateway (a policy
 that never serves them, or a fleet the engine livelocks): the run is then cut there and those
