@@ -62,6 +62,20 @@ def test_the_damped_trend_never_runs_away() -> None:
     assert far == pytest.approx(state.requests.level + trend * SPEC.damping_s, rel=1e-6)
 
 
+def test_the_default_level_follows_a_step_within_four_periods() -> None:
+    """10/s, then 20/s from one tick on (no trend: beta 0): the level is past 3/4 of the step four
+    periods later and under a third of it after one, so a burst longer than that is scored in full
+    while one scrape's noise is damped (docs/policy.md, "Defaults": alpha)."""
+    spec = DemandSpec(beta=0.0)
+    period = spec.smoothing_period_s
+    before = [(period * i, 10.0, 10_000.0, 2_000.0, 0.0) for i in range(10)]
+    step = [(period * (10 + i), 20.0, 20_000.0, 4_000.0, 0.0) for i in range(4)]
+    after_one = feed([*before, step[0]], spec).requests.level
+    after_four = feed([*before, *step], spec).requests.level
+    assert 10.0 < after_one < 10.0 + 10.0 / 3.0
+    assert 17.5 < after_four < 20.0
+
+
 def requests(d: Demand) -> float:
     return d.requests
 

@@ -304,7 +304,7 @@ def track(
     ±40 % tick to tick on Azure conv, and its peak over a horizon made the band ×2 there; that
     noise is not demand a fleet must be sized for (the queue absorbs one scrape of it, and the
     capacity model's queueing tail covers the Poisson arrivals at a rate). The level follows a
-    step within two scrapes (alpha 0.5), so a burst that lasts longer is scored in full.
+    step within four scrapes (alpha 0.3: 76 %), so a burst that lasts longer is scored in full.
 
     A forecast whose window has already peaked above its band is scored then, not at t + h: its
     error is above the tracked quantile whatever comes, so the tracker's step is known; the band

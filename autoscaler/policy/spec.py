@@ -292,7 +292,7 @@ class DemandSpec:
     generation_token_rate_metric: str = "infscale_generation_token_rate"
     inflight_metric: str = "infscale_inflight"
     queue_metric: str | None = "infscale_queue_size"  # waiting requests: saturation, for learning
-    alpha: float = 0.5  # level weight of a sample smoothing_period_s after the last
+    alpha: float = 0.3  # level weight of a sample smoothing_period_s after the last (policy.md, Defaults)
     beta: float = 0.05  # trend weight, same gap: a trend must persist minutes to count
     smoothing_period_s: float = 15.0  # the HPA sync period
     damping_s: float = 120.0  # the trend's effect fades with this time constant (damped Holt)
