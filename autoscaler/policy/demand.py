@@ -14,8 +14,8 @@ smoothed, times the same growth). Every series is forecast by Holt's method with
 in Wright's irregular-time form as forecast.py's Holt. The forecaster's own error is scored online:
 each tick's forecast is kept until its target time, then compared with the peak that came (or
 earlier, once that peak is above its band); a stochastic approximation tracks the `quantile` of
-those log ratios, and planning uses the forecast times
-exp(that quantile). docs/forecasting.md ("Demand") has the details and the defaults' reasons.
+those log ratios, and planning uses the forecast times exp(that quantile). docs/policy.md ("The
+predictive stages", "Defaults and why") has the details and the defaults' reasons.
 
 Pure: no clock, no I/O; times are seconds on the caller's clock. State is a NamedTuple value.
 """

@@ -281,7 +281,7 @@ class SloTarget:
 
 @dataclass(frozen=True, slots=True)
 class DemandSpec:
-    """Where demand is read and how it is forecast (docs/forecasting.md, "Demand").
+    """Where demand is read and how it is forecast (docs/policy.md, "Defaults and why").
 
     The metric names are the adapter's (adapter/presets.py): engine counters as rates, summed over
     the target's pods, and the in-flight gauge whose growth is the demand the counters miss.
