@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from autoscaler.policy.capacity import Demand
-from autoscaler.policy.planner import Plan
+from autoscaler.policy.planstate import Plan
 from autoscaler.policy.stage import Stage
 
 HEADER = ("stage", "before", "after", "reason", "detail")

@@ -15,7 +15,7 @@ from autoscaler.policy import capacity
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.decide import Decision, decide, record_rescale
 from autoscaler.policy.observation import MetricReading, Observation
-from autoscaler.policy.planner import PlannerState
+from autoscaler.policy.planstate import PlannerState
 from autoscaler.policy.spec import (
     AutoscalerSpec,
     Behavior,

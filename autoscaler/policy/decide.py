@@ -37,6 +37,7 @@ from autoscaler.policy.hpa import (
     stabilize_legacy,
 )
 from autoscaler.policy.observation import MetricReading, Observation
+from autoscaler.policy.planstate import Plan, PlannerState
 from autoscaler.policy.spec import AutoscalerSpec
 from autoscaler.policy.stage import Stage
 from autoscaler.policy.state import PolicyState, Recommendation
@@ -60,7 +61,7 @@ class Decision(NamedTuple):
     forecasts: tuple[MetricForecast, ...] = ()
     # seconds from now until each replica this decision adds is predicted ready
     predicted_ready_s: tuple[float, ...] = ()
-    plan: planner.Plan | None = None  # the predictive stages' figures (spec.capacity set)
+    plan: Plan | None = None  # the predictive stages' figures (spec.capacity set)
 
     @property
     def scale(self) -> bool:
@@ -149,7 +150,7 @@ def decide(
 
     forecasters = state.forecasters
     planner_state = state.planner
-    plan: planner.Plan | None = None
+    plan: Plan | None = None
     if spec.capacity is not None:
         fixed_lead_s = leadtime.fixed_lead_s(spec, obs)
         outcome = planner.plan(spec, spec.capacity, planner_state, obs, raw, fixed_lead_s, now)
@@ -302,7 +303,7 @@ def _next_state(
     state: PolicyState,
     history: tuple[Recommendation, ...],
     forecasters: Mapping[str, Any],
-    planner_state: planner.PlannerState | None,
+    planner_state: PlannerState | None,
 ) -> PolicyState:
     # A direct constructor call: dataclasses.replace costs more than the rest of a tick's bookkeeping.
     return PolicyState(

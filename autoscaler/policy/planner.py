@@ -22,18 +22,16 @@ stages, recommendation and new state out.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from autoscaler.policy import capacity, demand, horizon, memo, panic, scaledown, scaleup, speedlearn
 from autoscaler.policy.capacity import Demand, Sizing
 from autoscaler.policy.observation import MetricReading, Observation
-from autoscaler.policy.scaledown import Gaps, NeedHistory
+from autoscaler.policy.planstate import Outcome, Plan, PlannerState
 from autoscaler.policy.spec import AutoscalerSpec, CapacitySpec, ColdStartSpec, ReplicaProfile, SloTarget
-from autoscaler.policy.speedlearn import SpeedState
 from autoscaler.policy.stage import Stage
 
-STATE_VERSION = 1
 # A NamedTuple built as tuple.__new__(cls, fields) skips its Python-level __new__: a third of the
 # cost of cls(*fields) (~0.4 against ~1.3 µs here), and plan() builds a dozen a tick.
 _new = tuple.__new__
@@ -53,75 +51,6 @@ _CAPACITY_MESSAGE = (
 )
 _HORIZON_MESSAGE = "replica {} of those asked for now is ready in {:.0f} s ({} loading now, {} round(s))"
 _PANIC_MESSAGE = "{:.3g}/s now is over {:g}x the band's {:.3g}/s: {} needed, {} can be ready within {:.0f} s"
-
-
-class PlannerState(NamedTuple):
-    demand: demand.DemandState | None = None
-    speed: SpeedState = speedlearn.NO_SPEED
-    needs: NeedHistory = ()
-    panic: panic.PanicState = panic.PanicState(None, 0.0)
-    started_for: float = 0.0  # the mean demand's load when replicas were last started
-    gaps: Gaps = ()  # each level's last idle gap between needs (scaledown.recur)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "version": STATE_VERSION,
-            "demand": None if self.demand is None else self.demand.to_dict(),
-            "speed": list(self.speed),
-            "needs": [list(n) for n in self.needs],
-            "panic": list(self.panic),
-            "started_for": self.started_for,
-            "gaps": list(self.gaps),
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> PlannerState:
-        """Parse to_dict output; a malformed field raises ValueError naming it."""
-        if not isinstance(data, Mapping) or data.get("version") != STATE_VERSION:
-            raise ValueError(f"planner state: version must be {STATE_VERSION}")
-        try:
-            raw_demand = data["demand"]
-            log_ratio, samples, ticks, *run = data["speed"]  # an older state has no run
-            run_ready, run_queue = run if run else (0, 0.0)
-            needs = tuple((float(t), int(n)) for t, n in data["needs"])
-            since, last = data["panic"]
-            started_for = float(data["started_for"])
-            gaps = tuple(float(g) for g in data.get("gaps", ()))  # an older state has none
-            if not all(math.isfinite(g) and g >= 0.0 for g in gaps):
-                raise ValueError(f"gaps must be finite and >= 0, got {list(gaps)}")
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"planner state: malformed ({exc})") from None
-        return cls(
-            None if raw_demand is None else demand.DemandState.from_dict(raw_demand),
-            SpeedState(float(log_ratio), float(samples), int(ticks), int(run_ready), float(run_queue)),
-            needs,
-            panic.PanicState(None if since is None else float(since), float(last)),
-            started_for,
-            gaps,
-        )
-
-
-class Plan(NamedTuple):
-    """What the predictive stages saw and decided, for explain and the replay's decisions."""
-
-    demand_now: Demand  # this tick's estimate from the counters and the in-flight growth
-    forecast: Demand  # the mean forecast at the horizon
-    upper: Demand  # its upper band (the quantile planned on)
-    band: float  # upper / mean
-    horizon_s: float  # the marginal replica's ready time
-    sizing: Sizing  # for `upper`: replicas, binding constraint, capacity per replica
-    speed: float  # learned, relative to the profile
-    needed: int  # replicas needed at the horizon (before the reactive floor and panic)
-    keep: int  # what rent-or-buy keeps (= current when not scaling down)
-    start_now: int  # replicas this decision starts
-    panic: bool
-
-
-class Outcome(NamedTuple):
-    stages: tuple[Stage, ...]
-    replicas: int | None  # the recommendation; None: no demand data, the reactive path decides
-    plan: Plan | None
-    state: PlannerState
 
 
 def _total(reading: MetricReading | None) -> float | None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
-    from autoscaler.policy.planner import PlannerState
+    from autoscaler.policy.planstate import PlannerState
 
 
 class Recommendation(NamedTuple):
