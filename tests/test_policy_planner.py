@@ -385,6 +385,19 @@ def test_the_planning_shares_tighten_the_targets_the_sizing_plans_on() -> None:
         CapacitySpec(profile=PROFILE, plan_tpot_share=0.0)
 
 
+def test_a_queue_beyond_max_replicas_at_max_replicas_is_no_unconfirmed_start() -> None:
+    """At maxReplicas, a standing queue whose proposal is above it leaves nothing to start: the
+    first decision (no need recorded before) holds the count, as every later one does, and the
+    scale-up stage says nothing is missing rather than waiting for a confirmation."""
+    spec = replace(planner_spec(), max_replicas=4)
+    state = PolicyState()
+    for i in range(3):
+        decision, state = decide(spec, state, obs(4, readings(500.0, queue=10_000_000.0)), NOW + 15.0 * i)
+        assert decision.desired_replicas == 4
+        (up,) = [s for s in decision.stages if s.name == "scale-up"]
+        assert (up.after, up.reason, up.message) == (4, "StartAll", "nothing missing")
+
+
 def test_first_sight_holds_the_count_until_a_forecast_is_scored() -> None:
     """8 replicas at 4/s (1 needed) from the first tick, a replica ready in ~75 s (a 60 s warm-up
     after the seed's load): the band is the prior's until the first forecast comes due one horizon

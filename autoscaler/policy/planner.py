@@ -346,7 +346,9 @@ def plan(
             if before < target:
                 confirmed = max(floor, before)
         deficit = min(confirmed, limit) - have
-        if deficit > 0:
+        # Unconfirmed only when the wait is what holds replicas back (not maxReplicas: a
+        # reactive floor above it leaves no deficit on the first decision, with no need before)
+        if confirmed == target or deficit > 0:
             start, why = (
                 scaleup.starts_now(cold, deficit, cluster, cap.decision_period_s) if cold else (deficit, "")
             )
