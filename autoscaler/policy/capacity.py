@@ -215,14 +215,9 @@ def _prefill_rate_of(
 ) -> float:
     """_prefill_rate with the per-token prefill (a) and decode (d) costs at this speed given."""
     budget = profile.max_batched_tokens
-    if budget is None:
-        return 1.0 / a
-    if profile.prefill_first:
-        return budget / (base + a * budget)
-    rho = min(x * w, 0.95)
-    batch = min(x * o * base / (1.0 - rho), budget * 0.5)
-    chunk = budget - batch
-    return chunk / (base + a * chunk + d * batch)
+    return tpottail.prefill_rate(
+        x, o, base, w, a, d, budget is not None, 0.0 if budget is None else budget, profile.prefill_first
+    )
 
 
 def _decode_rate(

@@ -128,16 +128,7 @@ def _miss(
         return 1.0
     if has_budget and m >= (budget if prefill_first else budget - batch):
         return 0.0
-    # the prefill rate with the decodes carried at x (capacity._prefill_rate_of, with a budget)
-    if not has_budget:
-        prefill_rate = 1.0 / a
-    elif prefill_first:
-        prefill_rate = budget / (base + a * budget)
-    else:
-        carried = min(x * o * base / (1.0 - min(x * w, 0.95)), budget * 0.5)
-        chunk = budget - carried
-        prefill_rate = chunk / (base + a * chunk + d * carried)
-    u = x * p / prefill_rate
+    u = x * p / prefill_rate(x, o, base, w, a, d, has_budget, budget, prefill_first)
     if u >= 1.0:
         return 1.0
     if o <= 1.0:
@@ -153,6 +144,29 @@ def _miss(
             break
         mass, n = after, n + width
     return missed
+
+
+def prefill_rate(
+    x: float,
+    o: float,
+    base: float,
+    w: float,
+    a: float,
+    d: float,
+    has_budget: bool,
+    budget: float,
+    prefill_first: bool,
+) -> float:
+    """Prompt tokens/s one replica prefills at x requests/s of o-token outputs, its decodes carried
+    in the token budget (capacity's model of a step); a (d) the cost of a prefill (decode) token,
+    w the work of a request, all at the speed given. In flat floats, for the compiled copy too."""
+    if not has_budget:
+        return 1.0 / a
+    if prefill_first:
+        return budget / (base + a * budget)
+    carried = min(x * o * base / (1.0 - min(x * w, 0.95)), budget * 0.5)
+    chunk = budget - carried
+    return chunk / (base + a * chunk + d * carried)
 
 
 def _beyond(z: float, mu: float, u: float, two: float) -> float:

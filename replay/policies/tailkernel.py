@@ -24,7 +24,7 @@ def compiled_rate() -> Any:
     global _compiled
     if _compiled is None:
         scope = dict(vars(tpottail))
-        for name in ("_beyond", "_miss", "_rate"):  # callees first
+        for name in ("_beyond", "prefill_rate", "_miss", "_rate"):  # callees first
             code = getattr(tpottail, name).__code__
             scope[name] = numba.njit(cache=True)(types.FunctionType(code, scope, name))
         _compiled = scope["_rate"]
