@@ -281,6 +281,20 @@ def upper(
     return mean
 
 
+def _score(
+    e: float, q: float, scale: float, scored: float, spec: DemandSpec, above: bool = False
+) -> tuple[float, float, float]:
+    """The quantile tracker (error_quantile, error_scale, scored) after one forecast's log error e,
+    clipped to ±MAX_ERROR: a stochastic-approximation step of the smoothed |e| towards the
+    `quantile`. `above`: e is known to be above the tracked quantile (early scoring)."""
+    e = MAX_ERROR if e > MAX_ERROR else -MAX_ERROR if e < -MAX_ERROR else e
+    scale += 0.05 * (abs(e) - scale) if scored else abs(e)
+    q += (0.1 * scale + 1e-3) * (spec.quantile - (1.0 if not above and e <= q else 0.0))
+    if scored < MAX_SCORED:
+        scored += 1.0
+    return q, scale, scored
+
+
 def track(
     spec: DemandSpec,
     state: DemandState,
@@ -334,12 +348,7 @@ def track(
         if forecast < 0.0:
             continue  # scored early (below)
         peak = next(load for at, load in peaks if at > made)  # the newest entry qualifies
-        e = math.log((peak + offset) / (forecast + offset))
-        e = MAX_ERROR if e > MAX_ERROR else -MAX_ERROR if e < -MAX_ERROR else e
-        scale += 0.05 * (abs(e) - scale) if scored else abs(e)
-        q += (0.1 * scale + 1e-3) * (spec.quantile - (1.0 if e <= q else 0.0))
-        if scored < MAX_SCORED:
-            scored += 1.0
+        q, scale, scored = _score(math.log((peak + offset) / (forecast + offset)), q, scale, scored, spec)
     if due:
         pending = pending[due:]
     # Early scoring: a forecast not yet due whose window has already peaked above its band has an
@@ -356,12 +365,8 @@ def track(
             made, target, forecast = pending[i]
             if forecast >= 0.0 and top > (forecast + offset) * bound:
                 e = math.log(top / (forecast + offset))
-                e = MAX_ERROR if e > MAX_ERROR else -MAX_ERROR if e < -MAX_ERROR else e
-                scale += 0.05 * (abs(e) - scale) if scored else abs(e)
-                q += (0.1 * scale + 1e-3) * spec.quantile
+                q, scale, scored = _score(e, q, scale, scored, spec, above=True)
                 bound = math.exp(q)
-                if scored < MAX_SCORED:
-                    scored += 1.0
                 if early is None:
                     early = list(pending)
                 early[i] = (made, target, -1.0)
