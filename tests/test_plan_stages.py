@@ -204,6 +204,15 @@ def test_each_level_remembers_its_last_gap_between_needs() -> None:
     assert scaledown.recur(((0.0, 4),), (), 5000.0, 6, 1000.0)[4:] == (1000.0, 1000.0)
 
 
+def test_record_drops_the_gaps_of_levels_the_history_no_longer_reaches() -> None:
+    """6 needed at 0 s, 2 at 2,000 s with a 1,000 s history: the history forgets the 6, and the
+    gaps of levels 3-6 go with it (recur alone keeps all six)."""
+    history, gaps = scaledown.record((), (), 0.0, 6, 1000.0)
+    assert gaps == (1000.0,) * 6
+    assert scaledown.recur(history, gaps, 2000.0, 2, 1000.0) == (1000.0,) * 6
+    assert scaledown.record(history, gaps, 2000.0, 2, 1000.0) == (((2000.0, 2),), (1000.0, 1000.0))
+
+
 def test_a_level_that_came_back_within_its_break_even_is_kept_for_it() -> None:
     """Replica 10 (B(1) = 80 s) came back 60 s after its last need: the forecast says idle, yet it
     is kept B = 80 s after its last need, not λ·B = 40 s; one whose gap was 100 s goes at 40 s."""

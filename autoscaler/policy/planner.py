@@ -416,10 +416,7 @@ def plan(
             stages.append(_new(Stage, ("scale-down", target, keep, kept.reason, message, needed_now)))
         desired = keep
     longest = scaledown.breakeven_s(recreate(limit)) / scaledown.TRUST  # the deepest level's window
-    gaps = scaledown.recur(state.needs, state.gaps, now, target, longest)
-    needs = scaledown.remember(state.needs, now, target, longest)
-    if len(gaps) > needs[0][1]:  # levels above the window's peak: recur() starts them afresh
-        gaps = gaps[: needs[0][1]]
+    needs, gaps = scaledown.record(state.needs, state.gaps, now, target, longest)
     figures = (est.now, mean, upper, band, horizon_s, at_horizon, speed, needed, keep, start, in_panic)
     result = _new(Plan, figures)
     next_state = _new(PlannerState, (dstate, speed_state, needs, panic_state, started_for, gaps))

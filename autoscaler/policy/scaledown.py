@@ -82,6 +82,18 @@ def recur(history: NeedHistory, gaps: Gaps, now: float, need: int, keep_s: float
     return tuple(out)
 
 
+def record(
+    history: NeedHistory, gaps: Gaps, now: float, need: int, keep_s: float
+) -> tuple[NeedHistory, Gaps]:
+    """This tick's need in both: recur() on the history before it, then remember(); the gaps of
+    levels above the remembered peak are dropped (recur() starts them afresh when they are needed
+    again)."""
+    gaps = recur(history, gaps, now, need, keep_s)
+    history = remember(history, now, need, keep_s)
+    peak = history[0][1]
+    return history, gaps[:peak] if len(gaps) > peak else gaps
+
+
 def recent_max(history: NeedHistory, now: float, window_s: float) -> int:
     """The largest need recorded within the last window_s (0 if none)."""
     for at, need in history:
