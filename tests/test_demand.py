@@ -140,11 +140,37 @@ def test_state_round_trips_through_json_ready_dicts() -> None:
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
-        ("version", 2, "version must be 1"),
-        ("requests", [1.0], "requests must be 2 finite number"),
-        ("pending", [[1.0, 2.0]], r"pending\[0\] must be 3 finite number"),
-        ("primed", 1, "primed must be true or false"),
-        ("at", float("nan"), "at must be 1 finite number"),
+        pytest.param("version", 1, r"demand.version: expected 2, got 1", id="the never-persisted first form"),
+        pytest.param("requests", [1.0], r"demand.requests: expected an object", id="a series as a list"),
+        pytest.param(
+            "pending",
+            [{"madeAt": 1.0, "dueAt": 2.0}],
+            r"demand.pending\[0\].load: missing",
+            id="a forecast without its load",
+        ),
+        pytest.param("primed", 1, "demand.primed: expected true or false, got 1", id="an int for a bool"),
+        pytest.param("at", float("nan"), r"demand.at: expected a time", id="NaN time"),
+        pytest.param("finished", float("inf"), r"demand.finished: expected a finite number", id="inf rate"),
+        pytest.param("inflight", 1e300, r"demand.inflight: expected a finite number in", id="overflowing"),
+        pytest.param("scored", True, r"demand.scored: expected a finite number", id="a bool for a number"),
+        pytest.param(
+            "pending",
+            [{"madeAt": 5.0, "dueAt": 9.0, "load": 1.0}, {"madeAt": 4.0, "dueAt": 9.0, "load": 1.0}],
+            r"demand.pending\[1\].madeAt: expected the forecasts in order",
+            id="forecasts out of order",
+        ),
+        pytest.param(
+            "peaks",
+            [{"at": 1.0, "load": 1.0}, {"at": 2.0, "load": 3.0}],
+            r"demand.peaks\[1\].at: expected the peaks in time order with loads falling",
+            id="peaks rising",
+        ),
+        pytest.param(
+            "pending",
+            [{"madeAt": 1.0, "dueAt": 2.0, "load": 1.0}] * (demand.MAX_PENDING + 1),
+            rf"demand.pending: expected a list of at most {demand.MAX_PENDING}",
+            id="more forecasts than the policy keeps",
+        ),
     ],
 )
 def test_a_malformed_state_is_refused_naming_the_field(field: str, value: object, message: str) -> None:

@@ -229,15 +229,19 @@ def test_planner_state_round_trips() -> None:
     assert PlannerState.from_dict(state.planner.to_dict()) == state.planner
 
 
-def test_planner_state_of_an_older_release_reads_without_the_saturated_run() -> None:
+def test_planner_state_without_the_fields_added_later_reads_with_their_defaults() -> None:
+    """A field a state was written without (an older controller) takes its default; the rest is
+    read as it was."""
     _, state = run(planner_spec(), 3, [10.0, 12.0, 30.0, 5.0])
     assert state.planner is not None
     doc = state.planner.to_dict()
-    doc["speed"] = [-0.1, 5.0, 2]  # log ratio, samples, saturated ticks: before the run's ready and queue
-    speed = PlannerState.from_dict(doc).speed
-    assert speed == (-0.1, 5.0, 2, 0, 0.0)
-    doc["speed"] = [-0.1, 5.0, 2, 4]
-    with pytest.raises(ValueError, match="planner state: malformed"):
+    doc["speed"] = {"logRatio": -0.1, "samples": 5.0, "saturatedTicks": 2}  # before the run's ready, queue
+    del doc["gaps"]
+    read = PlannerState.from_dict(doc)
+    assert read.speed == (-0.1, 5.0, 2, 0, 0.0)
+    assert read.gaps == () and read.needs == state.planner.needs and read.demand == state.planner.demand
+    doc["speed"]["ready"] = 2.5
+    with pytest.raises(ValueError, match=r"planner.speed.ready: expected an integer in \[0, \d+\], got 2.5"):
         PlannerState.from_dict(doc)
 
 

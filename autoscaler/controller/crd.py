@@ -25,8 +25,10 @@ from autoscaler.policy.observe import (
     Horizon,
     HorizonSource,
 )
+from autoscaler.policy.planstate import PlannerState
 from autoscaler.policy.spec import AutoscalerSpec
 from autoscaler.policy.state import PolicyState, Recommendation, ScaleEvent
+from autoscaler.policy.statejson import TimeCodec
 from autoscaler.specbase import StrictModel
 from autoscaler.specsections import PredictionModel
 
@@ -171,11 +173,33 @@ def state_to_status(state: PolicyState) -> dict[str, Any]:
         "scaleDownEvents": [{"at": nano_time(e.at), "change": e.change} for e in state.scale_down_events],
         "forecasters": {name: forecaster(f) for name, f in state.forecasters.items()},
         "scaledToZero": state.scaled_to_zero,
+        **({} if state.planner is None else {"planner": state.planner.to_dict(STATUS_TIMES)}),
     }
 
 
-def state_from_status(data: Mapping[str, Any]) -> PolicyState:
-    """Parse `state_to_status` output; a malformed entry raises ValueError naming its path and value."""
+def _status_time(value: Any) -> float:
+    if not isinstance(value, str):
+        raise ValueError("expected an RFC 3339 timestamp")
+    return parse_time(value)
+
+
+# the planner's times in the status: RFC 3339 with nanoseconds, as the rest of policyState
+STATUS_TIMES = TimeCodec(nano_time, _status_time)
+
+
+def planner_from_status(data: Mapping[str, Any]) -> PlannerState | None:
+    """status.policyState.planner (absent: None, the predictive stages start afresh); a malformed
+    one raises ValueError naming its path (statejson.py's rules)."""
+    raw = data.get("planner")
+    if raw is None:
+        return None
+    return PlannerState.from_dict(raw, STATUS_TIMES, "status.policyState.planner")
+
+
+def state_from_status(data: Mapping[str, Any], *, planner: bool = True) -> PolicyState:
+    """Parse `state_to_status` output; a malformed entry raises ValueError naming its path and value.
+    `planner` False leaves the planner out (restore reads it apart, so that a malformed one costs
+    only the predictive stages' memory, not the windows)."""
 
     def number(entry: Any, key: str, path: str) -> float:
         value = entry.get(key) if isinstance(entry, Mapping) else None
@@ -231,4 +255,11 @@ def state_from_status(data: Mapping[str, Any]) -> PolicyState:
     scaled_to_zero = data.get("scaledToZero", False)
     if not isinstance(scaled_to_zero, bool):
         raise ValueError(f"status.policyState.scaledToZero: expected a boolean, got {scaled_to_zero!r}")
-    return PolicyState(recs, events["scaleUpEvents"], events["scaleDownEvents"], forecasters, scaled_to_zero)
+    return PolicyState(
+        recs,
+        events["scaleUpEvents"],
+        events["scaleDownEvents"],
+        forecasters,
+        scaled_to_zero,
+        planner_from_status(data) if planner else None,
+    )

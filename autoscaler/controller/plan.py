@@ -237,6 +237,11 @@ def plan(a: Autoscaler, snap: Snapshot, mem: Memory, now: float, settings: Setti
     elif a.mode is Mode.DRY_RUN and decision.scale:
         refused = "mode dryRun: decided, not applied"
     conditions.append(capacity.condition(decision))
+    if mem.restore_problem:  # while this leader runs on the fresh start it made
+        why = f"the stored policy state was unusable, this controller started afresh: {mem.restore_problem}"
+        conditions.append(ConditionStatus("PolicyStateRestored", "False", "MalformedPolicyState", why))
+        if mem.written is None:  # the first plan after the restore
+            effects.append(Emit("Warning", "MalformedPolicyState", _note(why), "Restore"))
     failures, warnings = _metric_warnings(snap.readings, mem.metric_failures, a.spec.max_metric_age_s, now)
     effects.extend(warnings)
 

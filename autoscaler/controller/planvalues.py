@@ -10,7 +10,7 @@ telemetry and tests and the `Effect`s the shell performs in order: `WriteScale`,
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from autoscaler.controller import crd
@@ -53,6 +53,8 @@ class Memory:
         default_factory=dict
     )  # metric -> (error, warned at)
     derived: Derived | None = None  # the last plan's work on its slow inputs, for the next
+    # why the state stored in the status could not be used (restore): "" when it was read
+    restore_problem: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,15 +141,25 @@ class Plan(NamedTuple):
 
 def restore(a: Autoscaler) -> tuple[Memory, str]:
     """A restarted or new leader resumes from the status the previous one wrote; the second value
-    says why the stored state was unusable ("" when it was fine)."""
-    state, cold, problem = PolicyState(), ColdStartHistory(), ""
+    says why the stored state was unusable ("" when it was fine). A malformed planner state costs
+    only the predictive stages' memory: the windows, events and forecasters are kept."""
+    state, cold, problems = PolicyState(), ColdStartHistory(), []
+    stored = a.status.get("policyState")
+    if stored is not None:
+        try:
+            if not isinstance(stored, Mapping):
+                raise ValueError(f"status.policyState: expected an object, got {type(stored).__name__}")
+            state = crd.state_from_status(stored, planner=False)
+            state = replace(state, planner=crd.planner_from_status(stored))
+        except ValueError as exc:
+            problems.append(str(exc))
     try:
-        if "policyState" in a.status:
-            state = crd.state_from_status(a.status["policyState"])
         if "coldStarts" in a.status:
             cold = ColdStartHistory.from_dict((a.status["coldStarts"] or {}).get("samples", []))
     except ValueError as exc:
-        state, cold, problem = PolicyState(), ColdStartHistory(), str(exc)
+        cold = ColdStartHistory()
+        problems.append(str(exc))
+    problem = "; ".join(problems)
     last = a.status.get("lastScaleTime")
     seen = a.status.get("currentReplicas")  # mode hpa books the HPA's changes against it
     memory = Memory(
@@ -156,5 +168,6 @@ def restore(a: Autoscaler) -> tuple[Memory, str]:
         last_spec_replicas=seen if isinstance(seen, int) and not isinstance(seen, bool) else None,
         last_scale_time=str(last) if last else None,
         status=a.status,
+        restore_problem=problem,
     )
     return memory, problem

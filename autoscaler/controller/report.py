@@ -81,7 +81,10 @@ def _num(x: float) -> float | int:
 def state_digest(state: PolicyState) -> tuple[Any, ...]:
     """The policy state as far as a restart cares: which counts the windows hold (not when each was
     seen), the scale events, the forecasters to four decimals. Writing the status for
-    anything less would be a write per object per interval in a steady state."""
+    anything less would be a write per object per interval in a steady state. The planner's state
+    (the predictive stages) whole: its demand sample moves every tick, and a restart from a state
+    one tick old decides as the controller that ran on only if it has that tick's state (the
+    policy state is then written every status_interval_s, docs/controller.md)."""
     forecasters = tuple(sorted((name, f.digest()) for name, f in state.forecasters.items()))
     return (
         tuple(sorted({r.replicas for r in state.recommendations})),
@@ -89,6 +92,7 @@ def state_digest(state: PolicyState) -> tuple[Any, ...]:
         state.scale_down_events,
         forecasters,
         state.scaled_to_zero,
+        state.planner,
     )
 
 

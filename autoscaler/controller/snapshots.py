@@ -20,6 +20,8 @@ from autoscaler.controller.podfacts import PodFacts, summarize
 from autoscaler.controller.settings import ControllerSettings
 from autoscaler.controller.slim import scale_of
 from autoscaler.controller.telemetry import Telemetry
+from autoscaler.policy import memo
+from autoscaler.policy.spec import AutoscalerSpec, MetricSpec, TargetType
 from common.selector import Selector, parse_selector
 
 log = logging.getLogger(__name__)
@@ -53,9 +55,10 @@ class Snapshots:
         selector = parse_selector(scale.selector) if scale is not None and scale.selector else None
         self.caches.watch(a.key, target, selector)
         pods = self._facts(a.key, a.namespace, selector) if selector is not None else None
-        self.metrics.use(a.key, a.namespace, a.spec.metrics)
-        readings = await self.metrics.readings(a.key, a.namespace, a.spec.metrics, now)
-        for m in a.spec.metrics:
+        metrics = memo.by_identity(_read_metrics, a.spec, read_metrics, size=4096)
+        self.metrics.use(a.key, a.namespace, metrics)
+        readings = await self.metrics.readings(a.key, a.namespace, metrics, now)
+        for m in metrics:
             r = readings[m.name]
             if r.values_milli is None:
                 self.telemetry.errors.labels("read_metric").inc()
@@ -127,6 +130,26 @@ class Snapshots:
             )
         scale = self._scales[a.key] = scale_of(obj)
         return scale, ""
+
+
+_read_metrics: memo.Table = {}  # by spec (hashing one costs more than the lookup saves)
+
+
+def read_metrics(spec: AutoscalerSpec) -> tuple[MetricSpec, ...]:
+    """spec.metrics, and the metrics the capacity section's demand stage reads (rates, in flight,
+    queue) that spec.metrics does not list: with the first metric's selector, which picks the
+    target's series (the adapter labels every series of a target alike: namespace, deployment,
+    model). Their target is never used (they are not proposals); 1 satisfies MetricSpec."""
+    if spec.capacity is None:
+        return spec.metrics
+    listed = {m.name for m in spec.metrics}
+    selector = spec.metrics[0].selector if spec.metrics else ""
+    extra = tuple(
+        MetricSpec(name, TargetType.VALUE, 1, selector)
+        for name in dict.fromkeys(spec.capacity.metric_names)
+        if name not in listed
+    )
+    return (*spec.metrics, *extra)
 
 
 def _name(obj: Mapping[str, Any]) -> str:

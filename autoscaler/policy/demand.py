@@ -24,17 +24,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.spec import DemandSpec
+
+if TYPE_CHECKING:
+    from autoscaler.policy.statejson import TimeCodec
 
 MAX_PENDING = 48  # forecasts awaiting their target time: one every horizon / 32 at most
 MAX_SCORED_HORIZON_S = 600.0  # a longer horizon is scored at 600 s: the band must adapt within minutes
 TYPICAL_HALF_LIFE_S = 600.0  # the typical demand forgets half of itself in 10 minutes
 MAX_ERROR = 4.0  # |log ratio| beyond e^4 = 55x counts as e^4: one outage does not ruin the band
 MAX_SCORED = 1000.0  # the prior's weight fades up to this many scored errors
-STATE_VERSION = 1
 # A NamedTuple built as tuple.__new__(cls, fields) skips its Python-level __new__ (~0.4 against
 # ~1.3 µs here): the values a tick builds are made so (a dozen a tick).
 _new = tuple.__new__
@@ -63,41 +65,18 @@ class DemandState(NamedTuple):
     typical: Demand  # the demand averaged over TYPICAL_HALF_LIFE_S: the band's offset and mix at idle
     peaks: tuple[tuple[float, float], ...] = ()  # (time, load) with loads falling: window maxima
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"version": STATE_VERSION}
-        for name, value in self._asdict().items():
-            if name in ("pending", "peaks"):
-                out[name] = [list(p) for p in value]
-            else:
-                out[name] = list(value) if isinstance(value, tuple) else value
-        return out
+    def to_dict(self, codec: TimeCodec | None = None) -> dict[str, Any]:
+        """JSON-ready, times through `codec` (statejson.TimeCodec; default: seconds)."""
+        from autoscaler.policy import statejson  # it reads this module's types
+
+        return statejson.demand_to_dict(self, codec or statejson.SECONDS)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> DemandState:
-        """Parse to_dict output; a malformed field raises ValueError naming it."""
-        if not isinstance(data, Mapping) or data.get("version") != STATE_VERSION:
-            raise ValueError(f"demand state: version must be {STATE_VERSION}, got {_get(data, 'version')!r}")
-        values: dict[str, Any] = {}
-        for name in cls._fields:
-            raw = _get(data, name)
-            if name in ("requests", "prompt_tokens", "output_tokens"):
-                values[name] = Series(*_numbers(raw, name, 2))
-            elif name == "typical":
-                values[name] = Demand(*_numbers(raw, name, 3))
-            elif name in ("pending", "peaks"):
-                width = 3 if name == "pending" else 2
-                if not isinstance(raw, list) or len(raw) > MAX_PENDING * 8:
-                    raise ValueError(
-                        f"demand state: {name} must be a list of <= {MAX_PENDING * 8}, got {raw!r}"
-                    )
-                values[name] = tuple(tuple(_numbers(p, f"{name}[{i}]", width)) for i, p in enumerate(raw))
-            elif name == "primed":
-                if not isinstance(raw, bool):
-                    raise ValueError(f"demand state: primed must be true or false, got {raw!r}")
-                values[name] = raw
-            else:
-                values[name] = _numbers([raw], name, 1)[0]
-        return cls(**values)
+    def from_dict(cls, data: Mapping[str, Any], codec: TimeCodec | None = None) -> DemandState:
+        """Parse to_dict output; a malformed field raises ValueError naming it (statejson.py)."""
+        from autoscaler.policy import statejson
+
+        return statejson.demand_from_dict(data, codec or statejson.SECONDS)
 
 
 class Estimate(NamedTuple):
@@ -105,21 +84,6 @@ class Estimate(NamedTuple):
 
     now: Demand
     growth_per_s: float  # d(in flight)/dt that went into it
-
-
-def _get(data: Any, key: str) -> Any:
-    if not isinstance(data, Mapping) or key not in data:
-        raise ValueError(f"demand state: {key} is missing")
-    return data[key]
-
-
-def _numbers(raw: Any, name: str, n: int) -> list[float]:
-    ok = isinstance(raw, list) and len(raw) == n
-    if ok:
-        ok = all(not isinstance(v, bool) and isinstance(v, int | float) and math.isfinite(v) for v in raw)
-    if not ok:
-        raise ValueError(f"demand state: {name} must be {n} finite number(s), got {raw!r}")
-    return [float(v) for v in raw]
 
 
 def observe(

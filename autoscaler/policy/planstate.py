@@ -1,19 +1,28 @@
 """The predictive stages' values (planner.py): the state a decision threads into the next one,
-with its JSON form, and what a decision saw and decided (Plan), for explain and the replay."""
+with its JSON form (statejson.py has the reading rules), and what a decision saw and decided
+(Plan), for explain and the replay."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from autoscaler.policy import demand, panic, speedlearn
+from autoscaler.policy import demand, panic, speedlearn, statejson
 from autoscaler.policy.capacity import Demand, Sizing
 from autoscaler.policy.scaledown import Gaps, NeedHistory
 from autoscaler.policy.speedlearn import SpeedState
 from autoscaler.policy.stage import Stage
+from autoscaler.policy.statejson import SECONDS, Reader, TimeCodec
 
-STATE_VERSION = 1
+STATE_VERSION = 2  # 1 (positional lists) was never persisted by a release: it is refused
+# The need history and the gaps keep one entry per replica level (scaledown.py): the history's
+# counts fall strictly from its front, so it holds at most MAX_LEVELS + 1 entries, and the gaps
+# one per level up to its peak. Levels above MAX_LEVELS (a reactive proposal far above
+# maxReplicas, or a fleet of more than 4,096 replicas) are written as MAX_LEVELS: the JSON stays
+# within ~0.3 MB however large the proposal (docs/controller.md, "The status's size").
+MAX_LEVELS = 4096
+MAX_GAP_S = 1e9  # a gap is at most the longest scale-down window (scaledown.recur): far below this
+# |log(speed / profile)| of a replica: e^50 is beyond any engine; larger overflows math.exp
+MAX_LOG_SPEED = 50.0
 
 
 class PlannerState(NamedTuple):
@@ -24,42 +33,90 @@ class PlannerState(NamedTuple):
     started_for: float = 0.0  # the mean demand's load when replicas were last started
     gaps: Gaps = ()  # each level's last idle gap between needs (scaledown.recur)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, codec: TimeCodec = SECONDS) -> dict[str, Any]:
+        """JSON-ready, times through `codec`, within the bounds from_dict reads (bounded()). What
+        is None is left out (a JSON merge patch would read null as "delete")."""
+        s = self.bounded()
+        t = codec.encode
+        sp = s.speed
+        out: dict[str, Any] = {"version": STATE_VERSION}
+        if s.demand is not None:
+            out["demand"] = statejson.demand_to_dict(s.demand, codec)
+        panic_state = {"last": t(s.panic.last)}
+        if s.panic.since is not None:
+            panic_state["since"] = t(s.panic.since)
         return {
-            "version": STATE_VERSION,
-            "demand": None if self.demand is None else self.demand.to_dict(),
-            "speed": list(self.speed),
-            "needs": [list(n) for n in self.needs],
-            "panic": list(self.panic),
-            "started_for": self.started_for,
-            "gaps": list(self.gaps),
+            **out,
+            "speed": {
+                "logRatio": sp.log_ratio,
+                "samples": sp.samples,
+                "saturatedTicks": sp.saturated_ticks,
+                "ready": sp.ready,
+                "queue": sp.queue,
+            },
+            "needs": [{"at": t(at), "replicas": n} for at, n in s.needs],
+            "panic": panic_state,
+            "startedFor": s.started_for,
+            "gaps": list(s.gaps),
         }
 
+    def bounded(self) -> PlannerState:
+        """The state with its levels above MAX_LEVELS folded into MAX_LEVELS: the history's entries
+        of at least MAX_LEVELS become one (the newest of them: when that level was last needed),
+        the gaps of the levels above are dropped (scaledown.recur starts them afresh, as it does for
+        levels above the peak). The same state whenever no need exceeded MAX_LEVELS."""
+        needs, gaps = self.needs, self.gaps
+        if (not needs or needs[0][1] <= MAX_LEVELS) and len(gaps) <= MAX_LEVELS:
+            return self
+        k = 0
+        while k < len(needs) and needs[k][1] >= MAX_LEVELS:
+            k += 1
+        if k:
+            needs = ((needs[k - 1][0], MAX_LEVELS), *needs[k:])
+        return self._replace(needs=needs, gaps=gaps[:MAX_LEVELS])
+
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> PlannerState:
-        """Parse to_dict output; a malformed field raises ValueError naming it."""
-        if not isinstance(data, Mapping) or data.get("version") != STATE_VERSION:
-            raise ValueError(f"planner state: version must be {STATE_VERSION}")
-        try:
-            raw_demand = data["demand"]
-            log_ratio, samples, ticks, *run = data["speed"]  # an older state has no run
-            run_ready, run_queue = run if run else (0, 0.0)
-            needs = tuple((float(t), int(n)) for t, n in data["needs"])
-            since, last = data["panic"]
-            started_for = float(data["started_for"])
-            gaps = tuple(float(g) for g in data.get("gaps", ()))  # an older state has none
-            if not all(math.isfinite(g) and g >= 0.0 for g in gaps):
-                raise ValueError(f"gaps must be finite and >= 0, got {list(gaps)}")
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"planner state: malformed ({exc})") from None
-        return cls(
-            None if raw_demand is None else demand.DemandState.from_dict(raw_demand),
-            SpeedState(float(log_ratio), float(samples), int(ticks), int(run_ready), float(run_queue)),
-            needs,
-            panic.PanicState(None if since is None else float(since), float(last)),
-            started_for,
-            gaps,
-        )
+    def from_dict(cls, data: Any, codec: TimeCodec = SECONDS, path: str = "planner") -> PlannerState:
+        """to_dict's output back; a malformed field raises ValueError naming its path and value.
+
+        A field missing takes its default (a fresh start of that part), so a state written before
+        a field existed still reads. The need history must be what scaledown.remember keeps (counts
+        falling strictly from the front, at most MAX_LEVELS); the gaps beyond its peak are dropped,
+        as scaledown.record drops them. Times are not required in order: a clock that stepped back
+        leaves them so, and the policy reads them as they are."""
+        r = Reader(data, path, codec)
+        version = r.raw("version", None)
+        if version != STATE_VERSION:
+            raise r.fail("version", f"expected {STATE_VERSION}", version)
+        fresh = cls()
+        raw_demand = r.raw("demand", None)
+        state_demand = None
+        if raw_demand is not None:
+            state_demand = statejson.demand_from_dict(raw_demand, codec, f"{path}.demand")
+        speed = fresh.speed
+        if "speed" in r.data:
+            sp = r.child("speed")
+            speed = SpeedState(
+                sp.number("logRatio", low=-MAX_LOG_SPEED, high=MAX_LOG_SPEED),
+                sp.number("samples", low=0.0, high=speedlearn.MAX_SPEED_SAMPLES),
+                sp.integer("saturatedTicks", default=0),
+                sp.integer("ready", default=0),
+                sp.number("queue", low=0.0) if "queue" in sp.data else 0.0,
+            )
+        needs: list[tuple[float, int]] = []
+        for e in r.items("needs", MAX_LEVELS + 1, default=[]):
+            at, n = e.moment("at"), e.integer("replicas", high=MAX_LEVELS)
+            if needs and n >= needs[-1][1]:
+                raise e.fail("replicas", "expected the counts falling from the front", n)
+            needs.append((at, n))
+        state_panic = fresh.panic
+        if "panic" in r.data:
+            p = r.child("panic")
+            state_panic = panic.PanicState(p.time("since", nullable=True), p.moment("last"))
+        started_for = r.number("startedFor") if "startedFor" in r.data else fresh.started_for
+        gaps = r.numbers("gaps", MAX_LEVELS, low=0.0, high=MAX_GAP_S, default=[])
+        peak = needs[0][1] if needs else 0
+        return cls(state_demand, speed, tuple(needs), state_panic, started_for, tuple(gaps[:peak]))
 
 
 class Plan(NamedTuple):

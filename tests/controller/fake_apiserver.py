@@ -12,7 +12,10 @@ real API does where a lenient fake would hide bugs (../../../shared/kubernetes_a
 - every write is validated: built-in kinds against the Kubernetes 1.37 schemas (kubernetes-validate,
   strict: unknown fields are errors), the custom resource against the CRD's openAPIV3Schema from
   deploy/controller/crd.yaml (unknown fields are errors too: the real API would prune them silently,
-  which would lose state without a trace); MicroTime fields need six fractional digits and a zone;
+  which would lose state without a trace; date-time and int32/int64 formats are checked); MicroTime
+  fields need six fractional digits and a zone;
+- sizes: a request body over 3 MiB is 413, a custom resource whose JSON exceeds etcd's 1.5 MiB is
+  500 "etcdserver: request is too large", as the real API answers;
 - resourceVersions: a stale one is 409 Conflict; a PUT of a Lease or a custom resource without one
   is 422; creating an existing name is 409 AlreadyExists;
 - /scale: spec.replicas (absent at 0: omitempty), status.replicas (always) and status.selector (a
@@ -52,6 +55,11 @@ from common.selector import parse_selector
 ROOT = Path(__file__).resolve().parents[2]
 CRD_FILE = ROOT / "deploy" / "controller" / "crd.yaml"
 K8S_VERSION = "1.37"
+# etcd's default --max-request-bytes (1.5 MiB): a custom resource is stored as JSON, so its JSON is
+# what counts; the apiserver answers 500 "etcdserver: request is too large" (kubernetes#112152). A
+# request body over 3 MiB is refused before it is decoded: 413 (kubernetes#73805).
+MAX_OBJECT_BYTES = 1_572_864
+MAX_REQUEST_BYTES = 3 * 1024 * 1024
 MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}(Z|[+-]\d\d:\d\d)$")
 GPU = "nvidia.com/gpu"
 _MODIFIED = (
@@ -130,9 +138,30 @@ def structural_to_jsonschema(node: Any) -> Any:
     return {k: v for k, v in out.items() if not k.startswith("x-kubernetes-")}
 
 
+# The apiserver's formats (k8s.io/kube-openapi's strfmt): date-time is RFC 3339 with up to nine
+# fractional digits and a zone; int32/int64 are ranges. jsonschema checks neither without extras.
+_DATE_TIME = re.compile(r"^\d{4}-\d\d-\d\d[Tt]\d\d:\d\d:\d\d(\.\d{1,9})?([Zz]|[+-]\d\d:\d\d)$")
+FORMATS = jsonschema.FormatChecker(())
+
+
+@FORMATS.checks("date-time")
+def _is_date_time(value: object) -> bool:
+    return not isinstance(value, str) or bool(_DATE_TIME.match(value))
+
+
+@FORMATS.checks("int32")
+def _is_int32(value: object) -> bool:
+    return not isinstance(value, int) or -(2**31) <= value < 2**31
+
+
+@FORMATS.checks("int64")
+def _is_int64(value: object) -> bool:
+    return not isinstance(value, int) or -(2**63) <= value < 2**63
+
+
 @cache
 def crd_validator() -> jsonschema.protocols.Validator:
-    return jsonschema.Draft4Validator(structural_to_jsonschema(_schema()))
+    return jsonschema.Draft4Validator(structural_to_jsonschema(_schema()), format_checker=FORMATS)
 
 
 def crd_schema() -> dict[str, Any]:
@@ -450,6 +479,13 @@ class FakeKube:
         validate_custom(obj)
         self._commit("inferenceautoscalers", obj)
 
+    def corrupt_autoscaler(self, namespace: str, name: str, change: Callable[[dict[str, Any]], None]) -> None:
+        """What no validation stopped: etcd edited or restored from a backup taken under another
+        schema. The change is stored as it is (update_autoscaler is the API's way, validated)."""
+        obj = copy.deepcopy(self.autoscalers[(namespace, name)])
+        change(obj)
+        self._commit("inferenceautoscalers", obj)
+
     def delete_autoscaler(self, namespace: str, name: str) -> None:
         self._commit("inferenceautoscalers", copy.deepcopy(self.autoscalers[(namespace, name)]), delete=True)
 
@@ -511,8 +547,12 @@ class FakeKube:
 
     @staticmethod
     async def _json(request: web.Request) -> Any:
+        body = await request.read()
+        if len(body) > MAX_REQUEST_BYTES:
+            too_large = f"Request entity too large: limit is {MAX_REQUEST_BYTES}"
+            raise ApiStatus(413, "RequestEntityTooLarge", too_large)
         try:
-            return json.loads(await request.read())
+            return json.loads(body)
         except ValueError as exc:
             raise ApiStatus(400, "BadRequest", f"the body is not JSON: {exc}") from None
 
@@ -777,6 +817,8 @@ class FakeKube:
         else:
             updated["status"] = status
         validate_custom(updated)
+        if len(json.dumps(updated, separators=(",", ":"))) > MAX_OBJECT_BYTES:
+            raise ApiStatus(500, "InternalError", "etcdserver: request is too large")
         return web.json_response(self._commit("inferenceautoscalers", updated))
 
     async def _patch_status(self, request: web.Request, namespace: str, name: str) -> web.Response:
@@ -905,7 +947,8 @@ async def _status_errors(request: web.Request, handler: Callable[[web.Request], 
 @asynccontextmanager
 async def serve(fake: FakeKube, *, timeout_s: float = 5.0) -> AsyncIterator[KubeClient]:
     """Start the fake on a loopback port; yield a KubeClient (the real ApiClient) pointed at it."""
-    app = web.Application(middlewares=[_status_errors])
+    # aiohttp refuses bodies over 1 MiB itself: let the apiserver's own limit (3 MiB) decide
+    app = web.Application(middlewares=[_status_errors], client_max_size=MAX_REQUEST_BYTES + 1)
     app.router.add_route("*", "/{tail:.*}", fake.handle)
     runner = web.AppRunner(app, shutdown_timeout=0.1)
     await runner.setup()

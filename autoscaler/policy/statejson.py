@@ -1,0 +1,212 @@
+"""The JSON form of the predictive stages' memory (demand.DemandState, planstate.PlannerState).
+
+The controller keeps it in the InferenceAutoscaler's status (status.policyState.planner), which a
+user, another controller version or a corrupted etcd can change, so reading is strict: every number
+finite and within the range the policy itself keeps it in, every list within the policy's own
+history bound and in the order the policy keeps it (the scale-down and scoring loops rely on that
+order: a need history out of order would index past its front). A malformed field raises
+ValueError naming its path and value; the caller starts afresh.
+
+Times go through a codec: seconds as numbers by default; the controller writes RFC 3339 with
+nanoseconds (controller/crd.py), as the rest of its status.
+"""
+
+from __future__ import annotations
+
+import math
+import reprlib
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+from autoscaler.policy.capacity import Demand
+from autoscaler.policy.demand import MAX_ERROR, MAX_PENDING, MAX_SCORED, DemandState, Series
+
+DEMAND_VERSION = 2  # 1 (positional lists) was never persisted by a release: it is refused
+# Rates, loads, trends and levels of a real fleet are far inside 1e15 (tokens/s of a whole
+# cluster are ~1e8); a larger one is a corrupted state whose arithmetic could overflow to inf.
+MAX_MAGNITUDE = 1e15
+# pending forecasts: at most MAX_PENDING (demand.track drops the oldest); their peaks one more
+MAX_PENDING_ENTRIES = MAX_PENDING
+MAX_PEAK_ENTRIES = MAX_PENDING + 1
+
+_repr = reprlib.Repr()
+_repr.maxstring = 60
+_repr.maxother = 60
+_repr.maxlist = 4
+_repr.maxdict = 4
+
+
+class TimeCodec(NamedTuple):
+    """How times are written (`encode`) and read back (`decode`: ValueError when not a time)."""
+
+    encode: Callable[[float], Any]
+    decode: Callable[[Any], float]
+
+
+def _finite_in(value: Any, low: float, high: float) -> bool:
+    """A JSON number (not a bool), finite, in [low, high]."""
+    return (
+        not isinstance(value, bool)
+        and isinstance(value, int | float)
+        and math.isfinite(value)
+        and low <= value <= high
+    )
+
+
+def _seconds(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError("expected a finite time in seconds")
+    return float(value)
+
+
+SECONDS = TimeCodec(float, _seconds)
+
+
+class Reader:
+    """Reads one mapping of a state, each error naming `path.key` and the value found."""
+
+    def __init__(self, data: Any, path: str, codec: TimeCodec) -> None:
+        if not isinstance(data, Mapping):
+            raise ValueError(f"{path}: expected an object, got {_repr.repr(data)}")
+        self.data, self.path, self.codec = data, path, codec
+
+    def fail(self, key: str, what: str, value: Any) -> ValueError:
+        return ValueError(f"{self.path}.{key}: {what}, got {_repr.repr(value)}")
+
+    def raw(self, key: str, default: Any = ...) -> Any:
+        if key not in self.data:
+            if default is ...:
+                raise ValueError(f"{self.path}.{key}: missing")
+            return default
+        return self.data[key]
+
+    def number(self, key: str, *, low: float = -MAX_MAGNITUDE, high: float = MAX_MAGNITUDE) -> float:
+        value = self.raw(key)
+        if not _finite_in(value, low, high):
+            raise self.fail(key, f"expected a finite number in [{low:g}, {high:g}]", value)
+        return float(value)
+
+    def integer(self, key: str, *, low: int = 0, high: int = 2**31 - 1, default: Any = ...) -> int:
+        value = self.raw(key, default)
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)  # a JSON decoder may give 3.0 for 3
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise self.fail(key, f"expected an integer in [{low}, {high}]", value)
+        return value
+
+    def boolean(self, key: str) -> bool:
+        value = self.raw(key)
+        if not isinstance(value, bool):
+            raise self.fail(key, "expected true or false", value)
+        return value
+
+    def time(self, key: str, *, nullable: bool = False) -> float | None:
+        value = self.raw(key, None if nullable else ...)
+        if value is None and nullable:
+            return None
+        try:
+            return self.codec.decode(value)
+        except ValueError as exc:
+            raise self.fail(key, f"expected a time ({exc})", value) from None
+
+    def moment(self, key: str) -> float:
+        t = self.time(key)
+        assert t is not None
+        return t
+
+    def items(self, key: str, most: int, default: Any = ...) -> list[Reader]:
+        """A list of objects, at most `most` long (longer is refused: never read a hostile list)."""
+        value = self.raw(key, default)
+        if not isinstance(value, list) or len(value) > most:
+            raise self.fail(key, f"expected a list of at most {most}", value)
+        return [Reader(v, f"{self.path}.{key}[{i}]", self.codec) for i, v in enumerate(value)]
+
+    def numbers(self, key: str, most: int, *, low: float, high: float, default: Any = ...) -> list[float]:
+        value = self.raw(key, default)
+        if not isinstance(value, list) or len(value) > most:
+            raise self.fail(key, f"expected a list of at most {most}", value)
+        out = []
+        for i, v in enumerate(value):
+            if not _finite_in(v, low, high):
+                raise self.fail(f"{key}[{i}]", f"expected a finite number in [{low:g}, {high:g}]", v)
+            out.append(float(v))
+        return out
+
+    def child(self, key: str) -> Reader:
+        return Reader(self.raw(key), f"{self.path}.{key}", self.codec)
+
+
+def _series(s: Series) -> dict[str, float]:
+    return {"level": s.level, "trend": s.trend}
+
+
+def _read_series(r: Reader) -> Series:
+    return Series(r.number("level"), r.number("trend"))
+
+
+def demand_to_dict(state: DemandState, codec: TimeCodec = SECONDS) -> dict[str, Any]:
+    t = codec.encode
+    return {
+        "version": DEMAND_VERSION,
+        "at": t(state.at),
+        "inflight": state.inflight,
+        "finished": state.finished,
+        "prompt": state.prompt,
+        "generated": state.generated,
+        "requests": _series(state.requests),
+        "promptTokens": _series(state.prompt_tokens),
+        "outputTokens": _series(state.output_tokens),
+        "primed": state.primed,
+        "pending": [{"madeAt": t(m), "dueAt": t(d), "load": load} for m, d, load in state.pending],
+        "errorQuantile": state.error_quantile,
+        "errorScale": state.error_scale,
+        "scored": state.scored,
+        "typical": {
+            "requests": state.typical.requests,
+            "promptTokens": state.typical.prompt_tokens,
+            "outputTokens": state.typical.output_tokens,
+        },
+        "peaks": [{"at": t(at), "load": load} for at, load in state.peaks],
+    }
+
+
+def demand_from_dict(data: Any, codec: TimeCodec = SECONDS, path: str = "demand") -> DemandState:
+    """demand_to_dict's output back. Beyond each field's type and range, the order the scoring
+    relies on (demand.track): pending forecasts by the time they were made, each made no later than
+    it is due; the peaks by time with loads falling."""
+    r = Reader(data, path, codec)
+    version = r.raw("version", None)
+    if version != DEMAND_VERSION:
+        raise r.fail("version", f"expected {DEMAND_VERSION}", version)
+    at = r.moment("at")
+    pending: list[tuple[float, float, float]] = []
+    for p in r.items("pending", MAX_PENDING_ENTRIES):
+        made, due = p.moment("madeAt"), p.moment("dueAt")
+        if not made <= due or (pending and made < pending[-1][0]):
+            raise p.fail("madeAt", "expected the forecasts in order, each made before it is due", made)
+        pending.append((made, due, p.number("load")))  # -1: scored early (demand.track)
+    peaks: list[tuple[float, float]] = []
+    for p in r.items("peaks", MAX_PEAK_ENTRIES):
+        when, load = p.moment("at"), p.number("load")
+        if peaks and (when < peaks[-1][0] or load >= peaks[-1][1]):
+            raise p.fail("at", "expected the peaks in time order with loads falling", when)
+        peaks.append((when, load))
+    typical = r.child("typical")
+    return DemandState(
+        at,
+        r.number("inflight"),  # as the readings came: no sign assumed of an engine's figures
+        r.number("finished"),
+        r.number("prompt"),
+        r.number("generated"),
+        _read_series(r.child("requests")),
+        _read_series(r.child("promptTokens")),
+        _read_series(r.child("outputTokens")),
+        r.boolean("primed"),
+        tuple(pending),
+        # the scored errors are clipped to ±MAX_ERROR; the quantile steps past them by less than one
+        r.number("errorQuantile", low=-2 * MAX_ERROR, high=2 * MAX_ERROR),
+        r.number("errorScale", low=0.0, high=MAX_ERROR),
+        r.number("scored", low=0.0, high=MAX_SCORED),
+        Demand(typical.number("requests"), typical.number("promptTokens"), typical.number("outputTokens")),
+        tuple(peaks),
+    )
