@@ -947,8 +947,9 @@ async def _status_errors(request: web.Request, handler: Callable[[web.Request], 
 @asynccontextmanager
 async def serve(fake: FakeKube, *, timeout_s: float = 5.0) -> AsyncIterator[KubeClient]:
     """Start the fake on a loopback port; yield a KubeClient (the real ApiClient) pointed at it."""
-    # aiohttp refuses bodies over 1 MiB itself: let the apiserver's own limit (3 MiB) decide
-    app = web.Application(middlewares=[_status_errors], client_max_size=MAX_REQUEST_BYTES + 1)
+    # aiohttp refuses bodies over 1 MiB itself (a bare 413): read up to 4x the apiserver's limit so
+    # that the limit is answered as the apiserver answers it, a Status
+    app = web.Application(middlewares=[_status_errors], client_max_size=4 * MAX_REQUEST_BYTES)
     app.router.add_route("*", "/{tail:.*}", fake.handle)
     runner = web.AppRunner(app, shutdown_timeout=0.1)
     await runner.setup()

@@ -11,9 +11,7 @@ the same fake API, which has only the status to go on. Decision for decision, bo
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -41,15 +39,18 @@ DEMAND = ("infscale_request_rate", "infscale_prompt_token_rate", "infscale_gener
 
 
 def predictive() -> dict[str, Any]:
-    return autoscaler(
-        min_replicas=1,
-        max_replicas=24,
-        target_type="AverageValue",
-        target_value="16",
-        behavior={"scaleDown": {"stabilizationWindowSeconds": 60}},
-        cold_start={"weightsGB": 140, "storageGBps": 10, "gpusPerReplica": 4, "warmupSeconds": 10},
-        prediction={"forecaster": "holt"},
-    ) | {}
+    return (
+        autoscaler(
+            min_replicas=1,
+            max_replicas=24,
+            target_type="AverageValue",
+            target_value="16",
+            behavior={"scaleDown": {"stabilizationWindowSeconds": 60}},
+            cold_start={"weightsGB": 140, "storageGBps": 10, "gpusPerReplica": 4, "warmupSeconds": 10},
+            prediction={"forecaster": "holt"},
+        )
+        | {}
+    )
 
 
 def with_capacity(doc: dict[str, Any]) -> dict[str, Any]:
@@ -94,11 +95,17 @@ def serve(env: Env, rate: float, created: dict[str, float]) -> None:
     env.fake.set_metric(NS, QUEUE, f"{queue:.3f}", labels=LABELS, timestamp=stamp)
     for name, value in zip(DEMAND, (served, served * 1000.0, served * 200.0), strict=True):
         env.fake.set_metric(NS, name, f"{value:.3f}", labels=LABELS, timestamp=stamp)
-    env.fake.set_metric(NS, "infscale_inflight", f"{served * 3.0 + queue:.3f}", labels=LABELS, timestamp=stamp)
+    env.fake.set_metric(
+        NS, "infscale_inflight", f"{served * 3.0 + queue:.3f}", labels=LABELS, timestamp=stamp
+    )
 
 
 def key(d: Decision) -> tuple[Any, ...]:
-    return (d.current_replicas, d.desired_replicas, tuple((s.name, s.before, s.after, s.reason) for s in d.stages))
+    return (
+        d.current_replicas,
+        d.desired_replicas,
+        tuple((s.name, s.before, s.after, s.reason) for s in d.stages),
+    )
 
 
 async def run(
@@ -188,7 +195,9 @@ async def test_without_the_planner_state_the_restart_decides_otherwise() -> None
             "status.policyState.planner.demand.at: expected a time",
             id="not a time",
         ),
-        pytest.param(lambda p: p.__setitem__("version", 1), "planner.version: expected 2", id="the first form"),
+        pytest.param(
+            lambda p: p.__setitem__("version", 1), "planner.version: expected 2", id="the first form"
+        ),
     ],
 )
 async def test_a_malformed_planner_state_is_a_fresh_start_with_a_condition_and_an_event(
@@ -209,5 +218,3 @@ async def test_a_malformed_planner_state_is_a_fresh_start_with_a_condition_and_a
     assert cond is not None and (cond.status, cond.reason) == ("False", "MalformedPolicyState")
     assert named in cond.message, cond.message
     assert out.decision is not None
-
-
