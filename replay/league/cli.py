@@ -77,6 +77,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="the start-up sweep runs at each trace's lowest, highest or every rate scale (default low)",
     )
     p.add_argument("--target", type=float, default=None, help="in-flight requests per replica (default 16)")
+    p.add_argument(
+        "--clairvoyant-goal",
+        type=float,
+        default=None,
+        metavar="G",
+        help="the attainment the clairvoyant's cheapest schedule meets (default 0.99): higher traces "
+        "the SLO/GPU-hour frontier above the SLO",
+    )
     p.add_argument("--slo-preset", choices=sorted(SLO_PRESETS), default=None, help="judge by this SLO")
     p.add_argument("--seed", type=int, default=0, help="seed of synthesis and rate scaling")
     p.add_argument("--workers", type=int, default=default_workers(), help="local processes (default: cores)")
@@ -123,6 +131,8 @@ def _spec(args: argparse.Namespace) -> LeagueSpec:
     if args.slo_preset is not None:
         scenarios = tuple(replace(s, slo=SLO_PRESETS[args.slo_preset]) for s in scenarios)
     params = PolicyParams() if args.target is None else PolicyParams(target=args.target)
+    if args.clairvoyant_goal is not None:
+        params = replace(params, clairvoyant_goal=args.clairvoyant_goal)  # PolicyParams checks it
     srcs = _with_options(sources(args.trace, args.format), args)
     rate_scales = None
     if args.rate_scales == "auto":

@@ -313,6 +313,7 @@ def test_cli_league_writes_json_markdown_and_plots(
         (["--start-s", "60"], "--start-s/--end-s/--trace-option need --trace"),
         (["--trace-option", "start_s=60"], "give the window with --start-s"),
         (["--trace-option", "nokey"], "expected key=value"),
+        (["--clairvoyant-goal", "1.5"], "clairvoyant_goal must be within (0, 1]"),
     ],
 )
 def test_cli_league_rejects_bad_input_naming_it(
@@ -372,3 +373,21 @@ def test_static_at_peak_and_at_mean() -> None:
     assert peak["gpu_hours"] == pytest.approx(int(need.max()) * 4 * hours)
     assert mean["gpu_hours"] == pytest.approx(math.ceil(float(need.mean())) * 4 * mean["end_s"] / 3600)
     assert mean["gpu_hours"] < peak["gpu_hours"] and mean["slo_attainment"] <= peak["slo_attainment"]
+
+
+def test_cli_league_searches_the_clairvoyant_at_the_goal_given(tmp_path: Path) -> None:
+    from infscale.cli import main
+
+    trace = _write_azure(tmp_path / "azure_goal.csv", 3000)
+    argv = ["replay", "league", "--trace", str(trace), "--rate-scales", "1", "--policies", "clairvoyant"]
+    argv += ["--scenario", "reference-70b", "--startups", "none", "--workers", "1", "--no-plots", "--quiet"]
+    rows = {}
+    for goal in ("0.9", "1"):
+        out = tmp_path / f"out{goal}"
+        assert main([*argv, "--clairvoyant-goal", goal, "--out", str(out)]) == 0
+        doc = json.loads((out / "league.json").read_text())
+        assert doc["params"]["clairvoyant_goal"] == float(goal)
+        (rows[goal],) = doc["rows"]
+    # a higher goal buys attainment with GPU-hours: the frontier above the SLO (docs/policy.md)
+    assert rows["1"]["slo_attainment"] > rows["0.9"]["slo_attainment"]
+    assert rows["1"]["gpu_hours"] > rows["0.9"]["gpu_hours"]
