@@ -46,6 +46,7 @@ from autoscaler.controller.planvalues import (
     Settings,
     Snapshot,
     WriteScale,
+    restore_report,
 )
 from autoscaler.controller.report import (
     NOTE_LIMIT_BYTES,
@@ -237,11 +238,9 @@ def plan(a: Autoscaler, snap: Snapshot, mem: Memory, now: float, settings: Setti
     elif a.mode is Mode.DRY_RUN and decision.scale:
         refused = "mode dryRun: decided, not applied"
     conditions.append(capacity.condition(decision))
-    if mem.restore_problem:  # while this leader runs on the fresh start it made
-        why = f"the stored policy state was unusable, this controller started afresh: {mem.restore_problem}"
-        conditions.append(ConditionStatus("PolicyStateRestored", "False", "MalformedPolicyState", why))
-        if mem.written is None:  # the first plan after the restore
-            effects.append(Emit("Warning", "MalformedPolicyState", _note(why), "Restore"))
+    restored = restore_report(mem)
+    conditions.extend(restored[:1])
+    effects.extend(restored[1:])
     failures, warnings = _metric_warnings(snap.readings, mem.metric_failures, a.spec.max_metric_age_s, now)
     effects.extend(warnings)
 
@@ -376,12 +375,18 @@ def _without_scale(a: Autoscaler, snap: Snapshot, mem: Memory, now: float, setti
         for c in previous.get("conditions") or []
         if isinstance(c, Mapping) and c.get("type") != cond.type
     ]
-    status = {**previous, "conditions": [cond, *kept], "policyState": crd.state_to_status(mem.state)}
+    restored = restore_report(mem)
+    kept = [c for c in kept if not restored or c.type != restored[0].type]
+    status = {
+        **previous,
+        "conditions": [cond, *kept, *restored[:1]],
+        "policyState": crd.state_to_status(mem.state),
+    }
     status["conditions"] = conditions_json(previous.get("conditions") or [], status["conditions"], now)
     significant = _significant(status)
     effects: tuple[Effect, ...] = ()
     if significant != mem.written:
-        effects = (PatchStatus(with_deletions(previous, status)),)
+        effects = (*restored[1:], PatchStatus(with_deletions(previous, status)))
         mem = replace(
             mem, written=significant, written_state=state_digest(mem.state), written_at=now, status=status
         )

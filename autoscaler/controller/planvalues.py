@@ -19,7 +19,7 @@ from autoscaler.controller.coldstarts import ColdStartHistory
 from autoscaler.controller.crd import Autoscaler
 from autoscaler.controller.kube import Scale
 from autoscaler.controller.podfacts import PodFacts
-from autoscaler.controller.report import ConditionStatus
+from autoscaler.controller.report import NOTE_LIMIT_BYTES, ConditionStatus, cut_utf8
 from autoscaler.policy.decide import Decision
 from autoscaler.policy.observation import MetricReading, Observation
 from autoscaler.policy.observe import ClusterFacts, Horizon, HorizonView
@@ -171,3 +171,15 @@ def restore(a: Autoscaler) -> tuple[Memory, str]:
         restore_problem=problem,
     )
     return memory, problem
+
+
+def restore_report(mem: Memory) -> tuple[ConditionStatus, Emit] | tuple[ConditionStatus] | tuple[()]:
+    """While this leader runs on the fresh start it made of an unusable stored state: the
+    condition, and the Warning Event with the first status written after the restore."""
+    if not mem.restore_problem:
+        return ()
+    why = f"the stored policy state was unusable, this controller started afresh: {mem.restore_problem}"
+    cond = ConditionStatus("PolicyStateRestored", "False", "MalformedPolicyState", why)
+    if mem.written is None:
+        return cond, Emit("Warning", "MalformedPolicyState", cut_utf8(why, NOTE_LIMIT_BYTES), "Restore")
+    return (cond,)

@@ -207,6 +207,36 @@ def test_restore_reads_what_an_older_controller_wrote() -> None:
     assert "scaleUpEvents[0].at" in problem and mem.state.scale_up_events == ()
 
 
+@pytest.mark.parametrize("scale_first", [True, False], ids=["with a scale", "without a scale at first"])
+def test_a_malformed_planner_state_is_reported_once_and_the_windows_are_kept(scale_first: bool) -> None:
+    """The Warning Event with the first status written after the restore (whether the target's
+    scale could be read then or not), the condition for as long as this leader runs on it."""
+    a = parsed()
+    stored = {
+        "scaleUpEvents": [{"at": "2026-11-29T09:59:00.000000000Z", "change": 4}],
+        "planner": {"version": 2, "needs": [{"at": "2026-11-29T09:59:00.000000000Z", "replicas": 2.5}]},
+    }
+    mem, problem = restore(replace(a, status={"policyState": stored}))
+    assert problem.startswith("status.policyState.planner.needs[0].replicas: expected an integer")
+    assert mem.state.planner is None and len(mem.state.scale_up_events) == 1  # only the planner lost
+    plans = []
+    for i, has_scale in enumerate((scale_first, True, True)):
+        snap = snapshot(queue=8.0) if has_scale else Snapshot(scale=None, scale_error="not found")
+        result = plan(a, snap, mem, T0 + 15 * i, SETTINGS)
+        mem = result.memory
+        plans.append(result)
+    events = [
+        e for p in plans for e in p.effects if isinstance(e, Emit) and e.reason == "MalformedPolicyState"
+    ]
+    assert len(events) == 1 and "needs[0].replicas" in events[0].note
+    assert isinstance(plans[0].effects[-1], PatchStatus)
+    written = plans[0].effects[-1].patch["conditions"]
+    restored = next(c for c in written if c["type"] == "PolicyStateRestored")
+    assert (restored["status"], restored["reason"]) == ("False", "MalformedPolicyState")
+    cond = plans[-1].outcome.condition("PolicyStateRestored")
+    assert cond is not None and "started afresh" in cond.message
+
+
 def test_no_scale_reports_failed_get_scale_once() -> None:
     a = parsed()
     mem = fresh(a)

@@ -110,8 +110,8 @@ def key(d: Decision) -> tuple[Any, ...]:
 
 async def run(
     restarts: tuple[int, ...] = (), tamper: Any = None, status_interval_s: float = TICK_S
-) -> tuple[list[tuple[Any, ...]], list[Any]]:
-    """(each tick's decision, each restart's outcome) over the time-line; at each tick in
+) -> tuple[list[tuple[Any, ...]], list[Any], list[dict[str, Any]]]:
+    """(each tick's decision, each restart's outcome, the Events) over the time-line; at each tick in
     `restarts` the controller is closed and a new one takes over; `tamper` may change the status
     in between (the stored object, in place)."""
     decisions: list[tuple[Any, ...]] = []
@@ -137,32 +137,34 @@ async def run(
             decisions.append(key(out.decision))
             if i in restarts:
                 restored.append(out)
-    return decisions, restored
+        events = env.fake.events
+    return decisions, restored, events
 
 
 async def test_a_restarted_controller_decides_as_the_one_that_ran_through() -> None:
-    through, _ = await run()
+    through, _, _ = await run()
     stages = {s[3] for d in through for s in d[2]}
     # the time-line reaches what the planner's memory holds: the start-up hold, scale-ups confirmed
     # over two decisions, a burst over the band, releases past the break-even, recurrence
     assert {"DemandForecast", "StartAll", "BurstAboveBand", "ReleaseIdle"} <= stages, stages
     assert len({d[1] for d in through}) >= 5
     restarts = (20, 97, 105, 160, 230)  # at the start-up, in the burst, after it, idle, noisy return
-    resumed, outcomes = await run(restarts)
+    resumed, outcomes, events = await run(restarts)
     for i, (a, b) in enumerate(zip(through, resumed, strict=True)):
         assert a == b, f"tick {i}: ran through {a}, restarted {b}"
     assert all(o.condition("PolicyStateRestored") is None for o in outcomes)
+    assert not [e for e in events if e["reason"] == "MalformedPolicyState"]
 
 
 async def test_without_the_planner_state_the_restart_decides_otherwise() -> None:
     """The control: the same restarts with status.policyState.planner removed (what the controller
     wrote before it was persisted) change decisions, so the test above can fail."""
-    through, _ = await run()
+    through, _, _ = await run()
 
     def drop(obj: dict[str, Any]) -> None:
         obj["status"]["policyState"].pop("planner", None)
 
-    resumed, _ = await run((97, 160), tamper=drop)
+    resumed, _, _ = await run((97, 160), tamper=drop)
     differ = [i for i, (a, b) in enumerate(zip(through, resumed, strict=True)) if a != b]
     assert differ and differ[0] >= 97, differ
 
@@ -211,10 +213,11 @@ async def test_a_malformed_planner_state_is_a_fresh_start_with_a_condition_and_a
         planner = obj["status"]["policyState"]["planner"]
         change(planner)
 
-    decisions, outcomes = await run((120,), tamper=tamper)
+    decisions, outcomes, events = await run((120,), tamper=tamper)
     assert len(decisions) == TICKS
     (out,) = outcomes
     cond = out.condition("PolicyStateRestored")
     assert cond is not None and (cond.status, cond.reason) == ("False", "MalformedPolicyState")
     assert named in cond.message, cond.message
-    assert out.decision is not None
+    (event,) = [e for e in events if e["reason"] == "MalformedPolicyState"]
+    assert event["type"] == "Warning" and named in event["note"]
