@@ -238,6 +238,29 @@ def test_the_band_learns_a_recurring_burst_through_observe_and_track() -> None:
     assert demand.error_quantile(spec, state) > 0.5 * burst
 
 
+def test_the_typical_peak_rises_with_a_burst_at_once_and_fades_with_the_typical() -> None:
+    """20/s, one tick at 60/s, then 20/s again (alpha 1: the level is the sample, a 60 s horizon):
+    the typical peak is 60 from the burst's tick on; once the windows holding the burst have been
+    scored the window maximum is 20, and the typical peak decays towards it with the typical's
+    half-life (600 s: halfway after 10 minutes). A state from before the field reads as 0."""
+    spec = DemandSpec(alpha=1.0, beta=0.0)
+    state: demand.DemandState | None = None
+    for i in range(4):
+        state, _ = tick(spec, state, 15.0 * i, 20.0, 60.0)
+    assert state is not None and state.typical_peak == pytest.approx(20.0)
+    state, _ = tick(spec, state, 60.0, 60.0, 60.0)
+    assert state.typical_peak == 60.0
+    t = 60.0
+    while t < 60.0 + 60.0 + 600.0:  # the burst's windows close a horizon after it, then 600 s
+        t += 15.0
+        state, _ = tick(spec, state, t, 20.0, 60.0)
+    assert 38.0 < state.typical_peak < 44.0
+    assert demand.DemandState.from_dict(json.loads(json.dumps(state.to_dict()))) == state
+    doc = state.to_dict()
+    del doc["typicalPeak"]
+    assert demand.DemandState.from_dict(doc).typical_peak == 0.0
+
+
 def test_the_peaks_kept_stay_bounded_at_short_ticks_and_round_trip() -> None:
     """Ticks 1 s apart, a 600 s horizon and a level falling every tick (each a new window maximum
     for the forecast made just before it): at most one level is kept per gap between forecasts,

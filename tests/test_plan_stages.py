@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from autoscaler.policy import horizon, panic, scaledown, scaleup
 from autoscaler.policy.spec import ColdStartSpec
@@ -227,6 +229,51 @@ def test_a_level_that_came_back_within_its_break_even_is_kept_for_it() -> None:
     assert keep(141.0, recurring).replicas == 9  # replica 9: B(2) = 110 s
     assert keep(101.0, ()).replicas < 10
     assert keep(101.0, (10_000.0, 10_000.0, *[100.0] * 8)).replicas < 10
+
+
+def test_a_level_back_after_an_idle_spell_is_kept_its_weighted_break_even() -> None:
+    """Replica 10 (R(1) = 40 s, B = 80 s) came back 100 s after its last need. Priced at a weight
+    of 4 (a fleet at a fifth of its capacity: slo_weight) its break-even is 5 x 40 = 200 s, which
+    the gap is within: kept 200 s after its last need, not λ·B = 40 s (the plain price, weight 1).
+    A gap within B is the need's flicker and is kept B as before; one beyond 200 s gets λ·B."""
+    history = scaledown.remember((), 60.0, 10, 10_000.0)
+    history = scaledown.remember(history, 75.0, 2, 10_000.0)
+
+    def keep(at: float, gap: float, weight: float) -> scaledown.Keep:
+        gaps = (10_000.0, 10_000.0, *[gap] * 8)
+        return scaledown.keep(10, 2, 2, history, at, _recreate, gaps, weight)
+
+    held = keep(259.0, 100.0, 4.0)
+    assert (held.replicas, held.reason) == (10, "KeepRecurring")
+    assert "within its 200 s break-even" in held.template.format(*held.args)
+    assert keep(261.0, 100.0, 4.0).replicas < 10
+    assert keep(101.0, 100.0, 1.0).replicas < 10  # the plain price: λ·B after its last need
+    assert keep(141.0, 60.0, 4.0).replicas < 10  # a flicker within B: B, weighted or not
+    assert keep(101.0, 250.0, 4.0).replicas < 10  # beyond the weighted break-even: λ·B
+
+
+def test_the_price_of_a_late_request_is_the_fleets_inverse_utilization_bounded_by_the_peak() -> None:
+    assert scaledown.slo_weight(0.0, 5.0, 5.0) == scaledown.SLO_WEIGHT  # no load yet
+    assert scaledown.slo_weight(1.0, 8.0, 0.0) == 8.0  # no capacity averaged yet: the peak's ratio
+    assert scaledown.slo_weight(1.0, 8.0, 3.0) == 3.0  # a fleet at a third of its capacity
+    assert scaledown.slo_weight(1.0, 8.0, 20.0) == 8.0  # its own idle holding does not count
+    assert scaledown.slo_weight(1.0, 0.5, 0.5) == scaledown.SLO_WEIGHT  # never below the GPUs' price
+    assert scaledown.breakeven_s(40.0, 4.0) == pytest.approx(200.0)
+
+
+@given(
+    st.floats(1e-9, 1e6),
+    st.floats(0.0, 1e6),
+    st.floats(0.0, 1e6),
+    st.floats(1e-9, 1.0),
+)
+def test_the_price_is_bounded_when_the_load_fades_with_its_peak(
+    load: float, peak: float, capacity: float, fade: float
+) -> None:
+    """In an idle spell the typical load and the typical peak fade alike while the fleet's capacity
+    stays: the price stays within [1, max(1, peak / load)], so holding cannot justify itself."""
+    w = scaledown.slo_weight(load * fade, peak * fade, capacity)
+    assert scaledown.SLO_WEIGHT <= w <= max(scaledown.SLO_WEIGHT, peak / load) * (1 + 1e-9)
 
 
 def test_levels_never_needed_are_released_and_what_is_needed_now_is_kept() -> None:

@@ -202,6 +202,21 @@ def test_recurring_bursts_keep_their_capacity_warm_when_it_is_slow_to_come_back(
     assert max(between(SEED)) == 5
 
 
+def test_bursts_back_after_an_idle_spell_keep_part_of_their_capacity_between_them() -> None:
+    """40/s for 45 s every 4 minutes, 1/s (1 replica) between: the gaps (195 s) are longer than the
+    plain break-even of any level the bursts reach (2 x 74 s at most for the seed), so at the plain
+    price every burst meets 1 replica. The fleet idles between bursts (the typical load is a fifth
+    of the peak), so a late request is priced at several replica-seconds (scaledown.slo_weight):
+    once the bursts have come back the lower levels of their capacity stay. A long idle spell
+    after them still releases it (the weight is bounded by the peak's ratio to the typical load)."""
+    rates = ([40.0] * 3 + [1.0] * 13) * 8
+    decisions, _ = run_all(planner_spec(), 8, rates + [1.0] * 80)
+    between = [d.desired_replicas for i, d in enumerate(decisions[: len(rates)]) if i > 16 and i % 16 == 15]
+    assert between[:2] == [1, 1]  # before the price has seen the bursts recur
+    assert min(between[2:]) >= 3
+    assert decisions[-1].desired_replicas == 1
+
+
 def test_panic_sizes_on_this_ticks_demand_bounded_by_what_is_ready_in_time() -> None:
     """Steady at 10/s, then 100/s: ten times the band. 4 replicas of the seed load in 56 s, 5 in 70,
     so 4 start at once; the rest of what the forecast asks for is staggered as usual."""
@@ -227,6 +242,24 @@ def test_planner_state_round_trips() -> None:
     _, state = run(planner_spec(), 3, [10.0, 12.0, 30.0, 5.0])
     assert state.planner is not None
     assert PlannerState.from_dict(state.planner.to_dict()) == state.planner
+
+
+def test_planner_state_keeps_the_typical_capacity_and_reads_an_older_state_without_it() -> None:
+    _, state = run(planner_spec(), 3, [10.0, 12.0, 30.0, 5.0])
+    assert state.planner is not None and state.planner.typical_capacity > 0.0
+    assert state.planner.demand is not None and state.planner.demand.typical_peak > 0.0
+    doc = state.planner.to_dict()
+    assert PlannerState.from_dict(doc) == state.planner
+    del doc["typicalCapacity"]
+    del doc["demand"]["typicalPeak"]
+    older = PlannerState.from_dict(doc)
+    assert older.typical_capacity == 0.0
+    assert older.demand is not None and older.demand.typical_peak == 0.0
+    for bad in (-1.0, math.inf):
+        with pytest.raises(ValueError, match="typicalCapacity"):
+            PlannerState.from_dict({**doc, "typicalCapacity": bad})
+        with pytest.raises(ValueError, match="typicalPeak"):
+            PlannerState.from_dict({**doc, "demand": {**doc["demand"], "typicalPeak": bad}})
 
 
 def test_planner_state_without_the_fields_added_later_reads_with_their_defaults() -> None:

@@ -64,6 +64,9 @@ class DemandState(NamedTuple):
     scored: float  # forecasts scored so far (capped at MAX_SCORED)
     typical: Demand  # the demand averaged over TYPICAL_HALF_LIFE_S: the band's offset and mix at idle
     peaks: tuple[tuple[float, float], ...] = ()  # (time, load) with loads falling: window maxima
+    # the level's peak over the scored horizon (peaks[0]), averaged as `typical` but rising at once
+    # to a new peak: how high the bursts typically go (scaledown.slo_weight)
+    typical_peak: float = 0.0
 
     def to_dict(self, codec: TimeCodec | None = None) -> dict[str, Any]:
         """JSON-ready, times through `codec` (statejson.TimeCodec; default: seconds)."""
@@ -123,6 +126,7 @@ def observe(
         ),
     )
     b = _weight(spec.beta, dt, spec.smoothing_period_s)
+    typical_w = -math.expm1(-dt * _LN2 / TYPICAL_HALF_LIFE_S)
     primed = state.primed
     req = _holt(state.requests, now_demand.requests, dt, weight, b, primed)
     pro = _holt(state.prompt_tokens, now_demand.prompt_tokens, dt, weight, b, primed)
@@ -143,8 +147,9 @@ def observe(
             state.error_quantile,
             state.error_scale,
             state.scored,
-            _toward(state.typical, now_demand, -math.expm1(-dt * _LN2 / TYPICAL_HALF_LIFE_S)),
+            _toward(state.typical, now_demand, typical_w),
             state.peaks,  # the levels the pending forecasts are scored against (track)
+            _toward_peak(state.typical_peak, state.peaks, typical_w),
         ),
     )
     return new, _new(Estimate, (now_demand, growth))
@@ -157,6 +162,15 @@ def _toward(old: Demand, new: Demand, w: float) -> Demand:
     r, p, o = old
     nr, np, no = new
     return _new(Demand, (r + w * (nr - r), p + w * (np - p), o + w * (no - o)))
+
+
+def _toward_peak(typical_peak: float, peaks: tuple[tuple[float, float], ...], w: float) -> float:
+    """The typical peak after a tick of weight w: the window maximum (peaks[0]) if higher (a burst's
+    height is known when it is seen), else the typical peak decaying towards it (the bursts stop)."""
+    if not peaks:
+        return typical_peak
+    top = peaks[0][1]
+    return top if top >= typical_peak else typical_peak + w * (top - typical_peak)
 
 
 def _start(now: float, finished: float, prompt: float, generated: float, inflight: float) -> DemandState:
@@ -303,6 +317,7 @@ def track(
         since = math.inf
     else:
         peaks = (*peaks[:end], (now, level_now))
+    typical_peak = state.typical_peak if state.typical_peak >= level_now else level_now  # a new peak at once
     offset = typical_load + 1e-12
     q, scale, scored = state.error_quantile, state.error_scale, state.scored
     due = 0
@@ -348,5 +363,6 @@ def track(
         cut += 1
     if cut:
         peaks = peaks[cut:]
-    # state._replace(pending=..., error_quantile=..., error_scale=..., scored=..., peaks=...), built directly
-    return _new(DemandState, (*state[:9], pending, q, scale, scored, state.typical, peaks))
+    # state._replace(pending=..., error_quantile=..., error_scale=..., scored=..., peaks=...,
+    # typical_peak=...), built directly
+    return _new(DemandState, (*state[:9], pending, q, scale, scored, state.typical, peaks, typical_peak))

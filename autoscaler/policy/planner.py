@@ -330,6 +330,14 @@ def plan(
         def recreate(m: int) -> float:
             return horizon_s
 
+    # the fleet's capacity at the SLO in load units, averaged: with the typical load, its utilization
+    typical_capacity = state.typical_capacity
+    if upper.requests > 0.0 and at_horizon.requests_per_s > 0.0:
+        capacity_now = have * at_horizon.requests_per_s * load(upper) / upper.requests
+        typical_capacity = scaledown.averaged(
+            typical_capacity, capacity_now, None if prior is None else prior.at, now
+        )
+    weight = scaledown.slo_weight(typical_load, dstate.typical_peak, typical_capacity)
     breakeven = scaledown.breakeven_s(recreate(1))
     keep = have
     start = 0
@@ -393,14 +401,14 @@ def plan(
         elif max(floor, target) >= have:
             # as many are needed now as there are: keep() keeps them all whatever the sizing now
             # says, which only its message shows, so that sizing is made when the message is read
-            kept = scaledown.keep(have, have, have, state.needs, now, recreate, state.gaps)
+            kept = scaledown.keep(have, have, have, state.needs, now, recreate, state.gaps, weight)
             needed_now = (kept.template, profile, slo, upper_at(0.0), speed, limit, max(floor, target))
         else:
             # sized as need_at: the horizon's fixed point may have sized these already
             now_count = max(need_at(0.0), floor, target)
             # keep() reads the need ahead only when fewer than `have` are needed now (a sizing saved)
             ahead = need_at(breakeven) if now_count < have else now_count
-            kept = scaledown.keep(have, now_count, ahead, state.needs, now, recreate, state.gaps)
+            kept = scaledown.keep(have, now_count, ahead, state.needs, now, recreate, state.gaps, weight)
             if kept.replicas < have and dstate.scored == 0.0:  # first sight: the band is the prior's
                 kept = scaledown.Keep(
                     have,
@@ -415,9 +423,14 @@ def plan(
             message = _needed_now_message
             stages.append(_new(Stage, ("scale-down", target, keep, kept.reason, message, needed_now)))
         desired = keep
-    longest = scaledown.breakeven_s(recreate(limit)) / scaledown.TRUST  # the deepest level's window
+    # the history reaches the deepest level's weighted break-even over trust: longer than any window,
+    # so a burst's levels and gaps outlive an idle spell (cut at the longest window used, Azure code
+    # x 17 on fast-load-70b lost 7.4 points: docs/policy.md, "The price of a late request")
+    longest = scaledown.breakeven_s(recreate(limit), weight) / scaledown.TRUST
     needs, gaps = scaledown.record(state.needs, state.gaps, now, target, longest)
     figures = (est.now, mean, upper, band, horizon_s, at_horizon, speed, needed, keep, start, in_panic)
     result = _new(Plan, figures)
-    next_state = _new(PlannerState, (dstate, speed_state, needs, panic_state, started_for, gaps))
+    next_state = _new(
+        PlannerState, (dstate, speed_state, needs, panic_state, started_for, gaps, typical_capacity)
+    )
     return _new(Outcome, (tuple(stages), desired, result, next_state))

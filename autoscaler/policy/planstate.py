@@ -32,6 +32,8 @@ class PlannerState(NamedTuple):
     panic: panic.PanicState = panic.PanicState(None, 0.0)
     started_for: float = 0.0  # the mean demand's load when replicas were last started
     gaps: Gaps = ()  # each level's last idle gap between needs (scaledown.recur)
+    # the fleet's capacity at the SLO in load units, averaged as the demand's typical (scaledown weight)
+    typical_capacity: float = 0.0
 
     def to_dict(self, codec: TimeCodec = SECONDS) -> dict[str, Any]:
         """JSON-ready, times through `codec`, within the bounds from_dict reads (bounded()). What
@@ -58,6 +60,7 @@ class PlannerState(NamedTuple):
             "panic": panic_state,
             "startedFor": s.started_for,
             "gaps": list(s.gaps),
+            "typicalCapacity": s.typical_capacity,
         }
 
     def bounded(self) -> PlannerState:
@@ -116,7 +119,12 @@ class PlannerState(NamedTuple):
         started_for = r.number("startedFor") if "startedFor" in r.data else fresh.started_for
         gaps = r.numbers("gaps", MAX_LEVELS, low=0.0, high=MAX_GAP_S, default=[])
         peak = needs[0][1] if needs else 0
-        return cls(state_demand, speed, tuple(needs), state_panic, started_for, tuple(gaps[:peak]))
+        typical_capacity = fresh.typical_capacity
+        if "typicalCapacity" in r.data:
+            typical_capacity = r.number("typicalCapacity", low=0.0)
+        return cls(
+            state_demand, speed, tuple(needs), state_panic, started_for, tuple(gaps[:peak]), typical_capacity
+        )
 
 
 class Plan(NamedTuple):

@@ -3,8 +3,13 @@
 A replica released now and needed again after a gap T costs, kept, its GPUs for T. Released, it
 costs its successor's GPUs from scheduling to ready (re-creation time R) *and* the requests it
 would have served in that time, which the next burst serves late. Counted at the fleet's own
-goodput per GPU-hour those requests are worth as much as the GPUs for R, so buying back costs
-(1 + SLO_WEIGHT) x R: the break-even B of the ski-rental problem.
+goodput per GPU-hour, those are worth w x its GPUs for R, w = its capacity over the fleet's mean
+throughput per replica (slo_weight): buying back costs (1 + w) x R, the break-even of the
+ski-rental problem. w is 1 for a fleet that is busy all the time; on bursty traffic the fleet is
+idle between bursts, so a request costs the fleet many GPU-seconds and a replica missing in a
+burst costs many requests' worth. The plain break-even B (w = SLO_WEIGHT = 1) prices every
+window but one: a level whose last idle gap was longer than B and within its weighted break-even
+Bw is a burst that came back after an idle spell, and is kept Bw (below).
 
 R is not one replica's cold start. When a burst comes back to its recent peak P, every replica
 released since comes back at once and they share the storage: the one released at level L (the
@@ -26,7 +31,11 @@ of one need of it to the next) was within its break-even is predicted to come ba
 is kept for its break-even B after it was last needed even when the forecast's band says it will
 not be needed (bursts that return faster than a replica can be brought back, which a forecast of
 the level cannot see between them). That is the plain ski rental's keep (B), between the trusted
-forecast's B / λ and the untrusted λ·B.
+forecast's B / λ and the untrusted λ·B. A gap longer than B but within the weighted break-even Bw
+keeps the level Bw: what it predicts back is a burst after an idle spell, whose requests a
+missing replica loses at the weighted price. A gap within B is the need's own flicker (the band's
+margin swinging with the estimate's noise), kept B as before: pricing those returns at w too
+held the steady traces' noise longer for nothing (docs/policy.md, "The price of a late request").
 
 The history of needs is a monotone queue of (time, replicas) whose replica counts fall from the
 front: the last time a level L was needed is the newest entry of at least L. The gaps are one
@@ -39,8 +48,11 @@ import math
 from collections.abc import Callable
 from typing import NamedTuple
 
+from autoscaler.policy.demand import TYPICAL_HALF_LIFE_S
+
+_LN2 = math.log(2.0)
 TRUST = 0.5  # λ: 1.5x the hindsight optimum when the forecast is right, 3x at worst
-SLO_WEIGHT = 1.0  # a replica-second of unserved demand, priced as a replica-second of its GPUs
+SLO_WEIGHT = 1.0  # a replica-second of unserved demand at full utilization: a replica-second of GPUs
 
 NeedHistory = tuple[tuple[float, int], ...]
 Gaps = tuple[float, ...]  # gaps[L - 1]: seconds from level L's last need to the one before it
@@ -102,9 +114,35 @@ def recent_max(history: NeedHistory, now: float, window_s: float) -> int:
     return 0
 
 
-def breakeven_s(recreate_s: float) -> float:
+def breakeven_s(recreate_s: float, slo_weight: float = SLO_WEIGHT) -> float:
     """Idle seconds after which releasing a replica that takes recreate_s to come back pays."""
-    return (1.0 + SLO_WEIGHT) * recreate_s
+    return (1.0 + slo_weight) * recreate_s
+
+
+def slo_weight(typical_load: float, typical_peak: float, typical_capacity: float) -> float:
+    """The price of a replica-second of unserved demand in replica-seconds of GPUs: the replica's
+    capacity over the fleet's mean throughput per replica, i.e. 1 / the fleet's utilization
+    (typical_capacity / typical_load, loads in one unit, averaged alike), at most typical_peak /
+    typical_load: a fleet that holds the bursts' capacity runs at that utilization, and idle
+    capacity beyond it is the fleet's own holding, which must not price itself into holding
+    more (in a long idle spell the load falls and 1 / utilization grows without bound). At least
+    SLO_WEIGHT; SLO_WEIGHT when there is no load yet."""
+    if typical_load <= 1e-12:
+        return SLO_WEIGHT
+    w = typical_peak / typical_load
+    if typical_capacity > 0.0:
+        inverse = typical_capacity / typical_load
+        w = inverse if inverse < w else w
+    return w if w > SLO_WEIGHT else SLO_WEIGHT
+
+
+def averaged(typical: float, now_value: float, last_at: float | None, now: float) -> float:
+    """`typical` moved towards now_value as demand.py averages its typical demand (its half-life),
+    from the first value (typical 0, or no tick before)."""
+    if typical <= 0.0 or last_at is None:
+        return now_value
+    w = -math.expm1((last_at - now) * _LN2 / TYPICAL_HALF_LIFE_S)
+    return typical + w * (now_value - typical)
 
 
 def _window(
@@ -114,15 +152,28 @@ def _window(
     history: NeedHistory,
     now: float,
     recreate_s: Callable[[int], float],
+    slo_weight: float = SLO_WEIGHT,
 ) -> tuple[float, float]:
     """(break-even, idle window) of the replica at `level`. It would come back as the m-th of the
     replicas up to the peak a burst reaches within that window: the largest m consistent with its
     own window (from the deepest down), so an old spike does not deepen today's small dips. The
-    window: B / λ when the forecast needs it, B when its last gap was within B, else λ·B."""
+    window: B / λ when the forecast needs it, B when its last gap was within B, the weighted
+    break-even Bw when its last gap was longer than B but within Bw, else λ·B (the break-even
+    returned is Bw in the third case, B otherwise)."""
     m = history[0][1] - level + 1
     while True:
-        b = breakeven_s(recreate_s(m))
-        window = b / TRUST if trusted else b if gap <= b else TRUST * b
+        r = recreate_s(m)
+        b = breakeven_s(r)
+        if trusted:
+            window = b / TRUST
+        elif gap <= b:
+            window = b
+        else:
+            weighted = breakeven_s(r, slo_weight)
+            if gap <= weighted:
+                window = b = weighted
+            else:
+                window = TRUST * b
         depth = recent_max(history, now, window) - level + 1
         if depth >= m or depth < 1:
             return b, window
@@ -137,11 +188,12 @@ def keep(
     now: float,
     recreate_s: Callable[[int], float],
     gaps: Gaps = (),
+    slo_weight: float = SLO_WEIGHT,
 ) -> Keep:
     """Replicas to keep of `have` when `need_now` are needed now, the forecast's upper band asks
     for `need_ahead` at most over the next re-creation, recreate_s(m) is when the last of m
-    replicas re-created together would be ready (m >= 1) and gaps are the levels' last idle gaps
-    (recur)."""
+    replicas re-created together would be ready (m >= 1), gaps are the levels' last idle gaps
+    (recur) and slo_weight the price of a late request (slo_weight())."""
     if need_now >= have:
         return Keep(have, "NeededNow", "{} needed now", (need_now,))
     if not history:  # first sight (a restart): as upstream seeds its window, the current count
@@ -155,7 +207,7 @@ def keep(
         idle = now - history[i][0]
         trusted = need_ahead >= level
         gap = gaps[level - 1] if level <= len(gaps) else math.inf
-        b, window = _window(level, trusted, gap, history, now, recreate_s)
+        b, window = _window(level, trusted, gap, history, now, recreate_s, slo_weight)
         if idle <= window:
             kept = level
             break

@@ -167,6 +167,7 @@ def demand_to_dict(state: DemandState, codec: TimeCodec = SECONDS) -> dict[str, 
             "outputTokens": state.typical.output_tokens,
         },
         "peaks": [{"at": t(at), "load": load} for at, load in state.peaks],
+        "typicalPeak": state.typical_peak,
     }
 
 
@@ -209,4 +210,5 @@ def demand_from_dict(data: Any, codec: TimeCodec = SECONDS, path: str = "demand"
         r.number("scored", low=0.0, high=MAX_SCORED),
         Demand(typical.number("requests"), typical.number("promptTokens"), typical.number("outputTokens")),
         tuple(peaks),
+        r.number("typicalPeak", low=0.0) if "typicalPeak" in r.data else 0.0,  # an older state: none
     )
