@@ -33,6 +33,7 @@ from autoscaler.policy.coldstart import (
     shared_load_finish_times,
 )
 from autoscaler.policy.spec import ColdStartSpec
+from autoscaler.policy.storage import loads_left_at
 from infscale.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
@@ -116,6 +117,23 @@ def test_shared_load_finish_times(
 )
 def test_advance_loads(remaining: list[float], dt: float, cap: float | None, left: tuple[float, ...]) -> None:
     assert_times(advance_loads(remaining, dt, 10, cap), left)
+
+
+@pytest.mark.parametrize(
+    ("sizes", "starts", "at", "cap", "left"),
+    [
+        pytest.param([140, 140], [0, 7], 14, None, (35, 105), id="70 GB alone, then 35 GB each shared"),
+        pytest.param([140, 140], [0, 7], 5, None, (90, 140), id="the second not begun"),
+        pytest.param([140, 140], [0, 7], 28, None, (0, 0), id="both done"),
+        pytest.param([140, 140], [0, 20], 24, None, (0, 100), id="the storage idle between them"),
+        pytest.param([140, 140], [0, 0], 10, 2, (120, 120), id="the cap binds: 2 GB/s each"),
+        pytest.param([], [], 3, None, (), id="nobody loading"),
+    ],
+)
+def test_loads_left_at(
+    sizes: list[float], starts: list[float], at: float, cap: float | None, left: tuple[float, ...]
+) -> None:
+    assert_times(loads_left_at(sizes, starts, at, storage_gbps=10, per_loader_gbps=cap), left)
 
 
 @pytest.mark.parametrize(
@@ -745,3 +763,24 @@ def test_console_entry_point_runs() -> None:
         check=False,
     )
     assert bad.returncode == 2 and "--storage-gbps" in bad.stderr
+
+
+@settings(max_examples=150, deadline=None)
+@given(loads=loads_st(), at=st.floats(0, 300), storage=rate_st, cap=cap_st)
+def test_property_loads_left_at_agrees_with_the_finish_times(
+    loads: tuple[list[float], list[float]], at: float, storage: float, cap: float | None
+) -> None:
+    """What is left at any time is what the one-shot schedule has still to serve then: nothing
+    once a loader finished, something while it has not, all of it before it began."""
+    sizes, starts = loads
+    finish = shared_load_finish_times(sizes, starts, storage_gbps=storage, per_loader_gbps=cap)
+    left = loads_left_at(sizes, starts, at, storage_gbps=storage, per_loader_gbps=cap)
+    byte_s = BYTE_GB / loader_gbps(len(sizes), storage, cap)
+    for size, start, done, gb in zip(sizes, starts, finish, left, strict=True):
+        if at < start:
+            assert gb == size
+        elif at >= done + byte_s + 1e-9 * max(1.0, done):
+            assert gb <= BYTE_GB
+        elif at < done - byte_s - 1e-9 * max(1.0, done):
+            assert gb > 0.0
+        assert 0.0 <= gb <= size

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autoscaler.policy import horizon, panic, scaledown, scaleup
+from autoscaler.policy import clusterview, horizon, panic, scaledown, scaleup
 from autoscaler.policy.spec import ColdStartSpec
 
 SEED = ColdStartSpec(weights_gb=140, storage_gbps=10)  # 14 s alone, 112 s each for 8 together
@@ -18,10 +18,10 @@ WARM = ((8, 8, 8, 8), (0, 1, 2, 3), (), (), ())  # four idle nodes with the imag
 
 
 def test_the_marginal_replica_waits_for_the_ones_before_it() -> None:
-    assert horizon.marginal_ready_s(SEED, 1, COLD) == pytest.approx(14.0)
-    assert horizon.marginal_ready_s(SEED, 8, COLD) == pytest.approx(112.0)
+    assert clusterview.marginal_ready_s(SEED, 1, COLD) == pytest.approx(14.0)
+    assert clusterview.marginal_ready_s(SEED, 8, COLD) == pytest.approx(112.0)
     busy = ((), (), (), (140.0,) * 7, ())  # seven loaders already at it
-    assert horizon.marginal_ready_s(SEED, 1, busy) == pytest.approx(112.0)
+    assert clusterview.marginal_ready_s(SEED, 1, busy) == pytest.approx(112.0)
 
 
 def test_the_horizon_is_the_ready_time_of_the_last_replica_needed_then() -> None:
@@ -31,6 +31,40 @@ def test_the_horizon_is_the_ready_time_of_the_last_replica_needed_then() -> None
     assert (h, n) == (pytest.approx(4 * 14.0 + 3 * 1.0), 6)
     assert rounds == 2
     assert horizon.find(SEED, 2, 100, lambda t: 6, COLD, None, period_s=7.0)[0] == pytest.approx(56.0)
+
+
+def test_the_horizon_follows_the_staggers_own_schedule() -> None:
+    """140 GB at 10 GB/s behind a 30 s pull and a 30 s warm-up, one replica a node. Started together
+    the two loads share the storage from 30 to 58 s (both ready at 88 s); the stagger starts the
+    second a decision later, a lower sum of ready times (loads 30-44 s and 45-59 s), and its pull
+    and warm-up move with it: the marginal replica is ready at 89 s, and the horizon says so."""
+    pulled = ColdStartSpec(weights_gb=140, storage_gbps=10, image_pull_s=30, warmup_s=30, gpus_per_replica=8)
+    assert clusterview.marginal_ready_s(pulled, 2, COLD) == pytest.approx(88.0)
+    assert scaleup.staggered_ready_s(pulled, 2, COLD, 15.0) == (pytest.approx(89.0), 2)
+    assert horizon.find(pulled, 0, 10, lambda t: 2, COLD, None)[0] == pytest.approx(89.0)
+
+
+def test_the_stagger_waits_for_the_loads_in_progress() -> None:
+    """Seven loads of 140 GB at it, 98 s of storage: the next starts at the first decision after
+    they are done (105 s, the eighth) and is ready at 119 s, not the 112 s of starting it now."""
+    busy = ((), (), (), (140.0,) * 7, ())
+    assert clusterview.marginal_ready_s(SEED, 1, busy) == pytest.approx(112.0)
+    assert scaleup.staggered_ready_s(SEED, 1, busy, 15.0) == (pytest.approx(119.0), 8)
+
+
+def test_a_load_written_through_to_a_node_cache_serves_the_next_from_it() -> None:
+    """Two nodes hold the weights in their caches (5 s a read): 16 replicas of one GPU read them at
+    once. Four more go to a new node: the first loads from the storage (14 s), the other three at
+    the next decision, when that node's cache has the weights (15 + 5 s)."""
+    cached = ColdStartSpec(weights_gb=140, storage_gbps=10, local_cache_gbps=28)
+    nodes = ((8, 8), (0, 1), (0, 1), (), ())
+    assert scaleup.staggered_ready_s(cached, 16, nodes, 15.0) == (pytest.approx(5.0), 1)
+    assert scaleup.staggered_ready_s(cached, 20, nodes, 15.0) == (pytest.approx(20.0), 2)
+
+
+def test_behind_a_load_gate_everything_starts_now_and_the_gate_paces_the_loads() -> None:
+    gated = ColdStartSpec(weights_gb=140, storage_gbps=10, max_concurrent_loads=1)
+    assert scaleup.staggered_ready_s(gated, 4, COLD, 15.0) == (pytest.approx(56.0), 1)
 
 
 def test_pacing_is_the_storage_idle_between_loads_staggered_by_decisions() -> None:

@@ -2,11 +2,17 @@
 
 A replica asked for now serves only from its ready time, so the demand that matters for it is
 the demand then. For the *marginal* replica — the last of those the demand needs — that time
-depends on how many are asked for (they share the storage) and on the loaders already in progress
-and the caches, all of which the cold-start model (coldstart.py) knows. The horizon is found by a
-short fixed point: one more replica's ready time -> the replicas needed then -> the ready time of
-the last of them -> ... It cannot run away: the demand forecast's trend is damped (demand.py), so
-the need at any horizon is bounded, and the loop stops as soon as the need stops growing.
+depends on how many are asked for (they share the storage), on the loaders already in progress
+and the caches, all of which the cold-start model (coldstart.py) knows, and on when the scale-up
+starts them: without a load gate it staggers their starts over the decisions to come (scaleup.py),
+and a start held back a decision holds back its pull and warm-up too. So the marginal replica's
+ready time is that of the last of the stagger's own schedule (scaleup.staggered_ready_s).
+
+The horizon is found by a short fixed point: one more replica's ready time -> the replicas needed
+then -> the ready time of the last of them as the stagger starts them -> ... It cannot run away:
+the demand forecast's trend is damped (demand.py), so the need at any horizon is bounded, and the
+loop stops as soon as the need stops growing. Nor does it feed back into itself: the stagger's
+starts depend on the cluster alone, never on a horizon, and nothing of it is kept between ticks.
 
 Pure; the cold-start answers are cached on their (hashable) inputs, as a cluster looks the same
 most ticks.
@@ -18,38 +24,11 @@ import math
 from collections.abc import Callable
 from functools import lru_cache
 
-from autoscaler.policy import coldstart
-from autoscaler.policy.coldstart import ReplicaReadiness
+from autoscaler.policy import coldstart, scaleup
+from autoscaler.policy.clusterview import Cluster, marginal_ready_s
 from autoscaler.policy.spec import ColdStartSpec, CompileCache
 
-# (free GPUs per node, nodes with the image, nodes with the weights, GB left per loader in progress,
-#  seconds until each starting replica not loading yet begins its load)
-Cluster = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[float, ...], tuple[float, ...]]
 MAX_ROUNDS = 4  # fixed-point rounds; each can only lengthen the horizon, and it converges in 1-2
-
-
-@lru_cache(maxsize=4096)
-def readiness(cold: ColdStartSpec, k: int, cluster: Cluster) -> tuple[ReplicaReadiness, ...]:
-    """Per replica, the path to ready of k replicas started now (coldstart.predict_ready), their
-    loads sharing the storage with the loads in progress and with those of replicas still on their
-    way to theirs, counted as loading in full from now (the model takes loads in progress only;
-    starting those early errs on the slow side)."""
-    free, image, weights, loading, upcoming = cluster
-    if upcoming:
-        loading = (*loading, *[cold.weights_gb] * len(upcoming))
-    return coldstart.predict_ready(
-        cold,
-        k,
-        free_gpus_per_node=free,
-        image_cached_nodes=image,
-        weights_cached=weights,
-        loading_remaining_gb=loading,
-    )
-
-
-def marginal_ready_s(cold: ColdStartSpec, k: int, cluster: Cluster) -> float:
-    """Seconds until the last of k replicas started now is ready (k >= 1)."""
-    return max(r.ready_s for r in readiness(cold, k, cluster))
 
 
 def pacing_s(cold: ColdStartSpec, period_s: float) -> float:
@@ -102,9 +81,10 @@ def find(
     """(horizon s, replicas needed then, rounds): the ready time of the marginal replica and the need
     at that time, with `have` replicas counted (ready or starting) and at most `room` more.
 
-    `lead_s` is the caller's time to ready of one more replica (a learned startup quantile) or the
-    spec's fixed one; it replaces the model's for the first replica, later ones add the model's
-    extra wait for sharing the storage and the pacing of loads staggered by decisions period_s apart.
+    `lead_s` is the caller's time to ready of one more replica started now (a learned startup
+    quantile, the replay's own projection) or the spec's fixed one; it replaces the model's for the
+    first replica, and later ones add what the model's stagger adds to that: the wait for the
+    storage and for the decisions their starts are spread over (decisions period_s apart).
     """
     if cold is None:
         horizon = lead_s or 0.0
@@ -116,9 +96,9 @@ def find(
     rounds = 1
     while rounds < MAX_ROUNDS:
         extra = min(need - have, room)
-        if extra <= 1:
+        if extra < 1:
             break
-        later = marginal_ready_s(cold, extra, cluster) + offset + (extra - 1) * pacing_s(cold, period_s)
+        later = scaleup.staggered_ready_s(cold, extra, cluster, period_s)[0] + offset
         if later <= horizon:
             break
         horizon = later

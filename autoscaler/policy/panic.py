@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from autoscaler.policy.horizon import Cluster, marginal_ready_s
+from autoscaler.policy.clusterview import Cluster, marginal_ready_s
 from autoscaler.policy.spec import ColdStartSpec
 
 

@@ -1,4 +1,5 @@
-"""Contention-aware scale-up: how many of the replicas a deficit needs to start now.
+"""Contention-aware scale-up: how many of the replicas a deficit needs to start now, and when the
+last of them is ready as they are started.
 
 Replicas loading weights from one shared storage split its bandwidth (coldstart.py): k started
 together all finish at about k × W ÷ B, while started one after another the first is ready after
@@ -13,17 +14,26 @@ early is free for them; only the loads compete. Hence:
   moved on. Starting a load the storage cannot serve in time buys only GPU-hours.
 - replicas placed where the weights are cached read them locally and start at once.
 
-The first replica waits only for loads already in progress (never for nothing). Pure and cached
-per cluster.
+The first replica waits only for loads already in progress (never for nothing). The horizon is
+the ready time of the last replica of that stagger (staggered_ready_s): its starts are spread over
+the decisions to come, and a start held back a decision holds back its pull and warm-up too.
+Pure and cached per cluster.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from functools import lru_cache
 
 from autoscaler.policy import coldstart
-from autoscaler.policy.horizon import Cluster, readiness
+from autoscaler.policy.clusterview import Cluster, marginal_ready_s, readiness
 from autoscaler.policy.spec import ColdStartSpec
+from autoscaler.policy.storage import BYTE_GB, loads_left_at
+
+# decisions the stagger is played forward before the rest are taken as started together (the last
+# is then ready about as late: the storage is busy throughout). An hour of 15 s decisions.
+MAX_DECISIONS = 240
 
 
 @lru_cache(maxsize=4096)
@@ -73,3 +83,111 @@ def _better_now(cold: ColdStartSpec, k: int, cluster: Cluster, period_s: float) 
         return sum(finish) + after
 
     return total(0.0) <= total(period_s)
+
+
+# --- the stagger played forward ------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Node:
+    """A node of the played-forward cluster; times are seconds after now (inf: never)."""
+
+    up_at: float
+    free: int  # GPUs
+    image_at: float  # its image is there (a pull, once begun, ends then)
+    weights_at: float  # its cache holds the weights (a shared load on it wrote them through)
+
+
+@lru_cache(maxsize=4096)
+def staggered_ready_s(cold: ColdStartSpec, k: int, cluster: Cluster, period_s: float) -> tuple[float, int]:
+    """(seconds until the last of k replicas is ready, decisions their starts take) when they
+    start as the stagger starts them: starts_now now, then at each decision period_s apart on the
+    cluster that decision will observe (the loads begun by then and what they have left, the loads
+    still to begin, the nodes up, the images pulled, the weights cached), until all k have started.
+
+    Each decision sees the cluster as the observation shows it, so it decides as the policy will;
+    the ready times are the storage's exact schedule of every load at the time it begins. The
+    model's own pessimism stays (a node still provisioning is not seen, loads about to begin
+    count as begun when it is asked), so this errs late, never early.
+    """
+    if k <= 0:
+        return 0.0, 0
+    if cold.max_concurrent_loads is not None:  # every one starts now (starts_now)
+        return marginal_ready_s(cold, k, cluster), 1
+    free, image, weights, loading, upcoming = cluster
+    cached = cold.local_cache_gbps is not None
+    nodes = [
+        _Node(0.0, gpus, 0.0 if i in image else math.inf, 0.0 if i in weights else math.inf)
+        for i, gpus in enumerate(free)
+    ]
+    view = list(nodes)  # the nodes the observation lists, in its order
+    # every shared load: those in progress (from now), those about to begin, then ours
+    sizes = [*loading, *[cold.weights_gb] * len(upcoming)]
+    begins = [*[0.0] * len(loading), *upcoming]
+    on_node: list[_Node | None] = [None] * len(sizes)
+    after: list[tuple[int, float]] = []  # ours: (shared load index or -1, then the seconds after it)
+    left, t, decisions = k, 0.0, 0
+    while left:
+        now_k = starts_now(cold, left, cluster, period_s)[0] if decisions < MAX_DECISIONS else left
+        if now_k:
+            created: dict[int, _Node] = {}
+            for r in readiness(cold, now_k, cluster):
+                if r.new_node:
+                    node = created.get(r.node)
+                    if node is None:
+                        up = t + cold.node_provision_s
+                        node = created[r.node] = _Node(up, cold.gpus_per_node, math.inf, math.inf)
+                        nodes.append(node)
+                else:
+                    node = view[r.node]
+                node.free -= cold.gpus_per_replica
+                arrive = t + r.provision_s
+                if node.image_at == math.inf:  # the model pulls here; the pull ends once for all
+                    node.image_at = arrive + r.pull_s
+                begin = max(arrive, node.image_at) + r.init_s + r.gate_wait_s
+                rest = r.compile_s + r.warmup_s
+                if r.from_cache:
+                    after.append((-1, begin + r.load_s + rest))
+                else:
+                    sizes.append(cold.weights_gb)
+                    begins.append(begin)
+                    on_node.append(node)
+                    after.append((len(sizes) - 1, rest))
+            left -= now_k
+        decisions += 1
+        if not left:
+            break
+        t += period_s
+        cluster, view = _observed(cold, nodes, sizes, begins, on_node, t, cached)
+    finish = coldstart.shared_load_finish_times(
+        sizes, begins, storage_gbps=cold.storage_gbps, per_loader_gbps=cold.per_loader_gbps
+    )
+    return max(rest if i < 0 else finish[i] + rest for i, rest in after), decisions
+
+
+def _observed(
+    cold: ColdStartSpec,
+    nodes: list[_Node],
+    sizes: list[float],
+    begins: list[float],
+    on_node: list[_Node | None],
+    t: float,
+    cached: bool,
+) -> tuple[Cluster, list[_Node]]:
+    """The cluster an observation at t shows of the played-forward one, and its nodes in order."""
+    storage, cap = cold.storage_gbps, cold.per_loader_gbps
+    if cached:  # a shared load done by t wrote the weights to its node's cache
+        done = coldstart.shared_load_finish_times(sizes, begins, storage_gbps=storage, per_loader_gbps=cap)
+        for node, end in zip(on_node, done, strict=True):
+            if node is not None and end <= t and end < node.weights_at:
+                node.weights_at = end
+    view = [n for n in nodes if n.up_at <= t]
+    left = loads_left_at(sizes, begins, t, storage_gbps=storage, per_loader_gbps=cap)
+    cluster = (
+        tuple(n.free for n in view),
+        tuple(i for i, n in enumerate(view) if n.image_at <= t),
+        tuple(i for i, n in enumerate(view) if n.weights_at <= t) if cached else (),
+        tuple(gb for gb, b in zip(left, begins, strict=True) if b <= t and gb > BYTE_GB),
+        tuple(sorted(b - t for b in begins if b > t)),
+    )
+    return cluster, view

@@ -1,0 +1,43 @@
+"""The cluster as the predictive stages see it, and the cold-start model's answers on it.
+
+The horizon (horizon.py), the scale-up's stagger (scaleup.py) and panic (panic.py) all ask the
+cold-start model (coldstart.py) "when would k replicas started now be ready?" of the same five
+facts of the observation. Pure; the answers are cached on their (hashable) inputs, as a cluster
+looks the same most ticks.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from autoscaler.policy import coldstart
+from autoscaler.policy.coldstart import ReplicaReadiness
+from autoscaler.policy.spec import ColdStartSpec
+
+# (free GPUs per node, nodes with the image, nodes with the weights, GB left per loader in progress,
+#  seconds until each starting replica not loading yet begins its load)
+Cluster = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[float, ...], tuple[float, ...]]
+
+
+@lru_cache(maxsize=4096)
+def readiness(cold: ColdStartSpec, k: int, cluster: Cluster) -> tuple[ReplicaReadiness, ...]:
+    """Per replica, the path to ready of k replicas started now (coldstart.predict_ready), their
+    loads sharing the storage with the loads in progress and with those of replicas still on their
+    way to theirs, counted as loading in full from now (the model takes loads in progress only;
+    starting those early errs on the slow side)."""
+    free, image, weights, loading, upcoming = cluster
+    if upcoming:
+        loading = (*loading, *[cold.weights_gb] * len(upcoming))
+    return coldstart.predict_ready(
+        cold,
+        k,
+        free_gpus_per_node=free,
+        image_cached_nodes=image,
+        weights_cached=weights,
+        loading_remaining_gb=loading,
+    )
+
+
+def marginal_ready_s(cold: ColdStartSpec, k: int, cluster: Cluster) -> float:
+    """Seconds until the last of k replicas started now is ready (k >= 1)."""
+    return max(r.ready_s for r in readiness(cold, k, cluster))
