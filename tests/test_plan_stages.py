@@ -44,6 +44,18 @@ def test_the_horizon_follows_the_staggers_own_schedule() -> None:
     assert horizon.find(pulled, 0, 10, lambda t: 2, COLD, None)[0] == pytest.approx(89.0)
 
 
+def test_a_later_start_goes_to_the_node_an_earlier_one_is_waiting_for() -> None:
+    """Two replicas a node, 90 s to provision, a 30 s pull: the stagger starts the second a decision
+    after the first, and the observation then lists no node, so the decision places it on a new
+    one (its load from 135 s, alone, ready at 149 s); but the scheduler binds it to the node the
+    first is waiting for, where both loads begin when the pull ends at 120 s: ready at 148 s."""
+    provisioned = ColdStartSpec(
+        weights_gb=140, storage_gbps=10, image_pull_s=30, node_provision_s=90, gpus_per_replica=4
+    )
+    assert scaleup.starts_now(provisioned, 2, COLD, 15.0)[0] == 1
+    assert scaleup.staggered_ready_s(provisioned, 2, COLD, 15.0) == (pytest.approx(148.0), 2)
+
+
 def test_the_stagger_waits_for_the_loads_in_progress() -> None:
     """Seven loads of 140 GB at it, 98 s of storage: the next starts at the first decision after
     they are done (105 s, the eighth) and is ready at 119 s, not the 112 s of starting it now."""

@@ -130,20 +130,13 @@ def staggered_ready_s(cold: ColdStartSpec, k: int, cluster: Cluster, period_s: f
     while left:
         now_k = starts_now(cold, left, cluster, period_s)[0] if decisions < MAX_DECISIONS else left
         if now_k:
-            created: dict[int, _Node] = {}
+            listed = {id(n) for n in view}
             for r in readiness(cold, now_k, cluster):
-                if r.new_node:
-                    node = created.get(r.node)
-                    if node is None:
-                        up = t + cold.node_provision_s
-                        node = created[r.node] = _Node(up, cold.gpus_per_node, math.inf, math.inf)
-                        nodes.append(node)
-                else:
-                    node = view[r.node]
+                node = view[r.node] if not r.new_node else _coming(cold, nodes, listed, t)
                 node.free -= cold.gpus_per_replica
-                arrive = t + r.provision_s
-                if node.image_at == math.inf:  # the model pulls here; the pull ends once for all
-                    node.image_at = arrive + r.pull_s
+                arrive = max(t, node.up_at)
+                if node.image_at == math.inf:  # the first replica there pulls; the others wait for it
+                    node.image_at = arrive + cold.image_pull_s
                 begin = max(arrive, node.image_at) + r.init_s + r.gate_wait_s
                 rest = r.compile_s + r.warmup_s
                 if r.from_cache:
@@ -163,6 +156,21 @@ def staggered_ready_s(cold: ColdStartSpec, k: int, cluster: Cluster, period_s: f
         sizes, begins, storage_gbps=cold.storage_gbps, per_loader_gbps=cold.per_loader_gbps
     )
     return max(rest if i < 0 else finish[i] + rest for i, rest in after), decisions
+
+
+def _coming(cold: ColdStartSpec, nodes: list[_Node], listed: set[int], t: float) -> _Node:
+    """Where a replica the model puts on a new node goes: a node this schedule asked for that the
+    observation does not list yet (on its way, or asked for at this decision) and has room, the
+    first up, as the scheduler binds a pending pod to a node coming up; else a new node. The
+    decisions, seeing only the listed nodes, place it on a new node of its own; its ready time is
+    that of the node it gets."""
+    g = cold.gpus_per_replica
+    coming = [n for n in nodes if id(n) not in listed and n.free >= g]
+    if coming:
+        return min(coming, key=lambda n: n.up_at)
+    node = _Node(t + cold.node_provision_s, cold.gpus_per_node, math.inf, math.inf)
+    nodes.append(node)
+    return node
 
 
 def _observed(
