@@ -784,3 +784,11 @@ def test_property_loads_left_at_agrees_with_the_finish_times(
         elif at < done - byte_s - 1e-9 * max(1.0, done):
             assert gb > 0.0
         assert 0.0 <= gb <= size
+
+
+def test_a_bool_gate_fails_even_after_the_equal_int_gate_passed() -> None:
+    """True == 1 and hashes as 1: the remembered check must not take the one for the other."""
+    check_spec(spec_of(max_concurrent_loads=1))
+    with pytest.raises(ColdStartInputError) as caught:
+        check_spec(spec_of(max_concurrent_loads=True))
+    assert caught.value.field == "max_concurrent_loads"

@@ -352,10 +352,14 @@ def test_a_demand_step_is_served_by_the_time_the_horizon_said(
     its horizon, when the last of those replicas is ready; by then (give or take the decision
     periods the starts are quantized to) they all are.
 
-    Nodes come up at once here: the observation lists the nodes that are up, and the fleet also
-    places replicas on a node still being provisioned, which the cold-start model cannot see.
+    Nodes come up at once here: the observation lists only the nodes that are up, and the fleet
+    places a later replica on a node still coming up with room. The horizon's schedule places the
+    stagger's own later starts there too (scaleup.staggered_ready_s; the regression test below),
+    but with provisioning in the space the property still fails in about 1 draw of 1,500 (6.5 ->
+    32.5 req/s, 140 GB at 2.5 GB/s, 90 s nodes and a 30 s pull, 2 replicas a node: the 7th is
+    ready 35 s after its horizon's due time): left open.
     """
-    _step_served_by_the_horizon(low, factor, cold)
+    _step_served_by_the_horizon(low, factor, replace(cold, node_provision_s=0.0))
 
 
 def test_a_step_of_short_loads_behind_long_pulls_is_served_by_the_staggers_horizon() -> None:
@@ -370,8 +374,25 @@ def test_a_step_of_short_loads_behind_long_pulls_is_served_by_the_staggers_horiz
     _step_served_by_the_horizon(20.0, 5.25, cold)
 
 
+def test_a_step_whose_later_starts_land_on_nodes_still_coming_up_is_served_by_the_horizon() -> None:
+    """A short horizon of main's that a wider local search found (500 seeded draws over 16-140 GB,
+    2.5-100 GB/s, per-loader caps, node caches, engine init, 1-8 GPUs a replica and provisioning
+    kept: main's short in 10, all with provisioning, this one's in none): 8.4 -> 48 req/s, 70 GB
+    at 2.5 GB/s (28 s a load) behind 90 s for a node, a 30 s pull and a 30 s warm-up. The
+    stagger's later starts go to the nodes the earlier ones are waiting for, which no observation
+    lists yet."""
+    cold = ColdStartSpec(
+        weights_gb=70.0,
+        storage_gbps=2.5,
+        image_pull_s=30.0,
+        warmup_s=30.0,
+        node_provision_s=90.0,
+        gpus_per_replica=1,
+    )
+    _step_served_by_the_horizon(8.44, 5.71, cold)
+
+
 def _step_served_by_the_horizon(low: float, factor: float, cold: ColdStartSpec) -> None:
-    cold = replace(cold, node_provision_s=0.0)
     spec = replace(planner_spec(cold), max_replicas=400)
     before, after = 60, 120
     loop = closed_loop(spec, [low] * before + [low * factor] * after, 1, cold)
@@ -384,9 +405,10 @@ def _step_served_by_the_horizon(low: float, factor: float, cold: ColdStartSpec) 
     assert plan is not None
     # two decision periods: one for the fleet to act, one for starts the storage made wait a decision
     due = loop[first][0] + plan.horizon_s + 2 * 15.0
-    ready = next(r for t, _, r, _ in loop if t >= due)
-    # unless the policy itself decided meanwhile that fewer suffice (the band narrows as it learns)
-    fewest = min(p.needed for i, p in asks if loop[first][0] <= loop[i][0] <= due)
+    at, ready = next((t, r) for t, _, r, _ in loop if t >= due)
+    # unless the policy itself decided meanwhile, up to the decision this is read at, that fewer
+    # suffice (the band narrows as it learns): it may release one at that very decision
+    fewest = min(p.needed for i, p in asks if loop[first][0] <= loop[i][0] <= at)
     assert ready >= min(caught_up.needed, fewest)
 
 

@@ -59,13 +59,14 @@ __all__ = [
 
 def check_spec(spec: ColdStartSpec) -> None:
     """Raise ColdStartInputError naming the first field out of range."""
-    _check_once(spec)
+    _check_once(spec, type(spec.max_concurrent_loads).__name__)
 
 
 @lru_cache(maxsize=256)
-def _check_once(spec: ColdStartSpec) -> None:
+def _check_once(spec: ColdStartSpec, slots_type: str) -> None:
     """check_spec, remembered: specs are frozen, few, and checked on every prediction (a spec that
-    fails raises every time, as exceptions are not cached)."""
+    fails raises every time, as exceptions are not cached). Keyed by the gate's type too: a spec
+    with max_concurrent_loads=True equals and hashes as the one with 1, which passed."""
     require(finite_at_least_zero(spec.weights_gb), "weights_gb", spec.weights_gb, "a finite number >= 0")
     require(finite_positive(spec.storage_gbps), "storage_gbps", spec.storage_gbps, "a finite number > 0")
     for name in ("per_loader_gbps", "local_cache_gbps", "node_cache_gb", "peer_gbps"):
