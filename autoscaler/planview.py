@@ -60,17 +60,24 @@ def plan_json(plan: Plan) -> dict[str, Any]:
 
 
 def plan_lines(plan: Mapping[str, Any]) -> list[str]:
-    """plan_json's figures in words, for the lines under a stage table."""
+    """plan_json's figures in words, for the lines under a stage table. A figure that was not
+    finite (a band over a mean forecast of 0) is null once written to report.json: shown as such."""
     f, now, c = plan["forecast"], plan["demand_now"], plan["capacity_per_replica"]
+
+    def n(x: Any, spec: str) -> str:
+        return "not finite" if x is None else format(x, spec)
+
     return [
-        f"demand now: {now['requests_per_s']:.3g} req/s, {now['prompt_tokens_per_s']:,.0f} prompt and"
-        f" {now['output_tokens_per_s']:,.0f} output tok/s",
-        f"forecast in {plan['horizon_s']:.0f} s (the marginal replica's ready time):"
-        f" {f['requests_per_s']:.3g} req/s, planned on {f['upper']['requests_per_s']:.3g}"
-        f" (band x{f['band']:.3g})",
-        f"one replica at the SLO: {c['prefill_tokens_per_s']:,.0f} prefill tok/s,"
-        f" {c['decode_tokens_per_s']:,.0f} decode tok/s, {c['requests_per_s']:.3g} req/s at this mix"
-        f" ({c['binding']} binds, speed x{c['speed']:.2f})",
+        f"demand now: {n(now['requests_per_s'], '.3g')} req/s,"
+        f" {n(now['prompt_tokens_per_s'], ',.0f')} prompt and"
+        f" {n(now['output_tokens_per_s'], ',.0f')} output tok/s",
+        f"forecast in {n(plan['horizon_s'], '.0f')} s (the marginal replica's ready time):"
+        f" {n(f['requests_per_s'], '.3g')} req/s, planned on {n(f['upper']['requests_per_s'], '.3g')}"
+        f" (band x{n(f['band'], '.3g')})",
+        f"one replica at the SLO: {n(c['prefill_tokens_per_s'], ',.0f')} prefill tok/s,"
+        f" {n(c['decode_tokens_per_s'], ',.0f')} decode tok/s,"
+        f" {n(c['requests_per_s'], '.3g')} req/s at this mix"
+        f" ({c['binding']} binds, speed x{n(c['speed'], '.2f')})",
         f"needed {plan['needed']}, kept {plan['keep']}, started now {plan['start_now']}"
         + (" (panic)" if plan["panic"] else ""),
     ]

@@ -82,3 +82,29 @@ def test_a_bad_profile_is_named() -> None:
 
     with pytest.raises(DocumentError, match="stepBaseSeconds"):
         evaluate(bad, wall_now=0.0)
+
+
+def test_plan_lines_show_a_figure_written_as_null() -> None:
+    """report.json writes a non-finite band (upper over a mean forecast of 0) as null; the stage
+    table's lines said TypeError on it (`infscale replay explain` crashed)."""
+    from autoscaler.planview import plan_lines
+
+    demand = {"requests_per_s": 0.0, "prompt_tokens_per_s": 0.0, "output_tokens_per_s": 0.0}
+    plan = {
+        "demand_now": demand,
+        "forecast": {**demand, "upper": {**demand, "requests_per_s": 3.0}, "band": None},
+        "horizon_s": 120.0,
+        "capacity_per_replica": {
+            "prefill_tokens_per_s": 9000.0,
+            "decode_tokens_per_s": 800.0,
+            "requests_per_s": 2.5,
+            "binding": "ttft",
+            "utilization": 0.5,
+            "speed": 1.0,
+        },
+        "needed": 2,
+        "keep": 2,
+        "start_now": 0,
+        "panic": False,
+    }
+    assert "(band xnot finite)" in plan_lines(plan)[1]
