@@ -6,6 +6,16 @@ from autoscaler.policy.observation import MetricReading, Observation
 from autoscaler.policy.spec import AutoscalerSpec, MetricSpec, TargetType
 
 QUEUE = "infscale_queue_size"
+PROFILE_70B = {  # reference-70b's engine: the replay's step model in the CRD's words
+    "stepBaseSeconds": 0.0185,
+    "prefillSecondsPerToken": 5.55e-5,
+    "prefillSecondsPerAttentionPair": 8.85e-9,
+    "decodeSecondsPerRequest": 4.0e-5,
+    "decodeSecondsPerContextToken": 3.3e-8,
+    "maxBatchedTokens": 8192,
+    "maxNumSeqs": 1024,
+    "kvCacheTokens": 440000,
+}
 
 
 def avg_spec(target: float = 10, *, max_replicas: int = 100, **kwargs: object) -> AutoscalerSpec:

@@ -8,17 +8,8 @@ import sys
 from pathlib import Path
 
 from autoscaler.explain import evaluate
+from tests.policy_helpers import PROFILE_70B
 
-PROFILE = {  # reference-70b's engine: the replay's step model in the CRD's words
-    "stepBaseSeconds": 0.0185,
-    "prefillSecondsPerToken": 5.55e-5,
-    "prefillSecondsPerAttentionPair": 8.85e-9,
-    "decodeSecondsPerRequest": 4.0e-5,
-    "decodeSecondsPerContextToken": 3.3e-8,
-    "maxBatchedTokens": 8192,
-    "maxNumSeqs": 1024,
-    "kvCacheTokens": 440000,
-}
 DOC = {
     "spec": {
         "maxReplicas": 64,
@@ -32,7 +23,7 @@ DOC = {
             }
         ],
         "coldStart": {"weightsGB": 140, "storageGBps": 10, "gpusPerReplica": 4},
-        "capacity": {"profile": PROFILE, "slo": {"ttftSeconds": 2, "tpotSeconds": 0.2}},
+        "capacity": {"profile": PROFILE_70B, "slo": {"ttftSeconds": 2, "tpotSeconds": 0.2}},
     },
     "status": {"currentReplicas": 2},
     "now": "2026-11-29T10:00:00Z",

@@ -20,17 +20,8 @@ from controller_harness import NAME, NS, QUEUE, T0, Env, autoscaler, environment
 
 from autoscaler.controller.kubetime import rfc3339
 from autoscaler.policy.decide import Decision
+from tests.policy_helpers import PROFILE_70B
 
-PROFILE = {  # reference-70b's engine: the replay's step model in the CRD's words
-    "stepBaseSeconds": 0.0185,
-    "prefillSecondsPerToken": 5.55e-5,
-    "prefillSecondsPerAttentionPair": 8.85e-9,
-    "decodeSecondsPerRequest": 4.0e-5,
-    "decodeSecondsPerContextToken": 3.3e-8,
-    "maxBatchedTokens": 8192,
-    "maxNumSeqs": 1024,
-    "kvCacheTokens": 440000,
-}
 LABELS = {"deployment": NAME}
 TICK_S = 15.0
 TICKS = 300
@@ -54,7 +45,7 @@ def predictive() -> dict[str, Any]:
 
 
 def with_capacity(doc: dict[str, Any]) -> dict[str, Any]:
-    doc["spec"]["capacity"] = {"profile": PROFILE, "slo": {"ttftSeconds": 2, "tpotSeconds": 0.2}}
+    doc["spec"]["capacity"] = {"profile": PROFILE_70B, "slo": {"ttftSeconds": 2, "tpotSeconds": 0.2}}
     return doc
 
 
