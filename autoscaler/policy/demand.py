@@ -126,7 +126,7 @@ def observe(
         ),
     )
     b = _weight(spec.beta, dt, spec.smoothing_period_s)
-    typical_w = -math.expm1(-dt * _LN2 / TYPICAL_HALF_LIFE_S)
+    typical_w = typical_weight(dt)
     primed = state.primed
     req = _holt(state.requests, now_demand.requests, dt, weight, b, primed)
     pro = _holt(state.prompt_tokens, now_demand.prompt_tokens, dt, weight, b, primed)
@@ -156,6 +156,12 @@ def observe(
 
 
 _LN2 = math.log(2.0)
+
+
+def typical_weight(elapsed_s: float) -> float:
+    """The weight a new value gets in a typical average last moved elapsed_s ago (its half-life
+    TYPICAL_HALF_LIFE_S): the typical demand here, the fleet's typical capacity in scaledown."""
+    return -math.expm1(-elapsed_s * _LN2 / TYPICAL_HALF_LIFE_S)
 
 
 def _toward(old: Demand, new: Demand, w: float) -> Demand:

@@ -48,9 +48,8 @@ import math
 from collections.abc import Callable
 from typing import NamedTuple
 
-from autoscaler.policy.demand import TYPICAL_HALF_LIFE_S
+from autoscaler.policy.demand import typical_weight
 
-_LN2 = math.log(2.0)
 TRUST = 0.5  # λ: 1.5x the hindsight optimum when the forecast is right, 3x at worst
 SLO_WEIGHT = 1.0  # a replica-second of unserved demand at full utilization: a replica-second of GPUs
 
@@ -141,7 +140,7 @@ def averaged(typical: float, now_value: float, last_at: float | None, now: float
     from the first value (typical 0, or no tick before)."""
     if typical <= 0.0 or last_at is None:
         return now_value
-    w = -math.expm1((last_at - now) * _LN2 / TYPICAL_HALF_LIFE_S)
+    w = typical_weight(now - last_at)
     return typical + w * (now_value - typical)
 
 
