@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 from replay.league import LeagueSpec, league
+from replay.league.markdown import markdown
 from replay.league.sources import SHARED_TRACES, sources
-from replay.league.tables import markdown
 from replay.profiles import get_scenario
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "traces"

@@ -6,7 +6,8 @@ with a start-up sweep -- the comparison the policies are judged by.
     runner.py   one case = one policy x trace x rate scale x scenario (x start-up): local
                 processes or Ray tasks, identical results
     tables.py   per-case tables with deltas against hpa and Pareto dominance, the start-up
-                sweep's collapse points, who wins where, Markdown
+                sweep's collapse points, who wins where, predictive's goals and their tally
+    markdown.py the document as Markdown (league.md)
     cli.py      the command
 
 `league(spec)` returns the whole document (schema infscale.replay.league/v1, cli.py writes it as
@@ -179,6 +180,7 @@ def league(spec: LeagueSpec, *, progress: bool = False) -> dict[str, Any]:
         "tables": case_tables,
         "sweeps": sweeps,
         "summary": tables.summary(case_tables, sweeps),
+        "goals": tables.goal_tally(case_tables, sweeps),
     }
 
 

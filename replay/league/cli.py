@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from replay.league import DEFAULT_POLICIES, LeagueSpec, league
+from replay.league.markdown import markdown
 from replay.league.runner import default_workers
 from replay.league.sources import SourceError, TraceSource, sources
 from replay.league.startup import DEFAULT_STARTUPS_S, StartupError, StartupMode
-from replay.league.tables import markdown
 from replay.outdir import OutDirError, check_out_dir, write_error
 from replay.policies import PolicyError, PolicyParams
 from replay.profiles import SCENARIOS, ProfileError, get_scenario

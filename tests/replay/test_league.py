@@ -13,6 +13,7 @@ import pytest
 
 from autoscaler.policy import coldstart
 from replay.league import LeagueSpec, league, tables
+from replay.league.markdown import markdown
 from replay.league.runner import TIMING_KEYS, Case, Setup, run_case
 from replay.league.sources import (
     SHARED_TRACES,
@@ -85,6 +86,45 @@ def test_case_table_deltas_front_and_goals() -> None:
     assert g["slo_gap_to_clairvoyant_points"] == pytest.approx(0.5)
     assert g["gpu_hours_vs_clairvoyant"] == pytest.approx(95 / 90)
     assert g["within_1_point_at_1_10x"]
+    assert not g["clairvoyant_below_best_goodput"]  # 100 * 0.965 / 90 > hpa's 95 / 100
+
+
+def test_the_goal_tally_counts_cases_and_says_where_the_bound_loses_the_goodput_goal() -> None:
+    def case(trace: str, pred: tuple[float, float], clairvoyant: tuple[float, float]) -> list[dict[str, Any]]:
+        return [
+            row("hpa", 0.95, 100, trace=trace),
+            row("static-mean", 0.30, 5, trace=trace),  # lean: 6 good requests per GPU-h
+            row("predictive", *pred, trace=trace),
+            row("clairvoyant", *clairvoyant, trace=trace),
+        ]
+
+    # a: meets all but the goodput goal, which the clairvoyant misses too (1.14 against 6 per GPU-h);
+    # b: beaten by hpa; c: a lean fleet with the best goodput per GPU-h at 50 % SLO
+    rows = (
+        case("a", (0.96, 90), (0.965, 85))
+        + case("b", (0.90, 110), (0.99, 10))
+        + case("c", (0.5, 5), (0.99, 10))
+    )
+    rows += [
+        row(p, s, 10, trace="a", startup_s=t)
+        for p, values in {"hpa": [0.9, 0.5], "predictive": [0.9, 0.88]}.items()
+        for t, s in zip((30, 600), values, strict=True)
+    ]
+    t, s = tables.case_tables(rows), tables.sweep_tables(rows)
+    tally = tables.goal_tally(t, s)
+    assert tally is not None
+    assert tally["cases"] == 3
+    assert tally["beaten_by_no_baseline"] == 2
+    assert tally["slo_ge_hpa_at_le_hpa_gpu_hours"] == 1
+    assert tally["best_goodput_per_gpu_hour"] == 1
+    assert tally["within_1_point_at_1_10x"] == 1
+    assert tally["clairvoyant_below_best_goodput"] == 1
+    assert tally["slo_points"] == pytest.approx(236.0) and tally["gpu_hours"] == pytest.approx(205.0)
+    assert (tally["sweeps"], tally["sweep_holds"], tally["sweep_no_earlier_than_hpa"]) == (1, 1, 1)
+    text = markdown(_doc(rows))
+    assert "2 of 3 beaten by no baseline" in text and "below the best baseline's in 1 of 3" in text
+    assert "goodput/GPU-h below static-mean (so is the clairvoyant's)" in text
+    assert tables.goal_tally(tables.case_tables([row("hpa", 0.9, 1)]), []) is None  # no predictive
 
 
 def test_goals_name_the_baseline_that_beats_predictive() -> None:
@@ -93,7 +133,7 @@ def test_goals_name_the_baseline_that_beats_predictive() -> None:
     g = t["goals"]
     assert not g["beaten_by_no_baseline"] and g["beaten_by"] == ["hpa"]  # the clairvoyant does not count
     assert not g["slo_ge_hpa_at_le_hpa_gpu_hours"] and not g["within_1_point_at_1_10x"]
-    assert "beaten by hpa" in tables.markdown(_doc(rows))
+    assert "beaten by hpa" in markdown(_doc(rows))
 
 
 def test_the_sweep_collapses_where_slo_falls_five_points_below_its_shortest_start_up() -> None:
@@ -108,7 +148,7 @@ def test_the_sweep_collapses_where_slo_falls_five_points_below_its_shortest_star
     assert by["hpa"]["collapses_at_s"] == 300.0  # 0.93 < 0.99 - 0.05
     assert by["predictive"]["collapses_at_s"] is None  # 0.95 is 4 points below: holds
     assert s["startups_s"] == [30, 120, 300, 600]
-    assert "| hpa | 99.0% | 97.0% | 93.0% | 50.0% | 300 s |" in tables.markdown(_doc(rows))
+    assert "| hpa | 99.0% | 97.0% | 93.0% | 50.0% | 300 s |" in markdown(_doc(rows))
 
 
 def _doc(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -219,7 +259,7 @@ def test_a_stalled_case_takes_part_and_loses_with_its_unfinished_requests(
     (t,) = tables.case_tables(rows)
     by = {e["policy"]: e for e in t["policies"]}
     assert by["static-1"]["beaten_by"] == ["hpa"] and by["static-1"]["requests_unfinished"] == 3
-    assert "(3 requests unfinished: the run was cut) |" in tables.markdown(_doc(rows))
+    assert "(3 requests unfinished: the run was cut) |" in markdown(_doc(rows))
 
 
 def _numbers(rows: list[dict[str, Any]]) -> str:
