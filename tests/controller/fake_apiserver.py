@@ -12,8 +12,9 @@ real API does where a lenient fake would hide bugs (../../../shared/kubernetes_a
 - every write is validated: built-in kinds against the Kubernetes 1.37 schemas (kubernetes-validate,
   strict: unknown fields are errors), the custom resource against the CRD's openAPIV3Schema from
   deploy/controller/crd.yaml (unknown fields are errors too: the real API would prune them silently,
-  which would lose state without a trace; date-time and int32/int64 formats are checked); MicroTime
-  fields need six fractional digits and a zone;
+  which would lose state without a trace; date-time and int32/int64 formats are checked), and its
+  CEL rules and list-type map keys (fake_crdrules.py, ratcheted on update as the apiserver does);
+  MicroTime fields need six fractional digits and a zone;
 - sizes: a request body over 3 MiB is 413, a custom resource whose JSON exceeds etcd's 1.5 MiB is
   500 "etcdserver: request is too large", as the real API answers;
 - resourceVersions: a stale one is 409 Conflict; a PUT of a Lease or a custom resource without one
@@ -40,6 +41,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import fake_crdrules as crdrules
 import jsonschema
 import yaml
 from aiohttp import web
@@ -90,11 +92,18 @@ def _definitions(schema_dir: str) -> Any:
     return kv_utils.schema_contents(f"kubernetes-json-schema/{schema_dir}/_definitions.json", K8S_VERSION)
 
 
-def _check(validator: jsonschema.protocols.Validator, obj: Mapping[str, Any], kind: str) -> None:
-    """422 Invalid with one cause per schema error, the first named in the message, as the apiserver."""
+def _check(
+    validator: jsonschema.protocols.Validator,
+    obj: Mapping[str, Any],
+    kind: str,
+    more: list[dict[str, str]] | None = None,
+) -> None:
+    """422 Invalid with one cause per schema error (and per `more`: the CRD's rules), the first named
+    in the message, as the apiserver."""
     errors = sorted(validator.iter_errors(obj), key=lambda e: list(e.absolute_path))
-    if errors:
-        causes = [{"field": ".".join(map(str, e.absolute_path)), "message": e.message[:300]} for e in errors]
+    causes = [{"field": ".".join(map(str, e.absolute_path)), "message": e.message[:300]} for e in errors]
+    causes += more or []
+    if causes:
         raise ApiStatus(
             422, "Invalid", f"{kind} is invalid: {causes[0]['field']}: {causes[0]['message']}", causes
         )
@@ -106,8 +115,11 @@ def validate_builtin(obj: Mapping[str, Any]) -> None:
 
 @cache
 def _crd() -> dict[str, Any]:
-    """deploy/controller/crd.yaml, parsed once (read-only: copies go out)."""
-    return dict(yaml.safe_load(CRD_FILE.read_text(encoding="utf-8")))
+    """deploy/controller/crd.yaml, parsed once (read-only: copies go out); its CEL rules compiled,
+    as the apiserver does before it accepts a CRD."""
+    crd = dict(yaml.safe_load(CRD_FILE.read_text(encoding="utf-8")))
+    crdrules.check_rules_compile(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+    return crd
 
 
 def _schema() -> dict[str, Any]:
@@ -168,8 +180,10 @@ def crd_schema() -> dict[str, Any]:
     return copy.deepcopy(_schema())
 
 
-def validate_custom(obj: Mapping[str, Any]) -> None:
-    _check(crd_validator(), obj, "InferenceAutoscaler")
+def validate_custom(obj: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> None:
+    """The CRD's schema and its rules (CEL, list-type map; fake_crdrules.py); `old`: the stored
+    object on an update (transition rules and ratcheting)."""
+    _check(crd_validator(), obj, "InferenceAutoscaler", crdrules.violations(_schema(), obj, old))
 
 
 def apply_defaults(schema: Mapping[str, Any], obj: Any) -> Any:
@@ -476,7 +490,7 @@ class FakeKube:
         change(obj)
         if obj.get("spec") != before:
             obj["metadata"]["generation"] = int(obj["metadata"].get("generation") or 0) + 1
-        validate_custom(obj)
+        validate_custom(obj, self.autoscalers[(namespace, name)])
         self._commit("inferenceautoscalers", obj)
 
     def corrupt_autoscaler(self, namespace: str, name: str, change: Callable[[dict[str, Any]], None]) -> None:
@@ -816,7 +830,7 @@ class FakeKube:
             updated.pop("status", None)
         else:
             updated["status"] = status
-        validate_custom(updated)
+        validate_custom(updated, obj)
         if len(json.dumps(updated, separators=(",", ":"))) > MAX_OBJECT_BYTES:
             raise ApiStatus(500, "InternalError", "etcdserver: request is too large")
         return web.json_response(self._commit("inferenceautoscalers", updated))

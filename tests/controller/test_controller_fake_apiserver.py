@@ -56,6 +56,24 @@ async def _status_unknown_field(api: client.ApiClient, fake: FakeKube) -> Any:
     return await _merge_patch_status(api, {"desiredReplica": 3})
 
 
+def _condition(kind: str) -> dict[str, Any]:
+    return {"type": kind, "status": "True", "reason": "R", "lastTransitionTime": "2026-11-29T10:00:00Z"}
+
+
+async def _status_duplicate_condition(api: client.ApiClient, fake: FakeKube) -> Any:
+    # conditions are x-kubernetes-list-type: map keyed by type: two of one type are refused
+    return await _merge_patch_status(
+        api, {"conditions": [_condition("AbleToScale"), _condition("AbleToScale")]}
+    )
+
+
+async def _status_over_a_corrupt_spec(api: client.ApiClient, fake: FakeKube) -> Any:
+    # a spec that breaks the CRD's CEL rule, stored before the rule (etcd restored from a backup):
+    # ratcheting lets a /status write through, as the apiserver does since 1.33
+    fake.corrupt_autoscaler(NS, NAME, lambda o: o["spec"].update(minReplicas=30))
+    return await _merge_patch_status(api, {"desiredReplicas": 3})
+
+
 async def _lease_with_isoformat(api: client.ApiClient, fake: FakeKube) -> Any:
     whole_second = datetime.fromtimestamp(T0, UTC).isoformat().replace("+00:00", "Z")  # no fraction
     return await client.CoordinationV1Api(api).create_namespaced_lease("ns", lease("a", whole_second))
@@ -105,6 +123,8 @@ async def _scale_negative(api: client.ApiClient, fake: FakeKube) -> Any:
         pytest.param(
             _status_unknown_field, 422, id="CR status: unknown field -> 422 (the API would prune it)"
         ),
+        pytest.param(_status_duplicate_condition, 422, id="CR status: two conditions of one type -> 422"),
+        pytest.param(_status_over_a_corrupt_spec, None, id="CR status: a stored spec's CEL failure ratchets"),
         pytest.param(_lease_with_isoformat, 400, id="Lease: MicroTime without its fraction -> 400"),
         pytest.param(_lease_with_micro_time, None, id="Lease: six fractional digits are accepted"),
         pytest.param(_lease_put_without_rv, 422, id="Lease: PUT without resourceVersion -> 422"),
