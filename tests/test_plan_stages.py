@@ -208,6 +208,18 @@ def test_first_sight_holds_the_current_count() -> None:
     assert (first.replicas, first.reason) == (10, "FirstSight")
 
 
+def test_the_found_fleet_is_held_its_window_and_no_more_than_was_found() -> None:
+    """Found 5 at t = 0, scaled to 8 since, 2 needed: the hold keeps the 5 found for λ·B(1) = 40 s
+    (B(1) = 80 s), not the 3 started since (rent-or-buy's, from the need history); then nothing."""
+    released = scaledown.Keep(2, "ReleaseIdle", "", ())
+    held = scaledown.hold_found(released, have=8, found=(0.0, 5), now=40.0, breakeven_one=80.0)
+    assert (held.replicas, held.reason) == (5, "FoundFleet")
+    assert scaledown.hold_found(released, 8, (0.0, 5), now=41.0, breakeven_one=80.0) is released
+    assert scaledown.hold_found(released, 3, (0.0, 5), now=10.0, breakeven_one=80.0).replicas == 3
+    assert scaledown.found_at_first_sight(None, True, 5, 0.0, 80.0) == (0.0, 5)
+    assert scaledown.found_at_first_sight((0.0, 5), False, 8, 41.0, 80.0) is None
+
+
 def test_the_fleet_shrinks_no_faster_than_the_storage_could_bring_it_back() -> None:
     """Peak 10, now 2, nothing forecast: replica 10 goes λ·B(1) = 40 s after its last need, replica
     9 at λ·B(2) = 55 s, ... replica 3 (the 8th to come back) at λ·B(8) = 145 s."""

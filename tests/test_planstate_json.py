@@ -78,6 +78,7 @@ def test_the_time_line_reaches_every_part_of_the_state() -> None:
     assert any(s.demand is not None and s.demand.pending and s.demand.peaks for s in states)
     assert any(len(s.needs) > 2 for s in states) and any(s.gaps for s in states)
     assert any(s.speed.samples > 0 for s in states) and any(s.panic.since is not None for s in states)
+    assert states[0].found == (NOW, 2) and states[-1].found is None  # held at first, then forgotten
     assert all(through_json(s, STATUS_TIMES) == s for s in states)
 
 
@@ -132,6 +133,8 @@ def planner_states(draw: st.DrawFn, most: int = 60) -> PlannerState:
         PanicState(draw(st.none() | times), draw(times)),
         draw(finite),
         gaps,
+        draw(positive),
+        draw(st.none() | st.tuples(times, st.integers(0, MAX_LEVELS))),
     )
 
 
@@ -313,6 +316,23 @@ def test_a_state_without_fields_reads_with_their_defaults() -> None:
         PlannerState.from_dict([])  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"planner.version: expected 2, got None"):
         PlannerState.from_dict({})
+
+
+def test_the_found_fleet_reads_back_is_optional_and_bounded() -> None:
+    """A state written before the found fleet existed reads without it (no hold: a restart with
+    memory is no first sight); a count above the bound is folded into it; a malformed one is refused."""
+    state = PlannerState(needs=((NOW, 3),), found=(NOW, 12))
+    doc = state.to_dict(STATUS_TIMES)
+    assert doc["found"] == {"at": STATUS_TIMES.encode(NOW), "replicas": 12}
+    assert PlannerState.from_dict(doc, STATUS_TIMES) == state
+    del doc["found"]
+    assert PlannerState.from_dict(doc, STATUS_TIMES) == state._replace(found=None)
+    assert "found" not in PlannerState(needs=((NOW, 3),)).to_dict()
+    assert through_json(state._replace(found=(NOW, 9000)), SECONDS).found == (NOW, MAX_LEVELS)
+    with pytest.raises(ValueError, match=r"planner.found.replicas: expected an integer"):
+        PlannerState.from_dict({**state.to_dict(), "found": {"at": NOW, "replicas": -1}})
+    with pytest.raises(ValueError, match=r"planner.found.at"):
+        PlannerState.from_dict({**state.to_dict(), "found": {"replicas": 3}})
 
 
 def test_gaps_beyond_the_histories_peak_are_dropped_as_record_drops_them() -> None:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoscaler.policy import capacity
+from autoscaler.policy import capacity, horizon, scaledown
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.decide import Decision, decide, record_rescale
 from autoscaler.policy.observation import MetricReading, Observation
@@ -455,16 +455,23 @@ def test_a_queue_beyond_max_replicas_at_max_replicas_is_no_unconfirmed_start() -
         assert (up.after, up.reason, up.message) == (4, "StartAll", "nothing missing")
 
 
-def test_first_sight_holds_the_count_until_a_forecast_is_scored() -> None:
-    """8 replicas at 4/s (1 needed) from the first tick, a replica ready in ~75 s (a 60 s warm-up
-    after the seed's load): the band is the prior's until the first forecast comes due one horizon
-    later, so nothing is released before; then rent-or-buy releases as usual."""
-    decisions, _ = run_all(planner_spec(replace(SEED, warmup_s=60.0)), 8, [4.0] * 40)
-    reasons = [next(r for r in table(d) if r[0] == "scale-down")[3] for d in decisions[1:]]
-    held = reasons.index("ReleaseIdle")
-    assert held >= 1 and set(reasons[:held]) == {"BandUnscored"}
-    assert [d.desired_replicas for d in decisions[: held + 1]] == [8] * (held + 1)
-    assert decisions[-1].desired_replicas < 8
+def test_the_fleet_found_at_first_sight_is_kept_one_re_creation() -> None:
+    """10 replicas found at 1/s, demand rising to 4/s over the first decisions (1 or 2 needed), a
+    replica ready 74 s after it is asked for (the seed's 14 s load, a 60 s warm-up): the found
+    fleet counts as needed at first sight, each replica as if re-created alone, so it is kept
+    λ·B(1) = 74 s, then rent-or-buy releases what is not needed. The level rising above its band
+    scores a forecast early: the hold until a forecast was scored released 9 of the 10 at the
+    second decision and started one again two decisions later. Steady demand is held as long."""
+    cold = replace(SEED, warmup_s=60.0)
+    hold = scaledown.TRUST * scaledown.breakeven_s(horizon.recreate_s(cold, 1, 15.0))
+    assert hold == pytest.approx(74.0)
+    for rates in ([1.0, 2.0] + [4.0] * 10, [4.0] * 12):
+        decisions, _ = run_all(planner_spec(cold), 10, rates)
+        reasons = [next((r[3] for r in table(d) if r[0] == "scale-down"), "-") for d in decisions]
+        held = [i for i in range(len(rates)) if 15.0 * i <= hold]
+        assert reasons[: len(held)] == ["FirstSight"] + ["FoundFleet"] * (len(held) - 1)
+        assert [d.desired_replicas for d in decisions[: len(held)]] == [10] * len(held)
+        assert reasons[len(held)] == "ReleaseIdle" and decisions[len(held)].desired_replicas <= 2
 
 
 def test_a_need_seen_at_one_decision_only_starts_nothing() -> None:

@@ -339,6 +339,7 @@ def plan(
         )
     weight = scaledown.slo_weight(typical_load, dstate.typical_peak, typical_capacity)
     breakeven = scaledown.breakeven_s(recreate(1))
+    found = scaledown.found_at_first_sight(state.found, not state.needs, have, now, breakeven)
     keep = have
     start = 0
     started_for = state.started_for
@@ -409,13 +410,7 @@ def plan(
             # keep() reads the need ahead only when fewer than `have` are needed now (a sizing saved)
             ahead = need_at(breakeven) if now_count < have else now_count
             kept = scaledown.keep(have, now_count, ahead, state.needs, now, recreate, state.gaps, weight)
-            if kept.replicas < have and dstate.scored == 0.0:  # first sight: the band is the prior's
-                kept = scaledown.Keep(
-                    have,
-                    "BandUnscored",
-                    "no forecast scored yet (the first is due in {:.0f} s): holding the current count",
-                    (dstate.pending[0][1] - now if dstate.pending else 0.0,),
-                )
+            kept = scaledown.hold_found(kept, have, found, now, breakeven)
         keep = kept.replicas
         if needed_now is None:
             stages.append(_new(Stage, ("scale-down", target, keep, kept.reason, kept.template, kept.args)))
@@ -431,6 +426,6 @@ def plan(
     figures = (est.now, mean, upper, band, horizon_s, at_horizon, speed, needed, keep, start, in_panic)
     result = _new(Plan, figures)
     next_state = _new(
-        PlannerState, (dstate, speed_state, needs, panic_state, started_for, gaps, typical_capacity)
+        PlannerState, (dstate, speed_state, needs, panic_state, started_for, gaps, typical_capacity, found)
     )
     return _new(Outcome, (tuple(stages), desired, result, next_state))

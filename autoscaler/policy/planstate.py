@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 
 from autoscaler.policy import demand, panic, speedlearn, statejson
 from autoscaler.policy.capacity import Demand, Sizing
-from autoscaler.policy.scaledown import Gaps, NeedHistory
+from autoscaler.policy.scaledown import Found, Gaps, NeedHistory
 from autoscaler.policy.speedlearn import SpeedState
 from autoscaler.policy.stage import Stage
 from autoscaler.policy.statejson import SECONDS, Reader, TimeCodec
@@ -34,6 +34,7 @@ class PlannerState(NamedTuple):
     gaps: Gaps = ()  # each level's last idle gap between needs (scaledown.recur)
     # the fleet's capacity at the SLO in load units, averaged as the demand's typical (scaledown weight)
     typical_capacity: float = 0.0
+    found: Found | None = None  # (time, replicas) found at first sight, while held (scaledown.hold_found)
 
     def to_dict(self, codec: TimeCodec = SECONDS) -> dict[str, Any]:
         """JSON-ready, times through `codec`, within the bounds from_dict reads (bounded()). What
@@ -47,6 +48,8 @@ class PlannerState(NamedTuple):
         panic_state = {"last": t(s.panic.last)}
         if s.panic.since is not None:
             panic_state["since"] = t(s.panic.since)
+        if s.found is not None:
+            out["found"] = {"at": t(s.found[0]), "replicas": s.found[1]}
         return {
             **out,
             "speed": {
@@ -68,15 +71,17 @@ class PlannerState(NamedTuple):
         of at least MAX_LEVELS become one (the newest of them: when that level was last needed),
         the gaps of the levels above are dropped (scaledown.recur starts them afresh, as it does for
         levels above the peak). The same state whenever no need exceeded MAX_LEVELS."""
-        needs, gaps = self.needs, self.gaps
-        if (not needs or needs[0][1] <= MAX_LEVELS) and len(gaps) <= MAX_LEVELS:
+        needs, gaps, found = self.needs, self.gaps, self.found
+        if found is not None and found[1] > MAX_LEVELS:
+            found = (found[0], MAX_LEVELS)
+        if (not needs or needs[0][1] <= MAX_LEVELS) and len(gaps) <= MAX_LEVELS and found is self.found:
             return self
         k = 0
         while k < len(needs) and needs[k][1] >= MAX_LEVELS:
             k += 1
         if k:
             needs = ((needs[k - 1][0], MAX_LEVELS), *needs[k:])
-        return self._replace(needs=needs, gaps=gaps[:MAX_LEVELS])
+        return self._replace(needs=needs, gaps=gaps[:MAX_LEVELS], found=found)
 
     @classmethod
     def from_dict(cls, data: Any, codec: TimeCodec = SECONDS, path: str = "planner") -> PlannerState:
@@ -122,8 +127,19 @@ class PlannerState(NamedTuple):
         typical_capacity = fresh.typical_capacity
         if "typicalCapacity" in r.data:
             typical_capacity = r.number("typicalCapacity", low=0.0)
+        found = None
+        if "found" in r.data:
+            f = r.child("found")
+            found = (f.moment("at"), f.integer("replicas", high=MAX_LEVELS))
         return cls(
-            state_demand, speed, tuple(needs), state_panic, started_for, tuple(gaps[:peak]), typical_capacity
+            state_demand,
+            speed,
+            tuple(needs),
+            state_panic,
+            started_for,
+            tuple(gaps[:peak]),
+            typical_capacity,
+            found,
         )
 
 

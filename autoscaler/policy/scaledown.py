@@ -55,6 +55,7 @@ SLO_WEIGHT = 1.0  # a replica-second of unserved demand at full utilization: a r
 
 NeedHistory = tuple[tuple[float, int], ...]
 Gaps = tuple[float, ...]  # gaps[L - 1]: seconds from level L's last need to the one before it
+Found = tuple[float, int]  # (time, replicas): the fleet found at first sight (hold_found)
 
 
 class Keep(NamedTuple):
@@ -238,4 +239,38 @@ def keep(
         "{} replica(s) idle past their break-even (re-creation x {:g}, hedged by trust {:g});"
         " keeping {}, {} needed at the recent peak",
         (have - kept, 1 + SLO_WEIGHT, TRUST, kept, peak),
+    )
+
+
+def found_at_first_sight(
+    found: Found | None, first_sight: bool, have: int, now: float, breakeven_one: float
+) -> Found | None:
+    """The found fleet after this tick: the current count at first sight (no need recorded yet: a
+    start, or a restart without memory), forgotten once its hold is over (hold_found)."""
+    if first_sight:
+        return (now, have) if have > 0 else None
+    if found is not None and now - found[0] > TRUST * breakeven_one:
+        return None
+    return found
+
+
+def hold_found(kept: Keep, have: int, found: Found | None, now: float, breakeven_one: float) -> Keep:
+    """Upstream seeds its window with the count it finds; here the fleet found at first sight
+    counts as needed then, each replica as if re-created alone (no burst has shown how deep a
+    return would go): kept λ·B(1) after first sight, the untrusted window of the top replica,
+    one re-creation. The first readings are the least informed (a band at its prior, rates
+    over a window the counters have just begun to fill, a mix of the requests that finished
+    first), so the first releases wait for that long (docs/policy.md, "Defaults and why")."""
+    if found is None:
+        return kept
+    at, count = found
+    hold = count if count < have else have
+    left = TRUST * breakeven_one - (now - at)
+    if kept.replicas >= hold or left < 0.0:
+        return kept
+    return Keep(
+        hold,
+        "FoundFleet",
+        "the {} replica(s) found at first sight are kept λ x one's {:.0f} s break-even ({:.0f} s more)",
+        (count, breakeven_one, left),
     )
