@@ -474,6 +474,21 @@ def test_the_fleet_found_at_first_sight_is_kept_one_re_creation() -> None:
         assert reasons[len(held)] == "ReleaseIdle" and decisions[len(held)].desired_replicas <= 2
 
 
+def test_the_first_sights_reading_confirms_nothing() -> None:
+    """The first decision with demand data reads the finished requests alone (no in-flight reading
+    before it, so no growth): it is not a reading of the same demand, and a need seen after it
+    starts replicas at once. Waiting for a second decision delayed Mooncake × 0.52's first starts
+    by one period (docs/policy.md, "Defaults and why")."""
+    decisions, _ = run_all(planner_spec(), 2, [10.0, 40.0, 40.0])
+    up = next(r for r in table(decisions[1]) if r[0] == "scale-up")
+    assert up[2:] == (3, "StaggeredStart") and decisions[1].desired_replicas == 3
+    later, _ = run_all(planner_spec(), 2, [10.0, 10.0, 25.0, 25.0])  # a reading with growth confirms
+    assert [next(r for r in table(d) if r[0] == "scale-up")[3] for d in later[2:]] == [
+        "Unconfirmed",
+        "StaggeredStart",
+    ]
+
+
 def test_a_need_seen_at_one_decision_only_starts_nothing() -> None:
     """10/s (2 replicas: 15/s at the band x 0.1 s / 0.8), one tick of 12.5/s and one of 7.5/s, as
     the noise of a scrape goes: the level (11.25/s) asks for 3 at that decision only, the next one

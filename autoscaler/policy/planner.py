@@ -350,7 +350,8 @@ def plan(
         # is long gone, and waiting one decision delays a real step by one period of a horizon of
         # several. A burst over the band (panic) and the reactive floor (a standing queue) do not wait.
         confirmed = target
-        if not burst_extra and state.needs:
+        # a first sight's reading (prior not primed) had no in-flight reading before it: no growth
+        if not burst_extra and state.needs and prior is not None and prior.primed:
             before = state.needs[-1][1]  # the need of the decision before (remember() keeps it)
             if before < target:
                 confirmed = max(floor, before)
