@@ -210,7 +210,7 @@ def test_a_burst_inside_the_horizon_is_scored_through_observe_and_track() -> Non
     for at in (0.0, 15.0):
         state, _ = tick(spec, state, at, 20.0, 60.0)
     assert state is not None and state.scored == 0.0
-    assert [load for _, _, load in state.pending] == [20.0, 20.0]
+    assert [load for _, _, load, _ in state.pending] == [20.0, 20.0]
     state, typical = tick(spec, state, 30.0, 60.0, 60.0)
     assert 20.0 < typical < 21.0
     assert state.scored == 2.0  # both, early
@@ -274,4 +274,25 @@ def test_the_peaks_kept_stay_bounded_at_short_ticks_and_round_trip() -> None:
         assert len(state.peaks) <= demand.MAX_PENDING + 1
     assert state.scored == 1.0
     assert state.error_scale == pytest.approx(math.log(200.0 / 99.9), rel=1e-9)
+    assert demand.DemandState.from_dict(json.loads(json.dumps(state.to_dict()))) == state
+
+
+def test_on_off_traffic_keeps_a_band_per_level_the_forecasts_were_made_at() -> None:
+    """Bursts to 60 every other half minute over a typical load of 10, a 60 s horizon: every
+    forecast's window holds a burst. Those made inside a burst (50) meet about their own level
+    (log(70 / 60) = 0.15), those made in the gaps (0) meet the burst (log(70 / 10) = 1.95). One
+    pooled quantile gave the in-burst forecasts the gaps' ×7: an upper of (50 + 10) × 7 - 10 =
+    410 for a level that never passes 60. Per bin, the in-burst band stays near the bursts'
+    height and the gaps' band still holds it (levelbins.py)."""
+    spec = DemandSpec(prior_weight=8.0)
+    state = feed([(0.0, 10.0, 1.0, 1.0, 0.0)], spec)
+    for i in range(1, 400):
+        level, ahead = (60.0, 50.0) if i % 4 < 2 else (0.0, 0.0)
+        state = demand.track(spec, state, 15.0 * i, level, 60.0, ahead, 10.0)
+    assert len(state.bins) == 2 and state.relative.scored > 300
+    in_burst = demand.upper(spec, state, Demand(50.0, 1.0, 1.0), requests, 10.0).requests
+    in_gap = demand.upper(spec, state, Demand(0.0, 0.0, 0.0), requests, 10.0)
+    assert 55.0 < in_burst < 80.0
+    assert in_gap.requests > 50.0  # the typical's mix, scaled: capacity kept for the next burst
+    assert demand.band_quantile(spec, state, 0.0, 10.0) > 1.5  # the gaps' ×7 stays theirs
     assert demand.DemandState.from_dict(json.loads(json.dumps(state.to_dict()))) == state

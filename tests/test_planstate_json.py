@@ -16,10 +16,11 @@ from hypothesis import strategies as st
 from test_policy_planner import NOW, QUEUE, obs, planner_spec
 
 from autoscaler.controller.crd import STATUS_TIMES
-from autoscaler.policy import demand
+from autoscaler.policy import demand, levelbins
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.decide import decide, record_rescale
 from autoscaler.policy.demand import DemandState, Series
+from autoscaler.policy.levelbins import Relative
 from autoscaler.policy.observation import MetricReading
 from autoscaler.policy.panic import PanicState
 from autoscaler.policy.planstate import MAX_LEVELS, PlannerState
@@ -76,6 +77,7 @@ def test_the_time_line_reaches_every_part_of_the_state() -> None:
     queues = [0.0] * 20 + [400.0] * 8 + [50.0] * 30 + [0.0] * 102
     states = policy_states(rates, queues)
     assert any(s.demand is not None and s.demand.pending and s.demand.peaks for s in states)
+    assert any(s.demand is not None and len(s.demand.bins) == 2 and s.demand.relative.scored for s in states)
     assert any(len(s.needs) > 2 for s in states) and any(s.gaps for s in states)
     assert any(s.speed.samples > 0 for s in states) and any(s.panic.since is not None for s in states)
     assert states[0].found == (NOW, 2) and states[-1].found is None  # held at first, then forgotten
@@ -92,7 +94,9 @@ times = st.floats(NOW - 1e5, NOW + 1e5, allow_nan=False)
 @st.composite
 def demand_states(draw: st.DrawFn) -> DemandState:
     made = sorted(draw(st.lists(times, max_size=demand.MAX_PENDING)))
-    pending = tuple((m, m + draw(st.floats(0.0, 600.0)), draw(st.sampled_from([-1.0, 3.5]))) for m in made)
+    loads, bins_of = st.sampled_from([-1.0, 3.5]), st.sampled_from([-1, 0, 1])
+    pending = tuple((m, m + draw(st.floats(0.0, 600.0)), draw(loads), draw(bins_of)) for m in made)
+    bins = draw(st.lists(st.tuples(st.floats(0.0, 4.0), st.floats(0.0, 1000.0)), max_size=levelbins.BINS))
     peak_times = sorted(draw(st.lists(times, max_size=demand.MAX_PENDING + 1)))
     loads = sorted(draw(st.lists(positive, min_size=len(peak_times), max_size=len(peak_times), unique=True)))
     return DemandState(
@@ -111,6 +115,9 @@ def demand_states(draw: st.DrawFn) -> DemandState:
         draw(st.floats(0.0, 1000.0)),
         Demand(draw(positive), draw(positive), draw(positive)),
         tuple(zip(peak_times, reversed(loads), strict=True)),
+        draw(positive),
+        tuple(bins),
+        Relative(draw(st.floats(-8.8, 8.8)), draw(st.floats(0.0, 8.0)), draw(st.floats(0.0, 1000.0))),
     )
 
 
@@ -333,6 +340,48 @@ def test_the_found_fleet_reads_back_is_optional_and_bounded() -> None:
         PlannerState.from_dict({**state.to_dict(), "found": {"at": NOW, "replicas": -1}})
     with pytest.raises(ValueError, match=r"planner.found.at"):
         PlannerState.from_dict({**state.to_dict(), "found": {"replicas": 3}})
+
+
+def test_an_older_demand_state_without_the_bins_reads_and_plans_on_the_pooled_band() -> None:
+    """A state saved before the bins (levelbins.py): no bins, no ratio tracker, pending forecasts
+    without a bin (-1: scored into the pooled tracker alone); the band is the pooled one until the
+    bins score errors of their own, and the next decisions are made."""
+    doc = good()
+    demand_doc = doc["demand"]
+    assert demand_doc["pending"] and demand_doc["bins"]
+    for name in ("bins", "relative"):
+        del demand_doc[name]
+    for p in demand_doc["pending"]:
+        del p["bin"]
+    state = PlannerState.from_dict(doc)
+    assert state.demand is not None
+    assert state.demand.bins == () and state.demand.relative == Relative()
+    assert {b for _, _, _, b in state.demand.pending} == {-1}
+    spec = demand.DemandSpec()
+    pooled = demand.error_quantile(spec, state.demand)
+    assert demand.band_quantile(spec, state.demand, 0.0, 1.0) == pooled
+    planner_state = state
+    policy = PolicyState(planner=planner_state)
+    metrics = {
+        QUEUE: MetricReading.of(0.0),
+        "infscale_request_rate": MetricReading.of(30.0),
+        "infscale_prompt_token_rate": MetricReading.of(9000.0),
+        "infscale_generation_token_rate": MetricReading.of(4500.0),
+        "infscale_inflight": MetricReading.of(60.0),
+    }
+    at = state.demand.at
+    for i in range(1, 60):
+        _, policy = decide(planner_spec(demand=spec), policy, obs(4, metrics), at + 15 * i)
+    assert policy.planner is not None and policy.planner.demand is not None
+    assert policy.planner.demand.bins  # scored since
+
+
+def test_a_forecasts_bin_outside_the_bins_is_refused() -> None:
+    doc = good()
+    doc["demand"]["pending"][0]["bin"] = levelbins.BINS
+    message = r"planner.demand.pending\[0\].bin: expected an integer in \[-1, 1\]"
+    with pytest.raises(ValueError, match=message):
+        PlannerState.from_dict(doc)
 
 
 def test_gaps_beyond_the_histories_peak_are_dropped_as_record_drops_them() -> None:

@@ -14,7 +14,8 @@ smoothed, times the same growth). Every series is forecast by Holt's method with
 in Wright's irregular-time form as forecast.py's Holt. The forecaster's own error is scored online:
 each tick's forecast is kept until its target time, then compared with the peak that came (or
 earlier, once that peak is above its band); a stochastic approximation tracks the `quantile` of
-those log ratios, and planning uses the forecast times exp(that quantile). docs/policy.md ("The
+those log ratios, by the level the forecast was made at (levelbins.py), and planning uses the
+forecast times exp(that quantile). docs/policy.md ("The
 predictive stages", "Defaults and why") has the details and the defaults' reasons.
 
 Pure: no clock, no I/O; times are seconds on the caller's clock. State is a NamedTuple value.
@@ -26,7 +27,9 @@ import math
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from autoscaler.policy import levelbins
 from autoscaler.policy.capacity import Demand
+from autoscaler.policy.levelbins import Bins, Relative
 from autoscaler.policy.spec import DemandSpec
 
 if TYPE_CHECKING:
@@ -36,7 +39,7 @@ MAX_PENDING = 48  # forecasts awaiting their target time: one every horizon / 32
 MAX_SCORED_HORIZON_S = 600.0  # a longer horizon is scored at 600 s: the band must adapt within minutes
 TYPICAL_HALF_LIFE_S = 600.0  # the typical demand forgets half of itself in 10 minutes
 MAX_ERROR = 4.0  # |log ratio| beyond e^4 = 55x counts as e^4: one outage does not ruin the band
-MAX_SCORED = 1000.0  # the prior's weight fades up to this many scored errors
+MAX_SCORED = levelbins.MAX_SCORED  # the prior's weight fades up to this many scored errors
 # A NamedTuple built as tuple.__new__(cls, fields) skips its Python-level __new__ (~0.4 against
 # ~1.3 µs here): the values a tick builds are made so (a dozen a tick).
 _new = tuple.__new__
@@ -57,9 +60,10 @@ class DemandState(NamedTuple):
     prompt_tokens: Series
     output_tokens: Series
     primed: bool  # a second sample gave the trends a start
-    # (made at, target time, forecast load), oldest first; load -1: scored early (demand.track)
-    pending: tuple[tuple[float, float, float], ...]
-    error_quantile: float  # tracked quantile of log(actual / forecast)
+    # (made at, target time, forecast load, its levelbins bin), oldest first; load -1: scored
+    # early (track); bin -1: made before the bins (an older state), scored into the pooled alone
+    pending: tuple[tuple[float, float, float, int], ...]
+    error_quantile: float  # tracked quantile of log(actual / forecast), every forecast pooled
     error_scale: float  # smoothed |log ratio|: the quantile tracker's step
     scored: float  # forecasts scored so far (capped at MAX_SCORED)
     typical: Demand  # the demand averaged over TYPICAL_HALF_LIFE_S: the band's offset and mix at idle
@@ -67,6 +71,10 @@ class DemandState(NamedTuple):
     # the level's peak over the scored horizon (peaks[0]), averaged as `typical` but rising at once
     # to a new peak: how high the bursts typically go (scaledown.slo_weight)
     typical_peak: float = 0.0
+    # per bin of the level a forecast was made at, its errors' mean |log ratio| and count, and the
+    # tracked quantile of error / that scale: a bin's band (levelbins.py); () until scored
+    bins: Bins = ()
+    relative: Relative = Relative()
 
     def to_dict(self, codec: TimeCodec | None = None) -> dict[str, Any]:
         """JSON-ready, times through `codec` (statejson.TimeCodec; default: seconds)."""
@@ -150,6 +158,8 @@ def observe(
             _toward(state.typical, now_demand, typical_w),
             state.peaks,  # the levels the pending forecasts are scored against (track)
             _toward_peak(state.typical_peak, state.peaks, typical_w),
+            state.bins,
+            state.relative,
         ),
     )
     return new, _new(Estimate, (now_demand, growth))
@@ -238,6 +248,20 @@ def error_quantile(spec: DemandSpec, state: DemandState) -> float:
     return q if q > 0.0 else 0.0
 
 
+def band_quantile(spec: DemandSpec, state: DemandState, forecast_load: float, typical_load: float) -> float:
+    """The error quantile a forecast of `forecast_load` is planned on: its bin's (levelbins.py),
+    blended with the pooled one (error_quantile) by the errors it rests on as the pooled one is
+    with the prior, so a bin with few leans on all of them; never below 0."""
+    pooled = error_quantile(spec, state)
+    got = levelbins.quantile(state.bins, state.relative, levelbins.bin_of(forecast_load, typical_load))
+    if got is None:
+        return pooled
+    own, n = got
+    w = spec.prior_weight
+    q = (w * pooled + n * own) / (w + n)
+    return q if q > 0.0 else 0.0
+
+
 def upper(
     spec: DemandSpec,
     state: DemandState,
@@ -250,13 +274,14 @@ def upper(
     Errors are log ratios of (load + typical load): relative to the level when it is high, to the
     typical load when it is near zero, so on/off traffic keeps a band in absolute terms (an idle
     minute before a burst forecasts 0, and is scored against the burst). The upper load is then
-    (mean + typical) × exp(quantile) - typical, spread over the mean's mix (the typical mix at 0).
+    (mean + typical) × exp(quantile) - typical, spread over the mean's mix (the typical mix at 0),
+    the quantile that of the forecasts made at the mean's level (band_quantile).
     `typical_load` is load(state.typical) when the caller has it.
     """
-    q = error_quantile(spec, state)
     typical = load(state.typical) if typical_load is None else typical_load
     offset = typical
     mean_load = load(mean)
+    q = band_quantile(spec, state, mean_load, typical)
     high = (mean_load + offset) * math.exp(q) - offset
     if mean_load > 1e-12:
         return mean.scaled(high / mean_load)
@@ -326,35 +351,43 @@ def track(
     typical_peak = state.typical_peak if state.typical_peak >= level_now else level_now  # a new peak at once
     offset = typical_load + 1e-12
     q, scale, scored = state.error_quantile, state.error_scale, state.scored
+    bins, relative = state.bins, state.relative
     due = 0
     while due < len(pending) and pending[due][1] <= now:
-        made, _, forecast = pending[due]
+        made, _, forecast, b = pending[due]
         due += 1
         if forecast < 0.0:
             continue  # scored early (below)
         peak = next(load for at, load in peaks if at > made)  # the newest entry qualifies
-        q, scale, scored = _score(math.log((peak + offset) / (forecast + offset)), q, scale, scored, spec)
+        e = math.log((peak + offset) / (forecast + offset))
+        q, scale, scored = _score(e, q, scale, scored, spec)
+        if b >= 0:
+            bins, relative = levelbins.score(bins, relative, b, _clip(e), spec.quantile, False)
     if due:
         pending = pending[due:]
     # Early scoring: a forecast not yet due whose window has already peaked above its band has an
     # error above the tracked quantile whatever comes before it falls due, so the tracker's step is
     # known now: it is scored now (with the error so far, a lower bound), and the band widens during
     # a burst instead of one horizon after it. Only the forecasts whose peak this tick's level is
-    # can have crossed it since the last tick (the newest, made since `since`).
+    # can have crossed it since the last tick (the newest, made since `since`). The band crossed is
+    # the forecast's bin's; the pooled tracker, the bins' fallback, takes the bound as the error
+    # when it is not above its own quantile (a bin's band can be below the pooled one).
     i = len(pending) - 1
     if i >= 0 and pending[i][0] >= since:
         top = level_now + offset
-        bound = math.exp(q)
         early = None
         while i >= 0 and pending[i][0] >= since:
-            made, target, forecast = pending[i]
-            if forecast >= 0.0 and top > (forecast + offset) * bound:
+            made, target, forecast, b = pending[i]
+            got = levelbins.quantile(bins, relative, b) if b >= 0 else None
+            tracked = q if got is None else got[0]
+            if forecast >= 0.0 and top > (forecast + offset) * math.exp(tracked):
                 e = math.log(top / (forecast + offset))
-                q, scale, scored = _score(e, q, scale, scored, spec, above=True)
-                bound = math.exp(q)
+                q, scale, scored = _score(e, q, scale, scored, spec, above=e > q)
+                if b >= 0:
+                    bins, relative = levelbins.score(bins, relative, b, _clip(e), spec.quantile, True)
                 if early is None:
                     early = list(pending)
-                early[i] = (made, target, -1.0)
+                early[i] = (made, target, -1.0, b)
             i -= 1
         if early is not None:
             pending = tuple(early)
@@ -362,7 +395,7 @@ def track(
     if not pending or now - pending[-1][0] >= scored_at / 32.0:
         if len(pending) >= MAX_PENDING:
             pending = pending[1:]
-        pending = (*pending, (now, now + scored_at, load_ahead))
+        pending = (*pending, (now, now + scored_at, load_ahead, levelbins.bin_of(load_ahead, typical_load)))
     oldest = pending[0][0]
     cut = 0
     while cut < len(peaks) - 1 and peaks[cut][0] <= oldest:
@@ -370,5 +403,12 @@ def track(
     if cut:
         peaks = peaks[cut:]
     # state._replace(pending=..., error_quantile=..., error_scale=..., scored=..., peaks=...,
-    # typical_peak=...), built directly
-    return _new(DemandState, (*state[:9], pending, q, scale, scored, state.typical, peaks, typical_peak))
+    # typical_peak=..., bins=..., relative=...), built directly
+    return _new(
+        DemandState,
+        (*state[:9], pending, q, scale, scored, state.typical, peaks, typical_peak, bins, relative),
+    )
+
+
+def _clip(e: float) -> float:
+    return MAX_ERROR if e > MAX_ERROR else -MAX_ERROR if e < -MAX_ERROR else e

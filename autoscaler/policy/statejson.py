@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.demand import MAX_ERROR, MAX_PENDING, MAX_SCORED, DemandState, Series
+from autoscaler.policy.levelbins import BINS, MAX_RATIO, Relative
 
 DEMAND_VERSION = 2  # 1 (positional lists) was never persisted by a release: it is refused
 # Rates, loads, trends and levels of a real fleet are far inside 1e15 (tokens/s of a whole
@@ -157,7 +158,9 @@ def demand_to_dict(state: DemandState, codec: TimeCodec = SECONDS) -> dict[str, 
         "promptTokens": _series(state.prompt_tokens),
         "outputTokens": _series(state.output_tokens),
         "primed": state.primed,
-        "pending": [{"madeAt": t(m), "dueAt": t(d), "load": load} for m, d, load in state.pending],
+        "pending": [
+            {"madeAt": t(m), "dueAt": t(d), "load": load, "bin": b} for m, d, load, b in state.pending
+        ],
         "errorQuantile": state.error_quantile,
         "errorScale": state.error_scale,
         "scored": state.scored,
@@ -168,6 +171,12 @@ def demand_to_dict(state: DemandState, codec: TimeCodec = SECONDS) -> dict[str, 
         },
         "peaks": [{"at": t(at), "load": load} for at, load in state.peaks],
         "typicalPeak": state.typical_peak,
+        "bins": [{"scale": scale, "scored": n} for scale, n in state.bins],
+        "relative": {
+            "quantile": state.relative.quantile,
+            "scale": state.relative.scale,
+            "scored": state.relative.scored,
+        },
     }
 
 
@@ -180,12 +189,30 @@ def demand_from_dict(data: Any, codec: TimeCodec = SECONDS, path: str = "demand"
     if version != DEMAND_VERSION:
         raise r.fail("version", f"expected {DEMAND_VERSION}", version)
     at = r.moment("at")
-    pending: list[tuple[float, float, float]] = []
+    pending: list[tuple[float, float, float, int]] = []
     for p in r.items("pending", MAX_PENDING_ENTRIES):
         made, due = p.moment("madeAt"), p.moment("dueAt")
         if not made <= due or (pending and made < pending[-1][0]):
             raise p.fail("madeAt", "expected the forecasts in order, each made before it is due", made)
-        pending.append((made, due, p.number("load")))  # -1: scored early (demand.track)
+        # load -1: scored early (demand.track); bin -1: an older state's forecast, made before the
+        # bins, scored into the pooled band alone
+        pending.append((made, due, p.number("load"), p.integer("bin", low=-1, high=BINS - 1, default=-1)))
+    # an older state has no bins: the pooled band until they have scored errors of their own
+    bins = tuple(
+        (b.number("scale", low=0.0, high=MAX_ERROR), b.number("scored", low=0.0, high=MAX_SCORED))
+        for b in r.items("bins", BINS, default=[])
+    )
+    rel = r.child("relative") if "relative" in r.data else None
+    relative = (
+        Relative()
+        if rel is None
+        else Relative(
+            # the ratios are clipped to ±MAX_RATIO; the quantile steps past them by less than one
+            rel.number("quantile", low=-2 * MAX_RATIO, high=2 * MAX_RATIO),
+            rel.number("scale", low=0.0, high=MAX_RATIO),
+            rel.number("scored", low=0.0, high=MAX_SCORED),
+        )
+    )
     peaks: list[tuple[float, float]] = []
     for p in r.items("peaks", MAX_PEAK_ENTRIES):
         when, load = p.moment("at"), p.number("load")
@@ -211,4 +238,6 @@ def demand_from_dict(data: Any, codec: TimeCodec = SECONDS, path: str = "demand"
         Demand(typical.number("requests"), typical.number("promptTokens"), typical.number("outputTokens")),
         tuple(peaks),
         r.number("typicalPeak", low=0.0) if "typicalPeak" in r.data else 0.0,  # an older state: none
+        bins,
+        relative,
     )

@@ -13,9 +13,10 @@ from fake_apiserver import MAX_OBJECT_BYTES, ApiStatus, crd_schema, validate_cus
 from test_restart import predictive, with_capacity
 
 from autoscaler.controller.crd import STATUS_TIMES, state_to_status
-from autoscaler.policy import demand
+from autoscaler.policy import demand, levelbins
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.demand import DemandState, Series
+from autoscaler.policy.levelbins import Relative
 from autoscaler.policy.panic import PanicState
 from autoscaler.policy.planstate import MAX_GAP_S, MAX_LEVELS, MAX_LOG_SPEED, PlannerState
 from autoscaler.policy.speedlearn import MAX_SPEED_SAMPLES, SpeedState
@@ -38,12 +39,15 @@ def largest_planner() -> PlannerState:
         Series(x * 100, -1.23456789012),
         Series(x * 20, -0.246913578024),
         True,
-        tuple((T - 600 + i * 12.3456789, T + i * 12.3456789, x) for i in range(MAX_PENDING_ENTRIES)),
+        tuple((T - 600 + i * 12.3456789, T + i * 12.3456789, x, i % 2) for i in range(MAX_PENDING_ENTRIES)),
         0.123456789012345,
         0.234567890123456,
         1000.0,
         Demand(x, x * 100, x * 20),
         tuple((T - 600 + i * 12.3456789, 99999.123456789 - i) for i in range(MAX_PEAK_ENTRIES)),
+        x,
+        ((0.123456789012345, 1000.0),) * levelbins.BINS,
+        Relative(2.34567890123456, 0.345678901234567, 1000.0),
     )
     return PlannerState(
         d,
@@ -69,6 +73,9 @@ def test_the_crd_carries_the_codes_bounds() -> None:
     assert schema_of("gaps", "items")["maximum"] == MAX_GAP_S
     assert schema_of("demand", "pending")["maxItems"] == MAX_PENDING_ENTRIES == demand.MAX_PENDING
     assert schema_of("demand", "peaks")["maxItems"] == MAX_PEAK_ENTRIES
+    assert schema_of("demand", "bins")["maxItems"] == levelbins.BINS
+    assert schema_of("demand", "pending", "items", "bin")["maximum"] == levelbins.BINS - 1
+    assert schema_of("demand", "relative", "scale")["maximum"] == levelbins.MAX_RATIO
     assert schema_of("speed", "logRatio")["maximum"] == MAX_LOG_SPEED
     assert schema_of("speed", "samples")["maximum"] == MAX_SPEED_SAMPLES
     assert schema_of("version")["enum"] == [largest_planner().to_dict()["version"]]
