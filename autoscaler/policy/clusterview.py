@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from autoscaler.policy import coldstart
+from autoscaler.policy import coldstart, memo
 from autoscaler.policy.coldstart import ReplicaReadiness
 from autoscaler.policy.spec import ColdStartSpec
 
@@ -39,5 +39,21 @@ def readiness(cold: ColdStartSpec, k: int, cluster: Cluster) -> tuple[ReplicaRea
 
 
 def marginal_ready_s(cold: ColdStartSpec, k: int, cluster: Cluster) -> float:
-    """Seconds until the last of k replicas started now is ready (k >= 1)."""
-    return max(r.ready_s for r in readiness(cold, k, cluster))
+    """Seconds until the last of k replicas started now is ready (k >= 1); cached per cold-start
+    spec by identity (memo.py: the horizon asks it every tick, and hashing the frozen spec for
+    readiness's cache cost more than the answer), on (k, cluster)."""
+    table = memo.by_identity(_marginal, cold, _new_table, 64)
+    key = (k, cluster)
+    got = table.get(key)
+    if got is None:
+        if len(table) >= 4096:
+            table.clear()
+        got = table[key] = max(r.ready_s for r in readiness(cold, k, cluster))
+    return got
+
+
+_marginal: memo.Table = {}
+
+
+def _new_table(cold: ColdStartSpec) -> dict[tuple[int, Cluster], float]:
+    return {}

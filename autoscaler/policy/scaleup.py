@@ -36,11 +36,15 @@ from autoscaler.policy.storage import BYTE_GB, loads_left_at
 MAX_DECISIONS = 240
 
 
-@lru_cache(maxsize=4096)
 def starts_now(cold: ColdStartSpec, deficit: int, cluster: Cluster, period_s: float) -> tuple[int, str]:
     """(replicas to start now, why) of `deficit` missing ones, decisions coming every period_s."""
-    if deficit <= 0:
+    if deficit <= 0:  # before the cache: a fleet at its need (or at maxReplicas) asks this every tick
         return 0, "nothing missing"
+    return _starts_now(cold, deficit, cluster, period_s)
+
+
+@lru_cache(maxsize=4096)
+def _starts_now(cold: ColdStartSpec, deficit: int, cluster: Cluster, period_s: float) -> tuple[int, str]:
     if cold.max_concurrent_loads is not None:
         return deficit, "the load gate staggers the loads"
     if (cluster[3] or cluster[4]) and not _better_now(cold, 1, cluster, period_s):
