@@ -72,7 +72,7 @@ def _load_function(profile: ReplicaProfile) -> Callable[[Demand], float]:
     """load_of for one profile, its arithmetic inlined (the same operations in the same order, so
     the same floats): a tick evaluates a dozen loads."""
     a0 = profile.prefill_s_per_token
-    a1 = profile.prefill_s_per_attention_pair
+    a1 = profile.prefill_s_per_attention_pair * 0.5  # a1 * 0.5 * x is (a1 * 0.5) * x
     b0 = profile.decode_s_per_request
     c0 = profile.decode_s_per_context_token
 
@@ -82,7 +82,7 @@ def _load_function(profile: ReplicaProfile) -> Callable[[Demand], float]:
             return a0 * prompt
         p = prompt / r
         o = output / r
-        return r * ((a0 + a1 * 0.5 * (p + 1.0)) * p + (b0 + c0 * (p + 0.5 * o)) * o)
+        return r * ((a0 + a1 * (p + 1.0)) * p + (b0 + c0 * (p + 0.5 * o)) * o)
 
     return load
 
@@ -95,6 +95,9 @@ class _Fixed(NamedTuple):
 
 
 _fixed: memo.Table = {}  # by capacity spec (memo.py)
+# (typical demand, load function, its load) of the last decision: the next one's prior has that
+# typical demand (track keeps it), and its panic test reads its load
+_typical_load: tuple[Demand, Callable[[Demand], float], float] | None = None
 
 
 def _make_fixed(cap: CapacitySpec) -> _Fixed:
@@ -169,14 +172,19 @@ def plan(
     fixed = memo.by_identity(_fixed, cap, _make_fixed)
     load = fixed.load
     observed = dstate  # the band is read before this tick's errors are scored (track, below)
-    typical_load = load(observed.typical)
+    global _typical_load
+    typical = observed.typical
+    typical_load = load(typical)
+    # the decision after reads it as its prior's (track keeps the typical demand as it is)
+    prior_typical, _typical_load = _typical_load, (typical, load, typical_load)
+    mean_now = demand.expected(d, observed, 0.0)  # the level: track leaves the series as they are
     forecasts: dict[float, tuple[Demand, Demand]] = {}
 
     def forecast_at(h: float) -> tuple[Demand, Demand]:
         """(mean, upper band) h seconds after this tick's sample, each h once a tick."""
         got = forecasts.get(h)
         if got is None:
-            mean = demand.expected(d, observed, h)
+            mean = mean_now if h == 0.0 else demand.expected(d, observed, h)
             got = mean, demand.upper(d, observed, mean, load, typical_load)
             forecasts[h] = got
         return got
@@ -207,7 +215,7 @@ def plan(
     def sizing_at(h: float) -> Sizing:
         got = sized.get(h)
         if got is None:
-            got = capacity.size(profile, slo, upper_at(h), speed, limit)
+            got = capacity.size(profile, slo, forecast_at(h)[1], speed, limit)
             sized[h] = got
         return got
 
@@ -228,10 +236,11 @@ def plan(
     at_horizon = sizing_at(horizon_s)
     mean, upper = forecast_at(horizon_s)
     mean_load = load(mean)
-    band = load(upper) / mean_load if mean_load > 0.0 else math.inf
+    upper_load = load(upper)
+    band = upper_load / mean_load if mean_load > 0.0 else math.inf
     load_now = load(est.now)
     # the band is scored on the smoothed level, not this tick's noisy estimate (demand.track)
-    level = load(demand.expected(d, dstate, 0.0))
+    level = load(mean_now)
     dstate = demand.track(d, dstate, now, level, horizon_s, mean_load, typical_load)
 
     r, pt, gt = est.now
@@ -293,7 +302,11 @@ def plan(
     in_panic = False
     burst_extra = 0
     if prior is not None and prior.primed:
-        expected_now = demand.upper(d, prior, demand.expected(d, prior, now - prior.at), load)
+        # the prior's typical load, as the decision before worked it out (the same object and load)
+        prior_load = None
+        if prior_typical is not None and prior_typical[0] is prior.typical and prior_typical[1] is load:
+            prior_load = prior_typical[2]
+        expected_now = demand.upper(d, prior, demand.expected(d, prior, now - prior.at), load, prior_load)
         triggered = load_now > cap.panic_threshold * load(expected_now)
         if triggered:  # sized only when the load is over the band (most ticks it is not)
             burst = capacity.size(profile, slo, est.now, speed, limit)
@@ -333,7 +346,7 @@ def plan(
     # the fleet's capacity at the SLO in load units, averaged: with the typical load, its utilization
     typical_capacity = state.typical_capacity
     if upper.requests > 0.0 and at_horizon.requests_per_s > 0.0:
-        capacity_now = have * at_horizon.requests_per_s * load(upper) / upper.requests
+        capacity_now = have * at_horizon.requests_per_s * upper_load / upper.requests
         typical_capacity = scaledown.averaged(
             typical_capacity, capacity_now, None if prior is None else prior.at, now
         )
