@@ -114,7 +114,15 @@ def observe(
     if dt <= 0.0:
         est = Estimate(Demand(finished, prompt, generated), 0.0)
         return state, est
-    weight = _weight(spec.alpha, dt, spec.smoothing_period_s)
+    global _weights
+    weights = _weights
+    if weights[0] is spec and weights[1] == dt:  # the same gap as the tick before: the same weights
+        weight, b, typical_w = weights[2:]
+    else:
+        weight = _weight(spec.alpha, dt, spec.smoothing_period_s)
+        b = _weight(spec.beta, dt, spec.smoothing_period_s)
+        typical_w = typical_weight(dt)
+        _weights = (spec, dt, weight, b, typical_w)
     f = state.finished + weight * (finished - state.finished)
     pt = state.prompt + weight * (prompt - state.prompt)
     gt = state.generated + weight * (generated - state.generated)
@@ -133,8 +141,6 @@ def observe(
             0.0 if generated_now < 0.0 else generated_now,
         ),
     )
-    b = _weight(spec.beta, dt, spec.smoothing_period_s)
-    typical_w = typical_weight(dt)
     primed = state.primed
     req = _holt(state.requests, now_demand.requests, dt, weight, b, primed)
     pro = _holt(state.prompt_tokens, now_demand.prompt_tokens, dt, weight, b, primed)
@@ -166,6 +172,9 @@ def observe(
 
 
 _LN2 = math.log(2.0)
+# (spec, gap, alpha's weight, beta's weight, typical_weight) of the last observe(): decisions come
+# at a fixed period, so the gap and its five exp/log are most ticks the tick before's
+_weights: tuple[Any, ...] = (None, math.nan, 0.0, 0.0, 0.0)
 
 
 def typical_weight(elapsed_s: float) -> float:
