@@ -25,6 +25,9 @@ from autoscaler.policy.spec import ReplicaProfile
 SATURATED_TICKS = 3  # consecutive saturated ticks at one ready count before a sample counts
 MAX_SPEED_STEP = math.log(2.0)  # one sample moves the estimate by at most a factor 2
 MAX_SPEED_SAMPLES = 100.0  # then it is an exponential average over the last ~100 samples
+# A NamedTuple built as tuple.__new__(cls, fields) skips its Python-level __new__ (~0.4 against
+# ~1.3 µs here): learn() builds one a tick while the fleet is saturated.
+_new = tuple.__new__
 
 
 class SpeedState(NamedTuple):
@@ -65,14 +68,16 @@ def learn(
     its speed times the share of a step that is not the fixed part, so achieved / that share is the
     speed the profile should have."""
     if queue is None or ready <= 0 or queue < ready or finished_rate <= 0.0:
-        return SpeedState(state.log_ratio, state.samples, 0)
+        return _new(SpeedState, (state.log_ratio, state.samples, 0, 0, 0.0))
     if ready != state.ready:  # replicas joined or left: the backlog sits on the ones it came to
-        return SpeedState(state.log_ratio, state.samples, 1, ready, queue)
+        return _new(SpeedState, (state.log_ratio, state.samples, 1, ready, queue))
     ticks = state.saturated_ticks + 1
     if ticks < SATURATED_TICKS or queue < state.queue:  # shrinking: perhaps one replica's backlog
-        return SpeedState(state.log_ratio, state.samples, ticks, ready, queue)
+        return _new(SpeedState, (state.log_ratio, state.samples, ticks, ready, queue))
     p = prompt_rate / finished_rate
-    o = max(generated_rate / finished_rate, 1.0)
+    o = generated_rate / finished_rate
+    if o < 1.0:  # max(o, 1.0) to the bit
+        o = 1.0
     a = capacity.prefill_token_s(profile, p)
     achieved = (a * prompt_rate + capacity.decode_token_s(profile, p, o) * generated_rate) / ready
     budget = profile.max_batched_tokens
@@ -81,12 +86,19 @@ def learn(
         full = profile.step_base_s + a * budget
         busy = 1.0 - profile.step_base_s / full
     if achieved <= 0.0:
-        return SpeedState(state.log_ratio, state.samples, ticks, ready, queue)
+        return _new(SpeedState, (state.log_ratio, state.samples, ticks, ready, queue))
     sample = math.log(achieved / busy)
     mean = state.log_ratio
     if state.samples:
-        sample = min(max(sample, mean - MAX_SPEED_STEP), mean + MAX_SPEED_STEP)
+        low, high = mean - MAX_SPEED_STEP, mean + MAX_SPEED_STEP
     else:
-        sample = min(max(sample, -MAX_SPEED_STEP), MAX_SPEED_STEP)
-    n = min(state.samples + 1.0, MAX_SPEED_SAMPLES)
-    return SpeedState(mean + (sample - mean) / n, n, ticks, ready, queue)
+        low, high = -MAX_SPEED_STEP, MAX_SPEED_STEP
+    # min(max(sample, low), high) and min(samples + 1, MAX_SPEED_SAMPLES), to the bit
+    if low > sample:
+        sample = low
+    if high < sample:
+        sample = high
+    n = state.samples + 1.0
+    if n > MAX_SPEED_SAMPLES:
+        n = MAX_SPEED_SAMPLES
+    return _new(SpeedState, (mean + (sample - mean) / n, n, ticks, ready, queue))
