@@ -118,7 +118,7 @@ def decide(
 
     facts = memo.by_identity(_spec_facts, spec, _make_facts)
     tolerances = facts.tolerances
-    lead_s = leadtime.lead_time_s(spec, obs)
+    lead_s = 0.0 if spec.prediction is None else leadtime.lead_time_s(spec, obs)  # (its first test)
 
     proposals: dict[str, MetricProposal | MetricError] = {}
     readings: dict[str, MetricReading] = {}

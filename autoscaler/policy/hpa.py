@@ -27,6 +27,7 @@ from autoscaler.policy.state import Recommendation, ScaleEvent
 _new = tuple.__new__
 
 MAX_INT32 = 2**31 - 1
+_AVERAGE_VALUE = TargetType.AVERAGE_VALUE  # an enum member read from its class costs a lookup
 MIN_INT32 = -(2**31)
 MAX_INT64 = 2**63 - 1
 
@@ -89,15 +90,20 @@ def external_metric_replicas(
         usage = MAX_INT64
     target = metric.target_milli
 
-    if metric.target_type is TargetType.AVERAGE_VALUE:
+    if metric.target_type is _AVERAGE_VALUE:
         if status_replicas == 0:
             ratio = math.inf if usage else math.nan
         else:
             ratio = usage / (target * status_replicas)
         replicas = status_replicas
-        if not within_tolerance(ratio, tolerances):
+        down, up = tolerances
+        if not (1.0 - down) <= ratio <= (1.0 + up):  # within_tolerance
             replicas = _ceil_replicas(usage / target)
-        per_pod = 0 if status_replicas == 0 else min(math.ceil(usage / status_replicas), MAX_INT64)
+        per_pod = 0
+        if status_replicas != 0:
+            per_pod = math.ceil(usage / status_replicas)
+            if per_pod > MAX_INT64:  # min(per_pod, MAX_INT64)
+                per_pod = MAX_INT64
         return _new(MetricProposal, (replicas, ratio, per_pod))
 
     ratio = usage / target
