@@ -30,6 +30,7 @@ from replay.slo import SLO_PRESETS
 from replay.sweep import parse_grid as parse_grid  # re-exported: tests, bench
 from replay.sweep import sweep as sweep
 from replay.trace import Trace
+from replay.warmup import add_warmup_argument, parse_warmup, resolve_warmup, with_warmup
 
 FORMATS = ("azure", "mooncake", "burstgpt", "servegen", "csv", "jsonl")
 # subcommands that live in their own module (add_arguments/run, as infscale/cli.py's table)
@@ -112,6 +113,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_warmup_argument(p)
     add_output_argument(p)
 
 
@@ -160,8 +162,9 @@ def _run(args: argparse.Namespace) -> int:
         params = replace(params, target=args.target)
     if args.static_replicas is not None:
         params = replace(params, static_replicas=args.static_replicas)
+    warmup_s = resolve_warmup(parse_warmup(args.warmup_s), scenario, params.downscale_window_s)
     if args.replay_command == "sweep":
-        return sweep_cli.run(args, trace, scenario, params)
+        return sweep_cli.run(args, trace, scenario, params, warmup_s)
     names = (
         [args.policy]
         if args.replay_command == "run"
@@ -174,7 +177,8 @@ def _run(args: argparse.Namespace) -> int:
         raise CliError(f"--policies: {', '.join(twice)} listed twice")
     for name in names:  # fail on a bad name before the first long run
         build_policy(name, scenario, trace, params, lambda: 0.0)
-    results = [run_policy(trace, scenario, name, params, progress=not args.quiet) for name in names]
+    quiet = args.quiet
+    results = [run_policy(trace, scenario, n, params, progress=not quiet, warmup_s=warmup_s) for n in names]
     report = rep.build_report(trace, results, seed=args.seed)
     written = rep.write_report(args.out, report, plots=not args.no_plots)
     if args.output == "json":
@@ -217,11 +221,28 @@ def load(args: argparse.Namespace) -> Trace:
 
 
 def run_policy(
-    trace: Trace, scenario: Scenario, name: str, params: PolicyParams, *, progress: bool = False
+    trace: Trace,
+    scenario: Scenario,
+    name: str,
+    params: PolicyParams,
+    *,
+    progress: bool = False,
+    warmup_s: float = 0.0,
 ) -> RunResult:
-    """Build the policy and its fleet, replay, with a progress bar on long runs when asked."""
+    """Build the policy and its fleet, replay, with a progress bar on long runs when asked; with
+    `warmup_s` > 0 behind a warm-up prefix (replay/warmup.py), the policy built on the prefixed trace."""
     holder: list[Fleet] = []
-    policy = build_policy(name, scenario, trace, params, lambda: holder[0].lead_time_s(), lambda: holder[0])
+    played = with_warmup(trace, warmup_s)
+    policy = build_policy(
+        name,
+        scenario,
+        played,
+        params,
+        lambda: holder[0].lead_time_s(),
+        lambda: holder[0],
+        warmup_s=warmup_s,
+        scored=trace if warmup_s > 0 else None,
+    )
     fleet = Fleet(
         scenario.cold_start,
         initial_ready=policy.initial_replicas,
@@ -233,13 +254,15 @@ def run_policy(
     if progress and sys.stderr.isatty() and len(trace) > 100_000:
         from tqdm import tqdm
 
-        bar = tqdm(total=round(trace.duration_s), desc=name, unit="sim s", leave=False)
+        bar = tqdm(total=round(played.duration_s), desc=name, unit="sim s", leave=False)
 
         def on_progress(t: float) -> None:
             bar.update(max(0, min(round(t), bar.total) - bar.n))
 
     try:
-        result = simulate(trace, scenario, policy, fleet=fleet, on_progress=on_progress)
+        result = simulate(
+            trace, scenario, policy, fleet=fleet, on_progress=on_progress, warmup_s=warmup_s, played=played
+        )
     finally:
         if bar is not None:
             bar.close()

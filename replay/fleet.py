@@ -399,21 +399,21 @@ class Fleet:
 
     # --- accounting ------------------------------------------------------------------------------
 
-    def gpu_seconds(self, end: float) -> float:
-        """GPU-seconds held up to `end`: from scheduling to deletion, loading included."""
+    def gpu_seconds(self, end: float, start: float = 0.0) -> float:
+        """GPU-seconds held within [start, end]: from scheduling to deletion, loading included."""
         g = self.spec.gpus_per_replica
         total = 0.0
         for r in self.replicas:
             if math.isnan(r.scheduled_s):
                 continue
             stop = end if math.isnan(r.deleted_s) else min(r.deleted_s, end)
-            total += g * max(0.0, stop - r.scheduled_s)
+            total += g * max(0.0, stop - max(r.scheduled_s, start))
         return total
 
-    def replica_seconds(self, end: float) -> float:
-        """Seconds replicas existed (requested to deleted), whatever their phase."""
+    def replica_seconds(self, end: float, start: float = 0.0) -> float:
+        """Seconds replicas existed (requested to deleted) within [start, end], whatever their phase."""
         total = 0.0
         for r in self.replicas:
             stop = end if math.isnan(r.deleted_s) else min(r.deleted_s, end)
-            total += max(0.0, stop - r.requested_s)
+            total += max(0.0, stop - max(r.requested_s, start))
         return total

@@ -32,6 +32,8 @@ report.json, schema "infscale.replay.report/v2" (times in seconds, NaN written a
           "preemptions": int,                     # KV preemptions (recompute) in the engines
           "prefix_cache_hit_rate": float | null,  # null: the scenario models no prefix cache
           "end_s": float,                         # when the last request finished
+          "warmup_s": float,                      # warm-up played before t = 0 (replay/warmup.py;
+                                                  # its decisions, timeline and replicas at t < 0)
           "wall_seconds": float, "simulated_requests_per_second": float,
           "timeline": [{"t_s", "desired", "ready", "starting", "draining", "arrivals_per_s", "inflight"}],
           "replicas": [{"id", "requested_s", "scheduled_s", "ready_s", "drain_s", "deleted_s", "cold"}],
@@ -125,6 +127,7 @@ def policy_summary(result: RunResult) -> dict[str, Any]:
         "preemptions": int(req.preemptions.sum()),
         "prefix_cache_hit_rate": _prefix_hit_rate(result),
         "end_s": result.end_s,
+        "warmup_s": result.warmup_s,
         "wall_seconds": result.wall_seconds,
         "simulated_requests_per_second": total / result.wall_seconds if result.wall_seconds > 0 else math.inf,
     }
@@ -292,7 +295,7 @@ def _ready_seconds(result: RunResult) -> float:
             continue
         stop = r.drain_s if not math.isnan(r.drain_s) else r.deleted_s
         stop = result.end_s if math.isnan(stop) else stop
-        total += max(0.0, stop - r.ready_s)
+        total += max(0.0, stop - max(r.ready_s, 0.0))  # the warm-up's (t < 0) is not the trace's
     return total
 
 

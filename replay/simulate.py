@@ -23,10 +23,18 @@ The run ends when every request has finished (or been dropped) and the trace is 
 that never serves them, or a fleet the engine livelocks): the run is then cut there and those
 requests count as `unfinished` (not good) in its result, so such a policy loses on the tables
 instead of stopping a league.
+
+With `warmup_s` > 0 the loop plays the trace behind a warm-up prefix (replay/warmup.py: the
+trace's first W seconds reflected onto [-W, 0), the whole shifted by +W), so each policy enters
+the scored trace in its own steady state, engines mid-flight; the result is cut back to the
+scored window (_scored): the prefix's requests count nowhere, GPU- and replica-seconds, cold
+starts and scale events count from W, and times are the trace's again (the warm-up's decisions,
+timeline points and replica spans keep their negative times).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable
@@ -45,6 +53,7 @@ from replay.policies import ReplayPolicy
 from replay.policies.hpa import DecidePolicy
 from replay.profiles import Scenario
 from replay.trace import Trace
+from replay.warmup import with_warmup
 
 F64 = npt.NDArray[np.float64]
 _NONE = np.zeros(0, dtype=np.int64)
@@ -99,6 +108,7 @@ class RunResult:
     # trace's end (0: every request finished or was dropped)
     unfinished: int = 0
     max_tail_s: float = math.inf
+    warmup_s: float = 0.0  # seconds of warm-up played before the trace (replay/warmup.py)
 
 
 def simulate(
@@ -109,11 +119,18 @@ def simulate(
     fleet: Fleet | None = None,
     on_progress: Callable[[float], None] | None = None,
     max_tail_s: float = 3_600.0,
+    warmup_s: float = 0.0,
+    played: Trace | None = None,
 ) -> RunResult:
     """Replay `trace` on `scenario` with `policy` deciding; `fleet` may be passed to share it with
     the policy (the clairvoyant reads its lead time). A run still serving requests `max_tail_s`
-    after the trace's end is cut there, with those requests `unfinished` in its result."""
+    after the trace's end is cut there, with those requests `unfinished` in its result.
+    `warmup_s` > 0: the loop plays `played` (with_warmup(trace, warmup_s) unless given: the policy
+    was built on it, its clock starts with the warm-up) and the result is the scored window's."""
     wall_start = time.perf_counter()
+    scored = trace
+    if warmup_s > 0:
+        trace = played if played is not None else with_warmup(scored, warmup_s)
     engine = Engine(scenario.engine, trace)
     if fleet is None:
         fleet = Fleet(
@@ -145,7 +162,8 @@ def simulate(
             obs = _observe(t, fleet, engine, pipeline, policy, desired, n_replicas, arrival, len(gateway))
             want = policy.desired(t, obs)
             if want != desired:
-                scale_events += 1
+                if t >= warmup_s:  # the warm-up's changes are not the scored trace's
+                    scale_events += 1
                 desired = want
             fleet.scale_to(desired)
             period = policy.period_s
@@ -202,7 +220,7 @@ def simulate(
             break
     fleet.advance(t)
     replicas = tuple(_span(r) for r in fleet.replicas)
-    return RunResult(
+    result = RunResult(
         policy=policy.name,
         scenario=scenario,
         trace_name=trace.name,
@@ -213,15 +231,65 @@ def simulate(
         timeline=tuple(timeline),
         replicas=replicas,
         end_s=t,
-        gpu_seconds=fleet.gpu_seconds(t),
-        replica_seconds=fleet.replica_seconds(t),
+        gpu_seconds=fleet.gpu_seconds(t, start=warmup_s),
+        replica_seconds=fleet.replica_seconds(t, start=warmup_s),
         scale_events=scale_events,
-        cold_starts=sum(1 for r in fleet.replicas if r.cold),
+        cold_starts=sum(1 for r in fleet.replicas if r.cold and r.requested_s >= warmup_s),
         wall_seconds=time.perf_counter() - wall_start,
         decisions=tuple(getattr(policy, "decisions", ())),
         unfinished=unfinished,
         max_tail_s=max_tail_s,
     )
+    return _scored(result, scored, warmup_s) if warmup_s > 0 else result
+
+
+def _scored(result: RunResult, trace: Trace, warmup_s: float) -> RunResult:
+    """The run of a prefixed trace as the scored trace's: its requests only (the prefix's come
+    first), every time shifted back by the warm-up (counts from W were taken by the loop)."""
+    skip = len(result.arrival_s) - len(trace)
+    req = result.requests
+    requests = RequestResults(
+        replica=req.replica[skip:],
+        admitted_s=req.admitted_s[skip:] - warmup_s,
+        first_token_s=req.first_token_s[skip:] - warmup_s,
+        finished_s=req.finished_s[skip:] - warmup_s,
+        dropped=req.dropped[skip:],
+        preemptions=req.preemptions[skip:],
+        prefix_hit_tokens=req.prefix_hit_tokens[skip:],
+    )
+    unfinished = 0
+    if result.unfinished:  # the scored requests among those the cut left
+        unfinished = int(np.count_nonzero(np.isnan(requests.finished_s) & ~requests.dropped))
+    return dataclasses.replace(
+        result,
+        arrival_s=trace.arrival_s,
+        input_tokens=trace.input_tokens,
+        output_tokens=trace.output_tokens,
+        requests=requests,
+        timeline=tuple(dataclasses.replace(p, t_s=p.t_s - warmup_s) for p in result.timeline),
+        replicas=tuple(_shifted_span(r, warmup_s) for r in result.replicas),
+        end_s=result.end_s - warmup_s,
+        decisions=tuple(_shifted_record(r, warmup_s) for r in result.decisions),
+        unfinished=unfinished,
+        warmup_s=warmup_s,
+    )
+
+
+def _shifted_span(r: ReplicaSpan, by: float) -> ReplicaSpan:
+    return ReplicaSpan(
+        r.id, r.requested_s - by, r.scheduled_s - by, r.ready_s - by, r.drain_s - by, r.deleted_s - by, r.cold
+    )
+
+
+def _shifted_record(record: Any, by: float) -> Any:
+    """A decision record at trace time: (now, observation, decision), or a record with `t_s`."""
+    if hasattr(record, "_replace") and hasattr(record, "t_s"):  # a NamedTuple (KEDA's syncs)
+        return record._replace(t_s=record.t_s - by)
+    if isinstance(record, tuple) and record and isinstance(record[0], float | int):
+        return (record[0] - by, *record[1:])
+    if dataclasses.is_dataclass(record) and not isinstance(record, type) and hasattr(record, "t_s"):
+        return dataclasses.replace(record, t_s=record.t_s - by)
+    return record
 
 
 def _cluster(

@@ -102,12 +102,12 @@ def edge_warnings(axes: Sequence[tuple[str, list[Any]]], winner: dict[str, Any])
 
 # --- running it -------------------------------------------------------------------------------------
 
-_SWEEP: tuple[Trace, Scenario, str, PolicyParams] | None = None
+_SWEEP: tuple[Trace, Scenario, str, PolicyParams, float] | None = None
 
 
-def _init_worker(trace: Trace, scenario: Scenario, policy: str, base: PolicyParams) -> None:
+def _init_worker(trace: Trace, scenario: Scenario, policy: str, base: PolicyParams, warmup_s: float) -> None:
     global _SWEEP
-    _SWEEP = (trace, scenario, policy, base)
+    _SWEEP = (trace, scenario, policy, base, warmup_s)
 
 
 def _sweep_point(changes: dict[str, Any]) -> dict[str, Any]:
@@ -116,14 +116,14 @@ def _sweep_point(changes: dict[str, Any]) -> dict[str, Any]:
 
 
 def _sweep_point_of(
-    setup: tuple[Trace, Scenario, str, PolicyParams], changes: dict[str, Any]
+    setup: tuple[Trace, Scenario, str, PolicyParams, float], changes: dict[str, Any]
 ) -> dict[str, Any]:
     """One configuration's summary: what a worker process or a Ray task runs."""
     from replay.cli import run_policy  # the one way a policy is built and replayed
 
-    trace, scenario, policy, base = setup
+    trace, scenario, policy, base, warmup_s = setup
     cpu = time.process_time()
-    result = run_policy(trace, scenario, policy, replace(base, **changes))
+    result = run_policy(trace, scenario, policy, replace(base, **changes), warmup_s=warmup_s)
     return {
         "params": {
             k: str(v) if isinstance(v, ForecasterKind | PredictorKind) else v for k, v in changes.items()
@@ -143,13 +143,14 @@ def sweep(
     *,
     progress: bool = False,
     ray_address: str | None = None,
+    warmup_s: float = 0.0,
 ) -> list[dict[str, Any]]:
     """Every grid point's summary, in grid order; `workers` processes share the points, or, with
     `ray_address` ("" for a local cluster), one Ray task each, the trace in the object store."""
     if ray_address is not None:
         from replay.league.ray_runner import ray_map
 
-        shared = {"sweep": (trace, scenario, policy, base)}
+        shared = {"sweep": (trace, scenario, policy, base, warmup_s)}
         return ray_map(_sweep_point_of, shared, [("sweep", g) for g in grid], address=ray_address)
     bar: Any = None
     if progress:
@@ -158,7 +159,7 @@ def sweep(
         bar = tqdm(total=len(grid), desc=f"sweep {policy}", unit="config", leave=False)
     try:
         if workers <= 1:
-            _init_worker(trace, scenario, policy, base)
+            _init_worker(trace, scenario, policy, base, warmup_s)
             points = []
             for g in grid:
                 points.append(_sweep_point(g))
@@ -167,7 +168,7 @@ def sweep(
             return points
         load_kernel()  # once, here: forked workers inherit it instead of each loading it
         with ProcessPoolExecutor(
-            workers, initializer=_init_worker, initargs=(trace, scenario, policy, base)
+            workers, initializer=_init_worker, initargs=(trace, scenario, policy, base, warmup_s)
         ) as pool:
             points = []
             for point in pool.map(_sweep_point, grid):  # in grid order, as they finish
@@ -219,7 +220,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run(args: argparse.Namespace, trace: Trace, scenario: Scenario, params: PolicyParams) -> int:
+def run(
+    args: argparse.Namespace, trace: Trace, scenario: Scenario, params: PolicyParams, warmup_s: float = 0.0
+) -> int:
     import os
 
     target = TargetRef.parse(args.target_ref)
@@ -239,6 +242,7 @@ def run(args: argparse.Namespace, trace: Trace, scenario: Scenario, params: Poli
         workers,
         progress=not args.quiet and sys.stderr.isatty(),
         ray_address=args.ray,
+        warmup_s=warmup_s,
     )
     wall = time.perf_counter() - start
     front = rep.pareto_front(points)
@@ -250,6 +254,7 @@ def run(args: argparse.Namespace, trace: Trace, scenario: Scenario, params: Poli
         "schema": SWEEP_SCHEMA,
         "policy": args.policy,
         "slo_attainment_goal": args.slo,
+        "warmup_s": warmup_s,
         "wall_seconds": wall,
         "points": points,
         "pareto_front": front,

@@ -60,6 +60,7 @@ class LeagueSpec:
     seed: int = 0
     workers: int = 1
     ray_address: str | None = None  # set ("" or "auto" or host:port): Ray tasks instead of processes
+    warmup_s: float | None = None  # None: each scenario's default warm-up (replay/warmup.py); 0: none
 
     def __post_init__(self) -> None:
         if not self.sources:
@@ -134,7 +135,7 @@ def league(spec: LeagueSpec, *, progress: bool = False) -> dict[str, Any]:
     traces, scales = load_traces(spec)
     check(spec, traces)
     cases = plan(spec, scales)
-    setup = Setup({s.name: s for s in spec.scenarios}, spec.params, spec.startup_mode)
+    setup = Setup({s.name: s for s in spec.scenarios}, spec.params, spec.startup_mode, spec.warmup_s)
     bar, on_done = _progress(len(cases), progress)
     try:
         if spec.ray_address is not None:
@@ -173,6 +174,7 @@ def league(spec: LeagueSpec, *, progress: bool = False) -> dict[str, Any]:
             "at": spec.sweep_scale,
         },
         "seed": spec.seed,
+        "warmup_s": "auto" if spec.warmup_s is None else spec.warmup_s,  # each row says its own
         "runner": "ray" if spec.ray_address is not None else f"{spec.workers} local process(es)",
         "wall_seconds": time.perf_counter() - start,
         "cpu_seconds": sum(r["cpu_seconds"] for r in rows) + time.process_time() - cpu,

@@ -26,6 +26,7 @@ from replay.profiles import SCENARIOS, ProfileError, get_scenario
 from replay.report import to_json
 from replay.slo import SLO_PRESETS
 from replay.traces import TraceError, options_from_pairs
+from replay.warmup import add_warmup_argument, parse_warmup
 
 FILES = ("league.json", "league.md", "league-frontier.png", "league-startup.png", "report.html")
 
@@ -101,6 +102,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--quiet", action="store_true", help="no progress bar, no tables on stdout")
+    add_warmup_argument(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -153,6 +155,7 @@ def _spec(args: argparse.Namespace) -> LeagueSpec:
         seed=args.seed,
         workers=max(1, args.workers),
         ray_address=args.ray,
+        warmup_s=parse_warmup(args.warmup_s),
     )
 
 

@@ -22,6 +22,7 @@ from replay.league.startup import StartupMode, with_startup
 from replay.policies import PolicyParams
 from replay.profiles import Scenario
 from replay.trace import Trace
+from replay.warmup import resolve_warmup
 
 # summary keys a league row keeps (report.policy_summary has more; the timelines stay out)
 TIMING_KEYS = ("wall_seconds", "simulated_requests_per_second", "cpu_seconds")
@@ -51,6 +52,7 @@ class Setup:
     scenarios: Mapping[str, Scenario]
     params: PolicyParams
     startup_mode: StartupMode = StartupMode.DILATE
+    warmup_s: float | None = None  # None: each case's scenario's own (replay/warmup.py), dilated too
 
 
 def run_case(trace: Trace, case: Case, setup: Setup) -> dict[str, Any]:
@@ -60,6 +62,7 @@ def run_case(trace: Trace, case: Case, setup: Setup) -> dict[str, Any]:
     scenario = setup.scenarios[case.scenario]
     if case.startup_s is not None:
         scenario = with_startup(scenario, case.startup_s, setup.startup_mode)
+    warmup_s = resolve_warmup(setup.warmup_s, scenario, setup.params.downscale_window_s)
     row: dict[str, Any] = {
         "trace": case.trace,
         "rate_scale": case.rate_scale,
@@ -67,10 +70,11 @@ def run_case(trace: Trace, case: Case, setup: Setup) -> dict[str, Any]:
         "startup_s": case.startup_s,
         "policy": case.policy,
         "requests": len(trace),
+        "warmup_s": warmup_s,
     }
     cpu = time.process_time()
     try:
-        result = run_policy(trace, scenario, case.policy, setup.params)
+        result = run_policy(trace, scenario, case.policy, setup.params, warmup_s=warmup_s)
     except Exception as e:  # a bug in one policy must not lose the other cases' hours of work
         message = f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=4)}"
         return {**row, "status": "failed", "error": message, "cpu_seconds": time.process_time() - cpu}

@@ -67,10 +67,19 @@ class ReplayPolicy(Protocol):
 class PolicyContext:
     """Everything a policy may be built from. `lead_s` is the fleet's current time to ready of one
     more replica and `fleet` the fleet itself (None outside a run): only the clairvoyant reads
-    them, the others see the cluster through observations."""
+    them, the others see the cluster through observations. `trace` is the trace as the loop
+    plays it, on the loop's clock: behind its warm-up prefix of `warmup_s` seconds if any
+    (replay/warmup.py; the warm start sizes for its first minute); `scored` the trace the run is
+    judged on (None: `trace`), which the static fleets are sized for."""
 
     scenario: Scenario
     trace: Trace
     params: PolicyParams
     lead_s: Callable[[], float]
     fleet: Callable[[], Fleet | None] = lambda: None
+    warmup_s: float = 0.0
+    scored: Trace | None = None
+
+    @property
+    def scored_trace(self) -> Trace:
+        return self.trace if self.scored is None else self.scored

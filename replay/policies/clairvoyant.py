@@ -139,6 +139,8 @@ class ClairvoyantPolicy:
     metric_names: tuple[str, ...] = ()
     lead_quantile: float | None = None
     reads_cold_start: bool = False
+    warmup_s: float = 0.0  # `trace` is the loop's, behind a warm-up of this long; `scored` the trace
+    scored: Trace | None = None
     trials: list[Trial] = field(default_factory=list)
     _chosen: SchedulePolicy | None = None
 
@@ -152,7 +154,9 @@ class ClairvoyantPolicy:
     @property
     def chosen(self) -> SchedulePolicy:
         if self._chosen is None:
-            best = search(self.trace, self.scenario, self.target, self.goal, self.trials)
+            best = search(
+                self.trace, self.scenario, self.target, self.goal, self.trials, self.warmup_s, self.scored
+            )
             self._chosen = schedule(best.plan, self.scenario, self.lead_s, self.fleet)
         return self._chosen
 
@@ -195,8 +199,11 @@ def plan_for(
     return close_gaps(ready, keep_s)
 
 
-def simulate_plan(trace: Trace, scenario: Scenario, plan: I64) -> tuple[float, float]:
-    """(SLO attainment, GPU-seconds) of the plan, replayed on the scenario's own fleet."""
+def simulate_plan(
+    trace: Trace, scenario: Scenario, plan: I64, warmup_s: float = 0.0, scored: Trace | None = None
+) -> tuple[float, float]:
+    """(SLO attainment, GPU-seconds) of the plan, replayed on the scenario's own fleet; with a
+    warm-up, `trace` is the one the loop plays (the plan's clock) and the figures `scored`'s."""
     from replay.simulate import simulate
     from replay.slo import judge
 
@@ -208,7 +215,12 @@ def simulate_plan(trace: Trace, scenario: Scenario, plan: I64) -> tuple[float, f
         node_idle_remove_s=scenario.node_idle_remove_s,
     )
     holder.append(fleet)
-    result = simulate(trace, scenario, policy, fleet=fleet)
+    if warmup_s > 0:
+        assert scored is not None
+        trace, played = scored, trace
+        result = simulate(trace, scenario, policy, fleet=fleet, warmup_s=warmup_s, played=played)
+    else:
+        result = simulate(trace, scenario, policy, fleet=fleet)
     if result.unfinished:  # a plan that never serves some requests is no candidate
         return 0.0, math.inf
     req = result.requests
@@ -239,17 +251,27 @@ def feasible_share(trace: Trace, scenario: Scenario) -> float:
     return float(np.count_nonzero(ok)) / len(trace)
 
 
-def search(trace: Trace, scenario: Scenario, target: float, goal: float, trials: list[Trial]) -> Trial:
+def search(
+    trace: Trace,
+    scenario: Scenario,
+    target: float,
+    goal: float,
+    trials: list[Trial],
+    warmup_s: float = 0.0,
+    scored: Trace | None = None,
+) -> Trial:
     """The cheapest simulated schedule of the family whose attainment meets `goal` of the requests
     that can meet the SLO at all (feasible_share); if none does, the one with the highest
-    attainment. Every simulated schedule is appended to `trials`."""
-    goal *= feasible_share(trace, scenario)
+    attainment. Every simulated schedule is appended to `trials`. With a warm-up the plan covers
+    `trace` (the prefixed trace the loop plays) and is judged on `scored`, as every policy."""
+    judged = trace if scored is None else scored
+    goal *= feasible_share(judged, scenario)
     need = need_load(trace, scenario, target)
     keep_s = cold_leads(scenario)
 
     def trial(m: float) -> Trial:
         plan = plan_for(need, m, scenario, keep_s)
-        attainment, gpu_s = simulate_plan(trace, scenario, plan)
+        attainment, gpu_s = simulate_plan(trace, scenario, plan, warmup_s, scored)
         t = Trial(m, attainment, gpu_s, plan)
         trials.append(t)
         return t
@@ -271,27 +293,36 @@ def search(trace: Trace, scenario: Scenario, target: float, goal: float, trials:
                     low_m = mid.m
     met = [t for t in trials if t.attainment >= goal]
     if met:
-        _search_flat(trace, scenario, goal, min(t.gpu_seconds for t in met), len(need), trials)
+        flat = (trace, scenario, goal, min(t.gpu_seconds for t in met), len(need), trials, warmup_s, scored)
+        _search_flat(*flat)
         met = [t for t in trials if t.attainment >= goal]
         return min(met, key=lambda t: (t.gpu_seconds, -t.attainment))
     return max(trials, key=lambda t: (t.attainment, -t.gpu_seconds))
 
 
 def _search_flat(
-    trace: Trace, scenario: Scenario, goal: float, cheapest_s: float, length: int, trials: list[Trial]
+    trace: Trace,
+    scenario: Scenario,
+    goal: float,
+    cheapest_s: float,
+    length: int,
+    trials: list[Trial],
+    warmup_s: float = 0.0,
+    scored: Trace | None = None,
 ) -> None:
     """Flat fleets are schedules of the same actuator too, with no start-up to pay: on a short or
     flat trace they can be cheaper than any need-shaped plan. Only those that could cost less
     than `cheapest_s` GPU-seconds are tried: the largest first, then a bisection for the fewest
     replicas meeting the goal."""
     gpus = scenario.cold_start.gpus_per_replica
-    most = min(scenario.max_replicas, int(cheapest_s // (gpus * max(trace.duration_s, 1.0))))
+    judged = trace if scored is None else scored  # GPU-seconds count over its span
+    most = min(scenario.max_replicas, int(cheapest_s // (gpus * max(judged.duration_s, 1.0))))
     if most < scenario.min_replicas:
         return
 
     def trial(n: int) -> Trial:
         plan = np.full(length, n, dtype=np.int64)
-        attainment, gpu_s = simulate_plan(trace, scenario, plan)
+        attainment, gpu_s = simulate_plan(trace, scenario, plan, warmup_s, scored)
         t = Trial(math.nan, attainment, gpu_s, plan, flat=n)
         trials.append(t)
         return t
@@ -316,4 +347,6 @@ def build(ctx: PolicyContext) -> ClairvoyantPolicy:
         ctx.fleet,
         goal=ctx.params.clairvoyant_goal,
         period_s=ctx.scenario.sync_period_s,
+        warmup_s=ctx.warmup_s,
+        scored=ctx.scored,
     )

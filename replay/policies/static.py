@@ -36,13 +36,14 @@ class StaticPolicy:
 
 
 def build_peak(ctx: PolicyContext) -> StaticPolicy:
-    n = peak_replicas(ctx.trace, ctx.scenario, ctx.params.target)
+    n = peak_replicas(ctx.scored_trace, ctx.scenario, ctx.params.target)
     return StaticPolicy(n, name="static-peak", period_s=ctx.scenario.sync_period_s)
 
 
 def build_mean(ctx: PolicyContext) -> StaticPolicy:
     scenario = ctx.scenario
-    need = needed_replicas(ctx.trace, scenario, ctx.params.target)[: max(1, math.ceil(ctx.trace.duration_s))]
+    trace = ctx.scored_trace
+    need = needed_replicas(trace, scenario, ctx.params.target)[: max(1, math.ceil(trace.duration_s))]
     n = min(scenario.max_replicas, max(scenario.min_replicas, math.ceil(float(need.mean()))))
     return StaticPolicy(n, name="static-mean", period_s=scenario.sync_period_s)
 
@@ -51,5 +52,5 @@ def build(ctx: PolicyContext, replicas: int | None = None) -> StaticPolicy:
     """N given (static-N), else params.static_replicas, else the trace's peak need."""
     n = replicas if replicas is not None else ctx.params.static_replicas
     if n is None:
-        n = peak_replicas(ctx.trace, ctx.scenario, ctx.params.target)
+        n = peak_replicas(ctx.scored_trace, ctx.scenario, ctx.params.target)
     return StaticPolicy(n, name=f"static-{n}", period_s=ctx.scenario.sync_period_s)

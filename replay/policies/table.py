@@ -36,10 +36,14 @@ def build_policy(
     params: PolicyParams,
     lead_s: Callable[[], float],
     fleet: Callable[[], Fleet | None] = lambda: None,
+    *,
+    warmup_s: float = 0.0,
+    scored: Trace | None = None,
 ) -> ReplayPolicy:
     """One policy by name (or static-N); `lead_s` is the fleet's current time to ready and `fleet`
-    the fleet it runs on (for the clairvoyant)."""
-    ctx = PolicyContext(scenario, trace, params, lead_s, fleet)
+    the fleet it runs on (for the clairvoyant); with a warm-up, `trace` is the prefixed trace the
+    loop plays and `scored` the trace itself (PolicyContext)."""
+    ctx = PolicyContext(scenario, trace, params, lead_s, fleet, warmup_s, scored)
     builder = BUILDERS.get(name)
     if builder is not None:
         return builder(ctx)
