@@ -46,9 +46,10 @@ def binned_load(
     t = np.array([x["t_s"] for x in timeline], dtype=float)
     rate = np.array([x["arrivals_per_s"] for x in timeline], dtype=float)
     cumulative = np.cumsum(rate * np.diff(t, prepend=t[0]))
-    edges = np.arange(0.0, t[-1] + bin_s, bin_s)
+    start = min(0.0, math.floor(t[0] / bin_s) * bin_s)  # a warm-up's timeline begins before 0
+    edges = np.arange(start, t[-1] + bin_s, bin_s)
     if len(edges) < 2:
-        edges = np.array([0.0, bin_s])
+        edges = np.array([start, start + bin_s])
     counts = np.diff(np.interp(edges, t, cumulative))
     return edges[:-1], counts / bin_s
 
