@@ -12,8 +12,10 @@ replica on a cold cluster, D the HPA's scale-down window. A policy that starts t
 for replicas at once and has them one start-up later; the counters it read while engines filled
 under-read, so a second round may be needed: two start-ups. A policy that starts too large
 (the warm start sizes at a KV-full replica's batch) sheds its surplus only after its scale-down
-window: D. The floor is one half-life of predictive's typical demand (demand.TYPICAL_HALF_LIFE_S,
-600 s) and ten minutes of engines serving: long decodes (thousands of tokens) have come and gone.
+window: D for the HPA. The floor is the slowest memory among the policies: three half-lives of
+predictive's typical demand (demand.TYPICAL_HALF_LIFE_S: the start then weighs 1/8), which also
+prices its rent-or-buy keeps; predictive sheds a warm start of 47 replicas on Azure conv x 10
+(reference-70b) in ~1,000 s, so 2 x S + D = 628 s left it at 46 at t = 0 (docs/replay.md).
 """
 
 from __future__ import annotations
@@ -24,10 +26,11 @@ import math
 import numpy as np
 
 from autoscaler.policy import coldstart
+from autoscaler.policy.demand import TYPICAL_HALF_LIFE_S
 from replay.profiles import Scenario
 from replay.trace import Trace
 
-MIN_WARMUP_S = 600.0
+MIN_WARMUP_S = 3.0 * TYPICAL_HALF_LIFE_S  # 1,800 s
 ALIGN_S = 60.0
 HPA_DOWNSCALE_WINDOW_S = 300  # the HPA's default scale-down stabilization (PolicyParams' default)
 
@@ -96,7 +99,7 @@ def add_warmup_argument(p: argparse.ArgumentParser) -> None:
         default="auto",
         metavar="S|auto",
         help="seconds of the trace reflected and played before it, unscored, so every policy enters it in "
-        "its own steady state (auto, the default: max(600, 2 x the scenario's cold start + 300); "
+        "its own steady state (auto, the default: max(1800, 2 x the scenario's cold start + 300); "
         "0: the heuristic warm start on empty engines)",
     )
 

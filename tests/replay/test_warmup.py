@@ -108,10 +108,12 @@ def test_no_warm_up_is_today_to_the_digit() -> None:
 
 
 def test_the_default_warm_up_follows_the_start_up() -> None:
-    # reference-70b starts one replica on a cold cluster in 164 s: 2 x 164 + 300 = 628 -> 660
-    assert default_warmup_s(REFERENCE_70B) == 660.0
-    assert default_warmup_s(with_startup(REFERENCE_70B, 30.0)) == 600.0  # the floor
-    assert default_warmup_s(with_startup(REFERENCE_70B, 600.0)) == 1_500.0
+    # three half-lives of predictive's typical demand, unless two start-ups and the HPA's window
+    # are longer: reference-70b starts one replica on a cold cluster in 164 s (2 x 164 + 300 = 628)
+    assert default_warmup_s(REFERENCE_70B) == 1_800.0
+    assert default_warmup_s(with_startup(REFERENCE_70B, 600.0)) == 1_800.0  # 1,500 s
+    assert default_warmup_s(with_startup(REFERENCE_70B, 900.0)) == 2_100.0
+    assert default_warmup_s(with_startup(REFERENCE_70B, 1_000.0)) == 2_340.0  # whole minutes
     assert parse_warmup("auto") is None and parse_warmup("0") == 0.0
     with pytest.raises(ValueError, match="warmup"):
         parse_warmup("-5")
@@ -120,8 +122,8 @@ def test_the_default_warm_up_follows_the_start_up() -> None:
 def test_a_league_case_warms_up_for_its_own_start_up() -> None:
     trace = steady_trace(rate=1.0, seconds=120.0)
     setup = Setup({"reference-70b": REFERENCE_70B}, PolicyParams())  # the HPA's 300 s window
-    row = run_case(trace, Case("steady", 1.0, "reference-70b", "static-1", 600.0), setup)
-    assert row["status"] == "ok" and row["warmup_s"] == 1_500.0 and row["requests_total"] == 120
+    row = run_case(trace, Case("steady", 1.0, "reference-70b", "static-1", 900.0), setup)
+    assert row["status"] == "ok" and row["warmup_s"] == 2_100.0 and row["requests_total"] == 120
     case = Case("steady", 1.0, "reference-70b", "static-1")
     off = run_case(trace, case, Setup(setup.scenarios, setup.params, warmup_s=0))
     assert off["warmup_s"] == 0 and off["requests_total"] == 120
