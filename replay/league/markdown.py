@@ -16,12 +16,24 @@ def _unfinished(entry: Mapping[str, Any]) -> str:
     return f" ({n:,} requests unfinished: the run was cut)" if n else ""
 
 
+def _warmup_text(doc: Mapping[str, Any]) -> str:
+    """The warm-up every case played before its trace (a document before it had none)."""
+    setting = doc.get("warmup_s", 0)
+    if setting == "auto":
+        seconds = sorted({r["warmup_s"] for r in doc["rows"] if "warmup_s" in r})
+        each = ", ".join(f"{w:,.0f} s" for w in seconds)
+        return f"Each case played a warm-up of its trace before it, unscored ({each}: docs/replay.md)."
+    if setting:
+        return f"Each case played a warm-up of {setting:,.0f} s of its trace before it, unscored."
+    return "No warm-up: every case began on its warm start with empty engines."
+
+
 def markdown(doc: Mapping[str, Any]) -> str:
     lines = ["# infscale replay league", ""]
     lines += [
         f"{len(doc['rows'])} cases ({doc['cpu_seconds']:.0f} CPU-s, {doc['wall_seconds']:.0f} s wall). "
         f"SLO: {doc['slo']}. Deltas are against `{REFERENCE}` (SLO in points, GPU-hours in %); "
-        "`beaten by`: better or equal on both axes, strictly on one.",
+        "`beaten by`: better or equal on both axes, strictly on one. " + _warmup_text(doc),
         "",
     ]
     for t in doc["tables"]:
