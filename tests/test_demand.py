@@ -150,7 +150,15 @@ def test_state_round_trips_through_json_ready_dicts() -> None:
         ),
         pytest.param("primed", 1, "demand.primed: expected true or false, got 1", id="an int for a bool"),
         pytest.param("at", float("nan"), r"demand.at: expected a time", id="NaN time"),
-        pytest.param("finished", float("inf"), r"demand.finished: expected a finite number", id="inf rate"),
+        pytest.param(
+            "mix",
+            {"requests": float("inf"), "promptPerRequest": 1.0, "outputPerRequest": 1.0},
+            r"demand.mix.requests: expected a finite number",
+            id="inf weight",
+        ),
+        pytest.param(
+            "mix", {"requests": 1.0}, r"demand.mix.promptPerRequest: missing", id="a mix half written"
+        ),
         pytest.param("inflight", 1e300, r"demand.inflight: expected a finite number in", id="overflowing"),
         pytest.param("scored", True, r"demand.scored: expected a finite number", id="a bool for a number"),
         pytest.param(
@@ -296,3 +304,59 @@ def test_on_off_traffic_keeps_a_band_per_level_the_forecasts_were_made_at() -> N
     assert in_gap.requests > 50.0  # the typical's mix, scaled: capacity kept for the next burst
     assert demand.band_quantile(spec, state, 0.0, 10.0) > 1.5  # the gaps' ×7 stays theirs
     assert demand.DemandState.from_dict(json.loads(json.dumps(state.to_dict()))) == state
+
+
+def test_a_noisy_prompt_counter_does_not_swing_the_token_forecast() -> None:
+    """6 requests/s of 15,000 prompt tokens, steady, then the prompt counter bursting as prefills do
+    when replicas join or saturate (×2 one tick, ×0.5 the next two; Mooncake's counters read 7,707
+    to 177,700 tokens/s at a steady arrival rate): the token demand the capacity stage reads 300 s
+    ahead stays within ×1.5 from its lowest to its highest (×1.36 here): the arrivals' forecast at
+    the mix. Forecast as a series of its own, its level and trend following the counter, it swung
+    ×1.94."""
+    steady = [(15.0 * i, 6.0, 90_000.0, 900.0, 30.0) for i in range(40)]
+    bursts = [(15.0 * i, 6.0, 90_000.0 * (2.0 if i % 3 == 0 else 0.5), 900.0, 30.0) for i in range(40, 120)]
+    state = feed(steady)
+    ahead = []
+    for at, f, p, g, n in bursts:
+        state, _ = demand.observe(SPEC, state, at, f, p, g, n)
+        ahead.append(demand.expected(SPEC, state, 300.0).prompt_tokens)
+    assert max(ahead) / min(ahead) < 1.5
+    assert min(ahead) > 0.75 * 90_000.0 and max(ahead) < 1.15 * 90_000.0
+
+
+@pytest.mark.parametrize(
+    ("rate", "reached"),
+    [
+        # 15 requests a tick: a request weighs exp(-1 / 400) per one counted since; after four ticks
+        # (60 requests) 14 % of the step, after 27 (405) 1 - 1/e
+        pytest.param(1.0, (0.14, 0.64), id="few requests: their count"),
+        # 1,500 a tick: the level's own window (alpha 0.3 a period) is the longer, 76 % after four
+        pytest.param(100.0, (0.76, 1.0), id="many: the level's window"),
+    ],
+)
+def test_the_mix_averages_the_last_requests_or_the_levels_window(
+    rate: float, reached: tuple[float, float]
+) -> None:
+    """The prompt per request steps from 1,000 to 2,000: the mix moves over the last ~MIX_REQUESTS
+    requests (docs/policy.md, "Defaults and why"), or the level's window where those are fewer."""
+    before = [(15.0 * i, rate, rate * 1000.0, rate * 100.0, 0.0) for i in range(300)]
+    after = [(15.0 * (300 + i), rate, rate * 2000.0, rate * 100.0, 0.0) for i in range(27)]
+    four = feed([*before, *after[:4]]).mix.prompt
+    all_27 = feed([*before, *after]).mix.prompt
+    assert four == pytest.approx(1000.0 + 1000.0 * reached[0], abs=15.0)
+    assert all_27 == pytest.approx(1000.0 + 1000.0 * reached[1], abs=15.0)
+
+
+def test_a_state_from_before_the_mix_reads_its_rates_ratio() -> None:
+    """A state saved before the mix (2026-12-03) has smoothed rates and token series instead: it
+    reads back with their ratio as the mix, weighing no requests (the next tick's counts replace it)."""
+    state = feed([(15.0 * i, 5.0, 5000.0, 1000.0, 10.0) for i in range(5)])
+    doc = state.to_dict()
+    del doc["mix"]
+    doc |= {"finished": 4.0, "prompt": 6000.0, "generated": 800.0}
+    doc |= {"promptTokens": {"level": 6000.0, "trend": 0.0}, "outputTokens": {"level": 800.0, "trend": 0.0}}
+    old = demand.DemandState.from_dict(doc)
+    assert old.mix == demand.Mix(0.0, 1500.0, 200.0)
+    assert old._replace(mix=state.mix) == state
+    after, _ = demand.observe(SPEC, old, 75.0, 5.0, 5000.0, 1000.0, 10.0)
+    assert after.mix == pytest.approx(demand.Mix(75.0, 1000.0, 200.0))

@@ -19,7 +19,7 @@ from autoscaler.controller.crd import STATUS_TIMES
 from autoscaler.policy import demand, levelbins
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.decide import decide, record_rescale
-from autoscaler.policy.demand import DemandState, Series
+from autoscaler.policy.demand import DemandState, Mix, Series
 from autoscaler.policy.levelbins import Relative
 from autoscaler.policy.observation import MetricReading
 from autoscaler.policy.panic import PanicState
@@ -102,11 +102,7 @@ def demand_states(draw: st.DrawFn) -> DemandState:
     return DemandState(
         draw(times),
         draw(finite),
-        draw(positive),
-        draw(positive),
-        draw(positive),
-        Series(draw(finite), draw(finite)),
-        Series(draw(finite), draw(finite)),
+        Mix(draw(positive), draw(positive), draw(positive)),
         Series(draw(finite), draw(finite)),
         draw(st.booleans()),
         pending,
@@ -258,9 +254,14 @@ def _set(path: str, value: Any) -> Any:
             id="exp overflow",
         ),
         pytest.param(
-            _set("demand.finished", 1e300),
-            r"planner.demand.finished: expected a finite number in \[-1e\+15, 1e\+15\]",
+            _set("demand.requests.level", 1e300),
+            r"planner.demand.requests.level: expected a finite number in \[-1e\+15, 1e\+15\]",
             id="huge rate",
+        ),
+        pytest.param(
+            _set("demand.mix.promptPerRequest", -1.0),
+            r"planner.demand.mix.promptPerRequest: expected a finite number in \[0, 1e\+15\]",
+            id="negative mix",
         ),
         pytest.param(_set("version", 1), r"planner.version: expected 2, got 1", id="the first form"),
         pytest.param(

@@ -8,15 +8,20 @@ arrivals and the difference piles up in flight. So the arrivals are the conserva
 
     arrivals/s = finished/s + d(in flight)/dt
 
-and the token demand adds the tokens those extra requests carry (the mean per finished request,
-smoothed, times the same growth). Every series is forecast by Holt's method with a damped trend
-(the trend's effect fades with time constant damping_s, so no horizon extrapolates without bound),
-in Wright's irregular-time form as forecast.py's Holt. The forecaster's own error is scored online:
-each tick's forecast is kept until its target time, then compared with the peak that came (or
-earlier, once that peak is above its band); a stochastic approximation tracks the `quantile` of
-those log ratios, by the level the forecast was made at (levelbins.py), and planning uses the
-forecast times exp(that quantile). docs/policy.md ("The
-predictive stages", "Defaults and why") has the details and the defaults' reasons.
+and the token demand is the arrivals times the *mix*, the tokens per request (prompt and output):
+the tokens counted over the requests counted, as weighted sums over the last ~MIX_REQUESTS
+requests or the level's own window, whichever is longer (the mix's noise is a mean's over so many
+requests, and the prompt counter, which counts a request when it is prefilled, against the
+finished one, which counts it when it ends, only agree over windows longer than requests last).
+The arrivals are forecast by Holt's method with a damped trend (the trend's effect fades with time
+constant damping_s, so no horizon extrapolates without bound), in Wright's irregular-time form as
+forecast.py's Holt; the tokens follow them at the mix, which has no trend of its own (a token
+series of its own had one, and on Mooncake's long prompts its noise swung the sizing 11 -> 41).
+The forecaster's own error is scored online: each tick's forecast is kept until its target time,
+then compared with the peak that came (or earlier, once that peak is above its band); a
+stochastic approximation tracks the `quantile` of those log ratios, by the level the forecast was
+made at (levelbins.py), and planning uses the forecast times exp(that quantile). docs/policy.md
+("The predictive stages", "Defaults and why") has the details and the defaults' reasons.
 
 Pure: no clock, no I/O; times are seconds on the caller's clock. State is a NamedTuple value.
 """
@@ -40,6 +45,9 @@ MAX_SCORED_HORIZON_S = 600.0  # a longer horizon is scored at 600 s: the band mu
 TYPICAL_HALF_LIFE_S = 600.0  # the typical demand forgets half of itself in 10 minutes
 MAX_ERROR = 4.0  # |log ratio| beyond e^4 = 55x counts as e^4: one outage does not ruin the band
 MAX_SCORED = levelbins.MAX_SCORED  # the prior's weight fades up to this many scored errors
+# The mix weighs a request exp(-requests counted since / MIX_REQUESTS): ~2 x 400 requests' worth,
+# a standard error of 5 % on lengths of cs^2 2 (docs/policy.md, "Defaults and why")
+MIX_REQUESTS = 400.0
 # A NamedTuple built as tuple.__new__(cls, fields) skips its Python-level __new__ (~0.4 against
 # ~1.3 µs here): the values a tick builds are made so (a dozen a tick).
 _new = tuple.__new__
@@ -50,15 +58,19 @@ class Series(NamedTuple):
     trend: float  # per second
 
 
+class Mix(NamedTuple):
+    """Tokens per request: weighted sums of the tokens counted over the requests counted."""
+
+    requests: float  # the requests counted, weighted (about MIX_REQUESTS once that many were)
+    prompt: float  # prompt tokens per request
+    output: float  # generated tokens per request
+
+
 class DemandState(NamedTuple):
     at: float  # the last sample's time
     inflight: float  # the last in-flight reading (its growth is demand the counters miss)
-    finished: float  # smoothed finished/s ...
-    prompt: float  # ... prompt tokens/s and generated tokens/s: their ratios are the mix
-    generated: float
-    requests: Series
-    prompt_tokens: Series
-    output_tokens: Series
+    mix: Mix  # tokens per request
+    requests: Series  # arrivals/s
     primed: bool  # a second sample gave the trends a start
     # (made at, target time, forecast load, its levelbins bin), oldest first; load -1: scored
     # early (track); bin -1: made before the bins (an older state), scored into the pooled alone
@@ -114,48 +126,27 @@ def observe(
     if dt <= 0.0:
         est = Estimate(Demand(finished, prompt, generated), 0.0)
         return state, est
-    global _weights
-    weights = _weights
-    if weights[0] is spec and weights[1] == dt:  # the same gap as the tick before: the same weights
-        weight, b, typical_w = weights[2:]
-    else:
-        weight = _weight(spec.alpha, dt, spec.smoothing_period_s)
-        b = _weight(spec.beta, dt, spec.smoothing_period_s)
-        typical_w = typical_weight(dt)
-        _weights = (spec, dt, weight, b, typical_w)
-    f = state.finished + weight * (finished - state.finished)
-    pt = state.prompt + weight * (prompt - state.prompt)
-    gt = state.generated + weight * (generated - state.generated)
+    weight = _weight(spec.alpha, dt, spec.smoothing_period_s)
+    counted = finished * dt
+    # the older requests' weight: MIX_REQUESTS requests or the level's window, the longer
+    decay = math.exp(-counted / MIX_REQUESTS) if counted > 0.0 else 1.0
+    if decay < 1.0 - weight:
+        decay = 1.0 - weight
+    mix = _mix(state.mix, decay, counted, prompt * dt, generated * dt)
     growth = (inflight - state.inflight) / dt
-    per_p = pt / f if f > 1e-9 else 0.0
-    per_o = gt / f if f > 1e-9 else 0.0
     arrivals = finished + growth
-    prompt_now = prompt + per_p * growth
-    generated_now = generated + per_o * growth
-    # `0.0 if x < 0.0 else x` is max(x, 0.0) to the bit (-0.0 and NaN included) without the call
-    now_demand = _new(
-        Demand,
-        (
-            arrivals if arrivals > 0.0 else 0.0,
-            0.0 if prompt_now < 0.0 else prompt_now,
-            0.0 if generated_now < 0.0 else generated_now,
-        ),
-    )
-    primed = state.primed
-    req = _holt(state.requests, now_demand.requests, dt, weight, b, primed)
-    pro = _holt(state.prompt_tokens, now_demand.prompt_tokens, dt, weight, b, primed)
-    out = _holt(state.output_tokens, now_demand.output_tokens, dt, weight, b, primed)
+    arrivals = arrivals if arrivals > 0.0 else 0.0  # max(x, 0.0), NaN to 0, without the call
+    now_demand = _new(Demand, (arrivals, arrivals * mix.prompt, arrivals * mix.output))
+    b = _weight(spec.beta, dt, spec.smoothing_period_s)
+    typical_w = typical_weight(dt)
+    req = _holt(state.requests, arrivals, dt, weight, b, state.primed)
     new = _new(
         DemandState,
         (
             now,
             inflight,
-            f,
-            pt,
-            gt,
+            mix,
             req,
-            pro,
-            out,
             True,
             state.pending,
             state.error_quantile,
@@ -172,9 +163,6 @@ def observe(
 
 
 _LN2 = math.log(2.0)
-# (spec, gap, alpha's weight, beta's weight, typical_weight) of the last observe(): decisions come
-# at a fixed period, so the gap and its five exp/log are most ticks the tick before's
-_weights: tuple[Any, ...] = (None, math.nan, 0.0, 0.0, 0.0)
 
 
 def typical_weight(elapsed_s: float) -> float:
@@ -198,16 +186,28 @@ def _toward_peak(typical_peak: float, peaks: tuple[tuple[float, float], ...], w:
     return top if top >= typical_peak else typical_peak + w * (top - typical_peak)
 
 
+def _mix(mix: Mix, decay: float, requests: float, prompt: float, output: float) -> Mix:
+    """The mix after `requests` more counted with `prompt` and `output` tokens, the weight of those
+    counted before multiplied by `decay`: the ratio of the weighted sums, kept as the weight and
+    the ratios."""
+    if requests < 0.0:
+        requests = 0.0
+    counted = mix.requests * decay + requests
+    if counted <= 0.0:  # no request counted yet: tokens alone give no mix
+        return mix
+    p = mix.prompt + (prompt - requests * mix.prompt) / counted
+    o = mix.output + (output - requests * mix.output) / counted
+    return _new(Mix, (counted, 0.0 if p < 0.0 else p, 0.0 if o < 0.0 else o))
+
+
 def _start(now: float, finished: float, prompt: float, generated: float, inflight: float) -> DemandState:
+    # the first rates' ratio, weighing nothing: the next tick's counts replace it (no time span yet)
+    mix = Mix(0.0, prompt / finished, generated / finished) if finished > 0.0 else Mix(0.0, 0.0, 0.0)
     return DemandState(
         now,
         inflight,
-        finished,
-        prompt,
-        generated,
+        mix,
         Series(finished, 0.0),
-        Series(prompt, 0.0),
-        Series(generated, 0.0),
         False,
         (),
         0.0,
@@ -237,15 +237,16 @@ def _holt(s: Series, y: float, dt: float, a: float, b: float, primed: bool) -> S
 
 
 def expected(spec: DemandSpec, state: DemandState, horizon_s: float) -> Demand:
-    """The mean forecast horizon_s after the last sample (damped trend, never below 0)."""
+    """The mean forecast horizon_s after the last sample: the arrivals' (damped trend, never below
+    0) at the mix."""
     tau = spec.damping_s
     reach = tau * -math.expm1(-horizon_s / tau) if horizon_s > 0.0 else 0.0
-    (rl, rt), (pl, pt), (ol, ot) = state.requests, state.prompt_tokens, state.output_tokens
+    rl, rt = state.requests
     r = rl + rt * reach
-    p = pl + pt * reach
-    o = ol + ot * reach
-    # max(x, 0.0) to the bit, without the calls (as in observe)
-    return _new(Demand, (0.0 if r < 0.0 else r, 0.0 if p < 0.0 else p, 0.0 if o < 0.0 else o))
+    if r < 0.0:
+        r = 0.0
+    _, p, o = state.mix
+    return _new(Demand, (r, r * p, r * o))
 
 
 def error_quantile(spec: DemandSpec, state: DemandState) -> float:
@@ -415,7 +416,7 @@ def track(
     # typical_peak=..., bins=..., relative=...), built directly
     return _new(
         DemandState,
-        (*state[:9], pending, q, scale, scored, state.typical, peaks, typical_peak, bins, relative),
+        (*state[:5], pending, q, scale, scored, state.typical, peaks, typical_peak, bins, relative),
     )
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from autoscaler.policy.capacity import Demand
-from autoscaler.policy.demand import MAX_ERROR, MAX_PENDING, MAX_SCORED, DemandState, Series
+from autoscaler.policy.demand import MAX_ERROR, MAX_PENDING, MAX_SCORED, DemandState, Mix, Series
 from autoscaler.policy.levelbins import BINS, MAX_RATIO, Relative
 
 DEMAND_VERSION = 2  # 1 (positional lists) was never persisted by a release: it is refused
@@ -145,18 +145,40 @@ def _read_series(r: Reader) -> Series:
     return Series(r.number("level"), r.number("trend"))
 
 
+def _read_mix(r: Reader) -> Mix:
+    if "mix" in r.data:
+        m = r.child("mix")
+        return Mix(
+            m.number("requests", low=0.0),
+            m.number("promptPerRequest", low=0.0),
+            m.number("outputPerRequest", low=0.0),
+        )
+    # an older state: smoothed rates (finished/s, prompt and generated tokens/s), whose ratios were
+    # the mix; it weighs no requests, so the next tick's counts replace it
+    finished, prompt, generated = r.number("finished"), r.number("prompt"), r.number("generated")
+    if finished <= 0.0:
+        return Mix(0.0, 0.0, 0.0)
+    return Mix(0.0, _ratio(prompt, finished), _ratio(generated, finished))
+
+
+def _ratio(tokens: float, requests: float) -> float:
+    """tokens / requests (requests > 0) within [0, MAX_MAGNITUDE]: a tiny rate does not overflow."""
+    r = tokens / requests
+    return 0.0 if r < 0.0 else min(r, MAX_MAGNITUDE)
+
+
 def demand_to_dict(state: DemandState, codec: TimeCodec = SECONDS) -> dict[str, Any]:
     t = codec.encode
     return {
         "version": DEMAND_VERSION,
         "at": t(state.at),
         "inflight": state.inflight,
-        "finished": state.finished,
-        "prompt": state.prompt,
-        "generated": state.generated,
+        "mix": {
+            "requests": state.mix.requests,
+            "promptPerRequest": state.mix.prompt,
+            "outputPerRequest": state.mix.output,
+        },
         "requests": _series(state.requests),
-        "promptTokens": _series(state.prompt_tokens),
-        "outputTokens": _series(state.output_tokens),
         "primed": state.primed,
         "pending": [
             {"madeAt": t(m), "dueAt": t(d), "load": load, "bin": b} for m, d, load, b in state.pending
@@ -223,12 +245,8 @@ def demand_from_dict(data: Any, codec: TimeCodec = SECONDS, path: str = "demand"
     return DemandState(
         at,
         r.number("inflight"),  # as the readings came: no sign assumed of an engine's figures
-        r.number("finished"),
-        r.number("prompt"),
-        r.number("generated"),
+        _read_mix(r),
         _read_series(r.child("requests")),
-        _read_series(r.child("promptTokens")),
-        _read_series(r.child("outputTokens")),
         r.boolean("primed"),
         tuple(pending),
         # the scored errors are clipped to ±MAX_ERROR; the quantile steps past them by less than one

@@ -15,7 +15,7 @@ from test_restart import predictive, with_capacity
 from autoscaler.controller.crd import STATUS_TIMES, state_to_status
 from autoscaler.policy import demand, levelbins
 from autoscaler.policy.capacity import Demand
-from autoscaler.policy.demand import DemandState, Series
+from autoscaler.policy.demand import DemandState, Mix, Series
 from autoscaler.policy.levelbins import Relative
 from autoscaler.policy.panic import PanicState
 from autoscaler.policy.planstate import MAX_GAP_S, MAX_LEVELS, MAX_LOG_SPEED, PlannerState
@@ -32,12 +32,8 @@ def largest_planner() -> PlannerState:
     d = DemandState(
         T,
         x,
-        x,
-        x * 100,
-        x * 20,
+        Mix(x, 100.123456789012, 20.1234567890123),
         Series(x, -1.23456789012e-3),
-        Series(x * 100, -1.23456789012),
-        Series(x * 20, -0.246913578024),
         True,
         tuple((T - 600 + i * 12.3456789, T + i * 12.3456789, x, i % 2) for i in range(MAX_PENDING_ENTRIES)),
         0.123456789012345,
@@ -116,6 +112,18 @@ def test_the_fake_api_refuses_what_the_schema_does(path: tuple[Any, ...], value:
         validate_custom(doc)
     fields = {c["field"] for c in info.value.causes}
     assert f"status.policyState.planner.{field}" in fields, fields
+
+
+def test_a_demand_state_from_before_the_mix_still_validates_and_loads() -> None:
+    """Written before 2026-12-03: smoothed rates and token series where the mix is now."""
+    planner = largest_planner().to_dict(STATUS_TIMES)
+    old = planner["demand"]
+    del old["mix"]
+    old |= {"finished": 5.0, "prompt": 5000.0, "generated": 1000.0}
+    old |= {"promptTokens": {"level": 5000.0, "trend": 0.0}, "outputTokens": {"level": 1000.0, "trend": 0.0}}
+    validate_custom(with_capacity(predictive()) | {"status": {"policyState": {"planner": planner}}})
+    loaded = PlannerState.from_dict(planner, STATUS_TIMES).demand
+    assert loaded is not None and loaded.mix == Mix(0.0, 1000.0, 200.0)
 
 
 async def test_a_status_too_large_for_etcd_is_refused_as_the_api_does() -> None:
