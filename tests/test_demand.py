@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from autoscaler.policy import demand
+from autoscaler.policy import band, demand
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.spec import DemandSpec
 
@@ -86,11 +86,11 @@ def test_the_band_starts_at_the_prior_and_learns_the_error() -> None:
     spec = DemandSpec(prior_error=0.25, prior_weight=8.0)
     state = feed([(0.0, 10.0, 1.0, 1.0, 0.0)], spec)
     mean = Demand(10.0, 1.0, 1.0)
-    assert demand.upper(spec, state, mean, requests).requests == pytest.approx(20 * math.exp(0.25) - 10)
+    assert band.upper(spec, state, mean, requests).requests == pytest.approx(20 * math.exp(0.25) - 10)
     for i in range(1, 600):
-        state = demand.track(spec, state, 15.0 * i, 20.0, 60.0, 10.0, 10.0)
+        state = band.track(spec, state, 15.0 * i, 20.0, 60.0, 10.0, 10.0)
     assert state.scored > 100
-    assert demand.upper(spec, state, mean, requests).requests == pytest.approx(20.0, rel=0.05)
+    assert band.upper(spec, state, mean, requests).requests == pytest.approx(20.0, rel=0.05)
     assert len(state.pending) <= demand.MAX_PENDING
 
 
@@ -98,10 +98,10 @@ def test_right_forecasts_narrow_the_band_to_nothing() -> None:
     spec = DemandSpec(prior_error=0.25, prior_weight=8.0)
     state = feed([(0.0, 10.0, 1.0, 1.0, 0.0)], spec)
     for i in range(1, 400):
-        state = demand.track(spec, state, 15.0 * i, 10.0, 60.0, 10.0, 10.0)
+        state = band.track(spec, state, 15.0 * i, 10.0, 60.0, 10.0, 10.0)
     # what is left is the prior's weight: 8 of 407 samples at 0.25
     assert (
-        demand.upper(spec, state, Demand(10.0, 1.0, 1.0), requests).requests < 10.0 * 2 * math.exp(0.006) - 10
+        band.upper(spec, state, Demand(10.0, 1.0, 1.0), requests).requests < 10.0 * 2 * math.exp(0.006) - 10
     )
 
 
@@ -111,17 +111,17 @@ def test_a_forecast_is_scored_against_the_peak_over_its_horizon() -> None:
     state = feed([(0.0, 1.0, 1.0, 1.0, 0.0)], spec)
     for i in range(1, 800):
         load = 50.0 if i % 4 == 0 else 0.0
-        state = demand.track(spec, state, 15.0 * i, load, 60.0, 0.0, 5.0)
+        state = band.track(spec, state, 15.0 * i, load, 60.0, 0.0, 5.0)
     # every forecast of 0 met a peak of 50: log(55 / 5); the upper band at a mean of 0 is 50
     # (a constant error: the tracker hovers within one step, 0.1 × |error|, above it)
-    assert demand.error_quantile(spec, state) == pytest.approx(math.log(55 / 5), abs=0.25)
+    assert band.error_quantile(spec, state) == pytest.approx(math.log(55 / 5), abs=0.25)
     assert len(state.peaks) <= 6
 
 
 def test_the_band_at_zero_spreads_over_the_typical_mix() -> None:
     spec = DemandSpec(prior_error=math.log(3.0), prior_weight=1.0)
     state = feed([(0.0, 2.0, 2000.0, 200.0, 0.0)], spec)
-    up = demand.upper(spec, state, Demand(0.0, 0.0, 0.0), requests)
+    up = band.upper(spec, state, Demand(0.0, 0.0, 0.0), requests)
     assert up == Demand(pytest.approx(4.0), pytest.approx(4000.0), pytest.approx(400.0))
 
 
@@ -133,7 +133,7 @@ def test_a_clock_that_steps_back_starts_over() -> None:
 
 def test_state_round_trips_through_json_ready_dicts() -> None:
     state = feed([(15.0 * i, 10.0 + i, 1000.0, 200.0, float(i)) for i in range(10)])
-    state = demand.track(SPEC, state, 150.0, 12.0, 60.0, 13.0, 11.0)
+    state = band.track(SPEC, state, 150.0, 12.0, 60.0, 13.0, 11.0)
     assert demand.DemandState.from_dict(state.to_dict()) == state
 
 
@@ -202,7 +202,7 @@ def tick(
     typical = requests(state.typical)
     level = requests(demand.expected(spec, state, 0.0))
     ahead = requests(demand.expected(spec, state, horizon_s))
-    return demand.track(spec, state, at, level, horizon_s, ahead, typical), typical
+    return band.track(spec, state, at, level, horizon_s, ahead, typical), typical
 
 
 def test_a_burst_inside_the_horizon_is_scored_through_observe_and_track() -> None:
@@ -212,7 +212,7 @@ def test_a_burst_inside_the_horizon_is_scored_through_observe_and_track() -> Non
     above it), not a horizon later. alpha 1 makes the level the sample and beta 0 keeps the trend
     at its first difference (0), so every forecast is 20; the first scored error sets the error
     scale to its size. The log ratio is offset by the typical load (about 20 here, see
-    demand.upper): log((60 + T) / (20 + T)), log(60 / 20) at T = 0."""
+    band.upper): log((60 + T) / (20 + T)), log(60 / 20) at T = 0."""
     spec = DemandSpec(alpha=1.0, beta=0.0)
     state: demand.DemandState | None = None
     for at in (0.0, 15.0):
@@ -243,7 +243,7 @@ def test_the_band_learns_a_recurring_burst_through_observe_and_track() -> None:
         state, typical = tick(spec, state, 15.0 * i, 60.0 if i % 4 == 2 else 20.0, 60.0)
     assert state is not None and state.scored > 300
     burst = math.log((60.0 + typical) / (20.0 + typical))
-    assert demand.error_quantile(spec, state) > 0.5 * burst
+    assert band.error_quantile(spec, state) > 0.5 * burst
 
 
 def test_the_typical_peak_rises_with_a_burst_at_once_and_fades_with_the_typical() -> None:
@@ -276,9 +276,9 @@ def test_the_peaks_kept_stay_bounded_at_short_ticks_and_round_trip() -> None:
     600 against the peak of (0, 600], 99.9, not the 40 of its due tick."""
     spec = DemandSpec(prior_weight=0.0)
     state = feed([(0.0, 10.0, 10.0, 10.0, 0.0)], spec)
-    state = demand.track(spec, state, 0.0, 10.0, 600.0, 200.0, 0.0)
+    state = band.track(spec, state, 0.0, 10.0, 600.0, 200.0, 0.0)
     for t in range(1, 601):
-        state = demand.track(spec, state, float(t), 100.0 - t / 10.0, 600.0, 200.0, 0.0)
+        state = band.track(spec, state, float(t), 100.0 - t / 10.0, 600.0, 200.0, 0.0)
         assert len(state.peaks) <= demand.MAX_PENDING + 1
     assert state.scored == 1.0
     assert state.error_scale == pytest.approx(math.log(200.0 / 99.9), rel=1e-9)
@@ -296,13 +296,13 @@ def test_on_off_traffic_keeps_a_band_per_level_the_forecasts_were_made_at() -> N
     state = feed([(0.0, 10.0, 1.0, 1.0, 0.0)], spec)
     for i in range(1, 400):
         level, ahead = (60.0, 50.0) if i % 4 < 2 else (0.0, 0.0)
-        state = demand.track(spec, state, 15.0 * i, level, 60.0, ahead, 10.0)
+        state = band.track(spec, state, 15.0 * i, level, 60.0, ahead, 10.0)
     assert len(state.bins) == 2 and state.relative.scored > 300
-    in_burst = demand.upper(spec, state, Demand(50.0, 1.0, 1.0), requests, 10.0).requests
-    in_gap = demand.upper(spec, state, Demand(0.0, 0.0, 0.0), requests, 10.0)
+    in_burst = band.upper(spec, state, Demand(50.0, 1.0, 1.0), requests, 10.0).requests
+    in_gap = band.upper(spec, state, Demand(0.0, 0.0, 0.0), requests, 10.0)
     assert 55.0 < in_burst < 80.0
     assert in_gap.requests > 50.0  # the typical's mix, scaled: capacity kept for the next burst
-    assert demand.band_quantile(spec, state, 0.0, 10.0) > 1.5  # the gaps' ×7 stays theirs
+    assert band.band_quantile(spec, state, 0.0, 10.0) > 1.5  # the gaps' ×7 stays theirs
     assert demand.DemandState.from_dict(json.loads(json.dumps(state.to_dict()))) == state
 
 

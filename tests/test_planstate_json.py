@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from test_policy_planner import NOW, QUEUE, obs, planner_spec
 
 from autoscaler.controller.crd import STATUS_TIMES
-from autoscaler.policy import demand, levelbins
+from autoscaler.policy import band, demand, levelbins
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.decide import decide, record_rescale
 from autoscaler.policy.demand import DemandState, Mix, Series
@@ -300,7 +300,7 @@ def test_a_huge_list_is_refused_without_being_walked(path: str, value: list[Any]
 
 def test_out_of_order_history_is_refused() -> None:
     """The scale-down's walk down the levels and the scoring's search for a window's peak rely on
-    the order the policy keeps (scaledown.remember, demand.track)."""
+    the order the policy keeps (scaledown.remember, band.track)."""
     doc = good()
     assert len(doc["needs"]) >= 2 and doc["demand"]["pending"]
     doc["needs"] = list(reversed(doc["needs"]))
@@ -359,8 +359,8 @@ def test_an_older_demand_state_without_the_bins_reads_and_plans_on_the_pooled_ba
     assert state.demand.bins == () and state.demand.relative == Relative()
     assert {b for _, _, _, b in state.demand.pending} == {-1}
     spec = demand.DemandSpec()
-    pooled = demand.error_quantile(spec, state.demand)
-    assert demand.band_quantile(spec, state.demand, 0.0, 1.0) == pooled
+    pooled = band.error_quantile(spec, state.demand)
+    assert band.band_quantile(spec, state.demand, 0.0, 1.0) == pooled
     planner_state = state
     policy = PolicyState(planner=planner_state)
     metrics = {

@@ -1,6 +1,6 @@
 """The band by the level a forecast was made at: Mondrian bins with errors normalized by their bin.
 
-One quantile of the log errors pooled over every forecast (demand.error_quantile) multiplies the
+One quantile of the log errors pooled over every forecast (band.error_quantile) multiplies the
 forecasts made inside a burst by the errors of those made in the idle gaps between bursts, which
 are scored against the next burst (Azure code × 5.5: a band of ×10–17, the fleet at maxReplicas
 where the level never passed a quarter of the band's upper). Here each forecast belongs to a bin
@@ -55,7 +55,7 @@ def quantile(bins: Bins, relative: Relative, b: int) -> tuple[float, float] | No
 
 def score(bins: Bins, relative: Relative, b: int, e: float, q: float, above: bool) -> tuple[Bins, Relative]:
     """The bins and the ratio tracker after bin b scored the log error e at quantile q; `above`:
-    e is known to be above bin b's band (early scoring, demand.track). A bin's first error sets its
+    e is known to be above bin b's band (early scoring, band.track). A bin's first error sets its
     scale and is not a ratio yet."""
     if len(bins) <= b:
         bins = (*bins, *((0.0, 0.0),) * (b + 1 - len(bins)))

@@ -5,7 +5,7 @@ proposals (the reactive floor) and before floors, stabilization and limits. Each
 recorded as a Stage (before and after replicas, reason, message):
 
   demand      arrivals and token rates from the engine counters plus the in-flight growth
-              (demand.py); forecast with a damped trend; the band from the scored errors
+              (demand.py); forecast with a damped trend; the band from the scored errors (band.py)
   capacity    the replicas the band's upper quantile needs under the SLO (capacity.py), with
               each replica's capacity at this mix and the learned speed
   horizon     the ready time of the marginal replica (horizon.py): the forecast is read there
@@ -25,7 +25,7 @@ import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from autoscaler.policy import capacity, demand, horizon, memo, panic, scaledown, scaleup, speedlearn
+from autoscaler.policy import band, capacity, demand, horizon, memo, panic, scaledown, scaleup, speedlearn
 from autoscaler.policy.capacity import Demand, Sizing
 from autoscaler.policy.observation import MetricReading, Observation
 from autoscaler.policy.planstate import Outcome, Plan, PlannerState
@@ -185,7 +185,7 @@ def plan(
         got = forecasts.get(h)
         if got is None:
             mean = mean_now if h == 0.0 else demand.expected(d, observed, h)
-            got = mean, demand.upper(d, observed, mean, load, typical_load)
+            got = mean, band.upper(d, observed, mean, load, typical_load)
             forecasts[h] = got
         return got
 
@@ -237,11 +237,11 @@ def plan(
     mean, upper = forecast_at(horizon_s)
     mean_load = load(mean)
     upper_load = load(upper)
-    band = upper_load / mean_load if mean_load > 0.0 else math.inf
+    widening = upper_load / mean_load if mean_load > 0.0 else math.inf
     load_now = load(est.now)
-    # the band is scored on the smoothed level, not this tick's noisy estimate (demand.track)
+    # the band is scored on the smoothed level, not this tick's noisy estimate (band.track)
     level = load(mean_now)
-    dstate = demand.track(d, dstate, now, level, horizon_s, mean_load, typical_load)
+    dstate = band.track(d, dstate, now, level, horizon_s, mean_load, typical_load)
 
     r, pt, gt = est.now
     stages = [
@@ -253,7 +253,7 @@ def plan(
                 have,
                 "DemandForecast",
                 _DEMAND_MESSAGE,
-                (r, finished, est.growth_per_s, pt, gt, horizon_s, mean.requests, upper.requests, band),
+                (r, finished, est.growth_per_s, pt, gt, horizon_s, mean.requests, upper.requests, widening),
             ),
         ),
         _new(
@@ -306,7 +306,7 @@ def plan(
         prior_load = None
         if prior_typical is not None and prior_typical[0] is prior.typical and prior_typical[1] is load:
             prior_load = prior_typical[2]
-        expected_now = demand.upper(d, prior, demand.expected(d, prior, now - prior.at), load, prior_load)
+        expected_now = band.upper(d, prior, demand.expected(d, prior, now - prior.at), load, prior_load)
         triggered = load_now > cap.panic_threshold * load(expected_now)
         if triggered:  # sized only when the load is over the band (most ticks it is not)
             burst = capacity.size(profile, slo, est.now, speed, limit)
@@ -437,7 +437,7 @@ def plan(
     # x 17 on fast-load-70b lost 7.4 points: docs/policy.md, "The price of a late request")
     longest = scaledown.breakeven_s(recreate(limit), weight) / scaledown.TRUST
     needs, gaps = scaledown.record(state.needs, state.gaps, now, target, longest)
-    figures = (est.now, mean, upper, band, horizon_s, at_horizon, speed, needed, keep, start, in_panic)
+    figures = (est.now, mean, upper, widening, horizon_s, at_horizon, speed, needed, keep, start, in_panic)
     result = _new(Plan, figures)
     next_state = _new(
         PlannerState, (dstate, speed_state, needs, panic_state, started_for, gaps, typical_capacity, found)

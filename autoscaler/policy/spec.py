@@ -297,7 +297,7 @@ class DemandSpec:
     smoothing_period_s: float = 15.0  # the HPA sync period
     damping_s: float = 120.0  # the trend's effect fades with this time constant (damped Holt)
     quantile: float = 0.98  # plan on this upper quantile of the forecast (docs/policy.md, "Defaults")
-    prior_error: float = 0.3  # the error quantile assumed before errors were scored (demand.upper)
+    prior_error: float = 0.3  # the error quantile assumed before errors were scored (band.upper)
     prior_weight: float = 8.0  # scored errors that weigh as much as the prior
 
     def __post_init__(self) -> None:

@@ -18,15 +18,16 @@ import reprlib
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
+from autoscaler.policy.band import MAX_ERROR, MAX_SCORED
 from autoscaler.policy.capacity import Demand
-from autoscaler.policy.demand import MAX_ERROR, MAX_PENDING, MAX_SCORED, DemandState, Mix, Series
+from autoscaler.policy.demand import MAX_PENDING, DemandState, Mix, Series
 from autoscaler.policy.levelbins import BINS, MAX_RATIO, Relative
 
 DEMAND_VERSION = 2  # 1 (positional lists) was never persisted by a release: it is refused
 # Rates, loads, trends and levels of a real fleet are far inside 1e15 (tokens/s of a whole
 # cluster are ~1e8); a larger one is a corrupted state whose arithmetic could overflow to inf.
 MAX_MAGNITUDE = 1e15
-# pending forecasts: at most MAX_PENDING (demand.track drops the oldest); their peaks one more
+# pending forecasts: at most MAX_PENDING (band.track drops the oldest); their peaks one more
 MAX_PENDING_ENTRIES = MAX_PENDING
 MAX_PEAK_ENTRIES = MAX_PENDING + 1
 
@@ -204,7 +205,7 @@ def demand_to_dict(state: DemandState, codec: TimeCodec = SECONDS) -> dict[str, 
 
 def demand_from_dict(data: Any, codec: TimeCodec = SECONDS, path: str = "demand") -> DemandState:
     """demand_to_dict's output back. Beyond each field's type and range, the order the scoring
-    relies on (demand.track): pending forecasts by the time they were made, each made no later than
+    relies on (band.track): pending forecasts by the time they were made, each made no later than
     it is due; the peaks by time with loads falling."""
     r = Reader(data, path, codec)
     version = r.raw("version", None)
@@ -216,7 +217,7 @@ def demand_from_dict(data: Any, codec: TimeCodec = SECONDS, path: str = "demand"
         made, due = p.moment("madeAt"), p.moment("dueAt")
         if not made <= due or (pending and made < pending[-1][0]):
             raise p.fail("madeAt", "expected the forecasts in order, each made before it is due", made)
-        # load -1: scored early (demand.track); bin -1: an older state's forecast, made before the
+        # load -1: scored early (band.track); bin -1: an older state's forecast, made before the
         # bins, scored into the pooled band alone
         pending.append((made, due, p.number("load"), p.integer("bin", low=-1, high=BINS - 1, default=-1)))
     # an older state has no bins: the pooled band until they have scored errors of their own

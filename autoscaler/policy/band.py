@@ -1,0 +1,201 @@
+"""The band: the demand forecaster's own errors, scored online, and the upper quantile planned on.
+
+Each tick's mean forecast (demand.expected) is kept until its target time, then compared with the
+peak of the demand's level that came (or earlier, once that peak is above its band: early
+scoring); a stochastic approximation tracks the `quantile` of those log ratios, pooled and by the
+level the forecast was made at (levelbins.py), and planning uses the forecast times exp(that
+quantile) (upper). The errors, the pending forecasts and the peaks are DemandState's fields
+(demand.py). docs/policy.md ("The predictive stages", "Defaults and why") has the defaults' reasons.
+
+Pure: no clock, no I/O; times are seconds on the caller's clock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from autoscaler.policy import levelbins
+from autoscaler.policy.capacity import Demand
+from autoscaler.policy.demand import MAX_PENDING, DemandState
+from autoscaler.policy.spec import DemandSpec
+
+MAX_SCORED_HORIZON_S = 600.0  # a longer horizon is scored at 600 s: the band must adapt within minutes
+MAX_ERROR = 4.0  # |log ratio| beyond e^4 = 55x counts as e^4: one outage does not ruin the band
+MAX_SCORED = levelbins.MAX_SCORED  # the prior's weight fades up to this many scored errors
+_new = tuple.__new__  # as demand.py: a NamedTuple built without its Python-level __new__
+
+
+def error_quantile(spec: DemandSpec, state: DemandState) -> float:
+    """The quantile of the scored log errors, the prior's figure until errors were scored, blended
+    by weight; never below 0 (the band never plans below the mean)."""
+    n = state.scored
+    w = spec.prior_weight
+    q = (w * spec.prior_error + n * state.error_quantile) / (w + n) if w + n > 0.0 else spec.prior_error
+    return q if q > 0.0 else 0.0
+
+
+def band_quantile(spec: DemandSpec, state: DemandState, forecast_load: float, typical_load: float) -> float:
+    """The error quantile a forecast of `forecast_load` is planned on: its bin's (levelbins.py),
+    blended with the pooled one (error_quantile) by the errors it rests on as the pooled one is
+    with the prior, so a bin with few leans on all of them; never below 0."""
+    pooled = error_quantile(spec, state)
+    got = levelbins.quantile(state.bins, state.relative, levelbins.bin_of(forecast_load, typical_load))
+    if got is None:
+        return pooled
+    own, n = got
+    w = spec.prior_weight
+    q = (w * pooled + n * own) / (w + n)
+    return q if q > 0.0 else 0.0
+
+
+def upper(
+    spec: DemandSpec,
+    state: DemandState,
+    mean: Demand,
+    load: Callable[[Demand], float],
+    typical_load: float | None = None,
+) -> Demand:
+    """The band's upper quantile over a mean forecast.
+
+    Errors are log ratios of (load + typical load): relative to the level when it is high, to the
+    typical load when it is near zero, so on/off traffic keeps a band in absolute terms (an idle
+    minute before a burst forecasts 0, and is scored against the burst). The upper load is then
+    (mean + typical) × exp(quantile) - typical, spread over the mean's mix (the typical mix at 0),
+    the quantile that of the forecasts made at the mean's level (band_quantile).
+    `typical_load` is load(state.typical) when the caller has it.
+    """
+    typical = load(state.typical) if typical_load is None else typical_load
+    offset = typical
+    mean_load = load(mean)
+    q = band_quantile(spec, state, mean_load, typical)
+    high = (mean_load + offset) * math.exp(q) - offset
+    if mean_load > 1e-12:
+        return mean.scaled(high / mean_load)
+    if typical > 1e-12 and high > 0.0:
+        return state.typical.scaled(high / typical)
+    return mean
+
+
+def _score(
+    e: float, q: float, scale: float, scored: float, spec: DemandSpec, above: bool = False
+) -> tuple[float, float, float]:
+    """The quantile tracker (error_quantile, error_scale, scored) after one forecast's log error e,
+    clipped to ±MAX_ERROR: a stochastic-approximation step of the smoothed |e| towards the
+    `quantile`. `above`: e is known to be above the tracked quantile (early scoring)."""
+    e = MAX_ERROR if e > MAX_ERROR else -MAX_ERROR if e < -MAX_ERROR else e
+    scale += 0.05 * (abs(e) - scale) if scored else abs(e)
+    q += (0.1 * scale + 1e-3) * (spec.quantile - (1.0 if not above and e <= q else 0.0))
+    if scored < MAX_SCORED:
+        scored += 1.0
+    return q, scale, scored
+
+
+def track(
+    spec: DemandSpec,
+    state: DemandState,
+    now: float,
+    level_now: float,
+    horizon_s: float,
+    load_ahead: float,
+    typical_load: float,
+) -> DemandState:
+    """Score the forecasts due by now, and keep `load_ahead` (the mean forecast horizon_s ahead)
+    to be scored when its time comes; `level_now` is the load of the demand's smoothed level
+    after this tick's sample, loads in one unit, `typical_load` the typical demand's (the log
+    ratios' offset, see `upper`).
+
+    A forecast made at t for t + h is scored against the *peak* level over (t, t + h]: capacity
+    asked for at t arrives at t + h at the earliest and what is released at t comes back no
+    sooner, so the upper quantile planned on is that of the peak over the horizon, not of one
+    instant (on bursty traffic the difference is the whole burst). The level, not one tick's
+    estimate: a tick's estimate carries the counters' noise (one scrape's in-flight growth, prompt
+    tokens counted as their chunks are prefilled, the mean prompt squared in the attention term),
+    ±40 % tick to tick on Azure conv, and its peak over a horizon made the band ×2 there; that
+    noise is not demand a fleet must be sized for (the queue absorbs one scrape of it, and the
+    capacity model's queueing tail covers the Poisson arrivals at a rate). The level follows a
+    step within four scrapes (alpha 0.3: 76 %), so a burst that lasts longer is scored in full.
+
+    A forecast whose window has already peaked above its band is scored then, not at t + h: its
+    error is above the tracked quantile whatever comes, so the tracker's step is known; the band
+    widens during a burst, not a horizon after it.
+    """
+    peaks = state.peaks
+    pending = state.pending
+    end = len(peaks)
+    while end and peaks[end - 1][1] <= level_now:
+        end -= 1
+    # the forecasts made since `since` have this tick's level as the peak of their window so far
+    since = peaks[end - 1][0] if end else -math.inf
+    if end and pending and since > pending[-1][0]:
+        # a higher level since the newest forecast was made: every pending window holds it, and a
+        # forecast made from now on starts after this tick, so this level is never a window's peak
+        # (one entry per gap between forecasts: the tuple is bounded by MAX_PENDING + 1)
+        peaks = peaks[:end]
+        since = math.inf
+    else:
+        peaks = (*peaks[:end], (now, level_now))
+    typical_peak = state.typical_peak if state.typical_peak >= level_now else level_now  # a new peak at once
+    offset = typical_load + 1e-12
+    q, scale, scored = state.error_quantile, state.error_scale, state.scored
+    bins, relative = state.bins, state.relative
+    due = 0
+    while due < len(pending) and pending[due][1] <= now:
+        made, _, forecast, b = pending[due]
+        due += 1
+        if forecast < 0.0:
+            continue  # scored early (below)
+        peak = next(load for at, load in peaks if at > made)  # the newest entry qualifies
+        e = math.log((peak + offset) / (forecast + offset))
+        q, scale, scored = _score(e, q, scale, scored, spec)
+        if b >= 0:
+            bins, relative = levelbins.score(bins, relative, b, _clip(e), spec.quantile, False)
+    if due:
+        pending = pending[due:]
+    # Early scoring: a forecast not yet due whose window has already peaked above its band has an
+    # error above the tracked quantile whatever comes before it falls due, so the tracker's step is
+    # known now: it is scored now (with the error so far, a lower bound), and the band widens during
+    # a burst instead of one horizon after it. Only the forecasts whose peak this tick's level is
+    # can have crossed it since the last tick (the newest, made since `since`). The band crossed is
+    # the forecast's bin's; the pooled tracker, the bins' fallback, takes the bound as the error
+    # when it is not above its own quantile (a bin's band can be below the pooled one).
+    i = len(pending) - 1
+    if i >= 0 and pending[i][0] >= since:
+        top = level_now + offset
+        early = None
+        while i >= 0 and pending[i][0] >= since:
+            made, target, forecast, b = pending[i]
+            got = levelbins.quantile(bins, relative, b) if b >= 0 else None
+            tracked = q if got is None else got[0]
+            if forecast >= 0.0 and top > (forecast + offset) * math.exp(tracked):
+                e = math.log(top / (forecast + offset))
+                q, scale, scored = _score(e, q, scale, scored, spec, above=e > q)
+                if b >= 0:
+                    bins, relative = levelbins.score(bins, relative, b, _clip(e), spec.quantile, True)
+                if early is None:
+                    early = list(pending)
+                early[i] = (made, target, -1.0, b)
+            i -= 1
+        if early is not None:
+            pending = tuple(early)
+    scored_at = min(horizon_s, MAX_SCORED_HORIZON_S)
+    if not pending or now - pending[-1][0] >= scored_at / 32.0:
+        if len(pending) >= MAX_PENDING:
+            pending = pending[1:]
+        pending = (*pending, (now, now + scored_at, load_ahead, levelbins.bin_of(load_ahead, typical_load)))
+    oldest = pending[0][0]
+    cut = 0
+    while cut < len(peaks) - 1 and peaks[cut][0] <= oldest:
+        cut += 1
+    if cut:
+        peaks = peaks[cut:]
+    # state._replace(pending=..., error_quantile=..., error_scale=..., scored=..., peaks=...,
+    # typical_peak=..., bins=..., relative=...), built directly
+    return _new(
+        DemandState,
+        (*state[:5], pending, q, scale, scored, state.typical, peaks, typical_peak, bins, relative),
+    )
+
+
+def _clip(e: float) -> float:
+    return MAX_ERROR if e > MAX_ERROR else -MAX_ERROR if e < -MAX_ERROR else e
