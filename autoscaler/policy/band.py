@@ -83,7 +83,7 @@ def _score(
     """The quantile tracker (error_quantile, error_scale, scored) after one forecast's log error e,
     clipped to ±MAX_ERROR: a stochastic-approximation step of the smoothed |e| towards the
     `quantile`. `above`: e is known to be above the tracked quantile (early scoring)."""
-    e = MAX_ERROR if e > MAX_ERROR else -MAX_ERROR if e < -MAX_ERROR else e
+    e = _clip(e)
     scale += 0.05 * (abs(e) - scale) if scored else abs(e)
     q += (0.1 * scale + 1e-3) * (spec.quantile - (1.0 if not above and e <= q else 0.0))
     if scored < MAX_SCORED:

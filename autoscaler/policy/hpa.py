@@ -96,14 +96,9 @@ def external_metric_replicas(
         else:
             ratio = usage / (target * status_replicas)
         replicas = status_replicas
-        down, up = tolerances
-        if not (1.0 - down) <= ratio <= (1.0 + up):  # within_tolerance
+        if not within_tolerance(ratio, tolerances):
             replicas = _ceil_replicas(usage / target)
-        per_pod = 0
-        if status_replicas != 0:
-            per_pod = math.ceil(usage / status_replicas)
-            if per_pod > MAX_INT64:  # min(per_pod, MAX_INT64)
-                per_pod = MAX_INT64
+        per_pod = 0 if status_replicas == 0 else min(math.ceil(usage / status_replicas), MAX_INT64)
         return _new(MetricProposal, (replicas, ratio, per_pod))
 
     ratio = usage / target

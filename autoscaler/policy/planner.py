@@ -95,9 +95,6 @@ class _Fixed(NamedTuple):
 
 
 _fixed: memo.Table = {}  # by capacity spec (memo.py)
-# (typical demand, load function, its load) of the last decision: the next one's prior has that
-# typical demand (track keeps it), and its panic test reads its load
-_typical_load: tuple[Demand, Callable[[Demand], float], float] | None = None
 
 
 def _make_fixed(cap: CapacitySpec) -> _Fixed:
@@ -172,11 +169,7 @@ def plan(
     fixed = memo.by_identity(_fixed, cap, _make_fixed)
     load = fixed.load
     observed = dstate  # the band is read before this tick's errors are scored (track, below)
-    global _typical_load
-    typical = observed.typical
-    typical_load = load(typical)
-    # the decision after reads it as its prior's (track keeps the typical demand as it is)
-    prior_typical, _typical_load = _typical_load, (typical, load, typical_load)
+    typical_load = load(observed.typical)
     mean_now = demand.expected(d, observed, 0.0)  # the level: track leaves the series as they are
     forecasts: dict[float, tuple[Demand, Demand]] = {}
 
@@ -302,11 +295,7 @@ def plan(
     in_panic = False
     burst_extra = 0
     if prior is not None and prior.primed:
-        # the prior's typical load, as the decision before worked it out (the same object and load)
-        prior_load = None
-        if prior_typical is not None and prior_typical[0] is prior.typical and prior_typical[1] is load:
-            prior_load = prior_typical[2]
-        expected_now = band.upper(d, prior, demand.expected(d, prior, now - prior.at), load, prior_load)
+        expected_now = band.upper(d, prior, demand.expected(d, prior, now - prior.at), load)
         triggered = load_now > cap.panic_threshold * load(expected_now)
         if triggered:  # sized only when the load is over the band (most ticks it is not)
             burst = capacity.size(profile, slo, est.now, speed, limit)
