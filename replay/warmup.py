@@ -27,12 +27,13 @@ import numpy as np
 
 from autoscaler.policy import coldstart
 from autoscaler.policy.demand import TYPICAL_HALF_LIFE_S
+from replay.policies.params import PolicyParams
 from replay.profiles import Scenario
 from replay.trace import Trace
 
 MIN_WARMUP_S = 3.0 * TYPICAL_HALF_LIFE_S  # 1,800 s
 ALIGN_S = 60.0
-HPA_DOWNSCALE_WINDOW_S = 300  # the HPA's default scale-down stabilization (PolicyParams' default)
+HPA_DOWNSCALE_WINDOW_S = PolicyParams().downscale_window_s  # the HPA's default scale-down window
 
 
 def default_warmup_s(scenario: Scenario, downscale_window_s: float = HPA_DOWNSCALE_WINDOW_S) -> float:

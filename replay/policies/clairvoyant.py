@@ -293,8 +293,8 @@ def search(
                     low_m = mid.m
     met = [t for t in trials if t.attainment >= goal]
     if met:
-        flat = (trace, scenario, goal, min(t.gpu_seconds for t in met), len(need), trials, warmup_s, scored)
-        _search_flat(*flat)
+        cheapest_s = min(t.gpu_seconds for t in met)
+        _search_flat(trace, scenario, goal, cheapest_s, len(need), trials, warmup_s, scored)
         met = [t for t in trials if t.attainment >= goal]
         return min(met, key=lambda t: (t.gpu_seconds, -t.attainment))
     return max(trials, key=lambda t: (t.attainment, -t.gpu_seconds))
