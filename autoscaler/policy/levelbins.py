@@ -9,7 +9,7 @@ error of its forecasts (its scale), and one quantile is tracked of the errors *d
 bin's scale* (locally weighted conformal prediction): a bin's band is that quantile times its
 scale. The scale is a mean, learned from a few errors and forgotten as fast both ways; a 0.98
 quantile rests on ~50 errors for each one above it, so it is pooled over every bin (a quantile per
-bin held the first quarter hour's errors for the hour: docs/policy.md, "The band by the level a
+bin held the first quarter hour's errors for the hour: docs/policy-history.md, "The band by the level a
 forecast was made at").
 
 Pure: values in, values out. Errors are demand.py's log ratios, clipped to ±MAX_ERROR there.

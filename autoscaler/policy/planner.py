@@ -423,7 +423,7 @@ def plan(
         desired = keep
     # the history reaches the deepest level's weighted break-even over trust: longer than any window,
     # so a burst's levels and gaps outlive an idle spell (cut at the longest window used, Azure code
-    # x 17 on fast-load-70b lost 7.4 points: docs/policy.md, "The price of a late request")
+    # x 17 on fast-load-70b lost 7.4 points: docs/policy-history.md, "The price of a late request")
     longest = scaledown.breakeven_s(recreate(limit), weight) / scaledown.TRUST
     needs, gaps = scaledown.record(state.needs, state.gaps, now, target, longest)
     figures = (est.now, mean, upper, widening, horizon_s, at_horizon, speed, needed, keep, start, in_panic)

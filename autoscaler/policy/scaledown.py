@@ -35,7 +35,7 @@ forecast's B / λ and the untrusted λ·B. A gap longer than B but within the we
 keeps the level Bw: what it predicts back is a burst after an idle spell, whose requests a
 missing replica loses at the weighted price. A gap within B is the need's own flicker (the band's
 margin swinging with the estimate's noise), kept B as before: pricing those returns at w too
-held the steady traces' noise longer for nothing (docs/policy.md, "The price of a late request").
+held the steady traces' noise longer for nothing (docs/policy-history.md, "The price of a late request").
 
 The history of needs is a monotone queue of (time, replicas) whose replica counts fall from the
 front: the last time a level L was needed is the newest entry of at least L. The gaps are one

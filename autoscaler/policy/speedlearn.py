@@ -11,7 +11,7 @@ backlog stays on the replicas that were ready when it came: replicas that joined
 drained their own, idle while the total still exceeds one a replica, and the fleet's work per
 replica then understates the speed by up to the share saturated. A total that is not shrinking
 means the replicas taking the arrivals queue too (the least loaded, under a balancing router; all
-alike under a random one). docs/policy.md ("The learned speed") has the figures.
+alike under a random one). docs/policy-history.md ("The learned speed on bursty traffic") has the figures.
 """
 
 from __future__ import annotations

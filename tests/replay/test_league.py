@@ -428,6 +428,6 @@ def test_cli_league_searches_the_clairvoyant_at_the_goal_given(tmp_path: Path) -
         doc = json.loads((out / "league.json").read_text())
         assert doc["params"]["clairvoyant_goal"] == float(goal)
         (rows[goal],) = doc["rows"]
-    # a higher goal buys attainment with GPU-hours: the frontier above the SLO (docs/policy.md)
+    # a higher goal buys attainment with GPU-hours: the frontier above the SLO (docs/policy-history.md)
     assert rows["1"]["slo_attainment"] > rows["0.9"]["slo_attainment"]
     assert rows["1"]["gpu_hours"] > rows["0.9"]["gpu_hours"]
