@@ -107,6 +107,17 @@ def test_ttft_binds_for_long_prompts_and_needs_more_than_the_work() -> None:
     assert aware.replicas > s.replicas
 
 
+def test_bursty_arrivals_widen_the_ttft_tail_as_kingmans_g_g_1() -> None:
+    """The wait tail's decay rate is 2 (1 - u) / ((ca² + cs²) E[S]): Poisson arrivals (ca² 1, the
+    default) size as before; ca² 3 halves the decay, so the same tail needs a lower utilization."""
+    d = demand(10.0, prompt=4_000, output=100)
+    poisson = capacity.size(PROFILE, SloTarget(2.0, None), d)
+    assert capacity.size(PROFILE, SloTarget(2.0, None), d, arrival_cv2=1.0) == poisson
+    assert poisson.binding == "ttft"
+    bursty = capacity.size(PROFILE, SloTarget(2.0, None), d, arrival_cv2=3.0)
+    assert bursty.binding == "ttft" and bursty.replicas > poisson.replicas
+
+
 def test_the_wait_budget_is_the_tail_less_the_unavoidable_misses() -> None:
     """Up to half the tail lost on idle replicas, the waits get the rest; beyond, as many."""
     room = 2.0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 
 from autoscaler.policy import band, demand
@@ -123,6 +124,27 @@ def test_the_band_at_zero_spreads_over_the_typical_mix() -> None:
     state = feed([(0.0, 2.0, 2000.0, 200.0, 0.0)], spec)
     up = band.upper(spec, state, Demand(0.0, 0.0, 0.0), requests)
     assert up == Demand(pytest.approx(4.0), pytest.approx(4000.0), pytest.approx(400.0))
+
+
+def _counted(counts: list[float], tick: float = 15.0) -> demand.DemandState:
+    """The state after ticks that counted these arrivals (finished as they come, in flight steady)."""
+    return feed([(tick * i, n / tick, 1e3 * n / tick, 1e2 * n / tick, 20.0) for i, n in enumerate(counts)])
+
+
+def test_the_arrivals_dispersion_is_one_for_poisson_and_more_for_bursts() -> None:
+    """The index of dispersion of the counts about the level's forecast: Poisson counts give ~1,
+    the same mean in bursts (a tick in ten brings ten times the mean, the rest none) far more; over
+    a window shorter than the tick its excess over 1 shrinks with the window."""
+    rng = np.random.default_rng(0)
+    poisson = _counted([float(n) for n in rng.poisson(150.0, 400)])
+    assert demand.dispersion(poisson, 15.0) == pytest.approx(1.0, abs=0.25)
+    bursts = _counted([1500.0 * float(x) for x in rng.random(400) < 0.1])
+    wide = demand.dispersion(bursts, 15.0)
+    assert wide > 100.0
+    assert demand.dispersion(bursts, 2.0) - 1.0 == pytest.approx((wide - 1.0) * 2.0 / 15.0)
+    # before any count, and never below Poisson's: steadier than Poisson is not planned on
+    assert demand.dispersion(None, 15.0) == 1.0
+    assert demand.dispersion(_counted([150.0] * 400), 15.0) == 1.0
 
 
 def test_a_clock_that_steps_back_starts_over() -> None:

@@ -78,6 +78,7 @@ def test_the_time_line_reaches_every_part_of_the_state() -> None:
     states = policy_states(rates, queues)
     assert any(s.demand is not None and s.demand.pending and s.demand.peaks for s in states)
     assert any(s.demand is not None and len(s.demand.bins) == 2 and s.demand.relative.scored for s in states)
+    assert any(s.demand is not None and s.demand.spread[1] > 0.0 for s in states)
     assert any(len(s.needs) > 2 for s in states) and any(s.gaps for s in states)
     assert any(s.speed.samples > 0 for s in states) and any(s.panic.since is not None for s in states)
     assert states[0].found == (NOW, 2) and states[-1].found is None  # held at first, then forgotten
@@ -114,6 +115,7 @@ def demand_states(draw: st.DrawFn) -> DemandState:
         draw(positive),
         tuple(bins),
         Relative(draw(st.floats(-8.8, 8.8)), draw(st.floats(0.0, 8.0)), draw(st.floats(0.0, 1000.0))),
+        (draw(finite), draw(positive)),
     )
 
 
@@ -375,6 +377,31 @@ def test_an_older_demand_state_without_the_bins_reads_and_plans_on_the_pooled_ba
         _, policy = decide(planner_spec(demand=spec), policy, obs(4, metrics), at + 15 * i)
     assert policy.planner is not None and policy.planner.demand is not None
     assert policy.planner.demand.bins  # scored since
+
+
+def test_an_older_demand_state_without_the_spread_reads_as_poisson_and_counts_from_there() -> None:
+    """A state saved before the arrivals' dispersion (demand.spread): none counted, so the sizing
+    plans on Poisson arrivals (dispersion 1) until the next decisions count some."""
+    doc = good()
+    del doc["demand"]["spread"]
+    state = PlannerState.from_dict(doc)
+    assert state.demand is not None and state.demand.spread == (0.0, 0.0)
+    assert demand.dispersion(state.demand, 2.0) == 1.0
+    with pytest.raises(ValueError, match=r"demand.spread.count"):
+        negative = {"excessPerSecond": 1.0, "count": -1}
+        PlannerState.from_dict({**doc, "demand": {**doc["demand"], "spread": negative}})
+    policy = PolicyState(planner=state)
+    metrics = {
+        QUEUE: MetricReading.of(0.0),
+        "infscale_request_rate": MetricReading.of(30.0),
+        "infscale_prompt_token_rate": MetricReading.of(9000.0),
+        "infscale_generation_token_rate": MetricReading.of(4500.0),
+        "infscale_inflight": MetricReading.of(60.0),
+    }
+    for i in range(1, 4):
+        _, policy = decide(planner_spec(), policy, obs(4, metrics), state.demand.at + 15 * i)
+    assert policy.planner is not None and policy.planner.demand is not None
+    assert policy.planner.demand.spread[1] > 0.0
 
 
 def test_a_forecasts_bin_outside_the_bins_is_refused() -> None:

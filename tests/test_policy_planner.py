@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoscaler.policy import capacity, horizon, scaledown
+from autoscaler.policy import capacity, demand, horizon, scaledown
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.decide import Decision, decide, record_rescale
 from autoscaler.policy.observation import MetricReading, Observation
@@ -502,3 +502,37 @@ def test_a_need_seen_at_one_decision_only_starts_nothing() -> None:
     assert step[10].desired_replicas == 2
     assert step[11].desired_replicas > 2
     assert "Unconfirmed" not in [r[3] for r in table(step[11])]
+
+
+def test_bursty_arrivals_size_the_ttft_tail_on_their_dispersion_thinned_per_replica() -> None:
+    """10 req/s of 2,000-token prompts (0.2 s each to prefill, a 10 s TTFT): counted as Poisson the
+    TPOT binds; the same level counted in bursts (an index of dispersion of 401 over the TTFT
+    target, demand.spread) needs more replicas, the TTFT tail binding at the least n whose own
+    thinned ca², 1 + 400 / n, it sizes at most n."""
+    spec = planner_spec()
+    reading = obs(8, readings(10.0, prompt=2_000.0))
+    state = PolicyState()
+    for i in range(40):
+        _, state = decide(spec, state, reading, NOW + 15 * i)
+    assert state.planner is not None and state.planner.demand is not None
+    steady = state.planner.demand
+    assert demand.dispersion(steady, SLO.ttft_s) == 1.0  # steady counts: Poisson's at most
+    at = NOW + 15 * 40
+    calm, _ = decide(spec, state, reading, at)
+    bursty_state = steady._replace(spread=(40.0 * steady.spread[1], steady.spread[1]))
+    assert demand.dispersion(bursty_state, SLO.ttft_s) == pytest.approx(401.0)
+    planner = state.planner._replace(demand=bursty_state)
+    bursty, _ = decide(spec, replace(state, planner=planner), reading, at)
+    assert calm.plan is not None and bursty.plan is not None
+    assert bursty.plan.needed > calm.plan.needed
+    assert next(s for s in calm.stages if s.name == "capacity").reason == "TPOTBinds"
+    stage = next(s for s in bursty.stages if s.name == "capacity")
+    assert stage.reason == "TTFTBinds"
+    n = bursty.plan.needed
+    spread = stage.args[6]  # this tick's count moved it a little
+    assert spread == pytest.approx(401.0, rel=0.05)
+    assert f"ca² {1.0 + (spread - 1.0) / n:.3g} a replica" in stage.message
+    # self-consistent: n at its own ca² suffices, n - 1 at theirs does not
+    upper = bursty.plan.upper
+    assert capacity.size(PROFILE, SLO, upper, arrival_cv2=1.0 + (spread - 1.0) / n).replicas <= n
+    assert capacity.size(PROFILE, SLO, upper, arrival_cv2=1.0 + (spread - 1.0) / (n - 1)).replicas > n - 1

@@ -190,11 +190,9 @@ def track(
     if cut:
         peaks = peaks[cut:]
     # state._replace(pending=..., error_quantile=..., error_scale=..., scored=..., peaks=...,
-    # typical_peak=..., bins=..., relative=...), built directly
-    return _new(
-        DemandState,
-        (*state[:5], pending, q, scale, scored, state.typical, peaks, typical_peak, bins, relative),
-    )
+    # typical_peak=..., bins=..., relative=...), built directly (the fields after them as they are)
+    kept = (*state[:5], pending, q, scale, scored, state.typical, peaks, typical_peak, bins, relative)
+    return _new(DemandState, (*kept, *state[14:]))
 
 
 def _clip(e: float) -> float:

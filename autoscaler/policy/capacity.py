@@ -90,11 +90,19 @@ def work_per_request(profile: ReplicaProfile, p: float, o: float, speed: float) 
 
 
 def size(
-    profile: ReplicaProfile, slo: SloTarget, demand: Demand, speed: float = 1.0, limit: int = 1_000_000
+    profile: ReplicaProfile,
+    slo: SloTarget,
+    demand: Demand,
+    speed: float = 1.0,
+    limit: int = 1_000_000,
+    *,
+    arrival_cv2: float = 1.0,
 ) -> Sizing:
     """The least replica count (at most `limit`) that serves `demand` within the SLO.
 
-    `speed` scales the profile's times (2.0: steps take half as long), as learned online.
+    `speed` scales the profile's times (2.0: steps take half as long), as learned online;
+    `arrival_cv2` is the arrivals' squared coefficient of variation (1: Poisson), which the TTFT
+    tail's decay takes with the prefill times' as Kingman's G/G/1 heavy-traffic one, (ca² + cs²) / 2.
     """
     lam = demand.requests
     if lam < MIN_RATE:
@@ -150,7 +158,7 @@ def size(
                 slack += p / ttft_tokens
             slack = max(slack, MIN_SLACK_SHARE * service)
             offered = lam * service
-            slack_services = slack / service * 2.0 / (1.0 + SERVICE_CV2)
+            slack_services = slack / service * 2.0 / (arrival_cv2 + SERVICE_CV2)
             budget = _wait_budget(tail, p, rate, beta, ttft_s - step, ttft_tokens)
             ttft_n = _ttft_servers(offered, slack_services, budget)
             if ttft_n <= replicas:

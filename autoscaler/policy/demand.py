@@ -82,6 +82,9 @@ class DemandState(NamedTuple):
     # tracked quantile of error / that scale: a bin's band (levelbins.py); () until scored
     bins: Bins = ()
     relative: Relative = Relative()
+    # the arrivals' counts per tick against the level's one-step forecast, (squared residual, count)
+    # averaged as `typical`: their ratio is the index of dispersion (dispersion()); (0, 0): none yet
+    spread: tuple[float, float] = (0.0, 0.0)
 
     def to_dict(self, codec: TimeCodec | None = None) -> dict[str, Any]:
         """JSON-ready, times through `codec` (statejson.TimeCodec; default: seconds)."""
@@ -135,6 +138,21 @@ def observe(
     b = _weight(spec.beta, dt, spec.smoothing_period_s)
     typical_w = typical_weight(dt)
     req = _holt(state.requests, arrivals, dt, weight, b, state.primed)
+    spread = state.spread
+    if state.primed:
+        rl, rt = state.requests
+        ahead = (rl + rt * dt) * dt  # the count the level expected this tick
+        if ahead < 0.0:
+            ahead = 0.0
+        miss = arrivals * dt - ahead
+        # the level's own error adds weight / (2 - weight) of a Poisson count's variance to the miss
+        # over Poisson's variance (the count's mean), per second of the tick (see dispersion())
+        excess = (miss * miss * (1.0 - 0.5 * weight) - ahead) / dt
+        s2, sn = spread
+        if sn <= 0.0:
+            spread = (excess, ahead)
+        else:
+            spread = (s2 + typical_w * (excess - s2), sn + typical_w * (ahead - sn))
     new = _new(
         DemandState,
         (
@@ -152,9 +170,27 @@ def observe(
             _toward_peak(state.typical_peak, state.peaks, typical_w),
             state.bins,
             state.relative,
+            spread,
         ),
     )
     return new, _new(Estimate, (now_demand, growth))
+
+
+MAX_DISPERSION = 1e4  # an index of dispersion kept finite (counts of a few requests a tick after idle)
+
+
+def dispersion(state: DemandState | None, window_s: float) -> float:
+    """The arrivals' index of dispersion over window_s (variance over mean of the counts about the
+    level's forecast; a renewal process's ca² in the limit): 1 (Poisson) before any count, never
+    below 1. Bursts longer than the window make its excess over 1 grow with the window (the variance
+    as its square, the mean as itself), so a tick's excess is scaled by window_s / the tick."""
+    if state is None:
+        return 1.0
+    s2, sn = state.spread
+    if sn <= 0.0 or s2 <= 0.0:
+        return 1.0
+    i = 1.0 + s2 / sn * window_s
+    return MAX_DISPERSION if i > MAX_DISPERSION else i
 
 
 _LN2 = math.log(2.0)

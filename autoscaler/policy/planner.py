@@ -25,7 +25,18 @@ import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from autoscaler.policy import band, capacity, demand, horizon, memo, panic, scaledown, scaleup, speedlearn
+from autoscaler.policy import (
+    band,
+    burstsize,
+    capacity,
+    demand,
+    horizon,
+    memo,
+    panic,
+    scaledown,
+    scaleup,
+    speedlearn,
+)
 from autoscaler.policy.capacity import Demand, Sizing
 from autoscaler.policy.observation import MetricReading, Observation
 from autoscaler.policy.planstate import Outcome, Plan, PlannerState
@@ -47,7 +58,8 @@ _DEMAND_MESSAGE = (
 )
 _CAPACITY_MESSAGE = (
     "per replica at the SLO: prefill {:,.0f} tok/s, decode {:,.0f} tok/s, {:.3g} req/s at this mix"
-    " (speed x{:.2f}); {:.3g}/s needs {}"
+    " (speed x{:.2f}); {:.3g}/s needs {}; arrivals' dispersion over the TTFT target {:.3g}"
+    " (ca² {:.3g} a replica)"
 )
 _HORIZON_MESSAGE = "replica {} of those asked for now is ready in {:.0f} s ({} loading now, {} round(s))"
 _PANIC_MESSAGE = "{:.3g}/s now is over {:g}x the band's {:.3g}/s: {} needed, {} can be ready within {:.0f} s"
@@ -129,11 +141,12 @@ def _needed_now_message(
     speed: float,
     limit: int,
     floor: int,
+    spread: float,
 ) -> str:
     """The scale-down stage's message when as many replicas are needed now as there are: keep()'s
     NeededNow template, whose one argument is the need now, which plan() did not size
     (need_at(0.0), at least the floor)."""
-    need_now = max(capacity.size(profile, slo, upper_now, speed, limit).replicas, floor)
+    need_now = max(burstsize.size(profile, slo, upper_now, speed, limit, spread).replicas, floor)
     return template.format(need_now)
 
 
@@ -203,12 +216,13 @@ def plan(
     speed = speedlearn.speed(speed_state, cap.learn_prior_weight)
     limit = spec.max_replicas
     slo = fixed.slo
+    spread = demand.dispersion(dstate, slo.ttft_s)
     sized: dict[float, Sizing] = {}
 
     def sizing_at(h: float) -> Sizing:
         got = sized.get(h)
         if got is None:
-            got = capacity.size(profile, slo, forecast_at(h)[1], speed, limit)
+            got = burstsize.size(profile, slo, forecast_at(h)[1], speed, limit, spread)
             sized[h] = got
         return got
 
@@ -264,6 +278,8 @@ def plan(
                     speed,
                     upper.requests,
                     needed,
+                    spread,
+                    burstsize.replica_cv2(spread, at_horizon.replicas),
                 ),
             ),
         ),
@@ -298,7 +314,7 @@ def plan(
         expected_now = band.upper(d, prior, demand.expected(d, prior, now - prior.at), load)
         triggered = load_now > cap.panic_threshold * load(expected_now)
         if triggered:  # sized only when the load is over the band (most ticks it is not)
-            burst = capacity.size(profile, slo, est.now, speed, limit)
+            burst = burstsize.size(profile, slo, est.now, speed, limit, spread)
             triggered = burst.replicas > have
         panic_state = panic.update(panic_state, now, triggered, cap.panic_window_s)
         if triggered:
@@ -406,7 +422,16 @@ def plan(
             # as many are needed now as there are: keep() keeps them all whatever the sizing now
             # says, which only its message shows, so that sizing is made when the message is read
             kept = scaledown.keep(have, have, have, state.needs, now, recreate, state.gaps, weight)
-            needed_now = (kept.template, profile, slo, upper_at(0.0), speed, limit, max(floor, target))
+            needed_now = (
+                kept.template,
+                profile,
+                slo,
+                upper_at(0.0),
+                speed,
+                limit,
+                max(floor, target),
+                spread,
+            )
         else:
             # sized as need_at: the horizon's fixed point may have sized these already
             now_count = max(need_at(0.0), floor, target)

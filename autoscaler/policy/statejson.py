@@ -200,6 +200,7 @@ def demand_to_dict(state: DemandState, codec: TimeCodec = SECONDS) -> dict[str, 
             "scale": state.relative.scale,
             "scored": state.relative.scored,
         },
+        "spread": {"excessPerSecond": state.spread[0], "count": state.spread[1]},
     }
 
 
@@ -243,6 +244,8 @@ def demand_from_dict(data: Any, codec: TimeCodec = SECONDS, path: str = "demand"
             raise p.fail("at", "expected the peaks in time order with loads falling", when)
         peaks.append((when, load))
     typical = r.child("typical")
+    sp = r.child("spread") if "spread" in r.data else None  # an older state: none counted (Poisson)
+    spread = (0.0, 0.0) if sp is None else (sp.number("excessPerSecond"), sp.number("count", low=0.0))
     return DemandState(
         at,
         r.number("inflight"),  # as the readings came: no sign assumed of an engine's figures
@@ -259,4 +262,5 @@ def demand_from_dict(data: Any, codec: TimeCodec = SECONDS, path: str = "demand"
         r.number("typicalPeak", low=0.0) if "typicalPeak" in r.data else 0.0,  # an older state: none
         bins,
         relative,
+        spread,
     )
