@@ -334,19 +334,21 @@ def plan(
         in_panic = panic_state.since is not None
 
     period = cap.decision_period_s
+    # a replica released is back a decision after its need returns at best: the need is read at the
+    # first decision after the burst begins, and only then is its replacement started
     if cold is not None:
         recreated = memo.by_identity(_recreated, cold, _new_memo)
 
         def recreate(m: int) -> float:
             got = recreated.get((period, m))
             if got is None:
-                got = recreated[period, m] = horizon.recreate_s(cold, m, period)
+                got = recreated[period, m] = horizon.recreate_s(cold, m, period) + period
             return got
 
     else:
 
         def recreate(m: int) -> float:
-            return horizon_s
+            return horizon_s + period
 
     # the fleet's capacity at the SLO in load units, averaged: with the typical load, its utilization
     typical_capacity = state.typical_capacity
