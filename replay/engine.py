@@ -4,7 +4,7 @@ Sits under replay/simulate.py, which calls `run(until, ids, ready)` once per int
 scrapes inside it as `stops`, whose rows it hands back): the interval's arrivals are routed at
 their arrival times, each to the ready replica with the fewest waiting + running requests at that
 instant, and every replica runs its steps up to `until`.
-The model is replay/scheduler.py's (the exact, per-step reference); replay/kernel.py computes the
+The model is replay/scheduler.py's (the exact, per-step reference); replay/kernel/ computes the
 same steps with runs of identical steps in closed form. tests/replay/test_engine.py checks that
 both give every request's first token and finish within one step of each other.
 """
@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from replay import kernel as k
+from replay import kernel
+from replay.kernel import layout
 from replay.profiles import EngineProfile
 from replay.scheduler import PREFIX_BLOCK_TOKENS
 from replay.trace import Trace
@@ -88,8 +89,8 @@ class Engine:
         # pages of a row are touched only then) and its preemptions and prefix hits (touched only
         # if it has some). A request's scheduling state lives in a slot of `_qi` while in flight.
         self._rep = np.full(n, -1, dtype=np.int64)
-        self._qf = np.zeros((n, k.QF_COLUMNS))
-        self._qo = np.zeros((n, k.QO_COLUMNS), dtype=np.int64)
+        self._qf = np.zeros((n, layout.QF_COLUMNS))
+        self._qo = np.zeros((n, layout.QO_COLUMNS), dtype=np.int64)
         prefix = trace.prefix
         if profile.prefix_caching and prefix is not None:
             self._poff, self._pids, block_tokens = prefix.offsets, prefix.ids, prefix.block_tokens
@@ -123,13 +124,13 @@ class Engine:
                 profile.decode_context_s,
             ]
         )
-        self._g = np.zeros(k.G_COLUMNS, dtype=np.int64)
-        self._g[k.G_FREE] = -1
-        self._qi = np.zeros((0, k.QI_COLUMNS), dtype=np.int64)
+        self._g = np.zeros(layout.G_COLUMNS, dtype=np.int64)
+        self._g[layout.G_FREE] = -1
+        self._qi = np.zeros((0, layout.QI_COLUMNS), dtype=np.int64)
         self._grow_slots(1024)
         self._size = 0
-        self._ri = np.zeros((0, k.RI_COLUMNS), dtype=np.int64)
-        self._rf = np.zeros((0, k.RF_COLUMNS))
+        self._ri = np.zeros((0, layout.RI_COLUMNS), dtype=np.int64)
+        self._rf = np.zeros((0, layout.RF_COLUMNS))
         self._hist = np.zeros((0, profile.block_size), dtype=np.int64)
         self._hk = np.zeros((0, profile.max_num_seqs), dtype=np.int64)
         self._hr = np.zeros((0, profile.max_num_seqs), dtype=np.int64)
@@ -152,11 +153,11 @@ class Engine:
         if n_slots <= old:
             return
         size = max(n_slots, 2 * old)
-        qi = np.zeros((size, k.QI_COLUMNS), dtype=np.int64)
+        qi = np.zeros((size, layout.QI_COLUMNS), dtype=np.int64)
         qi[:old] = self._qi
-        qi[old:, k.Q_NEXT] = np.arange(old + 1, size + 1)
-        qi[size - 1, k.Q_NEXT] = self._g[k.G_FREE]
-        self._g[k.G_FREE] = old
+        qi[old:, layout.Q_NEXT] = np.arange(old + 1, size + 1)
+        qi[size - 1, layout.Q_NEXT] = self._g[layout.G_FREE]
+        self._g[layout.G_FREE] = old
         self._qi = qi
 
     def _grow(self, n_replicas: int) -> None:
@@ -171,18 +172,18 @@ class Engine:
 
         ri = extend(self._ri, 0)
         for col in (
-            k.R_RHEAD,
-            k.R_RTAIL,
-            k.R_WHEAD,
-            k.R_WTAIL,
-            k.R_PART,
-            k.R_HFIRST,
-            k.R_LRU_HEAD,
-            k.R_LRU_TAIL,
-            k.R_RPOS,
+            layout.R_RHEAD,
+            layout.R_RTAIL,
+            layout.R_WHEAD,
+            layout.R_WTAIL,
+            layout.R_PART,
+            layout.R_HFIRST,
+            layout.R_LRU_HEAD,
+            layout.R_LRU_TAIL,
+            layout.R_RPOS,
         ):
             ri[old:, col] = -1
-        ri[old:, k.R_FREE] = self.profile.kv_blocks
+        ri[old:, layout.R_FREE] = self.profile.kv_blocks
         self._ri = ri
         self._rf = extend(self._rf, 0.0)
         self._hist = extend(self._hist, 0)
@@ -193,14 +194,14 @@ class Engine:
         self._evpos = extend(self._evpos, -1)
         self._pending = extend(self._pending, 0)
         self._out = np.zeros((6, size), dtype=np.int64)
-        if self._pi[k.P_PREFIX] == 1:
-            cells = size * int(self._pi[k.P_LRU_CAP])
+        if self._pi[layout.P_PREFIX] == 1:
+            cells = size * int(self._pi[layout.P_LRU_CAP])
             for name in ("_lkey", "_lprev", "_lnext"):
                 a = getattr(self, name)
                 grown = np.full(cells, -1, dtype=np.int64)
                 grown[: len(a) if old else 0] = a[: len(a) if old else 0]
                 setattr(self, name, grown)
-            slots = np.full(size * int(self._pi[k.P_HT]), -1, dtype=np.int64)
+            slots = np.full(size * int(self._pi[layout.P_HT]), -1, dtype=np.int64)
             slots[: len(self._hslot) if old else 0] = self._hslot[: len(self._hslot) if old else 0]
             self._hslot = slots
         self._size = size
@@ -222,7 +223,7 @@ class Engine:
         len(ready) x 7, pod_rows' with no draining pod), as if the run had ended there; the
         scrapes of an interval in one call."""
         if len(ids):
-            self._grow_slots(int(self._g[k.G_INFLIGHT]) + len(ids))
+            self._grow_slots(int(self._g[layout.G_INFLIGHT]) + len(ids))
             if targets is None:
                 if ready is None or not len(ready):
                     if not self.dropped_count or not self._dropped[ids].all():
@@ -249,7 +250,7 @@ class Engine:
         return rows.reshape(len(stops), len(ready_ids), 7) if len(stops) else None
 
     def _advance(self, until: float, ids: I64, targets: I64, ready: I64, stops: F64, rows: F64) -> int:
-        code: int = k.advance(
+        code: int = kernel.advance(
             until,
             self.now,
             ids.astype(np.int64, copy=False),
@@ -292,26 +293,26 @@ class Engine:
     def outstanding(self, n_replicas: int) -> I64:
         """Waiting + running requests per replica id (vllm:num_requests_waiting + _running)."""
         self._grow(n_replicas)
-        out: I64 = self._ri[:n_replicas, k.R_NWAIT] + self._ri[:n_replicas, k.R_NRUN]
+        out: I64 = self._ri[:n_replicas, layout.R_NWAIT] + self._ri[:n_replicas, layout.R_NRUN]
         return out
 
     def last_finish_s(self, replica: int) -> float:
         """When the replica's latest request finished (0 if none did)."""
-        return float(self._rf[replica, k.RF_LASTFIN]) if replica < self._size else 0.0
+        return float(self._rf[replica, layout.RF_LASTFIN]) if replica < self._size else 0.0
 
     def pod_rows(self, n_replicas: int, ready: I64, draining: I64) -> F64:
         """A scrape's rows at `now` for the ready pods, then the draining ones (the columns of
         replay/metrics/signals.py), in one compiled pass."""
         self._grow(n_replicas)
         rows = np.empty((len(ready) + len(draining), 7))
-        k.pod_rows(self.now, ready, draining, self._qi, self._ri, self._rf, self._hist, self._pi, rows)
+        kernel.pod_rows(self.now, ready, draining, self._qi, self._ri, self._rf, self._hist, self._pi, rows)
         return rows
 
     def scrape(self, n_replicas: int) -> EngineScrape:
         """Every replica's counters and gauges at `now` (the end of the last run)."""
         self._grow(n_replicas)
         out = self._out
-        k.observe(self.now, n_replicas, self._qi, self._ri, self._rf, self._hist, self._pi, out)
+        kernel.observe(self.now, n_replicas, self._qi, self._ri, self._rf, self._hist, self._pi, out)
         return EngineScrape(
             requests_finished=out[0, :n_replicas].copy(),
             prompt_tokens=out[1, :n_replicas].copy(),
@@ -323,21 +324,21 @@ class Engine:
 
     @property
     def in_flight(self) -> int:
-        return int(self._g[k.G_INFLIGHT])
+        return int(self._g[layout.G_INFLIGHT])
 
     @property
     def finished_count(self) -> int:
-        return int(self._g[k.G_FINISHED])
+        return int(self._g[layout.G_FINISHED])
 
     def preemptions(self, n_replicas: int) -> I64:
         """Preemptions per replica so far."""
         self._grow(n_replicas)
-        out: I64 = self._ri[:n_replicas, k.R_NPRE].copy()
+        out: I64 = self._ri[:n_replicas, layout.R_NPRE].copy()
         return out
 
     def prefix_cache(self) -> tuple[int, int]:
         """Prompt tokens looked up in the prefix cache and found there, over all replicas."""
-        return int(self._ri[:, k.R_PQ].sum()), int(self._ri[:, k.R_PH].sum())
+        return int(self._ri[:, layout.R_PQ].sum()), int(self._ri[:, layout.R_PH].sum())
 
     def results(self) -> RequestResults:
         """Per-request columns (views of the engine's state: read them once the run is over)."""
@@ -345,10 +346,10 @@ class Engine:
         qf[self._rep < 0] = np.nan  # never routed (the kernel writes NaN when it routes one)
         return RequestResults(
             replica=self._rep,
-            admitted_s=qf[:, k.QF_ADMIT],
-            first_token_s=qf[:, k.QF_FIRST],
-            finished_s=qf[:, k.QF_FINISH],
+            admitted_s=qf[:, layout.QF_ADMIT],
+            first_token_s=qf[:, layout.QF_FIRST],
+            finished_s=qf[:, layout.QF_FINISH],
             dropped=self._dropped,
-            preemptions=self._qo[:, k.O_PREEMPT],
-            prefix_hit_tokens=self._qo[:, k.O_HIT],
+            preemptions=self._qo[:, layout.O_PREEMPT],
+            prefix_hit_tokens=self._qo[:, layout.O_HIT],
         )

@@ -50,7 +50,7 @@ ENGINE_KINDS = ("vllm", "sglang", "tgi")
 @dataclass(frozen=True, slots=True)
 class EngineProfile:
     """One replica's engine: its scheduler's limits and its step time (replay/scheduler.py is the
-    exact model, replay/kernel.py the fast one; docs/replay.md has the sources of every number).
+    exact model, replay/kernel/ the fast one; docs/replay.md has the sources of every number).
 
     Every step (one forward pass) runs up to `max_num_batched_tokens` tokens: one per decoding
     request and chunks of prompts (chunked prefill), for at most `max_num_seqs` requests whose KV

@@ -1,7 +1,7 @@
 """One replica's engine, step by step, in plain Python: the exact model of the replay's engine.
 
 Three users: the emulator runs it in real time (replay/emulate/batching.py), `reference_run` runs
-it over a trace in virtual time (the reference the fast engine, replay/kernel.py, is tested against),
+it over a trace in virtual time (the reference the fast engine, replay/kernel/, is tested against),
 and the docs' validation against published measurements runs it closed-loop.
 
 The model is vLLM V1's scheduler (vllm/v1/core/sched/scheduler.py), per step:

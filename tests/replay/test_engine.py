@@ -1,5 +1,5 @@
 """The engine model: hand-computed cases on the exact scheduler (replay/scheduler.py), and the fast
-engine (replay/engine.py + replay/kernel.py) against the exact one on random cases."""
+engine (replay/engine.py + replay/kernel/) against the exact one on random cases."""
 
 from __future__ import annotations
 

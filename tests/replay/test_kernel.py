@@ -1,18 +1,24 @@
-"""replay/kernel.py's own data structures, against Python's (the engine as a whole is checked
+"""replay/kernel/'s own data structures, against Python's (the engine as a whole is checked
 against the exact scheduler in test_engine.py)."""
 
 from __future__ import annotations
 
-import numpy as np
+import shutil
+from pathlib import Path
 
-from replay import kernel as k
+import numpy as np
+from numba.core.dispatcher import Dispatcher
+
+from replay.kernel import events, heaps, jit, prefix, queues, scrape, step
+from replay.kernel.jit import PACKAGE, PackageCacheLocator, package_stamp
+from replay.kernel.layout import P_HT
 
 
 def test_prefix_hash_table_finds_inserts_and_deletes_as_a_dict_does() -> None:
     rng = np.random.default_rng(3)
     slots, replicas, cap = 64, 2, 24  # at most cap entries a replica: the table stays under half full
     pi = np.zeros(10, dtype=np.int64)
-    pi[k.P_HT] = slots
+    pi[P_HT] = slots
     hslot = np.full(replicas * slots, -1, dtype=np.int64)
     lkey = np.full(replicas * cap, -1, dtype=np.int64)
     model: list[dict[int, int]] = [{} for _ in range(replicas)]
@@ -20,17 +26,44 @@ def test_prefix_hash_table_finds_inserts_and_deletes_as_a_dict_does() -> None:
     for _ in range(5_000):
         r = int(rng.integers(0, replicas))
         block = int(rng.integers(0, 60)) * 1_000_003  # collide often in 64 slots
-        e = int(k._ht_find(hslot, lkey, pi, r, block))
+        e = int(prefix.ht_find(hslot, lkey, pi, r, block))
         assert e == model[r].get(block, -1)
         if e >= 0 and rng.random() < 0.5:
-            k._ht_delete(hslot, lkey, pi, r, block)
+            prefix.ht_delete(hslot, lkey, pi, r, block)
             del model[r][block]
             free[r].append(e)
         elif e < 0 and free[r]:
             e = free[r].pop()
             lkey[e] = block
-            k._ht_insert(hslot, lkey, pi, r, e)
+            prefix.ht_insert(hslot, lkey, pi, r, e)
             model[r][block] = e
     for r in range(replicas):
         held = sorted(int(e) for e in hslot[r * slots : (r + 1) * slots] if e >= 0)
         assert held == sorted(model[r].values())
+
+
+def test_every_kernel_function_is_cached_under_the_whole_packages_stamp(tmp_path: Path) -> None:
+    """numba checks a cached function against its own file only; the kernel's modules inline each
+    other's functions and freeze layout.py's constants, so a change to any module must make every
+    cached function stale (replay/kernel/jit.py)."""
+    dispatchers = [
+        obj
+        for module in (events, heaps, jit, prefix, queues, scrape, step)
+        for obj in vars(module).values()
+        if isinstance(obj, Dispatcher) and obj.py_func.__module__ == module.__name__
+    ]
+    assert len(dispatchers) >= 30
+    for dispatcher in dispatchers:
+        locator = dispatcher._cache._impl.locator
+        assert isinstance(locator, PackageCacheLocator)
+        assert locator.get_source_stamp() == package_stamp()
+    for source in PACKAGE.glob("*.py"):
+        shutil.copy(source, tmp_path / source.name)
+    before = package_stamp(tmp_path)
+    assert before == package_stamp()
+    for name in ("layout.py", "heaps.py"):
+        edited = tmp_path / name
+        original = edited.read_text()
+        edited.write_text(original + "# edited\n")
+        assert package_stamp(tmp_path) != before
+        edited.write_text(original)

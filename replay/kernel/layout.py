@@ -1,0 +1,40 @@
+"""The kernel's arrays, column by column: what replay/engine.py allocates and every compiled
+function reads. numba freezes these values into the code it compiles (jit.py's cache stamp covers
+this file for that reason)."""
+
+# int columns of a request in flight (its slot, a row of `qi`, reused once it finished)
+Q_IN, Q_OUT, Q_STATE, Q_GEN, Q_COMP, Q_BLOCKS, Q_DECBASE = 0, 1, 2, 3, 4, 5, 6
+Q_NEXT, Q_PREV, Q_WNEXT, Q_KEPT, Q_REQ = 7, 8, 9, 10, 11  # Q_REQ: the request's index in the trace
+QI_COLUMNS = 12
+# slot states (a free slot is ST_DONE, or ST_NEW if never used; its Q_NEXT links the free list)
+ST_NEW, ST_WAIT, ST_PREFILL, ST_DECODE, ST_DONE = 0, 1, 2, 3, 4
+# per-request float columns (`qf`, in trace order)
+QF_ADMIT, QF_FIRST, QF_FINISH = 0, 1, 2
+QF_COLUMNS = 3
+# per-request int columns (`qo`, in trace order; zero unless a request was preempted or hit)
+O_PREEMPT, O_HIT = 0, 1
+QO_COLUMNS = 2
+# per-replica int columns
+R_DS, R_NDEC, R_SX, R_RHEAD, R_RTAIL, R_NRUN, R_WHEAD, R_WTAIL, R_NWAIT = 0, 1, 2, 3, 4, 5, 6, 7, 8
+R_FREE, R_PART, R_HSIZE, R_K, R_P, R_DECADV, R_BUSY, R_HFIRST, R_TAILNEW = 9, 10, 11, 12, 13, 14, 15, 16, 17
+R_CANADMIT, R_FIN, R_PTOK, R_GTOK, R_NPRE, R_PQ, R_PH, R_PENDING = 18, 19, 20, 21, 22, 23, 24, 25
+R_LRU_HEAD, R_LRU_TAIL, R_LRU_N = 26, 27, 28
+# a head step planned with the run after it (step.py's plan, R_MERGE): the head's counters, and the blocks
+# the run's first step took, which a scrape during the head step must not see yet
+R_MERGE, R_HEAD, R_HPTOK, R_HGTOK, R_HUSED = 29, 30, 31, 32, 33
+# the replica's position in advance()'s `ready` (-1: not in it), whose loads it keeps in `lr`
+R_RPOS = 34
+RI_COLUMNS = 35
+# per-replica float columns
+RF_T0, RF_D0, RF_G, RF_TEND, RF_LASTFIN = 0, 1, 2, 3, 4
+RF_COLUMNS = 5
+# int parameters
+P_BUDGET, P_SEQS, P_BLOCKS, P_BS, P_MIXED, P_PREFIX, P_PBT, P_LRU_CAP, P_HT = 0, 1, 2, 3, 4, 5, 6, 7, 8
+P_KEEP = 9  # prefix caching on (with or without block ids): a preempted request keeps its full blocks
+# float parameters
+F_BASE, F_PREFILL, F_ATTN, F_DECODE, F_CONTEXT = 0, 1, 2, 3, 4
+# global ints (G_FREE: the first free slot of `qi`, -1 if none)
+G_EVN, G_INFLIGHT, G_FINISHED, G_NPENDING, G_PLANS, G_CUTS, G_STEPS, G_FREE = 0, 1, 2, 3, 4, 5, 6, 7
+G_COLUMNS = 8
+
+BIG = 1 << 60  # no limit: a run's length before events bound it, the router's first best load

@@ -1,0 +1,105 @@
+"""What a scrape reads: a replica's counters and gauges at any t, inside a run too (the steps that
+ended by t), for the engine's scrape (observe) and the pods' metric rows (pod_rows)."""
+
+from __future__ import annotations
+
+from replay.kernel.jit import cdiv, inline_jit, jit
+from replay.kernel.layout import (
+    P_BLOCKS,
+    P_BS,
+    Q_COMP,
+    R_BUSY,
+    R_DECADV,
+    R_DS,
+    R_FIN,
+    R_FREE,
+    R_GTOK,
+    R_HEAD,
+    R_HGTOK,
+    R_HPTOK,
+    R_HUSED,
+    R_K,
+    R_NDEC,
+    R_NRUN,
+    R_NWAIT,
+    R_P,
+    R_PART,
+    R_PTOK,
+    RF_T0,
+    RF_TEND,
+)
+from replay.kernel.queues import dec_cum
+from replay.kernel.step import first_step_after
+from replay.metrics.signals import (
+    GENERATION_TOKENS,
+    INFLIGHT,
+    KV_USAGE,
+    PROMPT_TOKENS,
+    REQUESTS,
+    RUNNING,
+    WAITING,
+)
+
+
+@inline_jit
+def counters(t, r, qi, ri, rf, hist, pi):
+    """Replica r's counters and gauges at t (inside a run: the steps that ended by t): finished,
+    prompt tokens, generation tokens, waiting, running, KV blocks used."""
+    bs = pi[P_BS]
+    gen = ri[r, R_GTOK]
+    used = pi[P_BLOCKS] - ri[r, R_FREE]
+    if ri[r, R_BUSY] == 1 and ri[r, R_HEAD] == 1 and t < rf[r, RF_T0]:  # within a merged head step
+        return (
+            ri[r, R_FIN],
+            ri[r, R_PTOK] - ri[r, R_HPTOK],
+            gen - ri[r, R_HGTOK],
+            ri[r, R_NWAIT],
+            ri[r, R_NRUN],
+            used - ri[r, R_HUSED],
+        )
+    if ri[r, R_BUSY] == 1 and rf[r, RF_TEND] > t and t >= rf[r, RF_T0]:
+        done = min(first_step_after(rf, r, t) - 1, ri[r, R_K])
+        ext = min(done, ri[r, R_K] - 1)  # later steps of the run that have started (allocated)
+        if ri[r, R_DECADV] == 1:
+            gen += ri[r, R_NDEC] * done
+            used += dec_cum(hist, r, ri[r, R_DS], ext, ri[r, R_NDEC], bs)
+        part, pchunk = ri[r, R_PART], ri[r, R_P]
+        if pchunk > 0 and ext > 0:
+            c1 = qi[part, Q_COMP] + pchunk
+            used += cdiv(c1 + ext * pchunk, bs) - cdiv(c1, bs)
+    return ri[r, R_FIN], ri[r, R_PTOK], gen, ri[r, R_NWAIT], ri[r, R_NRUN], used
+
+
+@jit
+def observe(t, n_replicas, qi, ri, rf, hist, pi, out):
+    """Every replica's counters and gauges at t (counters), one column per replica."""
+    for r in range(n_replicas):
+        fin, ptok, gen, nwait, nrun, used = counters(t, r, qi, ri, rf, hist, pi)
+        out[0, r] = fin
+        out[1, r] = ptok
+        out[2, r] = gen
+        out[3, r] = nwait
+        out[4, r] = nrun
+        out[5, r] = used
+
+
+@jit
+def pod_rows(t, ready, draining, qi, ri, rf, hist, pi, rows):
+    """One scrape's rows in replay/metrics/signals.py's columns, ready pods first, then draining
+    ones."""
+    nr = len(ready)
+    for i in range(nr + len(draining)):
+        pod_row(t, ready[i] if i < nr else draining[i - nr], qi, ri, rf, hist, pi, rows, i)
+
+
+@inline_jit
+def pod_row(t, r, qi, ri, rf, hist, pi, rows, i):
+    """Replica r's scrape row at t (counters) in rows[i]."""
+    fin, ptok, gen, nwait, nrun, used = counters(t, r, qi, ri, rf, hist, pi)
+    rows[i, WAITING] = nwait
+    rows[i, RUNNING] = nrun
+    rows[i, INFLIGHT] = float(nwait) + float(nrun)
+    rows[i, KV_USAGE] = used / pi[P_BLOCKS]  # vllm:kv_cache_usage_perc, a fraction
+    rows[i, REQUESTS] = fin
+    rows[i, PROMPT_TOKENS] = ptok
+    rows[i, GENERATION_TOKENS] = gen
