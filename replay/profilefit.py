@@ -25,7 +25,7 @@ import yaml
 
 from replay.online.records import RequestRecord, Status
 from replay.profiles import EngineProfile, ProfileError
-from replay.scheduler import reference_run
+from replay.referencerun import reference_run
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]

@@ -20,7 +20,7 @@ from replay.profiles import (
     get_scenario,
     scenario_from_mapping,
 )
-from replay.scheduler import ReferenceRun, reference_run
+from replay.referencerun import ReferenceRun, reference_run
 from replay.trace import PrefixBlocks, Trace
 
 P70 = LLAMA_70B_TP4_H100
