@@ -16,7 +16,7 @@ from pathlib import Path
 from replay.league import LeagueSpec, league
 from replay.league.markdown import markdown
 from replay.league.sources import SHARED_TRACES, sources
-from replay.profiles import get_scenario
+from replay.scenariofile import get_scenario
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
 STARTUPS_S = (30.0, 60.0, 120.0, 240.0, 600.0)  # where the SLO collapses, up to 10 minutes

@@ -28,7 +28,8 @@ import numpy.typing as npt
 
 from replay.online.records import RequestRecord, Status, in_schedule_order, read_records, trace_of
 from replay.profilefit import FIT_FIELDS, Fit, fit_profile, fitted_yaml
-from replay.profiles import Scenario, get_scenario
+from replay.profiles import Scenario
+from replay.scenariofile import get_scenario
 from replay.simulate import RunResult
 
 SCHEMA = "infscale.replay.calibrate/v2"

@@ -24,7 +24,8 @@ from replay import sweep as sweep_cli
 from replay.fleet import Fleet
 from replay.outdir import check_out_dir, write_error
 from replay.policies import POLICY_NAMES, PolicyError, PolicyParams, build_policy
-from replay.profiles import SCENARIOS, ProfileError, Scenario, get_scenario
+from replay.profiles import SCENARIOS, ProfileError, Scenario
+from replay.scenariofile import get_scenario
 from replay.simulate import RunResult, simulate
 from replay.slo import SLO_PRESETS
 from replay.sweep import parse_grid as parse_grid  # re-exported: tests, bench

@@ -19,7 +19,8 @@ from typing import Any
 from autoscaler.coldstart_cli import flags_of
 from autoscaler.policy.coldstart import ReplicaReadiness, predict_ready
 from autoscaler.policy.spec import ColdStartSpec, CompileCache
-from replay.profiles import SCENARIOS, ProfileError, Scenario, get_scenario
+from replay.profiles import SCENARIOS, ProfileError, Scenario
+from replay.scenariofile import get_scenario
 
 SCHEMA = "infscale.replay.scenarios/v1"
 TOGETHER = 8  # "eight started together": the seed's contention case

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from replay.profiles import SCENARIOS, EngineProfile, ProfileError, get_scenario
+from replay.profiles import SCENARIOS, EngineProfile, ProfileError
+from replay.scenariofile import get_scenario
 
 # 4 running requests, 5 ms steps: a 100-token answer takes about half a second, a 1,000-token
 # prompt one step of 10 ms

@@ -22,8 +22,9 @@ from replay.league.sources import SourceError, TraceSource, sources
 from replay.league.startup import DEFAULT_STARTUPS_S, StartupError, StartupMode
 from replay.outdir import OutDirError, check_out_dir, write_error
 from replay.policies import PolicyError, PolicyParams
-from replay.profiles import SCENARIOS, ProfileError, get_scenario
+from replay.profiles import SCENARIOS, ProfileError
 from replay.report import to_json
+from replay.scenariofile import get_scenario
 from replay.slo import SLO_PRESETS
 from replay.traces import TraceError, options_from_pairs
 from replay.warmup import add_warmup_argument, parse_warmup

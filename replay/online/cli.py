@@ -15,7 +15,8 @@ import numpy as np
 from replay.online.driver import run_online
 from replay.online.records import Api, OnlineConfig, PromptStyle, Status, write_records
 from replay.online.results import build_online_report, markdown
-from replay.profiles import ProfileError, get_scenario
+from replay.profiles import ProfileError
+from replay.scenariofile import get_scenario
 from replay.trace import Trace
 
 

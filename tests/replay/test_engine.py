@@ -11,16 +11,9 @@ import numpy as np
 import pytest
 
 from replay.engine import Engine, RequestResults
-from replay.profiles import (
-    LLAMA_8B_H100,
-    LLAMA_70B_TP4_H100,
-    REFERENCE_70B,
-    EngineProfile,
-    ProfileError,
-    get_scenario,
-    scenario_from_mapping,
-)
+from replay.profiles import LLAMA_8B_H100, LLAMA_70B_TP4_H100, REFERENCE_70B, EngineProfile, ProfileError
 from replay.referencerun import ReferenceRun, reference_run
+from replay.scenariofile import get_scenario, scenario_from_mapping
 from replay.trace import PrefixBlocks, Trace
 
 P70 = LLAMA_70B_TP4_H100

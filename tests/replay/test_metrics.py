@@ -188,7 +188,8 @@ def test_prometheus_recording_rule_and_adapter_cache() -> None:
 
 
 def test_bad_metrics_settings_name_the_field() -> None:
-    from replay.profiles import ProfileError, scenario_from_mapping
+    from replay.profiles import ProfileError
+    from replay.scenariofile import scenario_from_mapping
 
     for doc, message in (
         ({"metrics": {"path": "otel"}}, "metrics.path must be one of direct, prometheus, got 'otel'"),
@@ -216,7 +217,7 @@ def test_bad_metrics_settings_name_the_field() -> None:
 
 
 def test_earlier_metric_fields_load_where_they_moved() -> None:
-    from replay.profiles import scenario_from_mapping
+    from replay.scenariofile import scenario_from_mapping
 
     s = scenario_from_mapping({"scrape_interval_s": 10, "metric_delay_s": 2})
     assert (s.metrics.direct.scrape_interval_s, s.metrics.direct.delay_s) == (10.0, 2.0)

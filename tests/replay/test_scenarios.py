@@ -17,7 +17,8 @@ from autoscaler.policy.spec import CompileCache, GateScope
 from infscale.cli import main
 from replay.cli import run_policy
 from replay.policies import PolicyParams
-from replay.profiles import SCENARIOS, ProfileError, get_scenario
+from replay.profiles import SCENARIOS, ProfileError
+from replay.scenariofile import get_scenario
 from replay.traces.synthetic import SyntheticSpec, synthetic_trace
 
 # (one replica on a cold cluster, eight together on a cold cluster), by hand:

@@ -14,7 +14,8 @@ import pytest
 from replay import report
 from replay.engine import RequestResults
 from replay.policies import StaticPolicy
-from replay.profiles import REFERENCE_70B, ProfileError, get_scenario, scenario_from_mapping
+from replay.profiles import REFERENCE_70B, ProfileError
+from replay.scenariofile import get_scenario, scenario_from_mapping
 from replay.simulate import RunResult, simulate
 from replay.slo import SLO_PRESETS, SloSpec, judge
 from replay.trace import Trace
