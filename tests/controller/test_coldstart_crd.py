@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from controller_harness import autoscaler
-from fake_apiserver import apply_defaults, crd_schema, validate_custom
+from fake_validation import apply_defaults, crd_schema, validate_custom
 
 from autoscaler.controller import crd
 from autoscaler.policy.spec import ColdStartSpec, CompileCache, GateScope

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 from controller_harness import FAST, QUEUE, autoscaler, environment, only
-from fake_apiserver import apply_defaults, crd_schema, validate_builtin, validate_custom
+from fake_validation import apply_defaults, crd_schema, validate_builtin, validate_custom
 from pydantic import BaseModel
 
 from autoscaler.controller import crd

@@ -8,8 +8,9 @@ from typing import Any
 import celpy
 import pytest
 from controller_harness import NAME, NS, autoscaler
-from fake_apiserver import ApiStatus, FakeKube, apply_defaults, crd_schema, validate_custom
+from fake_apiserver import ApiStatus, FakeKube
 from fake_crdrules import check_rules_compile, violations
+from fake_validation import apply_defaults, crd_schema, validate_custom
 
 
 def stored(**spec: Any) -> dict[str, Any]:

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 from controller_harness import NAME, NS, environment
-from fake_apiserver import MAX_OBJECT_BYTES, ApiStatus, crd_schema, validate_custom
+from fake_apiserver import MAX_OBJECT_BYTES, ApiStatus
+from fake_validation import crd_schema, validate_custom
 from test_restart import predictive, with_capacity
 
 from autoscaler.controller.crd import STATUS_TIMES, state_to_status
