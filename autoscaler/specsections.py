@@ -297,6 +297,7 @@ class DemandModel(StrictModel):
     )
     inflight_metric: str | None = Field(default=None, alias="inflightMetric", min_length=1)
     queue_metric: str | None = Field(default=None, alias="queueMetric", min_length=1)
+    prompt_square_metric: str | None = Field(default=None, alias="promptSquareMetric", min_length=1)
     alpha: float | None = None
     beta: float | None = None
     smoothing_period_seconds: float | None = Field(default=None, alias="smoothingPeriodSeconds")
@@ -312,6 +313,7 @@ class DemandModel(StrictModel):
             "generation_token_rate_metric": "generation_token_rate_metric",
             "inflight_metric": "inflight_metric",
             "queue_metric": "queue_metric",
+            "prompt_square_metric": "prompt_square_metric",
             "alpha": "alpha",
             "beta": "beta",
             "smoothing_period_seconds": "smoothing_period_s",

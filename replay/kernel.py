@@ -38,6 +38,7 @@ from replay.metrics.signals import (
     GENERATION_TOKENS,
     INFLIGHT,
     KV_USAGE,
+    PROMPT_SQUARES,
     PROMPT_TOKENS,
     REQUESTS,
     RUNNING,
@@ -66,7 +67,10 @@ R_LRU_HEAD, R_LRU_TAIL, R_LRU_N = 26, 27, 28
 R_MERGE, R_HEAD, R_HPTOK, R_HGTOK, R_HUSED = 29, 30, 31, 32, 33
 # the replica's position in advance()'s `ready` (-1: not in it), whose loads it keeps in `lr`
 R_RPOS = 34
-RI_COLUMNS = 35
+# Σ prompt tokens² of the prompts prefilled (an engine's prompt-length histogram), and the merged
+# head step's share of it (as R_HPTOK)
+R_PSQ, R_HPSQ = 35, 36
+RI_COLUMNS = 37
 # per-replica float columns
 RF_T0, RF_D0, RF_G, RF_TEND, RF_LASTFIN = 0, 1, 2, 3, 4
 RF_COLUMNS = 5
@@ -704,6 +708,7 @@ def _end_run(r, qi, qf, ri, rf, hist, hk, hr, pi, poff, pids, hslot, lkey, lprev
             req = qi[q, Q_REQ]
             qf[req, QF_FIRST] = t_end
             ri[r, R_PTOK] += qi[q, Q_IN]
+            ri[r, R_PSQ] += qi[q, Q_IN] * qi[q, Q_IN]
             if pi[P_PREFIX] == 1:
                 full = min(poff[req + 1] - poff[req], qi[q, Q_IN] // pi[P_PBT])
                 _prefix_use(qi, ri, poff, pids, hslot, lkey, lprev, lnext, pi, r, q, full, True)
@@ -903,11 +908,13 @@ def advance(
             tp = t
             stage = 1 if ending else 0  # 1: end the run first; 2: end the merged head step first
             ptok = 0
+            psq = 0
             gtok = 0
             free = 0
             while True:
                 if stage > 0:
                     ptok = ri[r, R_PTOK]
+                    psq = ri[r, R_PSQ]
                     gtok = ri[r, R_GTOK]
                     _end_run(
                         r, qi, qf, ri, rf, hist, hk, hr, pi, poff, pids, hslot, lkey, lprev, lnext, g, lr
@@ -941,6 +948,7 @@ def advance(
                 if stage == 2:
                     ri[r, R_HEAD] = 1
                     ri[r, R_HPTOK] = ri[r, R_PTOK] - ptok
+                    ri[r, R_HPSQ] = ri[r, R_PSQ] - psq
                     ri[r, R_HGTOK] = ri[r, R_GTOK] - gtok
                     ri[r, R_HUSED] = free - ri[r, R_FREE]
                     break
@@ -976,7 +984,7 @@ def _first_step_after(rf, r, t):
 @inline_jit
 def _counters(t, r, qi, ri, rf, hist, pi):
     """Replica r's counters and gauges at t (inside a run: the steps that ended by t): finished,
-    prompt tokens, generation tokens, waiting, running, KV blocks used."""
+    prompt tokens, prompt tokens², generation tokens, waiting, running, KV blocks used."""
     bs = pi[P_BS]
     gen = ri[r, R_GTOK]
     used = pi[P_BLOCKS] - ri[r, R_FREE]
@@ -984,6 +992,7 @@ def _counters(t, r, qi, ri, rf, hist, pi):
         return (
             ri[r, R_FIN],
             ri[r, R_PTOK] - ri[r, R_HPTOK],
+            ri[r, R_PSQ] - ri[r, R_HPSQ],
             gen - ri[r, R_HGTOK],
             ri[r, R_NWAIT],
             ri[r, R_NRUN],
@@ -999,14 +1008,14 @@ def _counters(t, r, qi, ri, rf, hist, pi):
         if pchunk > 0 and ext > 0:
             c1 = qi[part, Q_COMP] + pchunk
             used += _cdiv(c1 + ext * pchunk, bs) - _cdiv(c1, bs)
-    return ri[r, R_FIN], ri[r, R_PTOK], gen, ri[r, R_NWAIT], ri[r, R_NRUN], used
+    return ri[r, R_FIN], ri[r, R_PTOK], ri[r, R_PSQ], gen, ri[r, R_NWAIT], ri[r, R_NRUN], used
 
 
 @jit
 def observe(t, n_replicas, qi, ri, rf, hist, pi, out):
     """Every replica's counters and gauges at t (_counters), one column per replica."""
     for r in range(n_replicas):
-        fin, ptok, gen, nwait, nrun, used = _counters(t, r, qi, ri, rf, hist, pi)
+        fin, ptok, _, gen, nwait, nrun, used = _counters(t, r, qi, ri, rf, hist, pi)
         out[0, r] = fin
         out[1, r] = ptok
         out[2, r] = gen
@@ -1027,7 +1036,7 @@ def pod_rows(t, ready, draining, qi, ri, rf, hist, pi, rows):
 @inline_jit
 def _pod_row(t, r, qi, ri, rf, hist, pi, rows, i):
     """Replica r's scrape row at t (_counters) in rows[i]."""
-    fin, ptok, gen, nwait, nrun, used = _counters(t, r, qi, ri, rf, hist, pi)
+    fin, ptok, psq, gen, nwait, nrun, used = _counters(t, r, qi, ri, rf, hist, pi)
     rows[i, WAITING] = nwait
     rows[i, RUNNING] = nrun
     rows[i, INFLIGHT] = float(nwait) + float(nrun)
@@ -1035,3 +1044,4 @@ def _pod_row(t, r, qi, ri, rf, hist, pi, rows, i):
     rows[i, REQUESTS] = fin
     rows[i, PROMPT_TOKENS] = ptok
     rows[i, GENERATION_TOKENS] = gen
+    rows[i, PROMPT_SQUARES] = psq

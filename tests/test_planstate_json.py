@@ -49,6 +49,8 @@ def policy_states(rates: list[float], queues: list[float]) -> list[PlannerState]
             "infscale_prompt_token_rate": MetricReading.of(rate * 300.0),
             "infscale_generation_token_rate": MetricReading.of(rate * 150.0),
             "infscale_inflight": MetricReading.of(rate * 2.0 + queue),
+            # prompts of 300 tokens with cv² 1.5 (E[x²] = 2.5 · 300²)
+            "infscale_prompt_token_square_rate": MetricReading.of(rate * 2.5 * 300.0**2),
         }
         decision, state = decide(spec, state, obs(replicas, metrics), now)
         if decision.scale:
@@ -102,7 +104,7 @@ def demand_states(draw: st.DrawFn) -> DemandState:
     return DemandState(
         draw(times),
         draw(finite),
-        Mix(draw(positive), draw(positive), draw(positive)),
+        Mix(draw(positive), draw(positive), draw(positive), draw(st.sampled_from([0.0, 1.5e8]))),
         Series(draw(finite), draw(finite)),
         draw(st.booleans()),
         pending,
@@ -375,6 +377,19 @@ def test_an_older_demand_state_without_the_bins_reads_and_plans_on_the_pooled_ba
         _, policy = decide(planner_spec(demand=spec), policy, obs(4, metrics), at + 15 * i)
     assert policy.planner is not None and policy.planner.demand is not None
     assert policy.planner.demand.bins  # scored since
+
+
+def test_an_older_mix_without_the_prompt_squares_reads_as_no_histogram() -> None:
+    """A state saved before the prompt lengths' spread: the mix reads with prompt_sq 0, which the
+    sizing takes as no histogram (exponential lengths), and the next reading sets it."""
+    doc = good()
+    mix = doc["demand"]["mix"]
+    assert mix["promptSquaredPerRequest"] > 0.0  # the policy's own states carry it
+    del mix["promptSquaredPerRequest"]
+    state = PlannerState.from_dict(doc)
+    assert state.demand is not None
+    assert state.demand.mix.prompt_sq == 0.0 and state.demand.mix.lengths_cv2() is None
+    assert state.demand.mix.prompt == mix["promptPerRequest"]
 
 
 def test_a_forecasts_bin_outside_the_bins_is_refused() -> None:

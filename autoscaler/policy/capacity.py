@@ -34,12 +34,12 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from autoscaler.policy import tpottail
+from autoscaler.policy import lengths, tpottail
 from autoscaler.policy.spec import ReplicaProfile, SloTarget
 
 MIN_RATE = 1e-6  # requests/s below which a target is idle
-SERVICE_CV2 = 1.0  # squared coefficient of variation of prefill times assumed by the TTFT tail
-# (counters give only the mean; docs/policy.md, "How accurate the capacity model is")
+SERVICE_CV2 = 1.0  # squared coefficient of variation of prefill times the TTFT tail assumes when
+# no engine publishes prompt lengths (lengths.py; docs/policy.md, "How accurate the capacity model is")
 MAX_UTILIZATION = 0.95  # without a TPOT target: steps grow as base / (1 - ρ), 20x at 0.95
 MIN_UTILIZATION = 0.05  # a TPOT target below one step at batch 1 cannot be met: plan replicas this light
 MIN_SLACK_SHARE = 0.25  # when the mean request cannot meet its TTFT even idle, plan as if it may
@@ -90,11 +90,21 @@ def work_per_request(profile: ReplicaProfile, p: float, o: float, speed: float) 
 
 
 def size(
-    profile: ReplicaProfile, slo: SloTarget, demand: Demand, speed: float = 1.0, limit: int = 1_000_000
+    profile: ReplicaProfile,
+    slo: SloTarget,
+    demand: Demand,
+    speed: float = 1.0,
+    limit: int = 1_000_000,
+    *,
+    service_cv2: float = SERVICE_CV2,
+    lengths_cv2: float = 1.0,
 ) -> Sizing:
     """The least replica count (at most `limit`) that serves `demand` within the SLO.
 
     `speed` scales the profile's times (2.0: steps take half as long), as learned online.
+    `service_cv2` is the prefill times' squared coefficient of variation (the TTFT tail's),
+    `lengths_cv2` the prompt lengths' (the prompts too long for the TTFT even on an idle replica);
+    lengths.py derives the first from the second where an engine publishes the lengths.
     """
     lam = demand.requests
     if lam < MIN_RATE:
@@ -134,7 +144,7 @@ def size(
         if slo.tpot_s is not None:  # the short outputs whose steps carry prompt chunks
             # as many may miss their TPOT as miss their TTFT on an idle replica, and at least the tail
             idle_rate = _prefill_rate_of(profile, 0.0, o, base, w, a, d)
-            tpot_tail = max(tail, _idle_misses(p, idle_rate, beta, ttft_s - base, ttft_tokens))
+            tpot_tail = max(tail, _idle_misses(p, idle_rate, beta, ttft_s - base, ttft_tokens, lengths_cv2))
             tpot_n = lam / tpot_rate(profile, slo.tpot_s, tpot_tail, p, o, speed)
             if tpot_n > n:
                 n, binding = tpot_n, "tpot"
@@ -150,8 +160,8 @@ def size(
                 slack += p / ttft_tokens
             slack = max(slack, MIN_SLACK_SHARE * service)
             offered = lam * service
-            slack_services = slack / service * 2.0 / (1.0 + SERVICE_CV2)
-            budget = _wait_budget(tail, p, rate, beta, ttft_s - step, ttft_tokens)
+            slack_services = slack / service * 2.0 / (1.0 + service_cv2)
+            budget = _wait_budget(tail, p, rate, beta, ttft_s - step, ttft_tokens, lengths_cv2)
             ttft_n = _ttft_servers(offered, slack_services, budget)
             if ttft_n <= replicas:
                 break
@@ -164,7 +174,13 @@ def size(
 
 
 def _wait_budget(
-    tail: float, p: float, rate: float, beta: float, room_s: float, ttft_tokens: float | None
+    tail: float,
+    p: float,
+    rate: float,
+    beta: float,
+    room_s: float,
+    ttft_tokens: float | None,
+    lengths_cv2: float = 1.0,
 ) -> float:
     """The share of requests whose wait may exceed its slack: the attainment's tail less the
     requests that miss their TTFT on an idle replica (_idle_misses). Once those misses take half
@@ -172,23 +188,28 @@ def _wait_budget(
     misses): a 1 % tail planned where more miss anyway buys replicas and little SLO (Mooncake x
     0.52 on one-gpu-8b, where a fifth of the prompts cannot meet 2 s: 14.3 GPU-h for 77.9 % with
     the 1 % tail, 3.1 for 75.3 % with this budget; the HPA 52.8 % at 2)."""
-    lost = _idle_misses(p, rate, beta, room_s, ttft_tokens)
+    lost = _idle_misses(p, rate, beta, room_s, ttft_tokens, lengths_cv2)
     return max(tail - lost, lost)
 
 
-def _idle_misses(p: float, rate: float, beta: float, room_s: float, ttft_tokens: float | None) -> float:
+def _idle_misses(
+    p: float, rate: float, beta: float, room_s: float, ttft_tokens: float | None, lengths_cv2: float = 1.0
+) -> float:
     """The share of requests that miss their TTFT even on an idle replica. A prompt of x tokens
     takes α·x + β·x² to prefill (β the attention's per pair, α the rest, so that p tokens take
     p / rate) of the room_s its target leaves after the first step (plus x / ttft_tokens if the
-    target grows with the prompt); x is exponential with mean p (the cs² = 1 of the tail)."""
+    target grows with the prompt); x is gamma with mean p and squared coefficient of variation
+    lengths_cv2 (lengths.py; 1: exponential, what counters alone allow)."""
     alpha = 1.0 / rate - beta * p - (1.0 / ttft_tokens if ttft_tokens is not None else 0.0)
     if room_s <= 0.0:
         return 1.0
     if beta > 0.0:
         longest = (math.sqrt(alpha * alpha + 4.0 * beta * room_s) - alpha) / (2.0 * beta)
-        return math.exp(-longest / p)
+        return lengths.longer_share(longest, p, lengths_cv2)
     if alpha > 0.0:
-        return math.exp(-room_s / (alpha * p))
+        if lengths_cv2 == 1.0:
+            return math.exp(-room_s / (alpha * p))
+        return lengths.longer_share(room_s / alpha, p, lengths_cv2)
     return 0.0
 
 

@@ -25,7 +25,18 @@ import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from autoscaler.policy import band, capacity, demand, horizon, memo, panic, scaledown, scaleup, speedlearn
+from autoscaler.policy import (
+    band,
+    capacity,
+    demand,
+    horizon,
+    lengths,
+    memo,
+    panic,
+    scaledown,
+    scaleup,
+    speedlearn,
+)
 from autoscaler.policy.capacity import Demand, Sizing
 from autoscaler.policy.observation import MetricReading, Observation
 from autoscaler.policy.planstate import Outcome, Plan, PlannerState
@@ -129,11 +140,12 @@ def _needed_now_message(
     speed: float,
     limit: int,
     floor: int,
+    spread: dict[str, float],
 ) -> str:
     """The scale-down stage's message when as many replicas are needed now as there are: keep()'s
     NeededNow template, whose one argument is the need now, which plan() did not size
     (need_at(0.0), at least the floor)."""
-    need_now = max(capacity.size(profile, slo, upper_now, speed, limit).replicas, floor)
+    need_now = max(capacity.size(profile, slo, upper_now, speed, limit, **spread).replicas, floor)
     return template.format(need_now)
 
 
@@ -164,7 +176,8 @@ def plan(
         inflight = state.demand.inflight if state.demand is not None else 0.0
     profile = cap.profile
     prior = state.demand
-    dstate, est = demand.observe(d, prior, now, finished, prompt, generated, inflight)
+    squares = _total(metrics.get(d.prompt_square_metric)) if d.prompt_square_metric is not None else None
+    dstate, est = demand.observe(d, prior, now, finished, prompt, generated, inflight, squares)
 
     fixed = memo.by_identity(_fixed, cap, _make_fixed)
     load = fixed.load
@@ -204,11 +217,12 @@ def plan(
     limit = spec.max_replicas
     slo = fixed.slo
     sized: dict[float, Sizing] = {}
+    spread = lengths.spread(profile, dstate.mix.prompt, dstate.mix.lengths_cv2())
 
     def sizing_at(h: float) -> Sizing:
         got = sized.get(h)
         if got is None:
-            got = capacity.size(profile, slo, forecast_at(h)[1], speed, limit)
+            got = capacity.size(profile, slo, forecast_at(h)[1], speed, limit, **spread)
             sized[h] = got
         return got
 
@@ -298,7 +312,7 @@ def plan(
         expected_now = band.upper(d, prior, demand.expected(d, prior, now - prior.at), load)
         triggered = load_now > cap.panic_threshold * load(expected_now)
         if triggered:  # sized only when the load is over the band (most ticks it is not)
-            burst = capacity.size(profile, slo, est.now, speed, limit)
+            burst = capacity.size(profile, slo, est.now, speed, limit, **spread)
             triggered = burst.replicas > have
         panic_state = panic.update(panic_state, now, triggered, cap.panic_window_s)
         if triggered:
@@ -406,7 +420,16 @@ def plan(
             # as many are needed now as there are: keep() keeps them all whatever the sizing now
             # says, which only its message shows, so that sizing is made when the message is read
             kept = scaledown.keep(have, have, have, state.needs, now, recreate, state.gaps, weight)
-            needed_now = (kept.template, profile, slo, upper_at(0.0), speed, limit, max(floor, target))
+            needed_now = (
+                kept.template,
+                profile,
+                slo,
+                upper_at(0.0),
+                speed,
+                limit,
+                max(floor, target),
+                spread,
+            )
         else:
             # sized as need_at: the horizon's fixed point may have sized these already
             now_count = max(need_at(0.0), floor, target)
