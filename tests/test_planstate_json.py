@@ -39,7 +39,7 @@ def through_json(state: PlannerState, codec: TimeCodec) -> PlannerState:
 def policy_states(rates: list[float], queues: list[float]) -> list[PlannerState]:
     """Each tick's planner state over a closed loop (the replicas follow the decisions), with the
     queue making the replicas saturated at times (the learned speed) and bursts (panic)."""
-    spec = planner_spec(demand=demand.DemandSpec())
+    spec = planner_spec(demand=demand.DemandSpec(prompt_square_metric="infscale_prompt_token_square_rate"))
     state, replicas, out = PolicyState(), 2, []
     for i, (rate, queue) in enumerate(zip(rates, queues, strict=False)):
         now = NOW + 15 * i

@@ -21,9 +21,10 @@ The model of one replica that receives x requests/s of p prompt and o output tok
             fed x = λ/n requests/s, served at P tokens/s (1/a, or with a token budget the chunk
             left after the decodes per full step), E[S] = p / P, utilization u = x·E[S]. Its wait
             tail is u·exp(-(1 - u)·t / (E[S]·(1 + cs²)/2)) (exact for M/M/1; the heavy-traffic
-            decay rate of M/G/1 for service times of squared coefficient of variation cs², 1
-            here: counters give no prompt-length variance). A request meets its TTFT when its
-            wait fits the slack left after its own prefill and first step; the count is the least
+            decay rate of M/G/1 for service times of squared coefficient of variation cs²: from
+            the prompt lengths' spread where engines publish it, lengths.py, else 1). A request
+            meets its TTFT when its wait fits the slack left after its own prefill and first
+            step; the count is the least
             n whose tail at that slack is at most 1 - attainment. A pooled M/G/n queue (Erlang C)
             under-sized long prompts by 2-5 replicas (3 req/s of 8,000 tokens: 4 where the replay
             needs 9; tests/replay/test_capacity_vs_replay.py).

@@ -25,19 +25,9 @@ import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from autoscaler.policy import (
-    band,
-    capacity,
-    demand,
-    horizon,
-    lengths,
-    memo,
-    panic,
-    scaledown,
-    scaleup,
-    speedlearn,
-)
+from autoscaler.policy import band, capacity, demand, horizon, memo, panic, scaledown, scaleup, speedlearn
 from autoscaler.policy.capacity import Demand, Sizing
+from autoscaler.policy.lengths import spread as lengths_spread
 from autoscaler.policy.observation import MetricReading, Observation
 from autoscaler.policy.planstate import Outcome, Plan, PlannerState
 from autoscaler.policy.spec import AutoscalerSpec, CapacitySpec, ColdStartSpec, ReplicaProfile, SloTarget
@@ -217,7 +207,7 @@ def plan(
     limit = spec.max_replicas
     slo = fixed.slo
     sized: dict[float, Sizing] = {}
-    spread = lengths.spread(profile, dstate.mix.prompt, dstate.mix.lengths_cv2())
+    spread = lengths_spread(profile, dstate.mix.prompt, dstate.mix.lengths_cv2())
 
     def sizing_at(h: float) -> Sizing:
         got = sized.get(h)
