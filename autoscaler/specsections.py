@@ -341,13 +341,16 @@ class CapacityModel(StrictModel):
 
     @classmethod
     def document_of(cls, spec: CapacitySpec) -> dict[str, Any]:
-        """The capacity block (profile, slo, decision period) that parses back into `spec`'s
-        profile, SLO and period; demand and learning keep their defaults."""
-        return {
+        """The capacity block (profile, slo, decision period, the prompt lengths' metric if set)
+        that parses back into `spec`'s; the rest of demand and learning keep their defaults."""
+        doc: dict[str, Any] = {
             "profile": _document(ReplicaProfileModel, spec.profile, _PROFILE_NAMES),
             "slo": _document(SloTargetModel, spec.slo, _SLO_NAMES),
             "decisionPeriodSeconds": spec.decision_period_s,
         }
+        if spec.demand.prompt_square_metric is not None:
+            doc["demand"] = {"promptSquareMetric": spec.demand.prompt_square_metric}
+        return doc
 
     @model_validator(mode="after")
     def _consistent(self) -> CapacityModel:

@@ -9,7 +9,18 @@ import pytest
 
 from autoscaler.policy import capacity, demand, lengths
 from autoscaler.policy.capacity import Demand
-from autoscaler.policy.spec import DemandSpec, ReplicaProfile, SloTarget
+from autoscaler.policy.decide import decide
+from autoscaler.policy.observation import MetricReading, Observation
+from autoscaler.policy.spec import (
+    AutoscalerSpec,
+    CapacitySpec,
+    DemandSpec,
+    MetricSpec,
+    ReplicaProfile,
+    SloTarget,
+    TargetType,
+)
+from autoscaler.policy.state import PolicyState
 
 # one-gpu-8b's engine (replay/profiles.py LLAMA_8B_H100): the attention term is a third of a
 # 12,000-token prompt's prefill
@@ -97,3 +108,51 @@ def test_the_mix_keeps_the_prompts_second_moment_and_an_older_mix_has_none() -> 
     state, _ = demand.observe(spec, state, 15.0 * 40, 2.0, 2000.0, 200.0, 4.0, None)
     assert state.mix.lengths_cv2() == pytest.approx(cv2, rel=1e-6)
     assert demand.Mix(5.0, 1000.0, 100.0).lengths_cv2() is None
+
+
+def _capacity_stage(square_metric: str | None, cv2: float | None) -> int:
+    """The capacity stage's count after a minute of 6 req/s of 8,000-token prompts whose lengths
+    have `cv2` (None: the engines publish no histogram)."""
+    spec = AutoscalerSpec(
+        max_replicas=200,
+        metrics=(MetricSpec("infscale_queue_size", TargetType.AVERAGE_VALUE, 1_000_000),),
+        capacity=CapacitySpec(
+            profile=EIGHT_B,
+            slo=SloTarget(ttft_s=2.0, tpot_s=None, ttft_tokens_per_s=4000.0),
+            demand=DemandSpec(prompt_square_metric=square_metric),
+        ),
+    )
+    rate, p = 6.0, 8000.0
+    metrics = {
+        "infscale_queue_size": MetricReading.of(0.0),
+        "infscale_request_rate": MetricReading.of(rate),
+        "infscale_prompt_token_rate": MetricReading.of(rate * p),
+        "infscale_generation_token_rate": MetricReading.of(rate * 300.0),
+        "infscale_inflight": MetricReading.of(20.0),
+    }
+    if cv2 is not None:
+        metrics["infscale_prompt_token_square_rate"] = MetricReading.of(rate * (1.0 + cv2) * p * p)
+    state = PolicyState()
+    for i in range(5):
+        decision, state = decide(spec, state, Observation(10, 10, 10, metrics=metrics), 1_000.0 + 15 * i)
+    (stage,) = (s for s in decision.stages if s.name == "capacity")
+    return stage.after
+
+
+def test_the_planner_sizes_with_the_lengths_the_engines_publish() -> None:
+    """The capacity stage reads the square metric the spec names: wide lengths need more replicas
+    than narrow ones, and without the metric (unnamed, or named and not served) the exponential's."""
+    fallback = _capacity_stage(None, None)
+    assert _capacity_stage("infscale_prompt_token_square_rate", None) == fallback
+    assert _capacity_stage(None, 3.0) == fallback  # served but not named: not read
+    narrow = _capacity_stage("infscale_prompt_token_square_rate", 0.01)
+    wide = _capacity_stage("infscale_prompt_token_square_rate", 3.0)
+    assert narrow < fallback < wide
+
+
+def test_a_subnormal_prompt_mix_sizes_as_no_prompt() -> None:
+    """A restored state's mix of 2e-313 tokens a request (the reader accepts any finite >= 0) once
+    made the TTFT tail's slack infinite (OverflowError on main at 4c294de); its square is 0."""
+    assert demand.Mix(5.0, 2.2250738585e-313, 1.0, 1.5e8).lengths_cv2() is None
+    d = Demand(3.0, 3.0 * 2.2250738585e-313, 3.0 * 100.0)
+    assert capacity.size(EIGHT_B, SloTarget(ttft_s=2.0, tpot_s=0.2), d).replicas >= 1

@@ -39,6 +39,8 @@ from autoscaler.policy import lengths, tpottail
 from autoscaler.policy.spec import ReplicaProfile, SloTarget
 
 MIN_RATE = 1e-6  # requests/s below which a target is idle
+MIN_PROMPT_TOKENS = 1e-6  # a mean prompt below it is none: no prefill to queue (a restored state's
+# subnormal mix made the TTFT tail's slack infinite)
 SERVICE_CV2 = 1.0  # squared coefficient of variation of prefill times the TTFT tail assumes when
 # no engine publishes prompt lengths (lengths.py; docs/policy.md, "How accurate the capacity model is")
 MAX_UTILIZATION = 0.95  # without a TPOT target: steps grow as base / (1 - ρ), 20x at 0.95
@@ -135,7 +137,7 @@ def size(
         n = batch_n
         binding = "batch" if seqs == profile.max_num_seqs else "kv"
     rate, rate_at = 0.0, 0  # the prefill rate at `rate_at` replicas (0: not computed yet)
-    if p <= 0.0:
+    if p < MIN_PROMPT_TOKENS:
         replicas = max(1, math.ceil(n - 1e-9))
     else:
         tail = 1.0 - slo.attainment

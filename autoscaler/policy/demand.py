@@ -66,9 +66,10 @@ class Mix(NamedTuple):
     def lengths_cv2(self) -> float | None:
         """The prompt lengths' squared coefficient of variation, None without a histogram."""
         p, sq = self.prompt, self.prompt_sq
-        if sq <= 0.0 or p <= 0.0:
+        square = p * p
+        if sq <= 0.0 or square <= 0.0:  # a subnormal prompt squares to 0
             return None
-        return sq / (p * p) - 1.0
+        return sq / square - 1.0
 
 
 class DemandState(NamedTuple):
