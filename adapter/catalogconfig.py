@@ -14,7 +14,7 @@ import httpx
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from adapter.presets import PRESETS, Combine, Signal, get_preset
+from adapter.presets import PRESETS, Combine, Kind, Signal, get_preset
 from adapter.wire import metric_name_problem, namespace_problem
 from common.selector import SelectorError, parse_selector
 
@@ -239,6 +239,15 @@ class CatalogSettings(BaseModel):
                 raise ValueError(f"metric {m.name!r} uses source scrape: set endpoints or kubernetes")
             if m.source is SourceKind.PROMETHEUS and self.prometheus is None:
                 raise ValueError(f"metric {m.name!r} uses source prometheus: set prometheus.url")
+            if (
+                m.source is SourceKind.PROMETHEUS
+                and m.signal is not None
+                and preset.rules[m.signal].kind is Kind.SQUARE_RATE
+            ):
+                raise ValueError(
+                    f"metric {m.name!r}: {m.signal.value} weighs histogram buckets by their bounds, which"
+                    " PromQL cannot: use source scrape"
+                )
         if not seen:
             raise ValueError("metrics is empty: the adapter would serve nothing")
         return self

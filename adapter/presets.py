@@ -11,6 +11,8 @@ Normalized signals:
   policies scale on, so its sweep prints an HPA that reads a served metric);
 - `kv_cache_usage`: KV-cache saturation as a 0–1 fraction;
 - `request_rate`, `prompt_token_rate`, `generation_token_rate`: per-second rates of counters;
+- `prompt_token_square_rate`: Σ prompt tokens² per second, from the prompt-length histogram's
+  buckets (adapter/histogram.py): with the two rates above, the prompt lengths' spread;
 - `slot_usage`: JetStream's decode-slot occupancy (a 0–1 fraction; JetStream has no running count).
 
 A new engine is one `EnginePreset(...)` entry in `PRESETS`.
@@ -23,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from adapter import histogram
 from adapter.exposition import ExpositionError, ExpositionParser, Sample, Samples, parse_exposition
 
 __all__ = [  # the exposition's names, for the callers that import them from here
@@ -42,6 +45,7 @@ class Signal(StrEnum):
     REQUEST_RATE = "request_rate"
     PROMPT_TOKEN_RATE = "prompt_token_rate"
     GENERATION_TOKEN_RATE = "generation_token_rate"
+    PROMPT_TOKEN_SQUARE_RATE = "prompt_token_square_rate"
     SLOT_USAGE = "slot_usage"
 
 
@@ -83,6 +87,8 @@ class Kind(StrEnum):
     GAUGE = "gauge"  # the value as exposed
     RATIO = "ratio"  # numerator ÷ denominator, both gauges
     RATE = "rate"  # per-second increase of a counter between two scrapes
+    # per-second increase of Σ x² over a histogram's observations, from its buckets (histogram.py)
+    SQUARE_RATE = "square_rate"
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +155,11 @@ def rate(*alternatives: Series) -> Rule:
     return Rule(Kind.RATE, (Term(alternatives),))
 
 
+def square_rate(name: str) -> Rule:
+    """Σ x² per second of the histogram named `name`: its `_bucket` series, then its `_sum`."""
+    return Rule(Kind.SQUARE_RATE, (Term((_s(f"{name}_bucket"),)), Term((_s(f"{name}_sum"),))))
+
+
 def _with_inflight(preset: EnginePreset) -> EnginePreset:
     """Add `inflight` = the queue's terms + the batch's terms, when both are plain summed gauges."""
     queue, batch = preset.rules.get(Signal.QUEUE_SIZE), preset.rules.get(Signal.BATCH_SIZE)
@@ -181,6 +192,7 @@ PRESETS: dict[str, EnginePreset] = {
                 Signal.REQUEST_RATE: rate(_s("vllm:request_success_total")),
                 Signal.PROMPT_TOKEN_RATE: rate(_s("vllm:prompt_tokens_total")),
                 Signal.GENERATION_TOKEN_RATE: rate(_s("vllm:generation_tokens_total")),
+                Signal.PROMPT_TOKEN_SQUARE_RATE: square_rate("vllm:request_prompt_tokens"),
             },
             model_label="model_name",
         ),
@@ -195,6 +207,7 @@ PRESETS: dict[str, EnginePreset] = {
                 Signal.REQUEST_RATE: rate(_s("tgi_request_success")),  # TGI counters have no _total
                 Signal.PROMPT_TOKEN_RATE: rate(_s("tgi_request_input_length_sum")),
                 Signal.GENERATION_TOKEN_RATE: rate(_s("tgi_request_generated_tokens_sum")),
+                Signal.PROMPT_TOKEN_SQUARE_RATE: square_rate("tgi_request_input_length"),
             },
         ),
         EnginePreset(
@@ -247,6 +260,7 @@ PRESETS: dict[str, EnginePreset] = {
                 Signal.REQUEST_RATE: rate(_s("jetstream_request_success_count_total")),
                 Signal.PROMPT_TOKEN_RATE: rate(_s("jetstream_request_input_length_sum")),
                 Signal.GENERATION_TOKEN_RATE: rate(_s("jetstream_request_output_length_sum")),
+                Signal.PROMPT_TOKEN_SQUARE_RATE: square_rate("jetstream_request_input_length"),
             },
             model_label="model_name",
         ),
@@ -307,9 +321,17 @@ def combine(values: Sequence[float], how: Combine) -> float:
     return max(values)
 
 
+_COUNTERS = frozenset({Kind.RATE, Kind.SQUARE_RATE})
+
+
+def is_counter(rule: Rule) -> bool:
+    """Read across two scrapes (counter_total, counter_rate), not from one (gauge_value)."""
+    return rule.kind in _COUNTERS
+
+
 def gauge_value(rule: Rule, samples: Samples) -> float | None:
     """One pod's value of a GAUGE or RATIO rule; None when the engine does not expose it."""
-    if rule.kind is Kind.RATE:
+    if rule.kind in _COUNTERS:
         raise ValueError("gauge_value() needs a gauge or ratio rule; rates need two scrapes (counter_total)")
     found = [_term_samples(samples, term) for term in rule.terms]
     if rule.kind is Kind.RATIO:
@@ -334,6 +356,18 @@ def counter_total(rule: Rule, samples: Samples) -> float | None:
     if not present:
         return None
     return sum(s.value for f in present for s in f)
+
+
+def histogram_total(rule: Rule, samples: Samples) -> histogram.Moments | None:
+    """The totals behind a SQUARE_RATE rule (histogram.Moments), for histogram.square_rate across
+    two scrapes; None when the engine exposes no such histogram."""
+    if rule.kind is not Kind.SQUARE_RATE:
+        raise ValueError(f"histogram_total() needs a square_rate rule, got {rule.kind.value}")
+    buckets, sums = (_term_samples(samples, term) for term in rule.terms)
+    estimated = histogram.bucket_moments(buckets) if buckets and sums else None
+    if estimated is None:
+        return None
+    return histogram.Moments(*estimated, sum(s.value for s in sums))
 
 
 def counter_rate(previous: float, previous_t: float, current: float, current_t: float) -> float | None:

@@ -297,6 +297,7 @@ class DemandModel(StrictModel):
     )
     inflight_metric: str | None = Field(default=None, alias="inflightMetric", min_length=1)
     queue_metric: str | None = Field(default=None, alias="queueMetric", min_length=1)
+    prompt_square_metric: str | None = Field(default=None, alias="promptSquareMetric", min_length=1)
     alpha: float | None = None
     beta: float | None = None
     smoothing_period_seconds: float | None = Field(default=None, alias="smoothingPeriodSeconds")
@@ -312,6 +313,7 @@ class DemandModel(StrictModel):
             "generation_token_rate_metric": "generation_token_rate_metric",
             "inflight_metric": "inflight_metric",
             "queue_metric": "queue_metric",
+            "prompt_square_metric": "prompt_square_metric",
             "alpha": "alpha",
             "beta": "beta",
             "smoothing_period_seconds": "smoothing_period_s",
@@ -339,13 +341,16 @@ class CapacityModel(StrictModel):
 
     @classmethod
     def document_of(cls, spec: CapacitySpec) -> dict[str, Any]:
-        """The capacity block (profile, slo, decision period) that parses back into `spec`'s
-        profile, SLO and period; demand and learning keep their defaults."""
-        return {
+        """The capacity block (profile, slo, decision period, the prompt lengths' metric if set)
+        that parses back into `spec`'s; the rest of demand and learning keep their defaults."""
+        doc: dict[str, Any] = {
             "profile": _document(ReplicaProfileModel, spec.profile, _PROFILE_NAMES),
             "slo": _document(SloTargetModel, spec.slo, _SLO_NAMES),
             "decisionPeriodSeconds": spec.decision_period_s,
         }
+        if spec.demand.prompt_square_metric is not None:
+            doc["demand"] = {"promptSquareMetric": spec.demand.prompt_square_metric}
+        return doc
 
     @model_validator(mode="after")
     def _consistent(self) -> CapacityModel:

@@ -19,6 +19,7 @@ import numpy.typing as npt
 
 from replay import kernel
 from replay.kernel import layout
+from replay.metrics.signals import COLUMNS
 from replay.profiles import EngineProfile
 from replay.scheduler import PREFIX_BLOCK_TOKENS
 from replay.trace import Trace
@@ -27,7 +28,7 @@ F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 _NO_TARGET = np.zeros(0, dtype=np.int64)
 _NO_STOPS = np.zeros(0)
-_NO_ROWS = np.zeros((0, 7))
+_NO_ROWS = np.zeros((0, COLUMNS))
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,12 +243,12 @@ class Engine:
         if stops is None or not len(stops):
             stops, rows = _NO_STOPS, _NO_ROWS
         else:  # a new array each time: a metric pipeline keeps the rows it is given
-            rows = np.empty((len(stops) * len(ready_ids), 7))
+            rows = np.empty((len(stops) * len(ready_ids), COLUMNS))
         # the kernel checks the ready ids against the replica arrays (-1: grow them, then run)
         while self._advance(until, ids, targets, ready_ids, stops, rows) < 0:
             self._grow(int(ready_ids.max()) + 1)
         self.now = max(self.now, until)
-        return rows.reshape(len(stops), len(ready_ids), 7) if len(stops) else None
+        return rows.reshape(len(stops), len(ready_ids), COLUMNS) if len(stops) else None
 
     def _advance(self, until: float, ids: I64, targets: I64, ready: I64, stops: F64, rows: F64) -> int:
         code: int = kernel.advance(
@@ -304,7 +305,7 @@ class Engine:
         """A scrape's rows at `now` for the ready pods, then the draining ones (the columns of
         replay/metrics/signals.py), in one compiled pass."""
         self._grow(n_replicas)
-        rows = np.empty((len(ready) + len(draining), 7))
+        rows = np.empty((len(ready) + len(draining), COLUMNS))
         kernel.pod_rows(self.now, ready, draining, self._qi, self._ri, self._rf, self._hist, self._pi, rows)
         return rows
 

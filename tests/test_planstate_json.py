@@ -39,7 +39,7 @@ def through_json(state: PlannerState, codec: TimeCodec) -> PlannerState:
 def policy_states(rates: list[float], queues: list[float]) -> list[PlannerState]:
     """Each tick's planner state over a closed loop (the replicas follow the decisions), with the
     queue making the replicas saturated at times (the learned speed) and bursts (panic)."""
-    spec = planner_spec(demand=demand.DemandSpec())
+    spec = planner_spec(demand=demand.DemandSpec(prompt_square_metric="infscale_prompt_token_square_rate"))
     state, replicas, out = PolicyState(), 2, []
     for i, (rate, queue) in enumerate(zip(rates, queues, strict=False)):
         now = NOW + 15 * i
@@ -49,6 +49,8 @@ def policy_states(rates: list[float], queues: list[float]) -> list[PlannerState]
             "infscale_prompt_token_rate": MetricReading.of(rate * 300.0),
             "infscale_generation_token_rate": MetricReading.of(rate * 150.0),
             "infscale_inflight": MetricReading.of(rate * 2.0 + queue),
+            # prompts of 300 tokens with cv² 1.5 (E[x²] = 2.5 · 300²)
+            "infscale_prompt_token_square_rate": MetricReading.of(rate * 2.5 * 300.0**2),
         }
         decision, state = decide(spec, state, obs(replicas, metrics), now)
         if decision.scale:
@@ -103,7 +105,7 @@ def demand_states(draw: st.DrawFn) -> DemandState:
     return DemandState(
         draw(times),
         draw(finite),
-        Mix(draw(positive), draw(positive), draw(positive)),
+        Mix(draw(positive), draw(positive), draw(positive), draw(st.sampled_from([0.0, 1.5e8]))),
         Series(draw(finite), draw(finite)),
         draw(st.booleans()),
         pending,
@@ -402,6 +404,19 @@ def test_an_older_demand_state_without_the_spread_reads_as_poisson_and_counts_fr
         _, policy = decide(planner_spec(), policy, obs(4, metrics), state.demand.at + 15 * i)
     assert policy.planner is not None and policy.planner.demand is not None
     assert policy.planner.demand.spread[1] > 0.0
+
+
+def test_an_older_mix_without_the_prompt_squares_reads_as_no_histogram() -> None:
+    """A state saved before the prompt lengths' spread: the mix reads with prompt_sq 0, which the
+    sizing takes as no histogram (exponential lengths), and the next reading sets it."""
+    doc = good()
+    mix = doc["demand"]["mix"]
+    assert mix["promptSquaredPerRequest"] > 0.0  # the policy's own states carry it
+    del mix["promptSquaredPerRequest"]
+    state = PlannerState.from_dict(doc)
+    assert state.demand is not None
+    assert state.demand.mix.prompt_sq == 0.0 and state.demand.mix.lengths_cv2() is None
+    assert state.demand.mix.prompt == mix["promptPerRequest"]
 
 
 def test_a_forecasts_bin_outside_the_bins_is_refused() -> None:

@@ -64,6 +64,8 @@ def _term(term: Term, kind: Kind, combine: Combine, by: str, window_s: int) -> s
 def promql_for(rule: Rule, by: Sequence[str], window_s: int) -> str:
     """A PromQL expression with one series per pod (grouped `by` these labels) computing `rule`."""
     grouping = ", ".join(by)
+    if rule.kind is Kind.SQUARE_RATE:  # the catalog refuses it on this source (adapter/histogram.py)
+        raise ValueError("a histogram's Σ x² has no PromQL: it weighs buckets by their `le` bounds")
     if rule.kind is Kind.RATIO:
         numerator, denominator = (_term(t, Kind.GAUGE, Combine.SUM, grouping, window_s) for t in rule.terms)
         # `> 0` drops pods whose capacity is 0: no data rather than a division by zero

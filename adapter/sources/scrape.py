@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Protocol, Self
 import aiohttp
 
 from adapter.exposition import ExpositionError, ExpositionParser
+from adapter.histogram import Moments, square_rate
 from adapter.presets import (
     EnginePreset,
     Kind,
@@ -32,6 +33,8 @@ from adapter.presets import (
     counter_rate,
     counter_total,
     gauge_value,
+    histogram_total,
+    is_counter,
     model_of,
     wanted_names,
 )
@@ -86,7 +89,7 @@ class PodObservation:
 
     t: float
     gauges: Mapping[Signal, float]
-    counters: Mapping[Signal, float]
+    counters: Mapping[Signal, float | Moments]  # Moments: a histogram's (SQUARE_RATE rules)
     rates: Mapping[Signal, tuple[float, int]]  # rate per second, window in whole seconds
     model: str | None
 
@@ -96,16 +99,27 @@ def observe(
 ) -> PodObservation:
     """One pod's signals from one scrape. Rates need the previous good scrape of the same pod."""
     gauges: dict[Signal, float] = {}
-    counters: dict[Signal, float] = {}
+    counters: dict[Signal, float | Moments] = {}
     rates: dict[Signal, tuple[float, int]] = {}
     for signal, rule in preset.rules.items():
-        if rule.kind is Kind.RATE:
+        if rule.kind is Kind.SQUARE_RATE:
+            moments = histogram_total(rule, samples)
+            if moments is None or not all(math.isfinite(v) and v >= 0 for v in moments):
+                continue
+            counters[signal] = moments
+            before = previous.counters.get(signal) if previous is not None else None
+            if previous is not None and isinstance(before, Moments):
+                r = square_rate(before, previous.t, moments, t)
+                if r is not None:
+                    rates[signal] = (r, max(1, round(t - previous.t)))
+        elif rule.kind is Kind.RATE:
             total = counter_total(rule, samples)
             if total is None or not (math.isfinite(total) and total >= 0):
                 continue  # a counter is a finite count: a negative or infinite one gives no rate
             counters[signal] = total
-            if previous is not None and signal in previous.counters:
-                r = counter_rate(previous.counters[signal], previous.t, total, t)
+            last = previous.counters.get(signal) if previous is not None else None
+            if previous is not None and isinstance(last, float | int):
+                r = counter_rate(last, previous.t, total, t)
                 if r is not None:
                     rates[signal] = (r, max(1, round(t - previous.t)))
         else:
@@ -332,7 +346,7 @@ class ScrapeSource:
     ) -> SourceReading:
         if signal is None or query is not None:
             raise SourceError("the scrape source serves engine signals, not PromQL queries")
-        is_rate = self._preset.rule(signal).kind is Kind.RATE
+        is_rate = is_counter(self._preset.rule(signal))
         values: list[PodValue] = []
         known = stale = failing = 0
         for target in self.targets():

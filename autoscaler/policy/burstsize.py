@@ -21,29 +21,36 @@ def replica_cv2(spread: float, replicas: int) -> float:
 
 
 def size(
-    profile: ReplicaProfile, slo: SloTarget, need: Demand, speed: float, limit: int, spread: float
+    profile: ReplicaProfile,
+    slo: SloTarget,
+    need: Demand,
+    speed: float,
+    limit: int,
+    spread: float,
+    shape: dict[str, float],
 ) -> Sizing:
     """The least n that serves `need` within the SLO at the ca² n replicas see (replica_cv2). The
     sizing falls as n grows (a thinner ca²), so n is bisected between Poisson's count (the least)
-    and the count at that count's ca² (which, sized at its own thinner ca², needs at most itself)."""
-    got = capacity.size(profile, slo, need, speed, limit)
+    and the count at that count's ca² (which, sized at its own thinner ca², needs at most itself).
+    `shape`: capacity.size's keywords for the prompt lengths' spread (lengths.spread)."""
+    got = capacity.size(profile, slo, need, speed, limit, **shape)
     lo = got.replicas
     if spread <= 1.0 or lo <= 0:
         return got
-    top = capacity.size(profile, slo, need, speed, limit, arrival_cv2=replica_cv2(spread, lo))
+    top = capacity.size(profile, slo, need, speed, limit, **shape, arrival_cv2=replica_cv2(spread, lo))
     hi = top.replicas
     if hi <= lo:
         return top
     best = None
     while hi - lo > 1:  # s(lo) > lo and s(hi) <= hi, s the count sized at n's own ca²
         mid = (lo + hi) // 2
-        at = capacity.size(profile, slo, need, speed, limit, arrival_cv2=replica_cv2(spread, mid))
+        at = capacity.size(profile, slo, need, speed, limit, **shape, arrival_cv2=replica_cv2(spread, mid))
         if at.replicas <= mid:
             hi, best = mid, at
         else:
             lo = mid
     if best is None:
-        best = capacity.size(profile, slo, need, speed, limit, arrival_cv2=replica_cv2(spread, hi))
+        best = capacity.size(profile, slo, need, speed, limit, **shape, arrival_cv2=replica_cv2(spread, hi))
     if best.replicas >= hi:
         return best
     # fewer suffice at hi's ca², but not at their own: hi replicas, each serving its share

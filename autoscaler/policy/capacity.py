@@ -21,9 +21,10 @@ The model of one replica that receives x requests/s of p prompt and o output tok
             fed x = λ/n requests/s, served at P tokens/s (1/a, or with a token budget the chunk
             left after the decodes per full step), E[S] = p / P, utilization u = x·E[S]. Its wait
             tail is u·exp(-(1 - u)·t / (E[S]·(1 + cs²)/2)) (exact for M/M/1; the heavy-traffic
-            decay rate of M/G/1 for service times of squared coefficient of variation cs², 1
-            here: counters give no prompt-length variance). A request meets its TTFT when its
-            wait fits the slack left after its own prefill and first step; the count is the least
+            decay rate of M/G/1 for service times of squared coefficient of variation cs²: from
+            the prompt lengths' spread where engines publish it, lengths.py, else 1). A request
+            meets its TTFT when its wait fits the slack left after its own prefill and first
+            step; the count is the least
             n whose tail at that slack is at most 1 - attainment. A pooled M/G/n queue (Erlang C)
             under-sized long prompts by 2-5 replicas (3 req/s of 8,000 tokens: 4 where the replay
             needs 9; tests/replay/test_capacity_vs_replay.py).
@@ -34,12 +35,14 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from autoscaler.policy import tpottail
+from autoscaler.policy import lengths, tpottail
 from autoscaler.policy.spec import ReplicaProfile, SloTarget
 
 MIN_RATE = 1e-6  # requests/s below which a target is idle
-SERVICE_CV2 = 1.0  # squared coefficient of variation of prefill times assumed by the TTFT tail
-# (counters give only the mean; docs/policy.md, "How accurate the capacity model is")
+MIN_PROMPT_TOKENS = 1e-6  # a mean prompt below it is none: no prefill to queue (a restored state's
+# subnormal mix made the TTFT tail's slack infinite)
+SERVICE_CV2 = 1.0  # squared coefficient of variation of prefill times the TTFT tail assumes when
+# no engine publishes prompt lengths (lengths.py; docs/policy.md, "How accurate the capacity model is")
 MAX_UTILIZATION = 0.95  # without a TPOT target: steps grow as base / (1 - ρ), 20x at 0.95
 MIN_UTILIZATION = 0.05  # a TPOT target below one step at batch 1 cannot be met: plan replicas this light
 MIN_SLACK_SHARE = 0.25  # when the mean request cannot meet its TTFT even idle, plan as if it may
@@ -97,12 +100,17 @@ def size(
     limit: int = 1_000_000,
     *,
     arrival_cv2: float = 1.0,
+    service_cv2: float = SERVICE_CV2,
+    lengths_cv2: float = 1.0,
 ) -> Sizing:
     """The least replica count (at most `limit`) that serves `demand` within the SLO.
 
-    `speed` scales the profile's times (2.0: steps take half as long), as learned online;
-    `arrival_cv2` is the arrivals' squared coefficient of variation (1: Poisson), which the TTFT
-    tail's decay takes with the prefill times' as Kingman's G/G/1 heavy-traffic one, (ca² + cs²) / 2.
+    `speed` scales the profile's times (2.0: steps take half as long), as learned online.
+    `arrival_cv2` is the arrivals' squared coefficient of variation (1: Poisson) and `service_cv2`
+    the prefill times' (the TTFT tail's decay takes both, as Kingman's G/G/1 heavy-traffic one,
+    (ca² + cs²) / 2); `lengths_cv2` the prompt lengths' (the prompts too long for the TTFT even on
+    an idle replica); lengths.py derives the second from the third where an engine publishes the
+    lengths.
     """
     lam = demand.requests
     if lam < MIN_RATE:
@@ -132,7 +140,7 @@ def size(
         n = batch_n
         binding = "batch" if seqs == profile.max_num_seqs else "kv"
     rate, rate_at = 0.0, 0  # the prefill rate at `rate_at` replicas (0: not computed yet)
-    if p <= 0.0:
+    if p < MIN_PROMPT_TOKENS:
         replicas = max(1, math.ceil(n - 1e-9))
     else:
         tail = 1.0 - slo.attainment
@@ -142,7 +150,7 @@ def size(
         if slo.tpot_s is not None:  # the short outputs whose steps carry prompt chunks
             # as many may miss their TPOT as miss their TTFT on an idle replica, and at least the tail
             idle_rate = _prefill_rate_of(profile, 0.0, o, base, w, a, d)
-            tpot_tail = max(tail, _idle_misses(p, idle_rate, beta, ttft_s - base, ttft_tokens))
+            tpot_tail = max(tail, _idle_misses(p, idle_rate, beta, ttft_s - base, ttft_tokens, lengths_cv2))
             tpot_n = lam / tpot_rate(profile, slo.tpot_s, tpot_tail, p, o, speed)
             if tpot_n > n:
                 n, binding = tpot_n, "tpot"
@@ -158,8 +166,8 @@ def size(
                 slack += p / ttft_tokens
             slack = max(slack, MIN_SLACK_SHARE * service)
             offered = lam * service
-            slack_services = slack / service * 2.0 / (arrival_cv2 + SERVICE_CV2)
-            budget = _wait_budget(tail, p, rate, beta, ttft_s - step, ttft_tokens)
+            slack_services = slack / service * 2.0 / (arrival_cv2 + service_cv2)
+            budget = _wait_budget(tail, p, rate, beta, ttft_s - step, ttft_tokens, lengths_cv2)
             ttft_n = _ttft_servers(offered, slack_services, budget)
             if ttft_n <= replicas:
                 break
@@ -172,7 +180,13 @@ def size(
 
 
 def _wait_budget(
-    tail: float, p: float, rate: float, beta: float, room_s: float, ttft_tokens: float | None
+    tail: float,
+    p: float,
+    rate: float,
+    beta: float,
+    room_s: float,
+    ttft_tokens: float | None,
+    lengths_cv2: float = 1.0,
 ) -> float:
     """The share of requests whose wait may exceed its slack: the attainment's tail less the
     requests that miss their TTFT on an idle replica (_idle_misses). Once those misses take half
@@ -180,23 +194,28 @@ def _wait_budget(
     misses): a 1 % tail planned where more miss anyway buys replicas and little SLO (Mooncake x
     0.52 on one-gpu-8b, where a fifth of the prompts cannot meet 2 s: 14.3 GPU-h for 77.9 % with
     the 1 % tail, 3.1 for 75.3 % with this budget; the HPA 52.8 % at 2)."""
-    lost = _idle_misses(p, rate, beta, room_s, ttft_tokens)
+    lost = _idle_misses(p, rate, beta, room_s, ttft_tokens, lengths_cv2)
     return max(tail - lost, lost)
 
 
-def _idle_misses(p: float, rate: float, beta: float, room_s: float, ttft_tokens: float | None) -> float:
+def _idle_misses(
+    p: float, rate: float, beta: float, room_s: float, ttft_tokens: float | None, lengths_cv2: float = 1.0
+) -> float:
     """The share of requests that miss their TTFT even on an idle replica. A prompt of x tokens
     takes α·x + β·x² to prefill (β the attention's per pair, α the rest, so that p tokens take
     p / rate) of the room_s its target leaves after the first step (plus x / ttft_tokens if the
-    target grows with the prompt); x is exponential with mean p (the cs² = 1 of the tail)."""
+    target grows with the prompt); x is gamma with mean p and squared coefficient of variation
+    lengths_cv2 (lengths.py; 1: exponential, what counters alone allow)."""
     alpha = 1.0 / rate - beta * p - (1.0 / ttft_tokens if ttft_tokens is not None else 0.0)
     if room_s <= 0.0:
         return 1.0
     if beta > 0.0:
         longest = (math.sqrt(alpha * alpha + 4.0 * beta * room_s) - alpha) / (2.0 * beta)
-        return math.exp(-longest / p)
+        return lengths.longer_share(longest, p, lengths_cv2)
     if alpha > 0.0:
-        return math.exp(-room_s / (alpha * p))
+        if lengths_cv2 == 1.0:
+            return math.exp(-room_s / (alpha * p))
+        return lengths.longer_share(room_s / alpha, p, lengths_cv2)
     return 0.0
 
 

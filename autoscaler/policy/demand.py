@@ -59,6 +59,17 @@ class Mix(NamedTuple):
     requests: float  # the requests counted, weighted (about MIX_REQUESTS once that many were)
     prompt: float  # prompt tokens per request
     output: float  # generated tokens per request
+    # prompt tokens squared per request (an engine's prompt-length histogram; 0: none read yet):
+    # with `prompt`, the lengths' spread the TTFT tail needs (lengths.py)
+    prompt_sq: float = 0.0
+
+    def lengths_cv2(self) -> float | None:
+        """The prompt lengths' squared coefficient of variation, None without a histogram."""
+        p, sq = self.prompt, self.prompt_sq
+        square = p * p
+        if sq <= 0.0 or square <= 0.0:  # a subnormal prompt squares to 0
+            return None
+        return sq / square - 1.0
 
 
 class DemandState(NamedTuple):
@@ -115,8 +126,11 @@ def observe(
     prompt: float,
     generated: float,
     inflight: float,
+    prompt_sq: float | None = None,
 ) -> tuple[DemandState, Estimate]:
-    """Fold one tick's readings (rates summed over pods, in-flight requests) into the state."""
+    """Fold one tick's readings (rates summed over pods, in-flight requests; `prompt_sq` the
+    prompt tokens squared per second, None where no engine publishes prompt lengths) into the
+    state."""
     if state is None or now < state.at:  # first sight, or a clock that stepped back: start over
         est = Estimate(Demand(finished, prompt, generated), 0.0)
         return _start(now, finished, prompt, generated, inflight), est
@@ -130,7 +144,8 @@ def observe(
     decay = math.exp(-counted / MIX_REQUESTS) if counted > 0.0 else 1.0
     if decay < 1.0 - weight:
         decay = 1.0 - weight
-    mix = _mix(state.mix, decay, counted, prompt * dt, generated * dt)
+    squares = None if prompt_sq is None else prompt_sq * dt
+    mix = _mix(state.mix, decay, counted, prompt * dt, generated * dt, squares)
     growth = (inflight - state.inflight) / dt
     arrivals = finished + growth
     arrivals = arrivals if arrivals > 0.0 else 0.0  # max(x, 0.0), NaN to 0, without the call
@@ -217,10 +232,12 @@ def _toward_peak(typical_peak: float, peaks: tuple[tuple[float, float], ...], w:
     return top if top >= typical_peak else typical_peak + w * (top - typical_peak)
 
 
-def _mix(mix: Mix, decay: float, requests: float, prompt: float, output: float) -> Mix:
-    """The mix after `requests` more counted with `prompt` and `output` tokens, the weight of those
-    counted before multiplied by `decay`: the ratio of the weighted sums, kept as the weight and
-    the ratios."""
+def _mix(
+    mix: Mix, decay: float, requests: float, prompt: float, output: float, prompt_sq: float | None
+) -> Mix:
+    """The mix after `requests` more counted with `prompt` and `output` tokens (and `prompt_sq`
+    squared prompt tokens; None: not read, kept as it was), the weight of those counted before
+    multiplied by `decay`: the ratio of the weighted sums, kept as the weight and the ratios."""
     if requests < 0.0:
         requests = 0.0
     counted = mix.requests * decay + requests
@@ -228,7 +245,13 @@ def _mix(mix: Mix, decay: float, requests: float, prompt: float, output: float) 
         return mix
     p = mix.prompt + (prompt - requests * mix.prompt) / counted
     o = mix.output + (output - requests * mix.output) / counted
-    return _new(Mix, (counted, 0.0 if p < 0.0 else p, 0.0 if o < 0.0 else o))
+    sq = mix.prompt_sq
+    if prompt_sq is not None and requests > 0.0:
+        # the first reading sets it (0 before: no histogram was read), later ones weigh in as the mix
+        sq = prompt_sq / requests if sq <= 0.0 else sq + (prompt_sq - requests * sq) / counted
+        if sq < 0.0:
+            sq = 0.0
+    return _new(Mix, (counted, 0.0 if p < 0.0 else p, 0.0 if o < 0.0 else o, sq))
 
 
 def _start(now: float, finished: float, prompt: float, generated: float, inflight: float) -> DemandState:
@@ -276,5 +299,5 @@ def expected(spec: DemandSpec, state: DemandState, horizon_s: float) -> Demand:
     r = rl + rt * reach
     if r < 0.0:
         r = 0.0
-    _, p, o = state.mix
+    _, p, o, _ = state.mix
     return _new(Demand, (r, r * p, r * o))

@@ -31,6 +31,7 @@ from autoscaler.policy import (
     capacity,
     demand,
     horizon,
+    lengths,
     memo,
     panic,
     scaledown,
@@ -142,11 +143,12 @@ def _needed_now_message(
     limit: int,
     floor: int,
     spread: float,
+    shape: dict[str, float],
 ) -> str:
     """The scale-down stage's message when as many replicas are needed now as there are: keep()'s
     NeededNow template, whose one argument is the need now, which plan() did not size
     (need_at(0.0), at least the floor)."""
-    need_now = max(burstsize.size(profile, slo, upper_now, speed, limit, spread).replicas, floor)
+    need_now = max(burstsize.size(profile, slo, upper_now, speed, limit, spread, shape).replicas, floor)
     return template.format(need_now)
 
 
@@ -177,7 +179,8 @@ def plan(
         inflight = state.demand.inflight if state.demand is not None else 0.0
     profile = cap.profile
     prior = state.demand
-    dstate, est = demand.observe(d, prior, now, finished, prompt, generated, inflight)
+    squares = _total(metrics.get(d.prompt_square_metric)) if d.prompt_square_metric is not None else None
+    dstate, est = demand.observe(d, prior, now, finished, prompt, generated, inflight, squares)
 
     fixed = memo.by_identity(_fixed, cap, _make_fixed)
     load = fixed.load
@@ -218,11 +221,12 @@ def plan(
     slo = fixed.slo
     spread = demand.dispersion(dstate, slo.ttft_s)
     sized: dict[float, Sizing] = {}
+    shape = lengths.spread(profile, dstate.mix.prompt, dstate.mix.lengths_cv2())
 
     def sizing_at(h: float) -> Sizing:
         got = sized.get(h)
         if got is None:
-            got = burstsize.size(profile, slo, forecast_at(h)[1], speed, limit, spread)
+            got = burstsize.size(profile, slo, forecast_at(h)[1], speed, limit, spread, shape)
             sized[h] = got
         return got
 
@@ -314,7 +318,7 @@ def plan(
         expected_now = band.upper(d, prior, demand.expected(d, prior, now - prior.at), load)
         triggered = load_now > cap.panic_threshold * load(expected_now)
         if triggered:  # sized only when the load is over the band (most ticks it is not)
-            burst = burstsize.size(profile, slo, est.now, speed, limit, spread)
+            burst = burstsize.size(profile, slo, est.now, speed, limit, spread, shape)
             triggered = burst.replicas > have
         panic_state = panic.update(panic_state, now, triggered, cap.panic_window_s)
         if triggered:
@@ -433,6 +437,7 @@ def plan(
                 limit,
                 max(floor, target),
                 spread,
+                shape,
             )
         else:
             # sized as need_at: the horizon's fixed point may have sized these already

@@ -292,6 +292,10 @@ class DemandSpec:
     generation_token_rate_metric: str = "infscale_generation_token_rate"
     inflight_metric: str = "infscale_inflight"
     queue_metric: str | None = "infscale_queue_size"  # waiting requests: saturation, for learning
+    # Σ prompt tokens² per second, from the engines' prompt-length histograms (the adapter's
+    # prompt_token_square_rate): the lengths' spread (lengths.py). None (the default: a catalog
+    # without it would warn every sync), or no reading: exponential lengths, TTFT tail cs² 1
+    prompt_square_metric: str | None = None
     alpha: float = 0.3  # level weight of a sample smoothing_period_s after the last (policy.md, Defaults)
     beta: float = 0.05  # trend weight, same gap: a trend must persist minutes to count
     smoothing_period_s: float = 15.0  # the HPA sync period
@@ -346,13 +350,15 @@ class CapacitySpec:
     def metric_names(self) -> tuple[str, ...]:
         """Every metric the demand stage reads (the caller fetches them beside spec.metrics)."""
         d = self.demand
-        names = (
+        names: tuple[str, ...] = (
             d.request_rate_metric,
             d.prompt_token_rate_metric,
             d.generation_token_rate_metric,
             d.inflight_metric,
         )
-        return names if d.queue_metric is None else (*names, d.queue_metric)
+        if d.queue_metric is not None:
+            names = (*names, d.queue_metric)
+        return names if d.prompt_square_metric is None else (*names, d.prompt_square_metric)
 
 
 @lru_cache(maxsize=64)

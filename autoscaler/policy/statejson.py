@@ -153,6 +153,8 @@ def _read_mix(r: Reader) -> Mix:
             m.number("requests", low=0.0),
             m.number("promptPerRequest", low=0.0),
             m.number("outputPerRequest", low=0.0),
+            # a state before the prompt lengths' spread (2026-12-03): none read, the fallback
+            m.number("promptSquaredPerRequest", low=0.0) if "promptSquaredPerRequest" in m.data else 0.0,
         )
     # an older state: smoothed rates (finished/s, prompt and generated tokens/s), whose ratios were
     # the mix; it weighs no requests, so the next tick's counts replace it
@@ -178,6 +180,7 @@ def demand_to_dict(state: DemandState, codec: TimeCodec = SECONDS) -> dict[str, 
             "requests": state.mix.requests,
             "promptPerRequest": state.mix.prompt,
             "outputPerRequest": state.mix.output,
+            "promptSquaredPerRequest": state.mix.prompt_sq,
         },
         "requests": _series(state.requests),
         "primed": state.primed,

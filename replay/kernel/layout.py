@@ -24,7 +24,10 @@ R_LRU_HEAD, R_LRU_TAIL, R_LRU_N = 26, 27, 28
 R_MERGE, R_HEAD, R_HPTOK, R_HGTOK, R_HUSED = 29, 30, 31, 32, 33
 # the replica's position in advance()'s `ready` (-1: not in it), whose loads it keeps in `lr`
 R_RPOS = 34
-RI_COLUMNS = 35
+# Σ prompt tokens² of the prompts prefilled (an engine's prompt-length histogram), and the merged
+# head step's share of it (as R_HPTOK)
+R_PSQ, R_HPSQ = 35, 36
+RI_COLUMNS = 37
 # per-replica float columns
 RF_T0, RF_D0, RF_G, RF_TEND, RF_LASTFIN = 0, 1, 2, 3, 4
 RF_COLUMNS = 5

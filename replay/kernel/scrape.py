@@ -16,6 +16,7 @@ from replay.kernel.layout import (
     R_GTOK,
     R_HEAD,
     R_HGTOK,
+    R_HPSQ,
     R_HPTOK,
     R_HUSED,
     R_K,
@@ -24,6 +25,7 @@ from replay.kernel.layout import (
     R_NWAIT,
     R_P,
     R_PART,
+    R_PSQ,
     R_PTOK,
     RF_T0,
     RF_TEND,
@@ -34,6 +36,7 @@ from replay.metrics.signals import (
     GENERATION_TOKENS,
     INFLIGHT,
     KV_USAGE,
+    PROMPT_SQUARES,
     PROMPT_TOKENS,
     REQUESTS,
     RUNNING,
@@ -44,7 +47,7 @@ from replay.metrics.signals import (
 @inline_jit
 def counters(t, r, qi, ri, rf, hist, pi):
     """Replica r's counters and gauges at t (inside a run: the steps that ended by t): finished,
-    prompt tokens, generation tokens, waiting, running, KV blocks used."""
+    prompt tokens, prompt tokens², generation tokens, waiting, running, KV blocks used."""
     bs = pi[P_BS]
     gen = ri[r, R_GTOK]
     used = pi[P_BLOCKS] - ri[r, R_FREE]
@@ -52,6 +55,7 @@ def counters(t, r, qi, ri, rf, hist, pi):
         return (
             ri[r, R_FIN],
             ri[r, R_PTOK] - ri[r, R_HPTOK],
+            ri[r, R_PSQ] - ri[r, R_HPSQ],
             gen - ri[r, R_HGTOK],
             ri[r, R_NWAIT],
             ri[r, R_NRUN],
@@ -67,14 +71,14 @@ def counters(t, r, qi, ri, rf, hist, pi):
         if pchunk > 0 and ext > 0:
             c1 = qi[part, Q_COMP] + pchunk
             used += cdiv(c1 + ext * pchunk, bs) - cdiv(c1, bs)
-    return ri[r, R_FIN], ri[r, R_PTOK], gen, ri[r, R_NWAIT], ri[r, R_NRUN], used
+    return ri[r, R_FIN], ri[r, R_PTOK], ri[r, R_PSQ], gen, ri[r, R_NWAIT], ri[r, R_NRUN], used
 
 
 @jit
 def observe(t, n_replicas, qi, ri, rf, hist, pi, out):
     """Every replica's counters and gauges at t (counters), one column per replica."""
     for r in range(n_replicas):
-        fin, ptok, gen, nwait, nrun, used = counters(t, r, qi, ri, rf, hist, pi)
+        fin, ptok, _, gen, nwait, nrun, used = counters(t, r, qi, ri, rf, hist, pi)
         out[0, r] = fin
         out[1, r] = ptok
         out[2, r] = gen
@@ -95,7 +99,7 @@ def pod_rows(t, ready, draining, qi, ri, rf, hist, pi, rows):
 @inline_jit
 def pod_row(t, r, qi, ri, rf, hist, pi, rows, i):
     """Replica r's scrape row at t (counters) in rows[i]."""
-    fin, ptok, gen, nwait, nrun, used = counters(t, r, qi, ri, rf, hist, pi)
+    fin, ptok, psq, gen, nwait, nrun, used = counters(t, r, qi, ri, rf, hist, pi)
     rows[i, WAITING] = nwait
     rows[i, RUNNING] = nrun
     rows[i, INFLIGHT] = float(nwait) + float(nrun)
@@ -103,3 +107,4 @@ def pod_row(t, r, qi, ri, rf, hist, pi, rows, i):
     rows[i, REQUESTS] = fin
     rows[i, PROMPT_TOKENS] = ptok
     rows[i, GENERATION_TOKENS] = gen
+    rows[i, PROMPT_SQUARES] = psq

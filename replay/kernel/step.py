@@ -59,6 +59,7 @@ from replay.kernel.layout import (
     R_PART,
     R_PH,
     R_PQ,
+    R_PSQ,
     R_PTOK,
     R_RPOS,
     R_RTAIL,
@@ -310,6 +311,7 @@ def end_run(r, qi, qf, ri, rf, hist, hk, hr, pi, poff, pids, hslot, lkey, lprev,
             req = qi[q, Q_REQ]
             qf[req, QF_FIRST] = t_end
             ri[r, R_PTOK] += qi[q, Q_IN]
+            ri[r, R_PSQ] += qi[q, Q_IN] * qi[q, Q_IN]
             if pi[P_PREFIX] == 1:
                 full = min(poff[req + 1] - poff[req], qi[q, Q_IN] // pi[P_PBT])
                 prefix_use(qi, ri, poff, pids, hslot, lkey, lprev, lnext, pi, r, q, full, True)

@@ -21,6 +21,7 @@ import numpy.typing as npt
 from autoscaler.policy.observation import MetricReading
 from replay.metrics.signals import (
     ARRIVALS,
+    COLUMNS,
     Aggregation,
     ClusterScrape,
     Kind,
@@ -83,7 +84,7 @@ class DirectPipeline:
         self._rounds: deque[_Round] = deque()  # the newest visible one first, then any still in flight
         # per pod id, its last round's row and time (NaN: never scraped): a rate needs two rounds;
         # written when the pods change (until then the last round holds them)
-        self._prev = np.zeros((0, 7))
+        self._prev = np.zeros((0, COLUMNS))
         self._prev_t = np.zeros(0)
         self._last: _Round | None = None
         self._arrivals: tuple[float, float] | None = None  # the gateway's last (time, counter)

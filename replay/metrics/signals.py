@@ -12,6 +12,7 @@ gauges and per-second rates of counters, one value per pod, combined across the 
 | infscale_request_rate | rate of vllm:request_success_total |
 | infscale_prompt_token_rate | rate of vllm:prompt_tokens_total |
 | infscale_generation_token_rate | rate of vllm:generation_tokens_total |
+| infscale_prompt_token_square_rate | rate of Σ prompt tokens², from vllm:request_prompt_tokens's buckets |
 | infscale_arrival_rate | rate of requests reaching the router (the gateway's counter) |
 | infscale_gateway_pending | requests held at the gateway while no replica is ready (the gateway's gauge) |
 
@@ -39,7 +40,8 @@ F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 
 # the columns of a pod's row in a scrape
-INFLIGHT, WAITING, RUNNING, KV_USAGE, REQUESTS, PROMPT_TOKENS, GENERATION_TOKENS = range(7)
+INFLIGHT, WAITING, RUNNING, KV_USAGE, REQUESTS, PROMPT_TOKENS, GENERATION_TOKENS, PROMPT_SQUARES = range(8)
+COLUMNS = 8
 # and of the gateway's
 ARRIVALS, PENDING = range(2)
 
@@ -77,6 +79,7 @@ METRICS: dict[str, Metric] = {
         Metric("infscale_request_rate", Kind.RATE, REQUESTS, Combine.SUM),
         Metric("infscale_prompt_token_rate", Kind.RATE, PROMPT_TOKENS, Combine.SUM),
         Metric("infscale_generation_token_rate", Kind.RATE, GENERATION_TOKENS, Combine.SUM),
+        Metric("infscale_prompt_token_square_rate", Kind.RATE, PROMPT_SQUARES, Combine.SUM),
         Metric("infscale_arrival_rate", Kind.RATE, ARRIVALS, Combine.SUM, gateway=True),
         Metric("infscale_gateway_pending", Kind.GAUGE, PENDING, Combine.SUM, gateway=True),
     )
@@ -112,7 +115,7 @@ class ClusterScrape:
     t: float
     ready: I64
     draining: I64
-    rows: F64  # (len(ready) + len(draining)) x 7: ready pods first, then draining
+    rows: F64  # (len(ready) + len(draining)) x COLUMNS: ready pods first, then draining
     gateway: tuple[float, float]  # requests that reached the gateway so far, and those held there now
 
 

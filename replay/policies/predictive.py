@@ -19,6 +19,7 @@ from autoscaler.policy.spec import (
     AutoscalerSpec,
     Behavior,
     CapacitySpec,
+    DemandSpec,
     FloorSpec,
     MetricSpec,
     PredictionSpec,
@@ -38,6 +39,8 @@ from replay.policies.tailkernel import install as install_compiled_tail
 from replay.profiles import EngineProfile, Scenario
 
 QUEUE_METRIC = "infscale_queue_size"  # as the adapter serves it: waiting requests
+# Σ prompt tokens² per second, as the adapter serves it from the engines' prompt-length histograms
+PROMPT_SQUARE_METRIC = "infscale_prompt_token_square_rate"
 TYPICAL_PROMPT_TOKENS = 1000.0  # sizes the queue floor's target: chat-like prompts (Azure conv ~1,150)
 
 
@@ -82,6 +85,7 @@ def predictive_spec(scenario: Scenario, params: PolicyParams) -> AutoscalerSpec:
         capacity=CapacitySpec(
             profile=replica_profile(scenario.engine),
             slo=slo_target(scenario),
+            demand=DemandSpec(prompt_square_metric=PROMPT_SQUARE_METRIC),
             decision_period_s=scenario.sync_period_s,
         ),
     )

@@ -13,6 +13,8 @@ from adapter.presets import (
     counter_total,
     gauge_value,
     get_preset,
+    histogram_total,
+    is_counter,
     model_of,
     parse_exposition,
     wanted_names,
@@ -62,7 +64,7 @@ def test_line_filter_changes_nothing_the_preset_reads(engine: str, text: str) ->
     preset = PRESETS[engine]
     full, filtered = parse_exposition(text), parse_exposition(text, wanted_names(preset))
     for rule in preset.rules.values():
-        read = counter_total if rule.kind is Kind.RATE else gauge_value
+        read = {Kind.RATE: counter_total, Kind.SQUARE_RATE: histogram_total}.get(rule.kind, gauge_value)
         assert read(rule, filtered) == read(rule, full)
     assert model_of(preset, filtered) == model_of(preset, full)
 
@@ -167,4 +169,4 @@ def test_every_engine_has_a_queue_and_well_formed_rules(engine: str) -> None:
     for signal, rule in preset.rules.items():
         assert rule.terms and all(t.alternatives for t in rule.terms), signal
         assert rule.kind is not Kind.RATIO or len(rule.terms) == 2, signal
-        assert (rule.kind is Kind.RATE) == signal.value.endswith("_rate"), signal
+        assert is_counter(rule) == signal.value.endswith("_rate"), signal

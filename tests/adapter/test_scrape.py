@@ -531,3 +531,39 @@ def test_a_negative_or_infinite_counter_gives_no_rate() -> None:
         first = observe(preset, parse_exposition("vllm:request_success_total 10\n"), 1000.0, None)
         second = observe(preset, parse_exposition(text), 1005.0, first)
         assert Signal.REQUEST_RATE not in second.counters and Signal.REQUEST_RATE not in second.rates
+
+
+def _prompt_histogram(counts: tuple[int, int, int], total: float) -> str:
+    """vLLM's prompt-length histogram: (<= 1,000, <= 10,000, all) prompts and their exact Σ."""
+    labels = 'engine="0",model_name="m"'
+    return (
+        vllm_text(0, 0, 0)
+        + "# TYPE vllm:request_prompt_tokens histogram\n"
+        + f'vllm:request_prompt_tokens_bucket{{{labels},le="1000.0"}} {counts[0]}\n'
+        + f'vllm:request_prompt_tokens_bucket{{{labels},le="10000.0"}} {counts[1]}\n'
+        + f'vllm:request_prompt_tokens_bucket{{{labels},le="+Inf"}} {counts[2]}\n'
+        + f"vllm:request_prompt_tokens_sum{{{labels}}} {total}\n"
+        + f"vllm:request_prompt_tokens_count{{{labels}}} {counts[2]}\n"
+    )
+
+
+async def test_the_prompt_square_rate_comes_from_the_histograms_deltas(
+    make_source: MakeSource, engines: Engines, clock: ManualClock
+) -> None:
+    """Between two scrapes 10 s apart 4 prompts of <= 1,000 tokens and 2 of (1,000, 10,000]
+    arrive, 12,000 tokens in all: the buckets' squares (4 · 10⁶/3 + 2 · 111·10⁶/3) scaled by the
+    exact Σ over the buckets' (4 · 500 + 2 · 5,500 = 13,000), per second."""
+    source = await make_source(engines.respond("a", text=_prompt_histogram((1, 1, 1), 300.0)))
+    await source.scrape_round()
+    assert (await read(source, Signal.PROMPT_TOKEN_SQUARE_RATE, now=1000.0)).values == ()
+    clock.set(1010.0)
+    engines.respond("a", text=_prompt_histogram((5, 7, 7), 12_300.0))
+    await source.scrape_round()
+    (value,) = (await read(source, Signal.PROMPT_TOKEN_SQUARE_RATE, now=1010.0)).values
+    squares = 4 * 1e6 / 3 + 2 * (1e6 + 1e7 + 1e8) / 3
+    assert value.value == pytest.approx(squares * (12_000 / 13_000) ** 2 / 10)
+    assert value.window_s == 10
+    clock.set(1020.0)
+    engines.respond("a", text=vllm_text(0, 0, 0))  # the histogram gone (an engine without it)
+    await source.scrape_round()
+    assert (await read(source, Signal.PROMPT_TOKEN_SQUARE_RATE, now=1020.0)).values == ()

@@ -19,6 +19,7 @@ from adapter.presets import (
     counter_total,
     gauge_value,
     get_preset,
+    histogram_total,
     parse_exposition,
     wanted_names,
 )
@@ -277,7 +278,7 @@ async def test_metrics_parse_and_satisfy_the_adapter_presets(engine: str, ttft_f
         gauges.kv_used_tokens / gauges.kv_budget_tokens
     )
     for signal, rule in preset.rules.items():  # every signal the adapter knows for this engine is there
-        read = counter_total if rule.kind is Kind.RATE else gauge_value
+        read = {Kind.RATE: counter_total, Kind.SQUARE_RATE: histogram_total}.get(rule.kind, gauge_value)
         assert read(rule, parse_exposition(text)) is not None, signal
     families = {f.name: f for f in text_string_to_metric_families(text)}
     hist = families[ttft_family]

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from replay.engine import Engine, RequestResults
+from replay.metrics.signals import COLUMNS, PROMPT_SQUARES, PROMPT_TOKENS
 from replay.profiles import LLAMA_8B_H100, LLAMA_70B_TP4_H100, EngineProfile
 from replay.referencerun import ReferenceRun, reference_run
 from replay.trace import PrefixBlocks, Trace
@@ -294,7 +295,7 @@ def test_a_call_through_several_scrapes_gives_each_one_the_rows_of_a_call_ending
         upto = int(np.searchsorted(arrival, end, side="left"))
         ids = np.arange(sent, upto, dtype=np.int64)
         got = many.run(end, ids, ready, stops=stops)
-        assert got is not None and got.shape == (len(stops), 3, 7)
+        assert got is not None and got.shape == (len(stops), 3, COLUMNS)
         prev = t
         for k_stop, at in enumerate(stops):
             part = ids[(arrival[ids] >= prev) & (arrival[ids] < at)]
@@ -308,6 +309,27 @@ def test_a_call_through_several_scrapes_gives_each_one_the_rows_of_a_call_ending
     for name in ("replica", "admitted_s", "first_token_s", "finished_s", "preemptions"):
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
     assert a.preemptions.sum() > 0
+
+
+def test_the_prompt_squares_counter_sums_the_square_of_every_prompt_counted() -> None:
+    """The scrape's PROMPT_SQUARES column (an engine's prompt-length histogram, as its second
+    moment) counts x² for every prompt the PROMPT_TOKENS column counts x for, at every stop."""
+    rng = np.random.default_rng(6)
+    n = 200
+    arrival = np.sort(rng.uniform(0, 30.0, n))
+    inputs = rng.integers(1, 20_000, n).astype(np.int64)
+    trace = Trace("t", arrival, inputs, rng.integers(1, 50, n).astype(np.int64))
+    engine = Engine(P70, trace)
+    ready = np.arange(2, dtype=np.int64)
+    stops = np.arange(1.0, 60.0, 1.0)
+    rows = engine.run(60.0, np.arange(n, dtype=np.int64), ready, stops=stops)
+    assert rows is not None
+    first = engine.results().first_token_s
+    for k_stop, at in enumerate(stops):
+        seen = inputs[first <= at]  # prompts counted once their first token is out
+        assert rows[k_stop, :, PROMPT_TOKENS].sum() == seen.sum()
+        assert rows[k_stop, :, PROMPT_SQUARES].sum() == float((seen * seen).sum())
+    assert 0 < (first <= stops[20]).sum() < (first <= stops[-1]).sum()  # the stops saw counts grow
 
 
 def test_fast_engine_equals_the_exact_one_with_prefix_caching() -> None:

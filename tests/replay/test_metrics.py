@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from replay.metrics import PER_POD, ClusterScrape, DirectPath, MetricsSpec, PrometheusPath, build_pipeline
-from replay.metrics.signals import UnknownMetricError
+from replay.metrics.signals import COLUMNS, UnknownMetricError
 from replay.metrics.spec import mid_phase
 from tests.prometheus_server import PROMETHEUS, backfill, prometheus, prometheus_version
 
@@ -21,9 +21,15 @@ I64 = np.int64
 
 
 def row(
-    waiting: int = 0, running: int = 0, kv: float = 0.0, requests: int = 0, prompt: int = 0, gen: int = 0
+    waiting: int = 0,
+    running: int = 0,
+    kv: float = 0.0,
+    requests: int = 0,
+    prompt: int = 0,
+    gen: int = 0,
+    squares: int = 0,
 ) -> list[float]:
-    return [waiting + running, waiting, running, kv, requests, prompt, gen]
+    return [waiting + running, waiting, running, kv, requests, prompt, gen, squares]
 
 
 def scrape(
@@ -34,7 +40,7 @@ def scrape(
     pending: float = 0.0,
 ) -> ClusterScrape:
     draining = draining or {}
-    rows = np.array([*ready.values(), *draining.values()], dtype=float).reshape(-1, 7)
+    rows = np.array([*ready.values(), *draining.values()], dtype=float).reshape(-1, COLUMNS)
     pods = (np.array(list(ready), dtype=I64), np.array(list(draining), dtype=I64))
     return ClusterScrape(t, *pods, rows, (arrivals, pending))
 

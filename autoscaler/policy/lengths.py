@@ -1,0 +1,118 @@
+"""The prompt lengths' spread: what capacity.size's TTFT tail needs of it beyond the mean.
+
+Engines publish a histogram of prompt lengths (vLLM's vllm:request_prompt_tokens, SGLang's and
+TGI's own); the adapter serves its second moment as a counter's rate (Σ prompt², from the bucket
+deltas), the demand stage keeps it per request beside the mix (demand.Mix.prompt_sq), and this
+module reads the lengths as a gamma distribution of that mean and squared coefficient of
+variation (cv² 1: the exponential every count assumed before, and still the fallback when no
+engine publishes the histogram). Two things follow from it:
+
+  prefill cs²   a prompt of x tokens takes α·x + β·x² to prefill (β the attention's per pair),
+                so its prefill time spreads more than its length: the TTFT tail's cs² from the
+                gamma's first four moments, E[X^n] = p^n·Π_{i<n}(1 + i·cv²);
+  idle misses   the share of prompts too long to meet the TTFT even on an idle replica: the
+                gamma's upper tail past the longest prompt that fits, Q(1/cv², longest / (p·cv²)).
+
+Pure arithmetic on floats; docs/policy.md ("Capacity", "How accurate the capacity model is").
+"""
+
+from __future__ import annotations
+
+import math
+
+from autoscaler.policy.spec import ReplicaProfile
+
+MIN_CV2 = 0.01  # below it the lengths are as good as one length (a gamma of shape 100)
+MAX_CV2 = 20.0  # above it a handful of huge prompts dominate: no gamma describes them better
+_QUANTUM = 256.0  # the tail is cached on its inputs rounded to 1/256 in log scale (0.4 %)
+_tail_cache: dict[tuple[int, int], float] = {}  # cleared when it reaches 4096
+
+
+_NONE: dict[str, float] = {}  # no histogram: capacity.size's defaults (exponential, cs² 1)
+
+
+def spread(profile: ReplicaProfile, p: float, cv2: float | None) -> dict[str, float]:
+    """capacity.size's keywords for prompts of mean p and lengths' cv2 (None: not published):
+    the prefill cs² at the profile's per-token and attention costs (the speed scales both alike)
+    and the lengths' cv²."""
+    if cv2 is None or p <= 0.0:
+        return _NONE
+    c = clip_cv2(cv2)
+    alpha = profile.prefill_s_per_token
+    beta = profile.prefill_s_per_attention_pair * 0.5
+    return {"service_cv2": prefill_cv2(alpha, beta, p, c), "lengths_cv2": c}
+
+
+def clip_cv2(cv2: float) -> float:
+    return MIN_CV2 if cv2 < MIN_CV2 else (MAX_CV2 if cv2 > MAX_CV2 else cv2)
+
+
+def prefill_cv2(alpha: float, beta: float, p: float, cv2: float) -> float:
+    """The squared coefficient of variation of α·X + β·X² for gamma prompt lengths X of mean p and
+    squared coefficient of variation cv2 (1 with β = 0: the exponential's)."""
+    if p <= 0.0 or alpha + beta * p <= 0.0:
+        return cv2
+    c = cv2
+    r = beta * p / alpha if alpha > 0.0 else math.inf
+    m2 = 1.0 + c
+    m3 = m2 * (1.0 + 2.0 * c)
+    m4 = m3 * (1.0 + 3.0 * c)
+    if math.isinf(r):  # β·X² alone
+        return m4 / (m2 * m2) - 1.0
+    mean = 1.0 + r * m2
+    square = m2 + 2.0 * r * m3 + r * r * m4
+    return square / (mean * mean) - 1.0
+
+
+def longer_share(longest: float, p: float, cv2: float) -> float:
+    """P(X > longest) for gamma lengths of mean p and squared coefficient of variation cv2 (the
+    exponential exp(-longest / p) at cv2 = 1, exactly)."""
+    if longest <= 0.0:
+        return 1.0
+    if cv2 == 1.0:
+        return math.exp(-longest / p)
+    key = (round(math.log(cv2) * _QUANTUM), round(math.log(longest / p) * _QUANTUM))
+    got = _tail_cache.get(key)
+    if got is None:
+        if len(_tail_cache) >= 4096:
+            _tail_cache.clear()
+        shape = 1.0 / math.exp(key[0] / _QUANTUM)
+        got = upper_gamma(shape, math.exp(key[1] / _QUANTUM) * shape)
+        _tail_cache[key] = got
+    return got
+
+
+def upper_gamma(a: float, x: float) -> float:
+    """The regularized upper incomplete gamma Q(a, x): its series below x = a + 1, its continued
+    fraction (modified Lentz) above, each to a relative 1e-10 (Numerical Recipes, 6.2)."""
+    if x <= 0.0:
+        return 1.0
+    log_front = -x + a * math.log(x) - math.lgamma(a)
+    if x < a + 1.0:
+        term = total = 1.0 / a
+        ap = a
+        for _ in range(500):
+            ap += 1.0
+            term *= x / ap
+            total += term
+            if abs(term) < abs(total) * 1e-10:
+                break
+        return max(0.0, 1.0 - total * math.exp(log_front))
+    tiny = 1e-300
+    b = x + 1.0 - a
+    c = 1.0 / tiny
+    d = 1.0 / b
+    h = d
+    for i in range(1, 500):
+        an = -i * (i - a)
+        b += 2.0
+        d = an * d + b
+        d = tiny if abs(d) < tiny else d
+        c = b + an / c
+        c = tiny if abs(c) < tiny else c
+        d = 1.0 / d
+        step = d * c
+        h *= step
+        if abs(step - 1.0) < 1e-10:
+            break
+    return min(1.0, math.exp(log_front) * h)
