@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -538,3 +539,24 @@ def test_bursty_arrivals_size_the_ttft_tail_on_their_dispersion_thinned_per_repl
     upper = bursty.plan.upper
     assert capacity.size(PROFILE, SLO, upper, arrival_cv2=1.0 + (spread - 1.0) / n).replicas <= n
     assert capacity.size(PROFILE, SLO, upper, arrival_cv2=1.0 + (spread - 1.0) / (n - 1)).replicas > n - 1
+
+
+def test_the_finished_rates_window_is_the_noise_the_arrivals_dispersion_leaves_out() -> None:
+    """The same counts read through a 5 s rate at 15 s ticks: a Poisson count's variance reads 3
+    times its mean there, so the planner's state keeps 2 mean counts less excess a tick than with
+    no window said (the tick's own, as before)."""
+    spec = planner_spec()
+    rng = np.random.default_rng(0)
+    counts = rng.poisson(150.0, 60)
+    states = []
+    for window in (None, 5.0):
+        state = PolicyState()
+        for i, n in enumerate(counts):
+            got = readings(float(n) / 15.0)
+            got["infscale_request_rate"] = got["infscale_request_rate"]._replace(window_s=window)
+            _, state = decide(spec, state, obs(8, got), NOW + 15 * i)
+        assert state.planner is not None and state.planner.demand is not None
+        states.append(state.planner.demand.spread)
+    (plain, plain_n), (windowed, windowed_n) = states
+    assert windowed_n == plain_n
+    assert plain - windowed == pytest.approx(2.0 * plain_n / 15.0, rel=0.01)

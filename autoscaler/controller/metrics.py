@@ -36,6 +36,7 @@ class MetricItem:
     labels: Mapping[str, str]
     value_milli: int  # rounded up, as Quantity.MilliValue
     timestamp: float | None  # Unix seconds of the sample; None when the answer gives none
+    window_s: int | None = None  # a rate's `window`, the seconds it was measured over; None: not given
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,20 +73,28 @@ def parse_items(data: Any, now: float) -> MetricList:
         try:
             labels = item.get("metricLabels") or {}  # JSON: strings already
             stamp = _stamp(str(item["timestamp"])) if item.get("timestamp") else None
-            items.append(MetricItem(labels, _milli(item["value"]), stamp))
+            window = item.get("window")  # a rate's; anything but a positive integer is not said
+            if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
+                window = None
+            items.append(MetricItem(labels, _milli(item["value"]), stamp, window))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             return MetricList(None, f"items[{i}]: {exc}", now)
     return MetricList(tuple(items), read_at=now)
 
 
 def reading_of(answer: MetricList, now: float) -> MetricReading:
-    """The policy's reading: values in milli-units and the newest sample's age (the answer's own
-    age when it carries no timestamps)."""
+    """The policy's reading: values in milli-units, the newest sample's age (the answer's own
+    age when it carries no timestamps) and the longest rate window an item gives (None: none does)."""
     if answer.items is None:
         return MetricReading.failed(answer.error)
     stamps = [i.timestamp for i in answer.items if i.timestamp is not None]
     newest = max(stamps) if stamps else answer.read_at
-    return MetricReading(tuple(i.value_milli for i in answer.items), age_s=max(0.0, now - newest))
+    windows = [i.window_s for i in answer.items if i.window_s is not None]
+    return MetricReading(
+        tuple(i.value_milli for i in answer.items),
+        age_s=max(0.0, now - newest),
+        window_s=float(max(windows)) if windows else None,
+    )
 
 
 def reading_from_list(data: Any, now: float) -> MetricReading:

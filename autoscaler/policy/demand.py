@@ -127,10 +127,11 @@ def observe(
     generated: float,
     inflight: float,
     prompt_sq: float | None = None,
+    window_s: float | None = None,
 ) -> tuple[DemandState, Estimate]:
     """Fold one tick's readings (rates summed over pods, in-flight requests; `prompt_sq` the
     prompt tokens squared per second, None where no engine publishes prompt lengths) into the
-    state."""
+    state; `window_s`: the seconds the finished rate was measured over (None: the tick's own)."""
     if state is None or now < state.at:  # first sight, or a clock that stepped back: start over
         est = Estimate(Demand(finished, prompt, generated), 0.0)
         return _start(now, finished, prompt, generated, inflight), est
@@ -161,8 +162,8 @@ def observe(
             ahead = 0.0
         miss = arrivals * dt - ahead
         # the level's own error adds weight / (2 - weight) of a Poisson count's variance to the miss
-        # over Poisson's variance (the count's mean), per second of the tick (see dispersion())
-        excess = (miss * miss * (1.0 - 0.5 * weight) - ahead) / dt
+        # over the variance a Poisson count shows as read (read_variance), per second of the tick
+        excess = (miss * miss * (1.0 - 0.5 * weight) - ahead * read_variance(dt, window_s)) / dt
         s2, sn = spread
         if sn <= 0.0:
             spread = (excess, ahead)
@@ -189,6 +190,18 @@ def observe(
         ),
     )
     return new, _new(Estimate, (now_demand, growth))
+
+
+def read_variance(dt: float, window_s: float | None) -> float:
+    """The variance of a Poisson tick's count as read, over its mean: finished/s x dt + the in-flight
+    growth, the rate measured over the last window_s. The growth counts the tick's arrivals less
+    its finishes, the rate adds back the last window's finishes scaled by dt / window_s: a window
+    shorter than the tick reads its variance dt / window_s times (3 at a 5 s scrape and a 15 s
+    tick, read as bursts before). A longer window shares earlier ticks' finishes, which the level
+    has seen too: the miss about it stays near Poisson's (1.35 at 60 s), 1 is kept. None: 1."""
+    if window_s is None or window_s <= 0.0 or dt <= window_s:
+        return 1.0
+    return dt / window_s
 
 
 MAX_DISPERSION = 1e4  # an index of dispersion kept finite (counts of a few requests a tick after idle)

@@ -17,6 +17,9 @@ class MetricReading(NamedTuple):
     values_milli: tuple[int, ...] | None
     error: str = ""
     age_s: float = 0.0  # how old the newest sample is; stale data is treated as missing
+    # the seconds a rate was measured over (the API's `window`): its noise at the caller's period
+    # (demand.observe); None: a gauge, or not said
+    window_s: float | None = None
 
     @classmethod
     def of(cls, *values: float) -> MetricReading:

@@ -166,7 +166,8 @@ def plan(
     state = state or PlannerState()
     d = cap.demand
     metrics = obs.metrics
-    finished = _total(metrics.get(d.request_rate_metric))
+    finished_reading = metrics.get(d.request_rate_metric)
+    finished = _total(finished_reading)
     prompt = _total(metrics.get(d.prompt_token_rate_metric))
     generated = _total(metrics.get(d.generation_token_rate_metric))
     have = obs.spec_replicas
@@ -180,7 +181,8 @@ def plan(
     profile = cap.profile
     prior = state.demand
     squares = _total(metrics.get(d.prompt_square_metric)) if d.prompt_square_metric is not None else None
-    dstate, est = demand.observe(d, prior, now, finished, prompt, generated, inflight, squares)
+    window = finished_reading.window_s if finished_reading is not None else None
+    dstate, est = demand.observe(d, prior, now, finished, prompt, generated, inflight, squares, window)
 
     fixed = memo.by_identity(_fixed, cap, _make_fixed)
     load = fixed.load

@@ -156,4 +156,5 @@ class DirectPipeline:
             values = r.rates()[m.column]
         else:
             values = r.rows[:, m.column]
-        return reading(values, m, aggregation, age)
+        # a rate is the increase between a pod's last two rounds: over one scrape interval
+        return reading(values, m, aggregation, age, self.spec.scrape_interval_s)

@@ -111,7 +111,7 @@ class PrometheusPipeline:
         m = metric(name)
         cached = self._cache.get(name)
         if cached is not None and now - cached[0] <= self.spec.cache_ttl_s:
-            return reading(cached[1], m, aggregation, now - cached[0])
+            return reading(cached[1], m, aggregation, now - cached[0], self.spec.rate_window_s)
         if self._rule_first is None:
             values = self._evaluate(m, now)
         else:
@@ -125,7 +125,7 @@ class PrometheusPipeline:
                 memo = self._rule_memo[name] = (at, self._evaluate(m, at))
             values = memo[1]
         self._cache[name] = (now, values)
-        return reading(values, m, aggregation, 0.0)
+        return reading(values, m, aggregation, 0.0, self.spec.rate_window_s)
 
     def _evaluate(self, m: Metric, at: float) -> F64:
         """The per-pod values of `m`'s PromQL query evaluated at `at` (the adapter's promql_for)."""

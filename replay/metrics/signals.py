@@ -126,17 +126,25 @@ def cluster_scrape(
     return ClusterScrape(t, ready, draining, rows, (float(arrivals), float(pending)))
 
 
-def reading(values: F64 | list[float], m: Metric, aggregation: Aggregation, age_s: float) -> MetricReading:
+def reading(
+    values: F64 | list[float],
+    m: Metric,
+    aggregation: Aggregation,
+    age_s: float,
+    window_s: float | None = None,
+) -> MetricReading:
     """The items the External Metrics API would return for `m`: one combined item, or one per pod
-    (see Aggregation); milli-units rounded up, as the HPA's Quantity.MilliValue. No value: a
-    failed read (the adapter answers "no fresh data", never 0)."""
+    (see Aggregation); milli-units rounded up, as the HPA's Quantity.MilliValue, a rate with the
+    `window` it was measured over (None for a gauge). No value: a failed read (the adapter answers
+    "no fresh data", never 0)."""
     if not len(values):
         return MetricReading.failed(f"no data for {m.name}")
     if aggregation == PER_POD:
         items = [float(v) for v in values]
     else:
         items = [_combined(values, m.combine if aggregation is None else Combine(aggregation))]
-    return MetricReading(tuple(math.ceil(v * 1000 - 1e-6) for v in items), age_s=age_s)
+    window = window_s if m.kind is not Kind.GAUGE else None
+    return MetricReading(tuple(math.ceil(v * 1000 - 1e-6) for v in items), age_s=age_s, window_s=window)
 
 
 def _combined(values: F64 | list[float], combine: Combine) -> float:

@@ -9,6 +9,8 @@ import pytest
 from controller_harness import T0, autoscaler
 from pydantic import ValidationError
 
+from adapter.backend import MetricSample
+from adapter.wire import metric_value_list
 from autoscaler.controller import capacity, crd
 from autoscaler.controller.coldstarts import ColdStartHistory, quantile
 from autoscaler.controller.kubetime import micro_time, parse_time, rfc3339
@@ -283,6 +285,20 @@ def test_reading_from_list(data: Any, values: tuple[int, ...] | None, age: float
     assert error in reading.error
     if values is not None:
         assert reading.age_s == age
+
+
+def test_a_rates_window_flows_from_the_adapters_answer_to_the_reading() -> None:
+    """The adapter sends each rate's `window` (seconds, an integer); the reading keeps the longest,
+    and none for a gauge's items or a window that is not a positive integer."""
+    rate = metric_value_list(
+        "infscale_request_rate", [MetricSample({}, 2.5, T0, 60), MetricSample({}, 1.0, T0, 5)]
+    )
+    assert reading_from_list(rate, T0).window_s == 60.0
+    gauge = metric_value_list("infscale_inflight", [MetricSample({}, 7.0, T0)])
+    assert "window" not in gauge["items"][0]
+    assert reading_from_list(gauge, T0).window_s is None
+    odd = {"items": [{"value": "1", "window": "60"}, {"value": "1", "window": 0}]}
+    assert reading_from_list(odd, T0).window_s is None
 
 
 def test_policy_state_round_trips_through_the_status() -> None:

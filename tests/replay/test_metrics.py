@@ -91,6 +91,9 @@ def test_direct_rates_need_two_rounds_and_read_a_drop_as_a_restart() -> None:
     p.scrape(scrape(12.5, {0: row(requests=3), 1: row(requests=110)}, arrivals=260))
     assert value(p.read("infscale_request_rate", 13.0)) == pytest.approx(3 / 5 + 10 / 5)  # pod 0 restarted
     assert value(p.read("infscale_arrival_rate", 13.0)) == 12.0
+    # a rate states the window it was measured over, as the adapter's answer does; a gauge none
+    assert p.read("infscale_request_rate", 13.0).window_s == 5.0
+    assert p.read("infscale_inflight", 13.0).window_s is None
 
 
 def test_a_pod_that_left_rounds_gets_its_rate_from_its_own_last_round() -> None:
@@ -161,6 +164,7 @@ def test_prometheus_rates_follow_promql_and_linger_after_a_pod_goes() -> None:
     # rate(x[120s]) at 40 over (-80, 40]: samples 7.5 and 37.5, increase 30; the start extrapolated
     # only to the counter's zero point (it began at 0), the end by 2.5 s: 30 x 32.5 / 30 / 120
     assert value(p.read("infscale_request_rate", 40.0)) == pytest.approx(30 * 32.5 / 30 / 120, abs=1e-3)
+    assert p.read("infscale_request_rate", 40.0).window_s == 120.0  # rate(x[120s])'s window
     p.scrape(scrape(67.5, {0: row(requests=60)}))
     p.scrape(scrape(97.5, {}))  # the pod is gone: its samples stay in the range
     # at 100: 3 samples, increase 60, end 32.5 s away (< 1.1 x 30: extrapolated all the way)
