@@ -160,7 +160,7 @@ def _read_through(window_s: float, tick: float = 15.0, rate: float = 10.0, ticks
         finished = (np.searchsorted(done, t) - np.searchsorted(done, t - window_s)) / window_s
         inflight = float(np.searchsorted(arrived, t) - np.searchsorted(done, t))
         state, _ = demand.observe(
-            SPEC, state, float(t), finished, 1e3 * finished, 1e2 * finished, inflight, window_s
+            SPEC, state, float(t), finished, 1e3 * finished, 1e2 * finished, inflight, window_s=window_s
         )
     assert state is not None
     return [demand.dispersion(state, tick), demand.dispersion(state, 2.0)]
