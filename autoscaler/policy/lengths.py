@@ -1,11 +1,11 @@
 """The prompt lengths' spread: what capacity.size's TTFT tail needs of it beyond the mean.
 
-Engines publish a histogram of prompt lengths (vLLM's vllm:request_prompt_tokens, SGLang's and
-TGI's own); the adapter serves its second moment as a counter's rate (Σ prompt², from the bucket
-deltas), the demand stage keeps it per request beside the mix (demand.Mix.prompt_sq), and this
-module reads the lengths as a gamma distribution of that mean and squared coefficient of
-variation (cv² 1: the exponential every count assumed before, and still the fallback when no
-engine publishes the histogram). Two things follow from it:
+Engines publish a histogram of prompt lengths (vLLM's vllm:request_prompt_tokens, TGI's and
+JetStream's own; SGLang's is opt-in and not read yet); the adapter serves its second moment as a
+counter's rate (Σ prompt², from the bucket deltas), the demand stage keeps it per request beside
+the mix (demand.Mix.prompt_sq), and this module reads the lengths as a gamma distribution of that
+mean and squared coefficient of variation (cv² 1: the exponential every count assumed before, and
+still the fallback when no engine publishes the histogram). Two things follow from it:
 
   prefill cs²   a prompt of x tokens takes α·x + β·x² to prefill (β the attention's per pair),
                 so its prefill time spreads more than its length: the TTFT tail's cs² from the
