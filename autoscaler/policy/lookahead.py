@@ -1,0 +1,134 @@
+"""One tick's forecast and sizing h seconds ahead (planner.py's demand, capacity and horizon).
+
+The horizon's fixed point (horizon.find) asks for the need at several times, the stages after it
+for the forecast and the need at the horizon, now and a break-even ahead: a Lookahead works each
+time out once a tick. The load (GPU-seconds per second a demand costs at the profile's speed) is
+the unit the band scores its errors in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+from autoscaler.policy import band, burstsize, capacity, demand, lengths, memo
+from autoscaler.policy.capacity import Demand, Sizing
+from autoscaler.policy.demand import DemandState
+from autoscaler.policy.spec import CapacitySpec, ReplicaProfile, SloTarget
+
+
+def load_of(profile: ReplicaProfile, d: Demand) -> float:
+    """GPU-seconds per second a demand costs at the profile's speed: the unit errors are scored in."""
+    if d.requests <= 0.0:
+        return profile.prefill_s_per_token * d.prompt_tokens
+    return d.requests * capacity.work_per_request(
+        profile, d.prompt_tokens / d.requests, d.output_tokens / d.requests, 1.0
+    )
+
+
+def _load_function(profile: ReplicaProfile) -> Callable[[Demand], float]:
+    """load_of for one profile, its arithmetic inlined (the same operations in the same order, so
+    the same floats): a tick evaluates a dozen loads."""
+    a0 = profile.prefill_s_per_token
+    a1 = profile.prefill_s_per_attention_pair * 0.5  # a1 * 0.5 * x is (a1 * 0.5) * x
+    b0 = profile.decode_s_per_request
+    c0 = profile.decode_s_per_context_token
+
+    def load(d: Demand) -> float:
+        r, prompt, output = d
+        if r <= 0.0:
+            return a0 * prompt
+        p = prompt / r
+        o = output / r
+        return r * ((a0 + a1 * (p + 1.0)) * p + (b0 + c0 * (p + 0.5 * o)) * o)
+
+    return load
+
+
+class _Fixed(NamedTuple):
+    """What a tick derives from the capacity spec alone, worked out once per spec."""
+
+    load: Callable[[Demand], float]
+    slo: SloTarget  # the planning targets
+
+
+_fixed: memo.Table = {}  # by capacity spec (memo.py)
+
+
+def _make_fixed(cap: CapacitySpec) -> _Fixed:
+    return _Fixed(_load_function(cap.profile), cap.planning_slo)
+
+
+class Lookahead:
+    """The forecast (mean, upper band) and the sizing of the upper band h seconds after this
+    tick's sample, each h once a tick, read from the demand state before this tick's errors are
+    scored (band.track, in planner.py), at the learned speed, at most `limit` replicas."""
+
+    __slots__ = (
+        "_demand",
+        "_forecasts",
+        "_observed",
+        "_sized",
+        "limit",
+        "load",
+        "mean_now",
+        "profile",
+        "shape",
+        "slo",
+        "speed",
+        "spread",
+        "typical_load",
+    )
+
+    def __init__(self, cap: CapacitySpec, observed: DemandState, speed: float, limit: int) -> None:
+        fixed = memo.by_identity(_fixed, cap, _make_fixed)
+        d = cap.demand
+        profile = cap.profile
+        self._demand = d
+        self._observed = observed
+        self.load = load = fixed.load
+        self.typical_load = load(observed.typical)
+        self.mean_now = demand.expected(d, observed, 0.0)  # the level: track leaves the series as they are
+        self.profile = profile
+        self.slo = slo = fixed.slo
+        self.speed = speed
+        self.limit = limit
+        self.spread = demand.dispersion(observed, slo.ttft_s)  # the arrivals' dispersion (burstsize.py)
+        self.shape = lengths.spread(profile, observed.mix.prompt, observed.mix.lengths_cv2())
+        self._forecasts: dict[float, tuple[Demand, Demand]] = {}
+        self._sized: dict[float, Sizing] = {}
+
+    def forecast_at(self, h: float) -> tuple[Demand, Demand]:
+        """(mean, upper band) h seconds ahead."""
+        got = self._forecasts.get(h)
+        if got is None:
+            d = self._demand
+            mean = self.mean_now if h == 0.0 else demand.expected(d, self._observed, h)
+            got = mean, band.upper(d, self._observed, mean, self.load, self.typical_load)
+            self._forecasts[h] = got
+        return got
+
+    def upper_at(self, h: float) -> Demand:
+        return self.forecast_at(h)[1]
+
+    def sizing_at(self, h: float) -> Sizing:
+        got = self._sized.get(h)
+        if got is None:
+            got = burstsize.size(
+                self.profile,
+                self.slo,
+                self.forecast_at(h)[1],
+                self.speed,
+                self.limit,
+                self.spread,
+                self.shape,
+            )
+            self._sized[h] = got
+        return got
+
+    def need_at(self, h: float) -> int:
+        return self.sizing_at(h).replicas
+
+    def burst(self, now: Demand) -> Sizing:
+        """The sizing of a demand measured now (a panic's), under the same targets."""
+        return burstsize.size(self.profile, self.slo, now, self.speed, self.limit, self.spread, self.shape)

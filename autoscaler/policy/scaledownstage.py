@@ -1,0 +1,157 @@
+"""The scale-down stage (planner.py): rent or buy (scaledown.py) on the tick's needs, and its message.
+
+A tick that starts no replica decides here what is kept: nothing within a panic's window, the
+loading ones while demand has not fallen since they were asked for, else one replica at a time
+while keeping it is cheaper than re-creating it (scaledown.keep), the fleet found at first sight
+held one re-creation (scaledown.hold_found). The re-creation times and the break-evens priced
+from them are worked out here for the whole tick: the needs' history is cut at the deepest one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from autoscaler.policy import burstsize, horizon, memo, scaledown
+from autoscaler.policy.capacity import Demand, Sizing
+from autoscaler.policy.lookahead import Lookahead
+from autoscaler.policy.planstate import PlannerState
+from autoscaler.policy.scaledown import Found
+from autoscaler.policy.spec import ColdStartSpec, ReplicaProfile, SloTarget
+from autoscaler.policy.stage import Stage
+
+# A NamedTuple built as tuple.__new__(cls, fields) skips its Python-level __new__ (planner.py)
+_new = tuple.__new__
+FALL_TOLERANCE = (
+    0.1  # demand counts as fallen 10 % below its level at the last scale-up (the HPA's tolerance)
+)
+
+# horizon.recreate_s(cold, m, period_s) by (period_s, m), per cold-start spec: its lru_cache hashes
+# the spec at every call (~3 µs a hash here, several calls a tick)
+_recreated: memo.Table = {}
+
+
+def _new_memo(cold: ColdStartSpec) -> dict[tuple[float, int], float]:
+    return {}
+
+
+def recreation(cold: ColdStartSpec | None, period: float, horizon_s: float) -> Callable[[int], float]:
+    """The time to bring back the m-th replica of those released (m -> seconds).
+
+    A replica released is back a decision after its need returns at best: the need is read at the
+    first decision after the burst begins, and only then is its replacement started. Without a
+    cold-start model, the horizon's ready time stands for every one."""
+    if cold is not None:
+        recreated = memo.by_identity(_recreated, cold, _new_memo)
+
+        def recreate(m: int) -> float:
+            got = recreated.get((period, m))
+            if got is None:
+                got = recreated[period, m] = horizon.recreate_s(cold, m, period) + period
+            return got
+
+    else:
+
+        def recreate(m: int) -> float:
+            return horizon_s + period
+
+    return recreate
+
+
+def terms(
+    state: PlannerState,
+    have: int,
+    upper: Demand,
+    upper_load: float,
+    at_horizon: Sizing,
+    typical_load: float,
+    typical_peak: float,
+    prior_at: float | None,
+    now: float,
+    recreate: Callable[[int], float],
+) -> tuple[float, float, float, Found | None]:
+    """(typical capacity, SLO weight, one replica's break-even, the found fleet) after this tick.
+
+    The fleet's capacity at the SLO in load units, averaged: with the typical load, its utilization."""
+    typical_capacity = state.typical_capacity
+    if upper.requests > 0.0 and at_horizon.requests_per_s > 0.0:
+        capacity_now = have * at_horizon.requests_per_s * upper_load / upper.requests
+        typical_capacity = scaledown.averaged(typical_capacity, capacity_now, prior_at, now)
+    weight = scaledown.slo_weight(typical_load, typical_peak, typical_capacity)
+    breakeven = scaledown.breakeven_s(recreate(1))
+    found = scaledown.found_at_first_sight(state.found, not state.needs, have, now, breakeven)
+    return typical_capacity, weight, breakeven, found
+
+
+def _needed_now_message(
+    template: str,
+    profile: ReplicaProfile,
+    slo: SloTarget,
+    upper_now: Demand,
+    speed: float,
+    limit: int,
+    floor: int,
+    spread: float,
+    shape: dict[str, float],
+) -> str:
+    """The stage's message when as many replicas are needed now as there are: keep()'s NeededNow
+    template, whose one argument is the need now, which plan() did not size (need_at(0.0), at
+    least the floor)."""
+    need_now = max(burstsize.size(profile, slo, upper_now, speed, limit, spread, shape).replicas, floor)
+    return template.format(need_now)
+
+
+def stage(
+    ahead: Lookahead,
+    state: PlannerState,
+    have: int,
+    target: int,
+    floor: int,
+    in_panic: bool,
+    panic_window_s: float,
+    starting_ready_at: tuple[float, ...],
+    level: float,
+    now: float,
+    recreate: Callable[[int], float],
+    weight: float,
+    breakeven: float,
+    found: Found | None,
+) -> Stage:
+    """The scale-down stage, target (the need, at most `have`) to what is kept."""
+    needed_now: tuple[Any, ...] | None = None  # the message's inputs when it is made lazily
+    if in_panic:
+        kept = scaledown.Keep(
+            have, "PanicHold", "no scale-down within {:.0f} s of a panic", (panic_window_s,)
+        )
+    elif starting_ready_at and level >= (1.0 - FALL_TOLERANCE) * state.started_for:
+        kept = scaledown.Keep(
+            have,
+            "LoadingKept",
+            "{} replica(s) still starting and demand has not fallen since they were asked for",
+            (len(starting_ready_at),),
+        )
+    elif max(floor, target) >= have:
+        # as many are needed now as there are: keep() keeps them all whatever the sizing now
+        # says, which only its message shows, so that sizing is made when the message is read
+        kept = scaledown.keep(have, have, have, state.needs, now, recreate, state.gaps, weight)
+        needed_now = (
+            kept.template,
+            ahead.profile,
+            ahead.slo,
+            ahead.upper_at(0.0),
+            ahead.speed,
+            ahead.limit,
+            max(floor, target),
+            ahead.spread,
+            ahead.shape,
+        )
+    else:
+        # sized as need_at: the horizon's fixed point may have sized these already
+        now_count = max(ahead.need_at(0.0), floor, target)
+        # keep() reads the need ahead only when fewer than `have` are needed now (a sizing saved)
+        later = ahead.need_at(breakeven) if now_count < have else now_count
+        kept = scaledown.keep(have, now_count, later, state.needs, now, recreate, state.gaps, weight)
+        kept = scaledown.hold_found(kept, have, found, now, breakeven)
+    if needed_now is None:
+        return _new(Stage, ("scale-down", target, kept.replicas, kept.reason, kept.template, kept.args))
+    return _new(Stage, ("scale-down", target, kept.replicas, kept.reason, _needed_now_message, needed_now))

@@ -1,0 +1,59 @@
+"""lookahead.py: the tick's forecast and sizing ahead, each horizon worked out once, the load
+function inlined to the same floats as load_of."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_policy_planner import NOW, planner_spec
+
+from autoscaler.policy import burstsize, demand, lookahead
+from autoscaler.policy.capacity import Demand
+from autoscaler.policy.spec import ReplicaProfile
+
+REFERENCE = ReplicaProfile(
+    step_base_s=0.02,
+    prefill_s_per_token=1e-4,
+    decode_s_per_request=9e-4,
+    prefill_s_per_attention_pair=3e-9,
+    decode_s_per_context_token=2e-7,
+)
+rates = st.floats(min_value=0.0, max_value=1e5, allow_nan=False)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(min_value=-1.0, max_value=1e3), rates, rates)
+def test_the_inlined_load_is_load_of_to_the_bit(r: float, prompt: float, output: float) -> None:
+    d = Demand(r, prompt, output)
+    assert lookahead._load_function(REFERENCE)(d) == lookahead.load_of(REFERENCE, d)
+
+
+def _ahead() -> lookahead.Lookahead:
+    spec = planner_spec()
+    cap = spec.capacity
+    assert cap is not None
+    state = None
+    for k in range(8):  # a rising demand: the forecast ahead differs from the level
+        state, _ = demand.observe(
+            cap.demand, state, NOW + 15.0 * k, 10.0 + k, 5_000.0 + 500 * k, 2_000.0, 40.0
+        )
+    assert state is not None
+    return lookahead.Lookahead(cap, state, 1.0, spec.max_replicas)
+
+
+def test_each_horizon_is_forecast_and_sized_once_a_tick() -> None:
+    ahead = _ahead()
+    at_300 = ahead.sizing_at(300.0)
+    assert ahead.sizing_at(300.0) is at_300 and ahead.forecast_at(300.0) is ahead.forecast_at(300.0)
+    assert ahead.need_at(300.0) == at_300.replicas
+    assert ahead.forecast_at(0.0)[0] is ahead.mean_now  # the level, not forecast again
+    assert ahead.upper_at(300.0).requests > ahead.upper_at(0.0).requests  # the trend read ahead
+
+
+def test_the_burst_is_sized_like_a_forecast_at_the_same_demand() -> None:
+    ahead = _ahead()
+    upper = ahead.upper_at(120.0)
+    expected = burstsize.size(
+        ahead.profile, ahead.slo, upper, ahead.speed, ahead.limit, ahead.spread, ahead.shape
+    )
+    assert ahead.burst(upper) == expected == ahead.sizing_at(120.0)
