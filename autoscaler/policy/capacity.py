@@ -33,6 +33,7 @@ The model of one replica that receives x requests/s of p prompt and o output tok
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import NamedTuple
 
 from autoscaler.policy import lengths, tpottail
@@ -112,9 +113,27 @@ def size(
     an idle replica); lengths.py derives the second from the third where an engine publishes the
     lengths.
     """
+    at = sizer(profile, slo, demand, speed, limit, service_cv2=service_cv2, lengths_cv2=lengths_cv2)
+    return at(arrival_cv2)
+
+
+def sizer(
+    profile: ReplicaProfile,
+    slo: SloTarget,
+    demand: Demand,
+    speed: float = 1.0,
+    limit: int = 1_000_000,
+    *,
+    service_cv2: float = SERVICE_CV2,
+    lengths_cv2: float = 1.0,
+) -> Callable[[float], Sizing]:
+    """size() as a function of arrival_cv2 (burstsize.py sizes one demand at several): what does
+    not depend on it (the decode bound, the TPOT tail and its idle misses, the TTFT search's terms
+    at the decode bound's count) worked out once, in the same operations, so the same floats."""
     lam = demand.requests
     if lam < MIN_RATE:
-        return _idle(profile, slo, speed)
+        idle = _idle(profile, slo, speed)
+        return lambda arrival_cv2: idle
     p = demand.prompt_tokens / lam
     o = max(demand.output_tokens / lam, 1.0)  # every request produces at least its first token
     base = profile.step_base_s / speed
@@ -139,44 +158,61 @@ def size(
     if batch_n > n:
         n = batch_n
         binding = "batch" if seqs == profile.max_num_seqs else "kv"
-    rate, rate_at = 0.0, 0  # the prefill rate at `rate_at` replicas (0: not computed yet)
-    if p < MIN_PROMPT_TOKENS:
-        replicas = max(1, math.ceil(n - 1e-9))
-    else:
-        tail = 1.0 - slo.attainment
-        beta = profile.prefill_s_per_attention_pair * 0.5 / speed
-        ttft_s = slo.ttft_s
-        ttft_tokens = slo.ttft_tokens_per_s
-        if slo.tpot_s is not None:  # the short outputs whose steps carry prompt chunks
-            # as many may miss their TPOT as miss their TTFT on an idle replica, and at least the tail
-            idle_rate = _prefill_rate_of(profile, 0.0, o, base, w, a, d)
-            tpot_tail = max(tail, _idle_misses(p, idle_rate, beta, ttft_s - base, ttft_tokens, lengths_cv2))
-            tpot_n = lam / tpot_rate(profile, slo.tpot_s, tpot_tail, p, o, speed)
-            if tpot_n > n:
-                n, binding = tpot_n, "tpot"
-        replicas = max(1, math.ceil(n - 1e-9))
-        # prefill: the least count whose TTFT tail fits, searched from the decode bound up
-        for _ in range(2):  # the prefill rate depends on the batch, hence on the count
-            rate = _prefill_rate_of(profile, lam / replicas, o, base, w, a, d)
-            rate_at = replicas
-            service = p / rate
-            step = base / max(1.0 - lam * w / replicas, 1e-3)
-            slack = ttft_s - service - step
-            if ttft_tokens is not None:
-                slack += p / ttft_tokens
-            slack = max(slack, MIN_SLACK_SHARE * service)
-            offered = lam * service
-            slack_services = slack / service * 2.0 / (arrival_cv2 + service_cv2)
-            budget = _wait_budget(tail, p, rate, beta, ttft_s - step, ttft_tokens, lengths_cv2)
-            ttft_n = _ttft_servers(offered, slack_services, budget)
-            if ttft_n <= replicas:
-                break
-            replicas, binding = ttft_n, "ttft"
-    replicas = min(replicas, limit)
-    if rate_at != replicas:
-        rate = _prefill_rate_of(profile, lam / replicas, o, base, w, a, d)
     decode = _decode_rate_of(profile, slo, base, d, seqs)
-    return _new(Sizing, (replicas, binding, rate, decode, lam / replicas, lam * w / replicas))
+    load = lam * w
+    if p < MIN_PROMPT_TOKENS:
+        replicas = min(max(1, math.ceil(n - 1e-9)), limit)
+        rate = _prefill_rate_of(profile, lam / replicas, o, base, w, a, d)
+        fixed = _new(Sizing, (replicas, binding, rate, decode, lam / replicas, load / replicas))
+        return lambda arrival_cv2: fixed
+    tail = 1.0 - slo.attainment
+    beta = profile.prefill_s_per_attention_pair * 0.5 / speed
+    ttft_s = slo.ttft_s
+    ttft_tokens = slo.ttft_tokens_per_s
+    if slo.tpot_s is not None:  # the short outputs whose steps carry prompt chunks
+        # as many may miss their TPOT as miss their TTFT on an idle replica, and at least the tail
+        idle_rate = _prefill_rate_of(profile, 0.0, o, base, w, a, d)
+        tpot_tail = max(tail, _idle_misses(p, idle_rate, beta, ttft_s - base, ttft_tokens, lengths_cv2))
+        tpot_n = lam / tpot_rate(profile, slo.tpot_s, tpot_tail, p, o, speed)
+        if tpot_n > n:
+            n, binding = tpot_n, "tpot"
+    first = max(1, math.ceil(n - 1e-9))
+
+    def terms(replicas: int) -> tuple[float, float, float, float]:
+        """The TTFT search's terms at a count: the prefill rate, the offered load, the slack in
+        mean prefills times 2 (the tail's decay divides it by ca² + cs²) and the wait budget."""
+        rate = _prefill_rate_of(profile, lam / replicas, o, base, w, a, d)
+        service = p / rate
+        step = base / max(1.0 - load / replicas, 1e-3)
+        slack = ttft_s - service - step
+        if ttft_tokens is not None:
+            slack += p / ttft_tokens
+        slack = max(slack, MIN_SLACK_SHARE * service)
+        budget = _wait_budget(tail, p, rate, beta, ttft_s - step, ttft_tokens, lengths_cv2)
+        return rate, lam * service, slack / service * 2.0, budget
+
+    first_terms = terms(first)
+
+    def at(arrival_cv2: float) -> Sizing:
+        # prefill: the least count whose TTFT tail fits, searched from the decode bound up; the
+        # prefill rate depends on the batch, hence on the count: a second step at the count found
+        replicas, bound = first, binding
+        rate, offered, slack2, budget = first_terms
+        rate_at = first
+        ttft_n = _ttft_servers(offered, slack2 / (arrival_cv2 + service_cv2), budget)
+        if ttft_n > replicas:
+            replicas, bound = ttft_n, "ttft"
+            rate, offered, slack2, budget = terms(replicas)
+            rate_at = replicas
+            ttft_n = _ttft_servers(offered, slack2 / (arrival_cv2 + service_cv2), budget)
+            if ttft_n > replicas:
+                replicas = ttft_n
+        replicas = min(replicas, limit)
+        if rate_at != replicas:
+            rate = _prefill_rate_of(profile, lam / replicas, o, base, w, a, d)
+        return _new(Sizing, (replicas, bound, rate, decode, lam / replicas, load / replicas))
+
+    return at
 
 
 def _wait_budget(
