@@ -17,6 +17,21 @@ from autoscaler.policy.spec import ReplicaProfile, SloTarget
 _new = tuple.__new__
 
 
+def _wait_budget_before(
+    tail: float, p: float, rate: float, beta: float, room_s: float, ttft_tokens: float | None, cv2: float
+) -> float:
+    lost = capacity._idle_misses(p, rate, beta, room_s, ttft_tokens, cv2)
+    return max(tail - lost, lost)
+
+
+def _decode_rate_before(profile: ReplicaProfile, slo: SloTarget, base: float, d: float, seqs: float) -> float:
+    room = (slo.tpot_s if slo.tpot_s is not None else base / (1.0 - capacity.MAX_UTILIZATION)) - base
+    batch = seqs if d <= 0.0 else min(seqs, room / d)
+    if batch < 1.0:
+        batch = 1.0
+    return batch / (base + d * batch)
+
+
 def _size_before(
     profile: ReplicaProfile,
     slo: SloTarget,
@@ -27,7 +42,8 @@ def _size_before(
     service_cv2: float,
     lengths_cv2: float,
 ) -> Sizing:
-    """capacity.size as it was before the reuse (077a102), over the same helpers."""
+    """capacity.size as it was before the reuse (077a102), over the same helpers but those it
+    changed (the wait budget, the decode rate: their min and max as the builtins)."""
     c = capacity
     lam = demand.requests
     if lam < c.MIN_RATE:
@@ -79,7 +95,7 @@ def _size_before(
             slack = max(slack, c.MIN_SLACK_SHARE * service)
             offered = lam * service
             slack_services = slack / service * 2.0 / (arrival_cv2 + service_cv2)
-            budget = c._wait_budget(tail, p, rate, beta, ttft_s - step, ttft_tokens, lengths_cv2)
+            budget = _wait_budget_before(tail, p, rate, beta, ttft_s - step, ttft_tokens, lengths_cv2)
             ttft_n = c._ttft_servers(offered, slack_services, budget)
             if ttft_n <= replicas:
                 break
@@ -87,7 +103,7 @@ def _size_before(
     replicas = min(replicas, limit)
     if rate_at != replicas:
         rate = c._prefill_rate_of(profile, lam / replicas, o, base, w, a, d)
-    decode = c._decode_rate_of(profile, slo, base, d, seqs)
+    decode = _decode_rate_before(profile, slo, base, d, seqs)
     return _new(Sizing, (replicas, binding, rate, decode, lam / replicas, lam * w / replicas))
 
 
