@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoscaler.policy import burstsize, capacity
+from autoscaler.policy import burstsize, capacity, tpottail
 from autoscaler.policy.capacity import Demand, Sizing
 from autoscaler.policy.spec import ReplicaProfile, SloTarget
 
@@ -228,3 +228,29 @@ def test_the_bisection_between_the_counts_reuses_the_sizer(spread: float) -> Non
     expected, calls = _burst_before(profile, slo, need, 1.0, 1_000, spread, {})
     assert calls > 2
     assert burstsize.size(profile, slo, need, 1.0, 1_000, spread, {}) == expected
+
+
+def _prefill_rate_before(
+    x: float, o: float, base: float, w: float, a: float, d: float, budget: float
+) -> float:
+    """tpottail.prefill_rate with a token budget and decodes beside the chunks, as it was: builtins."""
+    carried = min(x * o * base / (1.0 - min(x * w, 0.95)), budget * 0.5)
+    chunk = budget - carried
+    return chunk / (base + a * chunk + d * carried)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.floats(0.0, 50.0),
+    st.floats(1.0, 4_000.0),
+    st.floats(0.001, 0.1),
+    st.floats(0.0, 2.0),
+    st.floats(1e-6, 1e-3),
+    st.floats(0.0, 1e-3),
+    st.sampled_from([256.0, 2048.0, 8192.0]),
+)
+def test_the_prefill_rate_is_the_one_of_the_builtins(
+    x: float, o: float, base: float, w: float, a: float, d: float, budget: float
+) -> None:
+    got = tpottail.prefill_rate(x, o, base, w, a, d, True, budget, False)
+    assert got == _prefill_rate_before(x, o, base, w, a, d, budget)
