@@ -336,11 +336,28 @@ def test_constant_demand_converges_and_stays(rate: float, initial: int, cold: Co
     settled = [desired for _, desired, _, _ in loop[-40:]]
     assert len(set(settled)) == 1, settled
     final = settled[0]
-    plan = loop[-1][3].plan
+    last = loop[-1][3]
+    plan = last.plan
     assert plan is not None
-    # it settles on the need at the upper band (the band narrows as forecasts come true)
-    assert final == max(plan.needed, 1)
+    # it settles on the need at the upper band (the band narrows as forecasts come true), or one
+    # above it when the narrowing took the need a step down within the release margin
+    kept = next(s for s in last.stages if s.name == "scale-down").reason if final > plan.needed else None
+    assert final == max(plan.needed, 1) or (final == plan.needed + 1 and kept == "WithinReleaseMargin")
     assert loop[-1][2] == final  # and all of them are ready
+
+
+def test_a_need_on_a_step_of_the_narrowing_band_is_not_given_up_hours_after_it_settled() -> None:
+    """The counterexample random search found: at 97.66 req/s the need at the upper band sits
+    0.006 % above the step from 19 to 20 replicas; the band narrowing with the prior's fading weight
+    took it below at t = 2,505 s, and the fleet, settled at 20 for 40 minutes, gave one up. It
+    now keeps them (the release margin) and reads the need of 19 at the band's own demand."""
+    cold = ColdStartSpec(weights_gb=16.0, storage_gbps=2.5, gpus_per_replica=1)
+    loop = closed_loop(replace(planner_spec(cold), max_replicas=200), [97.658203125] * 200, 1, cold)
+    assert [desired for _, desired, _, _ in loop[10:]] == [20] * 190
+    last = loop[-1][3]
+    assert last.plan is not None and last.plan.needed == 19
+    kept = [(s.reason, s.after) for s in last.stages if s.name == "scale-down"]
+    assert kept == [("WithinReleaseMargin", 20)]
 
 
 # derandomized: the same 12 examples on every run, so CI cannot turn flaky on a rare draw; the wider
