@@ -577,3 +577,21 @@ def test_the_finished_rates_window_is_the_noise_the_arrivals_dispersion_leaves_o
     (plain, plain_n), (windowed, windowed_n) = states
     assert windowed_n == plain_n
     assert plain - windowed == pytest.approx(2.0 * plain_n / 15.0, rel=0.01)
+
+
+def test_a_need_history_above_max_replicas_prices_re_creations_at_the_bound() -> None:
+    """A need recorded under a higher maxReplicas (the user lowered it since) cannot come back
+    beyond the bound: the scale-down prices the re-creation of at most maxReplicas together, and
+    so decides as if the history's peak were the bound (before, it priced the re-creation of
+    3,941 replicas through the storage and kept 60 where the bound's history releases 3)."""
+    spec = replace(planner_spec(), max_replicas=100)
+    _, state = run(spec, 60, [40.0] * 3)
+    assert state.planner is not None
+
+    def scale_down(peak: int) -> tuple[int, list[tuple[str, int, int, str]]]:
+        needs = ((NOW - 600.0, peak), (NOW - 400.0, 60), (NOW, 8))
+        restored = replace(state, planner=state.planner._replace(needs=needs))  # type: ignore[union-attr]
+        d, _ = decide(spec, restored, obs(60, readings(10.0)), NOW + 60.0)
+        return d.desired_replicas, [row for row in table(d) if row[0] == "scale-down"]
+
+    assert scale_down(4_000) == scale_down(100)
