@@ -109,8 +109,8 @@ def size(
     `arrival_cv2` is the arrivals' squared coefficient of variation (1: Poisson) and `service_cv2`
     the prefill times' (the TTFT tail's decay takes both, as Kingman's G/G/1 heavy-traffic one,
     (ca² + cs²) / 2); `lengths_cv2` the prompt lengths' (the prompts too long for the TTFT even on
-    an idle replica); lengths.py derives the second from the third where an engine publishes the
-    lengths.
+    an idle replica, and the chunks the TPOT tail's short requests meet); lengths.py derives the
+    second from the third where an engine publishes the lengths.
     """
     lam = demand.requests
     if lam < MIN_RATE:
@@ -151,7 +151,7 @@ def size(
             # as many may miss their TPOT as miss their TTFT on an idle replica, and at least the tail
             idle_rate = _prefill_rate_of(profile, 0.0, o, base, w, a, d)
             tpot_tail = max(tail, _idle_misses(p, idle_rate, beta, ttft_s - base, ttft_tokens, lengths_cv2))
-            tpot_n = lam / tpot_rate(profile, slo.tpot_s, tpot_tail, p, o, speed)
+            tpot_n = lam / tpot_rate(profile, slo.tpot_s, tpot_tail, p, o, speed, lengths_cv2)
             if tpot_n > n:
                 n, binding = tpot_n, "tpot"
         replicas = max(1, math.ceil(n - 1e-9))
@@ -317,10 +317,13 @@ _TPOT_QUANTUM = 16.0  # the TPOT tail's rate is cached on the mix and speed roun
 _tpot_cache: dict[tuple[object, ...], float] = {}  # cleared when it reaches 4096
 
 
-def tpot_rate(profile: ReplicaProfile, tpot_s: float, tail: float, p: float, o: float, speed: float) -> float:
+def tpot_rate(
+    profile: ReplicaProfile, tpot_s: float, tail: float, p: float, o: float, speed: float, cv2: float = 1.0
+) -> float:
     """The most requests/s one replica serves with at most `tail` of them over `tpot_s` (inf when
-    no request can miss it by the prefill it shares its steps with), for p-token prompts and
-    o-token outputs at `speed`; cached on (tail, p, o, speed) rounded to 1/16 in log scale."""
+    no request can miss it by the prefill it shares its steps with), for p-token prompts of
+    lengths' cv² `cv2` and o-token outputs at `speed`; cached on (tail, p, o, speed, cv2) rounded
+    to 1/16 in log scale (cv2 1, the exponential, exactly)."""
     key = (
         profile,
         tpot_s,
@@ -328,12 +331,13 @@ def tpot_rate(profile: ReplicaProfile, tpot_s: float, tail: float, p: float, o: 
         round(math.log(p) * _TPOT_QUANTUM),
         round(math.log(o) * _TPOT_QUANTUM),
         round(math.log(speed) * _TPOT_QUANTUM),
+        round(math.log(cv2) * _TPOT_QUANTUM),
     )
     got = _tpot_cache.get(key)
     if got is None:
         if len(_tpot_cache) >= 4096:
             _tpot_cache.clear()
-        tail_r, p_r, o_r, speed_r = (math.exp(k / _TPOT_QUANTUM) for k in key[2:])
-        got = tpottail.rate(profile, tpot_s, min(tail_r, 1.0), p_r, max(o_r, 1.0), speed_r)
+        tail_r, p_r, o_r, speed_r, cv2_r = (math.exp(k / _TPOT_QUANTUM) for k in key[2:])
+        got = tpottail.rate(profile, tpot_s, min(tail_r, 1.0), p_r, max(o_r, 1.0), speed_r, cv2_r)
         _tpot_cache[key] = got
     return got
