@@ -102,3 +102,17 @@ def test_the_spec_names_the_router_and_the_lookahead_sizes_with_it() -> None:
     assert Lookahead(spec, state, 1.0, 100).shape.get("least_loaded") is True
     plain = CapacitySpec(profile=spec.profile)
     assert "least_loaded" not in Lookahead(plain, state, 1.0, 100).shape
+
+
+def test_a_large_count_in_flight_is_read_as_its_normal_limit() -> None:
+    # past NORMAL_SHAPE clumps the gamma's series would need more terms than it sums (at 10^5 in
+    # flight it read P(X >= L) as 0.44): the normal limit takes over, continuous at the switch
+    edge = leastloaded.NORMAL_SHAPE
+    for index in (1.0, 3.0):
+        n = int(edge * index)
+        below = leastloaded.wait_tail(n, 1.0, 0.5, (edge - 2.0) * index, 0.0, index)
+        above = leastloaded.wait_tail(n, 1.0, 0.5, (edge + 2.0) * index, 0.0, index)
+        assert 0.0 < below < above < _per_replica(n, 1.0, 0.5)
+        assert below == pytest.approx(above, rel=0.1)
+    huge = leastloaded.wait_tail(100_000, 50_000.0, 0.5, 60_000.0, 10.0)
+    assert huge == pytest.approx(_per_replica(100_000, 50_000.0, 0.5), rel=1e-6)  # all hold one

@@ -24,6 +24,7 @@ import math
 
 from autoscaler.policy import lengths
 
+NORMAL_SHAPE = 1000.0  # a count in flight of more clumps than this is read as a normal
 _QUANTUM = 256.0  # cached on the inputs rounded to 1/256 in log scale (0.4 %), as capacity's search
 _cache: dict[tuple[tuple[int | None, ...], int], int] = {}  # cleared when it reaches 8192
 
@@ -83,7 +84,11 @@ def wait_tail(n: int, offered: float, slack: float, decoding: float, rho: float,
     held = -math.expm1(-inflight / n)  # one replica holds a request, split at random
     if index < 1.0:
         index = 1.0
-    every = 1.0 - lengths.upper_gamma(n / index, inflight / index)  # all n hold one
+    shape = inflight / index
+    if shape > NORMAL_SHAPE:  # the gamma's own series converges too slowly there: its normal limit
+        every = 0.5 * math.erfc((n - inflight) / math.sqrt(2.0 * inflight * index))
+    else:
+        every = 1.0 - lengths.upper_gamma(n / index, shape)  # all n hold one
     if held <= 0.0 or every >= held:
         return per_replica
     return every / held * per_replica
