@@ -11,7 +11,9 @@ one times
       = P(Poisson(L) >= n) / (1 - exp(-L/n)),   at most 1,
 
 L the requests in flight: Little's law over a request's prefill and its o decode steps, Poisson as
-in an M/G/∞ (the fleet is not saturated where the factor matters). Where replicas hold many
+in an M/G/∞ (the fleet is not saturated where the factor matters), spread as the arrivals' counts
+are where they come in bursts (a gamma of L·I variance, I their index of dispersion: with the
+Poisson count alone Azure code's bursts found too few replicas). Where replicas hold many
 requests each (chat, code: tens in flight a replica) the factor is 1 and the tail is capacity.py's;
 where they hold about one (long prompts, short outputs: Mooncake) the tail falls as fast as the
 Poisson count's upper tail, as the replay's does (docs/policy.md, "How accurate the capacity model
