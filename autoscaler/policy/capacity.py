@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from autoscaler.policy import lengths, tpottail
+from autoscaler.policy import leastloaded, lengths, tpottail
 from autoscaler.policy.spec import ReplicaProfile, SloTarget
 
 MIN_RATE = 1e-6  # requests/s below which a target is idle
@@ -102,6 +102,8 @@ def size(
     arrival_cv2: float = 1.0,
     service_cv2: float = SERVICE_CV2,
     lengths_cv2: float = 1.0,
+    least_loaded: bool = False,
+    arrivals_index: float = 1.0,
 ) -> Sizing:
     """The least replica count (at most `limit`) that serves `demand` within the SLO.
 
@@ -110,7 +112,11 @@ def size(
     the prefill times' (the TTFT tail's decay takes both, as Kingman's G/G/1 heavy-traffic one,
     (ca² + cs²) / 2); `lengths_cv2` the prompt lengths' (the prompts too long for the TTFT even on
     an idle replica, and the chunks the TPOT tail's short requests meet); lengths.py derives the
-    second from the third where an engine publishes the lengths.
+    second from the third where an engine publishes the lengths. `least_loaded`: the router sends
+    each request to the replica with the fewest in flight (spec.Router.LEAST_REQUESTS;
+    leastloaded.py), else at random; `arrivals_index` is then the arrivals' index of dispersion
+    over the TTFT target (burstsize.py's), which spreads the requests in flight as it spreads the
+    counts.
     """
     lam = demand.requests
     if lam < MIN_RATE:
@@ -168,7 +174,15 @@ def size(
             offered = lam * service
             slack_services = slack / service * 2.0 / (arrival_cv2 + service_cv2)
             budget = _wait_budget(tail, p, rate, beta, ttft_s - step, ttft_tokens, lengths_cv2)
-            ttft_n = _ttft_servers(offered, slack_services, budget)
+            if least_loaded:  # a tail that falls as the replay's: the waits keep at most the tail
+                if budget > tail:
+                    budget = tail
+                most = _ttft_servers(offered, slack_services, budget)  # the random router's count
+                ttft_n = leastloaded.servers(
+                    offered, slack_services, budget, lam * o * base, lam * w, arrivals_index, most
+                )
+            else:
+                ttft_n = _ttft_servers(offered, slack_services, budget)
             if ttft_n <= replicas:
                 break
             replicas, binding = ttft_n, "ttft"

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from autoscaler.policy import burstsize, horizon, memo, scaledown
+from autoscaler.policy import burstsize, horizon, lengths, memo, scaledown
 from autoscaler.policy.capacity import Demand, Sizing
 from autoscaler.policy.lookahead import Lookahead
 from autoscaler.policy.planstate import PlannerState
@@ -99,7 +99,7 @@ def _needed_now_message(
     limit: int,
     floor: int,
     spread: float,
-    shape: dict[str, float],
+    shape: lengths.Shape,
 ) -> str:
     """The stage's message when as many replicas are needed now as there are: keep()'s NeededNow
     template, whose one argument is the need now, which plan() did not size (need_at(0.0), at
