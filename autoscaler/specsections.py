@@ -24,6 +24,7 @@ from autoscaler.policy.spec import (
     GateScope,
     PredictionSpec,
     ReplicaProfile,
+    Router,
     Schedule,
     SloTarget,
 )
@@ -338,6 +339,7 @@ class CapacityModel(StrictModel):
     decision_period_seconds: float | None = Field(default=None, alias="decisionPeriodSeconds")
     plan_tpot_share: float | None = Field(default=None, alias="planTpotShare")
     plan_ttft_share: float | None = Field(default=None, alias="planTtftShare")
+    router: Literal["Random", "LeastRequests"] | None = None
 
     @classmethod
     def document_of(cls, spec: CapacitySpec) -> dict[str, Any]:
@@ -350,6 +352,8 @@ class CapacityModel(StrictModel):
         }
         if spec.demand.prompt_square_metric is not None:
             doc["demand"] = {"promptSquareMetric": spec.demand.prompt_square_metric}
+        if spec.router != Router.RANDOM:
+            doc["router"] = str(spec.router)
         return doc
 
     @model_validator(mode="after")
@@ -358,6 +362,7 @@ class CapacityModel(StrictModel):
         return self
 
     def to_spec(self) -> CapacitySpec:
+        given: dict[str, Any] = {} if self.router is None else {"router": Router(self.router)}
         return CapacitySpec(
             profile=self.profile.to_spec(),
             slo=self.slo.to_spec() if self.slo else SloTarget(),
@@ -374,4 +379,5 @@ class CapacityModel(StrictModel):
                     "plan_ttft_share": "plan_ttft_share",
                 },
             ),
+            **given,
         )

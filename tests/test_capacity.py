@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoscaler.policy import capacity, tpottail
+from autoscaler.policy import capacity, lengths, tpottail
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.spec import ReplicaProfile, SloTarget
 
@@ -149,6 +149,53 @@ def test_the_tpot_tail_sum_matches_its_definition_by_simulation() -> None:
         k = g + rng.poisson(mu, 200_000)
         tokens = rng.gamma(np.maximum(k, 1), 1.0) * (k > 0)
         assert tpottail._beyond(z, mu, u, 2.0) == pytest.approx(float((tokens > z).mean()), abs=0.01)
+
+
+def test_the_tpot_tail_counts_spread_prompts_in_larger_units_by_simulation() -> None:
+    """Prompts of lengths' cv² c (gamma, mean 1) counted as exponentials of mean (1 + c) / 2
+    (tpottail.units): the backlog, the M/G/1 workload a Poisson arrival finds (Lindley's
+    recursion), and the tokens of a Poisson number of arriving prompts, against 200,000 draws; the
+    exponential (cv² 1) misses the backlog's tail at cv² 2 by 2-4x (0.037 against 0.073 at 3)."""
+    rng = np.random.default_rng(0)
+    n = 200_000
+    for c in (2.0, 0.25):
+        unit = tpottail.units(c)
+        for u in (0.3, 0.6):
+            service = rng.gamma(1.0 / c, c, n)
+            gaps = rng.exponential(1.0 / u, n)
+            work = np.zeros(n)
+            for i in range(1, n):
+                work[i] = max(0.0, work[i - 1] + service[i - 1] - gaps[i])
+            for z in (1.0, 3.0):
+                got = tpottail._beyond(z / unit, 0.0, u, 2.0)
+                assert got == pytest.approx(float((work > z).mean()), abs=0.025)
+        for z, mu in ((1.5, 0.5), (6.0, 4.0)):
+            count = rng.poisson(mu, n)
+            tokens = rng.gamma(np.maximum(count / c, 1e-9), c) * (count > 0)
+            got = tpottail._beyond(z / unit, mu / unit, 0.0, 2.0)
+            assert got == pytest.approx(float((tokens > z).mean()), abs=0.025)
+    assert tpottail.units(1.0) == 1.0
+
+
+def test_the_tpot_tail_follows_the_prompt_lengths_spread() -> None:
+    """Spread prompts bring their tokens in fewer, larger chunks: a replica serves fewer
+    short-output requests within the tail at cv² 2 than at the exponential's 1, more at 0.25;
+    cv² 1 gives the exponential's bits (capacity.size without a histogram), and size() passes
+    the lengths' cv² to the tail."""
+    exp = tpottail.rate(VLLM_70B, 0.2, 0.01, 2048.0, 28.0, 1.0)
+    assert tpottail.rate(VLLM_70B, 0.2, 0.01, 2048.0, 28.0, 1.0, 1.0) == exp
+    assert capacity.tpot_rate(VLLM_70B, 0.2, 0.01, 2048.0, 28.0, 1.0, 1.0) == capacity.tpot_rate(
+        VLLM_70B, 0.2, 0.01, 2048.0, 28.0, 1.0
+    )
+    spread = tpottail.rate(VLLM_70B, 0.2, 0.01, 2048.0, 28.0, 1.0, 2.0)
+    narrow = tpottail.rate(VLLM_70B, 0.2, 0.01, 2048.0, 28.0, 1.0, 0.25)
+    assert narrow > 1.2 * exp and spread < 0.8 * exp
+    slo = SloTarget(ttft_s=2.0, tpot_s=0.2)
+    shape = lengths.spread(VLLM_70B, 2048.0, 2.0)
+    sized = capacity.size(VLLM_70B, slo, demand(10.0, 2048.0, 28.0), **shape)
+    assert sized.binding == "tpot"
+    assert sized.replicas == math.ceil(10.0 / capacity.tpot_rate(VLLM_70B, 0.2, 0.01, 2048.0, 28.0, 1.0, 2.0))
+    assert sized.replicas > capacity.size(VLLM_70B, slo, demand(10.0, 2048.0, 28.0)).replicas
 
 
 def test_the_tpot_tail_binds_for_short_outputs_beside_long_prompts() -> None:

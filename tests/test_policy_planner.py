@@ -336,11 +336,28 @@ def test_constant_demand_converges_and_stays(rate: float, initial: int, cold: Co
     settled = [desired for _, desired, _, _ in loop[-40:]]
     assert len(set(settled)) == 1, settled
     final = settled[0]
-    plan = loop[-1][3].plan
+    last = loop[-1][3]
+    plan = last.plan
     assert plan is not None
-    # it settles on the need at the upper band (the band narrows as forecasts come true)
-    assert final == max(plan.needed, 1)
+    # it settles on the need at the upper band (the band narrows as forecasts come true), or one
+    # above it when the narrowing took the need a step down within the release margin
+    kept = next(s for s in last.stages if s.name == "scale-down").reason if final > plan.needed else None
+    assert final == max(plan.needed, 1) or (final == plan.needed + 1 and kept == "WithinReleaseMargin")
     assert loop[-1][2] == final  # and all of them are ready
+
+
+def test_a_need_on_a_step_of_the_narrowing_band_is_not_given_up_hours_after_it_settled() -> None:
+    """The counterexample random search found: at 97.66 req/s the need at the upper band sits
+    0.006 % above the step from 19 to 20 replicas; the band narrowing with the prior's fading weight
+    took it below at t = 2,505 s, and the fleet, settled at 20 for 40 minutes, gave one up. It
+    now keeps them (the release margin) and reads the need of 19 at the band's own demand."""
+    cold = ColdStartSpec(weights_gb=16.0, storage_gbps=2.5, gpus_per_replica=1)
+    loop = closed_loop(replace(planner_spec(cold), max_replicas=200), [97.658203125] * 200, 1, cold)
+    assert [desired for _, desired, _, _ in loop[10:]] == [20] * 190
+    last = loop[-1][3]
+    assert last.plan is not None and last.plan.needed == 19
+    kept = [(s.reason, s.after) for s in last.stages if s.name == "scale-down"]
+    assert kept == [("WithinReleaseMargin", 20)]
 
 
 # derandomized: the same 12 examples on every run, so CI cannot turn flaky on a rare draw; the wider
@@ -560,3 +577,21 @@ def test_the_finished_rates_window_is_the_noise_the_arrivals_dispersion_leaves_o
     (plain, plain_n), (windowed, windowed_n) = states
     assert windowed_n == plain_n
     assert plain - windowed == pytest.approx(2.0 * plain_n / 15.0, rel=0.01)
+
+
+def test_a_need_history_above_max_replicas_prices_re_creations_at_the_bound() -> None:
+    """A need recorded under a higher maxReplicas (the user lowered it since) cannot come back
+    beyond the bound: the scale-down prices the re-creation of at most maxReplicas together, and
+    so decides as if the history's peak were the bound (before, it priced the re-creation of
+    3,941 replicas through the storage and kept 60 where the bound's history releases 3)."""
+    spec = replace(planner_spec(), max_replicas=100)
+    _, state = run(spec, 60, [40.0] * 3)
+    assert state.planner is not None
+
+    def scale_down(peak: int) -> tuple[int, list[tuple[str, int, int, str]]]:
+        needs = ((NOW - 600.0, peak), (NOW - 400.0, 60), (NOW, 8))
+        restored = replace(state, planner=state.planner._replace(needs=needs))  # type: ignore[union-attr]
+        d, _ = decide(spec, restored, obs(60, readings(10.0)), NOW + 60.0)
+        return d.desired_replicas, [row for row in table(d) if row[0] == "scale-down"]
+
+    assert scale_down(4_000) == scale_down(100)

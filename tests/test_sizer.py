@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoscaler.policy import burstsize, capacity, tpottail
+from autoscaler.policy import burstsize, capacity, leastloaded, lengths, tpottail
 from autoscaler.policy.capacity import Demand, Sizing
 from autoscaler.policy.spec import ReplicaProfile, SloTarget
 
@@ -41,8 +41,10 @@ def _size_before(
     arrival_cv2: float,
     service_cv2: float,
     lengths_cv2: float,
+    least_loaded: bool = False,
+    arrivals_index: float = 1.0,
 ) -> Sizing:
-    """capacity.size as it was before the reuse (077a102), over the same helpers but those it
+    """capacity.size as it was before the reuse (9e65c0e), over the same helpers but those it
     changed (the wait budget, the decode rate: their min and max as the builtins)."""
     c = capacity
     lam = demand.requests
@@ -80,7 +82,7 @@ def _size_before(
         if slo.tpot_s is not None:
             idle_rate = c._prefill_rate_of(profile, 0.0, o, base, w, a, d)
             tpot_tail = max(tail, c._idle_misses(p, idle_rate, beta, ttft_s - base, ttft_tokens, lengths_cv2))
-            tpot_n = lam / c.tpot_rate(profile, slo.tpot_s, tpot_tail, p, o, speed)
+            tpot_n = lam / c.tpot_rate(profile, slo.tpot_s, tpot_tail, p, o, speed, lengths_cv2)
             if tpot_n > n:
                 n, binding = tpot_n, "tpot"
         replicas = max(1, math.ceil(n - 1e-9))
@@ -96,7 +98,15 @@ def _size_before(
             offered = lam * service
             slack_services = slack / service * 2.0 / (arrival_cv2 + service_cv2)
             budget = _wait_budget_before(tail, p, rate, beta, ttft_s - step, ttft_tokens, lengths_cv2)
-            ttft_n = c._ttft_servers(offered, slack_services, budget)
+            if least_loaded:
+                if budget > tail:
+                    budget = tail
+                most = c._ttft_servers(offered, slack_services, budget)
+                ttft_n = leastloaded.servers(
+                    offered, slack_services, budget, lam * o * base, lam * w, arrivals_index, most
+                )
+            else:
+                ttft_n = c._ttft_servers(offered, slack_services, budget)
             if ttft_n <= replicas:
                 break
             replicas, binding = ttft_n, "ttft"
@@ -114,17 +124,18 @@ def _burst_before(
     speed: float,
     limit: int,
     spread: float,
-    shape: dict[str, float],
+    shape: lengths.Shape,
 ) -> tuple[Sizing, int]:
     """burstsize.size as it was before the reuse (a full sizing per ca²), and how many it made."""
     cs2 = shape.get("service_cv2", capacity.SERVICE_CV2)
     cv2 = shape.get("lengths_cv2", 1.0)
+    router = shape.get("least_loaded", False), shape.get("arrivals_index", 1.0)
     calls = 0
 
     def at(ca2: float) -> Sizing:
         nonlocal calls
         calls += 1
-        return _size_before(profile, slo, need, speed, limit, ca2, cs2, cv2)
+        return _size_before(profile, slo, need, speed, limit, ca2, cs2, cv2, *router)
 
     got = at(1.0)
     lo = got.replicas
@@ -178,7 +189,13 @@ demands = st.builds(
     st.sampled_from([0.0, 1.0, 28.0, 200.0, 2_000.0]),
 )
 shapes = st.sampled_from(
-    [{}, {"service_cv2": 1.7, "lengths_cv2": 2.5}, {"service_cv2": 0.2, "lengths_cv2": 0.1}]
+    [
+        {},
+        {"service_cv2": 1.7, "lengths_cv2": 2.5},
+        {"service_cv2": 0.2, "lengths_cv2": 0.1},
+        {"least_loaded": True, "arrivals_index": 1.0},
+        {"service_cv2": 1.7, "lengths_cv2": 2.5, "least_loaded": True, "arrivals_index": 30.0},
+    ]
 )
 
 
@@ -198,21 +215,22 @@ def test_one_sizer_at_several_ca2_sizes_each_as_size_did(
     d: Demand,
     speed: float,
     limit: int,
-    shape: dict[str, float],
+    shape: lengths.Shape,
     cas: list[float],
 ) -> None:
     at = capacity.sizer(profile, slo, d, speed, limit, **shape)
     cs2 = shape.get("service_cv2", capacity.SERVICE_CV2)
     cv2 = shape.get("lengths_cv2", 1.0)
+    router = shape.get("least_loaded", False), shape.get("arrivals_index", 1.0)
     for ca2 in cas:  # one sizer, in turn: what it keeps between calls must not depend on the ca²
-        assert at(ca2) == _size_before(profile, slo, d, speed, limit, ca2, cs2, cv2)
+        assert at(ca2) == _size_before(profile, slo, d, speed, limit, ca2, cs2, cv2, *router)
         assert capacity.size(profile, slo, d, speed, limit, arrival_cv2=ca2, **shape) == at(ca2)
 
 
 @settings(max_examples=300, deadline=None)
 @given(profiles, slos, demands, st.sampled_from([1, 5, 64]), shapes, st.floats(0.5, 400.0))
 def test_the_bursty_count_is_the_one_sized_a_full_sizing_per_ca2(
-    profile: ReplicaProfile, slo: SloTarget, d: Demand, limit: int, shape: dict[str, float], spread: float
+    profile: ReplicaProfile, slo: SloTarget, d: Demand, limit: int, shape: lengths.Shape, spread: float
 ) -> None:
     expected, _ = _burst_before(profile, slo, d, 1.0, limit, spread, shape)
     assert burstsize.size(profile, slo, d, 1.0, limit, spread, shape) == expected

@@ -44,6 +44,7 @@ def _cases(n_rates: int, n_sums: int, n_misses: int) -> dict[str, list[object]]:
             _log_uniform(rng, 200.0, 30_000.0),  # p
             _log_uniform(rng, 2.0, 400.0),  # o
             _log_uniform(rng, 0.5, 2.0),  # speed
+            rng.choice((1.0, _log_uniform(rng, 0.01, 20.0))),  # the prompt lengths' cv²
         )
         if tpottail.rate(profile, *args) < math.inf:  # the bisection ran (interpreted: ~2 ms)
             rates.append({"profile": asdict(profile), "args": args})
@@ -63,9 +64,9 @@ def _cases(n_rates: int, n_sums: int, n_misses: int) -> dict[str, list[object]]:
         budget = rng.choice((0.0, 2048.0, 8192.0))
         tpot_s, tail = rng.uniform(0.05, 0.3), _log_uniform(rng, 0.002, 0.2)
         x = rng.uniform(0.0, 1.0 / w)
-        misses.append(
-            (base, a, d, w, budget > 0.0, budget, rng.random() < 0.25, 256.0, tpot_s, tail, p, o, 2.0, x)
-        )
+        unit = rng.choice((1.0, rng.uniform(0.505, 10.5)))  # (1 + cv²) / 2
+        first = rng.random() < 0.25
+        misses.append((base, a, d, w, budget > 0.0, budget, first, 256.0, tpot_s, tail, p, o, 2.0, unit, x))
     return {"rates": rates, "sums": sums, "misses": misses}
 
 
@@ -87,7 +88,8 @@ def _bits(rate: Any, miss: Any, beyond: Any, cases: dict[str, list[Any]]) -> dic
             profile.prefill_first,
             float(profile.max_num_seqs),
         )
-        rates.append(float(rate(*fields, *c["args"], 2.0)).hex())
+        *args, cv2 = c["args"]
+        rates.append(float(rate(*fields, *args, 2.0, 0.5 * (1.0 + cv2))).hex())
     return {
         "rates": rates,
         "misses": [float(miss(*m)).hex() for m in cases["misses"]],

@@ -10,7 +10,7 @@ Pure arithmetic over capacity.size; docs/policy.md ("Defaults and why", arrivals
 
 from __future__ import annotations
 
-from autoscaler.policy import capacity
+from autoscaler.policy import capacity, lengths
 from autoscaler.policy.capacity import Demand, Sizing
 from autoscaler.policy.spec import ReplicaProfile, SloTarget
 
@@ -27,12 +27,12 @@ def size(
     speed: float,
     limit: int,
     spread: float,
-    shape: dict[str, float],
+    shape: lengths.Shape,
 ) -> Sizing:
     """The least n that serves `need` within the SLO at the ca² n replicas see (replica_cv2). The
     sizing falls as n grows (a thinner ca²), so n is bisected between Poisson's count (the least)
     and the count at that count's ca² (which, sized at its own thinner ca², needs at most itself).
-    `shape`: capacity.size's keywords for the prompt lengths' spread (lengths.spread)."""
+    `shape`: capacity.size's keywords for the prompt lengths' spread and the router (lengths.Shape)."""
     at = capacity.sizer(profile, slo, need, speed, limit, **shape)  # each n's ca² sizes the same demand
     got = at(1.0)
     lo = got.replicas

@@ -36,7 +36,7 @@ import math
 from collections.abc import Callable
 from typing import NamedTuple
 
-from autoscaler.policy import lengths, tpottail
+from autoscaler.policy import leastloaded, lengths, tpottail
 from autoscaler.policy.spec import ReplicaProfile, SloTarget
 
 MIN_RATE = 1e-6  # requests/s below which a target is idle
@@ -105,6 +105,8 @@ def size(
     arrival_cv2: float = 1.0,
     service_cv2: float = SERVICE_CV2,
     lengths_cv2: float = 1.0,
+    least_loaded: bool = False,
+    arrivals_index: float = 1.0,
 ) -> Sizing:
     """The least replica count (at most `limit`) that serves `demand` within the SLO.
 
@@ -112,10 +114,24 @@ def size(
     `arrival_cv2` is the arrivals' squared coefficient of variation (1: Poisson) and `service_cv2`
     the prefill times' (the TTFT tail's decay takes both, as Kingman's G/G/1 heavy-traffic one,
     (ca² + cs²) / 2); `lengths_cv2` the prompt lengths' (the prompts too long for the TTFT even on
-    an idle replica); lengths.py derives the second from the third where an engine publishes the
-    lengths.
+    an idle replica, and the chunks the TPOT tail's short requests meet); lengths.py derives the
+    second from the third where an engine publishes the lengths. `least_loaded`: the router sends
+    each request to the replica with the fewest in flight (spec.Router.LEAST_REQUESTS;
+    leastloaded.py), else at random; `arrivals_index` is then the arrivals' index of dispersion
+    over the TTFT target (burstsize.py's), which spreads the requests in flight as it spreads the
+    counts.
     """
-    at = sizer(profile, slo, demand, speed, limit, service_cv2=service_cv2, lengths_cv2=lengths_cv2)
+    at = sizer(
+        profile,
+        slo,
+        demand,
+        speed,
+        limit,
+        service_cv2=service_cv2,
+        lengths_cv2=lengths_cv2,
+        least_loaded=least_loaded,
+        arrivals_index=arrivals_index,
+    )
     return at(arrival_cv2)
 
 
@@ -128,6 +144,8 @@ def sizer(
     *,
     service_cv2: float = SERVICE_CV2,
     lengths_cv2: float = 1.0,
+    least_loaded: bool = False,
+    arrivals_index: float = 1.0,
 ) -> Callable[[float], Sizing]:
     """size() as a function of arrival_cv2 (burstsize.py sizes one demand at several): what does
     not depend on it (the decode bound, the TPOT tail and its idle misses, the TTFT search's terms
@@ -180,7 +198,7 @@ def sizer(
         idle_rate = _prefill_rate_of(profile, 0.0, o, base, w, a, d)
         idle_misses = _idle_misses(p, idle_rate, beta, ttft_s - base, ttft_tokens, lengths_cv2)
         tpot_tail = idle_misses if idle_misses > tail else tail
-        tpot_n = lam / tpot_rate(profile, slo.tpot_s, tpot_tail, p, o, speed)
+        tpot_n = lam / tpot_rate(profile, slo.tpot_s, tpot_tail, p, o, speed, lengths_cv2)
         if tpot_n > n:
             n, binding = tpot_n, "tpot"
     first = math.ceil(n - 1e-9)
@@ -200,9 +218,12 @@ def sizer(
         if slack < MIN_SLACK_SHARE * service:
             slack = MIN_SLACK_SHARE * service
         budget = _wait_budget(tail, p, rate, beta, ttft_s - step, ttft_tokens, lengths_cv2)
+        if least_loaded and budget > tail:  # a tail that falls as the replay's: the waits keep at most it
+            budget = tail
         return rate, lam * service, slack / service * 2.0, budget
 
     first_terms = terms(first)
+    decoding = lam * o * base  # leastloaded.servers' terms
 
     def at(arrival_cv2: float) -> Sizing:
         # prefill: the least count whose TTFT tail fits, searched from the decode bound up; the
@@ -210,14 +231,19 @@ def sizer(
         replicas, bound = first, binding
         rate, offered, slack2, budget = first_terms
         rate_at = first
-        ttft_n = _ttft_servers(offered, slack2 / (arrival_cv2 + service_cv2), budget)
-        if ttft_n > replicas:
+        for again in (False, True):
+            if again:
+                rate, offered, slack2, budget = terms(replicas)
+                rate_at = replicas
+            slack_services = slack2 / (arrival_cv2 + service_cv2)
+            ttft_n = _ttft_servers(offered, slack_services, budget)  # the random router's count
+            if least_loaded:
+                ttft_n = leastloaded.servers(
+                    offered, slack_services, budget, decoding, load, arrivals_index, ttft_n
+                )
+            if ttft_n <= replicas:
+                break
             replicas, bound = ttft_n, "ttft"
-            rate, offered, slack2, budget = terms(replicas)
-            rate_at = replicas
-            ttft_n = _ttft_servers(offered, slack2 / (arrival_cv2 + service_cv2), budget)
-            if ttft_n > replicas:
-                replicas = ttft_n
         if limit < replicas:
             replicas = limit
         if rate_at != replicas:
@@ -365,10 +391,13 @@ _TPOT_QUANTUM = 16.0  # the TPOT tail's rate is cached on the mix and speed roun
 _tpot_cache: dict[tuple[object, ...], float] = {}  # cleared when it reaches 4096
 
 
-def tpot_rate(profile: ReplicaProfile, tpot_s: float, tail: float, p: float, o: float, speed: float) -> float:
+def tpot_rate(
+    profile: ReplicaProfile, tpot_s: float, tail: float, p: float, o: float, speed: float, cv2: float = 1.0
+) -> float:
     """The most requests/s one replica serves with at most `tail` of them over `tpot_s` (inf when
-    no request can miss it by the prefill it shares its steps with), for p-token prompts and
-    o-token outputs at `speed`; cached on (tail, p, o, speed) rounded to 1/16 in log scale."""
+    no request can miss it by the prefill it shares its steps with), for p-token prompts of
+    lengths' cv² `cv2` and o-token outputs at `speed`; cached on (tail, p, o, speed, cv2) rounded
+    to 1/16 in log scale (cv2 1, the exponential, exactly)."""
     key = (
         profile,
         tpot_s,
@@ -376,12 +405,13 @@ def tpot_rate(profile: ReplicaProfile, tpot_s: float, tail: float, p: float, o: 
         round(math.log(p) * _TPOT_QUANTUM),
         round(math.log(o) * _TPOT_QUANTUM),
         round(math.log(speed) * _TPOT_QUANTUM),
+        round(math.log(cv2) * _TPOT_QUANTUM),
     )
     got = _tpot_cache.get(key)
     if got is None:
         if len(_tpot_cache) >= 4096:
             _tpot_cache.clear()
-        tail_r, p_r, o_r, speed_r = (math.exp(k / _TPOT_QUANTUM) for k in key[2:])
-        got = tpottail.rate(profile, tpot_s, min(tail_r, 1.0), p_r, max(o_r, 1.0), speed_r)
+        tail_r, p_r, o_r, speed_r, cv2_r = (math.exp(k / _TPOT_QUANTUM) for k in key[2:])
+        got = tpottail.rate(profile, tpot_s, min(tail_r, 1.0), p_r, max(o_r, 1.0), speed_r, cv2_r)
         _tpot_cache[key] = got
     return got

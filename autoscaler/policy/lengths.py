@@ -19,6 +19,7 @@ Pure arithmetic on floats; docs/policy.md ("Capacity", "How accurate the capacit
 from __future__ import annotations
 
 import math
+from typing import TypedDict
 
 from autoscaler.policy.spec import ReplicaProfile
 
@@ -28,10 +29,20 @@ _QUANTUM = 256.0  # the tail is cached on its inputs rounded to 1/256 in log sca
 _tail_cache: dict[tuple[int, int], float] = {}  # cleared when it reaches 4096
 
 
-_NONE: dict[str, float] = {}  # no histogram: capacity.size's defaults (exponential, cs² 1)
+class Shape(TypedDict, total=False):
+    """capacity.size's keywords for what the mean leaves out: the prompt lengths' spread (here)
+    and the router with the arrivals' dispersion it sees (lookahead.py adds them)."""
+
+    service_cv2: float
+    lengths_cv2: float
+    least_loaded: bool
+    arrivals_index: float
 
 
-def spread(profile: ReplicaProfile, p: float, cv2: float | None) -> dict[str, float]:
+_NONE: Shape = {}  # no histogram: capacity.size's defaults (exponential, cs² 1)
+
+
+def spread(profile: ReplicaProfile, p: float, cv2: float | None) -> Shape:
     """capacity.size's keywords for prompts of mean p and lengths' cv2 (None: not published):
     the prefill cs² at the profile's per-token and attention costs (the speed scales both alike)
     and the lengths' cv²."""

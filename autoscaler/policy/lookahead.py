@@ -14,7 +14,7 @@ from typing import NamedTuple
 from autoscaler.policy import band, burstsize, capacity, demand, lengths, memo
 from autoscaler.policy.capacity import Demand, Sizing
 from autoscaler.policy.demand import DemandState
-from autoscaler.policy.spec import CapacitySpec, ReplicaProfile, SloTarget
+from autoscaler.policy.spec import CapacitySpec, ReplicaProfile, Router, SloTarget
 
 
 def load_of(profile: ReplicaProfile, d: Demand) -> float:
@@ -94,7 +94,10 @@ class Lookahead:
         self.speed = speed
         self.limit = limit
         self.spread = demand.dispersion(observed, slo.ttft_s)  # the arrivals' dispersion (burstsize.py)
-        self.shape = lengths.spread(profile, observed.mix.prompt, observed.mix.lengths_cv2())
+        shape = lengths.spread(profile, observed.mix.prompt, observed.mix.lengths_cv2())
+        if cap.router == Router.LEAST_REQUESTS:
+            shape = lengths.Shape(**shape, least_loaded=True, arrivals_index=self.spread)
+        self.shape = shape
         self._forecasts: dict[float, tuple[Demand, Demand]] = {}
         self._sized: dict[float, Sizing] = {}
 

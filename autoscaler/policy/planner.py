@@ -117,6 +117,8 @@ def plan(
     speed_state = _learn_speed(cap, state.speed, obs, prompt, generated, finished)
     speed = speedlearn.speed(speed_state, cap.learn_prior_weight)
     limit = spec.max_replicas
+    if state.needs and state.needs[0][1] > limit:  # recorded under a higher bound (its front is its peak)
+        state = state._replace(needs=scaledown.bounded(state.needs, limit), gaps=state.gaps[:limit])
     ahead = Lookahead(cap, dstate, speed, limit)
     cold = spec.cold_start
     period = cap.decision_period_s
@@ -202,7 +204,8 @@ def plan(
     # so a burst's levels and gaps outlive an idle spell (cut at the longest window used, Azure code
     # x 17 on fast-load-70b lost 7.4 points: docs/policy-history.md, "The price of a late request")
     longest = scaledown.breakeven_s(recreate(limit), weight) / scaledown.TRUST
-    needs, gaps = scaledown.record(state.needs, state.gaps, now, target, longest)
+    # a need above the bound is recorded as the bound: no burst brings back more (scaledown.bounded)
+    needs, gaps = scaledown.record(state.needs, state.gaps, now, min(target, limit), longest)
     figures = (est.now, mean, upper, widening, horizon_s, at_horizon, speed, needed, keep, start, in_panic)
     result = _new(Plan, figures)
     next_state = _new(

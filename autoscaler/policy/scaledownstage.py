@@ -1,8 +1,9 @@
 """The scale-down stage (planner.py): rent or buy (scaledown.py) on the tick's needs, and its message.
 
 A tick that starts no replica decides here what is kept: nothing within a panic's window, the
-loading ones while demand has not fallen since they were asked for, else one replica at a time
-while keeping it is cheaper than re-creating it (scaledown.keep), the fleet found at first sight
+loading ones while demand has not fallen since they were asked for, all of them while the need
+at a demand RELEASE_MARGIN above the band's is still as many, else one replica at a time while
+keeping it is cheaper than re-creating it (scaledown.keep), the fleet found at first sight
 held one re-creation (scaledown.hold_found). The re-creation times and the break-evens priced
 from them are worked out here for the whole tick: the needs' history is cut at the deepest one.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from autoscaler.policy import burstsize, horizon, memo, scaledown
+from autoscaler.policy import burstsize, horizon, lengths, memo, scaledown
 from autoscaler.policy.capacity import Demand, Sizing
 from autoscaler.policy.lookahead import Lookahead
 from autoscaler.policy.planstate import PlannerState
@@ -25,6 +26,12 @@ _new = tuple.__new__
 FALL_TOLERANCE = (
     0.1  # demand counts as fallen 10 % below its level at the last scale-up (the HPA's tolerance)
 )
+# A replica is released only for a fall of demand, not for the band's narrowing: the need is a step
+# function of the band, which keeps narrowing slowly as the prior's weight fades (band.py; 1.2 %
+# of the upper band between the 160th and 1,000th scored forecast on a constant demand), so a fleet
+# whose need sits on a step would give up a replica hours after it settled. 2 % is above that
+# drift and far below a real fall (FALL_TOLERANCE, the HPA's 10 %).
+RELEASE_MARGIN = 0.02
 
 # horizon.recreate_s(cold, m, period_s) by (period_s, m), per cold-start spec: its lru_cache hashes
 # the spec at every call (~3 µs a hash here, several calls a tick)
@@ -92,13 +99,22 @@ def _needed_now_message(
     limit: int,
     floor: int,
     spread: float,
-    shape: dict[str, float],
+    shape: lengths.Shape,
 ) -> str:
     """The stage's message when as many replicas are needed now as there are: keep()'s NeededNow
     template, whose one argument is the need now, which plan() did not size (need_at(0.0), at
     least the floor)."""
     need_now = max(burstsize.size(profile, slo, upper_now, speed, limit, spread, shape).replicas, floor)
     return template.format(need_now)
+
+
+def _need_within_margin(ahead: Lookahead, have: int) -> int:
+    """The need now at a demand RELEASE_MARGIN above the band's; sized only when the need at the
+    band's own is below `have` (need_at's sizing is the tick's, shared)."""
+    need = ahead.need_at(0.0)
+    if need >= have:
+        return need
+    return ahead.burst(ahead.upper_at(0.0).scaled(1.0 + RELEASE_MARGIN)).replicas
 
 
 def stage(
@@ -144,6 +160,14 @@ def stage(
             max(floor, target),
             ahead.spread,
             ahead.shape,
+        )
+    elif (margin_count := _need_within_margin(ahead, have)) >= have:
+        kept = scaledown.Keep(
+            have,
+            "WithinReleaseMargin",
+            "{} needed at a demand {:.0f} % above the band's: a replica is released for a fall of"
+            " demand, not for the band's narrowing",
+            (margin_count, 100.0 * RELEASE_MARGIN),
         )
     else:
         # sized as need_at: the horizon's fixed point may have sized these already

@@ -121,6 +121,15 @@ class CompileCache(StrEnum):
     CLUSTER = "cluster"  # a shared volume: hits everywhere once any replica compiled
 
 
+class Router(StrEnum):
+    """How requests reach the replicas: what the TTFT tail's prefill queues see (capacity.py)."""
+
+    RANDOM = "Random"  # a Service's random or round-robin pick: each replica an M/G/1 queue fed λ/n
+    # the replica with the fewest requests in flight (the replay's router; load-aware gateways'):
+    # a request finds a replica with nothing in flight unless every replica holds one
+    LEAST_REQUESTS = "LeastRequests"
+
+
 class GateScope(StrEnum):
     """What a load-gate slot covers (see docs/coldstart.md)."""
 
@@ -332,6 +341,7 @@ class CapacitySpec:
     # on stationary load, docs/policy.md "Defaults and why"); below 1 buys headroom on top
     plan_tpot_share: float = 1.0
     plan_ttft_share: float = 1.0
+    router: Router = Router.RANDOM  # how requests reach the replicas (the TTFT tail's queues)
 
     def __post_init__(self) -> None:
         _check_range("capacity", "decision_period_s", self.decision_period_s, 0.1, 3600.0, "in [0.1, 3600] s")

@@ -10,10 +10,13 @@ m = (tpot - s0) / a (never when one step's token budget is below m). Those token
 prefill backlog it finds (the M/M/1 workload of the replica's prefill queue at utilization u: a
 geometric number of prompts) plus the prompts arriving during its first D - 1 steps (Poisson,
 x·(D - 1)·s of them, s the mean step: over D - 1 TPOT targets instead the model asked for 6
-replicas where the replay needs 4), prompts exponential with the mean p and outputs geometric
-with the mean o (cs² = 1, as the TTFT tail: counters give only the means). The share of
-requests that miss, over D, is held within the SLO's tail by the least count n whose x = λ / n
-fits.
+replicas where the replay needs 4), outputs geometric with the mean o. Prompts are counted in
+units of p·(1 + c) / 2 tokens, c the lengths' cv² (lengths.py; 1 without a histogram: the
+exponential, to the bit): the backlog is then the M/G/1 workload with the TTFT tail's decay and
+the Pollaczek-Khinchine mean, the arrivals a compound Poisson sum of their mean and variance
+(within 0.025 of simulation at cv² 2 and 0.25, where exponential prompts miss the backlog's
+tail 2-4x: tests/test_capacity.py). The share of requests that miss, over D, is held within the
+SLO's tail by the least count n whose x = λ / n fits.
 
 Pure Python, as the policy core is; the replay runs a copy compiled by numba from this same source
 (replay/policies/tailkernel.py, installed with use()): a miss sums ~40 series of up to ~150 terms
@@ -36,10 +39,13 @@ TPOT_SERIES_MAX = 60.0  # a tail of more mean prompts than this is read off the 
 _EXACT_STEPS = 16  # output lengths summed one by one up to here, then over bins 1.25x wide
 
 
-def rate(profile: ReplicaProfile, tpot_s: float, tail: float, p: float, o: float, speed: float) -> float:
+def rate(
+    profile: ReplicaProfile, tpot_s: float, tail: float, p: float, o: float, speed: float, cv2: float = 1.0
+) -> float:
     """The most requests/s one replica serves with at most `tail` of them over `tpot_s` (inf when
-    no request can miss it by the prefill it shares its steps with), for p-token prompts and
-    o-token outputs at `speed` (o >= 1, 0 < tail <= 1)."""
+    no request can miss it by the prefill it shares its steps with), for p-token prompts of
+    lengths' squared coefficient of variation `cv2` (1: exponential) and o-token outputs at
+    `speed` (o >= 1, 0 < tail <= 1)."""
     budget = profile.max_batched_tokens
     return float(
         _kernel(
@@ -58,8 +64,15 @@ def rate(profile: ReplicaProfile, tpot_s: float, tail: float, p: float, o: float
             float(o),
             float(speed),
             2.0,
+            units(float(cv2)),
         )
     )
+
+
+def units(cv2: float) -> float:
+    """The unit prompts are counted in, over the mean prompt, for lengths of squared coefficient
+    of variation cv2 (_miss): (1 + cv2) / 2, 1 for the exponential."""
+    return 0.5 * (1.0 + cv2)
 
 
 def _rate(
@@ -78,8 +91,10 @@ def _rate(
     o: float,
     speed: float,
     two: float,
+    unit: float,
 ) -> float:
-    """rate() on the profile's fields (`two` = 2.0, the variance's exponent, see the module)."""
+    """rate() on the profile's fields (`two` = 2.0, the variance's exponent, see the module; `unit`
+    the prompt's unit of tokens over p, (1 + cv²) / 2, see _miss)."""
     base = base_s / speed
     a = (prefill_s + attention_s * 0.5 * (p + 1.0)) / speed  # capacity.prefill_token_s / speed
     d = (request_s + context_s * (p + 0.5 * o)) / speed  # capacity.decode_token_s / speed
@@ -87,7 +102,7 @@ def _rate(
     hi = (1.0 - base / tpot_s) / w  # the mean step at the target: longer outputs miss past it
     if hi <= 0.0:
         return math.inf
-    args = (base, a, d, w, has_budget, budget, prefill_first, seqs, tpot_s, tail, p, o, two)
+    args = (base, a, d, w, has_budget, budget, prefill_first, seqs, tpot_s, tail, p, o, two, unit)
     if _miss(*args, hi) <= tail:
         return math.inf
     lo = 0.0
@@ -114,10 +129,16 @@ def _miss(
     p: float,
     o: float,
     two: float,
+    unit: float,
     x: float,
 ) -> float:
     """The share of requests over their TPOT at x requests/s per replica (the model above); the
-    sum over output lengths stops once what is left is far below `tail`."""
+    sum over output lengths stops once what is left is far below `tail`. Prompts of lengths' cv²
+    c are counted in units of p·(1 + c) / 2 tokens (`unit` times p), arriving (1 + c) / 2 times
+    as rarely: the backlog is then the M/G/1 workload's geometric sum of the lengths' residuals
+    (mean p·(1 + c) / 2, the Pollaczek-Khinchine mean, decaying as the TTFT tail's (1 + cs²) / 2)
+    and the arrivals a compound Poisson sum of the same mean and variance; unit 1 (exponential
+    prompts) leaves every term as it was."""
     rho = x * w
     if rho >= 1.0:
         return 1.0
@@ -137,7 +158,7 @@ def _miss(
     missed, mass, n = 0.0, keep, 1  # mass = P(D >= n)
     while mass > 1e-4 * tail:
         width = 1 if n < _EXACT_STEPS else max(1, n // 4)
-        share = _beyond(n * m / p, x * (n - 1) * step, u, two)
+        share = _beyond(n * m / (p * unit), x * (n - 1) * step / unit, u, two)
         after = mass * keep ** float(width)
         missed += (mass - after) * share
         if share < 1e-3 * tail and n >= _EXACT_STEPS:

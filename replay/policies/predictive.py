@@ -26,6 +26,7 @@ from autoscaler.policy.spec import (
     RatePolicy,
     RatePolicyType,
     ReplicaProfile,
+    Router,
     SloTarget,
     TargetType,
     default_scale_down,
@@ -87,6 +88,7 @@ def predictive_spec(scenario: Scenario, params: PolicyParams) -> AutoscalerSpec:
             slo=slo_target(scenario),
             demand=DemandSpec(prompt_square_metric=PROMPT_SQUARE_METRIC),
             decision_period_s=scenario.sync_period_s,
+            router=Router.LEAST_REQUESTS,  # the replay's router (replay/kernel/events.py)
         ),
     )
     if params.lead_time_s is not None:  # a fixed time to ready instead of the cluster's

@@ -100,11 +100,14 @@ def key(d: Decision) -> tuple[Any, ...]:
 
 
 async def run(
-    restarts: tuple[int, ...] = (), tamper: Any = None, status_interval_s: float = TICK_S
+    restarts: tuple[int, ...] = (),
+    tamper: Any = None,
+    status_interval_s: float = TICK_S,
+    ticks: int = TICKS,
 ) -> tuple[list[tuple[Any, ...]], list[Any], list[dict[str, Any]]]:
-    """(each tick's decision, each restart's outcome, the Events) over the time-line; at each tick in
-    `restarts` the controller is closed and a new one takes over; `tamper` may change the status
-    in between (the stored object, in place)."""
+    """(each tick's decision, each restart's outcome, the Events) over the time-line's first
+    `ticks`; at each tick in `restarts` the controller is closed and a new one takes over; `tamper`
+    may change the status in between (the stored object, in place)."""
     decisions: list[tuple[Any, ...]] = []
     restored: list[Any] = []
     async with environment(ready_after_s=None) as env:
@@ -115,7 +118,7 @@ async def run(
             return {"tick_s": TICK_S, "status_interval_s": status_interval_s, "max_metric_age_s": None}
 
         controller = env.controller(**settings())
-        for i, rate in enumerate(rates()):
+        for i, rate in enumerate(rates()[:ticks]):
             env.clock.set(T0 + i * TICK_S)
             serve(env, rate, created)
             if i in restarts:
@@ -204,8 +207,8 @@ async def test_a_malformed_planner_state_is_a_fresh_start_with_a_condition_and_a
         planner = obj["status"]["policyState"]["planner"]
         change(planner)
 
-    decisions, outcomes, events = await run((120,), tamper=tamper)
-    assert len(decisions) == TICKS
+    decisions, outcomes, events = await run((120,), tamper=tamper, ticks=122)  # the restart, and one after
+    assert len(decisions) == 122
     (out,) = outcomes
     cond = out.condition("PolicyStateRestored")
     assert cond is not None and (cond.status, cond.reason) == ("False", "MalformedPolicyState")
