@@ -145,7 +145,10 @@ def track(
         due += 1
         if forecast < 0.0:
             continue  # scored early (below)
-        peak = next(load for at, load in peaks if at > made)  # the newest entry qualifies
+        k = 0  # the first entry after `made` (the newest qualifies)
+        while peaks[k][0] <= made:
+            k += 1
+        peak = peaks[k][1]
         e = math.log((peak + offset) / (forecast + offset))
         q, scale, scored = _score(e, q, scale, scored, spec)
         if b >= 0:
@@ -163,18 +166,23 @@ def track(
     if i >= 0 and pending[i][0] >= since:
         top = level_now + offset
         early = None
+        widths: dict[int, float] = {}  # exp of each bin's tracked quantile, until a score moves them
         while i >= 0 and pending[i][0] >= since:
             made, target, forecast, b = pending[i]
-            got = levelbins.quantile(bins, relative, b) if b >= 0 else None
-            tracked = q if got is None else got[0]
-            if forecast >= 0.0 and top > (forecast + offset) * math.exp(tracked):
-                e = math.log(top / (forecast + offset))
-                q, scale, scored = _score(e, q, scale, scored, spec, above=e > q)
-                if b >= 0:
-                    bins, relative = levelbins.score(bins, relative, b, _clip(e), spec.quantile, True)
-                if early is None:
-                    early = list(pending)
-                early[i] = (made, target, -1.0, b)
+            if forecast >= 0.0:
+                width = widths.get(b)
+                if width is None:
+                    got = levelbins.quantile(bins, relative, b) if b >= 0 else None
+                    width = widths[b] = math.exp(q if got is None else got[0])
+                if top > (forecast + offset) * width:
+                    e = math.log(top / (forecast + offset))
+                    q, scale, scored = _score(e, q, scale, scored, spec, above=e > q)
+                    if b >= 0:
+                        bins, relative = levelbins.score(bins, relative, b, _clip(e), spec.quantile, True)
+                    widths.clear()
+                    if early is None:
+                        early = list(pending)
+                    early[i] = (made, target, -1.0, b)
             i -= 1
         if early is not None:
             pending = tuple(early)

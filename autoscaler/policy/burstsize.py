@@ -33,24 +33,25 @@ def size(
     sizing falls as n grows (a thinner ca²), so n is bisected between Poisson's count (the least)
     and the count at that count's ca² (which, sized at its own thinner ca², needs at most itself).
     `shape`: capacity.size's keywords for the prompt lengths' spread and the router (lengths.Shape)."""
-    got = capacity.size(profile, slo, need, speed, limit, **shape)
+    at = capacity.sizer(profile, slo, need, speed, limit, **shape)  # each n's ca² sizes the same demand
+    got = at(1.0)
     lo = got.replicas
     if spread <= 1.0 or lo <= 0:
         return got
-    top = capacity.size(profile, slo, need, speed, limit, **shape, arrival_cv2=replica_cv2(spread, lo))
+    top = at(replica_cv2(spread, lo))
     hi = top.replicas
     if hi <= lo:
         return top
     best = None
     while hi - lo > 1:  # s(lo) > lo and s(hi) <= hi, s the count sized at n's own ca²
         mid = (lo + hi) // 2
-        at = capacity.size(profile, slo, need, speed, limit, **shape, arrival_cv2=replica_cv2(spread, mid))
-        if at.replicas <= mid:
-            hi, best = mid, at
+        sized = at(replica_cv2(spread, mid))
+        if sized.replicas <= mid:
+            hi, best = mid, sized
         else:
             lo = mid
     if best is None:
-        best = capacity.size(profile, slo, need, speed, limit, **shape, arrival_cv2=replica_cv2(spread, hi))
+        best = at(replica_cv2(spread, hi))
     if best.replicas >= hi:
         return best
     # fewer suffice at hi's ca², but not at their own: hi replicas, each serving its share

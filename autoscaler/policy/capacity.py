@@ -33,6 +33,7 @@ The model of one replica that receives x requests/s of p prompt and o output tok
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import NamedTuple
 
 from autoscaler.policy import leastloaded, lengths, tpottail
@@ -49,7 +50,9 @@ MIN_SLACK_SHARE = 0.25  # when the mean request cannot meet its TTFT even idle, 
 # wait this share of its own prefill: more replicas would not make it meet the target
 _QUANTUM = 256.0  # the TTFT search is cached on its inputs rounded to 1/256 in log scale (0.4 %)
 # A NamedTuple built as tuple.__new__(cls, fields) skips its Python-level __new__ (~0.4 against
-# ~1.3 µs here): the Demand and Sizing values a tick builds are made so.
+# ~1.3 µs here): the Demand and Sizing values a tick builds are made so. On the sizing's path the
+# min and max of two values are conditionals that return what the builtin would (a builtin call
+# costs ~4x the comparison; a sizer made ~13 a tick).
 _new = tuple.__new__
 
 
@@ -118,11 +121,43 @@ def size(
     over the TTFT target (burstsize.py's), which spreads the requests in flight as it spreads the
     counts.
     """
+    at = sizer(
+        profile,
+        slo,
+        demand,
+        speed,
+        limit,
+        service_cv2=service_cv2,
+        lengths_cv2=lengths_cv2,
+        least_loaded=least_loaded,
+        arrivals_index=arrivals_index,
+    )
+    return at(arrival_cv2)
+
+
+def sizer(
+    profile: ReplicaProfile,
+    slo: SloTarget,
+    demand: Demand,
+    speed: float = 1.0,
+    limit: int = 1_000_000,
+    *,
+    service_cv2: float = SERVICE_CV2,
+    lengths_cv2: float = 1.0,
+    least_loaded: bool = False,
+    arrivals_index: float = 1.0,
+) -> Callable[[float], Sizing]:
+    """size() as a function of arrival_cv2 (burstsize.py sizes one demand at several): what does
+    not depend on it (the decode bound, the TPOT tail and its idle misses, the TTFT search's terms
+    at the decode bound's count) worked out once, in the same operations, so the same floats."""
     lam = demand.requests
     if lam < MIN_RATE:
-        return _idle(profile, slo, speed)
+        idle = _idle(profile, slo, speed)
+        return lambda arrival_cv2: idle
     p = demand.prompt_tokens / lam
-    o = max(demand.output_tokens / lam, 1.0)  # every request produces at least its first token
+    o = demand.output_tokens / lam
+    if o < 1.0:  # every request produces at least its first token
+        o = 1.0
     base = profile.step_base_s / speed
     # the per-token costs, once (work_per_request, _prefill_rate and _decode_rate in one place)
     a_token = profile.prefill_s_per_token + profile.prefill_s_per_attention_pair * 0.5 * (p + 1.0)
@@ -132,65 +167,90 @@ def size(
     d = d_token / speed
     context = p + 0.5 * o
     # decode: utilization at the TPOT target, and the batch and KV ceilings as a rate per replica
-    rho_tpot = MAX_UTILIZATION if slo.tpot_s is None else min(1.0 - base / slo.tpot_s, MAX_UTILIZATION)
+    rho_tpot = MAX_UTILIZATION if slo.tpot_s is None else 1.0 - base / slo.tpot_s
+    if rho_tpot > MAX_UTILIZATION:
+        rho_tpot = MAX_UTILIZATION
     binding = "tpot"
     if rho_tpot < MIN_UTILIZATION:  # the target is below one step even at batch 1: keep replicas light
         rho_tpot = MIN_UTILIZATION
     n = lam * w / rho_tpot
     seqs = float(profile.max_num_seqs)
-    if profile.kv_cache_tokens is not None:
-        seqs = min(seqs, profile.kv_cache_tokens / context)
+    if profile.kv_cache_tokens is not None and profile.kv_cache_tokens / context < seqs:
+        seqs = profile.kv_cache_tokens / context
     # B = x·o·base / (1 - x·w) reaches `seqs` at x = seqs / (o·base + seqs·w)
     batch_n = lam * (o * base + seqs * w) / seqs
     if batch_n > n:
         n = batch_n
         binding = "batch" if seqs == profile.max_num_seqs else "kv"
-    rate, rate_at = 0.0, 0  # the prefill rate at `rate_at` replicas (0: not computed yet)
+    decode = _decode_rate_of(profile, slo, base, d, seqs)
+    load = lam * w
     if p < MIN_PROMPT_TOKENS:
-        replicas = max(1, math.ceil(n - 1e-9))
-    else:
-        tail = 1.0 - slo.attainment
-        beta = profile.prefill_s_per_attention_pair * 0.5 / speed
-        ttft_s = slo.ttft_s
-        ttft_tokens = slo.ttft_tokens_per_s
-        if slo.tpot_s is not None:  # the short outputs whose steps carry prompt chunks
-            # as many may miss their TPOT as miss their TTFT on an idle replica, and at least the tail
-            idle_rate = _prefill_rate_of(profile, 0.0, o, base, w, a, d)
-            tpot_tail = max(tail, _idle_misses(p, idle_rate, beta, ttft_s - base, ttft_tokens, lengths_cv2))
-            tpot_n = lam / tpot_rate(profile, slo.tpot_s, tpot_tail, p, o, speed, lengths_cv2)
-            if tpot_n > n:
-                n, binding = tpot_n, "tpot"
-        replicas = max(1, math.ceil(n - 1e-9))
-        # prefill: the least count whose TTFT tail fits, searched from the decode bound up
-        for _ in range(2):  # the prefill rate depends on the batch, hence on the count
-            rate = _prefill_rate_of(profile, lam / replicas, o, base, w, a, d)
-            rate_at = replicas
-            service = p / rate
-            step = base / max(1.0 - lam * w / replicas, 1e-3)
-            slack = ttft_s - service - step
-            if ttft_tokens is not None:
-                slack += p / ttft_tokens
-            slack = max(slack, MIN_SLACK_SHARE * service)
-            offered = lam * service
-            slack_services = slack / service * 2.0 / (arrival_cv2 + service_cv2)
-            budget = _wait_budget(tail, p, rate, beta, ttft_s - step, ttft_tokens, lengths_cv2)
-            if least_loaded:  # a tail that falls as the replay's: the waits keep at most the tail
-                if budget > tail:
-                    budget = tail
-                most = _ttft_servers(offered, slack_services, budget)  # the random router's count
+        replicas = min(max(1, math.ceil(n - 1e-9)), limit)
+        rate = _prefill_rate_of(profile, lam / replicas, o, base, w, a, d)
+        fixed = _new(Sizing, (replicas, binding, rate, decode, lam / replicas, load / replicas))
+        return lambda arrival_cv2: fixed
+    tail = 1.0 - slo.attainment
+    beta = profile.prefill_s_per_attention_pair * 0.5 / speed
+    ttft_s = slo.ttft_s
+    ttft_tokens = slo.ttft_tokens_per_s
+    if slo.tpot_s is not None:  # the short outputs whose steps carry prompt chunks
+        # as many may miss their TPOT as miss their TTFT on an idle replica, and at least the tail
+        idle_rate = _prefill_rate_of(profile, 0.0, o, base, w, a, d)
+        idle_misses = _idle_misses(p, idle_rate, beta, ttft_s - base, ttft_tokens, lengths_cv2)
+        tpot_tail = idle_misses if idle_misses > tail else tail
+        tpot_n = lam / tpot_rate(profile, slo.tpot_s, tpot_tail, p, o, speed, lengths_cv2)
+        if tpot_n > n:
+            n, binding = tpot_n, "tpot"
+    first = math.ceil(n - 1e-9)
+    if first < 1:
+        first = 1
+
+    def terms(replicas: int) -> tuple[float, float, float, float]:
+        """The TTFT search's terms at a count: the prefill rate, the offered load, the slack in
+        mean prefills times 2 (the tail's decay divides it by ca² + cs²) and the wait budget."""
+        rate = _prefill_rate_of(profile, lam / replicas, o, base, w, a, d)
+        service = p / rate
+        free = 1.0 - load / replicas
+        step = base / (1e-3 if free < 1e-3 else free)
+        slack = ttft_s - service - step
+        if ttft_tokens is not None:
+            slack += p / ttft_tokens
+        if slack < MIN_SLACK_SHARE * service:
+            slack = MIN_SLACK_SHARE * service
+        budget = _wait_budget(tail, p, rate, beta, ttft_s - step, ttft_tokens, lengths_cv2)
+        if least_loaded and budget > tail:  # a tail that falls as the replay's: the waits keep at most it
+            budget = tail
+        return rate, lam * service, slack / service * 2.0, budget
+
+    first_terms = terms(first)
+    decoding = lam * o * base  # leastloaded.servers' terms
+
+    def at(arrival_cv2: float) -> Sizing:
+        # prefill: the least count whose TTFT tail fits, searched from the decode bound up; the
+        # prefill rate depends on the batch, hence on the count: a second step at the count found
+        replicas, bound = first, binding
+        rate, offered, slack2, budget = first_terms
+        rate_at = first
+        for again in (False, True):
+            if again:
+                rate, offered, slack2, budget = terms(replicas)
+                rate_at = replicas
+            slack_services = slack2 / (arrival_cv2 + service_cv2)
+            ttft_n = _ttft_servers(offered, slack_services, budget)  # the random router's count
+            if least_loaded:
                 ttft_n = leastloaded.servers(
-                    offered, slack_services, budget, lam * o * base, lam * w, arrivals_index, most
+                    offered, slack_services, budget, decoding, load, arrivals_index, ttft_n
                 )
-            else:
-                ttft_n = _ttft_servers(offered, slack_services, budget)
             if ttft_n <= replicas:
                 break
-            replicas, binding = ttft_n, "ttft"
-    replicas = min(replicas, limit)
-    if rate_at != replicas:
-        rate = _prefill_rate_of(profile, lam / replicas, o, base, w, a, d)
-    decode = _decode_rate_of(profile, slo, base, d, seqs)
-    return _new(Sizing, (replicas, binding, rate, decode, lam / replicas, lam * w / replicas))
+            replicas, bound = ttft_n, "ttft"
+        if limit < replicas:
+            replicas = limit
+        if rate_at != replicas:
+            rate = _prefill_rate_of(profile, lam / replicas, o, base, w, a, d)
+        return _new(Sizing, (replicas, bound, rate, decode, lam / replicas, load / replicas))
+
+    return at
 
 
 def _wait_budget(
@@ -209,7 +269,7 @@ def _wait_budget(
     0.52 on one-gpu-8b, where a fifth of the prompts cannot meet 2 s: 14.3 GPU-h for 77.9 % with
     the 1 % tail, 3.1 for 75.3 % with this budget; the HPA 52.8 % at 2)."""
     lost = _idle_misses(p, rate, beta, room_s, ttft_tokens, lengths_cv2)
-    return max(tail - lost, lost)
+    return lost if lost > tail - lost else tail - lost
 
 
 def _idle_misses(
@@ -271,7 +331,7 @@ def _decode_rate(
 def _decode_rate_of(profile: ReplicaProfile, slo: SloTarget, base: float, d: float, seqs: float) -> float:
     """_decode_rate with the per-token decode cost at this speed (d) given."""
     room = (slo.tpot_s if slo.tpot_s is not None else base / (1.0 - MAX_UTILIZATION)) - base
-    batch = seqs if d <= 0.0 else min(seqs, room / d)
+    batch = room / d if d > 0.0 and room / d < seqs else seqs
     if batch < 1.0:
         batch = 1.0
     return batch / (base + d * batch)

@@ -185,7 +185,10 @@ def prefill_rate(
         return 1.0 / a
     if prefill_first:
         return budget / (base + a * budget)
-    carried = min(x * o * base / (1.0 - min(x * w, 0.95)), budget * 0.5)
+    rho = x * w  # min(rho, 0.95) and min(carried, budget / 2) as what the builtin returns, cheaper
+    carried = x * o * base / (1.0 - (0.95 if rho > 0.95 else rho))
+    if budget * 0.5 < carried:
+        carried = budget * 0.5
     chunk = budget - carried
     return chunk / (base + a * chunk + d * carried)
 

@@ -1,0 +1,73 @@
+"""Instructions a predictive decision, the measure that does not move with the machine's load.
+
+Run: `python -m bench.policy_instructions` (valgrind installed): runs this module under callgrind
+twice, with 0 and with TICKS decisions, and prints the difference over TICKS. Each run first builds
+the bench's observations over its first TICKS ticks (bench_policy's first pass: the caches warm,
+as before the bench's decide-alone pass), then makes `N` decisions (decide() and record_rescale())
+over them: `python -m bench.policy_instructions N` is that run alone. docs/policy.md, "Performance".
+"""
+
+from __future__ import annotations
+
+import gc
+import re
+import subprocess
+import sys
+
+from autoscaler.policy.decide import decide, record_rescale
+from autoscaler.policy.state import PolicyState
+from bench import bench_policy as b
+
+TICKS = 2_000
+MODULE = "bench.policy_instructions"
+
+
+def decisions(n: int) -> None:
+    """The bench's predictive row: its first pass over TICKS ticks, then n decisions alone."""
+    spec = b.SCENARIOS[b.PREDICTIVE]
+    loads = b.observations(TICKS)
+    _, counts = b._run_building(spec, loads)
+    observed = [b.observation(q, batch, r) for (q, batch), r in zip(loads, counts, strict=False)]
+    gc.freeze()
+    state = PolicyState()
+    replicas = observed[0].spec_replicas
+    for i, obs in enumerate(observed[:n]):
+        now = b.START + i * 15.0
+        decision, state = decide(spec, state, obs, now)
+        if decision.desired_replicas != replicas:
+            state = record_rescale(spec, state, now, replicas, decision.desired_replicas)
+            replicas = decision.desired_replicas
+
+
+def instructions(n: int) -> int:
+    """Instructions callgrind counts for a run of `n` decisions (the whole process)."""
+    run = subprocess.run(
+        [
+            "valgrind",
+            "--tool=callgrind",
+            "--callgrind-out-file=/dev/null",
+            sys.executable,
+            "-m",
+            MODULE,
+            str(n),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    found = re.search(r"Collected : (\d+)", run.stderr)
+    if found is None:
+        raise RuntimeError(f"no instruction count in callgrind's output:\n{run.stderr[-2000:]}")
+    return int(found.group(1))
+
+
+def main() -> None:
+    if sys.argv[1:]:
+        decisions(int(sys.argv[1]))
+        return
+    per = (instructions(TICKS) - instructions(0)) / TICKS
+    print(f"{per:,.0f} instructions a predictive decision (callgrind, the bench's first {TICKS:,} ticks)")
+
+
+if __name__ == "__main__":
+    main()
