@@ -1,23 +1,86 @@
-"""Sizing for bursty arrivals: capacity.size with the arrivals' dispersion, per replica.
+"""Sizing for bursty arrivals: capacity.size with the arrivals' dispersion, per replica, and the
+capacity held for the bursts a request arrives in.
 
-demand.dispersion() gives the target's index of dispersion I over the TTFT target (1: Poisson).
-The router spreads the target's arrivals over n replicas without seeing their prefill queues
-(capacity.py), so each replica sees the counts thinned: a random split of counts of index I has
-index 1 + (I - 1) / n at each replica, the ca² of its own TTFT tail (Kingman's G/G/1 decay,
-capacity.size's arrival_cv2). The count is then the least n whose own ca² sizes at most n.
-Pure arithmetic over capacity.size; docs/policy.md ("Defaults and why", arrivals' dispersion).
+demand.dispersion() gives the target's index of dispersion I over the TTFT target W (1: Poisson).
+Two things follow from it:
+
+  thinned ca²   the router spreads the target's arrivals over n replicas without seeing their
+                prefill queues (capacity.py), so each replica sees the counts thinned: a random
+                split of counts of index I has index 1 + (I - 1) / n at each replica, the ca² of
+                its own TTFT tail (Kingman's G/G/1 decay, capacity.size's arrival_cv2). The count
+                is the least n whose own ca² sizes at most n.
+  burst hold    Kingman's decay is a heavy-traffic one: at a low mean utilization it prices a burst
+                at almost nothing, yet most requests of a bursty target arrive in its bursts. The
+                rate over W is read as a gamma mixture of mean λ (the typical rate, over which I
+                is counted) and variance (I - 1)·λ / W; a request sees it size-biased (gamma of
+                shape k + 1, k = λ·W / (I - 1), scale θ = (I - 1) / W), and in a window of rate
+                Λ above the rate C the fleet serves at the SLO a share 1 - C / Λ comes too late.
+                The fleet holds the least C whose late share, E[(1 - C/Λ)+] =
+                Q(k + 1, C/θ) - (C/λ)·Q(k, C/θ), is at most BURST_BUDGET times the SLO's tail.
+                Sized at the demand's mix and Poisson arrivals within the burst (capacity.size).
+
+The count is the larger of the two. Pure arithmetic over capacity.size; docs/policy.md ("Defaults
+and why": the arrivals' dispersion, the burst hold).
 """
 
 from __future__ import annotations
 
+import math
+
 from autoscaler.policy import capacity
 from autoscaler.policy.capacity import Demand, Sizing
+from autoscaler.policy.lengths import upper_gamma
 from autoscaler.policy.spec import ReplicaProfile, SloTarget
+
+# The bursts' late share may be twice the SLO's tail: the fleet sized for C at the SLO serves a
+# window a little above C mostly in time, which the fluid share counts as late (docs/policy.md)
+BURST_BUDGET = 2.0
+_QUANTUM = 256.0  # the hold is cached on its shape rounded to 1/256 in log scale (0.4 %)
+_hold_cache: dict[tuple[int, int], float] = {}  # cleared when it reaches 4096
 
 
 def replica_cv2(spread: float, replicas: int) -> float:
     """The ca² each of `replicas` replicas sees of arrivals of index `spread` split at random."""
     return 1.0 + (spread - 1.0) / replicas if replicas > 0 else 1.0
+
+
+def late_share(c: float, rate: float, theta: float) -> float:
+    """The share of requests that arrive in a window whose rate is above c, late in proportion to
+    the excess (1 - c / Λ): rates gamma of mean `rate` and scale `theta`, seen size-biased."""
+    k = rate / theta
+    x = c / theta
+    return upper_gamma(k + 1.0, x) - c / rate * upper_gamma(k, x)
+
+
+def hold_rate(rate: float, spread: float, window_s: float, budget: float) -> float:
+    """The least rate C whose late share (late_share) is at most `budget`, for arrivals of mean
+    `rate` and index of dispersion `spread` over `window_s`; `rate` itself when they are Poisson."""
+    if spread <= 1.0 or rate <= 0.0 or budget <= 0.0:
+        return rate
+    theta = (spread - 1.0) / window_s
+    k = rate / theta
+    key = (round(math.log(k) * _QUANTUM), round(math.log(budget) * _QUANTUM))
+    x = _hold_cache.get(key)
+    if x is None:  # C / θ depends on the shape and the budget alone
+        if len(_hold_cache) >= 4096:
+            _hold_cache.clear()
+        x = _hold_x(math.exp(key[0] / _QUANTUM), math.exp(key[1] / _QUANTUM))
+        _hold_cache[key] = x
+    return max(rate, x * theta)
+
+
+def _hold_x(k: float, budget: float) -> float:
+    """C / θ for shape k: bisection, the late share falling as C grows (from 1 at C = 0)."""
+    lo, hi = k, k + 1.0
+    while late_share(hi, k, 1.0) > budget and hi < 1e6:
+        lo, hi = hi, hi * 2.0
+    for _ in range(40):
+        mid = 0.5 * (lo + hi)
+        if late_share(mid, k, 1.0) > budget:
+            lo = mid
+        else:
+            hi = mid
+    return hi
 
 
 def size(
@@ -28,11 +91,31 @@ def size(
     limit: int,
     spread: float,
     shape: dict[str, float],
+    hold: float = 0.0,
 ) -> Sizing:
-    """The least n that serves `need` within the SLO at the ca² n replicas see (replica_cv2). The
-    sizing falls as n grows (a thinner ca²), so n is bisected between Poisson's count (the least)
-    and the count at that count's ca² (which, sized at its own thinner ca², needs at most itself).
-    `shape`: capacity.size's keywords for the prompt lengths' spread (lengths.spread)."""
+    """The least n that serves `need` within the SLO at the ca² n replicas see (replica_cv2), and
+    at least the count that serves `hold` requests/s (hold_rate) at need's mix. `shape`:
+    capacity.size's keywords for the prompt lengths' spread (lengths.spread)."""
+    got = thinned(profile, slo, need, speed, limit, spread, shape)
+    r = need.requests
+    if hold <= r or r <= 0.0:
+        return got
+    held = capacity.size(profile, slo, need.scaled(hold / r), speed, limit, **shape)
+    return held if held.replicas > got.replicas else got
+
+
+def thinned(
+    profile: ReplicaProfile,
+    slo: SloTarget,
+    need: Demand,
+    speed: float,
+    limit: int,
+    spread: float,
+    shape: dict[str, float],
+) -> Sizing:
+    """The least n that serves `need` at the ca² n replicas see (replica_cv2). The sizing falls as
+    n grows (a thinner ca²), so n is bisected between Poisson's count (the least) and the count at
+    that count's ca² (which, sized at its own thinner ca², needs at most itself)."""
     got = capacity.size(profile, slo, need, speed, limit, **shape)
     lo = got.replicas
     if spread <= 1.0 or lo <= 0:

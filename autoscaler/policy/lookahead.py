@@ -111,6 +111,17 @@ class Lookahead:
     def upper_at(self, h: float) -> Demand:
         return self.forecast_at(h)[1]
 
+    def hold_at(self, h: float) -> float:
+        """The requests/s held for bursts h seconds ahead (burstsize.hold_rate): about the typical
+        rate, over which the dispersion is counted, or the forecast's mean where that is higher."""
+        rate = self._observed.typical.requests
+        mean = self.forecast_at(h)[0].requests
+        if mean > rate:
+            rate = mean
+        slo = self.slo
+        budget = burstsize.BURST_BUDGET * (1.0 - slo.attainment)
+        return burstsize.hold_rate(rate, self.spread, slo.ttft_s, budget)
+
     def sizing_at(self, h: float) -> Sizing:
         got = self._sized.get(h)
         if got is None:
@@ -122,6 +133,7 @@ class Lookahead:
                 self.limit,
                 self.spread,
                 self.shape,
+                self.hold_at(h),
             )
             self._sized[h] = got
         return got
@@ -130,5 +142,6 @@ class Lookahead:
         return self.sizing_at(h).replicas
 
     def burst(self, now: Demand) -> Sizing:
-        """The sizing of a demand measured now (a panic's), under the same targets."""
+        """The sizing of a demand measured now (a panic's), under the same targets (a burst seen,
+        no hold for the next one)."""
         return burstsize.size(self.profile, self.slo, now, self.speed, self.limit, self.spread, self.shape)

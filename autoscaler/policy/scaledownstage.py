@@ -93,11 +93,12 @@ def _needed_now_message(
     floor: int,
     spread: float,
     shape: dict[str, float],
+    hold: float = 0.0,
 ) -> str:
     """The stage's message when as many replicas are needed now as there are: keep()'s NeededNow
     template, whose one argument is the need now, which plan() did not size (need_at(0.0), at
     least the floor)."""
-    need_now = max(burstsize.size(profile, slo, upper_now, speed, limit, spread, shape).replicas, floor)
+    need_now = max(burstsize.size(profile, slo, upper_now, speed, limit, spread, shape, hold).replicas, floor)
     return template.format(need_now)
 
 
@@ -144,6 +145,7 @@ def stage(
             max(floor, target),
             ahead.spread,
             ahead.shape,
+            ahead.hold_at(0.0),
         )
     else:
         # sized as need_at: the horizon's fixed point may have sized these already
