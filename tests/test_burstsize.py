@@ -98,8 +98,7 @@ def test_after_a_quiet_spell_the_fleet_still_holds_the_bursts() -> None:
     ahead = lookahead.Lookahead(cap, _bursty_then_quiet(), 1.0, spec.max_replicas)
     mean, upper = ahead.forecast_at(60.0)
     assert mean.requests < 1.0 < ahead.spread  # the level has forgotten them, the dispersion not
-    hold = ahead.hold_at(60.0)
-    assert hold > 100.0
+    assert ahead.hold > 100.0
     thinned = burstsize.size(ahead.profile, ahead.slo, upper, 1.0, ahead.limit, ahead.spread, ahead.shape)
     assert ahead.need_at(60.0) > thinned.replicas
     # the panic's sizing of a burst seen now holds nothing more

@@ -69,6 +69,7 @@ class Lookahead:
         "_forecasts",
         "_observed",
         "_sized",
+        "hold",
         "limit",
         "load",
         "mean_now",
@@ -95,6 +96,13 @@ class Lookahead:
         self.limit = limit
         self.spread = demand.dispersion(observed, slo.ttft_s)  # the arrivals' dispersion (burstsize.py)
         self.shape = lengths.spread(profile, observed.mix.prompt, observed.mix.lengths_cv2())
+        # the requests/s held for bursts (burstsize.hold_rate): about the typical rate, over which
+        # the dispersion is counted, or the level where that is higher
+        rate = observed.typical.requests
+        if self.mean_now.requests > rate:
+            rate = self.mean_now.requests
+        budget = burstsize.BURST_BUDGET * (1.0 - slo.attainment)
+        self.hold = burstsize.hold_rate(rate, self.spread, slo.ttft_s, budget)
         self._forecasts: dict[float, tuple[Demand, Demand]] = {}
         self._sized: dict[float, Sizing] = {}
 
@@ -111,17 +119,6 @@ class Lookahead:
     def upper_at(self, h: float) -> Demand:
         return self.forecast_at(h)[1]
 
-    def hold_at(self, h: float) -> float:
-        """The requests/s held for bursts h seconds ahead (burstsize.hold_rate): about the typical
-        rate, over which the dispersion is counted, or the forecast's mean where that is higher."""
-        rate = self._observed.typical.requests
-        mean = self.forecast_at(h)[0].requests
-        if mean > rate:
-            rate = mean
-        slo = self.slo
-        budget = burstsize.BURST_BUDGET * (1.0 - slo.attainment)
-        return burstsize.hold_rate(rate, self.spread, slo.ttft_s, budget)
-
     def sizing_at(self, h: float) -> Sizing:
         got = self._sized.get(h)
         if got is None:
@@ -133,7 +130,7 @@ class Lookahead:
                 self.limit,
                 self.spread,
                 self.shape,
-                self.hold_at(h),
+                self.hold,
             )
             self._sized[h] = got
         return got

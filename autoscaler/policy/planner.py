@@ -282,7 +282,7 @@ def _forecast_stages(
                     needed,
                     ahead.spread,
                     burstsize.replica_cv2(ahead.spread, at_horizon.replicas),
-                    ahead.hold_at(horizon_s),
+                    ahead.hold,
                 ),
             ),
         ),

@@ -145,7 +145,7 @@ def stage(
             max(floor, target),
             ahead.spread,
             ahead.shape,
-            ahead.hold_at(0.0),
+            ahead.hold,
         )
     else:
         # sized as need_at: the horizon's fixed point may have sized these already
