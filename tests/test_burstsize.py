@@ -49,6 +49,15 @@ def test_poisson_arrivals_hold_their_own_rate() -> None:
     assert burstsize.hold_rate(0.0, 90.0, 2.0, 0.02) == 0.0
 
 
+def test_the_hold_stays_finite_at_the_extremes() -> None:
+    # a restored state's huge typical rate over a dispersion a hair above 1: Poisson's
+    assert burstsize.hold_rate(5.7e9, 1.0 + 1e-12, 2.0, 0.02) == 5.7e9
+    tiny = burstsize.hold_rate(1e-300, 1e4, 2.0, 0.02)
+    assert 1e-300 <= tiny < 3.0 * (1e4 - 1.0) / 2.0  # at most a few θ
+    assert burstsize.hold_rate(math.nan, 90.0, 2.0, 0.02) == 0.0
+    assert burstsize.hold_rate(14.0, math.nan, 2.0, 0.02) == 14.0
+
+
 def test_the_hold_meets_its_budget_and_grows_with_the_bursts() -> None:
     # Azure code x 5.5 as the policy counts it: 14 req/s, index ~90 over the 2 s TTFT target
     held = burstsize.hold_rate(14.0, 90.0, 2.0, 0.02)
@@ -103,3 +112,19 @@ def test_after_a_quiet_spell_the_fleet_still_holds_the_bursts() -> None:
     assert ahead.need_at(60.0) > thinned.replicas
     # the panic's sizing of a burst seen now holds nothing more
     assert ahead.burst(upper) == thinned
+
+
+def test_an_idle_target_holds_nothing_for_its_bursts() -> None:
+    """The dispersion keeps its ratio while no request comes (0 expected, 0 counted): after two hours
+    at 0/s the typical demand is under IDLE_LOAD (2^-12 of what it was), and the hold goes."""
+    spec = planner_spec()
+    cap = spec.capacity
+    assert cap is not None
+    state = _bursty_then_quiet()
+    t = state.at
+    for _ in range(480):
+        t += 15.0
+        state, _ = demand.observe(cap.demand, state, t, 0.0, 0.0, 0.0, 0.0)
+    ahead = lookahead.Lookahead(cap, state, 1.0, spec.max_replicas)
+    assert ahead.spread > 1.0 and ahead.typical_load < burstsize.IDLE_LOAD
+    assert ahead.hold == 0.0

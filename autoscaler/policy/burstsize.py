@@ -35,8 +35,13 @@ from autoscaler.policy.spec import ReplicaProfile, SloTarget
 # The bursts' late share may be twice the SLO's tail: the fleet sized for C at the SLO serves a
 # window a little above C mostly in time, which the fluid share counts as late (docs/policy.md)
 BURST_BUDGET = 2.0
+# A target whose typical demand and level are under a twentieth of one replica's work (GPU-seconds
+# a second) is idle: nothing is held for its bursts, which an idle spell cannot tell are over
+IDLE_LOAD = 0.05
 _GRID = 16.0  # the hold's grid in log k: 6 % apart (the interpolation's error < 0.1 %, tests)
 _hold_cache: dict[tuple[int, float], float] = {}  # C / θ by grid point and budget
+_K_MIN = 1e-6  # below it the shape's hold is its limit's (C / θ ~2.5 at a 2 % budget)
+_K_MAX = 1e6
 
 
 def replica_cv2(spread: float, replicas: int) -> float:
@@ -55,12 +60,17 @@ def late_share(c: float, rate: float, theta: float) -> float:
 def hold_rate(rate: float, spread: float, window_s: float, budget: float) -> float:
     """The least rate C whose late share (late_share) is at most `budget`, for arrivals of mean
     `rate` and index of dispersion `spread` over `window_s`; `rate` itself when they are Poisson."""
-    if spread <= 1.0 or rate <= 0.0 or budget <= 0.0:
+    if not rate > 0.0:  # NaN too: no hold
+        return 0.0
+    if not (spread > 1.0 and budget > 0.0 and window_s > 0.0):
         return rate
     theta = (spread - 1.0) / window_s
+    k = rate / theta
+    if not k < _K_MAX:  # the rate's spread a thousandth of it or less: Poisson's
+        return rate
     # C / θ depends on the shape k and the budget alone, and smoothly: interpolated in log k
     # between two points of a grid 1/_GRID apart, each solved once (a solve is ~250 µs)
-    at = math.log(rate / theta) * _GRID
+    at = math.log(k if k > _K_MIN else _K_MIN) * _GRID
     i = math.floor(at)
     below = _grid_x(i, budget)
     x = below + (at - i) * (_grid_x(i + 1, budget) - below)

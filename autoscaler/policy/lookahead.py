@@ -98,11 +98,14 @@ class Lookahead:
         self.shape = lengths.spread(profile, observed.mix.prompt, observed.mix.lengths_cv2())
         # the requests/s held for bursts (burstsize.hold_rate): about the typical rate, over which
         # the dispersion is counted, or the level where that is higher
+        # the level where that is higher; none for an idle target (its dispersion does not decay
+        # while no request comes: a tick of 0 expected and 0 counted says nothing of bursts)
         rate = observed.typical.requests
         if self.mean_now.requests > rate:
             rate = self.mean_now.requests
         budget = burstsize.BURST_BUDGET * (1.0 - slo.attainment)
-        self.hold = burstsize.hold_rate(rate, self.spread, slo.ttft_s, budget)
+        idle = self.typical_load < burstsize.IDLE_LOAD and load(self.mean_now) < burstsize.IDLE_LOAD
+        self.hold = 0.0 if idle else burstsize.hold_rate(rate, self.spread, slo.ttft_s, budget)
         self._forecasts: dict[float, tuple[Demand, Demand]] = {}
         self._sized: dict[float, Sizing] = {}
 
