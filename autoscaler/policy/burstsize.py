@@ -1,23 +1,104 @@
-"""Sizing for bursty arrivals: capacity.size with the arrivals' dispersion, per replica.
+"""Sizing for bursty arrivals: capacity.size with the arrivals' dispersion, per replica, and the
+capacity held for the bursts a request arrives in.
 
-demand.dispersion() gives the target's index of dispersion I over the TTFT target (1: Poisson).
-The router spreads the target's arrivals over n replicas without seeing their prefill queues
-(capacity.py), so each replica sees the counts thinned: a random split of counts of index I has
-index 1 + (I - 1) / n at each replica, the ca² of its own TTFT tail (Kingman's G/G/1 decay,
-capacity.size's arrival_cv2). The count is then the least n whose own ca² sizes at most n.
-Pure arithmetic over capacity.size; docs/policy.md ("Defaults and why", arrivals' dispersion).
+demand.dispersion() gives the target's index of dispersion I over the TTFT target W (1: Poisson).
+Two things follow from it:
+
+  thinned ca²   the router spreads the target's arrivals over n replicas without seeing their
+                prefill queues (capacity.py), so each replica sees the counts thinned: a random
+                split of counts of index I has index 1 + (I - 1) / n at each replica, the ca² of
+                its own TTFT tail (Kingman's G/G/1 decay, capacity.size's arrival_cv2). The count
+                is the least n whose own ca² sizes at most n.
+  burst hold    Kingman's decay is a heavy-traffic one: at a low mean utilization it prices a burst
+                at almost nothing, yet most requests of a bursty target arrive in its bursts. The
+                rate over W is read as a gamma mixture of mean λ (the typical rate, over which I
+                is counted) and variance (I - 1)·λ / W; a request sees it size-biased (gamma of
+                shape k + 1, k = λ·W / (I - 1), scale θ = (I - 1) / W), and in a window of rate
+                Λ above the rate C the fleet serves at the SLO a share 1 - C / Λ comes too late.
+                The fleet holds the least C whose late share, E[(1 - C/Λ)+] =
+                Q(k + 1, C/θ) - (C/λ)·Q(k, C/θ), is at most BURST_BUDGET times the SLO's tail.
+                Sized at the demand's mix and Poisson arrivals within the burst (capacity.size).
+
+The count is the larger of the two. Pure arithmetic over capacity.size; docs/policy.md ("Defaults
+and why": the arrivals' dispersion, the burst hold).
 """
 
 from __future__ import annotations
 
+import math
+
 from autoscaler.policy import capacity, lengths
 from autoscaler.policy.capacity import Demand, Sizing
+from autoscaler.policy.lengths import upper_gamma
 from autoscaler.policy.spec import ReplicaProfile, SloTarget
+
+# The bursts' late share may be twice the SLO's tail: the fleet sized for C at the SLO serves a
+# window a little above C mostly in time, which the fluid share counts as late (docs/policy.md)
+BURST_BUDGET = 2.0
+# A target whose typical demand and level are under a twentieth of one replica's work (GPU-seconds
+# a second) is idle: nothing is held for its bursts, which an idle spell cannot tell are over
+IDLE_LOAD = 0.05
+_GRID = 16.0  # the hold's grid in log k: 6 % apart (the interpolation's error < 0.1 %, tests)
+_hold_cache: dict[tuple[int, float], float] = {}  # C / θ by grid point and budget
+_K_MIN = 1e-6  # below it the shape's hold is its limit's (C / θ ~2.5 at a 2 % budget)
+_K_MAX = 1e6
 
 
 def replica_cv2(spread: float, replicas: int) -> float:
     """The ca² each of `replicas` replicas sees of arrivals of index `spread` split at random."""
     return 1.0 + (spread - 1.0) / replicas if replicas > 0 else 1.0
+
+
+def late_share(c: float, rate: float, theta: float) -> float:
+    """The share of requests that arrive in a window whose rate is above c, late in proportion to
+    the excess (1 - c / Λ): rates gamma of mean `rate` and scale `theta`, seen size-biased."""
+    k = rate / theta
+    x = c / theta
+    return upper_gamma(k + 1.0, x) - c / rate * upper_gamma(k, x)
+
+
+def hold_rate(rate: float, spread: float, window_s: float, budget: float) -> float:
+    """The least rate C whose late share (late_share) is at most `budget`, for arrivals of mean
+    `rate` and index of dispersion `spread` over `window_s`; `rate` itself when they are Poisson."""
+    if not rate > 0.0:  # NaN too: no hold
+        return 0.0
+    if not (spread > 1.0 and budget > 0.0 and window_s > 0.0):
+        return rate
+    theta = (spread - 1.0) / window_s
+    k = rate / theta
+    if not k < _K_MAX:  # the rate's spread a thousandth of it or less: Poisson's
+        return rate
+    # C / θ depends on the shape k and the budget alone, and smoothly: interpolated in log k
+    # between two points of a grid 1/_GRID apart, each solved once (a solve is ~250 µs)
+    at = math.log(k if k > _K_MIN else _K_MIN) * _GRID
+    i = math.floor(at)
+    below = _grid_x(i, budget)
+    x = below + (at - i) * (_grid_x(i + 1, budget) - below)
+    return max(rate, x * theta)
+
+
+def _grid_x(i: int, budget: float) -> float:
+    key = (i, budget)
+    x = _hold_cache.get(key)
+    if x is None:
+        if len(_hold_cache) >= 4096:
+            _hold_cache.clear()
+        x = _hold_cache[key] = _hold_x(math.exp(i / _GRID), budget)
+    return x
+
+
+def _hold_x(k: float, budget: float) -> float:
+    """C / θ for shape k: Newton's method from the mean, k. The late share is convex and falling,
+    its slope -Q(k, x) / k, so each step lands short of the root: it converges from the left."""
+    x = k
+    for _ in range(30):
+        q = upper_gamma(k, x)
+        # Q(k + 1, x) = Q(k, x) + x^k e^(-x) / Γ(k + 1)
+        late = q + math.exp(k * math.log(x) - x - math.lgamma(k + 1.0)) - x / k * q
+        if late <= budget * 1.001 or q <= 0.0:
+            break
+        x += (late - budget) * k / q
+    return x
 
 
 def size(
@@ -28,11 +109,31 @@ def size(
     limit: int,
     spread: float,
     shape: lengths.Shape,
+    hold: float = 0.0,
 ) -> Sizing:
-    """The least n that serves `need` within the SLO at the ca² n replicas see (replica_cv2). The
-    sizing falls as n grows (a thinner ca²), so n is bisected between Poisson's count (the least)
-    and the count at that count's ca² (which, sized at its own thinner ca², needs at most itself).
-    `shape`: capacity.size's keywords for the prompt lengths' spread and the router (lengths.Shape)."""
+    """The least n that serves `need` within the SLO at the ca² n replicas see (replica_cv2), and
+    at least the count that serves `hold` requests/s (hold_rate) at need's mix. `shape`:
+    capacity.size's keywords for the prompt lengths' spread and the router (lengths.Shape)."""
+    got = thinned(profile, slo, need, speed, limit, spread, shape)
+    r = need.requests
+    if hold <= r or r <= 0.0:
+        return got
+    held = capacity.size(profile, slo, need.scaled(hold / r), speed, limit, **shape)
+    return held if held.replicas > got.replicas else got
+
+
+def thinned(
+    profile: ReplicaProfile,
+    slo: SloTarget,
+    need: Demand,
+    speed: float,
+    limit: int,
+    spread: float,
+    shape: lengths.Shape,
+) -> Sizing:
+    """The least n that serves `need` at the ca² n replicas see (replica_cv2). The sizing falls as
+    n grows (a thinner ca²), so n is bisected between Poisson's count (the least) and the count at
+    that count's ca² (which, sized at its own thinner ca², needs at most itself)."""
     at = capacity.sizer(profile, slo, need, speed, limit, **shape)  # each n's ca² sizes the same demand
     got = at(1.0)
     lo = got.replicas

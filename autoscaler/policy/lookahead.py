@@ -69,6 +69,7 @@ class Lookahead:
         "_forecasts",
         "_observed",
         "_sized",
+        "hold",
         "limit",
         "load",
         "mean_now",
@@ -98,6 +99,16 @@ class Lookahead:
         if cap.router == Router.LEAST_REQUESTS:
             shape = lengths.Shape(**shape, least_loaded=True, arrivals_index=self.spread)
         self.shape = shape
+        # the requests/s held for bursts (burstsize.hold_rate): about the typical rate, over which
+        # the dispersion is counted, or the level where that is higher; none for an idle target
+        # (its dispersion does not decay while no request comes: a tick of 0 expected and 0
+        # counted says nothing of bursts)
+        rate = observed.typical.requests
+        if self.mean_now.requests > rate:
+            rate = self.mean_now.requests
+        budget = burstsize.BURST_BUDGET * (1.0 - slo.attainment)
+        idle = self.typical_load < burstsize.IDLE_LOAD and load(self.mean_now) < burstsize.IDLE_LOAD
+        self.hold = 0.0 if idle else burstsize.hold_rate(rate, self.spread, slo.ttft_s, budget)
         self._forecasts: dict[float, tuple[Demand, Demand]] = {}
         self._sized: dict[float, Sizing] = {}
 
@@ -125,6 +136,7 @@ class Lookahead:
                 self.limit,
                 self.spread,
                 self.shape,
+                self.hold,
             )
             self._sized[h] = got
         return got
@@ -133,5 +145,6 @@ class Lookahead:
         return self.sizing_at(h).replicas
 
     def burst(self, now: Demand) -> Sizing:
-        """The sizing of a demand measured now (a panic's), under the same targets."""
+        """The sizing of a demand measured now (a panic's), under the same targets (a burst seen,
+        no hold for the next one)."""
         return burstsize.size(self.profile, self.slo, now, self.speed, self.limit, self.spread, self.shape)

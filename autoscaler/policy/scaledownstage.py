@@ -100,11 +100,12 @@ def _needed_now_message(
     floor: int,
     spread: float,
     shape: lengths.Shape,
+    hold: float = 0.0,
 ) -> str:
     """The stage's message when as many replicas are needed now as there are: keep()'s NeededNow
     template, whose one argument is the need now, which plan() did not size (need_at(0.0), at
     least the floor)."""
-    need_now = max(burstsize.size(profile, slo, upper_now, speed, limit, spread, shape).replicas, floor)
+    need_now = max(burstsize.size(profile, slo, upper_now, speed, limit, spread, shape, hold).replicas, floor)
     return template.format(need_now)
 
 
@@ -114,7 +115,11 @@ def _need_within_margin(ahead: Lookahead, have: int) -> int:
     need = ahead.need_at(0.0)
     if need >= have:
         return need
-    return ahead.burst(ahead.upper_at(0.0).scaled(1.0 + RELEASE_MARGIN)).replicas
+    above = ahead.upper_at(0.0).scaled(1.0 + RELEASE_MARGIN)
+    sized = burstsize.size(
+        ahead.profile, ahead.slo, above, ahead.speed, ahead.limit, ahead.spread, ahead.shape, ahead.hold
+    )
+    return sized.replicas
 
 
 def stage(
@@ -160,6 +165,7 @@ def stage(
             max(floor, target),
             ahead.spread,
             ahead.shape,
+            ahead.hold,
         )
     elif (margin_count := _need_within_margin(ahead, have)) >= have:
         kept = scaledown.Keep(
