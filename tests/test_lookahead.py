@@ -3,6 +3,8 @@ function inlined to the same floats as load_of."""
 
 from __future__ import annotations
 
+import math
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_policy_planner import NOW, planner_spec
@@ -25,7 +27,20 @@ rates = st.floats(min_value=0.0, max_value=1e5, allow_nan=False)
 @given(st.floats(min_value=-1.0, max_value=1e3), rates, rates)
 def test_the_inlined_load_is_load_of_to_the_bit(r: float, prompt: float, output: float) -> None:
     d = Demand(r, prompt, output)
-    assert lookahead._load_function(REFERENCE)(d) == lookahead.load_of(REFERENCE, d)
+    load = lookahead._load_function(REFERENCE)(d)
+    assert load == lookahead.load_of(REFERENCE, d)
+    assert math.isfinite(load)
+
+
+def test_a_subnormal_rate_loads_its_prompts_prefill_not_nan() -> None:
+    """5e-324 requests/s with prompts (a restored state's level): the mix per request is infinite,
+    and the decode part was inf × 0 = NaN, in both forms of the load."""
+    d = Demand(5e-324, 1e5, 0.0)
+    assert (
+        lookahead.load_of(REFERENCE, d)
+        == lookahead._load_function(REFERENCE)(d)
+        == 1e5 * REFERENCE.prefill_s_per_token
+    )
 
 
 def _ahead() -> lookahead.Lookahead:

@@ -18,8 +18,10 @@ from autoscaler.policy.spec import CapacitySpec, ReplicaProfile, Router, SloTarg
 
 
 def load_of(profile: ReplicaProfile, d: Demand) -> float:
-    """GPU-seconds per second a demand costs at the profile's speed: the unit errors are scored in."""
-    if d.requests <= 0.0:
+    """GPU-seconds per second a demand costs at the profile's speed: the unit errors are scored in.
+    Below MIN_RATE requests/s, its prompts' prefill alone: a subnormal rate's mix is infinite per
+    request, and the decode part's inf × 0 was NaN (a state restored with 5e-324 requests/s)."""
+    if d.requests < capacity.MIN_RATE:
         return profile.prefill_s_per_token * d.prompt_tokens
     return d.requests * capacity.work_per_request(
         profile, d.prompt_tokens / d.requests, d.output_tokens / d.requests, 1.0
@@ -33,10 +35,11 @@ def _load_function(profile: ReplicaProfile) -> Callable[[Demand], float]:
     a1 = profile.prefill_s_per_attention_pair * 0.5  # a1 * 0.5 * x is (a1 * 0.5) * x
     b0 = profile.decode_s_per_request
     c0 = profile.decode_s_per_context_token
+    min_rate = capacity.MIN_RATE
 
     def load(d: Demand) -> float:
         r, prompt, output = d
-        if r <= 0.0:
+        if r < min_rate:
             return a0 * prompt
         p = prompt / r
         o = output / r
