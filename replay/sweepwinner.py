@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from autoscaler.policy.spec import Router
 from autoscaler.specsections import CapacityModel, ColdStartModel
 from common.selector import Operator, SelectorError, parse_selector
 from replay.policies import METRIC, PolicyParams
@@ -185,4 +186,10 @@ def settings_yaml(scenario: Scenario, p: PolicyParams, selector: dict[str, Any] 
         "capacity": CapacityModel.document_of(spec.capacity),
     }
     body = yaml.safe_dump({"spec": doc}, sort_keys=False, default_flow_style=None, width=100)
-    return "# infscale InferenceAutoscaler (infscale.io/v1alpha1): spec fields to merge into yours\n" + body
+    head = "# infscale InferenceAutoscaler (infscale.io/v1alpha1): spec fields to merge into yours\n"
+    if spec.capacity.router == Router.LEAST_REQUESTS:  # the replay's own router, not every cluster's
+        head += (
+            "# capacity.router: LeastRequests is the replay's router (a load-aware gateway);"
+            " set Random behind a plain Service\n"
+        )
+    return head + body

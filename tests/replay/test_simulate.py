@@ -361,7 +361,11 @@ def test_printed_settings_are_an_inference_autoscaler_the_controller_accepts(
     from replay.policies import predictive_spec
     from replay.sweepwinner import settings_yaml
 
-    doc = yaml.safe_load(settings_yaml(scenario, params))
+    text = settings_yaml(scenario, params)
+    # the replay's least-loaded router is printed, and said to be the replay's (a Service is Random)
+    assert "# capacity.router: LeastRequests is the replay's router" in text
+    doc = yaml.safe_load(text)
+    assert doc["spec"]["capacity"]["router"] == "LeastRequests"
     doc["spec"]["scaleTargetRef"] = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "llama"}
     parsed = parse_autoscaler(doc, tolerance=0.1, downscale_stabilization_s=300, max_metric_age_s=None).spec
     replayed = predictive_spec(scenario, params)
