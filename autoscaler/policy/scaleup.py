@@ -11,7 +11,10 @@ early is free for them; only the loads compete. Hence:
 - without one, the policy staggers them itself, one decision period at a time. The k-th replica
   starts now only if that makes the sum of ready times (its own, the k-1 before it and the loaders
   already in progress) smaller than starting it one period later, when the loads ahead of it have
-  moved on. Starting a load the storage cannot serve in time buys only GPU-hours.
+  moved on. Starting a load the storage cannot serve in time buys only GPU-hours. When even the
+  first would load at once beside the loads in progress, the first k start together if that beats
+  all k a period later: a later one on a node still to come loads after its node and pull, when
+  the storage may be free, and waiting for the storage first made it wait for those too.
 - replicas placed where the weights are cached read them locally and start at once.
 
 The first replica waits only for loads already in progress (never for nothing). The horizon is
@@ -47,14 +50,21 @@ def starts_now(cold: ColdStartSpec, deficit: int, cluster: Cluster, period_s: fl
 def _starts_now(cold: ColdStartSpec, deficit: int, cluster: Cluster, period_s: float) -> tuple[int, str]:
     if cold.max_concurrent_loads is not None:
         return deficit, "the load gate staggers the loads"
-    if (cluster[3] or cluster[4]) and not _better_now(cold, 1, cluster, period_s):
-        ahead = len(cluster[3]) + len(cluster[4])
-        return (
-            0,
-            f"the {ahead} load(s) in progress or about to start have the storage;"
-            " the next starts when it frees",
-        )
     k = 1
+    if (cluster[3] or cluster[4]) and not _better_now(cold, 1, cluster, period_s):
+        # the next would load at once, beside those in progress; a later one on a node still to
+        # come loads only after its node and pull, when the storage may be free: worth starting
+        # now with those before it, which the scheduler puts where there is room now
+        k = next(
+            (j for j in range(2, deficit + 1) if _better_now(cold, j, cluster, period_s, together=True)), 0
+        )
+        if not k:
+            ahead = len(cluster[3]) + len(cluster[4])
+            return (
+                0,
+                f"the {ahead} load(s) in progress or about to start have the storage;"
+                " the next starts when it frees",
+            )
     while k < deficit:
         if not _better_now(cold, k + 1, cluster, period_s):
             break
@@ -64,8 +74,11 @@ def _starts_now(cold: ColdStartSpec, deficit: int, cluster: Cluster, period_s: f
     return k, f"the storage serves {k} load(s) in time; the rest start at later decisions"
 
 
-def _better_now(cold: ColdStartSpec, k: int, cluster: Cluster, period_s: float) -> bool:
-    """Is starting the k-th replica now better than one period later (sum of ready times)?"""
+def _better_now(
+    cold: ColdStartSpec, k: int, cluster: Cluster, period_s: float, together: bool = False
+) -> bool:
+    """Is starting the k-th replica now better than one period later (sum of ready times)? With
+    `together`, all k now against all k one period later."""
     plan = readiness(cold, k, cluster)
     last = plan[-1]
     if last.from_cache:
@@ -76,9 +89,10 @@ def _better_now(cold: ColdStartSpec, k: int, cluster: Cluster, period_s: float) 
     starts = [r.load_start_s for r in shared]
 
     def total(delay: float) -> float:
+        ours = [t + delay for t in starts] if together else [*starts[:-1], starts[-1] + delay]
         finish = coldstart.shared_load_finish_times(
             [*loading, *[size] * len(shared)],
-            [*[0.0] * len(loading), *starts[:-1], starts[-1] + delay],
+            [*[0.0] * len(loading), *ours],
             storage_gbps=cold.storage_gbps,
             per_loader_gbps=cold.per_loader_gbps,
         )
