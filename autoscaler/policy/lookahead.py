@@ -131,18 +131,14 @@ class Lookahead:
     def sizing_at(self, h: float) -> Sizing:
         got = self._sized.get(h)
         if got is None:
-            got = burstsize.size(
-                self.profile,
-                self.slo,
-                self.forecast_at(h)[1],
-                self.speed,
-                self.limit,
-                self.spread,
-                self.shape,
-                self.hold,
-            )
-            self._sized[h] = got
+            got = self._sized[h] = self.sized(self.forecast_at(h)[1])
         return got
+
+    def sized(self, d: Demand) -> Sizing:
+        """A demand sized under the tick's targets, at least the bursts' hold (as at any horizon)."""
+        return burstsize.size(
+            self.profile, self.slo, d, self.speed, self.limit, self.spread, self.shape, self.hold
+        )
 
     def need_at(self, h: float) -> int:
         return self.sizing_at(h).replicas

@@ -115,11 +115,7 @@ def _need_within_margin(ahead: Lookahead, have: int) -> int:
     need = ahead.need_at(0.0)
     if need >= have:
         return need
-    above = ahead.upper_at(0.0).scaled(1.0 + RELEASE_MARGIN)
-    sized = burstsize.size(
-        ahead.profile, ahead.slo, above, ahead.speed, ahead.limit, ahead.spread, ahead.shape, ahead.hold
-    )
-    return sized.replicas
+    return ahead.sized(ahead.upper_at(0.0).scaled(1.0 + RELEASE_MARGIN)).replicas
 
 
 def stage(
