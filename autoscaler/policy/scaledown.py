@@ -77,19 +77,14 @@ def remember(history: NeedHistory, now: float, need: int, keep_s: float) -> Need
 
 
 def bounded(history: NeedHistory, limit: int) -> NeedHistory:
-    """The history with every need at most `limit`, as remember() would have kept it: needs
-    recorded under a higher maxReplicas (lowered since) count as the bound, since no burst brings
-    back more than it (the re-creation of 4,000 through the storage would be priced at minutes
-    each, and take seconds to work out)."""
-    out: list[tuple[float, int]] = []
-    top = -1
-    for at, need in reversed(history):  # newest first: an entry stays while above every newer one
-        if need > limit:
-            need = limit
-        if need > top:
-            out.append((at, need))
-            top = need
-    return tuple(reversed(out))
+    """The history with every need at most `limit`, as remember() keeps it: needs recorded under a
+    higher maxReplicas (lowered since) count as the bound, since no burst brings back more (the
+    re-creation of 4,000 through the storage would be priced at minutes each, and take seconds to
+    work out)."""
+    out: NeedHistory = ()
+    for at, need in history:
+        out = remember(out, at, min(need, limit), math.inf)
+    return out
 
 
 def recur(history: NeedHistory, gaps: Gaps, now: float, need: int, keep_s: float) -> Gaps:
