@@ -10,8 +10,8 @@ from autoscaler.policy import clusterview, horizon, panic, scaledown, scaleup
 from autoscaler.policy.spec import ColdStartSpec
 
 SEED = ColdStartSpec(weights_gb=140, storage_gbps=10)  # 14 s alone, 112 s each for 8 together
-COLD = ((), (), (), (), ())  # a cluster without nodes: every replica on a new node
-WARM = ((8, 8, 8, 8), (0, 1, 2, 3), (), (), ())  # four idle nodes with the image
+COLD = ((), (), (), (), (), ())  # a cluster without nodes: every replica on a new node
+WARM = ((8, 8, 8, 8), (0, 1, 2, 3), (), (), (), ())  # four idle nodes with the image
 
 
 # --- horizon -------------------------------------------------------------------------------------
@@ -20,7 +20,7 @@ WARM = ((8, 8, 8, 8), (0, 1, 2, 3), (), (), ())  # four idle nodes with the imag
 def test_the_marginal_replica_waits_for_the_ones_before_it() -> None:
     assert clusterview.marginal_ready_s(SEED, 1, COLD) == pytest.approx(14.0)
     assert clusterview.marginal_ready_s(SEED, 8, COLD) == pytest.approx(112.0)
-    busy = ((), (), (), (140.0,) * 7, ())  # seven loaders already at it
+    busy = ((), (), (), (140.0,) * 7, (), ())  # seven loaders already at it
     assert clusterview.marginal_ready_s(SEED, 1, busy) == pytest.approx(112.0)
 
 
@@ -59,7 +59,7 @@ def test_a_later_start_goes_to_the_node_an_earlier_one_is_waiting_for() -> None:
 def test_the_stagger_waits_for_the_loads_in_progress() -> None:
     """Seven loads of 140 GB at it, 98 s of storage: the next starts at the first decision after
     they are done (105 s, the eighth) and is ready at 119 s, not the 112 s of starting it now."""
-    busy = ((), (), (), (140.0,) * 7, ())
+    busy = ((), (), (), (140.0,) * 7, (), ())
     assert clusterview.marginal_ready_s(SEED, 1, busy) == pytest.approx(112.0)
     assert scaleup.staggered_ready_s(SEED, 1, busy, 15.0) == (pytest.approx(119.0), 8)
 
@@ -69,7 +69,7 @@ def test_a_load_written_through_to_a_node_cache_serves_the_next_from_it() -> Non
     once. Four more go to a new node: the first loads from the storage (14 s), the other three at
     the next decision, when that node's cache has the weights (15 + 5 s)."""
     cached = ColdStartSpec(weights_gb=140, storage_gbps=10, local_cache_gbps=28)
-    nodes = ((8, 8), (0, 1), (0, 1), (), ())
+    nodes = ((8, 8), (0, 1), (0, 1), (), (), ())
     assert scaleup.staggered_ready_s(cached, 16, nodes, 15.0) == (pytest.approx(5.0), 1)
     assert scaleup.staggered_ready_s(cached, 20, nodes, 15.0) == (pytest.approx(20.0), 2)
 
@@ -152,16 +152,37 @@ def test_a_per_loader_cap_lets_that_many_load_at_full_speed() -> None:
 
 def test_replicas_on_nodes_with_the_weights_cached_start_at_once() -> None:
     cached = ColdStartSpec(weights_gb=140, storage_gbps=10, local_cache_gbps=28)
-    nodes = ((8, 8), (0, 1), (0, 1), (), ())  # room for 2 replicas of 4 GPUs each... of 1 GPU: 16
+    nodes = ((8, 8), (0, 1), (0, 1), (), (), ())  # room for 2 replicas of 4 GPUs each... of 1 GPU: 16
     assert scaleup.starts_now(cached, 8, nodes, 15.0)[0] == 8
 
 
 def test_loaders_in_progress_make_new_ones_wait() -> None:
     """Seven loads at it: a new one now would slow all seven; it starts once they are nearly done."""
-    busy = ((), (), (), (140.0,) * 7, ())
+    busy = ((), (), (), (140.0,) * 7, (), ())
     k, why = scaleup.starts_now(SEED, 4, busy, 15.0)
     assert k == 0 and "in progress" in why
-    assert scaleup.starts_now(SEED, 4, ((), (), (), (20.0,), ()), 15.0)[0] == 1
+    assert scaleup.starts_now(SEED, 4, ((), (), (), (20.0,), (), ()), 15.0)[0] == 1
+
+
+def test_a_start_that_would_load_beside_a_replica_waiting_for_its_node_waits_for_the_storage() -> None:
+    """The demand-step property's draw (7.4 -> 14.8 req/s): 140 GB at 2.5 GB/s (56 s a load), 90 s
+    nodes, two replicas a node. One replica waits for a node up in 15 s, its load from then. One
+    more started now goes to that node and loads beside it (both done at 127 s; the first alone at
+    71 s); started a decision later it still shares, less: sum of ready times 209 s now, 194 s
+    then, so it waits, and starts when the storage frees (loads 15-71 s, then 75-131 s). Without
+    the node on its way in the cluster the model put it on a node of its own, loading from 90 s
+    after the first's, and started it; the scheduler then bound it beside the first."""
+    slow = ColdStartSpec(weights_gb=140, storage_gbps=2.5, node_provision_s=90, gpus_per_replica=4)
+    waiting = ((0,), (0,), (), (), (15.0,), ((15.0, 4),))
+    assert scaleup.starts_now(slow, 1, waiting, 15.0) == (
+        0,
+        "the 1 load(s) in progress or about to start have the storage; the next starts when it frees",
+    )
+    assert clusterview.marginal_ready_s(slow, 1, waiting) == pytest.approx(112.0)
+    assert scaleup.staggered_ready_s(slow, 1, waiting, 15.0) == (pytest.approx(131.0), 6)
+    unlisted = (*waiting[:5], ())
+    assert scaleup.starts_now(slow, 1, unlisted, 15.0)[0] == 1
+    assert clusterview.marginal_ready_s(slow, 1, unlisted) == pytest.approx(146.0)
 
 
 def test_slow_setup_before_the_load_lets_more_start() -> None:

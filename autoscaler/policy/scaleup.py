@@ -132,13 +132,14 @@ def staggered_ready_s(cold: ColdStartSpec, k: int, cluster: Cluster, period_s: f
         return 0.0, 0
     if cold.max_concurrent_loads is not None:  # every one starts now (starts_now)
         return marginal_ready_s(cold, k, cluster), 1
-    free, image, weights, loading, upcoming = cluster
+    free, image, weights, loading, upcoming, coming = cluster
     cached = cold.local_cache_gbps is not None
     nodes = [
         _Node(0.0, gpus, 0.0 if i in image else math.inf, 0.0 if i in weights else math.inf)
         for i, gpus in enumerate(free)
     ]
-    view = list(nodes)  # the nodes the observation lists, in its order
+    view = list(nodes)  # the nodes the observation lists as up, in its order
+    nodes += [_Node(up, gpus, math.inf, math.inf) for up, gpus in coming]
     # every shared load: those in progress (from now), those about to begin, then ours
     sizes = [*loading, *[cold.weights_gb] * len(upcoming)]
     begins = [*[0.0] * len(loading), *upcoming]
@@ -177,11 +178,10 @@ def staggered_ready_s(cold: ColdStartSpec, k: int, cluster: Cluster, period_s: f
 
 
 def _coming(cold: ColdStartSpec, nodes: list[_Node], listed: set[int], t: float) -> _Node:
-    """Where a replica the model puts on a new node goes: a node this schedule asked for that the
-    observation does not list yet (on its way, or asked for at this decision) and has room, the
-    first up, as the scheduler binds a pending pod to a node coming up; else a new node. The
-    decisions, seeing only the listed nodes, place it on a new node of its own; its ready time is
-    that of the node it gets."""
+    """Where a replica the model puts on a node not up yet goes: a node on its way (observed, or
+    asked for by this schedule) with room, the first up, as the scheduler binds a pending pod to a
+    node coming up; else a new node. The decisions' model places it alike (the cluster lists the
+    nodes on their way)."""
     g = cold.gpus_per_replica
     coming = [n for n in nodes if id(n) not in listed and n.free >= g]
     if coming:
@@ -208,6 +208,7 @@ def _observed(
             if node is not None and end <= t and end < node.weights_at:
                 node.weights_at = end
     view = [n for n in nodes if n.up_at <= t]
+    coming = sorted((n.up_at - t, n.free) for n in nodes if n.up_at > t and n.free >= cold.gpus_per_replica)
     left = loads_left_at(sizes, begins, t, storage_gbps=storage, per_loader_gbps=cap)
     cluster = (
         tuple(n.free for n in view),
@@ -215,5 +216,6 @@ def _observed(
         tuple(i for i, n in enumerate(view) if n.weights_at <= t) if cached else (),
         tuple(gb for gb, b in zip(left, begins, strict=True) if b <= t and gb > BYTE_GB),
         tuple(sorted(b - t for b in begins if b > t)),
+        tuple(coming),
     )
     return cluster, view
