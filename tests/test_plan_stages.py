@@ -44,6 +44,22 @@ def test_the_horizon_follows_the_staggers_own_schedule() -> None:
     assert horizon.find(pulled, 0, 10, lambda t: 2, COLD, None)[0] == pytest.approx(89.0)
 
 
+def test_the_horizons_first_replica_is_on_the_staggers_exact_schedule() -> None:
+    """140 GB at 2.5 GB/s (56 s a load), 90 s nodes, two replicas a node; one replica waits for a
+    node up in 15 s. One more started now goes there and loads beside it: ready at 127 s, as the
+    caller's own projection says, so the caller corrects nothing and 2 more are ready when the
+    stagger has them, 191 s. The model counting the load about to begin as begun now said 112 s
+    for the first, and the 15 s it took as the caller's correction was added to the stagger's."""
+    slow = ColdStartSpec(weights_gb=140, storage_gbps=2.5, node_provision_s=90, gpus_per_replica=4)
+    waiting = ((0,), (0,), (), (), (15.0,), ((15.0, 4),))
+    assert scaleup.staggered_ready_s(slow, 1, waiting, 15.0, at_once=True) == (pytest.approx(127.0), 1)
+    assert clusterview.marginal_ready_s(slow, 1, waiting) == pytest.approx(112.0)
+    assert scaleup.staggered_ready_s(slow, 2, waiting, 15.0)[0] == pytest.approx(191.0)
+    assert horizon.find(slow, 0, 10, lambda t: 2, waiting, 127.0)[:2] == (pytest.approx(191.0), 2)
+    # one more alone: the stagger holds it until the storage frees (loads 15-71 s, then 75-131 s)
+    assert horizon.find(slow, 0, 10, lambda t: 1, waiting, None)[0] == pytest.approx(131.0)
+
+
 def test_a_later_start_goes_to_the_node_an_earlier_one_is_waiting_for() -> None:
     """Two replicas a node, 90 s to provision, a 30 s pull: the stagger starts the second a decision
     after the first, and the observation then lists no node, so the decision places it on a new

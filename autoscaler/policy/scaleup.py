@@ -117,16 +117,19 @@ class _Node:
 
 
 @lru_cache(maxsize=4096)
-def staggered_ready_s(cold: ColdStartSpec, k: int, cluster: Cluster, period_s: float) -> tuple[float, int]:
+def staggered_ready_s(
+    cold: ColdStartSpec, k: int, cluster: Cluster, period_s: float, at_once: bool = False
+) -> tuple[float, int]:
     """(seconds until the last of k replicas is ready, decisions their starts take) when they
     start as the stagger starts them: starts_now now, then at each decision period_s apart on the
     cluster that decision will observe (the loads begun by then and what they have left, the loads
-    still to begin, the nodes up, the images pulled, the weights cached), until all k have started.
+    still to begin, the nodes up and on their way, the images pulled, the weights cached), until
+    all k have started. With `at_once`, all k start now, on the same exact schedule.
 
     Each decision sees the cluster as the observation shows it, so it decides as the policy will;
-    the ready times are the storage's exact schedule of every load at the time it begins. The
-    model's own pessimism stays (a node still provisioning is not seen, loads about to begin
-    count as begun when it is asked), so this errs late, never early.
+    the ready times are the storage's exact schedule of every load at the time it begins (a load
+    about to begin shares the storage from then: counted as begun now, a replica loading beside it
+    on the node it waits for looked free of it).
     """
     if k <= 0:
         return 0.0, 0
@@ -147,7 +150,9 @@ def staggered_ready_s(cold: ColdStartSpec, k: int, cluster: Cluster, period_s: f
     after: list[tuple[int, float]] = []  # ours: (shared load index or -1, then the seconds after it)
     left, t, decisions = k, 0.0, 0
     while left:
-        now_k = starts_now(cold, left, cluster, period_s)[0] if decisions < MAX_DECISIONS else left
+        now_k = left
+        if not at_once and decisions < MAX_DECISIONS:
+            now_k = starts_now(cold, left, cluster, period_s)[0]
         if now_k:
             listed = {id(n) for n in view}
             for r in readiness(cold, now_k, cluster):
