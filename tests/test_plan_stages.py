@@ -61,15 +61,21 @@ def test_the_horizons_first_replica_is_on_the_staggers_exact_schedule() -> None:
 
 
 def test_a_later_start_goes_to_the_node_an_earlier_one_is_waiting_for() -> None:
-    """Two replicas a node, 90 s to provision, a 30 s pull: the stagger starts the second a decision
-    after the first, and the observation then lists no node, so the decision places it on a new
-    one (its load from 135 s, alone, ready at 149 s); but the scheduler binds it to the node the
-    first is waiting for, where both loads begin when the pull ends at 120 s: ready at 148 s."""
+    """Two replicas a node, 90 s to provision, a 30 s pull: the stagger starts the first now. The
+    second would go to the node the first is waiting for (the observation lists it on its way),
+    its load beside the first's when the pull ends at 120 s, so the decisions hold it. At 105 s the
+    node is up and its pull in progress, which the observation does not show: counted as a pull
+    of its own, its load from 135 s after the first's, it is started, waits for that pull and
+    loads beside the first: both ready at 148 s (a pull in progress is not observed)."""
     provisioned = ColdStartSpec(
         weights_gb=140, storage_gbps=10, image_pull_s=30, node_provision_s=90, gpus_per_replica=4
     )
     assert scaleup.starts_now(provisioned, 2, COLD, 15.0)[0] == 1
-    assert scaleup.staggered_ready_s(provisioned, 2, COLD, 15.0) == (pytest.approx(148.0), 2)
+    assert scaleup.staggered_ready_s(provisioned, 2, COLD, 15.0) == (pytest.approx(148.0), 8)
+    # told of no node on its way, the decision at 15 s put it on a node of its own and started it
+    waiting = ((), (), (), (), (105.0,), ())
+    assert scaleup.starts_now(provisioned, 1, waiting, 15.0)[0] == 1
+    assert scaleup.starts_now(provisioned, 1, (*waiting[:5], ((75.0, 4),)), 15.0)[0] == 0
 
 
 def test_the_stagger_waits_for_the_loads_in_progress() -> None:

@@ -85,14 +85,17 @@ def _better_now(
         return True  # a local read takes nothing from the others
     shared = [r for r in plan if not r.from_cache]
     size = cold.weights_gb
-    loading = (*cluster[3], *[size] * len(cluster[4]))  # as the horizon counts them: loading now
+    # every shared load from when it begins, as the horizon's schedule has them: counted as begun
+    # now, one about to begin on the node ours waits for too looked done before ours began
+    loading = (*cluster[3], *[size] * len(cluster[4]))
+    begun = (*[0.0] * len(cluster[3]), *cluster[4])
     starts = [r.load_start_s for r in shared]
 
     def total(delay: float) -> float:
         ours = [t + delay for t in starts] if together else [*starts[:-1], starts[-1] + delay]
         finish = coldstart.shared_load_finish_times(
             [*loading, *[size] * len(shared)],
-            [*[0.0] * len(loading), *ours],
+            [*begun, *ours],
             storage_gbps=cold.storage_gbps,
             per_loader_gbps=cold.per_loader_gbps,
         )
