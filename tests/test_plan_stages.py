@@ -48,34 +48,32 @@ def test_the_horizons_first_replica_is_on_the_staggers_exact_schedule() -> None:
     """140 GB at 2.5 GB/s (56 s a load), 90 s nodes, two replicas a node; one replica waits for a
     node up in 15 s. One more started now goes there and loads beside it: ready at 127 s, as the
     caller's own projection says, so the caller corrects nothing and 2 more are ready when the
-    stagger has them, 191 s. The model counting the load about to begin as begun now said 112 s
+    stagger has them, 183 s. The model counting the load about to begin as begun now said 112 s
     for the first, and the 15 s it took as the caller's correction was added to the stagger's."""
     slow = ColdStartSpec(weights_gb=140, storage_gbps=2.5, node_provision_s=90, gpus_per_replica=4)
     waiting = ((0,), (0,), (), (), (15.0,), ((15.0, 4),))
     assert scaleup.staggered_ready_s(slow, 1, waiting, 15.0, at_once=True) == (pytest.approx(127.0), 1)
     assert clusterview.marginal_ready_s(slow, 1, waiting) == pytest.approx(112.0)
-    assert scaleup.staggered_ready_s(slow, 2, waiting, 15.0)[0] == pytest.approx(191.0)
-    assert horizon.find(slow, 0, 10, lambda t: 2, waiting, 127.0)[:2] == (pytest.approx(191.0), 2)
-    # one more alone: the stagger holds it until the storage frees (loads 15-71 s, then 75-131 s)
-    assert horizon.find(slow, 0, 10, lambda t: 1, waiting, None)[0] == pytest.approx(131.0)
+    assert scaleup.staggered_ready_s(slow, 2, waiting, 15.0)[0] == pytest.approx(183.0)
+    assert horizon.find(slow, 0, 10, lambda t: 2, waiting, 127.0)[:2] == (pytest.approx(183.0), 2)
+    assert horizon.find(slow, 0, 10, lambda t: 1, waiting, None)[0] == pytest.approx(127.0)
 
 
 def test_a_later_start_goes_to_the_node_an_earlier_one_is_waiting_for() -> None:
-    """Two replicas a node, 90 s to provision, a 30 s pull: the stagger starts the first now. The
-    second would go to the node the first is waiting for (the observation lists it on its way),
-    its load beside the first's when the pull ends at 120 s, so the decisions hold it. At 105 s the
-    node is up and its pull in progress, which the observation does not show: counted as a pull
-    of its own, its load from 135 s after the first's, it is started, waits for that pull and
-    loads beside the first: both ready at 148 s (a pull in progress is not observed)."""
+    """Two replicas a node, 90 s to provision, a 30 s pull: the stagger starts the first now. A
+    decision later the second goes to the node the first is waiting for (the observation lists it
+    on its way), where both loads begin when the pull ends at 120 s: held back another decision,
+    its load would begin no later, so it starts; both are ready at 148 s. Told of no node on its
+    way, the decision put it on a node of its own (its load from 135 s, alone) and started it."""
     provisioned = ColdStartSpec(
         weights_gb=140, storage_gbps=10, image_pull_s=30, node_provision_s=90, gpus_per_replica=4
     )
     assert scaleup.starts_now(provisioned, 2, COLD, 15.0)[0] == 1
-    assert scaleup.staggered_ready_s(provisioned, 2, COLD, 15.0) == (pytest.approx(148.0), 8)
-    # told of no node on its way, the decision at 15 s put it on a node of its own and started it
-    waiting = ((), (), (), (), (105.0,), ())
+    assert scaleup.staggered_ready_s(provisioned, 2, COLD, 15.0) == (pytest.approx(148.0), 2)
+    waiting = ((), (), (), (), (105.0,), ((75.0, 4),))  # at 15 s
     assert scaleup.starts_now(provisioned, 1, waiting, 15.0)[0] == 1
-    assert scaleup.starts_now(provisioned, 1, (*waiting[:5], ((75.0, 4),)), 15.0)[0] == 0
+    assert clusterview.readiness(provisioned, 1, waiting)[0].load_start_s == pytest.approx(105.0)
+    assert clusterview.readiness(provisioned, 1, (*waiting[:5], ()))[0].load_start_s == pytest.approx(120.0)
 
 
 def test_the_stagger_waits_for_the_loads_in_progress() -> None:
@@ -186,25 +184,22 @@ def test_loaders_in_progress_make_new_ones_wait() -> None:
     assert scaleup.starts_now(SEED, 4, ((), (), (), (20.0,), (), ()), 15.0)[0] == 1
 
 
-def test_a_start_that_would_load_beside_a_replica_waiting_for_its_node_waits_for_the_storage() -> None:
+def test_a_start_bound_for_a_node_on_its_way_is_held_only_where_holding_moves_its_load() -> None:
     """The demand-step property's draw (7.4 -> 14.8 req/s): 140 GB at 2.5 GB/s (56 s a load), 90 s
-    nodes, two replicas a node. One replica waits for a node up in 15 s, its load from then. One
-    more started now goes to that node and loads beside it (both done at 127 s; the first alone at
-    71 s); started a decision later it still shares, less: sum of ready times 209 s now, 194 s
-    then, so it waits, and starts when the storage frees (loads 15-71 s, then 75-131 s). Without
-    the node on its way in the cluster the model put it on a node of its own, loading from 90 s
-    after the first's, and started it; the scheduler then bound it beside the first."""
+    nodes, two replicas a node; one replica waits for a node on its way, its load from when it is
+    up. One more started now goes to that node and loads beside it. Up in 5 s: held a decision,
+    its load begins 10 s later and the first has the storage alone meanwhile (sum of ready times
+    224 s against 234 s), so it waits for the storage. Up in 15 s: held a decision, its load begins
+    when the node is up all the same, so holding buys nothing and it starts. Told of no node on
+    its way, the model put it on a node of its own (its load from 90 s, after the first's) and
+    started it in both."""
     slow = ColdStartSpec(weights_gb=140, storage_gbps=2.5, node_provision_s=90, gpus_per_replica=4)
-    waiting = ((0,), (0,), (), (), (15.0,), ((15.0, 4),))
-    assert scaleup.starts_now(slow, 1, waiting, 15.0) == (
-        0,
-        "the 1 load(s) in progress or about to start have the storage; the next starts when it frees",
-    )
-    assert clusterview.marginal_ready_s(slow, 1, waiting) == pytest.approx(112.0)
-    assert scaleup.staggered_ready_s(slow, 1, waiting, 15.0) == (pytest.approx(131.0), 6)
-    unlisted = (*waiting[:5], ())
-    assert scaleup.starts_now(slow, 1, unlisted, 15.0)[0] == 1
-    assert clusterview.marginal_ready_s(slow, 1, unlisted) == pytest.approx(146.0)
+    for up, starts in ((5.0, 0), (15.0, 1)):
+        waiting = ((0,), (0,), (), (), (up,), ((up, 4),))
+        assert scaleup.starts_now(slow, 1, waiting, 15.0)[0] == starts
+        assert scaleup.starts_now(slow, 1, (*waiting[:5], ()), 15.0)[0] == 1
+    assert clusterview.marginal_ready_s(slow, 1, ((0,), (0,), (), (), (15.0,), ((15.0, 4),))) == 112.0
+    assert clusterview.marginal_ready_s(slow, 1, ((0,), (0,), (), (), (15.0,), ())) == 146.0
 
 
 def test_slow_setup_before_the_load_lets_more_start() -> None:

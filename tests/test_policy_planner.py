@@ -410,10 +410,10 @@ def test_a_later_start_does_not_load_beside_the_replica_the_horizon_timed() -> N
     asked for at 915 s with its horizon at 176 s, waits for a new node; at 990 s the need grew to
     4 and the 4th was started as if on a node of its own (its load after the 3rd's), but the
     scheduler bound it to the 3rd's node, still coming up with room: both loaded together from
-    1,005 s and the 3rd was ready 34 s after its horizon's due time. Told the nodes on their way,
-    the model puts one more on that node, beside the 3rd (the horizon 172 s at 975 s, where the
-    need is 3; 176 s and 4 before), and a start that would load beside the 3rd waits for the
-    storage (tests/test_plan_stages.py)."""
+    1,005 s and the 3rd was ready 41 s after its horizon's due time. Told the nodes on their way,
+    the model puts one more on that node, beside the 3rd: the horizon is 172 s at 975 s, where
+    the need is 3 (176 s and 4 before). The scale-up would not hold a 4th there (held a decision,
+    its load still begins when the node is up): what keeps the 3rd on time is the horizon."""
     for pull, warmup in ((0.0, 30.0), (30.0, 0.0)):
         cold = ColdStartSpec(
             weights_gb=140.0,

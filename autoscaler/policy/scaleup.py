@@ -17,6 +17,12 @@ early is free for them; only the loads compete. Hence:
   the storage may be free, and waiting for the storage first made it wait for those too.
 - replicas placed where the weights are cached read them locally and start at once.
 
+A replica no up node fits goes to a node on its way with room (the observation lists them), as
+the scheduler binds it: its load begins when that node is up, beside those waiting there, and
+held back a decision it begins later only if the node is up before then. Every load about to
+begin counts from when it begins: counted as begun now, one beside ours looked done before ours
+began.
+
 The first replica waits only for loads already in progress (never for nothing). The horizon is
 the ready time of the last replica of that stagger (staggered_ready_s): its starts are spread over
 the decisions to come, and a start held back a decision holds back its pull and warm-up too.
@@ -90,9 +96,15 @@ def _better_now(
     loading = (*cluster[3], *[size] * len(cluster[4]))
     begun = (*[0.0] * len(cluster[3]), *cluster[4])
     starts = [r.load_start_s for r in shared]
+    up, coming = len(cluster[0]), len(cluster[5])
+    # held back a period, a load begins as much later, unless its node on the way is up later still
+    held = [
+        t + (max(0.0, period_s - r.provision_s) if up <= r.node < up + coming else period_s)
+        for t, r in zip(starts, shared, strict=True)
+    ]
 
-    def total(delay: float) -> float:
-        ours = [t + delay for t in starts] if together else [*starts[:-1], starts[-1] + delay]
+    def total(later: bool) -> float:
+        ours = starts if not later else held if together else [*starts[:-1], held[-1]]
         finish = coldstart.shared_load_finish_times(
             [*loading, *[size] * len(shared)],
             [*begun, *ours],
@@ -103,7 +115,7 @@ def _better_now(
         after = sum(r.ready_s - r.load_start_s - r.load_s for r in shared)
         return sum(finish) + after
 
-    return total(0.0) <= total(period_s)
+    return total(False) <= total(True)
 
 
 # --- the stagger played forward ------------------------------------------------------------------
