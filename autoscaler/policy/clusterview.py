@@ -31,9 +31,10 @@ Cluster = tuple[
 def readiness(cold: ColdStartSpec, k: int, cluster: Cluster) -> tuple[ReplicaReadiness, ...]:
     """Per replica, the path to ready of k replicas started now (coldstart.predict_ready), their
     loads sharing the storage with the loads in progress and with those of replicas still on their
-    way to theirs, counted as loading in full from now (the model takes loads in progress only;
-    starting those early errs on the slow side). Replicas no up node fits wait for a node on its
-    way with room before new nodes, as the scheduler binds them."""
+    way to theirs, counted as loading in full from now (the model takes loads in progress only:
+    slow for a load that begins after ours, fast for one beside ours on a node both wait for; the
+    stagger's schedule, scaleup.py, has each from when it begins). Replicas no up node fits wait
+    for a node on its way with room before new nodes, as the scheduler binds them."""
     free, image, weights, loading, upcoming, coming = cluster
     if upcoming:
         loading = (*loading, *[cold.weights_gb] * len(upcoming))
