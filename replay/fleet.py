@@ -265,6 +265,12 @@ class Fleet:
         # a load whose time has come is in loading_remaining_gb now, or over
         return tuple(at - self.now for at in self._upcoming[1] if at > self.now)
 
+    def coming_nodes(self) -> tuple[tuple[float, int], ...]:
+        """(seconds until up, free GPUs) of each node on its way, the first up first: where
+        scale_to puts a replica no up node fits (_choose_node)."""
+        coming = [n for n in self._alive_nodes if n.up_s > self.now]
+        return tuple((n.up_s - self.now, n.gpus_free) for n in sorted(coming, key=lambda n: n.up_s))
+
     def predicted_ready_at(self) -> tuple[float, ...]:
         """When each starting replica would be ready if nobody else started or stopped: what the
         controller can know from the pods and the cold-start model (the replay does not leak the

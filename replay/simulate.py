@@ -343,6 +343,7 @@ def _observe(
         weights_cached_nodes=tuple(sorted(nodes["weights_cached"])),
         loading_remaining_gb=tuple(fleet.loading_remaining_gb),
         upcoming_loads_s=fleet.upcoming_loads_s(),
+        coming_nodes=fleet.coming_nodes(),
         projected_ready_at=fleet.predicted_ready_at(),
         model_lead_time_s=fleet.lead_time_s() if spec is not None else None,  # it reads a horizon
     )

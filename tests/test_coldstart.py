@@ -247,6 +247,25 @@ def test_place_replicas(case: PlaceCase) -> None:
     assert all(s == Slot(s.node, True, False, False) for s in slots if s.new_node)  # new nodes are cold
 
 
+def test_replicas_no_up_node_fits_wait_for_a_node_on_its_way_before_new_ones() -> None:
+    """Nodes on their way take the replicas no up node fits, the first up first (numbered after
+    the up nodes in the order given), before new nodes (numbered after those): a full node, nodes
+    up in 60 s and 30 s with room for one 4-GPU replica each and one up in 10 s with none."""
+    spec = replace(SEED, node_provision_s=90.0, gpus_per_replica=4)
+    coming = ((60.0, 4), (30.0, 4), (10.0, 0))
+    got = predict_ready(spec, 4, free_gpus_per_node=(0,), coming_nodes=coming)
+    assert [(r.node, r.new_node, r.provision_s) for r in got] == [
+        (2, True, 30.0),
+        (1, True, 60.0),
+        (4, True, 90.0),
+        (4, True, 90.0),
+    ]
+    # a load begins when its node is up: the first two load alone, 30-44 s and 60-74 s
+    assert [r.ready_s for r in got[:2]] == [pytest.approx(44.0), pytest.approx(74.0)]
+    with pytest.raises(ColdStartInputError, match="coming_nodes"):
+        predict_ready(spec, 1, coming_nodes=((-1.0, 4),))
+
+
 # --- the whole prediction ------------------------------------------------------------------------
 
 

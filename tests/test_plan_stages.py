@@ -10,8 +10,8 @@ from autoscaler.policy import clusterview, horizon, panic, scaledown, scaleup
 from autoscaler.policy.spec import ColdStartSpec
 
 SEED = ColdStartSpec(weights_gb=140, storage_gbps=10)  # 14 s alone, 112 s each for 8 together
-COLD = ((), (), (), (), ())  # a cluster without nodes: every replica on a new node
-WARM = ((8, 8, 8, 8), (0, 1, 2, 3), (), (), ())  # four idle nodes with the image
+COLD = ((), (), (), (), (), ())  # a cluster without nodes: every replica on a new node
+WARM = ((8, 8, 8, 8), (0, 1, 2, 3), (), (), (), ())  # four idle nodes with the image
 
 
 # --- horizon -------------------------------------------------------------------------------------
@@ -20,7 +20,7 @@ WARM = ((8, 8, 8, 8), (0, 1, 2, 3), (), (), ())  # four idle nodes with the imag
 def test_the_marginal_replica_waits_for_the_ones_before_it() -> None:
     assert clusterview.marginal_ready_s(SEED, 1, COLD) == pytest.approx(14.0)
     assert clusterview.marginal_ready_s(SEED, 8, COLD) == pytest.approx(112.0)
-    busy = ((), (), (), (140.0,) * 7, ())  # seven loaders already at it
+    busy = ((), (), (), (140.0,) * 7, (), ())  # seven loaders already at it
     assert clusterview.marginal_ready_s(SEED, 1, busy) == pytest.approx(112.0)
 
 
@@ -44,22 +44,42 @@ def test_the_horizon_follows_the_staggers_own_schedule() -> None:
     assert horizon.find(pulled, 0, 10, lambda t: 2, COLD, None)[0] == pytest.approx(89.0)
 
 
+def test_the_horizons_first_replica_is_on_the_staggers_exact_schedule() -> None:
+    """140 GB at 2.5 GB/s (56 s a load), 90 s nodes, two replicas a node; one replica waits for a
+    node up in 15 s. One more started now goes there and loads beside it: ready at 127 s, as the
+    caller's own projection says, so the caller corrects nothing and 2 more are ready when the
+    stagger has them, 183 s. The model counting the load about to begin as begun now said 112 s
+    for the first, and the 15 s it took as the caller's correction was added to the stagger's."""
+    slow = ColdStartSpec(weights_gb=140, storage_gbps=2.5, node_provision_s=90, gpus_per_replica=4)
+    waiting = ((0,), (0,), (), (), (15.0,), ((15.0, 4),))
+    assert scaleup.staggered_ready_s(slow, 1, waiting, 15.0, at_once=True) == (pytest.approx(127.0), 1)
+    assert clusterview.marginal_ready_s(slow, 1, waiting) == pytest.approx(112.0)
+    assert scaleup.staggered_ready_s(slow, 2, waiting, 15.0)[0] == pytest.approx(183.0)
+    assert horizon.find(slow, 0, 10, lambda t: 2, waiting, 127.0)[:2] == (pytest.approx(183.0), 2)
+    assert horizon.find(slow, 0, 10, lambda t: 1, waiting, None)[0] == pytest.approx(127.0)
+
+
 def test_a_later_start_goes_to_the_node_an_earlier_one_is_waiting_for() -> None:
-    """Two replicas a node, 90 s to provision, a 30 s pull: the stagger starts the second a decision
-    after the first, and the observation then lists no node, so the decision places it on a new
-    one (its load from 135 s, alone, ready at 149 s); but the scheduler binds it to the node the
-    first is waiting for, where both loads begin when the pull ends at 120 s: ready at 148 s."""
+    """Two replicas a node, 90 s to provision, a 30 s pull: the stagger starts the first now. A
+    decision later the second goes to the node the first is waiting for (the observation lists it
+    on its way), where both loads begin when the pull ends at 120 s: held back another decision,
+    its load would begin no later, so it starts; both are ready at 148 s. Told of no node on its
+    way, the decision put it on a node of its own (its load from 135 s, alone) and started it."""
     provisioned = ColdStartSpec(
         weights_gb=140, storage_gbps=10, image_pull_s=30, node_provision_s=90, gpus_per_replica=4
     )
     assert scaleup.starts_now(provisioned, 2, COLD, 15.0)[0] == 1
     assert scaleup.staggered_ready_s(provisioned, 2, COLD, 15.0) == (pytest.approx(148.0), 2)
+    waiting = ((), (), (), (), (105.0,), ((75.0, 4),))  # at 15 s
+    assert scaleup.starts_now(provisioned, 1, waiting, 15.0)[0] == 1
+    assert clusterview.readiness(provisioned, 1, waiting)[0].load_start_s == pytest.approx(105.0)
+    assert clusterview.readiness(provisioned, 1, (*waiting[:5], ()))[0].load_start_s == pytest.approx(120.0)
 
 
 def test_the_stagger_waits_for_the_loads_in_progress() -> None:
     """Seven loads of 140 GB at it, 98 s of storage: the next starts at the first decision after
     they are done (105 s, the eighth) and is ready at 119 s, not the 112 s of starting it now."""
-    busy = ((), (), (), (140.0,) * 7, ())
+    busy = ((), (), (), (140.0,) * 7, (), ())
     assert clusterview.marginal_ready_s(SEED, 1, busy) == pytest.approx(112.0)
     assert scaleup.staggered_ready_s(SEED, 1, busy, 15.0) == (pytest.approx(119.0), 8)
 
@@ -69,7 +89,7 @@ def test_a_load_written_through_to_a_node_cache_serves_the_next_from_it() -> Non
     once. Four more go to a new node: the first loads from the storage (14 s), the other three at
     the next decision, when that node's cache has the weights (15 + 5 s)."""
     cached = ColdStartSpec(weights_gb=140, storage_gbps=10, local_cache_gbps=28)
-    nodes = ((8, 8), (0, 1), (0, 1), (), ())
+    nodes = ((8, 8), (0, 1), (0, 1), (), (), ())
     assert scaleup.staggered_ready_s(cached, 16, nodes, 15.0) == (pytest.approx(5.0), 1)
     assert scaleup.staggered_ready_s(cached, 20, nodes, 15.0) == (pytest.approx(20.0), 2)
 
@@ -152,16 +172,34 @@ def test_a_per_loader_cap_lets_that_many_load_at_full_speed() -> None:
 
 def test_replicas_on_nodes_with_the_weights_cached_start_at_once() -> None:
     cached = ColdStartSpec(weights_gb=140, storage_gbps=10, local_cache_gbps=28)
-    nodes = ((8, 8), (0, 1), (0, 1), (), ())  # room for 2 replicas of 4 GPUs each... of 1 GPU: 16
+    nodes = ((8, 8), (0, 1), (0, 1), (), (), ())  # room for 2 replicas of 4 GPUs each... of 1 GPU: 16
     assert scaleup.starts_now(cached, 8, nodes, 15.0)[0] == 8
 
 
 def test_loaders_in_progress_make_new_ones_wait() -> None:
     """Seven loads at it: a new one now would slow all seven; it starts once they are nearly done."""
-    busy = ((), (), (), (140.0,) * 7, ())
+    busy = ((), (), (), (140.0,) * 7, (), ())
     k, why = scaleup.starts_now(SEED, 4, busy, 15.0)
     assert k == 0 and "in progress" in why
-    assert scaleup.starts_now(SEED, 4, ((), (), (), (20.0,), ()), 15.0)[0] == 1
+    assert scaleup.starts_now(SEED, 4, ((), (), (), (20.0,), (), ()), 15.0)[0] == 1
+
+
+def test_a_start_bound_for_a_node_on_its_way_is_held_only_where_holding_moves_its_load() -> None:
+    """The demand-step property's draw (7.4 -> 14.8 req/s): 140 GB at 2.5 GB/s (56 s a load), 90 s
+    nodes, two replicas a node; one replica waits for a node on its way, its load from when it is
+    up. One more started now goes to that node and loads beside it. Up in 5 s: held a decision,
+    its load begins 10 s later and the first has the storage alone meanwhile (sum of ready times
+    224 s against 234 s), so it waits for the storage. Up in 15 s: held a decision, its load begins
+    when the node is up all the same, so holding buys nothing and it starts. Told of no node on
+    its way, the model put it on a node of its own (its load from 90 s, after the first's) and
+    started it in both."""
+    slow = ColdStartSpec(weights_gb=140, storage_gbps=2.5, node_provision_s=90, gpus_per_replica=4)
+    for up, starts in ((5.0, 0), (15.0, 1)):
+        waiting = ((0,), (0,), (), (), (up,), ((up, 4),))
+        assert scaleup.starts_now(slow, 1, waiting, 15.0)[0] == starts
+        assert scaleup.starts_now(slow, 1, (*waiting[:5], ()), 15.0)[0] == 1
+    assert clusterview.marginal_ready_s(slow, 1, ((0,), (0,), (), (), (15.0,), ((15.0, 4),))) == 112.0
+    assert clusterview.marginal_ready_s(slow, 1, ((0,), (0,), (), (), (15.0,), ())) == 146.0
 
 
 def test_slow_setup_before_the_load_lets_more_start() -> None:

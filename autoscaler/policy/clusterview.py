@@ -15,17 +15,27 @@ from autoscaler.policy.coldstart import ReplicaReadiness
 from autoscaler.policy.spec import ColdStartSpec
 
 # (free GPUs per node, nodes with the image, nodes with the weights, GB left per loader in progress,
-#  seconds until each starting replica not loading yet begins its load)
-Cluster = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[float, ...], tuple[float, ...]]
+#  seconds until each starting replica not loading yet begins its load, (seconds until up, free
+#  GPUs) of each node on its way with room for a replica)
+Cluster = tuple[
+    tuple[int, ...],
+    tuple[int, ...],
+    tuple[int, ...],
+    tuple[float, ...],
+    tuple[float, ...],
+    tuple[tuple[float, int], ...],
+]
 
 
 @lru_cache(maxsize=4096)
 def readiness(cold: ColdStartSpec, k: int, cluster: Cluster) -> tuple[ReplicaReadiness, ...]:
     """Per replica, the path to ready of k replicas started now (coldstart.predict_ready), their
     loads sharing the storage with the loads in progress and with those of replicas still on their
-    way to theirs, counted as loading in full from now (the model takes loads in progress only;
-    starting those early errs on the slow side)."""
-    free, image, weights, loading, upcoming = cluster
+    way to theirs, counted as loading in full from now (the model takes loads in progress only:
+    slow for a load that begins after ours, fast for one beside ours on a node both wait for; the
+    stagger's schedule, scaleup.py, has each from when it begins). Replicas no up node fits wait
+    for a node on its way with room before new nodes, as the scheduler binds them."""
+    free, image, weights, loading, upcoming, coming = cluster
     if upcoming:
         loading = (*loading, *[cold.weights_gb] * len(upcoming))
     return coldstart.predict_ready(
@@ -35,6 +45,7 @@ def readiness(cold: ColdStartSpec, k: int, cluster: Cluster) -> tuple[ReplicaRea
         image_cached_nodes=image,
         weights_cached=weights,
         loading_remaining_gb=loading,
+        coming_nodes=coming,
     )
 
 

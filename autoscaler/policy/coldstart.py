@@ -187,6 +187,7 @@ def predict_ready(
     compile_cached_nodes: Collection[int] = (),
     compile_cache_warm: bool = False,
     peer_sources: int = 0,
+    coming_nodes: Sequence[tuple[float, int]] = (),
 ) -> tuple[ReplicaReadiness, ...]:
     """Per-replica ready times of k replicas started now, in placement order.
 
@@ -196,7 +197,8 @@ def predict_ready(
     hold compile artifacts (needs compile_cache node). compile_cache_warm: the shared compile
     cache is filled (compile_cache cluster). peer_sources: ready replicas that can serve weights.
     loading_remaining_gb: GB still to read for loaders already reading from shared storage; they
-    compete for bandwidth (and hold gate slots) from now on.
+    compete for bandwidth (and hold gate slots) from now on. coming_nodes: (seconds until up, free
+    GPUs) of nodes on their way; replicas no existing node fits wait for them before new nodes.
     The defaults describe a cold cluster, the slow case a forecast horizon should plan for.
     """
     starts, _ = _run(
@@ -212,6 +214,7 @@ def predict_ready(
             compile_cache_warm,
             peer_sources,
             loading_remaining_gb,
+            coming_nodes,
         ),
     )
     order = phase_order(spec)
@@ -300,10 +303,11 @@ def _checked(
     compile_warm: bool,
     peers: int,
     loading: Sequence[float],
+    coming: Sequence[tuple[float, int]] = (),
 ) -> Cluster:
     check_spec(spec)
     require(k >= 0, "k", k, ">= 0")
-    return Cluster.of(spec, free, image, weights, compiled, compile_warm, peers, loading)
+    return Cluster.of(spec, free, image, weights, compiled, compile_warm, peers, loading, coming)
 
 
 def _run(
@@ -321,6 +325,8 @@ def _run(
             weights=node in cluster.weights,
             compiled=node in cluster.compiled,
         )
+    for c, (up, _) in enumerate(cluster.coming):
+        machine.add_node(len(cluster.free) + c, up_at=up)
     for slot in slots:
         if slot.new_node and slot.node not in machine.nodes:
             machine.add_node(slot.node, up_at=spec.node_provision_s)

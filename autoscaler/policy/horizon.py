@@ -25,7 +25,7 @@ from collections.abc import Callable
 from functools import lru_cache
 
 from autoscaler.policy import coldstart, scaleup
-from autoscaler.policy.clusterview import Cluster, marginal_ready_s
+from autoscaler.policy.clusterview import Cluster
 from autoscaler.policy.spec import ColdStartSpec, CompileCache
 
 MAX_ROUNDS = 4  # fixed-point rounds; each can only lengthen the horizon, and it converges in 1-2
@@ -89,7 +89,9 @@ def find(
     if cold is None:
         horizon = lead_s or 0.0
         return horizon, need_at(horizon), 1
-    first = marginal_ready_s(cold, 1, cluster)
+    # on the stagger's exact schedule, as the later ones: the offset is the caller's correction
+    # of the model, not the gap between the model's two arithmetics
+    first = scaleup.staggered_ready_s(cold, 1, cluster, period_s, at_once=True)[0]
     offset = 0.0 if lead_s is None else lead_s - first
     horizon = first + offset
     need = need_at(horizon)

@@ -49,3 +49,7 @@ class Observation:
     # seconds until each starting replica that has not begun its load (provisioning, pulling the
     # image) begins reading from shared storage: loads that will compete with any started now
     upcoming_loads_s: tuple[float, ...] = ()
+    # (seconds until up, free GPUs) of each node on its way (asked for, not up yet): a replica no
+    # up node fits waits for the first with room, as the cluster autoscaler counts pending pods
+    # onto the nodes it is bringing up. Empty: none, or unknown (each then counts as a new node)
+    coming_nodes: tuple[tuple[float, int], ...] = ()

@@ -87,6 +87,7 @@ class ClusterFacts:
     weights_cached_nodes: tuple[int, ...] = ()
     loading_remaining_gb: tuple[float, ...] = ()  # known only to the replay today
     upcoming_loads_s: tuple[float, ...] = ()  # known only to the replay (Observation.upcoming_loads_s)
+    coming_nodes: tuple[tuple[float, int], ...] = ()  # known only to the replay (Observation.coming_nodes)
     # What a caller with a start-up machine of its own (the replay's fleet) projects instead of the
     # rules below; None: the rules. The ready times of the replicas in `starting` (any order), and
     # the time to ready of one more started now (else decide() asks the cold-start model).
@@ -227,4 +228,5 @@ def observe_with(
         weights_cached_nodes=facts.weights_cached_nodes if cold else (),
         loading_remaining_gb=facts.loading_remaining_gb if cold else (),
         upcoming_loads_s=facts.upcoming_loads_s if cold else (),
+        coming_nodes=facts.coming_nodes if cold else (),
     )

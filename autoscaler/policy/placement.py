@@ -33,6 +33,7 @@ class Cluster:
     compile_warm: bool
     peers: int
     loading: Sequence[float]
+    coming: Sequence[tuple[float, int]] = ()  # (seconds until up, free GPUs) of nodes on their way
 
     @classmethod
     def of(
@@ -45,6 +46,7 @@ class Cluster:
         compile_warm: bool,
         peers: int,
         loading: Sequence[float],
+        coming: Sequence[tuple[float, int]] = (),
     ) -> Cluster:
         for i, gpus in enumerate(free):
             require(gpus >= 0, f"free_gpus_per_node[{i}]", gpus, ">= 0")
@@ -69,7 +71,10 @@ class Cluster:
         require(peers >= 0, "peer_sources", peers, ">= 0")
         for i, left in enumerate(loading):
             require(finite_at_least_zero(left), f"loading_remaining_gb[{i}]", left, "a finite number >= 0")
-        return cls(free, image, weights, compiled, compile_warm, peers, loading)
+        for i, (up, gpus) in enumerate(coming):
+            require(finite_at_least_zero(up), f"coming_nodes[{i}] (up in)", up, "a finite number >= 0")
+            require(gpus >= 0, f"coming_nodes[{i}] (free GPUs)", gpus, ">= 0")
+        return cls(free, image, weights, compiled, compile_warm, peers, loading, coming)
 
     def compile_hit(self, spec: ColdStartSpec, node: int) -> bool:
         if spec.compile_cache == CompileCache.CLUSTER:
@@ -86,8 +91,10 @@ def place(spec: ColdStartSpec, k: int, cluster: Cluster) -> tuple[Slot, ...]:
     cache, a peer or shared storage, its compile with a hit or a miss), ties going best-fit
     (fewest free GPUs, keeping big holes for big replicas) and then to the lower index.
     kube-scheduler's ImageLocality score leans the same way; a scheduler that spreads makes this
-    an optimistic estimate. Replicas that do not fit go to new nodes, gpus_per_node // G per node,
-    which have no image, weights or compile cache.
+    an optimistic estimate. Replicas that do not fit wait for a node on its way with room, the
+    first up first, as the cluster autoscaler counts pending pods onto the nodes it is bringing
+    up (numbered after the existing nodes, in the order given), then go to new nodes (numbered
+    after those), gpus_per_node // G per node; neither has an image, weights or compile cache.
     """
     g = spec.gpus_per_replica
     shared_alone_s = spec.weights_gb / loader_gbps(1, spec.storage_gbps, spec.per_loader_gbps)
@@ -114,8 +121,14 @@ def place(spec: ColdStartSpec, k: int, cluster: Cluster) -> tuple[Slot, ...]:
         slots.extend([slot] * take)
         if len(slots) == k:
             return tuple(slots)
+    first_coming = len(cluster.free)
+    for c, _ in sorted(enumerate(cluster.coming), key=lambda e: e[1][0]):
+        take = min(cluster.coming[c][1] // g, k - len(slots))
+        slots.extend([Slot(first_coming + c, True, False, False)] * take)
+        if len(slots) == k:
+            return tuple(slots)
     per_new_node = spec.gpus_per_node // g
-    first_new = len(cluster.free)
+    first_new = first_coming + len(cluster.coming)
     missing = k - len(slots)
     for j in range(0, missing, per_new_node):  # one Slot value per new node, shared by its replicas
         slots.extend(

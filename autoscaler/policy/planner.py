@@ -128,6 +128,7 @@ def plan(
         obs.weights_cached_nodes,
         obs.loading_remaining_gb,
         obs.upcoming_loads_s,
+        tuple(n for n in obs.coming_nodes if cold is not None and n[1] >= cold.gpus_per_replica),
     )
     horizon_s, needed, rounds = horizon.find(cold, have, limit - have, ahead.need_at, cluster, lead_s, period)
     at_horizon = ahead.sizing_at(horizon_s)

@@ -17,6 +17,12 @@ early is free for them; only the loads compete. Hence:
   the storage may be free, and waiting for the storage first made it wait for those too.
 - replicas placed where the weights are cached read them locally and start at once.
 
+A replica no up node fits goes to a node on its way with room (the observation lists them), as
+the scheduler binds it: its load begins when that node is up, beside those waiting there, and
+held back a decision it begins later only if the node is up before then. Every load about to
+begin counts from when it begins: counted as begun now, one beside ours looked done before ours
+began.
+
 The first replica waits only for loads already in progress (never for nothing). The horizon is
 the ready time of the last replica of that stagger (staggered_ready_s): its starts are spread over
 the decisions to come, and a start held back a decision holds back its pull and warm-up too.
@@ -85,14 +91,23 @@ def _better_now(
         return True  # a local read takes nothing from the others
     shared = [r for r in plan if not r.from_cache]
     size = cold.weights_gb
-    loading = (*cluster[3], *[size] * len(cluster[4]))  # as the horizon counts them: loading now
+    # every shared load from when it begins, as the horizon's schedule has them: counted as begun
+    # now, one about to begin on the node ours waits for too looked done before ours began
+    loading = (*cluster[3], *[size] * len(cluster[4]))
+    begun = (*[0.0] * len(cluster[3]), *cluster[4])
     starts = [r.load_start_s for r in shared]
+    up, coming = len(cluster[0]), len(cluster[5])
+    # held back a period, a load begins as much later, unless its node on the way is up later still
+    held = [
+        t + (max(0.0, period_s - r.provision_s) if up <= r.node < up + coming else period_s)
+        for t, r in zip(starts, shared, strict=True)
+    ]
 
-    def total(delay: float) -> float:
-        ours = [t + delay for t in starts] if together else [*starts[:-1], starts[-1] + delay]
+    def total(later: bool) -> float:
+        ours = starts if not later else held if together else [*starts[:-1], held[-1]]
         finish = coldstart.shared_load_finish_times(
             [*loading, *[size] * len(shared)],
-            [*[0.0] * len(loading), *ours],
+            [*begun, *ours],
             storage_gbps=cold.storage_gbps,
             per_loader_gbps=cold.per_loader_gbps,
         )
@@ -100,7 +115,7 @@ def _better_now(
         after = sum(r.ready_s - r.load_start_s - r.load_s for r in shared)
         return sum(finish) + after
 
-    return total(0.0) <= total(period_s)
+    return total(False) <= total(True)
 
 
 # --- the stagger played forward ------------------------------------------------------------------
@@ -117,28 +132,32 @@ class _Node:
 
 
 @lru_cache(maxsize=4096)
-def staggered_ready_s(cold: ColdStartSpec, k: int, cluster: Cluster, period_s: float) -> tuple[float, int]:
+def staggered_ready_s(
+    cold: ColdStartSpec, k: int, cluster: Cluster, period_s: float, at_once: bool = False
+) -> tuple[float, int]:
     """(seconds until the last of k replicas is ready, decisions their starts take) when they
     start as the stagger starts them: starts_now now, then at each decision period_s apart on the
     cluster that decision will observe (the loads begun by then and what they have left, the loads
-    still to begin, the nodes up, the images pulled, the weights cached), until all k have started.
+    still to begin, the nodes up and on their way, the images pulled, the weights cached), until
+    all k have started. With `at_once`, all k start now, on the same exact schedule.
 
     Each decision sees the cluster as the observation shows it, so it decides as the policy will;
-    the ready times are the storage's exact schedule of every load at the time it begins. The
-    model's own pessimism stays (a node still provisioning is not seen, loads about to begin
-    count as begun when it is asked), so this errs late, never early.
+    the ready times are the storage's exact schedule of every load at the time it begins (a load
+    about to begin shares the storage from then: counted as begun now, a replica loading beside it
+    on the node it waits for looked free of it).
     """
     if k <= 0:
         return 0.0, 0
     if cold.max_concurrent_loads is not None:  # every one starts now (starts_now)
         return marginal_ready_s(cold, k, cluster), 1
-    free, image, weights, loading, upcoming = cluster
+    free, image, weights, loading, upcoming, coming = cluster
     cached = cold.local_cache_gbps is not None
     nodes = [
         _Node(0.0, gpus, 0.0 if i in image else math.inf, 0.0 if i in weights else math.inf)
         for i, gpus in enumerate(free)
     ]
-    view = list(nodes)  # the nodes the observation lists, in its order
+    view = list(nodes)  # the nodes the observation lists as up, in its order
+    nodes += [_Node(up, gpus, math.inf, math.inf) for up, gpus in coming]
     # every shared load: those in progress (from now), those about to begin, then ours
     sizes = [*loading, *[cold.weights_gb] * len(upcoming)]
     begins = [*[0.0] * len(loading), *upcoming]
@@ -146,7 +165,9 @@ def staggered_ready_s(cold: ColdStartSpec, k: int, cluster: Cluster, period_s: f
     after: list[tuple[int, float]] = []  # ours: (shared load index or -1, then the seconds after it)
     left, t, decisions = k, 0.0, 0
     while left:
-        now_k = starts_now(cold, left, cluster, period_s)[0] if decisions < MAX_DECISIONS else left
+        now_k = left
+        if not at_once and decisions < MAX_DECISIONS:
+            now_k = starts_now(cold, left, cluster, period_s)[0]
         if now_k:
             listed = {id(n) for n in view}
             for r in readiness(cold, now_k, cluster):
@@ -177,11 +198,10 @@ def staggered_ready_s(cold: ColdStartSpec, k: int, cluster: Cluster, period_s: f
 
 
 def _coming(cold: ColdStartSpec, nodes: list[_Node], listed: set[int], t: float) -> _Node:
-    """Where a replica the model puts on a new node goes: a node this schedule asked for that the
-    observation does not list yet (on its way, or asked for at this decision) and has room, the
-    first up, as the scheduler binds a pending pod to a node coming up; else a new node. The
-    decisions, seeing only the listed nodes, place it on a new node of its own; its ready time is
-    that of the node it gets."""
+    """Where a replica the model puts on a node not up yet goes: a node on its way (observed, or
+    asked for by this schedule) with room, the first up, as the scheduler binds a pending pod to a
+    node coming up; else a new node. The decisions' model places it alike (the cluster lists the
+    nodes on their way)."""
     g = cold.gpus_per_replica
     coming = [n for n in nodes if id(n) not in listed and n.free >= g]
     if coming:
@@ -208,6 +228,7 @@ def _observed(
             if node is not None and end <= t and end < node.weights_at:
                 node.weights_at = end
     view = [n for n in nodes if n.up_at <= t]
+    coming = sorted((n.up_at - t, n.free) for n in nodes if n.up_at > t and n.free >= cold.gpus_per_replica)
     left = loads_left_at(sizes, begins, t, storage_gbps=storage, per_loader_gbps=cap)
     cluster = (
         tuple(n.free for n in view),
@@ -215,5 +236,6 @@ def _observed(
         tuple(i for i, n in enumerate(view) if n.weights_at <= t) if cached else (),
         tuple(gb for gb, b in zip(left, begins, strict=True) if b <= t and gb > BYTE_GB),
         tuple(sorted(b - t for b in begins if b > t)),
+        tuple(coming),
     )
     return cluster, view

@@ -286,3 +286,19 @@ def test_upcoming_loads_are_the_load_starts_of_replicas_not_loading_yet() -> Non
     fleet.advance(31.0)
     assert fleet.upcoming_loads_s() == ()
     assert len(fleet.loading_remaining_gb) == 2
+
+
+def test_coming_nodes_are_the_nodes_on_their_way_with_their_room() -> None:
+    """A replica of 4 GPUs on a new 8-GPU node (90 s): its node is on its way with 4 GPUs free; a
+    second started 30 s later is bound there (the node then full); once up it is not coming."""
+    fleet = Fleet(replace(BARE, node_provision_s=90.0), initial_ready=0, node_idle_remove_s=600.0)
+    fleet.scale_to(1)
+    assert fleet.coming_nodes() == ((90.0, 4),)
+    fleet.advance(30.0)
+    fleet.scale_to(2)
+    assert fleet.coming_nodes() == ((60.0, 0),)
+    assert {r.node for r in fleet.replicas} == {0}
+    fleet.scale_to(3)
+    assert fleet.coming_nodes() == ((60.0, 0), (90.0, 4))
+    fleet.advance(90.0)
+    assert fleet.coming_nodes() == ((30.0, 4),)
