@@ -1,0 +1,74 @@
+"""The policy core's fused sizing (autoscaler/policy/flatsize.py: burstsize.size in flat floats)
+compiled by numba, from the same source: a quarter of a predictive decision's instructions, the
+same bits (tests/test_flatsize.py). The core stays pure Python (the controller has no compiler
+and may have no writable cache directory); the predictive policy installs this when it is built,
+and `python -m bench policy` does too.
+
+As tailkernel.py does, each function is compiled from a copy of its code whose globals are the
+module's with the compiled callees in place of the Python ones (the TPOT tail's _rate is
+tailkernel's). Compiling takes ~10 s the first time, then loads from numba's on-disk cache;
+`compiled()` does it when the policy is built, so no decision waits for it.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import numba
+import numpy as np
+from numba import types as nbtypes
+from numba.typed import Dict
+
+from autoscaler.policy import burstsize, capacity, flatsize, tpottail
+from replay.policies.tailkernel import compiled_rate
+
+_compiled: flatsize.Kernel | None = None
+_CALLEES = (  # flatsize's, callees first
+    "_finite",
+    "_prefill",
+    "_decode",
+    "_idle_misses",
+    "_rounded",
+    "_tpot_rate",
+    "_terms",
+    "_fixed",
+    "_sizer",
+    "_at",
+    "_thinned",
+    "size",
+)
+_KEY = nbtypes.UniTuple(nbtypes.int64, 4)  # type: ignore[no-untyped-call]
+
+
+def _consts(values: list[float]) -> Any:
+    return np.array(values, dtype=np.float64)
+
+
+def _cache() -> Any:
+    return Dict.empty(key_type=_KEY, value_type=nbtypes.float64)
+
+
+def compiled() -> flatsize.Kernel:
+    """flatsize.size compiled (loaded from numba's on-disk cache after the first time)."""
+    global _compiled
+    if _compiled is None:
+        jit = numba.njit(cache=True)
+        scope = dict(vars(flatsize))
+        scope["_rate"] = compiled_rate()
+        scope["prefill_rate"] = jit(tpottail.prefill_rate)
+        scope["units"] = jit(tpottail.units)
+        scope["_split_servers"] = jit(capacity._split_servers)
+        for name in _CALLEES:
+            code = getattr(flatsize, name).__code__
+            scope[name] = jit(types.FunctionType(code, scope, name))
+        kernel = flatsize.Kernel(scope["size"], _consts, _cache)
+        # compile now, on the bench's profile at the signature burstsize passes (floats, an int limit)
+        kernel.size(_consts([0.01] * flatsize.FIELDS), _cache(), 1.0, 1.0, 1.0, 1.0, 1, 1.0, 1.0, 0.0)
+        _compiled = kernel
+    return _compiled
+
+
+def install() -> None:
+    """burstsize.size by the compiled copy from now on, in this process."""
+    burstsize.use(compiled())
