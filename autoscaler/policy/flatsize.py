@@ -6,10 +6,11 @@ instructions. This is the same arithmetic, operation for operation, on the profi
 SLO's fields packed once per spec (`consts`), returning the Sizing's fields; it calls the core's
 own _split_servers, tpottail.prefill_rate and tpottail._rate by their global names, which the
 compiled copy replaces with compiled ones. The TTFT search runs at its rounded inputs as
-capacity._ttft_servers does (compiled, the search costs less than the cache's keys); the TPOT
-tail's rate is cached in `cache` on capacity.tpot_rate's rounded keys. Shapes it does not cover
-(a least-loaded router, gamma prompt lengths: their tails need CPython's own lgamma) and inputs
-the Python path would raise on return UNCOVERED, and burstsize.size sizes them itself.
+capacity._ttft_servers does, and it and the TPOT tail's rate are kept in tables on capacity's
+rounded keys (_ttft_servers, _tpot_rate). Shapes it
+does not cover (a least-loaded router, gamma prompt lengths: their tails need CPython's own
+lgamma, which numba's differs from) and inputs the Python path would raise on return UNCOVERED,
+and burstsize.size sizes them itself.
 tests/test_flatsize.py holds every field to the bit against burstsize.size.
 """
 
@@ -34,7 +35,10 @@ from autoscaler.policy.tpottail import _rate, prefill_rate, units
 
 BINDINGS = ("idle", "tpot", "batch", "kv", "ttft")  # a Sizing's binding by its code here
 UNCOVERED = -1  # the replicas field of a result burstsize.size must work out itself
-_TPOT_ENTRIES = 4096  # capacity.tpot_rate's cache size
+TPOT_SLOTS = 4096  # the TPOT tail's rates kept (capacity.tpot_rate's cache holds as many)
+TTFT_SLOTS = 8192  # the TTFT searches kept (capacity._ttft_servers' cache holds as many)
+KEYS = 5 * (TPOT_SLOTS + TTFT_SLOTS)  # the tables' ints
+_NO_STEP = -(1 << 62)  # a TTFT search's step for an input <= 0 (capacity's None)
 
 # consts: the profile's and the SLO's fields as floats (flags 0.0 / 1.0), by these indices
 BASE, PREFILL, ATTENTION, REQUEST, CONTEXT = 0, 1, 2, 3, 4
@@ -100,26 +104,47 @@ def _idle_misses(c: Any, p: float, rate: float, beta: float, room_s: float) -> f
     return 0.0
 
 
-def _rounded(x: float, q: float) -> float:
-    """x at capacity._ttft_servers' key (exp(round(log x · q) / q)), 0 for x <= 0."""
-    return math.exp(round(math.log(x) * q) / q) if x > 0.0 else 0.0
-
-
-def _tpot_rate(c: Any, cache: Any, tail: float, p: float, o: float, speed: float) -> float:
-    """capacity.tpot_rate at lengths' cv² 1 (its key's last step 0), cached on its keys."""
-    q = _TPOT_QUANTUM
-    key = (
-        round(math.log(tail) * q),
-        round(math.log(p) * q),
-        round(math.log(o) * q),
-        round(math.log(speed) * q),
+def _ttft_servers(keys: Any, offered: float, slack_services: float, budget: float) -> int:
+    """capacity._ttft_servers, kept in a direct-mapped table after the TPOT tail's (_tpot_rate):
+    5 ints a slot, a flag, the three steps (_NO_STEP for capacity's None) and the count."""
+    q, log = _QUANTUM, math.log
+    k0 = round(log(offered) * q) if offered > 0.0 else _NO_STEP
+    k1 = round(log(slack_services) * q) if slack_services > 0.0 else _NO_STEP
+    k2 = round(log(budget) * q) if budget > 0.0 else _NO_STEP
+    slot = ((k0 * 73856093) ^ (k1 * 19349663) ^ (k2 * 83492791)) & (TTFT_SLOTS - 1)
+    at = 5 * (TPOT_SLOTS + slot)
+    if keys[at] == 1 and keys[at + 1] == k0 and keys[at + 2] == k1 and keys[at + 3] == k2:
+        return int(keys[at + 4])
+    got = _split_servers(
+        0.0 if k0 == _NO_STEP else math.exp(k0 / q),
+        0.0 if k1 == _NO_STEP else math.exp(k1 / q),
+        0.0 if k2 == _NO_STEP else math.exp(k2 / q),
     )
-    if key in cache:
-        return float(cache[key])
-    if len(cache) >= _TPOT_ENTRIES:
-        cache.clear()
-    tail_r = math.exp(key[0] / q)
-    o_r = math.exp(key[2] / q)
+    keys[at], keys[at + 1], keys[at + 2], keys[at + 3], keys[at + 4] = 1, k0, k1, k2, got
+    return got
+
+
+def _tpot_rate(c: Any, keys: Any, tail: float, p: float, o: float, speed: float) -> float:
+    """capacity.tpot_rate at lengths' cv² 1 (its key's last step 0), cached on its keys in a
+    direct-mapped table: the value in c[FIELDS + slot], the slot's key in keys[5 slot:5 slot + 5]
+    (a flag, then the steps). A slot a new key hashes to is overwritten."""
+    q = _TPOT_QUANTUM
+    k0 = round(math.log(tail) * q)
+    k1 = round(math.log(p) * q)
+    k2 = round(math.log(o) * q)
+    k3 = round(math.log(speed) * q)
+    slot = ((k0 * 73856093) ^ (k1 * 19349663) ^ (k2 * 83492791) ^ (k3 * 50331653)) & (TPOT_SLOTS - 1)
+    at = 5 * slot
+    if (
+        keys[at] == 1
+        and keys[at + 1] == k0
+        and keys[at + 2] == k1
+        and keys[at + 3] == k2
+        and keys[at + 4] == k3
+    ):
+        return float(c[FIELDS + slot])
+    tail_r = math.exp(k0 / q)
+    o_r = math.exp(k2 / q)
     got = _rate(
         c[BASE],
         c[PREFILL],
@@ -132,13 +157,14 @@ def _tpot_rate(c: Any, cache: Any, tail: float, p: float, o: float, speed: float
         c[SEQS],
         c[TPOT],
         tail_r if tail_r < 1.0 else 1.0,  # min(tail_r, 1.0): equal floats are the same bits
-        math.exp(key[1] / q),
+        math.exp(k1 / q),
         o_r if o_r > 1.0 else 1.0,
-        math.exp(key[3] / q),
+        math.exp(k3 / q),
         2.0,
         units(math.exp(0.0 / q)),
     )
-    cache[key] = got
+    c[FIELDS + slot] = got
+    keys[at], keys[at + 1], keys[at + 2], keys[at + 3], keys[at + 4] = 1, k0, k1, k2, k3
     return got
 
 
@@ -184,7 +210,7 @@ def _fixed(
     return (kind, replicas, binding, 0, rate, decode, rps, util, z, z, z, z, z, z, z, z, z, z, z, z, z, z)
 
 
-def _sizer(c: Any, cache: Any, lam: float, prompt: float, output: float, speed: float, limit: int) -> Any:
+def _sizer(c: Any, keys: Any, lam: float, prompt: float, output: float, speed: float, limit: int) -> Any:
     """capacity.sizer for a demand of `lam` requests/s of `prompt` and `output` tokens/s."""
     if lam < MIN_RATE:  # capacity._idle
         base = c[BASE] / speed
@@ -236,7 +262,7 @@ def _sizer(c: Any, cache: Any, lam: float, prompt: float, output: float, speed: 
         tpot_tail = idle_misses if idle_misses > tail else tail
         if not (tpot_tail > 0.0 and _finite(p) and _finite(o) and speed > 0.0 and _finite(speed)):
             return _fixed(UNCOVERED, 0, 0, 0.0, 0.0, 0.0, 0.0)
-        tpot_n = lam / _tpot_rate(c, cache, tpot_tail, p, o, speed)
+        tpot_n = lam / _tpot_rate(c, keys, tpot_tail, p, o, speed)
         if tpot_n > n:
             n, binding = tpot_n, 1
     if not _finite(n):
@@ -271,7 +297,7 @@ def _sizer(c: Any, cache: Any, lam: float, prompt: float, output: float, speed: 
     )
 
 
-def _at(c: Any, s: Any, arrival_cv2: float, service_cv2: float, limit: int) -> Any:
+def _at(c: Any, keys: Any, s: Any, arrival_cv2: float, service_cv2: float, limit: int) -> Any:
     """The sizer's at(arrival_cv2): (replicas, binding, prefill rate, decode rate, requests/s and
     utilization per replica); replicas UNCOVERED where the Python path must size it."""
     kind = s[0]
@@ -298,10 +324,9 @@ def _at(c: Any, s: Any, arrival_cv2: float, service_cv2: float, limit: int) -> A
             rate, offered, slack2, budget = _terms(c, replicas, lam, p, o, base, w, a, d, load, tail, beta)
             rate_at = replicas
         slack_services = slack2 / (arrival_cv2 + service_cv2)
-        q = _QUANTUM
         if not (_finite(offered) and _finite(slack_services) and _finite(budget)):
             return UNCOVERED, 0, 0.0, 0.0, 0.0, 0.0
-        ttft_n = _split_servers(_rounded(offered, q), _rounded(slack_services, q), _rounded(budget, q))
+        ttft_n = _ttft_servers(keys, offered, slack_services, budget)
         if ttft_n <= replicas:
             break
         replicas, bound = ttft_n, 4
@@ -314,7 +339,7 @@ def _at(c: Any, s: Any, arrival_cv2: float, service_cv2: float, limit: int) -> A
 
 def _thinned(
     c: Any,
-    cache: Any,
+    keys: Any,
     lam: float,
     prompt: float,
     output: float,
@@ -324,14 +349,14 @@ def _thinned(
     service_cv2: float,
 ) -> Any:
     """burstsize.thinned."""
-    s = _sizer(c, cache, lam, prompt, output, speed, limit)
+    s = _sizer(c, keys, lam, prompt, output, speed, limit)
     if s[0] == UNCOVERED:
         return UNCOVERED, 0, 0.0, 0.0, 0.0, 0.0
-    got = _at(c, s, 1.0, service_cv2, limit)
+    got = _at(c, keys, s, 1.0, service_cv2, limit)
     lo = got[0]
     if spread <= 1.0 or lo <= 0:
         return got
-    top = _at(c, s, 1.0 + (spread - 1.0) / lo, service_cv2, limit)
+    top = _at(c, keys, s, 1.0 + (spread - 1.0) / lo, service_cv2, limit)
     hi = top[0]
     if hi <= lo:
         return top
@@ -339,7 +364,7 @@ def _thinned(
     best = top
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        sized = _at(c, s, 1.0 + (spread - 1.0) / mid, service_cv2, limit)
+        sized = _at(c, keys, s, 1.0 + (spread - 1.0) / mid, service_cv2, limit)
         if sized[0] == UNCOVERED:
             return sized
         if sized[0] <= mid:
@@ -347,7 +372,7 @@ def _thinned(
         else:
             lo = mid
     if not found:
-        best = _at(c, s, 1.0 + (spread - 1.0) / hi, service_cv2, limit)
+        best = _at(c, keys, s, 1.0 + (spread - 1.0) / hi, service_cv2, limit)
     if best[0] >= hi or best[0] == UNCOVERED:
         return best
     share = best[0] / hi
@@ -356,7 +381,7 @@ def _thinned(
 
 def size(
     c: Any,
-    cache: Any,
+    keys: Any,
     lam: float,
     prompt: float,
     output: float,
@@ -369,14 +394,14 @@ def size(
     """burstsize.size at exponential prompt lengths and a random router, in flat floats: the
     Sizing's fields, its binding by its code in BINDINGS, replicas UNCOVERED where burstsize.size
     must size it itself."""
-    got = _thinned(c, cache, lam, prompt, output, speed, limit, spread, service_cv2)
+    got = _thinned(c, keys, lam, prompt, output, speed, limit, spread, service_cv2)
     if got[0] == UNCOVERED or hold <= lam or lam <= 0.0:
         return got
     f = hold / lam
-    s = _sizer(c, cache, lam * f, prompt * f, output * f, speed, limit)
+    s = _sizer(c, keys, lam * f, prompt * f, output * f, speed, limit)
     if s[0] == UNCOVERED:
         return UNCOVERED, 0, 0.0, 0.0, 0.0, 0.0
-    held = _at(c, s, 1.0, service_cv2, limit)
+    held = _at(c, keys, s, 1.0, service_cv2, limit)
     if held[0] == UNCOVERED:
         return held
     return held if held[0] > got[0] else got
@@ -387,11 +412,11 @@ class Kernel(NamedTuple):
     compiled one in burstsize; tests use this module's own, uncompiled)."""
 
     size: Callable[..., Any]
-    consts: Callable[[list[float]], Any]  # the consts as the copy takes them
-    cache: Callable[[], Any]  # an empty TPOT-rate cache of the copy's type
+    floats: Callable[[list[float]], Any]  # the consts and the TPOT table's values, as the copy takes them
+    ints: Callable[[list[int]], Any]  # the TPOT table's keys
 
 
-PYTHON = Kernel(size, list, dict)
+PYTHON = Kernel(size, list, list)
 _packed: dict[tuple[int, int], tuple[Any, Any, Any, Any]] = {}  # by (profile, slo) identity (memo.py)
 
 
@@ -412,7 +437,8 @@ def sizing(
     if got is None or got[0] is not profile or got[1] is not slo:
         if len(_packed) >= 256:
             _packed.clear()
-        got = _packed[key] = (profile, slo, kernel.consts(consts(profile, slo)), kernel.cache())
+        floats = kernel.floats(consts(profile, slo) + [0.0] * TPOT_SLOTS)
+        got = _packed[key] = (profile, slo, floats, kernel.ints([0] * KEYS))
     r, prompt, output = need
     try:
         out = kernel.size(got[2], got[3], r, prompt, output, speed, limit, spread, service_cv2, hold)

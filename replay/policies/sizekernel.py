@@ -17,8 +17,6 @@ from typing import Any
 
 import numba
 import numpy as np
-from numba import types as nbtypes
-from numba.typed import Dict
 
 from autoscaler.policy import burstsize, capacity, flatsize, tpottail
 from replay.policies.tailkernel import compiled_rate
@@ -29,7 +27,7 @@ _CALLEES = (  # flatsize's, callees first
     "_prefill",
     "_decode",
     "_idle_misses",
-    "_rounded",
+    "_ttft_servers",
     "_tpot_rate",
     "_terms",
     "_fixed",
@@ -38,15 +36,14 @@ _CALLEES = (  # flatsize's, callees first
     "_thinned",
     "size",
 )
-_KEY = nbtypes.UniTuple(nbtypes.int64, 4)  # type: ignore[no-untyped-call]
 
 
-def _consts(values: list[float]) -> Any:
+def _floats(values: list[float]) -> Any:
     return np.array(values, dtype=np.float64)
 
 
-def _cache() -> Any:
-    return Dict.empty(key_type=_KEY, value_type=nbtypes.float64)
+def _ints(values: list[int]) -> Any:
+    return np.array(values, dtype=np.int64)
 
 
 def compiled() -> flatsize.Kernel:
@@ -62,9 +59,10 @@ def compiled() -> flatsize.Kernel:
         for name in _CALLEES:
             code = getattr(flatsize, name).__code__
             scope[name] = jit(types.FunctionType(code, scope, name))
-        kernel = flatsize.Kernel(scope["size"], _consts, _cache)
+        kernel = flatsize.Kernel(scope["size"], _floats, _ints)
         # compile now, on the bench's profile at the signature burstsize passes (floats, an int limit)
-        kernel.size(_consts([0.01] * flatsize.FIELDS), _cache(), 1.0, 1.0, 1.0, 1.0, 1, 1.0, 1.0, 0.0)
+        floats = _floats([0.01] * flatsize.FIELDS + [0.0] * flatsize.TPOT_SLOTS)
+        kernel.size(floats, _ints([0] * flatsize.KEYS), 1.0, 1.0, 1.0, 1.0, 1, 1.0, 1.0, 0.0)
         _compiled = kernel
     return _compiled
 
