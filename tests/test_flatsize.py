@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoscaler.policy import burstsize, capacity, flatsize, lengths
+from autoscaler.policy import burstsize, capacity, flatkernel, flatsize, lengths
 from autoscaler.policy.capacity import Demand, Sizing
 from autoscaler.policy.spec import ReplicaProfile, SloTarget
 from replay.policies import sizekernel
@@ -44,7 +44,7 @@ demands = st.builds(
 covered = st.sampled_from(
     [{}, {"service_cv2": 1.7, "lengths_cv2": 1.0}, {"service_cv2": 0.2, "lengths_cv2": 1.0}]
 )
-KERNELS = {"python": flatsize.PYTHON, "compiled": sizekernel.compiled()}
+KERNELS = {"python": flatkernel.PYTHON, "compiled": sizekernel.compiled()}
 
 
 def _python(*args: object) -> Sizing:
@@ -88,7 +88,7 @@ def test_the_fused_sizing_is_burstsize_size_to_the_bit(
     hold: float,
 ) -> None:
     kernel = KERNELS[name]
-    got = flatsize.sizing(
+    got = flatkernel.sizing(
         kernel, profile, slo, need, speed, limit, spread, shape.get("service_cv2", 1.0), hold
     )
     try:
@@ -121,7 +121,7 @@ def test_an_input_the_python_path_raises_on_raises_it() -> None:
     need = Demand(math.inf, math.inf, 1.0)
     with pytest.raises((OverflowError, ValueError)):
         _python(profile, slo, need, 1.0, 100, 1.0, {}, 0.0)
-    assert flatsize.sizing(KERNELS["compiled"], profile, slo, need, 1.0, 100, 1.0, 1.0, 0.0) is None
+    assert flatkernel.sizing(KERNELS["compiled"], profile, slo, need, 1.0, 100, 1.0, 1.0, 0.0) is None
     sizekernel.install()
     try:
         with pytest.raises((OverflowError, ValueError)):
@@ -154,3 +154,11 @@ def test_the_ttft_searches_table_keeps_the_count_of_the_key_in_its_slot() -> Non
     keys[at + 1] += 1  # another key in the slot: searched again
     assert flatsize._ttft_servers(keys, 12.0, 40.0, 0.01) == want
     assert flatsize._ttft_servers(keys, 0.0, -1.0, 0.01) == capacity._ttft_servers(0.0, -1.0, 0.01)
+
+
+def test_a_count_past_an_int64_is_sized_by_burstsize_itself() -> None:
+    profile, slo = ReplicaProfile(step_base_s=0.02, prefill_s_per_token=1e-4), SloTarget()
+    need = Demand(1e21, 1e24, 1e23)
+    want = _python(profile, slo, need, 1.0, 10**30, 1.0, {}, 0.0)
+    assert want.replicas > 2**63
+    assert flatkernel.sizing(KERNELS["compiled"], profile, slo, need, 1.0, 10**30, 1.0, 1.0, 0.0) is None

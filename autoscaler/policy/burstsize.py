@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 
-from autoscaler.policy import capacity, flatsize, lengths
+from autoscaler.policy import capacity, flatkernel, lengths
 from autoscaler.policy.capacity import Demand, Sizing
 from autoscaler.policy.lengths import upper_gamma
 from autoscaler.policy.spec import ReplicaProfile, SloTarget
@@ -42,11 +42,11 @@ _GRID = 16.0  # the hold's grid in log k: 6 % apart (the interpolation's error <
 _hold_cache: dict[tuple[int, float], float] = {}  # C / θ by grid point and budget
 _K_MIN = 1e-6  # below it the shape's hold is its limit's (C / θ ~2.5 at a 2 % budget)
 _K_MAX = 1e6
-_flat: flatsize.Kernel | None = None  # size() in one compiled call (flatsize.py), where installed
+_flat: flatkernel.Kernel | None = None  # size() in one compiled call (flatsize.py), where installed
 
 
-def use(kernel: flatsize.Kernel | None) -> None:
-    """Size by `kernel` (flatsize.py: the replay and the bench install a compiled copy; None: Python)."""
+def use(kernel: flatkernel.Kernel | None) -> None:
+    """Size by `kernel` (flatkernel.py; the bench installs the compiled copy, None: in Python)."""
     global _flat
     _flat = kernel
 
@@ -122,7 +122,7 @@ def size(
     at least the count that serves `hold` requests/s (hold_rate) at need's mix. `shape`:
     capacity.size's keywords for the prompt lengths' spread and the router (lengths.Shape)."""
     if _flat is not None and (not shape or _flat_covers(shape)):
-        fused = flatsize.sizing(
+        fused = flatkernel.sizing(
             _flat, profile, slo, need, speed, limit, spread, shape.get("service_cv2", 1.0), hold
         )
         if fused is not None:

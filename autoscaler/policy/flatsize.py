@@ -17,8 +17,7 @@ tests/test_flatsize.py holds every field to the bit against burstsize.size.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 from autoscaler.policy.capacity import (
     _QUANTUM,
@@ -28,7 +27,6 @@ from autoscaler.policy.capacity import (
     MIN_RATE,
     MIN_SLACK_SHARE,
     MIN_UTILIZATION,
-    Sizing,
     _split_servers,
 )
 from autoscaler.policy.tpottail import _rate, prefill_rate, units
@@ -38,6 +36,7 @@ UNCOVERED = -1  # the replicas field of a result burstsize.size must work out it
 TPOT_SLOTS = 4096  # the TPOT tail's rates kept (capacity.tpot_rate's cache holds as many)
 TTFT_SLOTS = 8192  # the TTFT searches kept (capacity._ttft_servers' cache holds as many)
 KEYS = 5 * (TPOT_SLOTS + TTFT_SLOTS)  # the tables' ints
+_MOST = 1e12  # counts (and loads, which a search divides by 1e-6) past it would overflow an int64
 _NO_STEP = -(1 << 62)  # a TTFT search's step for an input <= 0 (capacity's None)
 
 # consts: the profile's and the SLO's fields as floats (flags 0.0 / 1.0), by these indices
@@ -245,7 +244,7 @@ def _sizer(c: Any, keys: Any, lam: float, prompt: float, output: float, speed: f
         binding = 2 if seqs == c[SEQS] else 3
     decode = _decode(c, base, d, seqs)
     load = lam * w
-    if not _finite(n):
+    if not n < _MOST:
         return _fixed(UNCOVERED, 0, 0, 0.0, 0.0, 0.0, 0.0)
     if p < MIN_PROMPT_TOKENS:
         first = math.ceil(n - 1e-9)
@@ -265,7 +264,7 @@ def _sizer(c: Any, keys: Any, lam: float, prompt: float, output: float, speed: f
         tpot_n = lam / _tpot_rate(c, keys, tpot_tail, p, o, speed)
         if tpot_n > n:
             n, binding = tpot_n, 1
-    if not _finite(n):
+    if not n < _MOST:
         return _fixed(UNCOVERED, 0, 0, 0.0, 0.0, 0.0, 0.0)
     first = math.ceil(n - 1e-9)
     if first < 1:
@@ -324,7 +323,7 @@ def _at(c: Any, keys: Any, s: Any, arrival_cv2: float, service_cv2: float, limit
             rate, offered, slack2, budget = _terms(c, replicas, lam, p, o, base, w, a, d, load, tail, beta)
             rate_at = replicas
         slack_services = slack2 / (arrival_cv2 + service_cv2)
-        if not (_finite(offered) and _finite(slack_services) and _finite(budget)):
+        if not (offered < _MOST and _finite(slack_services) and _finite(budget)):
             return UNCOVERED, 0, 0.0, 0.0, 0.0, 0.0
         ttft_n = _ttft_servers(keys, offered, slack_services, budget)
         if ttft_n <= replicas:
@@ -405,45 +404,3 @@ def size(
     if held[0] == UNCOVERED:
         return held
     return held if held[0] > got[0] else got
-
-
-class Kernel(NamedTuple):
-    """A copy of `size` and how it takes its arguments (replay/policies/sizekernel.py installs the
-    compiled one in burstsize; tests use this module's own, uncompiled)."""
-
-    size: Callable[..., Any]
-    floats: Callable[[list[float]], Any]  # the consts and the TPOT table's values, as the copy takes them
-    ints: Callable[[list[int]], Any]  # the TPOT table's keys
-
-
-PYTHON = Kernel(size, list, list)
-_packed: dict[tuple[int, int], tuple[Any, Any, Any, Any]] = {}  # by (profile, slo) identity (memo.py)
-
-
-def sizing(
-    kernel: Kernel,
-    profile: Any,
-    slo: Any,
-    need: Any,
-    speed: float,
-    limit: int,
-    spread: float,
-    service_cv2: float,
-    hold: float,
-) -> Sizing | None:
-    """burstsize.size by `kernel` (None where it is not covered: burstsize sizes it itself)."""
-    key = (id(profile), id(slo))
-    got = _packed.get(key)
-    if got is None or got[0] is not profile or got[1] is not slo:
-        if len(_packed) >= 256:
-            _packed.clear()
-        floats = kernel.floats(consts(profile, slo) + [0.0] * TPOT_SLOTS)
-        got = _packed[key] = (profile, slo, floats, kernel.ints([0] * KEYS))
-    r, prompt, output = need
-    try:
-        out = kernel.size(got[2], got[3], r, prompt, output, speed, limit, spread, service_cv2, hold)
-    except (ArithmeticError, ValueError):  # the Python path raises it again, as it would have
-        return None
-    if out[0] == UNCOVERED:
-        return None
-    return tuple.__new__(Sizing, (out[0], BINDINGS[out[1]], out[2], out[3], out[4], out[5]))
