@@ -162,3 +162,13 @@ def test_a_count_past_an_int64_is_sized_by_burstsize_itself() -> None:
     want = _python(profile, slo, need, 1.0, 10**30, 1.0, {}, 0.0)
     assert want.replicas > 2**63
     assert flatkernel.sizing(KERNELS["compiled"], profile, slo, need, 1.0, 10**30, 1.0, 1.0, 0.0) is None
+
+
+def test_arguments_of_other_types_compile_no_other_copy_on_a_decision() -> None:
+    profile, slo = ReplicaProfile(step_base_s=0.02, prefill_s_per_token=1e-4), SloTarget()
+    need = Demand(20, 20_000, 4_000)  # ints: converted to the compiled floats, not compiled for
+    got = flatkernel.sizing(KERNELS["compiled"], profile, slo, need, 1, 100, 30.0, 1.0, 0.0)
+    assert got is not None
+    _same(got, _python(profile, slo, need, 1, 100, 30.0, {}, 0.0))
+    assert flatkernel.sizing(KERNELS["compiled"], profile, slo, need, 1j, 100, 30.0, 1.0, 0.0) is None
+    assert len(KERNELS["compiled"].size.signatures) == 1

@@ -17,7 +17,7 @@ class Kernel(NamedTuple):
 
     size: Callable[..., Any]
     floats: Callable[[list[float]], Any]  # the consts and the TPOT table's values, as the copy takes them
-    ints: Callable[[list[int]], Any]  # the TPOT table's keys
+    ints: Callable[[list[int]], Any]  # the tables' keys (and the TTFT searches' counts)
 
 
 PYTHON = Kernel(size, list, list)
@@ -52,8 +52,8 @@ def sizing(
     r, prompt, output = need
     try:
         out = kernel.size(got[3], got[4], r, prompt, output, speed, limit, spread, service_cv2, hold)
-    except (ArithmeticError, ValueError):  # the Python path raises it again, as it would have
-        return None
+    except (ArithmeticError, ValueError, TypeError):  # the Python path raises it again, or sizes
+        return None  # arguments the compiled copy was not compiled for
     if out[0] == UNCOVERED:
         return None
     return tuple.__new__(Sizing, (out[0], BINDINGS[out[1]], out[2], out[3], out[4], out[5]))
