@@ -47,6 +47,10 @@ MODULE_COMMANDS: dict[str, tuple[str, str]] = {
         "replay.league.cli",
         "every policy on every trace, rate scale and scenario, with a start-up sweep",
     ),
+    "stationary": (
+        "replay.stationary",
+        "predictive in the loop on Poisson traffic at a constant rate, against the least static fleet",
+    ),
 }
 DEFAULT_COMPARE = "static,hpa,keda,kpa,predictive,clairvoyant"
 
@@ -58,7 +62,7 @@ class CliError(Exception):
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(
         dest="replay_command",
-        metavar="{run,compare,sweep,league,explain,online,calibrate,scenarios}",
+        metavar="{run,compare,sweep,league,explain,online,calibrate,scenarios,stationary}",
         required=True,
     )
     run_p = sub.add_parser("run", help="replay one policy")

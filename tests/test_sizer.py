@@ -54,11 +54,11 @@ def _size_before(
     o = max(demand.output_tokens / lam, 1.0)
     base = profile.step_base_s / speed
     a_token = profile.prefill_s_per_token + profile.prefill_s_per_attention_pair * 0.5 * (p + 1.0)
-    d_token = profile.decode_s_per_request + profile.decode_s_per_context_token * (p + 0.5 * o)
+    context = p + c.CONTEXT_OUTPUT_SHARE * o
+    d_token = profile.decode_s_per_request + profile.decode_s_per_context_token * context
     w = (a_token * p + d_token * o) / speed
     a = a_token / speed
     d = d_token / speed
-    context = p + 0.5 * o
     rho_tpot = c.MAX_UTILIZATION if slo.tpot_s is None else min(1.0 - base / slo.tpot_s, c.MAX_UTILIZATION)
     binding = "tpot"
     if rho_tpot < c.MIN_UTILIZATION:

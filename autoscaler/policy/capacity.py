@@ -9,7 +9,8 @@ The model of one replica that receives x requests/s of p prompt and o output tok
 
   work      every request costs w = a·p + d·o GPU-seconds beyond the steps' fixed part, with a the
             prefill cost per token and d = b + c·L the decode cost per token (b per request in the
-            step, c per context token read, L = p + o/2 the mean context while decoding);
+            step, c per context token read, L the mean context a decode step reads: p + E[o²]/2E[o],
+            p + o for outputs geometric around their mean, CONTEXT_OUTPUT_SHARE);
   step      in the steady state a step of length s holds x·p·s prefill tokens and x·o·s decodes
             (Little's law), so s = base + x·w·s, i.e. s = base / (1 - ρ) with ρ = x·w;
   TPOT      = s (one token per running request per step): s <= tpot  <=>  ρ <= 1 - base / tpot;
@@ -44,6 +45,7 @@ MIN_PROMPT_TOKENS = 1e-6  # a mean prompt below it is none: no prefill to queue 
 # subnormal mix made the TTFT tail's slack infinite)
 SERVICE_CV2 = 1.0  # squared coefficient of variation of prefill times the TTFT tail assumes when
 # no engine publishes prompt lengths (lengths.py; docs/policy.md, "How accurate the capacity model is")
+CONTEXT_OUTPUT_SHARE = tpottail.CONTEXT_OUTPUT_SHARE  # p + this x o: the mean context a decode reads
 MAX_UTILIZATION = 0.95  # without a TPOT target: steps grow as base / (1 - ρ), 20x at 0.95
 MIN_UTILIZATION = 0.05  # a TPOT target below one step at batch 1 cannot be met: plan replicas this light
 MIN_SLACK_SHARE = 0.25  # when the mean request cannot meet its TTFT even idle, plan as if it may
@@ -86,8 +88,8 @@ def prefill_token_s(profile: ReplicaProfile, p: float) -> float:
 
 
 def decode_token_s(profile: ReplicaProfile, p: float, o: float) -> float:
-    """One output token's decode cost: per request in the step, and reading a context of p + o/2."""
-    return profile.decode_s_per_request + profile.decode_s_per_context_token * (p + 0.5 * o)
+    """One output token's decode cost: per request in the step, and reading the mean context."""
+    return profile.decode_s_per_request + profile.decode_s_per_context_token * (p + CONTEXT_OUTPUT_SHARE * o)
 
 
 def work_per_request(profile: ReplicaProfile, p: float, o: float, speed: float) -> float:
@@ -161,11 +163,11 @@ def sizer(
     base = profile.step_base_s / speed
     # the per-token costs, once (work_per_request, _prefill_rate and _decode_rate in one place)
     a_token = profile.prefill_s_per_token + profile.prefill_s_per_attention_pair * 0.5 * (p + 1.0)
-    d_token = profile.decode_s_per_request + profile.decode_s_per_context_token * (p + 0.5 * o)
+    context = p + CONTEXT_OUTPUT_SHARE * o
+    d_token = profile.decode_s_per_request + profile.decode_s_per_context_token * context
     w = (a_token * p + d_token * o) / speed
     a = a_token / speed
     d = d_token / speed
-    context = p + 0.5 * o
     # decode: utilization at the TPOT target, and the batch and KV ceilings as a rate per replica
     rho_tpot = MAX_UTILIZATION if slo.tpot_s is None else 1.0 - base / slo.tpot_s
     if rho_tpot > MAX_UTILIZATION:

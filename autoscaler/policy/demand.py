@@ -293,8 +293,10 @@ def _weight(base: float, dt: float, period: float) -> float:
 
 def _holt(s: Series, y: float, dt: float, a: float, b: float, primed: bool) -> Series:
     old_level, old_trend = s
-    if not primed:  # the first difference starts the trend, as Holt's usual initialisation
-        return _new(Series, (y, (y - old_level) / dt))
+    if not primed:  # the trend starts at 0: the first sample misses the in-flight growth (it
+        # has no earlier gauge to difference), so the first difference is the fleet's start, not
+        # the demand's (103 -> 380 req/s in a tick on Poisson traffic forecast 2,580 ten minutes on)
+        return _new(Series, (y, 0.0))
     predicted = old_level + old_trend * dt
     level = predicted + a * (y - predicted)
     if level < 0.0:

@@ -22,6 +22,7 @@ from typing import Any
 from autoscaler.policy.capacity import (
     _QUANTUM,
     _TPOT_QUANTUM,
+    CONTEXT_OUTPUT_SHARE,
     MAX_UTILIZATION,
     MIN_PROMPT_TOKENS,
     MIN_RATE,
@@ -214,7 +215,7 @@ def _sizer(c: Any, keys: Any, lam: float, prompt: float, output: float, speed: f
     if lam < MIN_RATE:  # capacity._idle
         base = c[BASE] / speed
         a = (c[PREFILL] + c[ATTENTION] * 0.5 * (1.0 + 1.0)) / speed
-        d = (c[REQUEST] + c[CONTEXT] * (1.0 + 0.5 * 1.0)) / speed
+        d = (c[REQUEST] + c[CONTEXT] * (1.0 + CONTEXT_OUTPUT_SHARE * 1.0)) / speed
         rate = _prefill(c, 0.0, 1.0, base, 0.0, a, d)
         return _fixed(0, 0, 0, rate, _decode(c, base, d, c[SEQS]), 0.0, 0.0)
     p = prompt / lam
@@ -223,11 +224,11 @@ def _sizer(c: Any, keys: Any, lam: float, prompt: float, output: float, speed: f
         o = 1.0
     base = c[BASE] / speed
     a_token = c[PREFILL] + c[ATTENTION] * 0.5 * (p + 1.0)
-    d_token = c[REQUEST] + c[CONTEXT] * (p + 0.5 * o)
+    context = p + CONTEXT_OUTPUT_SHARE * o
+    d_token = c[REQUEST] + c[CONTEXT] * context
     w = (a_token * p + d_token * o) / speed
     a = a_token / speed
     d = d_token / speed
-    context = p + 0.5 * o
     rho_tpot = MAX_UTILIZATION if c[HAS_TPOT] == 0.0 else 1.0 - base / c[TPOT]
     if rho_tpot > MAX_UTILIZATION:
         rho_tpot = MAX_UTILIZATION

@@ -27,7 +27,6 @@ MAX_ABS_VALUE = 1e100
 MAX_WINDOW_SAMPLES = 256  # LINEAR keeps at most this many (the newest) samples of its window
 MIN_TREND_DT_S = 1e-3  # closer samples move Holt's level only: a slope over ~0 s is noise
 SEASON_DIGITS = 6  # closed seasonal buckets keep 6 significant digits: short, exact JSON
-STATE_VERSION = 1
 
 _LAST = ForecasterKind.LAST
 _LINEAR = ForecasterKind.LINEAR
@@ -122,36 +121,16 @@ class ForecastState:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict; weekly seasonal history dominates its size (see docs/forecasting.md)."""
-        out: dict[str, Any] = {
-            "version": STATE_VERSION,
-            "last_at": self.last_at,
-            "last_value": self.last_value,
-        }
-        if self.holt is not None:
-            h = self.holt
-            out["holt"] = {"level": h.level, "trend": h.trend, "primed": h.primed}
-        if self.linear is not None:
-            lin = self.linear
-            out["linear"] = {
-                "samples": [[t, v] for t, v in lin.samples],
-                "origin": lin.origin,
-                "front": len(lin.front_sums),
-            }
-        if self.seasonal is not None:
-            s = self.seasonal
-            out["seasonal"] = {
-                "bucket_s": s.bucket_s,
-                "bucket": s.bucket,
-                "open_sum": s.open_sum,
-                "open_count": s.open_count,
-                "means": list(s.means),
-            }
-        return out
+        from autoscaler.policy import forecastjson  # it reads this module's types
+
+        return forecastjson.to_dict(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ForecastState:
         """Parse `to_dict` output; a malformed field raises ValueError naming it and its value."""
-        return _parse_state(data)
+        from autoscaler.policy import forecastjson
+
+        return forecastjson.from_dict(data)
 
 
 def observe(spec: PredictionSpec, state: ForecastState | None, at: float, value: float) -> ForecastState:
@@ -306,7 +285,7 @@ def _fold(samples: Sequence[tuple[float, float]], origin: float) -> list[Sums]:
     return out
 
 
-def _linear_state(samples: tuple[tuple[float, float], ...], origin: float, front: int) -> LinearState:
+def linear_state(samples: tuple[tuple[float, float], ...], origin: float, front: int) -> LinearState:
     """The state with its sums folded from scratch: the rebuild, and from_dict's exact replay."""
     suffix = _fold(samples[front - 1 :: -1] if front else (), origin)
     back = _fold(samples[front:], origin)
@@ -326,7 +305,7 @@ def _linear_step(lin: LinearState, at: float, y: float, window_s: float, replace
     if replace:  # same time as the newest sample: swap its value, refold the part it is in
         samples = (*lin.samples[:-1], (at, y))
         if len(front) == len(samples):
-            return _linear_state(samples, lin.origin, len(front))
+            return linear_state(samples, lin.origin, len(front))
         return LinearState(samples, lin.origin, front, _fold(samples[len(front) :], lin.origin)[-1])
     x = at - lin.origin
     sx, sy, sxx, sxy = lin.back_sums
@@ -344,7 +323,7 @@ def _linear_step(lin: LinearState, at: float, y: float, window_s: float, replace
     if drop <= len(front):
         return LinearState((*old[drop:], (at, y)), lin.origin, front[drop:], back)
     kept = (*old[drop:], (at, y))
-    return _linear_state(kept, kept[0][0], len(kept))
+    return linear_state(kept, kept[0][0], len(kept))
 
 
 def _season_buckets(spec: PredictionSpec) -> int:
@@ -388,107 +367,3 @@ def _seasonal_forecast(spec: PredictionSpec, state: ForecastState, target: float
     if got.method != fallback:  # the fallback fell back too: say why
         reason = f"{reason}; {got.reason}"
     return Forecast(got.value, got.method, reason)
-
-
-# --- from_dict ----------------------------------------------------------------------------------
-
-
-def _field(data: Mapping[str, Any], key: str, path: str) -> Any:
-    if not isinstance(data, Mapping):
-        raise ValueError(f"forecaster state: {path} must be an object, got {data!r}")
-    if key not in data:
-        raise ValueError(f"forecaster state: {path}.{key} is missing")
-    return data[key]
-
-
-def _finite(value: Any, path: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ValueError(f"forecaster state: {path} must be a finite number, got {value!r}")
-    return float(value)
-
-
-def _number(data: Mapping[str, Any], key: str, path: str) -> float:
-    return _finite(_field(data, key, path), f"{path}.{key}")
-
-
-def _integer(data: Mapping[str, Any], key: str, path: str, minimum: int) -> int:
-    value = _field(data, key, path)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"forecaster state: {path}.{key} must be an integer >= {minimum}, got {value!r}")
-    return value
-
-
-def _list(data: Mapping[str, Any], key: str, path: str) -> Sequence[Any]:
-    value = _field(data, key, path)
-    if not isinstance(value, list | tuple) or not value:
-        raise ValueError(f"forecaster state: {path}.{key} must be a non-empty list, got {value!r}")
-    return value
-
-
-def _parse_state(data: Mapping[str, Any]) -> ForecastState:
-    root = "state"
-    version = _field(data, "version", root)
-    if version != STATE_VERSION:
-        raise ValueError(f"forecaster state: {root}.version must be {STATE_VERSION}, got {version!r}")
-    last_at = _number(data, "last_at", root)
-    last_value = _number(data, "last_value", root)
-    holt = linear = seasonal = None
-    if data.get("holt") is not None:
-        h = data["holt"]
-        primed = _field(h, "primed", "state.holt")
-        if not isinstance(primed, bool):
-            raise ValueError(f"forecaster state: state.holt.primed must be true or false, got {primed!r}")
-        holt = HoltState(_number(h, "level", "state.holt"), _number(h, "trend", "state.holt"), primed)
-    if data.get("linear") is not None:
-        linear = _parse_linear(data["linear"], last_at)
-    if data.get("seasonal") is not None:
-        seasonal = _parse_seasonal(data["seasonal"], last_at)
-    return ForecastState(last_at, last_value, holt, linear, seasonal)
-
-
-def _parse_linear(data: Mapping[str, Any], last_at: float) -> LinearState:
-    path = "state.linear"
-    samples: list[tuple[float, float]] = []
-    for i, pair in enumerate(_list(data, "samples", path)):
-        if not isinstance(pair, list | tuple) or len(pair) != 2:
-            raise ValueError(f"forecaster state: {path}.samples[{i}] must be [at, value], got {pair!r}")
-        t, v = _finite(pair[0], f"{path}.samples[{i}][0]"), _finite(pair[1], f"{path}.samples[{i}][1]")
-        if samples and t < samples[-1][0]:
-            raise ValueError(f"forecaster state: {path}.samples[{i}] at {t!r} is out of time order")
-        samples.append((t, v))
-    if samples[-1][0] != last_at:
-        raise ValueError(
-            f"forecaster state: {path}.samples must end at last_at={last_at!r}, got {samples[-1][0]!r}"
-        )
-    origin = _number(data, "origin", path)
-    if origin > samples[0][0]:
-        raise ValueError(
-            f"forecaster state: {path}.origin {origin!r} is after samples[0] at {samples[0][0]!r}"
-        )
-    front = _integer(data, "front", path, 0)
-    if front > len(samples):
-        raise ValueError(f"forecaster state: {path}.front must be <= {len(samples)} samples, got {front}")
-    return _linear_state(tuple(samples), origin, front)
-
-
-def _parse_seasonal(data: Mapping[str, Any], last_at: float) -> SeasonalState:
-    path = "state.seasonal"
-    bucket_s = _number(data, "bucket_s", path)
-    if bucket_s <= 0.0:
-        raise ValueError(f"forecaster state: {path}.bucket_s must be > 0, got {bucket_s!r}")
-    bucket = _field(data, "bucket", path)
-    if isinstance(bucket, bool) or not isinstance(bucket, int) or bucket != math.floor(last_at / bucket_s):
-        raise ValueError(
-            f"forecaster state: {path}.bucket must be the last sample's bucket "
-            f"{math.floor(last_at / bucket_s)}, got {bucket!r}"
-        )
-    means: list[float | None] = []
-    for i, mean in enumerate(_list(data, "means", path)):
-        means.append(None if mean is None else _finite(mean, f"{path}.means[{i}]"))
-    return SeasonalState(
-        bucket_s,
-        bucket,
-        _number(data, "open_sum", path),
-        _integer(data, "open_count", path, 1),
-        tuple(means),
-    )

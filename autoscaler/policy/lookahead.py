@@ -35,6 +35,7 @@ def _load_function(profile: ReplicaProfile) -> Callable[[Demand], float]:
     a1 = profile.prefill_s_per_attention_pair * 0.5  # a1 * 0.5 * x is (a1 * 0.5) * x
     b0 = profile.decode_s_per_request
     c0 = profile.decode_s_per_context_token
+    k = capacity.CONTEXT_OUTPUT_SHARE
     min_rate = capacity.MIN_RATE
 
     def load(d: Demand) -> float:
@@ -43,7 +44,7 @@ def _load_function(profile: ReplicaProfile) -> Callable[[Demand], float]:
             return a0 * prompt
         p = prompt / r
         o = output / r
-        return r * ((a0 + a1 * (p + 1.0)) * p + (b0 + c0 * (p + 0.5 * o)) * o)
+        return r * ((a0 + a1 * (p + 1.0)) * p + (b0 + c0 * (p + k * o)) * o)
 
     return load
 

@@ -35,6 +35,12 @@ from collections.abc import Callable
 
 from autoscaler.policy.spec import ReplicaProfile
 
+# of the mean output o in the mean context a decode step reads and the KV holds (capacity.py's
+# too): a request of o outputs reads p + o/2 on average over its steps and a step meets requests
+# as their steps weigh (by o), so p + E[o²] / (2·E[o]) = p + o·(1 + cv²) / 2: 1 for outputs
+# geometric around their mean, as this tail has them (0.5, all outputs equal, under-sized
+# 1,500-token reasoning outputs by 3 of 12 replicas: docs/policy.md, "Defaults and why")
+CONTEXT_OUTPUT_SHARE = 1.0
 TPOT_SERIES_MAX = 60.0  # a tail of more mean prompts than this is read off the normal approximation
 _EXACT_STEPS = 16  # output lengths summed one by one up to here, then over bins 1.25x wide
 
@@ -97,7 +103,7 @@ def _rate(
     the prompt's unit of tokens over p, (1 + cv²) / 2, see _miss)."""
     base = base_s / speed
     a = (prefill_s + attention_s * 0.5 * (p + 1.0)) / speed  # capacity.prefill_token_s / speed
-    d = (request_s + context_s * (p + 0.5 * o)) / speed  # capacity.decode_token_s / speed
+    d = (request_s + context_s * (p + CONTEXT_OUTPUT_SHARE * o)) / speed  # capacity.decode_token_s / speed
     w = a * p + d * o
     hi = (1.0 - base / tpot_s) / w  # the mean step at the target: longer outputs miss past it
     if hi <= 0.0:
