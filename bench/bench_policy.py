@@ -11,6 +11,10 @@ Each row is run twice: ticks that build their observation (the metric readings) 
 the same ticks again over the observations the first pass built, which times decide() and
 record_rescale() alone (the first figure printed; the decisions are deterministic, so both passes
 decide the same and the second checks it tick by tick).
+
+The sizing runs compiled (replay/policies/sizekernel.py: burstsize.size fused in one numba call,
+the same bits) where numba is installed, as a controller that installs it would; `--python` runs
+the policy core's pure-Python path alone.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import gc
 import hashlib
 import itertools
 import math
+import sys
 import time
 from typing import NamedTuple
 
@@ -247,7 +252,20 @@ def yardstick_rate(steps: int = 100_000, repeat: int = 3) -> float:
     return steps / best
 
 
+def install_sizing(argv: list[str]) -> str:
+    """The compiled sizing installed unless `--python` is in argv (or numba is absent): what ran."""
+    if "--python" in argv:
+        return "the sizing in pure Python (--python)"
+    try:
+        from replay.policies import sizekernel
+    except ImportError:
+        return "the sizing in pure Python (numba is not installed)"
+    sizekernel.install()
+    return "the sizing compiled (replay/policies/sizekernel.py, installed before the rows; --python: without)"
+
+
 def main() -> None:
+    print(install_sizing(sys.argv[1:]))
     here = yardstick_rate()
     factor = YARDSTICK_REFERENCE / here
     print(

@@ -4,7 +4,9 @@ Run: `python -m bench.policy_instructions` (valgrind installed): runs this modul
 twice, with 0 and with TICKS decisions, and prints the difference over TICKS. Each run first builds
 the bench's observations over its first TICKS ticks (bench_policy's first pass: the caches warm,
 as before the bench's decide-alone pass), then makes `N` decisions (decide() and record_rescale())
-over them: `python -m bench.policy_instructions N` is that run alone. docs/policy.md, "Performance".
+over them: `python -m bench.policy_instructions N` is that run alone. The sizing is compiled as
+in `python -m bench policy` (bench_policy.install_sizing); `--python` measures the pure-Python path.
+docs/policy.md, "Performance".
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ TICKS = 2_000
 MODULE = "bench.policy_instructions"
 
 
-def decisions(n: int) -> None:
+def decisions(n: int, argv: list[str]) -> None:
     """The bench's predictive row: its first pass over TICKS ticks, then n decisions alone."""
+    b.install_sizing(argv)
     spec = b.SCENARIOS[b.PREDICTIVE]
     loads = b.observations(TICKS)
     _, counts = b._run_building(spec, loads)
@@ -39,7 +42,7 @@ def decisions(n: int) -> None:
             replicas = decision.desired_replicas
 
 
-def instructions(n: int) -> int:
+def instructions(n: int, argv: list[str]) -> int:
     """Instructions callgrind counts for a run of `n` decisions (the whole process)."""
     run = subprocess.run(
         [
@@ -50,6 +53,7 @@ def instructions(n: int) -> int:
             "-m",
             MODULE,
             str(n),
+            *argv,
         ],
         capture_output=True,
         text=True,
@@ -62,11 +66,14 @@ def instructions(n: int) -> int:
 
 
 def main() -> None:
-    if sys.argv[1:]:
-        decisions(int(sys.argv[1]))
+    argv = [a for a in sys.argv[1:] if a == "--python"]
+    counts = [a for a in sys.argv[1:] if a != "--python"]
+    if counts:
+        decisions(int(counts[0]), argv)
         return
-    per = (instructions(TICKS) - instructions(0)) / TICKS
-    print(f"{per:,.0f} instructions a predictive decision (callgrind, the bench's first {TICKS:,} ticks)")
+    per = (instructions(TICKS, argv) - instructions(0, argv)) / TICKS
+    path = "pure Python" if argv else "the sizing compiled"
+    print(f"{per:,.0f} instructions a predictive decision ({path}; callgrind, the first {TICKS:,} ticks)")
 
 
 if __name__ == "__main__":

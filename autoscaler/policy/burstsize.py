@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 
-from autoscaler.policy import capacity, lengths
+from autoscaler.policy import capacity, flatkernel, lengths
 from autoscaler.policy.capacity import Demand, Sizing
 from autoscaler.policy.lengths import upper_gamma
 from autoscaler.policy.spec import ReplicaProfile, SloTarget
@@ -42,6 +42,13 @@ _GRID = 16.0  # the hold's grid in log k: 6 % apart (the interpolation's error <
 _hold_cache: dict[tuple[int, float], float] = {}  # C / θ by grid point and budget
 _K_MIN = 1e-6  # below it the shape's hold is its limit's (C / θ ~2.5 at a 2 % budget)
 _K_MAX = 1e6
+_flat: flatkernel.Kernel | None = None  # size() in one compiled call (flatsize.py), where installed
+
+
+def use(kernel: flatkernel.Kernel | None) -> None:
+    """Size by `kernel` (flatkernel.py; the bench installs the compiled copy, None: in Python)."""
+    global _flat
+    _flat = kernel
 
 
 def replica_cv2(spread: float, replicas: int) -> float:
@@ -114,12 +121,23 @@ def size(
     """The least n that serves `need` within the SLO at the ca² n replicas see (replica_cv2), and
     at least the count that serves `hold` requests/s (hold_rate) at need's mix. `shape`:
     capacity.size's keywords for the prompt lengths' spread and the router (lengths.Shape)."""
+    if _flat is not None and (not shape or _flat_covers(shape)):
+        fused = flatkernel.sizing(
+            _flat, profile, slo, need, speed, limit, spread, shape.get("service_cv2", 1.0), hold
+        )
+        if fused is not None:
+            return fused
     got = thinned(profile, slo, need, speed, limit, spread, shape)
     r = need.requests
     if hold <= r or r <= 0.0:
         return got
     held = capacity.size(profile, slo, need.scaled(hold / r), speed, limit, **shape)
     return held if held.replicas > got.replicas else got
+
+
+def _flat_covers(shape: lengths.Shape) -> bool:
+    """flatsize covers the random router and exponential prompt lengths (any prefill cs²)."""
+    return not shape.get("least_loaded", False) and shape.get("lengths_cv2", 1.0) == 1.0
 
 
 def thinned(

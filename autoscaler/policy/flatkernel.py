@@ -1,0 +1,59 @@
+"""burstsize.size by a flatsize kernel (flatsize.py: the arithmetic in flat floats): its tables
+kept per profile and SLO, its result as a Sizing. burstsize.use installs one; the replay's
+compiled copy is replay/policies/sizekernel.py, and tests run this module's own, uncompiled."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from autoscaler.policy.capacity import Sizing
+from autoscaler.policy.flatsize import BINDINGS, KEYS, TPOT_SLOTS, UNCOVERED, consts, size
+
+
+class Kernel(NamedTuple):
+    """A copy of `size` and how it takes its arguments (replay/policies/sizekernel.py installs the
+    compiled one in burstsize; tests use this module's own, uncompiled)."""
+
+    size: Callable[..., Any]
+    floats: Callable[[list[float]], Any]  # the consts and the TPOT table's values, as the copy takes them
+    ints: Callable[[list[int]], Any]  # the tables' keys (and the TTFT searches' counts)
+
+
+PYTHON = Kernel(size, list, list)
+# a kernel's tables for a profile and SLO, by their identities (memo.py); the last one used first
+_packed: dict[tuple[int, int, int], tuple[Any, Any, Any, Any, Any]] = {}
+_last: tuple[Any, Any, Any, Any, Any] = (None, None, None, None, None)
+
+
+def sizing(
+    kernel: Kernel,
+    profile: Any,
+    slo: Any,
+    need: Any,
+    speed: float,
+    limit: int,
+    spread: float,
+    service_cv2: float,
+    hold: float,
+) -> Sizing | None:
+    """burstsize.size by `kernel` (None where it is not covered: burstsize sizes it itself)."""
+    global _last
+    got = _last
+    if got[0] is not kernel or got[1] is not profile or got[2] is not slo:
+        key = (id(kernel), id(profile), id(slo))
+        got = _packed.get(key, got)
+        if got[0] is not kernel or got[1] is not profile or got[2] is not slo:
+            if len(_packed) >= 256:
+                _packed.clear()
+            floats = kernel.floats(consts(profile, slo) + [0.0] * TPOT_SLOTS)
+            got = _packed[key] = (kernel, profile, slo, floats, kernel.ints([0] * KEYS))
+        _last = got
+    r, prompt, output = need
+    try:
+        out = kernel.size(got[3], got[4], r, prompt, output, speed, limit, spread, service_cv2, hold)
+    except (ArithmeticError, ValueError, TypeError):  # the Python path raises it again, or sizes
+        return None  # arguments the compiled copy was not compiled for
+    if out[0] == UNCOVERED:
+        return None
+    return tuple.__new__(Sizing, (out[0], BINDINGS[out[1]], out[2], out[3], out[4], out[5]))

@@ -1,0 +1,174 @@
+"""The fused sizing (autoscaler/policy/flatsize.py), uncompiled and as the replay and the bench
+compile it (replay/policies/sizekernel.py), gives burstsize.size's Sizing to the bit: every
+league number depends on it. A shape it does not cover (a least-loaded router, gamma prompt
+lengths) or an input the Python path raises on is sized by burstsize itself."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from autoscaler.policy import burstsize, capacity, flatkernel, flatsize, lengths
+from autoscaler.policy.capacity import Demand, Sizing
+from autoscaler.policy.spec import ReplicaProfile, SloTarget
+from replay.policies import sizekernel
+
+profiles = st.builds(
+    ReplicaProfile,
+    step_base_s=st.floats(0.005, 0.1),
+    prefill_s_per_token=st.floats(1e-5, 1e-3),
+    prefill_s_per_attention_pair=st.sampled_from([0.0, 3e-9, 8.85e-9]),
+    decode_s_per_request=st.floats(0.0, 1e-3),
+    decode_s_per_context_token=st.sampled_from([0.0, 3.3e-8, 2e-7]),
+    max_batched_tokens=st.sampled_from([None, 2048, 8192]),
+    max_num_seqs=st.sampled_from([64, 256, 1024]),
+    kv_cache_tokens=st.sampled_from([None, 50_000, 440_000]),
+    prefill_first=st.booleans(),
+)
+slos = st.builds(
+    SloTarget,
+    ttft_s=st.floats(0.2, 10.0),
+    tpot_s=st.sampled_from([None, 0.05, 0.2]),
+    ttft_tokens_per_s=st.sampled_from([None, 5_000.0]),
+    attainment=st.sampled_from([0.9, 0.99]),
+)
+demands = st.builds(
+    lambda r, p, o: Demand(r, r * p, r * o),
+    st.one_of(st.floats(0.0, 300.0), st.sampled_from([0.0, 1e-7, 5e-324])),
+    st.one_of(st.sampled_from([0.0, 1e-7, 1.0, 200.0, 1_000.0, 8_000.0]), st.floats(1.0, 20_000.0)),
+    st.one_of(st.sampled_from([0.0, 1.0, 28.0, 200.0, 2_000.0]), st.floats(0.5, 4_000.0)),
+)
+covered = st.sampled_from(
+    [{}, {"service_cv2": 1.7, "lengths_cv2": 1.0}, {"service_cv2": 0.2, "lengths_cv2": 1.0}]
+)
+KERNELS = {"python": flatkernel.PYTHON, "compiled": sizekernel.compiled()}
+
+
+def _python(*args: object) -> Sizing:
+    kernel = burstsize._flat
+    burstsize.use(None)
+    try:
+        return burstsize.size(*args)  # type: ignore[arg-type]
+    finally:
+        burstsize.use(kernel)
+
+
+def _same(got: Sizing, want: Sizing) -> None:
+    assert type(got) is Sizing
+    assert got[:2] == want[:2]
+    for g, w in zip(got[2:], want[2:], strict=True):
+        assert type(g) is float
+        assert math.copysign(1.0, g) == math.copysign(1.0, w) and (g == w or (g != g and w != w)), (got, want)
+
+
+@pytest.mark.parametrize("name", KERNELS)
+@settings(max_examples=400, deadline=None)
+@given(
+    profile=profiles,
+    slo=slos,
+    need=demands,
+    speed=st.sampled_from([0.5, 1.0, 1.3]),
+    limit=st.sampled_from([1, 5, 64, 1_000_000]),
+    spread=st.one_of(st.just(1.0), st.floats(0.5, 400.0)),
+    shape=covered,
+    hold=st.one_of(st.just(0.0), st.floats(0.0, 600.0)),
+)
+def test_the_fused_sizing_is_burstsize_size_to_the_bit(
+    name: str,
+    profile: ReplicaProfile,
+    slo: SloTarget,
+    need: Demand,
+    speed: float,
+    limit: int,
+    spread: float,
+    shape: lengths.Shape,
+    hold: float,
+) -> None:
+    kernel = KERNELS[name]
+    got = flatkernel.sizing(
+        kernel, profile, slo, need, speed, limit, spread, shape.get("service_cv2", 1.0), hold
+    )
+    try:
+        want = _python(profile, slo, need, speed, limit, spread, shape, hold)
+    except (ArithmeticError, ValueError):  # a subnormal rate's hold scales it by inf
+        assert got is None
+        return
+    assert got is not None
+    _same(got, want)
+
+
+@pytest.mark.parametrize("shape", [{"least_loaded": True, "arrivals_index": 3.0}, {"lengths_cv2": 2.5}])
+def test_an_uncovered_shape_is_sized_by_burstsize_itself(shape: lengths.Shape) -> None:
+    profile, slo, need = (
+        ReplicaProfile(step_base_s=0.02, prefill_s_per_token=1e-4),
+        SloTarget(),
+        Demand(20.0, 2e4, 4e3),
+    )
+    assert not burstsize._flat_covers(shape)
+    sizekernel.install()
+    try:
+        got = burstsize.size(profile, slo, need, 1.0, 100, 30.0, shape, 40.0)
+    finally:
+        burstsize.use(None)
+    _same(got, burstsize.size(profile, slo, need, 1.0, 100, 30.0, shape, 40.0))
+
+
+def test_an_input_the_python_path_raises_on_raises_it() -> None:
+    profile, slo = ReplicaProfile(step_base_s=0.02, prefill_s_per_token=1e-4), SloTarget()
+    need = Demand(math.inf, math.inf, 1.0)
+    with pytest.raises((OverflowError, ValueError)):
+        _python(profile, slo, need, 1.0, 100, 1.0, {}, 0.0)
+    assert flatkernel.sizing(KERNELS["compiled"], profile, slo, need, 1.0, 100, 1.0, 1.0, 0.0) is None
+    sizekernel.install()
+    try:
+        with pytest.raises((OverflowError, ValueError)):
+            burstsize.size(profile, slo, need, 1.0, 100, 1.0, {}, 0.0)
+    finally:
+        burstsize.use(None)
+
+
+def test_the_tpot_rates_table_keeps_the_rate_of_the_key_in_its_slot() -> None:
+    profile, slo = ReplicaProfile(step_base_s=0.02, prefill_s_per_token=1e-4), SloTarget()
+    c = flatsize.consts(profile, slo) + [0.0] * flatsize.TPOT_SLOTS
+    keys = [0] * flatsize.KEYS
+    want = capacity.tpot_rate(profile, 0.2, 0.01, 200.0, 100.0, 1.0)
+    assert flatsize._tpot_rate(c, keys, 0.01, 200.0, 100.0, 1.0) == want
+    slot = next(i for i in range(flatsize.TPOT_SLOTS) if keys[5 * i] == 1)
+    c[flatsize.FIELDS + slot] = -1.0  # a hit reads the table
+    assert flatsize._tpot_rate(c, keys, 0.01, 200.0, 100.0, 1.0) == -1.0
+    keys[5 * slot + 1] += 1  # another key in the slot: worked out again
+    assert flatsize._tpot_rate(c, keys, 0.01, 200.0, 100.0, 1.0) == want
+
+
+def test_the_ttft_searches_table_keeps_the_count_of_the_key_in_its_slot() -> None:
+    keys = [0] * flatsize.KEYS
+    want = capacity._ttft_servers(12.0, 40.0, 0.01)
+    assert flatsize._ttft_servers(keys, 12.0, 40.0, 0.01) == want
+    first = 5 * flatsize.TPOT_SLOTS
+    at = next(i for i in range(first, flatsize.KEYS, 5) if keys[i] == 1)
+    keys[at + 4] = -1  # a hit reads the table
+    assert flatsize._ttft_servers(keys, 12.0, 40.0, 0.01) == -1
+    keys[at + 1] += 1  # another key in the slot: searched again
+    assert flatsize._ttft_servers(keys, 12.0, 40.0, 0.01) == want
+    assert flatsize._ttft_servers(keys, 0.0, -1.0, 0.01) == capacity._ttft_servers(0.0, -1.0, 0.01)
+
+
+def test_a_count_past_an_int64_is_sized_by_burstsize_itself() -> None:
+    profile, slo = ReplicaProfile(step_base_s=0.02, prefill_s_per_token=1e-4), SloTarget()
+    need = Demand(1e21, 1e24, 1e23)
+    want = _python(profile, slo, need, 1.0, 10**30, 1.0, {}, 0.0)
+    assert want.replicas > 2**63
+    assert flatkernel.sizing(KERNELS["compiled"], profile, slo, need, 1.0, 10**30, 1.0, 1.0, 0.0) is None
+
+
+def test_arguments_of_other_types_compile_no_other_copy_on_a_decision() -> None:
+    profile, slo = ReplicaProfile(step_base_s=0.02, prefill_s_per_token=1e-4), SloTarget()
+    need = Demand(20, 20_000, 4_000)  # ints: converted to the compiled floats, not compiled for
+    got = flatkernel.sizing(KERNELS["compiled"], profile, slo, need, 1, 100, 30.0, 1.0, 0.0)
+    assert got is not None
+    _same(got, _python(profile, slo, need, 1, 100, 30.0, {}, 0.0))
+    assert flatkernel.sizing(KERNELS["compiled"], profile, slo, need, 1j, 100, 30.0, 1.0, 0.0) is None
+    assert len(KERNELS["compiled"].size.signatures) == 1
