@@ -184,13 +184,14 @@ _DEFAULT_METRICS = (
     ("infscale_batch_size", Signal.BATCH_SIZE, Aggregation.SUM),
     ("infscale_inflight", Signal.INFLIGHT, Aggregation.SUM),
     ("infscale_kv_cache_usage", Signal.KV_CACHE_USAGE, Aggregation.MEAN),
+    ("infscale_arrival_rate", Signal.ARRIVAL_RATE, Aggregation.SUM),  # a gateway's
 )
 
 
 class CatalogSettings(BaseModel):
     """The catalog. Defaults: engine vllm, max_age_s 30, labels namespace/deployment/model, and (when
     `metrics` is omitted) infscale_queue_size, infscale_batch_size, infscale_inflight (the two added
-    up), infscale_kv_cache_usage from the
+    up), infscale_kv_cache_usage (a gateway's preset: infscale_arrival_rate) from the
     scrape source, limited to the signals the engine has."""
 
     model_config = _FROZEN

@@ -14,6 +14,8 @@ Normalized signals:
 - `prompt_token_square_rate`: Σ prompt tokens² per second, from the prompt-length histogram's
   buckets (adapter/histogram.py): with the two rates above, the prompt lengths' spread;
 - `slot_usage`: JetStream's decode-slot occupancy (a 0–1 fraction; JetStream has no running count).
+- `arrival_rate`: requests/s reaching an inference gateway, from its request counter (a gateway's
+  pods, not the engines': the demand stage's `arrivalRateMetric`, docs/policy.md).
 
 A new engine is one `EnginePreset(...)` entry in `PRESETS`.
 """
@@ -47,6 +49,7 @@ class Signal(StrEnum):
     GENERATION_TOKEN_RATE = "generation_token_rate"
     PROMPT_TOKEN_SQUARE_RATE = "prompt_token_square_rate"
     SLOT_USAGE = "slot_usage"
+    ARRIVAL_RATE = "arrival_rate"
 
 
 # --- what a valid reading of each signal is ------------------------------------------------------
@@ -261,6 +264,18 @@ PRESETS: dict[str, EnginePreset] = {
                 Signal.PROMPT_TOKEN_RATE: rate(_s("jetstream_request_input_length_sum")),
                 Signal.GENERATION_TOKEN_RATE: rate(_s("jetstream_request_output_length_sum")),
                 Signal.PROMPT_TOKEN_SQUARE_RATE: square_rate("jetstream_request_input_length"),
+            },
+            model_label="model_name",
+        ),
+        # Not an engine: the Gateway API Inference Extension's endpoint picker (:9090/metrics) counts
+        # a request as it routes it (inference_model_request_total before v1.0), per its guide
+        # gateway-api-inference-extension.sigs.k8s.io/guides/metrics-and-observability/
+        EnginePreset(
+            "gateway-api-inference-extension",
+            {
+                Signal.ARRIVAL_RATE: rate(
+                    _s("inference_objective_request_total"), _s("inference_model_request_total")
+                ),
             },
             model_label="model_name",
         ),

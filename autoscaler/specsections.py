@@ -299,6 +299,7 @@ class DemandModel(StrictModel):
     inflight_metric: str | None = Field(default=None, alias="inflightMetric", min_length=1)
     queue_metric: str | None = Field(default=None, alias="queueMetric", min_length=1)
     prompt_square_metric: str | None = Field(default=None, alias="promptSquareMetric", min_length=1)
+    arrival_rate_metric: str | None = Field(default=None, alias="arrivalRateMetric", min_length=1)
     alpha: float | None = None
     beta: float | None = None
     smoothing_period_seconds: float | None = Field(default=None, alias="smoothingPeriodSeconds")
@@ -315,6 +316,7 @@ class DemandModel(StrictModel):
             "inflight_metric": "inflight_metric",
             "queue_metric": "queue_metric",
             "prompt_square_metric": "prompt_square_metric",
+            "arrival_rate_metric": "arrival_rate_metric",
             "alpha": "alpha",
             "beta": "beta",
             "smoothing_period_seconds": "smoothing_period_s",
@@ -343,15 +345,24 @@ class CapacityModel(StrictModel):
 
     @classmethod
     def document_of(cls, spec: CapacitySpec) -> dict[str, Any]:
-        """The capacity block (profile, slo, decision period, the prompt lengths' metric if set)
-        that parses back into `spec`'s; the rest of demand and learning keep their defaults."""
+        """The capacity block (profile, slo, decision period, the prompt lengths' and the gateway's
+        arrivals metrics if set) that parses back into `spec`'s; the rest of demand and learning
+        keep their defaults."""
         doc: dict[str, Any] = {
             "profile": _document(ReplicaProfileModel, spec.profile, _PROFILE_NAMES),
             "slo": _document(SloTargetModel, spec.slo, _SLO_NAMES),
             "decisionPeriodSeconds": spec.decision_period_s,
         }
-        if spec.demand.prompt_square_metric is not None:
-            doc["demand"] = {"promptSquareMetric": spec.demand.prompt_square_metric}
+        demand = {
+            key: value
+            for key, value in (
+                ("promptSquareMetric", spec.demand.prompt_square_metric),
+                ("arrivalRateMetric", spec.demand.arrival_rate_metric),
+            )
+            if value is not None
+        }
+        if demand:
+            doc["demand"] = demand
         if spec.router != Router.RANDOM:
             doc["router"] = str(spec.router)
         return doc

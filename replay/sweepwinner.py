@@ -192,4 +192,9 @@ def settings_yaml(scenario: Scenario, p: PolicyParams, selector: dict[str, Any] 
             "# capacity.router: LeastRequests is the replay's router (a load-aware gateway);"
             " set Random behind a plain Service\n"
         )
+    if spec.capacity.demand.arrival_rate_metric is not None:  # served by a gateway, not the engines
+        head += (
+            "# capacity.demand.arrivalRateMetric: a gateway's arrivals counter (the adapter's"
+            " gateway-api-inference-extension preset); drop it without one\n"
+        )
     return head + body

@@ -109,7 +109,7 @@ def test_completion_script(shell: str) -> None:
         pytest.param(
             ["adapter", "--insecure-dev", "--endpoints", "http://127.0.0.1:9/metrics", "--engine", "tgii"],
             {},
-            "infscale adapter: --engine: unknown engine 'tgii'; known engines: jetstream, llama.cpp,",
+            "infscale adapter: --engine: unknown engine 'tgii'; known engines: gateway-api",
             id="adapter flag",
         ),
         pytest.param(

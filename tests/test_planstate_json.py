@@ -39,7 +39,12 @@ def through_json(state: PlannerState, codec: TimeCodec) -> PlannerState:
 def policy_states(rates: list[float], queues: list[float]) -> list[PlannerState]:
     """Each tick's planner state over a closed loop (the replicas follow the decisions), with the
     queue making the replicas saturated at times (the learned speed) and bursts (panic)."""
-    spec = planner_spec(demand=demand.DemandSpec(prompt_square_metric="infscale_prompt_token_square_rate"))
+    spec = planner_spec(
+        demand=demand.DemandSpec(
+            prompt_square_metric="infscale_prompt_token_square_rate",
+            arrival_rate_metric="infscale_arrival_rate",
+        )
+    )
     state, replicas, out = PolicyState(), 2, []
     for i, (rate, queue) in enumerate(zip(rates, queues, strict=False)):
         now = NOW + 15 * i
@@ -51,6 +56,10 @@ def policy_states(rates: list[float], queues: list[float]) -> list[PlannerState]
             "infscale_inflight": MetricReading.of(rate * 2.0 + queue),
             # prompts of 300 tokens with cv² 1.5 (E[x²] = 2.5 · 300²)
             "infscale_prompt_token_square_rate": MetricReading.of(rate * 2.5 * 300.0**2),
+            # the gateway's count, lost at times (its level then starts again)
+            "infscale_arrival_rate": MetricReading.of(rate * 1.1)
+            if queue != 5.0
+            else MetricReading.failed("no data"),
         }
         decision, state = decide(spec, state, obs(replicas, metrics), now)
         if decision.scale:
@@ -81,6 +90,7 @@ def test_the_time_line_reaches_every_part_of_the_state() -> None:
     assert any(s.demand is not None and s.demand.pending and s.demand.peaks for s in states)
     assert any(s.demand is not None and len(s.demand.bins) == 2 and s.demand.relative.scored for s in states)
     assert any(s.demand is not None and s.demand.spread[1] > 0.0 for s in states)
+    assert any(s.demand is not None and s.demand.counted is not None for s in states)
     assert any(len(s.needs) > 2 for s in states) and any(s.gaps for s in states)
     assert any(s.speed.samples > 0 for s in states) and any(s.panic.since is not None for s in states)
     assert states[0].found == (NOW, 2) and states[-1].found is None  # held at first, then forgotten
@@ -404,6 +414,31 @@ def test_an_older_demand_state_without_the_spread_reads_as_poisson_and_counts_fr
         _, policy = decide(planner_spec(), policy, obs(4, metrics), state.demand.at + 15 * i)
     assert policy.planner is not None and policy.planner.demand is not None
     assert policy.planner.demand.spread[1] > 0.0
+
+
+def test_an_older_demand_state_without_the_counted_level_starts_one_at_the_next_reading() -> None:
+    """A state saved before the gateway's count (demand.counted), or after a tick without its
+    reading: none, so the next reading starts the count's level and the one after is counted."""
+    doc = good()
+    assert "counted" in doc["demand"]
+    del doc["demand"]["counted"]
+    state = PlannerState.from_dict(doc)
+    assert state.demand is not None and state.demand.counted is None
+    with pytest.raises(ValueError, match=r"demand.counted.level"):
+        PlannerState.from_dict({**doc, "demand": {**doc["demand"], "counted": {"trend": 0.0}}})
+    spec = planner_spec(demand=demand.DemandSpec(arrival_rate_metric="infscale_arrival_rate"))
+    policy = PolicyState(planner=state)
+    metrics = {
+        QUEUE: MetricReading.of(0.0),
+        "infscale_request_rate": MetricReading.of(30.0),
+        "infscale_prompt_token_rate": MetricReading.of(9000.0),
+        "infscale_generation_token_rate": MetricReading.of(4500.0),
+        "infscale_inflight": MetricReading.of(60.0),
+        "infscale_arrival_rate": MetricReading.of(33.0),
+    }
+    _, policy = decide(spec, policy, obs(4, metrics), state.demand.at + 15)
+    assert policy.planner is not None and policy.planner.demand is not None
+    assert policy.planner.demand.counted == (33.0, 0.0)
 
 
 def test_an_older_mix_without_the_prompt_squares_reads_as_no_histogram() -> None:

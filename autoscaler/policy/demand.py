@@ -96,6 +96,9 @@ class DemandState(NamedTuple):
     # the arrivals' counts per tick against the level's one-step forecast, (squared residual, count)
     # averaged as `typical`: their ratio is the index of dispersion (dispersion()); (0, 0): none yet
     spread: tuple[float, float] = (0.0, 0.0)
+    # the gateway's arrivals count (observe's `arrived`) as a level and trend of its own, which its
+    # counts are the dispersion's misses about; None: no reading last tick (or no counter)
+    counted: Series | None = None
 
     def to_dict(self, codec: TimeCodec | None = None) -> dict[str, Any]:
         """JSON-ready, times through `codec` (statejson.TimeCodec; default: seconds)."""
@@ -128,10 +131,15 @@ def observe(
     inflight: float,
     prompt_sq: float | None = None,
     window_s: float | None = None,
+    arrived: float | None = None,
+    arrived_window_s: float | None = None,
 ) -> tuple[DemandState, Estimate]:
     """Fold one tick's readings (rates summed over pods, in-flight requests; `prompt_sq` the
     prompt tokens squared per second, None where no engine publishes prompt lengths) into the
-    state; `window_s`: the seconds the finished rate was measured over (None: the tick's own)."""
+    state; `window_s`: the seconds the finished rate was measured over (None: the tick's own).
+    `arrived`: the gateway's arrivals/s over `arrived_window_s`, the count the dispersion is read
+    from, about a level of its own (None: no counter or no reading: finished + growth about the
+    level, which they set)."""
     if state is None or now < state.at:  # first sight, or a clock that stepped back: start over
         est = Estimate(Demand(finished, prompt, generated), 0.0)
         return _start(now, finished, prompt, generated, inflight), est
@@ -155,20 +163,33 @@ def observe(
     typical_w = typical_weight(dt)
     req = _holt(state.requests, arrivals, dt, weight, b, state.primed)
     spread = state.spread
+    gate = state.counted
     if state.primed:
-        rl, rt = state.requests
+        # counted as they arrive where a gateway counts them: finishes come in clumps (a batch's
+        # requests end together), which read as bursts (docs/policy.md, arrivalRateMetric); each
+        # count about its own level, whose error the miss's weight allows for
+        if gate is not None and arrived is not None:
+            (rl, rt), count, count_window = gate, arrived, arrived_window_s
+        else:
+            (rl, rt), count, count_window = state.requests, arrivals, window_s
         ahead = (rl + rt * dt) * dt  # the count the level expected this tick
         if ahead < 0.0:
             ahead = 0.0
-        miss = arrivals * dt - ahead
+        miss = count * dt - ahead
         # the level's own error adds weight / (2 - weight) of a Poisson count's variance to the miss
         # over the variance a Poisson count shows as read (read_variance), per second of the tick
-        excess = (miss * miss * (1.0 - 0.5 * weight) - ahead * read_variance(dt, window_s)) / dt
+        excess = (miss * miss * (1.0 - 0.5 * weight) - ahead * read_variance(dt, count_window)) / dt
         s2, sn = spread
         if sn <= 0.0:
             spread = (excess, ahead)
         else:
             spread = (s2 + typical_w * (excess - s2), sn + typical_w * (ahead - sn))
+    if arrived is None:
+        gate = None
+    elif gate is None:  # its first reading: a level to count the next ones about
+        gate = _new(Series, (arrived, 0.0))
+    else:
+        gate = _holt(gate, arrived, dt, weight, b, True)
     new = _new(
         DemandState,
         (
@@ -187,6 +208,7 @@ def observe(
             state.bins,
             state.relative,
             spread,
+            gate,
         ),
     )
     return new, _new(Estimate, (now_demand, growth))

@@ -111,7 +111,14 @@ def plan(
         inflight = prior.inflight if prior is not None else 0.0
     squares = _total(metrics.get(d.prompt_square_metric)) if d.prompt_square_metric is not None else None
     window = finished_reading.window_s if finished_reading is not None else None
-    dstate, est = demand.observe(d, prior, now, finished, prompt, generated, inflight, squares, window)
+    arrived, arrived_window = None, None
+    if d.arrival_rate_metric is not None:
+        arrived_reading = metrics.get(d.arrival_rate_metric)
+        arrived = _total(arrived_reading)
+        arrived_window = arrived_reading.window_s if arrived_reading is not None else None
+    dstate, est = demand.observe(
+        d, prior, now, finished, prompt, generated, inflight, squares, window, arrived, arrived_window
+    )
 
     # capacity at the learned speed, and the horizon: the marginal replica's ready time
     speed_state = _learn_speed(cap, state.speed, obs, prompt, generated, finished)

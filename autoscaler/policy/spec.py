@@ -305,6 +305,10 @@ class DemandSpec:
     # prompt_token_square_rate): the lengths' spread (lengths.py). None (the default: a catalog
     # without it would warn every sync), or no reading: exponential lengths, TTFT tail cs² 1
     prompt_square_metric: str | None = None
+    # the inference gateway's arrivals counter as a rate (the adapter's gateway preset): the count
+    # the arrivals' dispersion is read from. None (the default: engines alone), or no reading: the
+    # finishes + the in-flight growth, whose finishes come in clumps (docs/policy.md, "Defaults")
+    arrival_rate_metric: str | None = None
     alpha: float = 0.3  # level weight of a sample smoothing_period_s after the last (policy.md, Defaults)
     beta: float = 0.05  # trend weight, same gap: a trend must persist minutes to count
     smoothing_period_s: float = 15.0  # the HPA sync period
@@ -315,6 +319,8 @@ class DemandSpec:
 
     def __post_init__(self) -> None:
         own = "capacity.demand"
+        if self.arrival_rate_metric == "":
+            raise ValueError(f"{own}.arrival_rate_metric: a metric name, or None (not read)")
         _check_range(own, "alpha", self.alpha, 1e-3, 1.0, "in [0.001, 1]")
         _check_range(own, "beta", self.beta, 0.0, 1.0, "in [0, 1]")
         _check_range(own, "smoothing_period_s", self.smoothing_period_s, 1e-3, 1e6, "in [0.001, 1e6] s")
@@ -368,6 +374,8 @@ class CapacitySpec:
         )
         if d.queue_metric is not None:
             names = (*names, d.queue_metric)
+        if d.arrival_rate_metric is not None:
+            names = (*names, d.arrival_rate_metric)
         return names if d.prompt_square_metric is None else (*names, d.prompt_square_metric)
 
 

@@ -204,6 +204,7 @@ def demand_to_dict(state: DemandState, codec: TimeCodec = SECONDS) -> dict[str, 
             "scored": state.relative.scored,
         },
         "spread": {"excessPerSecond": state.spread[0], "count": state.spread[1]},
+        **({} if state.counted is None else {"counted": _series(state.counted)}),
     }
 
 
@@ -266,4 +267,6 @@ def demand_from_dict(data: Any, codec: TimeCodec = SECONDS, path: str = "demand"
         bins,
         relative,
         spread,
+        # the gateway's count's own level; absent (an older state, or no reading): none yet
+        _read_series(r.child("counted")) if "counted" in r.data else None,
     )

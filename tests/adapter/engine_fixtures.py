@@ -150,3 +150,21 @@ def vllm_text(waiting: float, running: float, kv: float, model: str = "m", succe
         "# TYPE vllm:request_success_total counter\n"
         f'vllm:request_success_total{{{labels},finished_reason="stop"}} {success}\n'
     )
+
+
+# The Gateway API Inference Extension's endpoint picker (its :9090/metrics): one counter per
+# objective (model_name) and the model it was routed to (target_model_name)
+EPP = """\
+# HELP inference_objective_request_total [ALPHA] Counter of inference objective requests broken out for each model and target model.
+# TYPE inference_objective_request_total counter
+inference_objective_request_total{model_name="llama",target_model_name="llama"} 70
+inference_objective_request_total{model_name="llama",target_model_name="llama-lora"} 30
+# HELP inference_pool_average_queue_size [ALPHA] The average number of requests pending in the model server queue.
+# TYPE inference_pool_average_queue_size gauge
+inference_pool_average_queue_size{name="pool"} 3
+"""
+# before v1.0 (InferenceModel, since renamed InferenceObjective)
+EPP_V0 = """\
+# TYPE inference_model_request_total counter
+inference_model_request_total{model_name="llama",target_model_name="llama"} 42
+"""

@@ -141,6 +141,11 @@ def test_invalid_settings_name_the_problem(data: dict[str, Any], message: str) -
             id="vllm: all four",
         ),
         pytest.param("triton", {"infscale_queue_size": ("queue_size", "sum")}, id="triton: only what it has"),
+        pytest.param(
+            "gateway-api-inference-extension",
+            {"infscale_arrival_rate": ("arrival_rate", "sum")},
+            id="a gateway: its arrivals",
+        ),
     ],
 )
 def test_quick_start(engine: str, served: dict[str, tuple[str, str]]) -> None:

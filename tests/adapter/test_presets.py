@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from engine_fixtures import JETSTREAM, LLAMACPP, SGLANG, TGI, TRITON, TRTLLM, VLLM, VLLM_V0
+from engine_fixtures import EPP, EPP_V0, JETSTREAM, LLAMACPP, SGLANG, TGI, TRITON, TRTLLM, VLLM, VLLM_V0
 
 from adapter.presets import (
     PRESETS,
@@ -58,7 +58,7 @@ def test_gauge_signals(engine: str, text: str, signal: Signal, expected: float |
     assert got == (pytest.approx(expected) if expected is not None else None)
 
 
-@pytest.mark.parametrize("text", [VLLM, VLLM_V0, TGI, SGLANG, TRITON, TRTLLM, JETSTREAM, LLAMACPP])
+@pytest.mark.parametrize("text", [VLLM, VLLM_V0, TGI, SGLANG, TRITON, TRTLLM, JETSTREAM, LLAMACPP, EPP])
 @pytest.mark.parametrize("engine", sorted(PRESETS))
 def test_line_filter_changes_nothing_the_preset_reads(engine: str, text: str) -> None:
     preset = PRESETS[engine]
@@ -80,6 +80,21 @@ def test_line_filter_changes_nothing_the_preset_reads(engine: str, text: str) ->
         pytest.param("triton", TRITON, Signal.REQUEST_RATE, 120.0, id="triton successes"),
         pytest.param("llama.cpp", LLAMACPP, Signal.GENERATION_TOKEN_RATE, 900.0, id="llama.cpp predicted"),
         pytest.param("vllm", VLLM_V0, Signal.REQUEST_RATE, None, id="counter absent: no data"),
+        pytest.param(
+            "gateway-api-inference-extension",
+            EPP,
+            Signal.ARRIVAL_RATE,
+            100.0,
+            id="gateway's requests summed over target models",
+        ),
+        pytest.param(
+            "gateway-api-inference-extension",
+            EPP_V0,
+            Signal.ARRIVAL_RATE,
+            42.0,
+            id="gateway before v1.0: inference_model_request_total",
+        ),
+        pytest.param("gateway-api-inference-extension", VLLM, Signal.ARRIVAL_RATE, None, id="engine text"),
     ],
 )
 def test_counter_totals(engine: str, text: str, signal: Signal, expected: float | None) -> None:
@@ -165,7 +180,8 @@ def test_gauge_value_refuses_rate_rules() -> None:
 @pytest.mark.parametrize("engine", sorted(PRESETS))
 def test_every_engine_has_a_queue_and_well_formed_rules(engine: str) -> None:
     preset = PRESETS[engine]
-    assert Q in preset.rules  # the quick start's first metric works for every engine
+    # the quick start's first metric works for every engine; a gateway serves its arrivals
+    assert Q in preset.rules or set(preset.rules) == {Signal.ARRIVAL_RATE}
     for signal, rule in preset.rules.items():
         assert rule.terms and all(t.alternatives for t in rule.terms), signal
         assert rule.kind is not Kind.RATIO or len(rule.terms) == 2, signal

@@ -45,6 +45,8 @@ def largest_planner() -> PlannerState:
         x,
         ((0.123456789012345, 1000.0),) * levelbins.BINS,
         Relative(2.34567890123456, 0.345678901234567, 1000.0),
+        (x, x),
+        Series(x, -1.23456789012e-3),
     )
     return PlannerState(
         d,

@@ -366,6 +366,8 @@ def test_printed_settings_are_an_inference_autoscaler_the_controller_accepts(
     assert "# capacity.router: LeastRequests is the replay's router" in text
     doc = yaml.safe_load(text)
     assert doc["spec"]["capacity"]["router"] == "LeastRequests"
+    assert "# capacity.demand.arrivalRateMetric: a gateway's arrivals counter" in text
+    assert doc["spec"]["capacity"]["demand"]["arrivalRateMetric"] == "infscale_arrival_rate"
     doc["spec"]["scaleTargetRef"] = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "llama"}
     parsed = parse_autoscaler(doc, tolerance=0.1, downscale_stabilization_s=300, max_metric_age_s=None).spec
     replayed = predictive_spec(scenario, params)
