@@ -15,26 +15,8 @@ from autoscaler.policy import burstsize, capacity, flatkernel, flatsize, lengths
 from autoscaler.policy.capacity import Demand, Sizing
 from autoscaler.policy.spec import ReplicaProfile, SloTarget
 from replay.policies import sizekernel
+from tests.test_sizer import profiles, slos
 
-profiles = st.builds(
-    ReplicaProfile,
-    step_base_s=st.floats(0.005, 0.1),
-    prefill_s_per_token=st.floats(1e-5, 1e-3),
-    prefill_s_per_attention_pair=st.sampled_from([0.0, 3e-9, 8.85e-9]),
-    decode_s_per_request=st.floats(0.0, 1e-3),
-    decode_s_per_context_token=st.sampled_from([0.0, 3.3e-8, 2e-7]),
-    max_batched_tokens=st.sampled_from([None, 2048, 8192]),
-    max_num_seqs=st.sampled_from([64, 256, 1024]),
-    kv_cache_tokens=st.sampled_from([None, 50_000, 440_000]),
-    prefill_first=st.booleans(),
-)
-slos = st.builds(
-    SloTarget,
-    ttft_s=st.floats(0.2, 10.0),
-    tpot_s=st.sampled_from([None, 0.05, 0.2]),
-    ttft_tokens_per_s=st.sampled_from([None, 5_000.0]),
-    attainment=st.sampled_from([0.9, 0.99]),
-)
 demands = st.builds(
     lambda r, p, o: Demand(r, r * p, r * o),
     st.one_of(st.floats(0.0, 300.0), st.sampled_from([0.0, 1e-7, 5e-324])),
