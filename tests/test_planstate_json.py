@@ -29,6 +29,14 @@ from autoscaler.policy.state import PolicyState
 from autoscaler.policy.statejson import SECONDS, TimeCodec
 
 CODECS = [pytest.param(SECONDS, id="seconds"), pytest.param(STATUS_TIMES, id="rfc3339")]
+# a steady 30 req/s with nothing waiting: what the older states' tests decide on after loading
+STEADY = {
+    QUEUE: MetricReading.of(0.0),
+    "infscale_request_rate": MetricReading.of(30.0),
+    "infscale_prompt_token_rate": MetricReading.of(9000.0),
+    "infscale_generation_token_rate": MetricReading.of(4500.0),
+    "infscale_inflight": MetricReading.of(60.0),
+}
 
 
 def through_json(state: PlannerState, codec: TimeCodec) -> PlannerState:
@@ -377,16 +385,9 @@ def test_an_older_demand_state_without_the_bins_reads_and_plans_on_the_pooled_ba
     assert band.band_quantile(spec, state.demand, 0.0, 1.0) == pooled
     planner_state = state
     policy = PolicyState(planner=planner_state)
-    metrics = {
-        QUEUE: MetricReading.of(0.0),
-        "infscale_request_rate": MetricReading.of(30.0),
-        "infscale_prompt_token_rate": MetricReading.of(9000.0),
-        "infscale_generation_token_rate": MetricReading.of(4500.0),
-        "infscale_inflight": MetricReading.of(60.0),
-    }
     at = state.demand.at
     for i in range(1, 60):
-        _, policy = decide(planner_spec(demand=spec), policy, obs(4, metrics), at + 15 * i)
+        _, policy = decide(planner_spec(demand=spec), policy, obs(4, STEADY), at + 15 * i)
     assert policy.planner is not None and policy.planner.demand is not None
     assert policy.planner.demand.bins  # scored since
 
@@ -403,15 +404,8 @@ def test_an_older_demand_state_without_the_spread_reads_as_poisson_and_counts_fr
         negative = {"excessPerSecond": 1.0, "count": -1}
         PlannerState.from_dict({**doc, "demand": {**doc["demand"], "spread": negative}})
     policy = PolicyState(planner=state)
-    metrics = {
-        QUEUE: MetricReading.of(0.0),
-        "infscale_request_rate": MetricReading.of(30.0),
-        "infscale_prompt_token_rate": MetricReading.of(9000.0),
-        "infscale_generation_token_rate": MetricReading.of(4500.0),
-        "infscale_inflight": MetricReading.of(60.0),
-    }
     for i in range(1, 4):
-        _, policy = decide(planner_spec(), policy, obs(4, metrics), state.demand.at + 15 * i)
+        _, policy = decide(planner_spec(), policy, obs(4, STEADY), state.demand.at + 15 * i)
     assert policy.planner is not None and policy.planner.demand is not None
     assert policy.planner.demand.spread[1] > 0.0
 
@@ -428,14 +422,7 @@ def test_an_older_demand_state_without_the_counted_level_starts_one_at_the_next_
         PlannerState.from_dict({**doc, "demand": {**doc["demand"], "counted": {"trend": 0.0}}})
     spec = planner_spec(demand=demand.DemandSpec(arrival_rate_metric="infscale_arrival_rate"))
     policy = PolicyState(planner=state)
-    metrics = {
-        QUEUE: MetricReading.of(0.0),
-        "infscale_request_rate": MetricReading.of(30.0),
-        "infscale_prompt_token_rate": MetricReading.of(9000.0),
-        "infscale_generation_token_rate": MetricReading.of(4500.0),
-        "infscale_inflight": MetricReading.of(60.0),
-        "infscale_arrival_rate": MetricReading.of(33.0),
-    }
+    metrics = {**STEADY, "infscale_arrival_rate": MetricReading.of(33.0)}
     _, policy = decide(spec, policy, obs(4, metrics), state.demand.at + 15)
     assert policy.planner is not None and policy.planner.demand is not None
     assert policy.planner.demand.counted == (33.0, 0.0)
