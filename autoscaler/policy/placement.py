@@ -122,8 +122,8 @@ def place(spec: ColdStartSpec, k: int, cluster: Cluster) -> tuple[Slot, ...]:
         if len(slots) == k:
             return tuple(slots)
     first_coming = len(cluster.free)
-    for c, _ in sorted(enumerate(cluster.coming), key=lambda e: e[1][0]):
-        take = min(cluster.coming[c][1] // g, k - len(slots))
+    for c, (_, gpus) in sorted(enumerate(cluster.coming), key=lambda e: e[1][0]):
+        take = min(gpus // g, k - len(slots))
         slots.extend([Slot(first_coming + c, True, False, False)] * take)
         if len(slots) == k:
             return tuple(slots)
