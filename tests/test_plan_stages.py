@@ -48,12 +48,13 @@ def test_the_horizons_first_replica_is_on_the_staggers_exact_schedule() -> None:
     """140 GB at 2.5 GB/s (56 s a load), 90 s nodes, two replicas a node; one replica waits for a
     node up in 15 s. One more started now goes there and loads beside it: ready at 127 s, as the
     caller's own projection says, so the caller corrects nothing and 2 more are ready when the
-    stagger has them, 183 s. The model counting the load about to begin as begun now said 112 s
-    for the first, and the 15 s it took as the caller's correction was added to the stagger's."""
+    stagger has them, 183 s. The model said 112 s for the first when it counted the load about to
+    begin as begun now, and the 15 s it took as the caller's correction was added to the
+    stagger's; told when that load begins, it says 127 s too."""
     slow = ColdStartSpec(weights_gb=140, storage_gbps=2.5, node_provision_s=90, gpus_per_replica=4)
     waiting = ((0,), (0,), (), (), (15.0,), ((15.0, 4),))
     assert scaleup.staggered_ready_s(slow, 1, waiting, 15.0, at_once=True) == (pytest.approx(127.0), 1)
-    assert clusterview.marginal_ready_s(slow, 1, waiting) == pytest.approx(112.0)
+    assert clusterview.marginal_ready_s(slow, 1, waiting) == pytest.approx(127.0)
     assert scaleup.staggered_ready_s(slow, 2, waiting, 15.0)[0] == pytest.approx(183.0)
     assert horizon.find(slow, 0, 10, lambda t: 2, waiting, 127.0)[:2] == (pytest.approx(183.0), 2)
     assert horizon.find(slow, 0, 10, lambda t: 1, waiting, None)[0] == pytest.approx(127.0)
@@ -198,7 +199,7 @@ def test_a_start_bound_for_a_node_on_its_way_is_held_only_where_holding_moves_it
         waiting = ((0,), (0,), (), (), (up,), ((up, 4),))
         assert scaleup.starts_now(slow, 1, waiting, 15.0)[0] == starts
         assert scaleup.starts_now(slow, 1, (*waiting[:5], ()), 15.0)[0] == 1
-    assert clusterview.marginal_ready_s(slow, 1, ((0,), (0,), (), (), (15.0,), ((15.0, 4),))) == 112.0
+    assert clusterview.marginal_ready_s(slow, 1, ((0,), (0,), (), (), (15.0,), ((15.0, 4),))) == 127.0
     assert clusterview.marginal_ready_s(slow, 1, ((0,), (0,), (), (), (15.0,), ())) == 146.0
 
 

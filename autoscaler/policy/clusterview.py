@@ -30,14 +30,10 @@ Cluster = tuple[
 @lru_cache(maxsize=4096)
 def readiness(cold: ColdStartSpec, k: int, cluster: Cluster) -> tuple[ReplicaReadiness, ...]:
     """Per replica, the path to ready of k replicas started now (coldstart.predict_ready), their
-    loads sharing the storage with the loads in progress and with those of replicas still on their
-    way to theirs, counted as loading in full from now (the model takes loads in progress only:
-    slow for a load that begins after ours, fast for one beside ours on a node both wait for; the
-    stagger's schedule, scaleup.py, has each from when it begins). Replicas no up node fits wait
-    for a node on its way with room before new nodes, as the scheduler binds them."""
+    loads sharing the storage with the loads in progress and, from when each begins, with those of
+    replicas still on their way to theirs, which reach a load gate ahead of ours. Replicas no up
+    node fits wait for a node on its way with room before new nodes, as the scheduler binds them."""
     free, image, weights, loading, upcoming, coming = cluster
-    if upcoming:
-        loading = (*loading, *[cold.weights_gb] * len(upcoming))
     return coldstart.predict_ready(
         cold,
         k,
@@ -46,6 +42,7 @@ def readiness(cold: ColdStartSpec, k: int, cluster: Cluster) -> tuple[ReplicaRea
         weights_cached=weights,
         loading_remaining_gb=loading,
         coming_nodes=coming,
+        upcoming_loads_s=upcoming,
     )
 
 

@@ -25,7 +25,7 @@ from autoscaler.policy.startphase import Start, StartPhase, Tier, phase_order
 from autoscaler.policy.storage import BYTE_GB, loader_gbps
 
 MODEL = "model"  # the node cache's key for this spec's weights (one model per machine)
-PSEUDO_NODE = -1  # the node of loaders the caller only knows by their bytes left
+PSEUDO_NODE = -1  # the node of loaders the caller only knows by their bytes left or their start
 
 
 # Enum members are slow to look up on their class (about 1 us each in CPython 3.11): the hot paths
@@ -144,6 +144,23 @@ class Startups:
             self._leave(s)
         else:
             self._join(s, left_gb)
+
+    def add_upcoming(self, replica: int, begins_at: float) -> None:
+        """A replica of which only the time its shared-storage load begins is known (`begins_at`,
+        the caller's projection, its own gate wait included): it reaches the gate then (with a
+        startup-scoped gate, engine_init_s before), ahead of every replica started here, which
+        the caller started after it, and loads from shared storage."""
+        if PSEUDO_NODE not in self.nodes:
+            self.add_node(PSEUDO_NODE, up_at=-math.inf, image=True)
+        gated = self._order_phases.index(_GATE)
+        before = self._order_phases[gated - 1]
+        s = Start(replica, PSEUDO_NODE, self._order, before, tier=_SHARED)
+        self._order += 1
+        self._starts[replica] = s
+        self.version += 1
+        self.told += 1
+        ahead = self._init_s if before == _PULL else 0.0  # the phases between the gate and the load
+        self._push(max(self.now, begins_at - ahead), _REPLICA, replica, s.token)
 
     def cancel(self, replica: int) -> None:
         """The replica was deleted before it was ready: its bandwidth and gate slot go to others."""
@@ -366,7 +383,10 @@ class Startups:
         if phase == _GATE:
             if self.spec.max_concurrent_loads is None:
                 return 0.0
-            heapq.heappush(self._queue, (self.now, s.order, s.replica))  # _grant hands out slots
+            # _grant hands out slots; a load the caller told of (PSEUDO_NODE) reached the gate before
+            # any replica started here, so it queues ahead of them
+            arrived = -math.inf if s.node == PSEUDO_NODE else self.now
+            heapq.heappush(self._queue, (arrived, s.order, s.replica))
             return None
         if phase == _LOAD:
             return self._load(s, self.nodes[s.node])
@@ -384,14 +404,15 @@ class Startups:
 
     def _load(self, s: Start, node: NodeFacts) -> float | None:
         spec = self.spec
-        if spec.local_cache_gbps is not None and node.cache.holds(MODEL):
-            s.tier = _CACHE
-            node.cache = node.cache.read(MODEL)
-            return spec.weights_gb / spec.local_cache_gbps
-        if spec.peer_gbps is not None and self.peer_sources > 0:
-            s.tier = _PEER
-            return spec.weights_gb / spec.peer_gbps
-        s.tier = _SHARED
+        if s.tier is None:  # else a load the caller told of (add_upcoming): shared storage
+            if spec.local_cache_gbps is not None and node.cache.holds(MODEL):
+                s.tier = _CACHE
+                node.cache = node.cache.read(MODEL)
+                return spec.weights_gb / spec.local_cache_gbps
+            if spec.peer_gbps is not None and self.peer_sources > 0:
+                s.tier = _PEER
+                return spec.weights_gb / spec.peer_gbps
+            s.tier = _SHARED
         if spec.weights_gb <= BYTE_GB:
             return 0.0
         self._join(s, spec.weights_gb)
