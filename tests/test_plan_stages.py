@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from autoscaler.policy import clusterview, horizon, panic, scaledown, scaleup
-from autoscaler.policy.spec import ColdStartSpec
+from autoscaler.policy.spec import ColdStartSpec, CompileCache
 
 SEED = ColdStartSpec(weights_gb=140, storage_gbps=10)  # 14 s alone, 112 s each for 8 together
 COLD = ((), (), (), (), (), ())  # a cluster without nodes: every replica on a new node
@@ -58,6 +58,42 @@ def test_the_horizons_first_replica_is_on_the_staggers_exact_schedule() -> None:
     assert scaleup.staggered_ready_s(slow, 2, waiting, 15.0)[0] == pytest.approx(183.0)
     assert horizon.find(slow, 0, 10, lambda t: 2, waiting, 127.0)[:2] == (pytest.approx(183.0), 2)
     assert horizon.find(slow, 0, 10, lambda t: 1, waiting, None)[0] == pytest.approx(127.0)
+
+
+def test_a_node_with_the_image_ran_a_replica_that_compiled() -> None:
+    """fast-load-70b's cold start (140 GB at 3.75 GB/s a loader, 30 s pull and init, 55 s compile,
+    18 s cached, 5 s warm-up): six nodes with the image are full, one without has room, and a
+    replica's load begins at 45 s. Ours: pull and init 0-60, load 60-97.3, a compile hit (the
+    fleet's replicas filled the cluster cache), ready at 120.3 s; taken as cold, a miss: 157.3 s.
+    With a node-scope cache, the hit is on the node that ran a replica (the fastest, chosen first)."""
+    fast = ColdStartSpec(
+        weights_gb=140.0,
+        storage_gbps=100.0,
+        per_loader_gbps=3.75,
+        image_pull_s=30.0,
+        warmup_s=5.0,
+        node_provision_s=90.0,
+        gpus_per_replica=4,
+        engine_init_s=30.0,
+        compile_s=55.0,
+        compile_cached_s=18.0,
+        compile_cache=CompileCache.CLUSTER,
+    )
+    busy = ((0, 0, 0, 0, 0, 0, 4), tuple(range(6)), (), (), (45.0,), ())
+    (r,) = clusterview.readiness(fast, 1, busy)
+    assert (r.compile_hit, r.ready_s) == (True, pytest.approx(120.0 + 1 / 3))
+    (r,) = clusterview.readiness(fast, 1, (busy[0], (), *busy[2:]))
+    assert (r.compile_hit, r.ready_s) == (False, pytest.approx(157.0 + 1 / 3))
+    node_scope = ColdStartSpec(
+        weights_gb=140.0,
+        storage_gbps=10.0,
+        compile_s=55.0,
+        compile_cached_s=18.0,
+        compile_cache=CompileCache.NODE,
+        gpus_per_replica=4,
+    )
+    (there,) = clusterview.readiness(node_scope, 1, ((4, 4), (1,), (), (), (), ()))
+    assert (there.node, there.compile_hit, there.ready_s) == (1, True, pytest.approx(14.0 + 18.0))
 
 
 def test_a_later_start_goes_to_the_node_an_earlier_one_is_waiting_for() -> None:
