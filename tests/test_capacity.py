@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from autoscaler.policy import capacity, lengths, tpottail
 from autoscaler.policy.capacity import Demand
-from autoscaler.policy.spec import ReplicaProfile, SloTarget
+from autoscaler.policy.capacityspec import ReplicaProfile, SloTarget
 
 # reference-70b as the replay had it: prefill 8,000 tok/s with priority, decode 30 ms + 0.2 ms a request
 PROFILE = ReplicaProfile(

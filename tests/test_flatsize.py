@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from autoscaler.policy import burstsize, capacity, flatkernel, flatsize, lengths
 from autoscaler.policy.capacity import Demand, Sizing
-from autoscaler.policy.spec import ReplicaProfile, SloTarget
+from autoscaler.policy.capacityspec import ReplicaProfile, SloTarget
 from replay.policies import sizekernel
 from tests.test_sizer import profiles, slos
 

@@ -9,8 +9,8 @@ import pytest
 
 from autoscaler.policy import capacity, demand, leastloaded, lengths
 from autoscaler.policy.capacity import Demand
+from autoscaler.policy.capacityspec import CapacitySpec, Router, SloTarget
 from autoscaler.policy.lookahead import Lookahead
-from autoscaler.policy.spec import CapacitySpec, Router, SloTarget
 from autoscaler.specsections import CapacityModel
 from tests.test_lengths import EIGHT_B
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from autoscaler.policy import burstsize, capacity, leastloaded, lengths, tpottail
 from autoscaler.policy.capacity import Demand, Sizing
-from autoscaler.policy.spec import ReplicaProfile, SloTarget
+from autoscaler.policy.capacityspec import ReplicaProfile, SloTarget
 
 _new = tuple.__new__
 

@@ -2,7 +2,8 @@
 
 Sits under the predictive stages (decide.py -> planner.py): the demand stage says how many
 requests, prompt tokens and output tokens arrive per second; this module turns that into
-replicas with the replica's step-time model (spec.ReplicaProfile) and the SLO (spec.SloTarget).
+replicas with the replica's step-time model (capacityspec.ReplicaProfile) and the SLO
+(capacityspec.SloTarget).
 Pure arithmetic on floats; docs/policy.md ("Capacity") derives every formula.
 
 The model of one replica that receives x requests/s of p prompt and o output tokens each:
@@ -38,7 +39,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from autoscaler.policy import leastloaded, lengths, tpottail
-from autoscaler.policy.spec import ReplicaProfile, SloTarget
+from autoscaler.policy.capacityspec import ReplicaProfile, SloTarget
 
 MIN_RATE = 1e-6  # requests/s below which a target is idle
 MIN_PROMPT_TOKENS = 1e-6  # a mean prompt below it is none: no prefill to queue (a restored state's
@@ -118,7 +119,7 @@ def size(
     (ca² + cs²) / 2); `lengths_cv2` the prompt lengths' (the prompts too long for the TTFT even on
     an idle replica, and the chunks the TPOT tail's short requests meet); lengths.py derives the
     second from the third where an engine publishes the lengths. `least_loaded`: the router sends
-    each request to the replica with the fewest in flight (spec.Router.LEAST_REQUESTS;
+    each request to the replica with the fewest in flight (capacityspec.Router.LEAST_REQUESTS;
     leastloaded.py), else at random; `arrivals_index` is then the arrivals' index of dispersion
     over the TTFT target (burstsize.py's), which spreads the requests in flight as it spreads the
     counts.

@@ -1,5 +1,5 @@
 """The TTFT wait tail under a least-loaded router: capacity.size's count when the router sends each
-request to the replica with the fewest requests in flight (spec.Router.LEAST_REQUESTS).
+request to the replica with the fewest requests in flight (capacityspec.Router.LEAST_REQUESTS).
 
 capacity.py's tail is one M/G/1 prefill queue per replica fed λ/n at random: a request waits
 whenever its replica is prefilling, with probability u = λ·E[S]/n, which falls only as 1/n. A

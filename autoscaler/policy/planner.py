@@ -36,13 +36,14 @@ from autoscaler.policy import (
     speedlearn,
 )
 from autoscaler.policy.capacity import Demand, Sizing
+from autoscaler.policy.capacityspec import CapacitySpec
 from autoscaler.policy.clusterview import Cluster
 from autoscaler.policy.demand import DemandState, Estimate
 from autoscaler.policy.lookahead import Lookahead
 from autoscaler.policy.observation import MetricReading, Observation
 from autoscaler.policy.panic import PanicState
 from autoscaler.policy.planstate import Outcome, Plan, PlannerState
-from autoscaler.policy.spec import AutoscalerSpec, CapacitySpec, ColdStartSpec
+from autoscaler.policy.spec import AutoscalerSpec, ColdStartSpec
 from autoscaler.policy.stage import Stage
 
 # A NamedTuple built as tuple.__new__(cls, fields) skips its Python-level __new__: a third of the

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from autoscaler.policy.spec import ReplicaProfile
+from autoscaler.policy.capacityspec import ReplicaProfile
 
 # of the mean output o in the mean context a decode step reads and the KV holds (capacity.py's
 # too): a request of o outputs reads p + o/2 on average over its steps and a step meets requests
