@@ -1,5 +1,4 @@
-"""The demand x capacity section of the spec (CapacitySpec and its parts): the predictive sizing's own
-settings, validated, apart from spec.py because they are half its size and only the sizing reads them."""
+"""The spec's capacity section (CapacitySpec and its parts): the sizing's own settings, half of spec.py."""
 
 from __future__ import annotations
 

@@ -4,9 +4,9 @@ A tick sizes one or two demands (lookahead.py), each through ~40 Python calls (c
 its helpers, burstsize's bisection over the ca² and the hold): a quarter of a decision's
 instructions. This is the same arithmetic, operation for operation, on the profile's and the
 SLO's fields packed once per spec (`consts`), returning the Sizing's fields; it calls the core's
-own _split_servers, tpottail.prefill_rate and tpottail._rate by their global names, which the
+own split_servers, tpottail.prefill_rate and tpottail._rate by their global names, which the
 compiled copy replaces with compiled ones. The TTFT search runs at its rounded inputs as
-capacity._ttft_servers does, and it and the TPOT tail's rate are kept in tables on capacity's
+tailsearch.ttft_servers does, and it and the TPOT tail's rate are kept in tables on tailsearch's
 rounded keys (_ttft_servers, _tpot_rate). Shapes it
 does not cover (a least-loaded router, gamma prompt lengths: their tails need CPython's own
 lgamma, which numba's differs from) and inputs the Python path would raise on return UNCOVERED,
@@ -20,22 +20,20 @@ import math
 from typing import Any
 
 from autoscaler.policy.capacity import (
-    _QUANTUM,
-    _TPOT_QUANTUM,
     CONTEXT_OUTPUT_SHARE,
     MAX_UTILIZATION,
     MIN_PROMPT_TOKENS,
     MIN_RATE,
     MIN_SLACK_SHARE,
     MIN_UTILIZATION,
-    _split_servers,
 )
+from autoscaler.policy.tailsearch import TPOT_QUANTUM, TTFT_QUANTUM, split_servers
 from autoscaler.policy.tpottail import _rate, prefill_rate, units
 
 BINDINGS = ("idle", "tpot", "batch", "kv", "ttft")  # a Sizing's binding by its code here
 UNCOVERED = -1  # the replicas field of a result burstsize.size must work out itself
-TPOT_SLOTS = 4096  # the TPOT tail's rates kept (capacity.tpot_rate's cache holds as many)
-TTFT_SLOTS = 8192  # the TTFT searches kept (capacity._ttft_servers' cache holds as many)
+TPOT_SLOTS = 4096  # the TPOT tail's rates kept (tailsearch.tpot_rate's cache holds as many)
+TTFT_SLOTS = 8192  # the TTFT searches kept (tailsearch.ttft_servers' cache holds as many)
 KEYS = 5 * (TPOT_SLOTS + TTFT_SLOTS)  # the tables' ints
 _MOST = 1e12  # counts (and loads, which a search divides by 1e-6) past it would overflow an int64
 _NO_STEP = -(1 << 62)  # a TTFT search's step for an input <= 0 (capacity's None)
@@ -105,9 +103,9 @@ def _idle_misses(c: Any, p: float, rate: float, beta: float, room_s: float) -> f
 
 
 def _ttft_servers(keys: Any, offered: float, slack_services: float, budget: float) -> int:
-    """capacity._ttft_servers, kept in a direct-mapped table after the TPOT tail's (_tpot_rate):
+    """tailsearch.ttft_servers, kept in a direct-mapped table after the TPOT tail's (_tpot_rate):
     5 ints a slot, a flag, the three steps (_NO_STEP for capacity's None) and the count."""
-    q, log = _QUANTUM, math.log
+    q, log = TTFT_QUANTUM, math.log
     k0 = round(log(offered) * q) if offered > 0.0 else _NO_STEP
     k1 = round(log(slack_services) * q) if slack_services > 0.0 else _NO_STEP
     k2 = round(log(budget) * q) if budget > 0.0 else _NO_STEP
@@ -115,7 +113,7 @@ def _ttft_servers(keys: Any, offered: float, slack_services: float, budget: floa
     at = 5 * (TPOT_SLOTS + slot)
     if keys[at] == 1 and keys[at + 1] == k0 and keys[at + 2] == k1 and keys[at + 3] == k2:
         return int(keys[at + 4])
-    got = _split_servers(
+    got = split_servers(
         0.0 if k0 == _NO_STEP else math.exp(k0 / q),
         0.0 if k1 == _NO_STEP else math.exp(k1 / q),
         0.0 if k2 == _NO_STEP else math.exp(k2 / q),
@@ -125,10 +123,10 @@ def _ttft_servers(keys: Any, offered: float, slack_services: float, budget: floa
 
 
 def _tpot_rate(c: Any, keys: Any, tail: float, p: float, o: float, speed: float) -> float:
-    """capacity.tpot_rate at lengths' cv² 1 (its key's last step 0), cached on its keys in a
+    """tailsearch.tpot_rate at lengths' cv² 1 (its key's last step 0), cached on its keys in a
     direct-mapped table: the value in c[FIELDS + slot], the slot's key in keys[5 slot:5 slot + 5]
     (a flag, then the steps). A slot a new key hashes to is overwritten."""
-    q = _TPOT_QUANTUM
+    q = TPOT_QUANTUM
     k0 = round(math.log(tail) * q)
     k1 = round(math.log(p) * q)
     k2 = round(math.log(o) * q)

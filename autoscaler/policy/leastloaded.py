@@ -27,7 +27,7 @@ import math
 from autoscaler.policy import lengths
 
 NORMAL_SHAPE = 1000.0  # a count in flight of more clumps than this is read as a normal
-_QUANTUM = 256.0  # cached on the inputs rounded to 1/256 in log scale (0.4 %), as capacity's search
+_QUANTUM = 256.0  # cached on the inputs rounded to 1/256 in log scale (0.4 %), as tailsearch's TTFT search
 _cache: dict[tuple[tuple[int | None, ...], int], int] = {}  # cleared when it reaches 8192
 
 

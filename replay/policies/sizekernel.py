@@ -18,7 +18,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from autoscaler.policy import burstsize, capacity, flatkernel, flatsize, tpottail
+from autoscaler.policy import burstsize, flatkernel, flatsize, tailsearch, tpottail
 from replay.policies.tailkernel import compiled_rate
 
 _compiled: flatkernel.Kernel | None = None
@@ -55,7 +55,7 @@ def compiled() -> flatkernel.Kernel:
         scope["_rate"] = compiled_rate()
         scope["prefill_rate"] = jit(tpottail.prefill_rate)
         scope["units"] = jit(tpottail.units)
-        scope["_split_servers"] = jit(capacity._split_servers)
+        scope["split_servers"] = jit(tailsearch.split_servers)
         for name in _CALLEES:
             code = getattr(flatsize, name).__code__
             scope[name] = jit(types.FunctionType(code, scope, name))
