@@ -14,19 +14,15 @@ from pydantic import (
     model_validator,
 )
 
+from autoscaler.policy.capacityspec import CapacitySpec, DemandSpec, ReplicaProfile, Router, SloTarget
 from autoscaler.policy.spec import (
-    CapacitySpec,
     ColdStartSpec,
     CompileCache,
-    DemandSpec,
     FloorSpec,
     ForecasterKind,
     GateScope,
     PredictionSpec,
-    ReplicaProfile,
-    Router,
     Schedule,
-    SloTarget,
 )
 from autoscaler.specbase import StrictModel
 
@@ -260,7 +256,7 @@ _SLO_NAMES = {
 
 
 class ReplicaProfileModel(StrictModel):
-    """capacity.profile: one replica's step-time model (spec.ReplicaProfile)."""
+    """capacity.profile: one replica's step-time model (capacityspec.ReplicaProfile)."""
 
     step_base_seconds: Annotated[float, Field(gt=0, alias="stepBaseSeconds")]
     prefill_seconds_per_token: Annotated[float, Field(gt=0, alias="prefillSecondsPerToken")]
@@ -329,7 +325,7 @@ class DemandModel(StrictModel):
 
 
 class CapacityModel(StrictModel):
-    """capacity: demand x capacity sizing (spec.CapacitySpec); ranges are checked by the spec."""
+    """capacity: demand x capacity sizing (capacityspec.CapacitySpec); ranges are checked by the spec."""
 
     profile: ReplicaProfileModel
     slo: SloTargetModel | None = None

@@ -27,18 +27,17 @@ import sys
 import time
 from typing import NamedTuple
 
+from autoscaler.policy.capacityspec import CapacitySpec, ReplicaProfile
 from autoscaler.policy.decide import decide, record_rescale
 from autoscaler.policy.observation import MetricReading, Observation
 from autoscaler.policy.spec import (
     AutoscalerSpec,
     Behavior,
-    CapacitySpec,
     ColdStartSpec,
     FloorSpec,
     ForecasterKind,
     MetricSpec,
     PredictionSpec,
-    ReplicaProfile,
     Schedule,
     TargetType,
 )

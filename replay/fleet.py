@@ -24,9 +24,6 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
-from enum import IntEnum
-from typing import TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -35,24 +32,10 @@ from autoscaler.policy import coldstart
 from autoscaler.policy.spec import ColdStartSpec, CompileCache
 from autoscaler.policy.startphase import StartPhase, Tier
 from autoscaler.policy.startup import MODEL, Startups
+from replay.fleetrecords import Node, NodeState, Phase, Replica
 
 I64 = npt.NDArray[np.int64]
 PROBE = -1  # the replica id of "one more, started now" in lead-time projections
-
-
-class Phase(IntEnum):
-    """Ordered by how early in its life a replica is: scale-down removes the lowest first."""
-
-    PROVISIONING = 0  # waiting for a new node
-    PULLING = 1
-    INITIALIZING = 2  # engine init
-    GATED = 3  # waiting for a load-gate slot
-    LOADING = 4
-    COMPILING = 5
-    WARMING = 6
-    READY = 7
-    DRAINING = 8
-    DELETED = 9
 
 
 _PHASE_OF = {
@@ -66,45 +49,7 @@ _PHASE_OF = {
     StartPhase.READY: Phase.READY,
 }
 
-
 _PULL, _READY = StartPhase.PULL, StartPhase.READY  # enum members are slow to look up on the class
-
-
-@dataclass(slots=True)
-class Replica:
-    """Mutable bookkeeping of one replica (internal to the fleet; reports read copies)."""
-
-    id: int
-    node: int
-    phase: Phase
-    requested_s: float
-    scheduled_s: float = math.nan  # GPUs held from here ...
-    deleted_s: float = math.nan  # ... to here
-    ready_s: float = math.nan
-    drain_s: float = math.nan
-    cold: bool = True  # False for the warm replicas present at t = 0
-
-
-@dataclass(slots=True)
-class Node:
-    """A node's GPUs and life; what it has cached lives in the start-up machine's facts."""
-
-    id: int
-    gpus_free: int
-    up_s: float
-    empty_since: float | None = None
-    removed: bool = False
-
-
-class NodeState(TypedDict):
-    """The up nodes as the policy core's placement and lead-time arithmetic take them."""
-
-    free_gpus_per_node: list[int]
-    image_cached_nodes: set[int]
-    weights_cached: set[int]
-    compile_cached_nodes: set[int]
-    compile_cache_warm: bool
-    peer_sources: int
 
 
 class Fleet:

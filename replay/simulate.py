@@ -47,7 +47,8 @@ import numpy.typing as npt
 from autoscaler.policy.observation import Observation
 from autoscaler.policy.observe import ClusterFacts, Horizon, HorizonSource, observe
 from replay.engine import Engine, RequestResults
-from replay.fleet import Fleet, Replica
+from replay.fleet import Fleet
+from replay.fleetrecords import Replica
 from replay.metrics import ClusterScrape, MetricPipeline, build_pipeline, cluster_scrape, live_reading
 from replay.policies import ReplayPolicy
 from replay.policies.hpa import DecidePolicy

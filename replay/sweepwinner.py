@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from autoscaler.policy.spec import Router
+from autoscaler.policy.capacityspec import Router
 from autoscaler.specsections import CapacityModel, ColdStartModel
 from common.selector import Operator, SelectorError, parse_selector
 from replay.policies import METRIC, PolicyParams

@@ -10,7 +10,7 @@ from test_policy_planner import NOW, planner_spec
 
 from autoscaler.policy import burstsize, capacity, demand, lookahead
 from autoscaler.policy.capacity import Demand
-from autoscaler.policy.spec import ReplicaProfile, SloTarget
+from autoscaler.policy.capacityspec import ReplicaProfile, SloTarget
 
 PROFILE = ReplicaProfile(
     step_base_s=0.02,

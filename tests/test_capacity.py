@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoscaler.policy import capacity, lengths, tpottail
+from autoscaler.policy import capacity, lengths, tailsearch, tpottail
 from autoscaler.policy.capacity import Demand
-from autoscaler.policy.spec import ReplicaProfile, SloTarget
+from autoscaler.policy.capacityspec import ReplicaProfile, SloTarget
 
 # reference-70b as the replay had it: prefill 8,000 tok/s with priority, decode 30 ms + 0.2 ms a request
 PROFILE = ReplicaProfile(
@@ -96,12 +96,12 @@ def test_a_running_request_holds_and_reads_its_prompt_and_one_mean_output() -> N
 def test_the_split_tail_matches_m_m_1() -> None:
     """2 Erlangs over n M/M/1 queues: each waits with probability u = 2/n, so with no slack the
     least n with u <= 0.5 is 4 and with u <= 0.49 it is 5."""
-    assert capacity._split_servers(2.0, 0.0, 0.5) == 4
-    assert capacity._split_servers(2.0, 0.0, 0.49) == 5
+    assert tailsearch.split_servers(2.0, 0.0, 0.5) == 4
+    assert tailsearch.split_servers(2.0, 0.0, 0.49) == 5
     # with slack t (in mean services) the tail is u·exp(-(1 - u)·t): 0.5·e^-0.5 = 0.3033 at n = 4
-    assert capacity._split_servers(2.0, 1.0, 0.31) == 4
-    assert capacity._split_servers(2.0, 1.0, 0.30) == 5
-    assert capacity._split_servers(0.0, 1.0, 0.01) == 1
+    assert tailsearch.split_servers(2.0, 1.0, 0.31) == 4
+    assert tailsearch.split_servers(2.0, 1.0, 0.30) == 5
+    assert tailsearch.split_servers(0.0, 1.0, 0.01) == 1
 
 
 def test_ttft_binds_for_long_prompts_and_needs_more_than_the_work() -> None:
@@ -205,7 +205,7 @@ def test_the_tpot_tail_follows_the_prompt_lengths_spread() -> None:
     the lengths' cv² to the tail."""
     exp = tpottail.rate(VLLM_70B, 0.2, 0.01, 2048.0, 28.0, 1.0)
     assert tpottail.rate(VLLM_70B, 0.2, 0.01, 2048.0, 28.0, 1.0, 1.0) == exp
-    assert capacity.tpot_rate(VLLM_70B, 0.2, 0.01, 2048.0, 28.0, 1.0, 1.0) == capacity.tpot_rate(
+    assert tailsearch.tpot_rate(VLLM_70B, 0.2, 0.01, 2048.0, 28.0, 1.0, 1.0) == tailsearch.tpot_rate(
         VLLM_70B, 0.2, 0.01, 2048.0, 28.0, 1.0
     )
     spread = tpottail.rate(VLLM_70B, 0.2, 0.01, 2048.0, 28.0, 1.0, 2.0)
@@ -215,7 +215,9 @@ def test_the_tpot_tail_follows_the_prompt_lengths_spread() -> None:
     shape = lengths.spread(VLLM_70B, 2048.0, 2.0)
     sized = capacity.size(VLLM_70B, slo, demand(10.0, 2048.0, 28.0), **shape)
     assert sized.binding == "tpot"
-    assert sized.replicas == math.ceil(10.0 / capacity.tpot_rate(VLLM_70B, 0.2, 0.01, 2048.0, 28.0, 1.0, 2.0))
+    assert sized.replicas == math.ceil(
+        10.0 / tailsearch.tpot_rate(VLLM_70B, 0.2, 0.01, 2048.0, 28.0, 1.0, 2.0)
+    )
     assert sized.replicas > capacity.size(VLLM_70B, slo, demand(10.0, 2048.0, 28.0)).replicas
 
 
@@ -229,11 +231,11 @@ def test_the_tpot_tail_binds_for_short_outputs_beside_long_prompts() -> None:
         w = capacity.work_per_request(VLLM_70B, p, o, 1.0)
         return (1.0 - VLLM_70B.step_base_s / 0.2) / w
 
-    short = capacity.tpot_rate(VLLM_70B, 0.2, 0.01, 2048.0, 28.0, 1.0)
+    short = tailsearch.tpot_rate(VLLM_70B, 0.2, 0.01, 2048.0, 28.0, 1.0)
     assert short < 0.5 * mean_bound(2048.0, 28.0)
     assert tpottail.rate(VLLM_70B, 0.2, 0.01, 1000.0, 2000.0, 1.0) >= 0.99 * mean_bound(1000.0, 2000.0)
-    assert capacity.tpot_rate(VLLM_70B, 0.2, 0.01, 1000.0, 2000.0, 1.0) >= 0.94 * mean_bound(1000.0, 2000.0)
-    wider = capacity.tpot_rate(VLLM_70B, 0.2, 0.05, 2048.0, 28.0, 1.0)
+    assert tailsearch.tpot_rate(VLLM_70B, 0.2, 0.01, 1000.0, 2000.0, 1.0) >= 0.94 * mean_bound(1000.0, 2000.0)
+    wider = tailsearch.tpot_rate(VLLM_70B, 0.2, 0.05, 2048.0, 28.0, 1.0)
     assert wider > short  # a wider tail: more requests per replica
     s = capacity.size(VLLM_70B, SloTarget(ttft_s=2.0, tpot_s=0.2), demand(10.0, 2048.0, 28.0))
     assert (s.binding, s.replicas) == ("tpot", math.ceil(10.0 / short))
@@ -244,7 +246,7 @@ def test_no_tpot_tail_when_no_step_can_carry_enough_prefill() -> None:
     small = ReplicaProfile(
         step_base_s=0.0185, prefill_s_per_token=5.55e-5, max_batched_tokens=512, max_num_seqs=256
     )
-    assert capacity.tpot_rate(small, 0.2, 0.01, 2048.0, 28.0, 1.0) == math.inf
+    assert tailsearch.tpot_rate(small, 0.2, 0.01, 2048.0, 28.0, 1.0) == math.inf
 
 
 def test_the_tpot_tail_budget_grows_with_the_requests_no_replica_serves_in_time() -> None:
@@ -254,7 +256,7 @@ def test_the_tpot_tail_budget_grows_with_the_requests_no_replica_serves_in_time(
     d = demand(1.0, 40_000.0, 30.0)
     with_tpot = capacity.size(VLLM_70B, SloTarget(ttft_s=2.0, tpot_s=0.2), d).replicas
     assert with_tpot == capacity.size(VLLM_70B, SloTarget(ttft_s=2.0, tpot_s=None), d).replicas
-    assert 1.0 / capacity.tpot_rate(VLLM_70B, 0.2, 0.01, 40_000.0, 30.0, 1.0) > 10 * with_tpot
+    assert 1.0 / tailsearch.tpot_rate(VLLM_70B, 0.2, 0.01, 40_000.0, 30.0, 1.0) > 10 * with_tpot
 
 
 def test_a_token_budget_slows_prefill_by_the_decodes_it_carries() -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from autoscaler.policy import band, demand
 from autoscaler.policy.capacity import Demand
-from autoscaler.policy.spec import DemandSpec
+from autoscaler.policy.capacityspec import DemandSpec
 
 SPEC = DemandSpec()
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from autoscaler.policy import demand
+from autoscaler.policy.capacityspec import DemandSpec
 from autoscaler.policy.observation import MetricReading
-from autoscaler.policy.spec import DemandSpec
 from autoscaler.specsections import DemandModel
 
 SPEC = DemandSpec()

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoscaler.policy import burstsize, capacity, flatkernel, flatsize, lengths
+from autoscaler.policy import burstsize, flatkernel, flattables, lengths, tailsearch
 from autoscaler.policy.capacity import Demand, Sizing
-from autoscaler.policy.spec import ReplicaProfile, SloTarget
+from autoscaler.policy.capacityspec import ReplicaProfile, SloTarget
 from replay.policies import sizekernel
 from tests.test_sizer import profiles, slos
 
@@ -114,28 +114,28 @@ def test_an_input_the_python_path_raises_on_raises_it() -> None:
 
 def test_the_tpot_rates_table_keeps_the_rate_of_the_key_in_its_slot() -> None:
     profile, slo = ReplicaProfile(step_base_s=0.02, prefill_s_per_token=1e-4), SloTarget()
-    c = flatsize.consts(profile, slo) + [0.0] * flatsize.TPOT_SLOTS
-    keys = [0] * flatsize.KEYS
-    want = capacity.tpot_rate(profile, 0.2, 0.01, 200.0, 100.0, 1.0)
-    assert flatsize._tpot_rate(c, keys, 0.01, 200.0, 100.0, 1.0) == want
-    slot = next(i for i in range(flatsize.TPOT_SLOTS) if keys[5 * i] == 1)
-    c[flatsize.FIELDS + slot] = -1.0  # a hit reads the table
-    assert flatsize._tpot_rate(c, keys, 0.01, 200.0, 100.0, 1.0) == -1.0
+    c = flattables.consts(profile, slo) + [0.0] * flattables.TPOT_SLOTS
+    keys = [0] * flattables.KEYS
+    want = tailsearch.tpot_rate(profile, 0.2, 0.01, 200.0, 100.0, 1.0)
+    assert flattables.tpot_rate(c, keys, 0.01, 200.0, 100.0, 1.0) == want
+    slot = next(i for i in range(flattables.TPOT_SLOTS) if keys[5 * i] == 1)
+    c[flattables.FIELDS + slot] = -1.0  # a hit reads the table
+    assert flattables.tpot_rate(c, keys, 0.01, 200.0, 100.0, 1.0) == -1.0
     keys[5 * slot + 1] += 1  # another key in the slot: worked out again
-    assert flatsize._tpot_rate(c, keys, 0.01, 200.0, 100.0, 1.0) == want
+    assert flattables.tpot_rate(c, keys, 0.01, 200.0, 100.0, 1.0) == want
 
 
 def test_the_ttft_searches_table_keeps_the_count_of_the_key_in_its_slot() -> None:
-    keys = [0] * flatsize.KEYS
-    want = capacity._ttft_servers(12.0, 40.0, 0.01)
-    assert flatsize._ttft_servers(keys, 12.0, 40.0, 0.01) == want
-    first = 5 * flatsize.TPOT_SLOTS
-    at = next(i for i in range(first, flatsize.KEYS, 5) if keys[i] == 1)
+    keys = [0] * flattables.KEYS
+    want = tailsearch.ttft_servers(12.0, 40.0, 0.01)
+    assert flattables.ttft_servers(keys, 12.0, 40.0, 0.01) == want
+    first = 5 * flattables.TPOT_SLOTS
+    at = next(i for i in range(first, flattables.KEYS, 5) if keys[i] == 1)
     keys[at + 4] = -1  # a hit reads the table
-    assert flatsize._ttft_servers(keys, 12.0, 40.0, 0.01) == -1
+    assert flattables.ttft_servers(keys, 12.0, 40.0, 0.01) == -1
     keys[at + 1] += 1  # another key in the slot: searched again
-    assert flatsize._ttft_servers(keys, 12.0, 40.0, 0.01) == want
-    assert flatsize._ttft_servers(keys, 0.0, -1.0, 0.01) == capacity._ttft_servers(0.0, -1.0, 0.01)
+    assert flattables.ttft_servers(keys, 12.0, 40.0, 0.01) == want
+    assert flattables.ttft_servers(keys, 0.0, -1.0, 0.01) == tailsearch.ttft_servers(0.0, -1.0, 0.01)
 
 
 def test_a_count_past_an_int64_is_sized_by_burstsize_itself() -> None:

@@ -38,11 +38,6 @@ import pytest
 
 from autoscaler.policy.decide import Decision, decide, record_rescale
 from autoscaler.policy.hpa import (
-    MAX_INT32,
-    MAX_INT64,
-    MetricError,
-    MetricProposal,
-    external_metric_replicas,
     limit_legacy,
     limit_with_behavior,
     scale_down_limit,
@@ -51,6 +46,13 @@ from autoscaler.policy.hpa import (
     stabilize_legacy,
 )
 from autoscaler.policy.observation import MetricReading, Observation
+from autoscaler.policy.replicacalc import (
+    MAX_INT32,
+    MAX_INT64,
+    MetricError,
+    MetricProposal,
+    external_metric_replicas,
+)
 from autoscaler.policy.spec import (
     AutoscalerSpec,
     Behavior,

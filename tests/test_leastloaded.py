@@ -7,10 +7,10 @@ import math
 
 import pytest
 
-from autoscaler.policy import capacity, demand, leastloaded, lengths
+from autoscaler.policy import capacity, demand, leastloaded, lengths, tailsearch
 from autoscaler.policy.capacity import Demand
+from autoscaler.policy.capacityspec import CapacitySpec, Router, SloTarget
 from autoscaler.policy.lookahead import Lookahead
-from autoscaler.policy.spec import CapacitySpec, Router, SloTarget
 from autoscaler.specsections import CapacityModel
 from tests.test_lengths import EIGHT_B
 
@@ -57,7 +57,7 @@ def test_bursty_arrivals_fill_every_replica_more_often() -> None:
 @pytest.mark.parametrize("tail", [0.001, 0.01, 0.05])
 def test_servers_is_the_least_count_whose_tail_fits(tail: float) -> None:
     offered, slack, decoding, rho = 3.2, 0.5, 9.0, 0.4
-    most = capacity._split_servers(offered, slack, tail)
+    most = tailsearch.split_servers(offered, slack, tail)
     n = leastloaded.servers(offered, slack, tail, decoding, rho, 1.0, most)
     assert n <= most
     rounded = leastloaded.wait_tail  # the search runs on inputs rounded to 0.4 %: allow that

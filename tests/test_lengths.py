@@ -9,17 +9,10 @@ import pytest
 
 from autoscaler.policy import capacity, demand, lengths
 from autoscaler.policy.capacity import Demand
+from autoscaler.policy.capacityspec import CapacitySpec, DemandSpec, ReplicaProfile, SloTarget
 from autoscaler.policy.decide import decide
 from autoscaler.policy.observation import MetricReading, Observation
-from autoscaler.policy.spec import (
-    AutoscalerSpec,
-    CapacitySpec,
-    DemandSpec,
-    MetricSpec,
-    ReplicaProfile,
-    SloTarget,
-    TargetType,
-)
+from autoscaler.policy.spec import AutoscalerSpec, MetricSpec, TargetType
 from autoscaler.policy.state import PolicyState
 
 # one-gpu-8b's engine (replay/profiles.py LLAMA_8B_H100): the attention term is a third of a

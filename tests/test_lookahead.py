@@ -11,7 +11,7 @@ from test_policy_planner import NOW, planner_spec
 
 from autoscaler.policy import burstsize, demand, lookahead
 from autoscaler.policy.capacity import Demand
-from autoscaler.policy.spec import ReplicaProfile
+from autoscaler.policy.capacityspec import ReplicaProfile
 
 REFERENCE = ReplicaProfile(
     step_base_s=0.02,

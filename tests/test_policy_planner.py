@@ -14,20 +14,17 @@ from hypothesis import strategies as st
 
 from autoscaler.policy import burstsize, capacity, demand, horizon, scaledown
 from autoscaler.policy.capacity import Demand
+from autoscaler.policy.capacityspec import CapacitySpec, DemandSpec, ReplicaProfile, SloTarget
 from autoscaler.policy.decide import Decision, decide, record_rescale
 from autoscaler.policy.observation import MetricReading, Observation
 from autoscaler.policy.planstate import PlannerState
 from autoscaler.policy.spec import (
     AutoscalerSpec,
     Behavior,
-    CapacitySpec,
     ColdStartSpec,
-    DemandSpec,
     MetricSpec,
     RatePolicy,
     RatePolicyType,
-    ReplicaProfile,
-    SloTarget,
     TargetType,
     default_scale_down,
     default_scale_up,

@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autoscaler.policy.decide import decide
-from autoscaler.policy.hpa import within_tolerance
 from autoscaler.policy.observation import MetricReading, Observation
+from autoscaler.policy.replicacalc import within_tolerance
 from autoscaler.policy.spec import (
     AutoscalerSpec,
     Behavior,

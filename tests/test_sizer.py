@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoscaler.policy import burstsize, capacity, leastloaded, lengths, tpottail
+from autoscaler.policy import burstsize, capacity, leastloaded, lengths, tailsearch, tpottail
 from autoscaler.policy.capacity import Demand, Sizing
-from autoscaler.policy.spec import ReplicaProfile, SloTarget
+from autoscaler.policy.capacityspec import ReplicaProfile, SloTarget
 
 _new = tuple.__new__
 
@@ -82,7 +82,7 @@ def _size_before(
         if slo.tpot_s is not None:
             idle_rate = c._prefill_rate_of(profile, 0.0, o, base, w, a, d)
             tpot_tail = max(tail, c._idle_misses(p, idle_rate, beta, ttft_s - base, ttft_tokens, lengths_cv2))
-            tpot_n = lam / c.tpot_rate(profile, slo.tpot_s, tpot_tail, p, o, speed, lengths_cv2)
+            tpot_n = lam / tailsearch.tpot_rate(profile, slo.tpot_s, tpot_tail, p, o, speed, lengths_cv2)
             if tpot_n > n:
                 n, binding = tpot_n, "tpot"
         replicas = max(1, math.ceil(n - 1e-9))
@@ -101,12 +101,12 @@ def _size_before(
             if least_loaded:
                 if budget > tail:
                     budget = tail
-                most = c._ttft_servers(offered, slack_services, budget)
+                most = tailsearch.ttft_servers(offered, slack_services, budget)
                 ttft_n = leastloaded.servers(
                     offered, slack_services, budget, lam * o * base, lam * w, arrivals_index, most
                 )
             else:
-                ttft_n = c._ttft_servers(offered, slack_services, budget)
+                ttft_n = tailsearch.ttft_servers(offered, slack_services, budget)
             if ttft_n <= replicas:
                 break
             replicas, binding = ttft_n, "ttft"

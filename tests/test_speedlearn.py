@@ -7,7 +7,7 @@ import math
 import pytest
 
 from autoscaler.policy import speedlearn
-from autoscaler.policy.spec import ReplicaProfile
+from autoscaler.policy.capacityspec import ReplicaProfile
 from autoscaler.policy.speedlearn import SpeedState
 
 # reference-70b as the replay had it: prefill 8,000 tok/s with priority, decode 30 ms + 0.2 ms a request

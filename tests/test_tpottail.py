@@ -11,7 +11,7 @@ from dataclasses import asdict
 from typing import Any
 
 from autoscaler.policy import tpottail
-from autoscaler.policy.spec import ReplicaProfile
+from autoscaler.policy.capacityspec import ReplicaProfile
 from replay.policies import tailkernel
 
 

@@ -17,8 +17,8 @@ from collections.abc import Callable
 
 from autoscaler.policy import levelbins
 from autoscaler.policy.capacity import Demand
+from autoscaler.policy.capacityspec import DemandSpec
 from autoscaler.policy.demand import MAX_PENDING, DemandState
-from autoscaler.policy.spec import DemandSpec
 
 MAX_SCORED_HORIZON_S = 600.0  # a longer horizon is scored at 600 s: the band must adapt within minutes
 MAX_ERROR = 4.0  # |log ratio| beyond e^4 = 55x counts as e^4: one outage does not ruin the band

@@ -29,8 +29,8 @@ import math
 
 from autoscaler.policy import capacity, flatkernel, lengths
 from autoscaler.policy.capacity import Demand, Sizing
+from autoscaler.policy.capacityspec import ReplicaProfile, SloTarget
 from autoscaler.policy.lengths import upper_gamma
-from autoscaler.policy.spec import ReplicaProfile, SloTarget
 
 # The bursts' late share may be twice the SLO's tail: the fleet sized for C at the SLO serves a
 # window a little above C mostly in time, which the fluid share counts as late (docs/policy.md)

@@ -2,7 +2,8 @@
 
 Sits under the predictive stages (decide.py -> planner.py): the demand stage says how many
 requests, prompt tokens and output tokens arrive per second; this module turns that into
-replicas with the replica's step-time model (spec.ReplicaProfile) and the SLO (spec.SloTarget).
+replicas with the replica's step-time model (capacityspec.ReplicaProfile) and the SLO
+(capacityspec.SloTarget).
 Pure arithmetic on floats; docs/policy.md ("Capacity") derives every formula.
 
 The model of one replica that receives x requests/s of p prompt and o output tokens each:
@@ -14,7 +15,7 @@ The model of one replica that receives x requests/s of p prompt and o output tok
   step      in the steady state a step of length s holds x·p·s prefill tokens and x·o·s decodes
             (Little's law), so s = base + x·w·s, i.e. s = base / (1 - ρ) with ρ = x·w;
   TPOT      = s (one token per running request per step): s <= tpot  <=>  ρ <= 1 - base / tpot;
-            and per request (tpot_rate, tpottail.py): few decode steps that carry prompt chunks;
+            and per request (tailsearch.tpot_rate, tpottail.py): few decode steps that carry prompt chunks;
   batch     B = x·o·s running requests, at most max_num_seqs and kv_cache_tokens / L;
   TTFT      prefill is FIFO within a replica, and the router (a Service's random or round-robin
             choice, or the least requests in flight, which running decodes dominate) does not see
@@ -37,8 +38,8 @@ import math
 from collections.abc import Callable
 from typing import NamedTuple
 
-from autoscaler.policy import leastloaded, lengths, tpottail
-from autoscaler.policy.spec import ReplicaProfile, SloTarget
+from autoscaler.policy import leastloaded, lengths, tailsearch, tpottail
+from autoscaler.policy.capacityspec import ReplicaProfile, SloTarget
 
 MIN_RATE = 1e-6  # requests/s below which a target is idle
 MIN_PROMPT_TOKENS = 1e-6  # a mean prompt below it is none: no prefill to queue (a restored state's
@@ -50,7 +51,6 @@ MAX_UTILIZATION = 0.95  # without a TPOT target: steps grow as base / (1 - ρ), 
 MIN_UTILIZATION = 0.05  # a TPOT target below one step at batch 1 cannot be met: plan replicas this light
 MIN_SLACK_SHARE = 0.25  # when the mean request cannot meet its TTFT even idle, plan as if it may
 # wait this share of its own prefill: more replicas would not make it meet the target
-_QUANTUM = 256.0  # the TTFT search is cached on its inputs rounded to 1/256 in log scale (0.4 %)
 # A NamedTuple built as tuple.__new__(cls, fields) skips its Python-level __new__ (~0.4 against
 # ~1.3 µs here): the Demand and Sizing values a tick builds are made so. On the sizing's path the
 # min and max of two values are conditionals that return what the builtin would (a builtin call
@@ -118,7 +118,7 @@ def size(
     (ca² + cs²) / 2); `lengths_cv2` the prompt lengths' (the prompts too long for the TTFT even on
     an idle replica, and the chunks the TPOT tail's short requests meet); lengths.py derives the
     second from the third where an engine publishes the lengths. `least_loaded`: the router sends
-    each request to the replica with the fewest in flight (spec.Router.LEAST_REQUESTS;
+    each request to the replica with the fewest in flight (capacityspec.Router.LEAST_REQUESTS;
     leastloaded.py), else at random; `arrivals_index` is then the arrivals' index of dispersion
     over the TTFT target (burstsize.py's), which spreads the requests in flight as it spreads the
     counts.
@@ -200,7 +200,7 @@ def sizer(
         idle_rate = _prefill_rate_of(profile, 0.0, o, base, w, a, d)
         idle_misses = _idle_misses(p, idle_rate, beta, ttft_s - base, ttft_tokens, lengths_cv2)
         tpot_tail = idle_misses if idle_misses > tail else tail
-        tpot_n = lam / tpot_rate(profile, slo.tpot_s, tpot_tail, p, o, speed, lengths_cv2)
+        tpot_n = lam / tailsearch.tpot_rate(profile, slo.tpot_s, tpot_tail, p, o, speed, lengths_cv2)
         if tpot_n > n:
             n, binding = tpot_n, "tpot"
     first = math.ceil(n - 1e-9)
@@ -238,7 +238,7 @@ def sizer(
                 rate, offered, slack2, budget = terms(replicas)
                 rate_at = replicas
             slack_services = slack2 / (arrival_cv2 + service_cv2)
-            ttft_n = _ttft_servers(offered, slack_services, budget)  # the random router's count
+            ttft_n = tailsearch.ttft_servers(offered, slack_services, budget)  # the random router's count
             if least_loaded:
                 ttft_n = leastloaded.servers(
                     offered, slack_services, budget, decoding, load, arrivals_index, ttft_n
@@ -337,83 +337,3 @@ def _decode_rate_of(profile: ReplicaProfile, slo: SloTarget, base: float, d: flo
     if batch < 1.0:
         batch = 1.0
     return batch / (base + d * batch)
-
-
-_ttft_cache: dict[tuple[int | None, int | None, int | None], int] = {}  # cleared when it reaches 8192
-
-
-def _ttft_servers(offered: float, slack_services: float, budget: float) -> int:
-    """_split_servers on its inputs rounded to 1/256 in log scale, cached on the steps k of
-    exp(k / 256) (small ints hash faster than floats, and the exps are paid once per entry); None
-    stands for an input <= 0, which is taken as 0."""
-    log, q = math.log, _QUANTUM
-    key = (
-        round(log(offered) * q) if offered > 0.0 else None,
-        round(log(slack_services) * q) if slack_services > 0.0 else None,
-        round(log(budget) * q) if budget > 0.0 else None,
-    )
-    got = _ttft_cache.get(key)
-    if got is None:
-        if len(_ttft_cache) >= 8192:
-            _ttft_cache.clear()
-        k_offered, k_slack, k_budget = key
-        got = _split_servers(
-            0.0 if k_offered is None else math.exp(k_offered / q),
-            0.0 if k_slack is None else math.exp(k_slack / q),
-            0.0 if k_budget is None else math.exp(k_budget / q),
-        )
-        _ttft_cache[key] = got
-    return got
-
-
-def _split_servers(offered: float, slack_services: float, tail: float) -> int:
-    """Least n with u·exp(-(1 - u)·slack) <= tail at u = offered / n (slack in the wait tail's
-    mean service times): n M/G/1 queues each fed 1/n of the load. The tail rises with u, so the
-    largest u that fits is found by bisection (to 1e-6) and n = ceil(offered / u)."""
-    if offered <= 0.0:
-        return 1
-    if tail >= 1.0:
-        return math.floor(offered) + 1  # any utilization below 1 fits
-    lo, hi = 0.0, 1.0
-    exp = math.exp
-    for _ in range(20):  # hi - lo = 2^-k exactly after k halvings: 2^-20 is the first below 1e-6
-        u = 0.5 * (lo + hi)
-        if u * exp(-(1.0 - u) * slack_services) <= tail:
-            lo = u
-        else:
-            hi = u
-    if lo <= 0.0:
-        lo = 1e-6
-    return max(1, math.ceil(offered / lo - 1e-9))
-
-
-# --- the per-request TPOT tail (tpottail.py: the model and its series) ---------------------------
-
-_TPOT_QUANTUM = 16.0  # the TPOT tail's rate is cached on the mix and speed rounded to 1/16 in log (6 %)
-_tpot_cache: dict[tuple[object, ...], float] = {}  # cleared when it reaches 4096
-
-
-def tpot_rate(
-    profile: ReplicaProfile, tpot_s: float, tail: float, p: float, o: float, speed: float, cv2: float = 1.0
-) -> float:
-    """The most requests/s one replica serves with at most `tail` of them over `tpot_s` (inf when
-    no request can miss it by the prefill it shares its steps with), for p-token prompts of
-    lengths' cv² `cv2` and o-token outputs at `speed`; cached on (tail, p, o, speed, cv2) rounded
-    to 1/16 in log scale (cv2 1, the exponential, exactly)."""
-    key = (
-        profile,
-        tpot_s,
-        round(math.log(tail) * _TPOT_QUANTUM),
-        round(math.log(p) * _TPOT_QUANTUM),
-        round(math.log(o) * _TPOT_QUANTUM),
-        round(math.log(speed) * _TPOT_QUANTUM),
-        round(math.log(cv2) * _TPOT_QUANTUM),
-    )
-    got = _tpot_cache.get(key)
-    if got is None:
-        if len(_tpot_cache) >= 4096:
-            _tpot_cache.clear()
-        tail_r, p_r, o_r, speed_r, cv2_r = (math.exp(k / _TPOT_QUANTUM) for k in key[2:])
-        got = tpottail.rate(profile, tpot_s, min(tail_r, 1.0), p_r, max(o_r, 1.0), speed_r, cv2_r)
-        _tpot_cache[key] = got
-    return got

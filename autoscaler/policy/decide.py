@@ -24,11 +24,8 @@ from typing import Any, NamedTuple
 from autoscaler.policy import floors, forecast, leadtime, memo, planner
 from autoscaler.policy.hpa import (
     Condition,
-    MetricError,
-    MetricProposal,
     MetricsRecommendation,
     combine_metrics,
-    external_metric_replicas,
     limit_legacy,
     limit_with_behavior,
     period_start,
@@ -38,6 +35,7 @@ from autoscaler.policy.hpa import (
 )
 from autoscaler.policy.observation import MetricReading, Observation
 from autoscaler.policy.planstate import Plan, PlannerState
+from autoscaler.policy.replicacalc import MetricError, MetricProposal, external_metric_replicas
 from autoscaler.policy.spec import AutoscalerSpec
 from autoscaler.policy.stage import Stage
 from autoscaler.policy.state import PolicyState, Recommendation

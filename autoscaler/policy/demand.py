@@ -32,8 +32,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from autoscaler.policy.capacity import Demand
+from autoscaler.policy.capacityspec import DemandSpec
 from autoscaler.policy.levelbins import Bins, Relative
-from autoscaler.policy.spec import DemandSpec
 
 if TYPE_CHECKING:
     from autoscaler.policy.statejson import TimeCodec

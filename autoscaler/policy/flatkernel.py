@@ -8,7 +8,8 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from autoscaler.policy.capacity import Sizing
-from autoscaler.policy.flatsize import BINDINGS, KEYS, TPOT_SLOTS, UNCOVERED, consts, size
+from autoscaler.policy.flatsize import BINDINGS, UNCOVERED, size
+from autoscaler.policy.flattables import KEYS, TPOT_SLOTS, consts
 
 
 class Kernel(NamedTuple):

@@ -3,11 +3,11 @@
 A tick sizes one or two demands (lookahead.py), each through ~40 Python calls (capacity.sizer and
 its helpers, burstsize's bisection over the ca² and the hold): a quarter of a decision's
 instructions. This is the same arithmetic, operation for operation, on the profile's and the
-SLO's fields packed once per spec (`consts`), returning the Sizing's fields; it calls the core's
-own _split_servers, tpottail.prefill_rate and tpottail._rate by their global names, which the
+SLO's fields packed once per spec (flattables.consts), returning the Sizing's fields; it calls the
+core's own split_servers, tpottail.prefill_rate and tpottail._rate by their global names, which the
 compiled copy replaces with compiled ones. The TTFT search runs at its rounded inputs as
-capacity._ttft_servers does, and it and the TPOT tail's rate are kept in tables on capacity's
-rounded keys (_ttft_servers, _tpot_rate). Shapes it
+tailsearch.ttft_servers does, and it and the TPOT tail's rate are kept in tables on tailsearch's
+rounded keys (flattables.ttft_servers, flattables.tpot_rate). Shapes it
 does not cover (a least-loaded router, gamma prompt lengths: their tails need CPython's own
 lgamma, which numba's differs from) and inputs the Python path would raise on return UNCOVERED,
 and burstsize.size sizes them itself.
@@ -20,55 +20,39 @@ import math
 from typing import Any
 
 from autoscaler.policy.capacity import (
-    _QUANTUM,
-    _TPOT_QUANTUM,
     CONTEXT_OUTPUT_SHARE,
     MAX_UTILIZATION,
     MIN_PROMPT_TOKENS,
     MIN_RATE,
     MIN_SLACK_SHARE,
     MIN_UTILIZATION,
-    _split_servers,
 )
-from autoscaler.policy.tpottail import _rate, prefill_rate, units
+from autoscaler.policy.flattables import (
+    ATTAINMENT,
+    ATTENTION,
+    BASE,
+    BUDGET,
+    CONTEXT,
+    HAS_BUDGET,
+    HAS_KV,
+    HAS_TOKENS,
+    HAS_TPOT,
+    KV,
+    PREFILL,
+    PREFILL_FIRST,
+    REQUEST,
+    SEQS,
+    TOKENS,
+    TPOT,
+    TTFT,
+    tpot_rate,
+    ttft_servers,
+)
+from autoscaler.policy.tpottail import prefill_rate
 
 BINDINGS = ("idle", "tpot", "batch", "kv", "ttft")  # a Sizing's binding by its code here
 UNCOVERED = -1  # the replicas field of a result burstsize.size must work out itself
-TPOT_SLOTS = 4096  # the TPOT tail's rates kept (capacity.tpot_rate's cache holds as many)
-TTFT_SLOTS = 8192  # the TTFT searches kept (capacity._ttft_servers' cache holds as many)
-KEYS = 5 * (TPOT_SLOTS + TTFT_SLOTS)  # the tables' ints
 _MOST = 1e12  # counts (and loads, which a search divides by 1e-6) past it would overflow an int64
-_NO_STEP = -(1 << 62)  # a TTFT search's step for an input <= 0 (capacity's None)
-
-# consts: the profile's and the SLO's fields as floats (flags 0.0 / 1.0), by these indices
-BASE, PREFILL, ATTENTION, REQUEST, CONTEXT = 0, 1, 2, 3, 4
-HAS_BUDGET, BUDGET, PREFILL_FIRST, SEQS, HAS_KV, KV = 5, 6, 7, 8, 9, 10
-HAS_TPOT, TPOT, TTFT, HAS_TOKENS, TOKENS, ATTAINMENT = 11, 12, 13, 14, 15, 16
-FIELDS = 17
-
-
-def consts(profile: Any, slo: Any) -> list[float]:
-    """The fields `size` reads, in the order of the indices above."""
-    budget, kv, tokens = profile.max_batched_tokens, profile.kv_cache_tokens, slo.ttft_tokens_per_s
-    return [
-        float(profile.step_base_s),
-        float(profile.prefill_s_per_token),
-        float(profile.prefill_s_per_attention_pair),
-        float(profile.decode_s_per_request),
-        float(profile.decode_s_per_context_token),
-        0.0 if budget is None else 1.0,
-        0.0 if budget is None else float(budget),
-        1.0 if profile.prefill_first else 0.0,
-        float(profile.max_num_seqs),
-        0.0 if kv is None else 1.0,
-        0.0 if kv is None else float(kv),
-        0.0 if slo.tpot_s is None else 1.0,
-        0.0 if slo.tpot_s is None else float(slo.tpot_s),
-        float(slo.ttft_s),
-        0.0 if tokens is None else 1.0,
-        0.0 if tokens is None else float(tokens),
-        float(slo.attainment),
-    ]
 
 
 def _finite(x: float) -> bool:
@@ -102,70 +86,6 @@ def _idle_misses(c: Any, p: float, rate: float, beta: float, room_s: float) -> f
     if alpha > 0.0:
         return math.exp(-room_s / (alpha * p))
     return 0.0
-
-
-def _ttft_servers(keys: Any, offered: float, slack_services: float, budget: float) -> int:
-    """capacity._ttft_servers, kept in a direct-mapped table after the TPOT tail's (_tpot_rate):
-    5 ints a slot, a flag, the three steps (_NO_STEP for capacity's None) and the count."""
-    q, log = _QUANTUM, math.log
-    k0 = round(log(offered) * q) if offered > 0.0 else _NO_STEP
-    k1 = round(log(slack_services) * q) if slack_services > 0.0 else _NO_STEP
-    k2 = round(log(budget) * q) if budget > 0.0 else _NO_STEP
-    slot = ((k0 * 73856093) ^ (k1 * 19349663) ^ (k2 * 83492791)) & (TTFT_SLOTS - 1)
-    at = 5 * (TPOT_SLOTS + slot)
-    if keys[at] == 1 and keys[at + 1] == k0 and keys[at + 2] == k1 and keys[at + 3] == k2:
-        return int(keys[at + 4])
-    got = _split_servers(
-        0.0 if k0 == _NO_STEP else math.exp(k0 / q),
-        0.0 if k1 == _NO_STEP else math.exp(k1 / q),
-        0.0 if k2 == _NO_STEP else math.exp(k2 / q),
-    )
-    keys[at], keys[at + 1], keys[at + 2], keys[at + 3], keys[at + 4] = 1, k0, k1, k2, got
-    return got
-
-
-def _tpot_rate(c: Any, keys: Any, tail: float, p: float, o: float, speed: float) -> float:
-    """capacity.tpot_rate at lengths' cv² 1 (its key's last step 0), cached on its keys in a
-    direct-mapped table: the value in c[FIELDS + slot], the slot's key in keys[5 slot:5 slot + 5]
-    (a flag, then the steps). A slot a new key hashes to is overwritten."""
-    q = _TPOT_QUANTUM
-    k0 = round(math.log(tail) * q)
-    k1 = round(math.log(p) * q)
-    k2 = round(math.log(o) * q)
-    k3 = round(math.log(speed) * q)
-    slot = ((k0 * 73856093) ^ (k1 * 19349663) ^ (k2 * 83492791) ^ (k3 * 50331653)) & (TPOT_SLOTS - 1)
-    at = 5 * slot
-    if (
-        keys[at] == 1
-        and keys[at + 1] == k0
-        and keys[at + 2] == k1
-        and keys[at + 3] == k2
-        and keys[at + 4] == k3
-    ):
-        return float(c[FIELDS + slot])
-    tail_r = math.exp(k0 / q)
-    o_r = math.exp(k2 / q)
-    got = _rate(
-        c[BASE],
-        c[PREFILL],
-        c[ATTENTION],
-        c[REQUEST],
-        c[CONTEXT],
-        c[HAS_BUDGET] != 0.0,
-        c[BUDGET],
-        c[PREFILL_FIRST] != 0.0,
-        c[SEQS],
-        c[TPOT],
-        tail_r if tail_r < 1.0 else 1.0,  # min(tail_r, 1.0): equal floats are the same bits
-        math.exp(k1 / q),
-        o_r if o_r > 1.0 else 1.0,
-        math.exp(k3 / q),
-        2.0,
-        units(math.exp(0.0 / q)),
-    )
-    c[FIELDS + slot] = got
-    keys[at], keys[at + 1], keys[at + 2], keys[at + 3], keys[at + 4] = 1, k0, k1, k2, k3
-    return got
 
 
 def _terms(
@@ -262,7 +182,7 @@ def _sizer(c: Any, keys: Any, lam: float, prompt: float, output: float, speed: f
         tpot_tail = idle_misses if idle_misses > tail else tail
         if not (tpot_tail > 0.0 and _finite(p) and _finite(o) and speed > 0.0 and _finite(speed)):
             return _fixed(UNCOVERED, 0, 0, 0.0, 0.0, 0.0, 0.0)
-        tpot_n = lam / _tpot_rate(c, keys, tpot_tail, p, o, speed)
+        tpot_n = lam / tpot_rate(c, keys, tpot_tail, p, o, speed)
         if tpot_n > n:
             n, binding = tpot_n, 1
     if not n < _MOST:
@@ -326,7 +246,7 @@ def _at(c: Any, keys: Any, s: Any, arrival_cv2: float, service_cv2: float, limit
         slack_services = slack2 / (arrival_cv2 + service_cv2)
         if not (offered < _MOST and _finite(slack_services) and _finite(budget)):
             return UNCOVERED, 0, 0.0, 0.0, 0.0, 0.0
-        ttft_n = _ttft_servers(keys, offered, slack_services, budget)
+        ttft_n = ttft_servers(keys, offered, slack_services, budget)
         if ttft_n <= replicas:
             break
         replicas, bound = ttft_n, 4

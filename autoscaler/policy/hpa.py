@@ -1,5 +1,7 @@
 """Upstream HPA arithmetic for External metrics, transcribed from kubernetes/kubernetes
-`pkg/controller/podautoscaler/{replica_calculator,horizontal}.go` (see docs/hpa-parity.md).
+`pkg/controller/podautoscaler/horizontal.go` (docs/policy.md, "Parity with the HPA"): the metrics'
+proposals combined, stabilization, rate limits and bounds. One metric's proposal
+(`replica_calculator.go`) is replicacalc.py's.
 
 Everything here is float64 and int arithmetic exactly as upstream does it, off-by-ones included:
 `ceil(100 * (1 + 10/100))` is 111, not 110, and we keep it that way on purpose.
@@ -11,14 +13,12 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
-from autoscaler.policy.observation import MetricReading
+from autoscaler.policy.replicacalc import MAX_INT32, MIN_INT32, MetricError, MetricProposal
 from autoscaler.policy.spec import (
     LEGACY_SCALE_UP_MINIMUM,
-    MetricSpec,
     RatePolicyType,
     ScalingRules,
     SelectPolicy,
-    TargetType,
 )
 from autoscaler.policy.state import Recommendation, ScaleEvent
 
@@ -26,93 +26,12 @@ from autoscaler.policy.state import Recommendation, ScaleEvent
 # ~1.3 µs here): the values every decision builds are made so.
 _new = tuple.__new__
 
-MAX_INT32 = 2**31 - 1
-_AVERAGE_VALUE = TargetType.AVERAGE_VALUE  # an enum member read from its class costs a lookup
-MIN_INT32 = -(2**31)
-MAX_INT64 = 2**63 - 1
-
 
 class Condition(NamedTuple):
     type: str  # AbleToScale | ScalingActive | ScalingLimited
     status: bool
     reason: str
     message: str
-
-
-class MetricProposal(NamedTuple):
-    replicas: int
-    ratio: float
-    current_milli: int  # what upstream reports: the sum (Value) or ceil(sum / status replicas) (AverageValue)
-
-
-class MetricError(NamedTuple):
-    reason: str  # FailedGetExternalMetric
-    message: str
-
-
-def within_tolerance(ratio: float, tolerances: tuple[float, float]) -> bool:
-    """`1 - down <= ratio <= 1 + up`, ends included; NaN is never within."""
-    down, up = tolerances
-    return (1.0 - down) <= ratio <= (1.0 + up)
-
-
-def _ceil_replicas(x: float) -> int:
-    """int32(math.Ceil(x)) with upstream's saturation at MaxInt32."""
-    if math.isnan(x):
-        return 0
-    if x >= MAX_INT32:
-        return MAX_INT32
-    return math.ceil(x)
-
-
-def external_metric_replicas(
-    reading: MetricReading,
-    metric: MetricSpec,
-    *,
-    spec_replicas: int,
-    status_replicas: int,
-    ready_pods: int | None,
-    tolerances: tuple[float, float],
-) -> MetricProposal | MetricError:
-    """One External metric, as GetExternalMetricReplicas / GetExternalPerPodMetricReplicas."""
-    if reading.values_milli is None:
-        return MetricError(
-            "FailedGetExternalMetric",
-            f"unable to get external metric {metric.name}: {reading.error or 'read failed'}",
-        )
-    if not reading.values_milli:
-        return MetricError(
-            "FailedGetExternalMetric",
-            f"unable to get external metric {metric.name}: no metrics returned from external metrics API",
-        )
-    usage = sum(reading.values_milli)
-    if usage > MAX_INT64:
-        usage = MAX_INT64
-    target = metric.target_milli
-
-    if metric.target_type is _AVERAGE_VALUE:
-        if status_replicas == 0:
-            ratio = math.inf if usage else math.nan
-        else:
-            ratio = usage / (target * status_replicas)
-        replicas = status_replicas
-        if not within_tolerance(ratio, tolerances):
-            replicas = _ceil_replicas(usage / target)
-        per_pod = 0 if status_replicas == 0 else min(math.ceil(usage / status_replicas), MAX_INT64)
-        return _new(MetricProposal, (replicas, ratio, per_pod))
-
-    ratio = usage / target
-    if spec_replicas == 0:  # scale from zero: tolerance and readiness are skipped
-        return MetricProposal(_ceil_replicas(ratio), ratio, usage)
-    if within_tolerance(ratio, tolerances):
-        return MetricProposal(spec_replicas, ratio, usage)
-    if ready_pods is None:
-        return MetricError(
-            "FailedGetExternalMetric",
-            f"unable to calculate ready pods for {metric.name}: "
-            "no pods returned by selector while calculating replica count",
-        )
-    return MetricProposal(_ceil_replicas(ratio * ready_pods), ratio, usage)
 
 
 class MetricsRecommendation(NamedTuple):

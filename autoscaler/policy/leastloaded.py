@@ -1,5 +1,5 @@
 """The TTFT wait tail under a least-loaded router: capacity.size's count when the router sends each
-request to the replica with the fewest requests in flight (spec.Router.LEAST_REQUESTS).
+request to the replica with the fewest requests in flight (capacityspec.Router.LEAST_REQUESTS).
 
 capacity.py's tail is one M/G/1 prefill queue per replica fed λ/n at random: a request waits
 whenever its replica is prefilling, with probability u = λ·E[S]/n, which falls only as 1/n. A
@@ -27,7 +27,7 @@ import math
 from autoscaler.policy import lengths
 
 NORMAL_SHAPE = 1000.0  # a count in flight of more clumps than this is read as a normal
-_QUANTUM = 256.0  # cached on the inputs rounded to 1/256 in log scale (0.4 %), as capacity's search
+_QUANTUM = 256.0  # cached on the inputs rounded to 1/256 in log scale (0.4 %), as tailsearch's TTFT search
 _cache: dict[tuple[tuple[int | None, ...], int], int] = {}  # cleared when it reaches 8192
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from typing import TypedDict
 
-from autoscaler.policy.spec import ReplicaProfile
+from autoscaler.policy.capacityspec import ReplicaProfile
 
 MIN_CV2 = 0.01  # below it the lengths are as good as one length (a gamma of shape 100)
 MAX_CV2 = 20.0  # above it a handful of huge prompts dominate: no gamma describes them better

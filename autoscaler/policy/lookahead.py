@@ -13,8 +13,8 @@ from typing import NamedTuple
 
 from autoscaler.policy import band, burstsize, capacity, demand, lengths, memo
 from autoscaler.policy.capacity import Demand, Sizing
+from autoscaler.policy.capacityspec import CapacitySpec, ReplicaProfile, Router, SloTarget
 from autoscaler.policy.demand import DemandState
-from autoscaler.policy.spec import CapacitySpec, ReplicaProfile, Router, SloTarget
 
 
 def load_of(profile: ReplicaProfile, d: Demand) -> float:

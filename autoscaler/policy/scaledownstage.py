@@ -15,10 +15,11 @@ from typing import Any
 
 from autoscaler.policy import burstsize, horizon, lengths, memo, scaledown
 from autoscaler.policy.capacity import Demand, Sizing
+from autoscaler.policy.capacityspec import ReplicaProfile, SloTarget
 from autoscaler.policy.lookahead import Lookahead
 from autoscaler.policy.planstate import PlannerState
 from autoscaler.policy.scaledown import Found
-from autoscaler.policy.spec import ColdStartSpec, ReplicaProfile, SloTarget
+from autoscaler.policy.spec import ColdStartSpec
 from autoscaler.policy.stage import Stage
 
 # A NamedTuple built as tuple.__new__(cls, fields) skips its Python-level __new__ (planner.py)

@@ -20,7 +20,7 @@ import math
 from typing import NamedTuple
 
 from autoscaler.policy import capacity
-from autoscaler.policy.spec import ReplicaProfile
+from autoscaler.policy.capacityspec import ReplicaProfile
 
 SATURATED_TICKS = 3  # consecutive saturated ticks at one ready count before a sample counts
 MAX_SPEED_STEP = math.log(2.0)  # one sample moves the estimate by at most a factor 2

@@ -3,7 +3,7 @@
 Upstream HPA keeps the same things in controller memory and loses them on restart; keeping them
 in a value lets a restarted controller (or the replay) carry on exactly where it stopped.
 
-The small values made every tick (here, in hpa.py and decide.py) are NamedTuples rather than
+The small values made every tick (here, in hpa.py, replicacalc.py and decide.py) are NamedTuples rather than
 frozen dataclasses: a frozen dataclass costs ~1 µs to build against ~0.3 µs, and a tick builds
 dozens of them (bench/bench_policy.py).
 """

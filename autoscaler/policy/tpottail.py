@@ -1,5 +1,5 @@
 """The per-request TPOT tail of capacity.size: the most requests/s one replica serves with at most
-a given share of them over their TPOT target. capacity.tpot_rate caches it; this is its miss.
+a given share of them over their TPOT target. tailsearch.tpot_rate caches it; this is its miss.
 
 A request's TPOT is the mean of the steps it decodes in, and a step that carries a prefill chunk
 is longer by a (the prefill cost) per prompt token: a request of few output tokens whose steps
@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from autoscaler.policy.spec import ReplicaProfile
+from autoscaler.policy.capacityspec import ReplicaProfile
 
 # of the mean output o in the mean context a decode step reads and the KV holds (capacity.py's
 # too): a request of o outputs reads p + o/2 on average over its steps and a step meets requests

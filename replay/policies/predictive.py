@@ -15,19 +15,15 @@ import math
 from dataclasses import replace
 
 from autoscaler.policy import capacity
+from autoscaler.policy.capacityspec import CapacitySpec, DemandSpec, ReplicaProfile, Router, SloTarget
 from autoscaler.policy.spec import (
     AutoscalerSpec,
     Behavior,
-    CapacitySpec,
-    DemandSpec,
     FloorSpec,
     MetricSpec,
     PredictionSpec,
     RatePolicy,
     RatePolicyType,
-    ReplicaProfile,
-    Router,
-    SloTarget,
     TargetType,
     default_scale_down,
     default_scale_up,

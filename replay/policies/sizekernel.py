@@ -4,9 +4,9 @@ same bits (tests/test_flatsize.py). The core stays pure Python (the controller h
 and may have no writable cache directory). `python -m bench policy` installs it; the replay does
 not yet: its router is the least-loaded one, which the kernel does not cover (flatsize.py).
 
-As tailkernel.py does, each function is compiled from a copy of its code whose globals are the
-module's with the compiled callees in place of the Python ones (the TPOT tail's _rate is
-tailkernel's). Compiling takes ~10 s the first time, then loads from numba's on-disk cache;
+As tailkernel.py does, each function is compiled from a copy of its code whose globals are
+flatsize's and flattables' with the compiled callees in place of the Python ones (the TPOT tail's
+_rate is tailkernel's). Compiling takes ~10 s the first time, then loads from numba's on-disk cache;
 install() compiles it (or loads it) before it returns, so no decision waits for it.
 """
 
@@ -18,17 +18,17 @@ from typing import Any
 import numba
 import numpy as np
 
-from autoscaler.policy import burstsize, capacity, flatkernel, flatsize, tpottail
+from autoscaler.policy import burstsize, flatkernel, flatsize, flattables, tailsearch, tpottail
 from replay.policies.tailkernel import compiled_rate
 
 _compiled: flatkernel.Kernel | None = None
-_CALLEES = (  # flatsize's, callees first
+_CALLEES = (  # flatsize's and the flattables' it imports, callees first
     "_finite",
     "_prefill",
     "_decode",
     "_idle_misses",
-    "_ttft_servers",
-    "_tpot_rate",
+    "ttft_servers",
+    "tpot_rate",
     "_terms",
     "_fixed",
     "_sizer",
@@ -51,18 +51,18 @@ def compiled() -> flatkernel.Kernel:
     global _compiled
     if _compiled is None:
         jit = numba.njit(cache=True)
-        scope = dict(vars(flatsize))
+        scope = {**vars(flattables), **vars(flatsize)}  # flattables' functions read their own globals
         scope["_rate"] = compiled_rate()
         scope["prefill_rate"] = jit(tpottail.prefill_rate)
         scope["units"] = jit(tpottail.units)
-        scope["_split_servers"] = jit(capacity._split_servers)
+        scope["split_servers"] = jit(tailsearch.split_servers)
         for name in _CALLEES:
             code = getattr(flatsize, name).__code__
             scope[name] = jit(types.FunctionType(code, scope, name))
         kernel = flatkernel.Kernel(scope["size"], _floats, _ints)
         # compile now, on the bench's profile at the signature burstsize passes (floats, an int limit)
-        floats = _floats([0.01] * flatsize.FIELDS + [0.0] * flatsize.TPOT_SLOTS)
-        kernel.size(floats, _ints([0] * flatsize.KEYS), 1.0, 1.0, 1.0, 1.0, 1, 1.0, 1.0, 0.0)
+        floats = _floats([0.01] * flattables.FIELDS + [0.0] * flattables.TPOT_SLOTS)
+        kernel.size(floats, _ints([0] * flattables.KEYS), 1.0, 1.0, 1.0, 1.0, 1, 1.0, 1.0, 0.0)
         # no compile later, on a decision: ints are converted to its floats, other types raise
         # TypeError and burstsize sizes those in Python (flatkernel.sizing)
         scope["size"].disable_compile()

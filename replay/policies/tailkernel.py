@@ -1,5 +1,5 @@
 """The policy core's per-request TPOT tail (autoscaler/policy/tpottail.py) compiled by numba for the
-replay, from the same source: a cache miss of capacity.tpot_rate 1.7-3.1 ms -> ~40 µs, the same
+replay, from the same source: a cache miss of tailsearch.tpot_rate 1.7-3.1 ms -> ~40 µs, the same
 bits (tests/test_tpottail.py). The core stays pure Python (the controller has no compiler and may
 have no writable cache directory); the predictive policy installs this when it is built.
 

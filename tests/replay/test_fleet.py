@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from autoscaler.policy import coldstart
 from autoscaler.policy.spec import ColdStartSpec, CompileCache, GateScope
-from replay.fleet import Fleet, Phase
+from replay.fleet import Fleet
+from replay.fleetrecords import Phase
 from replay.profiles import REFERENCE_70B
 
 # 140 GB at a shared 10 GB/s, nothing else in the way

@@ -1,0 +1,86 @@
+"""capacity.py's two cached searches (TTFT count, TPOT rate): apart, as flatsize.py's copy shares them."""
+
+from __future__ import annotations
+
+import math
+
+from autoscaler.policy import tpottail
+from autoscaler.policy.capacityspec import ReplicaProfile
+
+TTFT_QUANTUM = 256.0  # the TTFT search is cached on its inputs rounded to 1/256 in log scale (0.4 %)
+_ttft_cache: dict[tuple[int | None, int | None, int | None], int] = {}  # cleared when it reaches 8192
+
+
+def ttft_servers(offered: float, slack_services: float, budget: float) -> int:
+    """split_servers on its inputs rounded to 1/256 in log scale, cached on the steps k of
+    exp(k / 256) (small ints hash faster than floats, and the exps are paid once per entry); None
+    stands for an input <= 0, which is taken as 0."""
+    log, q = math.log, TTFT_QUANTUM
+    key = (
+        round(log(offered) * q) if offered > 0.0 else None,
+        round(log(slack_services) * q) if slack_services > 0.0 else None,
+        round(log(budget) * q) if budget > 0.0 else None,
+    )
+    got = _ttft_cache.get(key)
+    if got is None:
+        if len(_ttft_cache) >= 8192:
+            _ttft_cache.clear()
+        k_offered, k_slack, k_budget = key
+        got = split_servers(
+            0.0 if k_offered is None else math.exp(k_offered / q),
+            0.0 if k_slack is None else math.exp(k_slack / q),
+            0.0 if k_budget is None else math.exp(k_budget / q),
+        )
+        _ttft_cache[key] = got
+    return got
+
+
+def split_servers(offered: float, slack_services: float, tail: float) -> int:
+    """Least n with u·exp(-(1 - u)·slack) <= tail at u = offered / n (slack in the wait tail's
+    mean service times): n M/G/1 queues each fed 1/n of the load. The tail rises with u, so the
+    largest u that fits is found by bisection (to 1e-6) and n = ceil(offered / u)."""
+    if offered <= 0.0:
+        return 1
+    if tail >= 1.0:
+        return math.floor(offered) + 1  # any utilization below 1 fits
+    lo, hi = 0.0, 1.0
+    exp = math.exp
+    for _ in range(20):  # hi - lo = 2^-k exactly after k halvings: 2^-20 is the first below 1e-6
+        u = 0.5 * (lo + hi)
+        if u * exp(-(1.0 - u) * slack_services) <= tail:
+            lo = u
+        else:
+            hi = u
+    if lo <= 0.0:
+        lo = 1e-6
+    return max(1, math.ceil(offered / lo - 1e-9))
+
+
+TPOT_QUANTUM = 16.0  # the TPOT tail's rate is cached on the mix and speed rounded to 1/16 in log (6 %)
+_tpot_cache: dict[tuple[object, ...], float] = {}  # cleared when it reaches 4096
+
+
+def tpot_rate(
+    profile: ReplicaProfile, tpot_s: float, tail: float, p: float, o: float, speed: float, cv2: float = 1.0
+) -> float:
+    """The most requests/s one replica serves with at most `tail` of them over `tpot_s` (inf when
+    no request can miss it by the prefill it shares its steps with), for p-token prompts of
+    lengths' cv² `cv2` and o-token outputs at `speed`; cached on (tail, p, o, speed, cv2) rounded
+    to 1/16 in log scale (cv2 1, the exponential, exactly)."""
+    key = (
+        profile,
+        tpot_s,
+        round(math.log(tail) * TPOT_QUANTUM),
+        round(math.log(p) * TPOT_QUANTUM),
+        round(math.log(o) * TPOT_QUANTUM),
+        round(math.log(speed) * TPOT_QUANTUM),
+        round(math.log(cv2) * TPOT_QUANTUM),
+    )
+    got = _tpot_cache.get(key)
+    if got is None:
+        if len(_tpot_cache) >= 4096:
+            _tpot_cache.clear()
+        tail_r, p_r, o_r, speed_r, cv2_r = (math.exp(k / TPOT_QUANTUM) for k in key[2:])
+        got = tpottail.rate(profile, tpot_s, min(tail_r, 1.0), p_r, max(o_r, 1.0), speed_r, cv2_r)
+        _tpot_cache[key] = got
+    return got
