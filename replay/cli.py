@@ -85,7 +85,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trace", type=Path, help="trace file (default: the embedded synthetic trace)")
     p.add_argument("--format", choices=FORMATS, help="trace format (required with --trace)")
-    p.add_argument("--trace-option", action="append", default=[], metavar="KEY=VALUE", help="format option")
+    p.add_argument(
+        "--trace-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="format option (any format: output_scale=K, every output length x K)",
+    )
     p.add_argument("--start-s", type=float, default=0.0, help="keep the trace from this second")
     p.add_argument("--end-s", type=float, default=None, help="... to this second")
     p.add_argument(

@@ -414,6 +414,22 @@ def test_the_mix_averages_the_last_requests_or_the_levels_window(
     assert all_27 == pytest.approx(1000.0 + 1000.0 * reached[1], abs=15.0)
 
 
+def test_the_mix_of_long_requests_outlasts_the_counters_offset() -> None:
+    """Requests last 100 s (1,000 in flight at 10/s finished, 1,000 prompt tokens each) and the
+    arrivals step to 20/s: the prompt counter counts them when they start, the finished counter
+    100 s later, so for 100 s their ratio says 2,000 tokens a request. The mix's window (twice the
+    requests' time in the system) keeps it under halfway; the level's ~50 s window alone took it to
+    ~1,900, and the token demand with it (docs/policy.md, "Defaults and why": mix window)."""
+    steady = [(15.0 * i, 10.0, 10_000.0, 1000.0, 1000.0) for i in range(60)]
+    # 15 s ticks for 90 s: 20/s arrive (prompts counted at 20,000 tok/s), 10/s finish, in flight grows
+    step = [(15.0 * (60 + i), 10.0, 20_000.0, 1000.0, 1000.0 + 150.0 * i) for i in range(1, 7)]
+    state = feed([*steady, *step])
+    assert state.mix.prompt < 1500.0  # less than halfway to the counters' 2,000 (1,395)
+    assert demand.mix_window_s(10.0, 1000.0) == pytest.approx(2 * 100.0)
+    assert demand.mix_window_s(0.0, 5.0) == demand.mix_window_s(1e-9, 1e9) == demand.TYPICAL_HALF_LIFE_S
+    assert demand.mix_window_s(10.0, 0.0) == 0.0
+
+
 def test_a_state_from_before_the_mix_reads_its_rates_ratio() -> None:
     """A state saved before the mix (2026-12-03) has smoothed rates and token series instead: it
     reads back with their ratio as the mix, weighing no requests (the next tick's counts replace it)."""

@@ -11,9 +11,10 @@ arrivals and the difference piles up in flight. So the arrivals are the conserva
 
 and the token demand is the arrivals times the *mix*, the tokens per request (prompt and output):
 the tokens counted over the requests counted, as weighted sums over the last ~MIX_REQUESTS
-requests or the level's own window, whichever is longer (the mix's noise is a mean's over so many
-requests, and the prompt counter, which counts a request when it is prefilled, against the
-finished one, which counts it when it ends, only agree over windows longer than requests last).
+requests, the level's own window or twice the requests' time in the system, whichever is longest
+(the mix's noise is a mean's over so many requests, and the prompt counter, which counts a request
+when it is prefilled, against the finished one, which counts it when it ends, only agree over
+windows longer than requests last: minutes for a reasoning model's 1,500-token answers).
 The arrivals are forecast by Holt's method with a damped trend (the trend's effect fades with time
 constant damping_s, so no horizon extrapolates without bound), in Wright's irregular-time form as
 forecast.py's Holt; the tokens follow them at the mix, which has no trend of its own (a token
@@ -43,6 +44,10 @@ TYPICAL_HALF_LIFE_S = 600.0  # the typical demand forgets half of itself in 10 m
 # The mix weighs a request exp(-requests counted since / MIX_REQUESTS): ~2 x 400 requests' worth,
 # a standard error of 5 % on lengths of cs^2 2 (docs/policy.md, "Defaults and why")
 MIX_REQUESTS = 400.0
+# ... and at least MIX_LIFETIMES times as long as requests last (Little's law: in flight / finished/s,
+# at most TYPICAL_HALF_LIFE_S): the prompt counter counts a request when it starts, the finished one
+# when it ends, so over a shorter window their ratio swings with the arrivals (docs/policy.md)
+MIX_LIFETIMES = 2.0
 # A NamedTuple built as tuple.__new__(cls, fields) skips its Python-level __new__ (~0.4 against
 # ~1.3 µs here): the values a tick builds are made so (a dozen a tick).
 _new = tuple.__new__
@@ -149,10 +154,16 @@ def observe(
         return state, est
     weight = _weight(spec.alpha, dt, spec.smoothing_period_s)
     counted = finished * dt
-    # the older requests' weight: MIX_REQUESTS requests or the level's window, the longer
+    # the older requests' weight: MIX_REQUESTS requests, the level's window or MIX_LIFETIMES times
+    # the requests' time in the system, the longest
     decay = math.exp(-counted / MIX_REQUESTS) if counted > 0.0 else 1.0
     if decay < 1.0 - weight:
         decay = 1.0 - weight
+    lifetimes = mix_window_s(finished, inflight)
+    if lifetimes > 0.0:
+        lasting = math.exp(-dt / lifetimes)
+        if decay < lasting:
+            decay = lasting
     squares = None if prompt_sq is None else prompt_sq * dt
     mix = _mix(state.mix, decay, counted, prompt * dt, generated * dt, squares)
     growth = (inflight - state.inflight) / dt
@@ -212,6 +223,16 @@ def observe(
         ),
     )
     return new, _new(Estimate, (now_demand, growth))
+
+
+def mix_window_s(finished: float, inflight: float) -> float:
+    """The mix's time constant the requests' own time in the system asks for: MIX_LIFETIMES times
+    in flight / finished per second (Little's law), at most TYPICAL_HALF_LIFE_S (also while nothing
+    finishes); 0 with nothing in flight."""
+    if not inflight > 0.0:
+        return 0.0
+    window = MIX_LIFETIMES * inflight / finished if finished > 0.0 else TYPICAL_HALF_LIFE_S
+    return window if window < TYPICAL_HALF_LIFE_S else TYPICAL_HALF_LIFE_S
 
 
 def read_variance(dt: float, window_s: float | None) -> float:

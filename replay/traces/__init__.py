@@ -11,7 +11,8 @@ Every reader raises `TraceError` naming the file, row and field. Options arrive 
 Python) or as strings (from the CLI's `--trace-option key=value`); both are checked against the
 reader's signature here, once. The window (`start_s`, `end_s`) and `rate_scale` work for every
 format: ServeGen applies them while synthesizing (so 14 days never materialize), the others after
-loading, window first (on the trace's own clock), then the rate scale (see `transform`).
+loading, window first (on the trace's own clock), then the rate scale (see `transform`). So does
+the option `output_scale` (every output length ×k, `outputscale`), applied to what the reader gives.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from replay.trace import Trace
 from replay.traces import azure, burstgpt, generic, mooncake, servegen
 from replay.traces.bounds import MAX_SPAN_S, MAX_TOKENS
 from replay.traces.errors import TraceError
+from replay.traces.outputscale import scale_output
 from replay.traces.synthetic import Burst, SyntheticSpec, default_trace, synthetic_trace
 from replay.traces.transform import scale_rate, time_window, window_and_scale
 
@@ -42,6 +44,7 @@ __all__ = [
     "default_trace",
     "load_trace",
     "options_from_pairs",
+    "scale_output",
     "scale_rate",
     "synthetic_trace",
     "time_window",
@@ -88,24 +91,43 @@ def load_trace(
     seed: int = 0,
     **options: object,
 ) -> Trace:
-    """Read `path` as `fmt`, keep [start_s, end_s) re-based to 0, scale the rate by `rate_scale`."""
+    """Read `path` as `fmt`, keep [start_s, end_s) re-based to 0, scale the rate by `rate_scale`
+    and, with the option `output_scale`, every output length."""
     if fmt not in FORMATS:
         raise TraceError(f"format: expected one of {', '.join(FORMATS)}, got {fmt!r}")
     spec = FORMATS[fmt]
     hints = _option_hints(spec.load)
     typed = {name: _coerce(fmt, name, value, hints) for name, value in options.items()}
+    output_scale = typed.pop(OUTPUT_SCALE, 1.0)
+    assert isinstance(output_scale, float)  # checked by _coerce
+    trace = _load_window(Path(path), spec, start_s, end_s, rate_scale, seed, typed)
+    return scale_output(trace, output_scale)
+
+
+OUTPUT_SCALE = "output_scale"  # the one option every format takes (outputscale.py)
+
+
+def _load_window(
+    path: Path,
+    spec: TraceFormat,
+    start_s: float,
+    end_s: float | None,
+    rate_scale: float,
+    seed: int,
+    typed: dict[str, object],
+) -> Trace:
     if spec.synthesizes:
-        return spec.load(Path(path), start_s=start_s, end_s=end_s, rate_scale=rate_scale, seed=seed, **typed)
+        return spec.load(path, start_s=start_s, end_s=end_s, rate_scale=rate_scale, seed=seed, **typed)
     windowed = start_s != 0.0 or end_s is not None
     given = typed.get("max_span_s", MAX_SPAN_S)
     given_limit = None if given is None else float(given)  # type: ignore[arg-type]  # checked by _coerce
     if windowed:
         typed["max_span_s"] = None  # the window bounds the replay; the whole file may be longer
-    trace = spec.load(Path(path), **typed)
+    trace = spec.load(path, **typed)
     trace = window_and_scale(trace, start_s=start_s, end_s=end_s, rate_scale=rate_scale, seed=seed)
     if windowed and end_s is None and given_limit is not None and trace.duration_s > given_limit:
         raise TraceError(  # only start_s was given: what follows it is held to the bound
-            f"{Path(path).name}: from start_s={start_s:g} the trace spans {trace.duration_s / 86_400:,.1f} "
+            f"{path.name}: from start_s={start_s:g} the trace spans {trace.duration_s / 86_400:,.1f} "
             f"days, more than max_span_s ({given_limit / 86_400:g} days): give --end-s too"
         )
     return trace
@@ -125,7 +147,7 @@ def options_from_pairs(pairs: Sequence[str]) -> dict[str, str]:
 def _option_hints(load: Callable[..., Trace]) -> dict[str, Any]:
     hints = typing.get_type_hints(load)
     keyword = [p.name for p in inspect.signature(load).parameters.values() if p.kind is p.KEYWORD_ONLY]
-    return {name: hints[name] for name in keyword}
+    return {name: hints[name] for name in keyword} | {OUTPUT_SCALE: float}
 
 
 def _coerce(fmt: str, name: str, value: object, hints: Mapping[str, Any]) -> object:

@@ -67,7 +67,7 @@ def test_cli_strings_are_coerced(tmp_path: Path, pairs: list[str], inputs: list[
         pytest.param(
             "azure",
             {"model": "x"},
-            "format 'azure': unknown option 'model' (accepted: max_span_s, on_unsorted)",
+            "format 'azure': unknown option 'model' (accepted: max_span_s, on_unsorted, output_scale)",
             id="option",
         ),
         pytest.param(
