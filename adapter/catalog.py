@@ -20,7 +20,8 @@ from typing import Any
 from adapter.backend import MetricSample, NoData, SourceUnavailable, UnknownMetric
 from adapter.catalogconfig import Aggregation, CatalogSettings, MetricSpec, SourceKind
 from adapter.lru import LRU
-from adapter.presets import Signal, combine, get_preset, value_problem
+from adapter.presetread import combine
+from adapter.presets import Signal, get_preset, value_problem
 from adapter.sources import NAMESPACE, PodValue, Source, SourceError, SourceReading
 from adapter.telemetry import Telemetry
 from common.selector import Selector

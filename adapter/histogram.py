@@ -1,6 +1,6 @@
 """Σ x² of a histogram's observations per second, from its buckets' deltas between two scrapes.
 
-Pipeline position: presets.histogram_total reads a SQUARE_RATE rule's `_bucket` and `_sum`
+Pipeline position: presetread.histogram_total reads a SQUARE_RATE rule's `_bucket` and `_sum`
 samples of one scrape into `Moments`; the scrape source keeps them as it keeps a counter and
 `square_rate` turns two scrapes into Σ x² per second, so the policy gets Σ prompt tokens² per
 second beside the prompt tokens per second, and from the two the prompt lengths' spread
@@ -75,7 +75,7 @@ def bucket_moments(buckets: Iterable[Sample]) -> tuple[float, float] | None:
 def square_rate(previous: Moments, previous_t: float, current: Moments, current_t: float) -> float | None:
     """Σ x² per second between two scrapes: the squares' increase, scaled by the exact over the
     estimated Σ x of the same observations squared; a drop in any total is a restart (the new
-    totals are all increase, as presets.counter_rate reads a counter). None when no time passed."""
+    totals are all increase, as presetread.counter_rate reads a counter). None when no time passed."""
     dt = current_t - previous_t
     if dt <= 0:
         return None

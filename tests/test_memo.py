@@ -1,4 +1,5 @@
-"""memo.by_identity: one value per object, by identity, never handed to another object."""
+"""memo.remember: a bounded table, cleared when full; memo.by_identity: one value per object, by
+identity, never handed to another object."""
 
 from __future__ import annotations
 
@@ -26,3 +27,12 @@ def test_a_full_table_is_cleared_before_the_next_entry() -> None:
     for k in keys:
         memo.by_identity(table, k, id, size=2)
     assert len(table) == 1 and table[id(keys[2])][0] is keys[2]
+
+
+def test_remember_stores_and_clears_a_full_table_first() -> None:
+    table: dict[str, int] = {}
+    assert memo.remember(table, "a", 1, size=2) == 1
+    assert memo.remember(table, "b", 2, size=2) == 2
+    assert table == {"a": 1, "b": 2}
+    assert memo.remember(table, "c", 3, size=2) == 3
+    assert table == {"c": 3}

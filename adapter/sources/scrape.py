@@ -23,13 +23,9 @@ from typing import TYPE_CHECKING, Protocol, Self
 
 import aiohttp
 
-from adapter.exposition import ExpositionError, ExpositionParser
+from adapter.exposition import ExpositionError, ExpositionParser, Samples
 from adapter.histogram import Moments, square_rate
-from adapter.presets import (
-    EnginePreset,
-    Kind,
-    Samples,
-    Signal,
+from adapter.presetread import (
     counter_rate,
     counter_total,
     gauge_value,
@@ -38,6 +34,7 @@ from adapter.presets import (
     model_of,
     wanted_names,
 )
+from adapter.presets import EnginePreset, Kind, Signal
 from adapter.sources import DEPLOYMENT, MODEL, NAMESPACE, PodValue, SourceError, SourceReading, in_namespace
 from adapter.telemetry import Telemetry
 

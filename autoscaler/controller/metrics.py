@@ -22,6 +22,7 @@ import httpx
 from autoscaler import quantity
 from autoscaler.controller.kube import KubeClient, KubeError
 from autoscaler.controller.kubetime import parse_time
+from autoscaler.policy import memo
 from autoscaler.policy.observation import MetricReading
 from autoscaler.policy.spec import MetricSpec
 from common.status import parse_status
@@ -114,9 +115,7 @@ class _Reads:
         if last is not None and last[0] == body:
             return MetricList(last[1].items, last[1].error, now)
         answer = parse(body)
-        if len(self._last) >= _MAX_LAST:  # reads of autoscalers long gone: start again
-            self._last.clear()
-        self._last[read] = (body, answer)
+        memo.remember(self._last, read, (body, answer), _MAX_LAST)  # full: reads of autoscalers long gone
         return answer
 
     async def read_items(self, namespace: str, name: str, selector: str, now: float) -> MetricList:

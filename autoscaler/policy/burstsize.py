@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 
-from autoscaler.policy import capacity, flatkernel, lengths
+from autoscaler.policy import capacity, flatkernel, lengths, memo
 from autoscaler.policy.capacity import Demand, Sizing
 from autoscaler.policy.capacityspec import ReplicaProfile, SloTarget
 from autoscaler.policy.lengths import upper_gamma
@@ -88,9 +88,7 @@ def _grid_x(i: int, budget: float) -> float:
     key = (i, budget)
     x = _hold_cache.get(key)
     if x is None:
-        if len(_hold_cache) >= 4096:
-            _hold_cache.clear()
-        x = _hold_cache[key] = _hold_x(math.exp(i / _GRID), budget)
+        x = memo.remember(_hold_cache, key, _hold_x(math.exp(i / _GRID), budget), 4096)
     return x
 
 

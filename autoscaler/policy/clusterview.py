@@ -59,9 +59,7 @@ def marginal_ready_s(cold: ColdStartSpec, k: int, cluster: Cluster) -> float:
     key = (k, cluster)
     got = table.get(key)
     if got is None:
-        if len(table) >= 4096:
-            table.clear()
-        got = table[key] = max(r.ready_s for r in readiness(cold, k, cluster))
+        got = memo.remember(table, key, max(r.ready_s for r in readiness(cold, k, cluster)), 4096)
     return got
 
 

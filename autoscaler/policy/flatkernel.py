@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from autoscaler.policy import memo
 from autoscaler.policy.capacity import Sizing
 from autoscaler.policy.flatsize import BINDINGS, UNCOVERED, size
 from autoscaler.policy.flattables import KEYS, TPOT_SLOTS, consts
@@ -45,10 +46,8 @@ def sizing(
         key = (id(kernel), id(profile), id(slo))
         got = _packed.get(key, got)
         if got[0] is not kernel or got[1] is not profile or got[2] is not slo:
-            if len(_packed) >= 256:
-                _packed.clear()
             floats = kernel.floats(consts(profile, slo) + [0.0] * TPOT_SLOTS)
-            got = _packed[key] = (kernel, profile, slo, floats, kernel.ints([0] * KEYS))
+            got = memo.remember(_packed, key, (kernel, profile, slo, floats, kernel.ints([0] * KEYS)), 256)
         _last = got
     r, prompt, output = need
     try:

@@ -52,6 +52,7 @@ from autoscaler.policy.tpottail import prefill_rate
 
 BINDINGS = ("idle", "tpot", "batch", "kv", "ttft")  # a Sizing's binding by its code here
 UNCOVERED = -1  # the replicas field of a result burstsize.size must work out itself
+_UNCOVERED_RESULT = (UNCOVERED, 0, 0.0, 0.0, 0.0, 0.0)  # size()'s result burstsize.size must work out
 _MOST = 1e12  # counts (and loads, which a search divides by 1e-6) past it would overflow an int64
 
 
@@ -130,6 +131,9 @@ def _fixed(
     return (kind, replicas, binding, 0, rate, decode, rps, util, z, z, z, z, z, z, z, z, z, z, z, z, z, z)
 
 
+_UNCOVERED_SIZER = _fixed(UNCOVERED, 0, 0, 0.0, 0.0, 0.0, 0.0)  # a sizer burstsize.size must work out
+
+
 def _sizer(c: Any, keys: Any, lam: float, prompt: float, output: float, speed: float, limit: int) -> Any:
     """capacity.sizer for a demand of `lam` requests/s of `prompt` and `output` tokens/s."""
     if lam < MIN_RATE:  # capacity._idle
@@ -166,7 +170,7 @@ def _sizer(c: Any, keys: Any, lam: float, prompt: float, output: float, speed: f
     decode = _decode(c, base, d, seqs)
     load = lam * w
     if not n < _MOST:
-        return _fixed(UNCOVERED, 0, 0, 0.0, 0.0, 0.0, 0.0)
+        return _UNCOVERED_SIZER
     if p < MIN_PROMPT_TOKENS:
         first = math.ceil(n - 1e-9)
         replicas = first if first > 1 else 1
@@ -181,12 +185,12 @@ def _sizer(c: Any, keys: Any, lam: float, prompt: float, output: float, speed: f
         idle_misses = _idle_misses(c, p, idle_rate, beta, c[TTFT] - base)
         tpot_tail = idle_misses if idle_misses > tail else tail
         if not (tpot_tail > 0.0 and _finite(p) and _finite(o) and speed > 0.0 and _finite(speed)):
-            return _fixed(UNCOVERED, 0, 0, 0.0, 0.0, 0.0, 0.0)
+            return _UNCOVERED_SIZER
         tpot_n = lam / tpot_rate(c, keys, tpot_tail, p, o, speed)
         if tpot_n > n:
             n, binding = tpot_n, 1
     if not n < _MOST:
-        return _fixed(UNCOVERED, 0, 0, 0.0, 0.0, 0.0, 0.0)
+        return _UNCOVERED_SIZER
     first = math.ceil(n - 1e-9)
     if first < 1:
         first = 1
@@ -245,7 +249,7 @@ def _at(c: Any, keys: Any, s: Any, arrival_cv2: float, service_cv2: float, limit
             rate_at = replicas
         slack_services = slack2 / (arrival_cv2 + service_cv2)
         if not (offered < _MOST and _finite(slack_services) and _finite(budget)):
-            return UNCOVERED, 0, 0.0, 0.0, 0.0, 0.0
+            return _UNCOVERED_RESULT
         ttft_n = ttft_servers(keys, offered, slack_services, budget)
         if ttft_n <= replicas:
             break
@@ -271,7 +275,7 @@ def _thinned(
     """burstsize.thinned."""
     s = _sizer(c, keys, lam, prompt, output, speed, limit)
     if s[0] == UNCOVERED:
-        return UNCOVERED, 0, 0.0, 0.0, 0.0, 0.0
+        return _UNCOVERED_RESULT
     got = _at(c, keys, s, 1.0, service_cv2, limit)
     lo = got[0]
     if spread <= 1.0 or lo <= 0:
@@ -320,7 +324,7 @@ def size(
     f = hold / lam
     s = _sizer(c, keys, lam * f, prompt * f, output * f, speed, limit)
     if s[0] == UNCOVERED:
-        return UNCOVERED, 0, 0.0, 0.0, 0.0, 0.0
+        return _UNCOVERED_RESULT
     held = _at(c, keys, s, 1.0, service_cv2, limit)
     if held[0] == UNCOVERED:
         return held

@@ -5,11 +5,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from autoscaler.policy.tailsearch import TPOT_QUANTUM, TTFT_QUANTUM, split_servers
+from autoscaler.policy.tailsearch import TPOT_KEPT, TPOT_QUANTUM, TTFT_KEPT, TTFT_QUANTUM, split_servers
 from autoscaler.policy.tpottail import _rate, units
 
-TPOT_SLOTS = 4096  # the TPOT tail's rates kept (tailsearch.tpot_rate's cache holds as many)
-TTFT_SLOTS = 8192  # the TTFT searches kept (tailsearch.ttft_servers' cache holds as many)
+# as many slots as tailsearch keeps entries (powers of 2: a key's hash is masked to a slot)
+TPOT_SLOTS = TPOT_KEPT  # the TPOT tail's rates kept
+TTFT_SLOTS = TTFT_KEPT  # the TTFT searches kept
 KEYS = 5 * (TPOT_SLOTS + TTFT_SLOTS)  # the tables' ints
 _NO_STEP = -(1 << 62)  # a TTFT search's step for an input <= 0 (capacity's None)
 

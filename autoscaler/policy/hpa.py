@@ -13,6 +13,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
+from autoscaler.policy import memo
 from autoscaler.policy.replicacalc import MAX_INT32, MIN_INT32, MetricError, MetricProposal
 from autoscaler.policy.spec import (
     LEGACY_SCALE_UP_MINIMUM,
@@ -73,14 +74,13 @@ def combine_metrics(
         )
     valid = _VALID_METRIC.get(best_metric)
     if valid is None:
-        if len(_VALID_METRIC) >= 1024:
-            _VALID_METRIC.clear()
-        valid = _VALID_METRIC[best_metric] = Condition(
+        valid = Condition(
             "ScalingActive",
             True,
             "ValidMetricFound",
             f"the HPA was able to successfully calculate a replica count from external metric {best_metric}",
         )
+        memo.remember(_VALID_METRIC, best_metric, valid, 1024)
     return _new(MetricsRecommendation, (best, best_metric, proposals, valid))
 
 

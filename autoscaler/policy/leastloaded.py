@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 
-from autoscaler.policy import lengths
+from autoscaler.policy import lengths, memo
 
 NORMAL_SHAPE = 1000.0  # a count in flight of more clumps than this is read as a normal
 _QUANTUM = 256.0  # cached on the inputs rounded to 1/256 in log scale (0.4 %), as tailsearch's TTFT search
@@ -45,11 +45,9 @@ def servers(
     key = (steps, most)
     got = _cache.get(key)
     if got is None:
-        if len(_cache) >= 8192:
-            _cache.clear()
         rounded = [0.0 if k is None else math.exp(k / q) for k in steps]
         got = _bisect(rounded[0], rounded[1], rounded[2], rounded[3], rounded[4], rounded[5], most)
-        _cache[key] = got
+        memo.remember(_cache, key, got, 8192)
     return got
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from typing import TypedDict
 
+from autoscaler.policy import memo
 from autoscaler.policy.capacityspec import ReplicaProfile
 
 MIN_CV2 = 0.01  # below it the lengths are as good as one length (a gamma of shape 100)
@@ -85,11 +86,9 @@ def longer_share(longest: float, p: float, cv2: float) -> float:
     key = (round(math.log(cv2) * _QUANTUM), round(math.log(longest / p) * _QUANTUM))
     got = _tail_cache.get(key)
     if got is None:
-        if len(_tail_cache) >= 4096:
-            _tail_cache.clear()
         shape = 1.0 / math.exp(key[0] / _QUANTUM)
         got = upper_gamma(shape, math.exp(key[1] / _QUANTUM) * shape)
-        _tail_cache[key] = got
+        memo.remember(_tail_cache, key, got, 4096)
     return got
 
 

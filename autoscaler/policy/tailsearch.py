@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import math
 
-from autoscaler.policy import tpottail
+from autoscaler.policy import memo, tpottail
 from autoscaler.policy.capacityspec import ReplicaProfile
 
 TTFT_QUANTUM = 256.0  # the TTFT search is cached on its inputs rounded to 1/256 in log scale (0.4 %)
-_ttft_cache: dict[tuple[int | None, int | None, int | None], int] = {}  # cleared when it reaches 8192
+TTFT_KEPT = 8192  # the TTFT searches kept (memo.remember clears the table when it holds as many)
+_ttft_cache: dict[tuple[int | None, int | None, int | None], int] = {}
 
 
 def ttft_servers(offered: float, slack_services: float, budget: float) -> int:
@@ -23,15 +24,13 @@ def ttft_servers(offered: float, slack_services: float, budget: float) -> int:
     )
     got = _ttft_cache.get(key)
     if got is None:
-        if len(_ttft_cache) >= 8192:
-            _ttft_cache.clear()
         k_offered, k_slack, k_budget = key
         got = split_servers(
             0.0 if k_offered is None else math.exp(k_offered / q),
             0.0 if k_slack is None else math.exp(k_slack / q),
             0.0 if k_budget is None else math.exp(k_budget / q),
         )
-        _ttft_cache[key] = got
+        memo.remember(_ttft_cache, key, got, TTFT_KEPT)
     return got
 
 
@@ -57,7 +56,8 @@ def split_servers(offered: float, slack_services: float, tail: float) -> int:
 
 
 TPOT_QUANTUM = 16.0  # the TPOT tail's rate is cached on the mix and speed rounded to 1/16 in log (6 %)
-_tpot_cache: dict[tuple[object, ...], float] = {}  # cleared when it reaches 4096
+TPOT_KEPT = 4096  # the TPOT tail's rates kept (memo.remember clears the table when it holds as many)
+_tpot_cache: dict[tuple[object, ...], float] = {}
 
 
 def tpot_rate(
@@ -78,9 +78,7 @@ def tpot_rate(
     )
     got = _tpot_cache.get(key)
     if got is None:
-        if len(_tpot_cache) >= 4096:
-            _tpot_cache.clear()
         tail_r, p_r, o_r, speed_r, cv2_r = (math.exp(k / TPOT_QUANTUM) for k in key[2:])
         got = tpottail.rate(profile, tpot_s, min(tail_r, 1.0), p_r, max(o_r, 1.0), speed_r, cv2_r)
-        _tpot_cache[key] = got
+        memo.remember(_tpot_cache, key, got, TPOT_KEPT)
     return got

@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapter.exposition import ExpositionError, ExpositionParser, parse_exposition
-from adapter.presets import PRESETS, wanted_names
+from adapter.presetread import wanted_names
+from adapter.presets import PRESETS
 
 M = "vllm:num_requests_waiting"
 

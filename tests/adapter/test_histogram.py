@@ -9,7 +9,8 @@ import pytest
 from adapter.catalogconfig import CatalogSettings
 from adapter.exposition import Sample, parse_exposition
 from adapter.histogram import Moments, bucket_moments, square_rate
-from adapter.presets import Signal, get_preset, histogram_total, wanted_names
+from adapter.presetread import histogram_total, wanted_names
+from adapter.presets import Signal, get_preset
 
 # vLLM's prompt-length buckets: build_1_2_5_buckets(max_model_len), here up to 100,000
 VLLM_BOUNDS = [m * 10**e for e in range(6) for m in (1, 2, 5) if m * 10**e <= 100_000]

@@ -5,20 +5,17 @@ from __future__ import annotations
 import pytest
 from engine_fixtures import EPP, EPP_V0, JETSTREAM, LLAMACPP, SGLANG, TGI, TRITON, TRTLLM, VLLM, VLLM_V0
 
-from adapter.presets import (
-    PRESETS,
-    Kind,
-    Signal,
+from adapter.exposition import parse_exposition
+from adapter.presetread import (
     counter_rate,
     counter_total,
     gauge_value,
-    get_preset,
     histogram_total,
     is_counter,
     model_of,
-    parse_exposition,
     wanted_names,
 )
+from adapter.presets import PRESETS, Kind, Signal, get_preset
 
 Q, B, KV = Signal.QUEUE_SIZE, Signal.BATCH_SIZE, Signal.KV_CACHE_USAGE
 

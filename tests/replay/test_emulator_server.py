@@ -13,16 +13,9 @@ import pytest
 from emulator_fixtures import TINY, emulator, serve
 from prometheus_client.parser import text_string_to_metric_families
 
-from adapter.presets import (
-    Kind,
-    Signal,
-    counter_total,
-    gauge_value,
-    get_preset,
-    histogram_total,
-    parse_exposition,
-    wanted_names,
-)
+from adapter.exposition import parse_exposition
+from adapter.presetread import counter_total, gauge_value, histogram_total, wanted_names
+from adapter.presets import Kind, Signal, get_preset
 from common.clock import ManualClock
 from replay.emulate.requests import parse_generation
 from replay.emulate.server import EMULATOR, EmulatorConfig, create_app
