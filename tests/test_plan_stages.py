@@ -61,11 +61,12 @@ def test_the_horizons_first_replica_is_on_the_staggers_exact_schedule() -> None:
 
 
 def test_a_node_with_the_image_ran_a_replica_that_compiled() -> None:
-    """fast-load-70b's cold start (140 GB at 3.75 GB/s a loader, 30 s pull and init, 55 s compile,
-    18 s cached, 5 s warm-up): six nodes with the image are full, one without has room, and a
-    replica's load begins at 45 s. Ours: pull and init 0-60, load 60-97.3, a compile hit (the
-    fleet's replicas filled the cluster cache), ready at 120.3 s; taken as cold, a miss: 157.3 s.
-    With a node-scope cache, the hit is on the node that ran a replica (the fastest, chosen first)."""
+    """fast-load-70b's cold start without its node cache (140 GB at 3.75 GB/s a loader, 30 s pull and
+    init, 55 s compile, 18 s cached, 5 s warm-up): six nodes with the image are full, one without
+    has room, and a replica's load begins at 45 s. Ours: pull and init 0-60, load 60-97.3, a compile
+    hit (the fleet's replicas filled the cluster cache), ready at 120.3 s; taken as cold, a miss:
+    157.3 s. With a node-scope cache, the hit is on the node that ran a replica (the fastest, chosen
+    first)."""
     fast = ColdStartSpec(
         weights_gb=140.0,
         storage_gbps=100.0,
