@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from autoscaler.policy import clusterview, horizon, panic, scaledown, scaleup
-from autoscaler.policy.spec import ColdStartSpec
+from autoscaler.policy.spec import ColdStartSpec, CompileCache
 
 SEED = ColdStartSpec(weights_gb=140, storage_gbps=10)  # 14 s alone, 112 s each for 8 together
 COLD = ((), (), (), (), (), ())  # a cluster without nodes: every replica on a new node
@@ -48,15 +48,52 @@ def test_the_horizons_first_replica_is_on_the_staggers_exact_schedule() -> None:
     """140 GB at 2.5 GB/s (56 s a load), 90 s nodes, two replicas a node; one replica waits for a
     node up in 15 s. One more started now goes there and loads beside it: ready at 127 s, as the
     caller's own projection says, so the caller corrects nothing and 2 more are ready when the
-    stagger has them, 183 s. The model counting the load about to begin as begun now said 112 s
-    for the first, and the 15 s it took as the caller's correction was added to the stagger's."""
+    stagger has them, 183 s. The model said 112 s for the first when it counted the load about to
+    begin as begun now, and the 15 s it took as the caller's correction was added to the
+    stagger's; told when that load begins, it says 127 s too."""
     slow = ColdStartSpec(weights_gb=140, storage_gbps=2.5, node_provision_s=90, gpus_per_replica=4)
     waiting = ((0,), (0,), (), (), (15.0,), ((15.0, 4),))
     assert scaleup.staggered_ready_s(slow, 1, waiting, 15.0, at_once=True) == (pytest.approx(127.0), 1)
-    assert clusterview.marginal_ready_s(slow, 1, waiting) == pytest.approx(112.0)
+    assert clusterview.marginal_ready_s(slow, 1, waiting) == pytest.approx(127.0)
     assert scaleup.staggered_ready_s(slow, 2, waiting, 15.0)[0] == pytest.approx(183.0)
     assert horizon.find(slow, 0, 10, lambda t: 2, waiting, 127.0)[:2] == (pytest.approx(183.0), 2)
     assert horizon.find(slow, 0, 10, lambda t: 1, waiting, None)[0] == pytest.approx(127.0)
+
+
+def test_a_node_with_the_image_ran_a_replica_that_compiled() -> None:
+    """fast-load-70b's cold start (140 GB at 3.75 GB/s a loader, 30 s pull and init, 55 s compile,
+    18 s cached, 5 s warm-up): six nodes with the image are full, one without has room, and a
+    replica's load begins at 45 s. Ours: pull and init 0-60, load 60-97.3, a compile hit (the
+    fleet's replicas filled the cluster cache), ready at 120.3 s; taken as cold, a miss: 157.3 s.
+    With a node-scope cache, the hit is on the node that ran a replica (the fastest, chosen first)."""
+    fast = ColdStartSpec(
+        weights_gb=140.0,
+        storage_gbps=100.0,
+        per_loader_gbps=3.75,
+        image_pull_s=30.0,
+        warmup_s=5.0,
+        node_provision_s=90.0,
+        gpus_per_replica=4,
+        engine_init_s=30.0,
+        compile_s=55.0,
+        compile_cached_s=18.0,
+        compile_cache=CompileCache.CLUSTER,
+    )
+    busy = ((0, 0, 0, 0, 0, 0, 4), tuple(range(6)), (), (), (45.0,), ())
+    (r,) = clusterview.readiness(fast, 1, busy)
+    assert (r.compile_hit, r.ready_s) == (True, pytest.approx(120.0 + 1 / 3))
+    (r,) = clusterview.readiness(fast, 1, (busy[0], (), *busy[2:]))
+    assert (r.compile_hit, r.ready_s) == (False, pytest.approx(157.0 + 1 / 3))
+    node_scope = ColdStartSpec(
+        weights_gb=140.0,
+        storage_gbps=10.0,
+        compile_s=55.0,
+        compile_cached_s=18.0,
+        compile_cache=CompileCache.NODE,
+        gpus_per_replica=4,
+    )
+    (there,) = clusterview.readiness(node_scope, 1, ((4, 4), (1,), (), (), (), ()))
+    assert (there.node, there.compile_hit, there.ready_s) == (1, True, pytest.approx(14.0 + 18.0))
 
 
 def test_a_later_start_goes_to_the_node_an_earlier_one_is_waiting_for() -> None:
@@ -198,7 +235,7 @@ def test_a_start_bound_for_a_node_on_its_way_is_held_only_where_holding_moves_it
         waiting = ((0,), (0,), (), (), (up,), ((up, 4),))
         assert scaleup.starts_now(slow, 1, waiting, 15.0)[0] == starts
         assert scaleup.starts_now(slow, 1, (*waiting[:5], ()), 15.0)[0] == 1
-    assert clusterview.marginal_ready_s(slow, 1, ((0,), (0,), (), (), (15.0,), ((15.0, 4),))) == 112.0
+    assert clusterview.marginal_ready_s(slow, 1, ((0,), (0,), (), (), (15.0,), ((15.0, 4),))) == 127.0
     assert clusterview.marginal_ready_s(slow, 1, ((0,), (0,), (), (), (15.0,), ())) == 146.0
 
 

@@ -166,6 +166,62 @@ def test_loaders_in_progress_hold_gate_slots() -> None:
     assert (r.gate_wait_s, r.load_s, r.ready_s) == (7.0, 14.0, 21.0)
 
 
+def test_a_load_about_to_begin_shares_the_storage_from_when_it_begins() -> None:
+    # 140 GB at 10 GB/s; another replica's load begins at 7 s: ours reads alone 0-7 (70 GB), then
+    # both at 5 GB/s: ours has 70 GB left, 14 s more (ready 21); the other 70 GB by 21, then 7 s
+    # alone at 10 GB/s. Counted as begun now, both would have shared from 0 and been ready at 28
+    (r,) = predict_ready(SEED, 1, upcoming_loads_s=(7.0,))
+    assert (r.load_start_s, r.load_s, r.load_wait_s, r.ready_s) == (0.0, 21.0, 7.0, 21.0)
+    assert ready(SEED, 1, loading_remaining_gb=(140.0,)) == [28.0]
+
+
+def test_a_load_about_to_begin_takes_the_gate_ahead_of_replicas_started_after_it() -> None:
+    # one slot, held by a loader with 70 GB left (free at 7 s); a replica already starting begins
+    # its load at 7 s (its wait at the gate is in the caller's projection). Ours reached the gate
+    # at 0, but was started after it: it loads 21-35. Had ours gone first, 7-21
+    gated = replace(SEED, max_concurrent_loads=1)
+    (r,) = predict_ready(gated, 1, loading_remaining_gb=(70.0,), upcoming_loads_s=(7.0,))
+    assert (r.gate_wait_s, r.load_start_s, r.ready_s) == (21.0, 21.0, 35.0)
+    # a slot free when ours arrives is ours: it loads 0-14 alone, the other waits for it; with two
+    # slots the other joins at 7 and both share the storage 7-21
+    (alone,) = predict_ready(gated, 1, upcoming_loads_s=(7.0,))
+    assert (alone.gate_wait_s, alone.ready_s) == (0.0, 14.0)
+    (shared,) = predict_ready(replace(SEED, max_concurrent_loads=2), 1, upcoming_loads_s=(7.0,))
+    assert (shared.gate_wait_s, shared.ready_s) == (0.0, 21.0)
+
+
+def test_a_load_about_to_begin_reads_shared_storage_whatever_ours_reads() -> None:
+    # a ready peer serves ours at 20 GB/s (0-7 s); the load the caller told of, at 2 s, is a shared
+    # one (the caller lists only those): 14 s at 10 GB/s, not the peer's 7
+    m = Startups(replace(SEED, peer_gbps=20.0), peer_sources=1)
+    m.add_upcoming(-1, 2.0)
+    m.add_node(0, up_at=0.0, image=True)
+    ours = m.start(0, 0)
+    told = m.get(-1)
+    assert told is not None
+    m.run()
+    assert (told.tier, told.entered[StartPhase.LOAD], told.entered[StartPhase.READY]) == ("shared", 2.0, 16.0)
+    assert (ours.tier, ours.entered[StartPhase.LOAD], ours.entered[StartPhase.READY]) == ("peer", 0.0, 7.0)
+
+
+def test_a_load_about_to_begin_behind_a_startup_gate_holds_its_slot_from_its_engine_init() -> None:
+    # startup scope, one slot, a 10 s engine init: the replica told to load at 15 s reaches the
+    # gate at 5 (its init 5-15) and holds the slot to ready (load 15-29). Ours reaches it at 0,
+    # first: init 0-10, load 10-24
+    spec = replace(SEED, engine_init_s=10, max_concurrent_loads=1, load_gate_scope=GateScope.STARTUP)
+    (r,) = predict_ready(spec, 1, upcoming_loads_s=(15.0,))
+    assert (r.gate_wait_s, r.ready_s) == (0.0, 24.0)
+    # behind an 8 s pull ours reaches it at 8, second: the slot at 29, init 29-39, load 39-53
+    late = replace(spec, image_pull_s=8.0)
+    (r,) = predict_ready(late, 1, upcoming_loads_s=(15.0,))
+    assert (r.gate_wait_s, r.load_start_s, r.ready_s) == (21.0, 39.0, 53.0)
+
+
+def test_loads_about_to_begin_are_checked() -> None:
+    with pytest.raises(ValueError, match=r"upcoming_loads_s\[1\]"):
+        predict_ready(SEED, 1, upcoming_loads_s=(3.0, float("nan")))
+
+
 def test_gate_is_first_come_first_served_with_ties_in_start_order() -> None:
     spec = replace(SEED, max_concurrent_loads=1, image_pull_s=5, engine_init_s=10)
     m = Startups(spec)

@@ -12,7 +12,7 @@ from functools import lru_cache
 
 from autoscaler.policy import coldstart, memo
 from autoscaler.policy.coldstart import ReplicaReadiness
-from autoscaler.policy.spec import ColdStartSpec
+from autoscaler.policy.spec import ColdStartSpec, CompileCache
 
 # (free GPUs per node, nodes with the image, nodes with the weights, GB left per loader in progress,
 #  seconds until each starting replica not loading yet begins its load, (seconds until up, free
@@ -30,14 +30,13 @@ Cluster = tuple[
 @lru_cache(maxsize=4096)
 def readiness(cold: ColdStartSpec, k: int, cluster: Cluster) -> tuple[ReplicaReadiness, ...]:
     """Per replica, the path to ready of k replicas started now (coldstart.predict_ready), their
-    loads sharing the storage with the loads in progress and with those of replicas still on their
-    way to theirs, counted as loading in full from now (the model takes loads in progress only:
-    slow for a load that begins after ours, fast for one beside ours on a node both wait for; the
-    stagger's schedule, scaleup.py, has each from when it begins). Replicas no up node fits wait
-    for a node on its way with room before new nodes, as the scheduler binds them."""
+    loads sharing the storage with the loads in progress and, from when each begins, with those of
+    replicas still on their way to theirs, which reach a load gate ahead of ours. Replicas no up
+    node fits wait for a node on its way with room before new nodes, as the scheduler binds them."""
     free, image, weights, loading, upcoming, coming = cluster
-    if upcoming:
-        loading = (*loading, *[cold.weights_gb] * len(upcoming))
+    # a node with the image ran a replica, which compiled there and filled a cluster cache: taken
+    # as cold, the first replica's compile was a miss, and the caller's correction of the model's
+    # first replica (horizon.find) carried that miss's 37 s to the later ones (fast-load-70b)
     return coldstart.predict_ready(
         cold,
         k,
@@ -46,6 +45,9 @@ def readiness(cold: ColdStartSpec, k: int, cluster: Cluster) -> tuple[ReplicaRea
         weights_cached=weights,
         loading_remaining_gb=loading,
         coming_nodes=coming,
+        upcoming_loads_s=upcoming,
+        compile_cached_nodes=image if cold.compile_cache == CompileCache.NODE else (),
+        compile_cache_warm=cold.compile_cache == CompileCache.CLUSTER and bool(image),
     )
 
 

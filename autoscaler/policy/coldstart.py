@@ -188,6 +188,7 @@ def predict_ready(
     compile_cache_warm: bool = False,
     peer_sources: int = 0,
     coming_nodes: Sequence[tuple[float, int]] = (),
+    upcoming_loads_s: Sequence[float] = (),
 ) -> tuple[ReplicaReadiness, ...]:
     """Per-replica ready times of k replicas started now, in placement order.
 
@@ -197,8 +198,11 @@ def predict_ready(
     hold compile artifacts (needs compile_cache node). compile_cache_warm: the shared compile
     cache is filled (compile_cache cluster). peer_sources: ready replicas that can serve weights.
     loading_remaining_gb: GB still to read for loaders already reading from shared storage; they
-    compete for bandwidth (and hold gate slots) from now on. coming_nodes: (seconds until up, free
-    GPUs) of nodes on their way; replicas no existing node fits wait for them before new nodes.
+    compete for bandwidth (and hold gate slots) from now on. upcoming_loads_s: seconds until each
+    replica already starting but not loading yet begins its shared load (its gate wait included);
+    each reaches the gate then, ahead of the k, and competes from then on. coming_nodes: (seconds
+    until up, free GPUs) of nodes on their way; replicas no existing node fits wait for them
+    before new nodes.
     The defaults describe a cold cluster, the slow case a forecast horizon should plan for.
     """
     starts, _ = _run(
@@ -215,6 +219,7 @@ def predict_ready(
             peer_sources,
             loading_remaining_gb,
             coming_nodes,
+            upcoming_loads_s,
         ),
     )
     order = phase_order(spec)
@@ -304,10 +309,11 @@ def _checked(
     peers: int,
     loading: Sequence[float],
     coming: Sequence[tuple[float, int]] = (),
+    upcoming: Sequence[float] = (),
 ) -> Cluster:
     check_spec(spec)
     require(k >= 0, "k", k, ">= 0")
-    return Cluster.of(spec, free, image, weights, compiled, compile_warm, peers, loading, coming)
+    return Cluster.of(spec, free, image, weights, compiled, compile_warm, peers, loading, coming, upcoming)
 
 
 def _run(
@@ -332,6 +338,8 @@ def _run(
             machine.add_node(slot.node, up_at=spec.node_provision_s)
     for i, left in enumerate(cluster.loading):
         machine.add_loading(-1 - i, left)  # negative ids: never one of the k
+    for i, at in enumerate(cluster.upcoming, start=len(cluster.loading)):
+        machine.add_upcoming(-1 - i, at)
     starts = [(slot, machine.start(i, slot.node)) for i, slot in enumerate(slots)]
     machine.run(until=starts[0][1] if until_ready else None)
     return starts, machine

@@ -34,6 +34,7 @@ class Cluster:
     peers: int
     loading: Sequence[float]
     coming: Sequence[tuple[float, int]] = ()  # (seconds until up, free GPUs) of nodes on their way
+    upcoming: Sequence[float] = ()  # seconds until each shared load not begun yet begins
 
     @classmethod
     def of(
@@ -47,6 +48,7 @@ class Cluster:
         peers: int,
         loading: Sequence[float],
         coming: Sequence[tuple[float, int]] = (),
+        upcoming: Sequence[float] = (),
     ) -> Cluster:
         for i, gpus in enumerate(free):
             require(gpus >= 0, f"free_gpus_per_node[{i}]", gpus, ">= 0")
@@ -74,7 +76,9 @@ class Cluster:
         for i, (up, gpus) in enumerate(coming):
             require(finite_at_least_zero(up), f"coming_nodes[{i}] (up in)", up, "a finite number >= 0")
             require(gpus >= 0, f"coming_nodes[{i}] (free GPUs)", gpus, ">= 0")
-        return cls(free, image, weights, compiled, compile_warm, peers, loading, coming)
+        for i, at in enumerate(upcoming):
+            require(finite_at_least_zero(at), f"upcoming_loads_s[{i}]", at, "a finite number >= 0")
+        return cls(free, image, weights, compiled, compile_warm, peers, loading, coming, upcoming)
 
     def compile_hit(self, spec: ColdStartSpec, node: int) -> bool:
         if spec.compile_cache == CompileCache.CLUSTER:

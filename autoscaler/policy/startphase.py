@@ -89,3 +89,17 @@ class Start:
     target_gb: float = 0.0  # shared-storage loads: done when the service per loader reaches this
     compile_hit: bool | None = None
     token: int = 0  # bumped on every phase change: timers of an earlier phase are stale
+
+    def copy(self) -> Start:
+        """An independent record at the same point (Startups.clone)."""
+        return Start(
+            self.replica,
+            self.node,
+            self.order,
+            self.phase,
+            list(self.entered),
+            self.tier,
+            self.target_gb,
+            self.compile_hit,
+            self.token,
+        )

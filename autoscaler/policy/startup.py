@@ -4,7 +4,8 @@ The replay's fleet runs it as the policy adds and removes replicas; the cold-sta
 (coldstart.predict_ready) builds one from the cluster it is told about, or copies the fleet's,
 and runs it to the end: "when is each replica ready if nobody else starts or stops?". So the
 policy's predictions and the simulated cluster share one arithmetic. Pure: time comes in through
-advance(to); no clock, no I/O. The phases and the weight tiers are in startphase.py.
+advance(to); no clock, no I/O. The phases and the weight tiers are in startphase.py, the
+shared storage's loaders in sharedloads.py.
 
 Gate order: first come, first served by the time a replica reaches the gate, replicas reaching
 it at the same instant in the order they were started. Slots are handed out after every event of
@@ -20,12 +21,13 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from autoscaler.policy.nodecache import NodeCache
+from autoscaler.policy.sharedloads import SharedLoads
 from autoscaler.policy.spec import ColdStartSpec, CompileCache, GateScope
 from autoscaler.policy.startphase import Start, StartPhase, Tier, phase_order
 from autoscaler.policy.storage import BYTE_GB, loader_gbps
 
 MODEL = "model"  # the node cache's key for this spec's weights (one model per machine)
-PSEUDO_NODE = -1  # the node of loaders the caller only knows by their bytes left
+PSEUDO_NODE = -1  # the node of loaders the caller only knows by their bytes left or their start
 
 
 # Enum members are slow to look up on their class (about 1 us each in CPython 3.11): the hot paths
@@ -78,13 +80,7 @@ class Startups:
         self._order = 0
         self._timers: list[tuple[float, int, int, int, int]] = []  # (at, seq, kind, ref, token)
         self._seq = 0
-        # Shared storage: every loader reading from it gets the same speed, so one number, the GB
-        # each has received since the storage was last idle (S), says how far all of them are; a
-        # loader joining at S with g GB to read is done when S reaches S + g (its target). This
-        # keeps an event O(log n) where stepping every loader's bytes would be O(n).
-        self._shared: dict[int, Start] = {}  # replica -> record, in the order they began
-        self._targets: list[tuple[float, int, int]] = []  # (target, start order, replica): heap
-        self._served = 0.0  # S
+        self._loads = SharedLoads()
         self._holders: set[int] = set()  # replicas holding a gate slot
         self._queue: list[tuple[float, int, int]] = []  # (arrived at, start order, replica): heap
         self._order_phases = phase_order(spec)
@@ -143,7 +139,24 @@ class Startups:
         if left_gb <= BYTE_GB:
             self._leave(s)
         else:
-            self._join(s, left_gb)
+            self._loads.join(s, left_gb)
+
+    def add_upcoming(self, replica: int, begins_at: float) -> None:
+        """A replica of which only the time its shared-storage load begins is known (`begins_at`,
+        the caller's projection, its own gate wait included): it reaches the gate then (with a
+        startup-scoped gate, engine_init_s before), ahead of every replica started here, which
+        the caller started after it, and loads from shared storage."""
+        if PSEUDO_NODE not in self.nodes:
+            self.add_node(PSEUDO_NODE, up_at=-math.inf, image=True)
+        gated = self._order_phases.index(_GATE)
+        before = self._order_phases[gated - 1]
+        s = Start(replica, PSEUDO_NODE, self._order, before, tier=_SHARED)
+        self._order += 1
+        self._starts[replica] = s
+        self.version += 1
+        self.told += 1
+        ahead = self._init_s if before == _PULL else 0.0  # the phases between the gate and the load
+        self._push(max(self.now, begins_at - ahead), _REPLICA, replica, s.token)
 
     def cancel(self, replica: int) -> None:
         """The replica was deleted before it was ready: its bandwidth and gate slot go to others."""
@@ -152,8 +165,7 @@ class Startups:
             return
         self.version += 1
         self.told += 1
-        if self._shared.pop(replica, None) is not None and not self._shared:
-            self._idle_storage()
+        self._loads.drop(replica)
         self._holders.discard(replica)
         self._grant()
 
@@ -174,13 +186,12 @@ class Startups:
     @property
     def shared_left_gb(self) -> list[float]:
         """GB still to read by each replica loading from shared storage, in the order they began."""
-        served = self._served
-        return [max(0.0, s.target_gb - served) for s in self._shared.values()]
+        return self._loads.left_gb()
 
     @property
     def busy(self) -> bool:
         """Something will happen without being told: a timer is pending or a load is running."""
-        return bool(self._shared or self._timers)
+        return bool(self._loads.loaders or self._timers)
 
     def clone(self) -> Startups:
         """An independent copy that reports to nobody, for "what if nothing else changes"."""
@@ -195,26 +206,11 @@ class Startups:
         other.nodes = {
             n: NodeFacts(f.up_at, f.image, f.cache, f.compiled, f.pull_done_at) for n, f in self.nodes.items()
         }
-        other._starts = {
-            r: Start(
-                s.replica,
-                s.node,
-                s.order,
-                s.phase,
-                list(s.entered),
-                s.tier,
-                s.target_gb,
-                s.compile_hit,
-                s.token,
-            )
-            for r, s in self._starts.items()
-        }
+        other._starts = {r: s.copy() for r, s in self._starts.items()}
         other._order = self._order
         other._timers = list(self._timers)
         other._seq = self._seq
-        other._shared = {r: other._starts[r] for r in self._shared}
-        other._targets = list(self._targets)
-        other._served = self._served
+        other._loads = self._loads.copy(other._starts)
         other._holders = set(self._holders)
         other._queue = list(self._queue)
         other._order_phases = self._order_phases
@@ -226,7 +222,7 @@ class Startups:
 
     def advance(self, to: float) -> None:
         """Process every event up to `to` (inclusive), then stand at `to`."""
-        if not self._shared and (not self._timers or self._timers[0][0] > to):
+        if not self._loads.loaders and (not self._timers or self._timers[0][0] > to):
             self.now = max(self.now, to)  # nothing happens before `to`: most calls
             return
         while self._step(to):
@@ -236,9 +232,10 @@ class Startups:
         """When the next event is due (a timer, or a load finishing at the current rate); inf if
         none. A caller stepping in intervals (the replay's run loop) ends one there."""
         timer = self._timers[0][0] if self._timers else math.inf
-        if self._shared:
-            rate = loader_gbps(len(self._shared), self.spec.storage_gbps, self.spec.per_loader_gbps)
-            timer = min(timer, self.now + max(0.0, self._next_target() - self._served) / rate)
+        loads = self._loads
+        if loads.loaders:
+            rate = loader_gbps(len(loads.loaders), self.spec.storage_gbps, self.spec.per_loader_gbps)
+            timer = min(timer, self.now + max(0.0, loads.next_target() - loads.served) / rate)
         return timer
 
     def run(self, until: Start | None = None) -> None:
@@ -251,13 +248,14 @@ class Startups:
         progress the loads to `to`, stand there and return False."""
         timer = self._timers[0][0] if self._timers else math.inf
         rate, load_done = 0.0, math.inf
-        if self._shared:
-            rate = loader_gbps(len(self._shared), self.spec.storage_gbps, self.spec.per_loader_gbps)
-            load_done = self.now + max(0.0, self._next_target() - self._served) / rate
+        loads = self._loads
+        if loads.loaders:
+            rate = loader_gbps(len(loads.loaders), self.spec.storage_gbps, self.spec.per_loader_gbps)
+            load_done = self.now + max(0.0, loads.next_target() - loads.served) / rate
         at = max(min(timer, load_done), self.now)  # a timer stamped in the past fires now
         if at > to or at == math.inf:
             if rate and self.now < to < math.inf:  # a `to` in the past changes nothing
-                self._served += (to - self.now) * rate
+                loads.served += (to - self.now) * rate
             self.now = max(self.now, to)
             return False
         if load_done <= timer:
@@ -265,29 +263,12 @@ class Startups:
             # (at - now) x rate instead can fall short by more than a byte when the time step is
             # below now's float resolution (a 140 GB load at 3e6 GB/s takes 47 us), and then no
             # step ever advances: the loop hung.
-            self._served = self._next_target()
+            loads.served = loads.next_target()
         else:
-            self._served += (at - self.now) * rate
+            loads.served += (at - self.now) * rate
         self.now = at
         self._instant()
         return True
-
-    def _next_target(self) -> float:
-        """The smallest target of a loader still reading (dropping entries of cancelled ones)."""
-        targets, shared = self._targets, self._shared
-        while shared.get(targets[0][2]) is None:
-            heapq.heappop(targets)
-        return targets[0][0]
-
-    def _join(self, s: Start, gb: float) -> None:
-        s.target_gb = self._served + gb
-        self._shared[s.replica] = s
-        heapq.heappush(self._targets, (s.target_gb, s.order, s.replica))
-
-    def _idle_storage(self) -> None:
-        """Nobody reads: S restarts from 0 (keeps its floats small) and old targets are stale."""
-        self._served = 0.0
-        self._targets.clear()
 
     def _instant(self) -> None:
         """Everything due now: finished shared loads (smallest target first, ties in start
@@ -295,13 +276,7 @@ class Startups:
         while any of them acted."""
         while True:
             acted = False
-            done = []
-            while self._shared and self._next_target() - self._served <= BYTE_GB:
-                _, _, replica = heapq.heappop(self._targets)
-                done.append(self._shared.pop(replica))
-            if done and not self._shared:
-                self._idle_storage()
-            for finished in done:
+            for finished in self._loads.pop_done():
                 self._leave(finished)
                 acted = True
             while self._timers and self._timers[0][0] <= self.now:
@@ -366,7 +341,10 @@ class Startups:
         if phase == _GATE:
             if self.spec.max_concurrent_loads is None:
                 return 0.0
-            heapq.heappush(self._queue, (self.now, s.order, s.replica))  # _grant hands out slots
+            # _grant hands out slots; a load the caller told of (PSEUDO_NODE) reached the gate before
+            # any replica started here, so it queues ahead of them
+            arrived = -math.inf if s.node == PSEUDO_NODE else self.now
+            heapq.heappush(self._queue, (arrived, s.order, s.replica))
             return None
         if phase == _LOAD:
             return self._load(s, self.nodes[s.node])
@@ -384,17 +362,18 @@ class Startups:
 
     def _load(self, s: Start, node: NodeFacts) -> float | None:
         spec = self.spec
-        if spec.local_cache_gbps is not None and node.cache.holds(MODEL):
-            s.tier = _CACHE
-            node.cache = node.cache.read(MODEL)
-            return spec.weights_gb / spec.local_cache_gbps
-        if spec.peer_gbps is not None and self.peer_sources > 0:
-            s.tier = _PEER
-            return spec.weights_gb / spec.peer_gbps
-        s.tier = _SHARED
+        if s.tier is None:  # else a load the caller told of (add_upcoming): shared storage
+            if spec.local_cache_gbps is not None and node.cache.holds(MODEL):
+                s.tier = _CACHE
+                node.cache = node.cache.read(MODEL)
+                return spec.weights_gb / spec.local_cache_gbps
+            if spec.peer_gbps is not None and self.peer_sources > 0:
+                s.tier = _PEER
+                return spec.weights_gb / spec.peer_gbps
+            s.tier = _SHARED
         if spec.weights_gb <= BYTE_GB:
             return 0.0
-        self._join(s, spec.weights_gb)
+        self._loads.join(s, spec.weights_gb)
         return None
 
     def _end(self, s: Start) -> None:
