@@ -97,7 +97,9 @@ def find(
     need = need_at(horizon)
     rounds = 1
     while rounds < MAX_ROUNDS:
-        extra = min(need - have, room)
+        extra = need - have
+        if room < extra:  # min(), without the builtin's call
+            extra = room
         if extra < 1:
             break
         later = scaleup.staggered_ready_s(cold, extra, cluster, period_s)[0] + offset
