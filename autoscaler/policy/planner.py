@@ -100,13 +100,16 @@ def plan(
     ahead = Lookahead(cap, dstate, speed, limit)
     cold = spec.cold_start
     period = cap.decision_period_s
+    # the nodes on their way with room for a replica (a generator made only when any is listed)
+    coming = obs.coming_nodes
+    coming = tuple(n for n in coming if cold is not None and n[1] >= cold.gpus_per_replica) if coming else ()
     cluster = (
         obs.free_gpus_per_node,
         obs.image_cached_nodes,
         obs.weights_cached_nodes,
         obs.loading_remaining_gb,
         obs.upcoming_loads_s,
-        tuple(n for n in obs.coming_nodes if cold is not None and n[1] >= cold.gpus_per_replica),
+        coming,
     )
     horizon_s, needed, rounds = horizon.find(cold, have, limit - have, ahead.need_at, cluster, lead_s, period)
     at_horizon = ahead.sizing_at(horizon_s)
