@@ -71,9 +71,12 @@ def main() -> None:
     if counts:
         decisions(int(counts[0]), argv)
         return
-    # a run outside callgrind first fills numba's on-disk cache: a source changed since the last
-    # run would otherwise be compiled inside whichever measured run came first (~9M a decision)
-    subprocess.run([sys.executable, "-m", MODULE, "0", *argv], check=True, capture_output=True)
+    # a run first fills numba's on-disk cache, under valgrind: numba keys it by the CPU, and
+    # valgrind's emulated one is not the machine's (a run outside it filled another entry), so a
+    # source changed since the last run was compiled inside the first measured run (~9M a decision)
+    if not argv:
+        warm = ["valgrind", "--tool=none", sys.executable, "-m", MODULE, "0"]
+        subprocess.run(warm, check=True, capture_output=True)
     per = (instructions(TICKS, argv) - instructions(0, argv)) / TICKS
     path = "pure Python" if argv else "the sizing compiled"
     print(f"{per:,.0f} instructions a predictive decision ({path}; callgrind, the first {TICKS:,} ticks)")

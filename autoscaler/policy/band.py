@@ -186,7 +186,7 @@ def track(
             i -= 1
         if early is not None:
             pending = tuple(early)
-    scored_at = min(horizon_s, MAX_SCORED_HORIZON_S)
+    scored_at = MAX_SCORED_HORIZON_S if horizon_s > MAX_SCORED_HORIZON_S else horizon_s  # min(), no call
     if not pending or now - pending[-1][0] >= scored_at / 32.0:
         if len(pending) >= MAX_PENDING:
             pending = pending[1:]

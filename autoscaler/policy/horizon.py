@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from functools import lru_cache
+from functools import lru_cache, partial
 
-from autoscaler.policy import coldstart, scaleup
+from autoscaler.policy import coldstart, memo, scaleup
 from autoscaler.policy.clusterview import Cluster
 from autoscaler.policy.spec import ColdStartSpec, CompileCache
 
@@ -91,16 +91,19 @@ def find(
         return horizon, need_at(horizon), 1
     # on the stagger's exact schedule, as the later ones: the offset is the caller's correction
     # of the model, not the gap between the model's two arithmetics
-    first = scaleup.staggered_ready_s(cold, 1, cluster, period_s, at_once=True)[0]
+    stagger = memo.by_identity(_staggers, cold, _stagger_of)
+    first = stagger(1, cluster, period_s, True)[0]
     offset = 0.0 if lead_s is None else lead_s - first
     horizon = first + offset
     need = need_at(horizon)
     rounds = 1
     while rounds < MAX_ROUNDS:
-        extra = min(need - have, room)
+        extra = need - have
+        if room < extra:  # min(), without the builtin's call
+            extra = room
         if extra < 1:
             break
-        later = scaleup.staggered_ready_s(cold, extra, cluster, period_s)[0] + offset
+        later = stagger(extra, cluster, period_s, False)[0] + offset
         if later <= horizon:
             break
         horizon = later
@@ -110,3 +113,12 @@ def find(
             break
         need = again
     return horizon, need, rounds
+
+
+_staggers: memo.Table = {}  # by cold-start spec (memo.py)
+
+
+def _stagger_of(cold: ColdStartSpec) -> Callable[[int, Cluster, float, bool], tuple[float, int]]:
+    """scaleup.staggered_ready_s for one spec, cached on the rest: its own cache hashed the frozen
+    spec at every call, which cost more than the hit (the horizon asks it every tick)."""
+    return lru_cache(maxsize=4096)(partial(scaleup.staggered_ready_s.__wrapped__, cold))

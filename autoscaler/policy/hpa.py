@@ -158,7 +158,8 @@ def stabilize_behavior(
         cond = READY_FOR_NEW_SCALE
     else:
         cond = SCALE_UP_STABILIZED if raw >= current else SCALE_DOWN_STABILIZED
-    return stabilized, _store(history, _new(Recommendation, (now, raw)), min(up_cutoff, down_cutoff)), cond
+    cutoff = down_cutoff if down_cutoff < up_cutoff else up_cutoff  # min(), without the builtin's call
+    return stabilized, _store(history, _new(Recommendation, (now, raw)), cutoff), cond
 
 
 # --- rate limits and bounds ------------------------------------------------------------------

@@ -100,13 +100,16 @@ def plan(
     ahead = Lookahead(cap, dstate, speed, limit)
     cold = spec.cold_start
     period = cap.decision_period_s
+    # the nodes on their way with room for a replica (a generator made only when any is listed)
+    coming = obs.coming_nodes
+    coming = tuple(n for n in coming if cold is not None and n[1] >= cold.gpus_per_replica) if coming else ()
     cluster = (
         obs.free_gpus_per_node,
         obs.image_cached_nodes,
         obs.weights_cached_nodes,
         obs.loading_remaining_gb,
         obs.upcoming_loads_s,
-        tuple(n for n in obs.coming_nodes if cold is not None and n[1] >= cold.gpus_per_replica),
+        coming,
     )
     horizon_s, needed, rounds = horizon.find(cold, have, limit - have, ahead.need_at, cluster, lead_s, period)
     at_horizon = ahead.sizing_at(horizon_s)
@@ -130,7 +133,7 @@ def plan(
             arriving = sum(1 for t in obs.starting_ready_at if t <= now + horizon_s)
             if arriving:
                 floor = have
-    target = max(needed, floor)
+    target = floor if floor > needed else needed  # max(), without the builtin's call
 
     panic_state, burst_extra, in_panic, burst_stage = planstages.panic_stage(
         cap, cold, cluster, ahead, prior, state.panic, est, have, target, now
@@ -186,7 +189,8 @@ def plan(
     # x 17 on fast-load-70b lost 7.4 points: docs/policy-history.md, "The price of a late request")
     longest = scaledown.breakeven_s(recreate(limit), weight) / scaledown.TRUST
     # a need above the bound is recorded as the bound: no burst brings back more (scaledown.bounded)
-    needs, gaps = scaledown.record(state.needs, state.gaps, now, min(target, limit), longest)
+    recorded = limit if limit < target else target  # min(), without the builtin's call
+    needs, gaps = scaledown.record(state.needs, state.gaps, now, recorded, longest)
     figures = (est.now, mean, upper, widening, horizon_s, at_horizon, speed, needed, keep, start, in_panic)
     result = _new(Plan, figures)
     next_state = _new(

@@ -106,7 +106,7 @@ def forecast_stages(
                 needed,
                 "MarginalReplica",
                 _HORIZON_MESSAGE,
-                (max(needed - have, 1), horizon_s, len(obs.loading_remaining_gb), rounds),
+                (needed - have if needed - have > 1 else 1, horizon_s, len(obs.loading_remaining_gb), rounds),
             ),
         ),
     ]
@@ -175,8 +175,8 @@ def scale_up_stage(
     if not burst_extra and state.needs and prior is not None and prior.primed:
         before = state.needs[-1][1]  # the need of the decision before (remember() keeps it)
         if before < target:
-            confirmed = max(floor, before)
-    deficit = min(confirmed, limit) - have
+            confirmed = before if before > floor else floor  # max(), min() below: no builtin call
+    deficit = (limit if limit < confirmed else confirmed) - have
     # Unconfirmed only when the wait is what holds replicas back (not maxReplicas: a
     # reactive floor above it leaves no deficit on the first decision, with no need before)
     if confirmed != target and deficit <= 0:

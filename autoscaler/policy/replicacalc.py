@@ -77,7 +77,9 @@ def external_metric_replicas(
         replicas = status_replicas
         if not within_tolerance(ratio, tolerances):
             replicas = _ceil_replicas(usage / target)
-        per_pod = 0 if status_replicas == 0 else min(math.ceil(usage / status_replicas), MAX_INT64)
+        per_pod = 0 if status_replicas == 0 else math.ceil(usage / status_replicas)
+        if per_pod > MAX_INT64:  # min(), without the builtin's call
+            per_pod = MAX_INT64
         return _new(MetricProposal, (replicas, ratio, per_pod))
 
     ratio = usage / target

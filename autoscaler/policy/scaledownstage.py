@@ -148,7 +148,7 @@ def stage(
             "{} replica(s) still starting and demand has not fallen since they were asked for",
             (len(starting_ready_at),),
         )
-    elif max(floor, target) >= have:
+    elif (floor if floor > target else target) >= have:  # max(floor, target), no builtin call
         # as many are needed now as there are: keep() keeps them all whatever the sizing now
         # says, which only its message shows, so that sizing is made when the message is read
         kept = scaledown.keep(have, have, have, state.needs, now, recreate, state.gaps, weight)

@@ -75,7 +75,9 @@ def learn(
     if ticks < SATURATED_TICKS or queue < state.queue:  # shrinking: perhaps one replica's backlog
         return _new(SpeedState, (state.log_ratio, state.samples, ticks, ready, queue))
     p = prompt_rate / finished_rate
-    o = max(generated_rate / finished_rate, 1.0)
+    o = generated_rate / finished_rate
+    if o < 1.0:  # max(o, 1.0), without the builtin's call (as below)
+        o = 1.0
     a = capacity.prefill_token_s(profile, p)
     achieved = (a * prompt_rate + capacity.decode_token_s(profile, p, o) * generated_rate) / ready
     budget = profile.max_batched_tokens
@@ -88,8 +90,14 @@ def learn(
     sample = math.log(achieved / busy)
     mean = state.log_ratio
     if state.samples:
-        sample = min(max(sample, mean - MAX_SPEED_STEP), mean + MAX_SPEED_STEP)
+        low, high = mean - MAX_SPEED_STEP, mean + MAX_SPEED_STEP
     else:
-        sample = min(max(sample, -MAX_SPEED_STEP), MAX_SPEED_STEP)
-    n = min(state.samples + 1.0, MAX_SPEED_SAMPLES)
+        low, high = -MAX_SPEED_STEP, MAX_SPEED_STEP
+    if low > sample:  # min(max(sample, low), high)
+        sample = low
+    if high < sample:
+        sample = high
+    n = state.samples + 1.0
+    if n > MAX_SPEED_SAMPLES:
+        n = MAX_SPEED_SAMPLES
     return _new(SpeedState, (mean + (sample - mean) / n, n, ticks, ready, queue))
