@@ -205,6 +205,16 @@ def observe(
     else:
         gate = _holt(gate, arrived, dt, weight, b, True)
     typical = _toward(state.typical, now_demand, typical_w)
+    # the arrivals in flight: the gateway's count where there is one, as the dispersion's
+    lasted = after_tick(
+        state.lasting,
+        arrivals if arrived is None else arrived,
+        finished,
+        inflight,
+        dt,
+        typical.requests,
+        typical_w,
+    )
     new = _new(
         DemandState,
         (
@@ -224,7 +234,7 @@ def observe(
             state.relative,
             spread,
             gate,
-            after_tick(state.lasting, arrivals, finished, inflight, dt, typical.requests, typical_w),
+            lasted,
         ),
     )
     return new, _new(Estimate, (now_demand, growth))
