@@ -23,7 +23,9 @@ Two things follow from it:
                 their time in the system T, held over T: a burst of seconds adds its own requests
                 to those minute-long ones hold. The rate over T and its spread are read from the
                 counts (lasting.py) where T is longer than a tick, the same gamma mixture with the
-                variance read there; else, and never above it, the hold over W. (Over W the index
+                variance read there, its budget the SLO's tail itself (past the KV ceiling a replica
+                preempts: the excess is not merely late); else, and never above it, the hold over
+                W. (Over W the index
                 grows with W as the variance a tick reads is scaled to it, so W cancels out of the
                 hold: held over T from the same index it would be the same rate.)
 

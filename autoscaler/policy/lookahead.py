@@ -115,11 +115,13 @@ class Lookahead:
         idle = self.typical_load < burstsize.IDLE_LOAD and load(self.mean_now) < burstsize.IDLE_LOAD
         self.hold = hold = 0.0 if idle else burstsize.hold_rate(rate, self.spread, slo.ttft_s, budget)
         # ... and in flight, the arrivals over the requests' time in the system, held over it where
-        # the counts read it (longer than a tick; burstsize.py, lifetime)
+        # the counts read it (longer than a tick), at the SLO's own tail: past the KV ceiling a
+        # replica preempts, no share of the window is merely late (burstsize.py, lifetime)
         lasted = observed.lasting
         self.lifetime_hold = hold
         if hold > 0.0 and 0.0 < demand.tick_s(observed) < lasted.time_s:
-            in_flight = burstsize.hold_rate(rate, lasting.index(lasted, rate), lasted.time_s, budget)
+            tail = 1.0 - slo.attainment
+            in_flight = burstsize.hold_rate(rate, lasting.index(lasted, rate), lasted.time_s, tail)
             if in_flight < hold:
                 self.lifetime_hold = in_flight
         self._forecasts: dict[float, tuple[Demand, Demand]] = {}
