@@ -25,9 +25,8 @@ Two things follow from it:
                 counts (lasting.py) where T is longer than a tick, the same gamma mixture with the
                 variance read there, its budget the SLO's tail itself (past the KV ceiling a replica
                 preempts: the excess is not merely late); else, and never above it, the hold over
-                W. (Over W the index
-                grows with W as the variance a tick reads is scaled to it, so W cancels out of the
-                hold: held over T from the same index it would be the same rate.)
+                W. (Over W the index grows with W as the variance a tick reads is scaled to it, so
+                W cancels out of the hold: held over T from the same index it would be the same.)
 
 The count is the larger of the two. Pure arithmetic over capacity.size; docs/policy.md ("Defaults
 and why": the arrivals' dispersion, the burst hold).
