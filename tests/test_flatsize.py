@@ -57,6 +57,7 @@ def _same(got: Sizing, want: Sizing) -> None:
     spread=st.one_of(st.just(1.0), st.floats(0.5, 400.0)),
     shape=covered,
     hold=st.one_of(st.just(0.0), st.floats(0.0, 600.0)),
+    lifetime_share=st.one_of(st.just(1.0), st.floats(0.0, 1.0), st.just(None)),
 )
 def test_the_fused_sizing_is_burstsize_size_to_the_bit(
     name: str,
@@ -68,13 +69,17 @@ def test_the_fused_sizing_is_burstsize_size_to_the_bit(
     spread: float,
     shape: lengths.Shape,
     hold: float,
+    lifetime_share: float | None,
 ) -> None:
     kernel = KERNELS[name]
+    # the requests in flight held at a share of the prompts' hold (None: at it)
+    lifetime_hold = None if lifetime_share is None else hold * lifetime_share
+    lasting = hold if lifetime_hold is None else lifetime_hold
     got = flatkernel.sizing(
-        kernel, profile, slo, need, speed, limit, spread, shape.get("service_cv2", 1.0), hold
+        kernel, profile, slo, need, speed, limit, spread, shape.get("service_cv2", 1.0), hold, lasting
     )
     try:
-        want = _python(profile, slo, need, speed, limit, spread, shape, hold)
+        want = _python(profile, slo, need, speed, limit, spread, shape, hold, lifetime_hold)
     except (ArithmeticError, ValueError):  # a subnormal rate's hold scales it by inf
         assert got is None
         return
@@ -92,10 +97,10 @@ def test_an_uncovered_shape_is_sized_by_burstsize_itself(shape: lengths.Shape) -
     assert not burstsize._flat_covers(shape)
     sizekernel.install()
     try:
-        got = burstsize.size(profile, slo, need, 1.0, 100, 30.0, shape, 40.0)
+        got = burstsize.size(profile, slo, need, 1.0, 100, 30.0, shape, 40.0, 25.0)
     finally:
         burstsize.use(None)
-    _same(got, burstsize.size(profile, slo, need, 1.0, 100, 30.0, shape, 40.0))
+    _same(got, burstsize.size(profile, slo, need, 1.0, 100, 30.0, shape, 40.0, 25.0))
 
 
 def test_an_input_the_python_path_raises_on_raises_it() -> None:
@@ -103,7 +108,7 @@ def test_an_input_the_python_path_raises_on_raises_it() -> None:
     need = Demand(math.inf, math.inf, 1.0)
     with pytest.raises((OverflowError, ValueError)):
         _python(profile, slo, need, 1.0, 100, 1.0, {}, 0.0)
-    assert flatkernel.sizing(KERNELS["compiled"], profile, slo, need, 1.0, 100, 1.0, 1.0, 0.0) is None
+    assert flatkernel.sizing(KERNELS["compiled"], profile, slo, need, 1.0, 100, 1.0, 1.0, 0.0, 0.0) is None
     sizekernel.install()
     try:
         with pytest.raises((OverflowError, ValueError)):
@@ -143,14 +148,14 @@ def test_a_count_past_an_int64_is_sized_by_burstsize_itself() -> None:
     need = Demand(1e21, 1e24, 1e23)
     want = _python(profile, slo, need, 1.0, 10**30, 1.0, {}, 0.0)
     assert want.replicas > 2**63
-    assert flatkernel.sizing(KERNELS["compiled"], profile, slo, need, 1.0, 10**30, 1.0, 1.0, 0.0) is None
+    assert flatkernel.sizing(KERNELS["compiled"], profile, slo, need, 1.0, 10**30, 1.0, 1.0, 0.0, 0.0) is None
 
 
 def test_arguments_of_other_types_compile_no_other_copy_on_a_decision() -> None:
     profile, slo = ReplicaProfile(step_base_s=0.02, prefill_s_per_token=1e-4), SloTarget()
     need = Demand(20, 20_000, 4_000)  # ints: converted to the compiled floats, not compiled for
-    got = flatkernel.sizing(KERNELS["compiled"], profile, slo, need, 1, 100, 30.0, 1.0, 0.0)
+    got = flatkernel.sizing(KERNELS["compiled"], profile, slo, need, 1, 100, 30.0, 1.0, 0.0, 0.0)
     assert got is not None
     _same(got, _python(profile, slo, need, 1, 100, 30.0, {}, 0.0))
-    assert flatkernel.sizing(KERNELS["compiled"], profile, slo, need, 1j, 100, 30.0, 1.0, 0.0) is None
+    assert flatkernel.sizing(KERNELS["compiled"], profile, slo, need, 1j, 100, 30.0, 1.0, 0.0, 0.0) is None
     assert len(KERNELS["compiled"].size.signatures) == 1

@@ -20,6 +20,7 @@ from autoscaler.policy import band, demand, levelbins
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.decide import decide, record_rescale
 from autoscaler.policy.demand import DemandState, Mix, Series
+from autoscaler.policy.lasting import Lasting
 from autoscaler.policy.levelbins import Relative
 from autoscaler.policy.observation import MetricReading
 from autoscaler.policy.panic import PanicState
@@ -99,6 +100,7 @@ def test_the_time_line_reaches_every_part_of_the_state() -> None:
     assert any(s.demand is not None and len(s.demand.bins) == 2 and s.demand.relative.scored for s in states)
     assert any(s.demand is not None and s.demand.spread[1] > 0.0 for s in states)
     assert any(s.demand is not None and s.demand.counted is not None for s in states)
+    assert any(s.demand is not None and s.demand.lasting.excess != 0.0 for s in states)
     assert any(len(s.needs) > 2 for s in states) and any(s.gaps for s in states)
     assert any(s.speed.samples > 0 for s in states) and any(s.panic.since is not None for s in states)
     assert states[0].found == (NOW, 2) and states[-1].found is None  # held at first, then forgotten
@@ -136,6 +138,7 @@ def demand_states(draw: st.DrawFn) -> DemandState:
         tuple(bins),
         Relative(draw(st.floats(-8.8, 8.8)), draw(st.floats(0.0, 8.0)), draw(st.floats(0.0, 1000.0))),
         (draw(finite), draw(positive)),
+        lasting=Lasting(draw(st.floats(0.0, 600.0)), draw(finite), draw(finite)),
     )
 
 
@@ -426,6 +429,24 @@ def test_an_older_demand_state_without_the_counted_level_starts_one_at_the_next_
     _, policy = decide(spec, policy, obs(4, metrics), state.demand.at + 15)
     assert policy.planner is not None and policy.planner.demand is not None
     assert policy.planner.demand.counted == (33.0, 0.0)
+
+
+def test_an_older_demand_state_without_the_lasting_rate_reads_it_afresh_at_the_next_reading() -> None:
+    """A state saved before the arrivals over the requests' time in the system (demand.lasting):
+    none read, so the bursts' hold holds in flight what it holds for the prompts until the next
+    readings start it (lasting.after_tick's first reading)."""
+    doc = good()
+    assert "lasting" in doc["demand"]
+    del doc["demand"]["lasting"]
+    state = PlannerState.from_dict(doc)
+    assert state.demand is not None and state.demand.lasting == Lasting()
+    with pytest.raises(ValueError, match=r"demand.lasting.timeInSystemS"):
+        negative = {"timeInSystemS": -1.0, "rate": 1.0, "excess": 0.0}
+        PlannerState.from_dict({**doc, "demand": {**doc["demand"], "lasting": negative}})
+    policy = PolicyState(planner=state)
+    _, policy = decide(planner_spec(), policy, obs(4, STEADY), state.demand.at + 15)
+    assert policy.planner is not None and policy.planner.demand is not None
+    assert policy.planner.demand.lasting.time_s > 0.0
 
 
 def test_an_older_mix_without_the_prompt_squares_reads_as_no_histogram() -> None:

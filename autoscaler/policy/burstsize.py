@@ -18,6 +18,15 @@ Two things follow from it:
                 The fleet holds the least C whose late share, E[(1 - C/Λ)+] =
                 Q(k + 1, C/θ) - (C/λ)·Q(k, C/θ), is at most BURST_BUDGET times the SLO's tail.
                 Sized at the demand's mix and Poisson arrivals within the burst (capacity.size).
+  lifetime      the hold over W sets the prompts' queue (the TTFT side); the requests in flight
+                (the batch and KV ceilings, the decodes' load: Little's law) are the arrivals over
+                their time in the system T, held over T: a burst of seconds adds its own requests
+                to those minute-long ones hold. The rate over T and its spread are read from the
+                counts (lasting.py) where T is longer than a tick, the same gamma mixture with the
+                variance read there, its budget the SLO's tail itself (past the KV ceiling a replica
+                preempts: the excess is not merely late); else, and never above it, the hold over
+                W. (Over W the index grows with W as the variance a tick reads is scaled to it, so
+                W cancels out of the hold: held over T from the same index it would be the same.)
 
 The count is the larger of the two. Pure arithmetic over capacity.size; docs/policy.md ("Defaults
 and why": the arrivals' dispersion, the burst hold).
@@ -116,13 +125,17 @@ def size(
     spread: float,
     shape: lengths.Shape,
     hold: float = 0.0,
+    lifetime_hold: float | None = None,
 ) -> Sizing:
     """The least n that serves `need` within the SLO at the ca² n replicas see (replica_cv2), and
-    at least the count that serves `hold` requests/s (hold_rate) at need's mix. `shape`:
-    capacity.size's keywords for the prompt lengths' spread and the router (lengths.Shape)."""
+    at least the count whose prompts queue at `hold` requests/s (hold_rate over the TTFT target)
+    while `lifetime_hold` (over the requests' time in the system, at most `hold`; None: `hold`)
+    are in flight, at need's mix. `shape`: capacity.size's keywords for the prompt lengths'
+    spread and the router (lengths.Shape)."""
+    lasting = lifetime_hold if lifetime_hold is not None and lifetime_hold <= hold else hold
     if _flat is not None and (not shape or _flat_covers(shape)):
         fused = flatkernel.sizing(
-            _flat, profile, slo, need, speed, limit, spread, shape.get("service_cv2", 1.0), hold
+            _flat, profile, slo, need, speed, limit, spread, shape.get("service_cv2", 1.0), hold, lasting
         )
         if fused is not None:
             return fused
@@ -130,7 +143,11 @@ def size(
     r = need.requests
     if hold <= r or r <= 0.0:
         return got
-    held = capacity.size(profile, slo, need.scaled(hold / r), speed, limit, **shape)
+    if lasting < r:  # in flight: at least the demand's own
+        lasting = r
+    held = capacity.size(
+        profile, slo, need.scaled(lasting / r), speed, limit, prefill_burst=hold / lasting, **shape
+    )
     return held if held.replicas > got.replicas else got
 
 

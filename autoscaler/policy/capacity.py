@@ -109,6 +109,7 @@ def size(
     lengths_cv2: float = 1.0,
     least_loaded: bool = False,
     arrivals_index: float = 1.0,
+    prefill_burst: float = 1.0,
 ) -> Sizing:
     """The least replica count (at most `limit`) that serves `demand` within the SLO.
 
@@ -121,7 +122,8 @@ def size(
     each request to the replica with the fewest in flight (capacityspec.Router.LEAST_REQUESTS;
     leastloaded.py), else at random; `arrivals_index` is then the arrivals' index of dispersion
     over the TTFT target (burstsize.py's), which spreads the requests in flight as it spreads the
-    counts.
+    counts. `prefill_burst`: the prompts queue at this multiple of the demand's rate, the decodes
+    in flight at the demand's own (a burst shorter than the requests last, burstsize.py's hold).
     """
     at = sizer(
         profile,
@@ -133,6 +135,7 @@ def size(
         lengths_cv2=lengths_cv2,
         least_loaded=least_loaded,
         arrivals_index=arrivals_index,
+        prefill_burst=prefill_burst,
     )
     return at(arrival_cv2)
 
@@ -148,6 +151,7 @@ def sizer(
     lengths_cv2: float = 1.0,
     least_loaded: bool = False,
     arrivals_index: float = 1.0,
+    prefill_burst: float = 1.0,
 ) -> Callable[[float], Sizing]:
     """size() as a function of arrival_cv2 (burstsize.py sizes one demand at several): what does
     not depend on it (the decode bound, the TPOT tail and its idle misses, the TTFT search's terms
@@ -222,7 +226,7 @@ def sizer(
         budget = _wait_budget(tail, p, rate, beta, ttft_s - step, ttft_tokens, lengths_cv2)
         if least_loaded and budget > tail:  # a tail that falls as the replay's: the waits keep at most it
             budget = tail
-        return rate, lam * service, slack / service * 2.0, budget
+        return rate, lam * service * prefill_burst, slack / service * 2.0, budget
 
     first_terms = terms(first)
     decoding = lam * o * base  # leastloaded.servers' terms

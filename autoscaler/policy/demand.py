@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.capacityspec import DemandSpec
+from autoscaler.policy.lasting import Lasting, after_tick
 from autoscaler.policy.levelbins import Bins, Relative
 
 if TYPE_CHECKING:
@@ -104,6 +105,8 @@ class DemandState(NamedTuple):
     # the gateway's arrivals count (observe's `arrived`) as a level and trend of its own, which its
     # counts are the dispersion's misses about; None: no reading last tick (or no counter)
     counted: Series | None = None
+    # the arrivals over the requests' time in the system, which are what is in flight (lasting.py)
+    lasting: Lasting = Lasting()
 
     def to_dict(self, codec: TimeCodec | None = None) -> dict[str, Any]:
         """JSON-ready, times through `codec` (statejson.TimeCodec; default: seconds)."""
@@ -201,6 +204,17 @@ def observe(
         gate = _new(Series, (arrived, 0.0))
     else:
         gate = _holt(gate, arrived, dt, weight, b, True)
+    typical = _toward(state.typical, now_demand, typical_w)
+    # the arrivals in flight: the gateway's count where there is one, as the dispersion's
+    lasted = after_tick(
+        state.lasting,
+        arrivals if arrived is None else arrived,
+        finished,
+        inflight,
+        dt,
+        typical.requests,
+        typical_w,
+    )
     new = _new(
         DemandState,
         (
@@ -213,13 +227,14 @@ def observe(
             state.error_quantile,
             state.error_scale,
             state.scored,
-            _toward(state.typical, now_demand, typical_w),
+            typical,
             state.peaks,  # the levels the pending forecasts are scored against (track)
             _toward_peak(state.typical_peak, state.peaks, typical_w),
             state.bins,
             state.relative,
             spread,
             gate,
+            lasted,
         ),
     )
     return new, _new(Estimate, (now_demand, growth))
@@ -262,6 +277,16 @@ def dispersion(state: DemandState | None, window_s: float) -> float:
         return 1.0
     i = 1.0 + s2 / sn * window_s
     return MAX_DISPERSION if i > MAX_DISPERSION else i
+
+
+def tick_s(state: DemandState | None) -> float:
+    """The seconds the dispersion's counts were read over, on average: the count a tick expected
+    over the arrivals per second (both averaged as `typical`); 0 before any count or arrival."""
+    if state is None:
+        return 0.0
+    sn = state.spread[1]
+    rate = state.typical.requests
+    return sn / rate if sn > 0.0 and rate > 0.0 else 0.0
 
 
 _LN2 = math.log(2.0)

@@ -38,8 +38,10 @@ def sizing(
     spread: float,
     service_cv2: float,
     hold: float,
+    lasting: float,
 ) -> Sizing | None:
-    """burstsize.size by `kernel` (None where it is not covered: burstsize sizes it itself)."""
+    """burstsize.size by `kernel` (`lasting`: its lifetime hold, at most `hold`; None where it is
+    not covered: burstsize sizes it itself)."""
     global _last
     got = _last
     if got[0] is not kernel or got[1] is not profile or got[2] is not slo:
@@ -51,7 +53,7 @@ def sizing(
         _last = got
     r, prompt, output = need
     try:
-        out = kernel.size(got[3], got[4], r, prompt, output, speed, limit, spread, service_cv2, hold)
+        out = kernel.size(got[3], got[4], r, prompt, output, speed, limit, spread, service_cv2, hold, lasting)
     except (ArithmeticError, ValueError, TypeError):  # the Python path raises it again, or sizes
         return None  # arguments the compiled copy was not compiled for
     if out[0] == UNCOVERED:

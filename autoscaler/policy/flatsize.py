@@ -102,9 +102,10 @@ def _terms(
     load: float,
     tail: float,
     beta: float,
+    burst: float,
 ) -> tuple[float, float, float, float]:
     """capacity.sizer's terms(n): the prefill rate, the offered load, twice the slack in mean
-    prefills and the wait budget."""
+    prefills and the wait budget (`burst`: capacity's prefill_burst)."""
     ttft_s = c[TTFT]
     rate = _prefill(c, lam / n, o, base, w, a, d)
     service = p / rate
@@ -117,11 +118,12 @@ def _terms(
         slack = MIN_SLACK_SHARE * service
     lost = _idle_misses(c, p, rate, beta, ttft_s - step)  # capacity._wait_budget
     budget = lost if lost > tail - lost else tail - lost
-    return rate, lam * service, slack / service * 2.0, budget
+    return rate, lam * service * burst, slack / service * 2.0, budget
 
 
 # A sizer (capacity.sizer before its closure) is a tuple: kind (0: the result in its fields, 1: the
-# TTFT search from `first`, UNCOVERED), replicas, binding, first, then 18 floats (_sizer's return)
+# TTFT search from `first`, UNCOVERED), replicas, binding, first, then 18 floats (_sizer's return:
+# the last one the prefill burst)
 
 
 def _fixed(
@@ -134,8 +136,11 @@ def _fixed(
 _UNCOVERED_SIZER = _fixed(UNCOVERED, 0, 0, 0.0, 0.0, 0.0, 0.0)  # a sizer burstsize.size must work out
 
 
-def _sizer(c: Any, keys: Any, lam: float, prompt: float, output: float, speed: float, limit: int) -> Any:
-    """capacity.sizer for a demand of `lam` requests/s of `prompt` and `output` tokens/s."""
+def _sizer(
+    c: Any, keys: Any, lam: float, prompt: float, output: float, speed: float, limit: int, burst: float
+) -> Any:
+    """capacity.sizer for a demand of `lam` requests/s of `prompt` and `output` tokens/s, its
+    prompts queued at `burst` times that rate (capacity's prefill_burst)."""
     if lam < MIN_RATE:  # capacity._idle
         base = c[BASE] / speed
         a = (c[PREFILL] + c[ATTENTION] * 0.5 * (1.0 + 1.0)) / speed
@@ -194,7 +199,7 @@ def _sizer(c: Any, keys: Any, lam: float, prompt: float, output: float, speed: f
     first = math.ceil(n - 1e-9)
     if first < 1:
         first = 1
-    rate, offered, slack2, budget = _terms(c, first, lam, p, o, base, w, a, d, load, tail, beta)
+    rate, offered, slack2, budget = _terms(c, first, lam, p, o, base, w, a, d, load, tail, beta, burst)
     return (
         1,
         0,
@@ -217,7 +222,7 @@ def _sizer(c: Any, keys: Any, lam: float, prompt: float, output: float, speed: f
         offered,
         slack2,
         budget,
-        0.0,
+        burst,
     )
 
 
@@ -240,12 +245,14 @@ def _at(c: Any, keys: Any, s: Any, arrival_cv2: float, service_cv2: float, limit
         s[16],
         s[17],
     )
-    offered, slack2, budget = s[18], s[19], s[20]
+    offered, slack2, budget, burst = s[18], s[19], s[20], s[21]
     replicas, bound = first, binding
     rate_at = first
     for again in (False, True):
         if again:
-            rate, offered, slack2, budget = _terms(c, replicas, lam, p, o, base, w, a, d, load, tail, beta)
+            rate, offered, slack2, budget = _terms(
+                c, replicas, lam, p, o, base, w, a, d, load, tail, beta, burst
+            )
             rate_at = replicas
         slack_services = slack2 / (arrival_cv2 + service_cv2)
         if not (offered < _MOST and _finite(slack_services) and _finite(budget)):
@@ -273,7 +280,7 @@ def _thinned(
     service_cv2: float,
 ) -> Any:
     """burstsize.thinned."""
-    s = _sizer(c, keys, lam, prompt, output, speed, limit)
+    s = _sizer(c, keys, lam, prompt, output, speed, limit, 1.0)
     if s[0] == UNCOVERED:
         return _UNCOVERED_RESULT
     got = _at(c, keys, s, 1.0, service_cv2, limit)
@@ -314,15 +321,18 @@ def size(
     spread: float,
     service_cv2: float,
     hold: float,
+    lasting: float,
 ) -> Any:
-    """burstsize.size at exponential prompt lengths and a random router, in flat floats: the
-    Sizing's fields, its binding by its code in BINDINGS, replicas UNCOVERED where burstsize.size
-    must size it itself."""
+    """burstsize.size at exponential prompt lengths and a random router, in flat floats (`lasting`:
+    its lifetime hold, at most `hold`): the Sizing's fields, its binding by its code in BINDINGS,
+    replicas UNCOVERED where burstsize.size must size it itself."""
     got = _thinned(c, keys, lam, prompt, output, speed, limit, spread, service_cv2)
     if got[0] == UNCOVERED or hold <= lam or lam <= 0.0:
         return got
-    f = hold / lam
-    s = _sizer(c, keys, lam * f, prompt * f, output * f, speed, limit)
+    if lasting < lam:
+        lasting = lam
+    f = lasting / lam
+    s = _sizer(c, keys, lam * f, prompt * f, output * f, speed, limit, hold / lasting)
     if s[0] == UNCOVERED:
         return _UNCOVERED_RESULT
     held = _at(c, keys, s, 1.0, service_cv2, limit)

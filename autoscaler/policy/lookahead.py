@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
-from autoscaler.policy import band, burstsize, capacity, demand, lengths, memo
+from autoscaler.policy import band, burstsize, capacity, demand, lasting, lengths, memo
 from autoscaler.policy.capacity import Demand, Sizing
 from autoscaler.policy.capacityspec import CapacitySpec, ReplicaProfile, Router, SloTarget
 from autoscaler.policy.demand import DemandState
@@ -74,6 +74,7 @@ class Lookahead:
         "_observed",
         "_sized",
         "hold",
+        "lifetime_hold",
         "limit",
         "load",
         "mean_now",
@@ -112,7 +113,17 @@ class Lookahead:
             rate = self.mean_now.requests
         budget = burstsize.BURST_BUDGET * (1.0 - slo.attainment)
         idle = self.typical_load < burstsize.IDLE_LOAD and load(self.mean_now) < burstsize.IDLE_LOAD
-        self.hold = 0.0 if idle else burstsize.hold_rate(rate, self.spread, slo.ttft_s, budget)
+        self.hold = hold = 0.0 if idle else burstsize.hold_rate(rate, self.spread, slo.ttft_s, budget)
+        # ... and in flight, the arrivals over the requests' time in the system, held over it where
+        # the counts read it (longer than a tick), at the SLO's own tail: past the KV ceiling a
+        # replica preempts, no share of the window is merely late (burstsize.py, lifetime)
+        lasted = observed.lasting
+        self.lifetime_hold = hold
+        if hold > 0.0 and 0.0 < demand.tick_s(observed) < lasted.time_s:
+            tail = 1.0 - slo.attainment
+            in_flight = burstsize.hold_rate(rate, lasting.index(lasted, rate), lasted.time_s, tail)
+            if in_flight < hold:
+                self.lifetime_hold = in_flight
         self._forecasts: dict[float, tuple[Demand, Demand]] = {}
         self._sized: dict[float, Sizing] = {}
 
@@ -138,7 +149,15 @@ class Lookahead:
     def sized(self, d: Demand) -> Sizing:
         """A demand sized under the tick's targets, at least the bursts' hold (as at any horizon)."""
         return burstsize.size(
-            self.profile, self.slo, d, self.speed, self.limit, self.spread, self.shape, self.hold
+            self.profile,
+            self.slo,
+            d,
+            self.speed,
+            self.limit,
+            self.spread,
+            self.shape,
+            self.hold,
+            self.lifetime_hold,
         )
 
     def need_at(self, h: float) -> int:

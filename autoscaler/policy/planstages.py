@@ -32,7 +32,7 @@ _DEMAND_MESSAGE = (
 _CAPACITY_MESSAGE = (
     "per replica at the SLO: prefill {:,.0f} tok/s, decode {:,.0f} tok/s, {:.3g} req/s at this mix"
     " (speed x{:.2f}); {:.3g}/s needs {}; arrivals' dispersion over the TTFT target {:.3g}"
-    " (ca² {:.3g} a replica; bursts held at {:.3g}/s)"
+    " (ca² {:.3g} a replica; bursts held at {:.3g}/s, {:.3g}/s over the requests' time in the system)"
 )
 _HORIZON_MESSAGE = "replica {} of those asked for now is ready in {:.0f} s ({} loading now, {} round(s))"
 _PANIC_MESSAGE = "{:.3g}/s now is over {:g}x the band's {:.3g}/s: {} needed, {} can be ready within {:.0f} s"
@@ -95,6 +95,7 @@ def forecast_stages(
                     ahead.spread,
                     burstsize.replica_cv2(ahead.spread, at_horizon.replicas),
                     ahead.hold,
+                    ahead.lifetime_hold,
                 ),
             ),
         ),

@@ -102,11 +102,13 @@ def _needed_now_message(
     spread: float,
     shape: lengths.Shape,
     hold: float = 0.0,
+    lifetime_hold: float | None = None,
 ) -> str:
     """The stage's message when as many replicas are needed now as there are: keep()'s NeededNow
     template, whose one argument is the need now, which plan() did not size (need_at(0.0), at
     least the floor)."""
-    need_now = max(burstsize.size(profile, slo, upper_now, speed, limit, spread, shape, hold).replicas, floor)
+    sized = burstsize.size(profile, slo, upper_now, speed, limit, spread, shape, hold, lifetime_hold)
+    need_now = max(sized.replicas, floor)
     return template.format(need_now)
 
 
@@ -163,6 +165,7 @@ def stage(
             ahead.spread,
             ahead.shape,
             ahead.hold,
+            ahead.lifetime_hold,
         )
     elif (margin_count := _need_within_margin(ahead, have)) >= have:
         kept = scaledown.Keep(

@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 from autoscaler.policy.band import MAX_ERROR, MAX_SCORED
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.demand import MAX_PENDING, DemandState, Mix, Series
+from autoscaler.policy.lasting import Lasting
 from autoscaler.policy.levelbins import BINS, MAX_RATIO, Relative
 
 DEMAND_VERSION = 2  # 1 (positional lists) was never persisted by a release: it is refused
@@ -205,6 +206,11 @@ def demand_to_dict(state: DemandState, codec: TimeCodec = SECONDS) -> dict[str, 
         },
         "spread": {"excessPerSecond": state.spread[0], "count": state.spread[1]},
         **({} if state.counted is None else {"counted": _series(state.counted)}),
+        "lasting": {
+            "timeInSystemS": state.lasting.time_s,
+            "rate": state.lasting.rate,
+            "excess": state.lasting.excess,
+        },
     }
 
 
@@ -250,6 +256,12 @@ def demand_from_dict(data: Any, codec: TimeCodec = SECONDS, path: str = "demand"
     typical = r.child("typical")
     sp = r.child("spread") if "spread" in r.data else None  # an older state: none counted (Poisson)
     spread = (0.0, 0.0) if sp is None else (sp.number("excessPerSecond"), sp.number("count", low=0.0))
+    la = r.child("lasting") if "lasting" in r.data else None  # an older state: none read yet
+    lasting = (
+        Lasting()
+        if la is None
+        else Lasting(la.number("timeInSystemS", low=0.0), la.number("rate"), la.number("excess"))
+    )
     return DemandState(
         at,
         r.number("inflight"),  # as the readings came: no sign assumed of an engine's figures
@@ -269,4 +281,5 @@ def demand_from_dict(data: Any, codec: TimeCodec = SECONDS, path: str = "demand"
         spread,
         # the gateway's count's own level; absent (an older state, or no reading): none yet
         _read_series(r.child("counted")) if "counted" in r.data else None,
+        lasting,
     )

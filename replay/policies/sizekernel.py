@@ -62,7 +62,7 @@ def compiled() -> flatkernel.Kernel:
         kernel = flatkernel.Kernel(scope["size"], _floats, _ints)
         # compile now, on the bench's profile at the signature burstsize passes (floats, an int limit)
         floats = _floats([0.01] * flattables.FIELDS + [0.0] * flattables.TPOT_SLOTS)
-        kernel.size(floats, _ints([0] * flattables.KEYS), 1.0, 1.0, 1.0, 1.0, 1, 1.0, 1.0, 0.0)
+        kernel.size(floats, _ints([0] * flattables.KEYS), 1.0, 1.0, 1.0, 1.0, 1, 1.0, 1.0, 0.0, 0.0)
         # no compile later, on a decision: ints are converted to its floats, other types raise
         # TypeError and burstsize sizes those in Python (flatkernel.sizing)
         scope["size"].disable_compile()
