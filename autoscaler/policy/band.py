@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from autoscaler.policy import levelbins
+from autoscaler.policy import levelbins, levelnoise
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.capacityspec import DemandSpec
 from autoscaler.policy.demand import MAX_PENDING, DemandState
@@ -99,11 +99,12 @@ def track(
     horizon_s: float,
     load_ahead: float,
     typical_load: float,
+    rate: float = 0.0,
 ) -> DemandState:
     """Score the forecasts due by now, and keep `load_ahead` (the mean forecast horizon_s ahead)
     to be scored when its time comes; `level_now` is the load of the demand's smoothed level
     after this tick's sample, loads in one unit, `typical_load` the typical demand's (the log
-    ratios' offset, see `upper`).
+    ratios' offset, see `upper`), `rate` the level's arrivals per second.
 
     A forecast made at t for t + h is scored against the *peak* level over (t, t + h]: capacity
     asked for at t arrives at t + h at the earliest and what is released at t comes back no
@@ -119,7 +120,14 @@ def track(
     A forecast whose window has already peaked above its band is scored then, not at t + h: its
     error is above the tracked quantile whatever comes, so the tracker's step is known; the band
     widens during a burst, not a horizon after it.
+
+    The level is scored less its own noise's expected excess over a horizon (levelnoise.py): at a
+    few requests a tick a rate that does not move peaks above itself by the Poisson counts alone.
     """
+    scored_at = MAX_SCORED_HORIZON_S if horizon_s > MAX_SCORED_HORIZON_S else horizon_s  # min(), no call
+    typical_peak = state.typical_peak if state.typical_peak >= level_now else level_now  # a new peak at once
+    noise = levelnoise.peak_excess(spec.alpha, spec.smoothing_period_s, rate, scored_at)
+    level_now = level_now * (1.0 - noise) if noise < 1.0 else 0.0
     peaks = state.peaks
     pending = state.pending
     end = len(peaks)
@@ -135,7 +143,6 @@ def track(
         since = math.inf
     else:
         peaks = (*peaks[:end], (now, level_now))
-    typical_peak = state.typical_peak if state.typical_peak >= level_now else level_now  # a new peak at once
     offset = typical_load + 1e-12
     q, scale, scored = state.error_quantile, state.error_scale, state.scored
     bins, relative = state.bins, state.relative
@@ -186,7 +193,6 @@ def track(
             i -= 1
         if early is not None:
             pending = tuple(early)
-    scored_at = MAX_SCORED_HORIZON_S if horizon_s > MAX_SCORED_HORIZON_S else horizon_s  # min(), no call
     if not pending or now - pending[-1][0] >= scored_at / 32.0:
         if len(pending) >= MAX_PENDING:
             pending = pending[1:]

@@ -120,7 +120,9 @@ def plan(
     widening = upper_load / mean_load if mean_load > 0.0 else math.inf
     # the band is scored on the smoothed level, not this tick's noisy estimate (band.track)
     level = load(ahead.mean_now)
-    dstate = band.track(d, dstate, now, level, horizon_s, mean_load, ahead.typical_load)
+    dstate = band.track(
+        d, dstate, now, level, horizon_s, mean_load, ahead.typical_load, ahead.mean_now.requests
+    )
     stages = planstages.forecast_stages(
         have, needed, finished, est, horizon_s, mean, upper, widening, at_horizon, ahead, rounds, obs
     )

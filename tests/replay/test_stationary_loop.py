@@ -22,11 +22,14 @@ def test_long_outputs_keep_the_slo_the_least_fleet_meets() -> None:
 
 
 def test_chat_settles_at_the_least_fleet() -> None:
-    """Chat at 185/s on one-gpu-8b (least fleet 10): within about a replica, few cold starts."""
+    """Chat at 185/s on one-gpu-8b (least fleet 10): within about a replica, few cold starts. The
+    need sits at the edge of 10 and 11, so which ticks cross it is the draw's: 2-4 cold starts an
+    hour on seeds 1-4 before the band left the level's noise out, 0-5 since (4 on this one); a
+    fleet that flaps starts one every break-even (54 s here), dozens an hour."""
     row = stationary.run_case("one-gpu-8b", "chat", 10)
     assert row.slo_attainment >= 0.99
     assert row.mean_replicas <= row.least + 1.5
-    assert row.cold_starts <= 3
+    assert row.cold_starts <= 5
 
 
 def test_the_table_names_every_case_and_the_sums() -> None:
