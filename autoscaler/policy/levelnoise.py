@@ -11,7 +11,7 @@ tail in capacity.py already sizes for Poisson arrivals at a rate, so the noise i
 (a Poisson count's, λ / dt, times the smoothing's share w / (2 − w)) times the mean of the largest of
 n_eff independent normals (Blom's approximation), n_eff = 1 + the horizon's ticks × w / (2 − w) (the
 ticks the smoothing decorrelates). The correlated level's true maximum is higher (a simulation puts
-this at 60–90 % of it, tests/test_levelnoise.py): what is removed is never more than the noise.
+this at 67–92 % of it, tests/test_levelnoise.py): what is removed is never more than the noise.
 
 Pure: no clock, no I/O.
 """
