@@ -74,6 +74,7 @@ from typing import Any
 
 import numpy as np
 
+from replay.cells import ms
 from replay.decisions import decisions_json
 from replay.simulate import RunResult
 from replay.slo import judge
@@ -221,7 +222,7 @@ def markdown(report: Mapping[str, Any]) -> str:
         lines.append(
             f"| {name} | {percent(p['slo_attainment'], 2)} | {percent(p['ttft_attainment'], 2)} | "
             f"{percent(p['tpot_attainment'], 2)} | {_s(p['ttft_p50_s'])} | {_s(p['ttft_p99_s'])} | "
-            f"{_ms(p['tpot_p50_s'])} | {_ms(p['tpot_p99_s'])} | "
+            f"{ms(p['tpot_p50_s'])} | {ms(p['tpot_p99_s'])} | "
             f"{_n(p['goodput_per_gpu_hour'])} | {p['gpu_hours']:.1f} | "
             f"{p['scale_events']} | {p['cold_starts']} | {p['requests_dropped']} |"
         )
@@ -312,10 +313,6 @@ def percent(share: float, digits: int = 1) -> str:
 
 def _s(x: float | None) -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.2f} s"
-
-
-def _ms(x: float | None) -> str:
-    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x * 1000:.0f} ms"
 
 
 def _n(x: float | None) -> str:

@@ -21,6 +21,7 @@ from autoscaler.policy.coldstart import (
     Slot,
     advance_loads,
     check_spec,
+    compiled_after,
     lead_time_s,
     loader_gbps,
     next_load_completion_s,
@@ -28,7 +29,7 @@ from autoscaler.policy.coldstart import (
     predict_ready,
     shared_load_finish_times,
 )
-from autoscaler.policy.spec import ColdStartSpec
+from autoscaler.policy.spec import ColdStartSpec, CompileCache
 from autoscaler.policy.storage import loads_left_at
 
 SEED = ColdStartSpec(weights_gb=140, storage_gbps=10)  # the issue's seed: 140 GB, shared 10 GB/s
@@ -615,3 +616,20 @@ def test_a_bool_gate_fails_even_after_the_equal_int_gate_passed() -> None:
     with pytest.raises(ColdStartInputError) as caught:
         check_spec(spec_of(max_concurrent_loads=True))
     assert caught.value.field == "max_concurrent_loads"
+
+
+@pytest.mark.parametrize(
+    ("cache", "ran_on", "expected"),
+    [
+        (CompileCache.NONE, (0, 2), ((), False)),
+        (CompileCache.NODE, (0, 2), ((0, 2), False)),
+        (CompileCache.CLUSTER, (0, 2), ((), True)),
+        (CompileCache.CLUSTER, (), ((), False)),  # nothing ran yet: the shared cache is empty
+    ],
+)
+def test_the_compile_caches_replicas_leave_where_they_ran(
+    cache: CompileCache, ran_on: tuple[int, ...], expected: tuple[tuple[int, ...], bool]
+) -> None:
+    """A replica compiled on its node: a node cache has it there, a cluster cache everywhere."""
+    spec = replace(SEED, compile_s=40.0, compile_cached_s=5.0, compile_cache=cache)
+    assert compiled_after(spec, ran_on) == expected

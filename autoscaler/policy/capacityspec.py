@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
 
-# --horizontal-pod-autoscaler-sync-period, as spec.DEFAULT_SYNC_PERIOD_S (spec.py imports this module)
-SYNC_PERIOD_S = 15
+# --horizontal-pod-autoscaler-sync-period: upstream decides once per period. Defined here, where
+# spec.py (which imports this module) reads it too: the legacy cap's period and the decisions'
+DEFAULT_SYNC_PERIOD_S = 15
 
 
 class Router(StrEnum):
@@ -142,7 +143,7 @@ class CapacitySpec:
     learn_prior_weight: float = 8.0  # saturated samples that weigh as much as the profile
     panic_threshold: float = 2.0  # demand this many times the forecast's upper band: panic (Knative's 200 %)
     panic_window_s: float = 60.0  # no scale-down this long after a panic (Knative's stable window)
-    decision_period_s: float = SYNC_PERIOD_S  # how often the caller decides: scale-up staggers by it
+    decision_period_s: float = DEFAULT_SYNC_PERIOD_S  # how often the caller decides: scale-up staggers by it
     # the sizing plans at these shares of the TPOT and TTFT targets (1: at the targets themselves;
     # the per-request TPOT tail and the per-replica TTFT tail are within +-1 replica of the replay
     # on stationary load, docs/policy.md "Defaults and why"); below 1 buys headroom on top

@@ -12,7 +12,7 @@ from functools import lru_cache
 
 from autoscaler.policy import coldstart, memo
 from autoscaler.policy.coldstart import ReplicaReadiness
-from autoscaler.policy.spec import ColdStartSpec, CompileCache
+from autoscaler.policy.spec import ColdStartSpec
 
 # (free GPUs per node, nodes with the image, nodes with the weights, GB left per loader in progress,
 #  seconds until each starting replica not loading yet begins its load, (seconds until up, free
@@ -37,6 +37,7 @@ def readiness(cold: ColdStartSpec, k: int, cluster: Cluster) -> tuple[ReplicaRea
     # a node with the image ran a replica, which compiled there and filled a cluster cache: taken
     # as cold, the first replica's compile was a miss, and the caller's correction of the model's
     # first replica (horizon.find) carried that miss's 37 s to the later ones (fast-load-70b)
+    compiled, warm = coldstart.compiled_after(cold, image)
     return coldstart.predict_ready(
         cold,
         k,
@@ -46,8 +47,8 @@ def readiness(cold: ColdStartSpec, k: int, cluster: Cluster) -> tuple[ReplicaRea
         loading_remaining_gb=loading,
         coming_nodes=coming,
         upcoming_loads_s=upcoming,
-        compile_cached_nodes=image if cold.compile_cache == CompileCache.NODE else (),
-        compile_cache_warm=cold.compile_cache == CompileCache.CLUSTER and bool(image),
+        compile_cached_nodes=compiled,
+        compile_cache_warm=warm,
     )
 
 

@@ -176,6 +176,14 @@ class ReplicaReadiness:
     ready_s: float
 
 
+def compiled_after(spec: ColdStartSpec, ran_on: Collection[int]) -> tuple[Collection[int], bool]:
+    """predict_ready's (compile_cached_nodes, compile_cache_warm) where replicas ran on the nodes
+    `ran_on` (those with the image): each compiled there, filling its node's compile cache, or
+    the cluster's shared one."""
+    node = spec.compile_cache == CompileCache.NODE
+    return (ran_on if node else (), spec.compile_cache == CompileCache.CLUSTER and bool(ran_on))
+
+
 def predict_ready(
     spec: ColdStartSpec,
     k: int,

@@ -26,7 +26,7 @@ from functools import lru_cache, partial
 
 from autoscaler.policy import coldstart, memo, scaleup
 from autoscaler.policy.clusterview import Cluster
-from autoscaler.policy.spec import ColdStartSpec, CompileCache
+from autoscaler.policy.spec import ColdStartSpec
 
 MAX_ROUNDS = 4  # fixed-point rounds; each can only lengthen the horizon, and it converges in 1-2
 
@@ -55,15 +55,15 @@ def recreate_s(cold: ColdStartSpec, k: int = 1, period_s: float = 15.0) -> float
     free = tuple(min(per_node, k - n * per_node) * cold.gpus_per_replica for n in range(nodes))
     on = tuple(range(nodes))
     cached = on if cold.local_cache_gbps is not None else ()  # each reads its node's cache
+    compiled, warm = coldstart.compiled_after(cold, on)  # they compiled there
     back = coldstart.predict_ready(
         cold,
         k,
         free_gpus_per_node=free,
         image_cached_nodes=on,
         weights_cached=cached,
-        # they compiled there, and a cluster compile cache is filled
-        compile_cached_nodes=on if cold.compile_cache == CompileCache.NODE else (),
-        compile_cache_warm=cold.compile_cache == CompileCache.CLUSTER,
+        compile_cached_nodes=compiled,
+        compile_cache_warm=warm,
     )
     queued = 0.0 if cached else (k - 1) * pacing_s(cold, period_s)
     return max(r.ready_s for r in back) + queued

@@ -9,15 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from autoscaler.policy.capacityspec import CapacitySpec
+from autoscaler.policy.capacityspec import DEFAULT_SYNC_PERIOD_S, CapacitySpec
 
 DEFAULT_TOLERANCE = 0.1  # --horizontal-pod-autoscaler-tolerance
 DEFAULT_DOWNSCALE_STABILIZATION_S = 300  # --horizontal-pod-autoscaler-downscale-stabilization
 LEGACY_SCALE_UP_FACTOR = 2.0  # hard-coded in horizontal.go (the upstream tests use 8)
 LEGACY_SCALE_UP_MINIMUM = 4.0
-# --horizontal-pod-autoscaler-sync-period: upstream decides once per period, so the legacy cap
-# (factor x current) holds per period; infscale decides more often and keeps it per period
-DEFAULT_SYNC_PERIOD_S = 15
+# the legacy cap (factor x current) holds per sync period (capacityspec.DEFAULT_SYNC_PERIOD_S);
+# infscale decides more often and keeps it per period
 
 
 class SelectPolicy(StrEnum):

@@ -8,6 +8,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from replay.cells import ms
 from replay.league.tables import COLLAPSE_DROP, GOALS, REFERENCE, goal_tally
 
 
@@ -52,7 +53,7 @@ def markdown(doc: Mapping[str, Any]) -> str:
                 continue
             lines.append(
                 f"| {e['policy']} | {e['slo_attainment']:.2%} | {_f(e['goodput_per_gpu_hour'], 0)} | "
-                f"{e['gpu_hours']:.1f} | {_f(e['ttft_p99_s'], 2)} s | {_ms(e['tpot_p99_s'])} | "
+                f"{e['gpu_hours']:.1f} | {_f(e['ttft_p99_s'], 2)} s | {ms(e['tpot_p99_s'])} | "
                 f"{e['cold_starts']} | {_signed(e.get('d_slo_points'), 2)} | "
                 f"{_signed(e.get('d_gpu_hours_pct'), 1)} % | "
                 f"{', '.join(e['beaten_by']) or '—'}{_unfinished(e)} |"
@@ -167,10 +168,6 @@ def _first_line(text: str) -> str:
 
 def _f(x: Any, digits: int) -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:,.{digits}f}"
-
-
-def _ms(x: Any) -> str:
-    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x * 1000:.0f} ms"
 
 
 def _signed(x: Any, digits: int) -> str:
