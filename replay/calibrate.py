@@ -278,12 +278,9 @@ def run(args: argparse.Namespace) -> int:
 def _write(
     args: argparse.Namespace, doc: dict[str, Any], paired: Paired, fit: Fit | None, name: str
 ) -> list[Path]:
-    from replay.report import to_json
+    from replay.report import write_documents
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    written = [args.out / "calibrate.json", args.out / "calibrate.md"]
-    written[0].write_text(to_json(doc) + "\n", encoding="utf-8")
-    written[1].write_text(markdown(doc), encoding="utf-8")
+    written = write_documents(args.out, "calibrate", doc, markdown)
     if not args.no_plots:
         written.append(plot(args.out / "calibrate.png", paired, f"{args.online} vs offline {name}"))
     if fit is not None:

@@ -67,10 +67,10 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -81,6 +81,7 @@ from replay.slo import judge
 from replay.trace import Trace
 
 SCHEMA = "infscale.replay.report/v2"
+Doc = TypeVar("Doc", bound=Mapping[str, Any])  # a report document, as each command shapes it
 
 
 def policy_summary(result: RunResult) -> dict[str, Any]:
@@ -251,11 +252,18 @@ def slo_text(scenario: Mapping[str, Any]) -> str:
     return ttft if slo.get("tpot_s") is None else f"{ttft}, TPOT <= {slo['tpot_s'] * 1000:g} ms"
 
 
-def write_report(out: Path, report: Mapping[str, Any], *, plots: bool = True) -> list[Path]:
+def write_documents(out: Path, name: str, doc: Doc, render: Callable[[Doc], str]) -> list[Path]:
+    """`out`/name.json (the document as to_json writes it) and `out`/name.md (render(doc)), the
+    folder made first: what every command's report starts with (report, league, calibrate)."""
     out.mkdir(parents=True, exist_ok=True)
-    written = [out / "report.json", out / "report.md"]
-    written[0].write_text(to_json(report) + "\n", encoding="utf-8")
-    written[1].write_text(markdown(report), encoding="utf-8")
+    written = [out / f"{name}.json", out / f"{name}.md"]
+    written[0].write_text(to_json(doc) + "\n", encoding="utf-8")
+    written[1].write_text(render(doc), encoding="utf-8")
+    return written
+
+
+def write_report(out: Path, report: Mapping[str, Any], *, plots: bool = True) -> list[Path]:
+    written = write_documents(out, "report", report, markdown)
     if plots:
         from replay import plots as figures  # matplotlib is imported only when plots are drawn
 

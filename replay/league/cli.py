@@ -23,7 +23,7 @@ from replay.league.startup import DEFAULT_STARTUPS_S, StartupError, StartupMode
 from replay.outdir import OutDirError, check_out_dir, write_error
 from replay.policies import PolicyError, PolicyParams
 from replay.profiles import SCENARIOS, ProfileError
-from replay.report import to_json
+from replay.report import to_json, write_documents
 from replay.scenariofile import get_scenario
 from replay.slo import SLO_PRESETS
 from replay.traces import TraceError, options_from_pairs
@@ -192,10 +192,7 @@ def _floats(text: str, flag: str) -> tuple[float, ...]:
 
 
 def write(out: Path, doc: dict[str, object], *, plots: bool = True) -> list[Path]:
-    out.mkdir(parents=True, exist_ok=True)
-    written = [out / "league.json", out / "league.md"]
-    written[0].write_text(to_json(doc) + "\n", encoding="utf-8")
-    written[1].write_text(markdown(doc), encoding="utf-8")
+    written = write_documents(out, "league", doc, markdown)
     if plots:
         from replay.plots import plot_league_frontiers, plot_league_startup
 
