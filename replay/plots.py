@@ -117,10 +117,7 @@ def plot_timelines(path: Path, report: Mapping[str, Any]) -> Path:
         ax.set_title("TTFT p99 over time, by arrival minute", fontsize=9)
         ax.legend(fontsize=7, ncol=4, loc="upper right")
     axes[-1, 0].set_xlabel("minutes")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def plot_frontier(path: Path, report: Mapping[str, Any], points: Sequence[Mapping[str, Any]] = ()) -> Path:
@@ -176,10 +173,7 @@ def plot_frontier(path: Path, report: Mapping[str, Any], points: Sequence[Mappin
     ax.set_title("cost vs SLO")
     if points:
         ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def _ttft_slo(report: Mapping[str, Any]) -> float | None:
@@ -201,9 +195,7 @@ def plot_league_frontiers(path: Path, doc: Mapping[str, Any]) -> Path:
     """`infscale replay league`: per case, GPU-hours against SLO attainment of every policy."""
     plt = _pyplot()
     cases = doc["tables"]
-    cols = min(3, max(1, len(cases)))
-    rows = -(-len(cases) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.8 * rows), squeeze=False)
+    fig, axes = _panels(plt, len(cases))
     for ax, t in zip(axes.flat, cases, strict=False):
         for e in t["policies"]:
             if e["status"] != "ok":
@@ -220,21 +212,14 @@ def plot_league_frontiers(path: Path, doc: Mapping[str, Any]) -> Path:
         ax.set_title(f"{t['trace']} x{t['rate_scale']:g} on {t['scenario']}", fontsize=9)
         ax.set_xlabel("GPU-hours")
         ax.set_ylabel("SLO attainment")
-    for ax in list(axes.flat)[len(cases) :]:
-        ax.set_visible(False)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path, unused=list(axes.flat)[len(cases) :])
 
 
 def plot_league_startup(path: Path, doc: Mapping[str, Any]) -> Path:
     """`infscale replay league`: SLO attainment against the start-up time, one line per policy."""
     plt = _pyplot()
     sweeps = doc["sweeps"]
-    cols = min(3, max(1, len(sweeps)))
-    rows = -(-len(sweeps) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.8 * rows), squeeze=False)
+    fig, axes = _panels(plt, len(sweeps))
     for ax, s in zip(axes.flat, sweeps, strict=False):
         for p in s["policies"]:
             pts = [pt for pt in p["points"] if pt["slo_attainment"] is not None]
@@ -248,7 +233,20 @@ def plot_league_startup(path: Path, doc: Mapping[str, Any]) -> Path:
         ax.set_xlabel("start-up of one replica on a cold cluster (s)")
         ax.set_ylabel("SLO attainment")
     axes.flat[0].legend(fontsize=7)
-    for ax in list(axes.flat)[len(sweeps) :]:
+    return _save(plt, fig, path, unused=list(axes.flat)[len(sweeps) :])
+
+
+def _panels(plt: Any, n: int) -> tuple[Any, Any]:
+    """A figure of n panels (one per league case or sweep), three to a row at the most."""
+    cols = min(3, max(1, n))
+    rows = -(-n // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.8 * rows), squeeze=False)
+    return fig, axes
+
+
+def _save(plt: Any, fig: Any, path: Path, unused: Sequence[Any] = ()) -> Path:
+    """Every figure's end: the `unused` panels of a grid hidden, laid out, written at 100 dpi, closed."""
+    for ax in unused:
         ax.set_visible(False)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
