@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from autoscaler.coldstart_cli import flags_of
-from autoscaler.policy.coldstart import ReplicaReadiness, predict_ready
+from autoscaler.policy.coldstart import ReplicaReadiness, compiled_after, predict_ready
 from autoscaler.policy.spec import ColdStartSpec, CompileCache
 from replay.profiles import SCENARIOS, ProfileError, Scenario
 from replay.scenariofile import get_scenario
@@ -62,14 +62,15 @@ def cold_cluster(spec: ColdStartSpec, k: int) -> tuple[ReplicaReadiness, ...]:
 def warm_node(spec: ColdStartSpec) -> ReplicaReadiness:
     """One replica on a node that already ran one: GPUs free, the image, the weights in its cache
     (with a cache), compile artifacts (with a compile cache) and a ready replica (for peers)."""
+    compiled, warm = compiled_after(spec, (0,))
     (r,) = predict_ready(
         spec,
         1,
         free_gpus_per_node=(spec.gpus_per_node,),
         image_cached_nodes=(0,),
         weights_cached=(0,) if spec.local_cache_gbps is not None else (),
-        compile_cached_nodes=(0,) if spec.compile_cache == CompileCache.NODE else (),
-        compile_cache_warm=spec.compile_cache == CompileCache.CLUSTER,
+        compile_cached_nodes=compiled,
+        compile_cache_warm=warm,
         peer_sources=1,
     )
     return r

@@ -1,11 +1,13 @@
 """The console script's conventions, for every command (new ones included, through COMMANDS):
 --version, shell completion, settings errors as one line naming the option, compressed traces
-recognised, --output json on the replay commands, percentages that never round up to 100 %."""
+recognised, --output json on the replay commands, percentages that never round up to 100 %, times
+in milliseconds."""
 
 from __future__ import annotations
 
 import gzip
 import json
+import math
 import os
 import subprocess
 import sys
@@ -222,6 +224,16 @@ def test_percent_never_rounds_up_to_100(share: float, digits: int, want: str) ->
     from replay.report import percent
 
     assert percent(share, digits) == want
+
+
+@pytest.mark.parametrize(
+    ("seconds", "want"),
+    [(0.0424, "42 ms"), (0.0426, "43 ms"), (1.5, "1500 ms"), (None, "n/a"), (math.nan, "n/a")],
+)
+def test_milliseconds_are_whole_or_n_a(seconds: float | None, want: str) -> None:
+    from replay.cells import ms
+
+    assert ms(seconds) == want
 
 
 def test_every_replay_command_takes_output_and_reads_it() -> None:
