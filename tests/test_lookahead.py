@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_policy_planner import NOW, planner_spec
 
-from autoscaler.policy import burstsize, demand, lookahead
+from autoscaler.policy import band, burstsize, demand, lookahead
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.capacityspec import ReplicaProfile
 
@@ -72,3 +72,18 @@ def test_the_burst_is_sized_like_a_forecast_at_the_same_demand() -> None:
         ahead.profile, ahead.slo, upper, ahead.speed, ahead.limit, ahead.spread, ahead.shape
     )
     assert ahead.burst(upper) == expected == ahead.sizing_at(120.0)
+
+
+def test_the_loads_kept_are_the_loads_of_the_forecasts_and_the_band_over_them_the_same() -> None:
+    """The level's load and each horizon's mean load, kept for plan() and band.upper, are load_of
+    of the demands they stand for, and the band given them is the band that computes them."""
+    ahead = _ahead()
+    profile = ahead.profile
+    observed = ahead._observed
+    assert ahead.level == lookahead.load_of(profile, ahead.mean_now)
+    for h in (0.0, 45.0, 300.0):
+        mean, upper = ahead.forecast_at(h)
+        assert ahead.mean_load_at(h) == lookahead.load_of(profile, mean)
+        assert upper == band.upper(ahead._demand, observed, mean, ahead.load)  # computes both loads
+    fresh = _ahead()
+    assert fresh.mean_load_at(120.0) == lookahead.load_of(profile, fresh.forecast_at(120.0)[0])
