@@ -89,7 +89,8 @@ class Lookahead:
     )
 
     def __init__(self, cap: CapacitySpec, observed: DemandState, speed: float, limit: int) -> None:
-        fixed = memo.by_identity(_fixed, cap, _make_fixed)
+        got = _fixed.get(id(cap))  # memo.by_identity's hit inline: once a tick
+        fixed = got[1] if got is not None and got[0] is cap else memo.by_identity(_fixed, cap, _make_fixed)
         d = cap.demand
         profile = cap.profile
         self._demand = d
