@@ -8,10 +8,11 @@ the unit the band scores its errors in.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import NamedTuple
 
-from autoscaler.policy import band, burstsize, capacity, demand, lasting, lengths, memo
+from autoscaler.policy import band, burstsize, capacity, demand, lasting, lengths, levelbins, memo
 from autoscaler.policy.capacity import Demand, Sizing
 from autoscaler.policy.capacityspec import CapacitySpec, ReplicaProfile, Router, SloTarget
 from autoscaler.policy.demand import DemandState
@@ -74,6 +75,7 @@ class Lookahead:
         "_mean_loads",
         "_observed",
         "_sized",
+        "_widths",
         "hold",
         "level",
         "lifetime_hold",
@@ -130,6 +132,7 @@ class Lookahead:
                 self.lifetime_hold = in_flight
         self._forecasts: dict[float, tuple[Demand, Demand]] = {}
         self._mean_loads: dict[float, float] = {}
+        self._widths: list[float | None] = [None] * levelbins.BINS  # the band's, by bin (band.upper)
         self._sized: dict[float, Sizing] = {}
 
     def forecast_at(self, h: float) -> tuple[Demand, Demand]:
@@ -142,7 +145,13 @@ class Lookahead:
             else:
                 mean = demand.expected(d, self._observed, h)
                 mean_load = self.load(mean)
-            got = mean, band.upper(d, self._observed, mean, self.load, self.typical_load, mean_load)
+            # band.upper, its width exp(quantile) worked out once a tick for each bin
+            typical = self.typical_load
+            b = levelbins.bin_of(mean_load, typical)
+            width = self._widths[b]
+            if width is None:
+                width = self._widths[b] = math.exp(band.band_quantile(d, self._observed, mean_load, typical))
+            got = mean, band.widened(self._observed, mean, mean_load, typical, width)
             self._forecasts[h] = got
             self._mean_loads[h] = mean_load
         return got
