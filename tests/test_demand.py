@@ -443,3 +443,30 @@ def test_a_state_from_before_the_mix_reads_its_rates_ratio() -> None:
     assert old._replace(mix=state.mix) == state
     after, _ = demand.observe(SPEC, old, 75.0, 5.0, 5000.0, 1000.0, 10.0)
     assert after.mix == pytest.approx(demand.Mix(75.0, 1000.0, 200.0))
+
+
+def _observed_through(spec: DemandSpec, gaps: list[float]) -> demand.DemandState:
+    state = None
+    now = 0.0
+    for k, gap in enumerate(gaps):
+        now += gap
+        state, _ = demand.observe(spec, state, now, 10.0 + k % 3, 5_000.0, 2_000.0, 40.0 + k)
+    assert state is not None
+    return state
+
+
+def test_the_tick_weights_kept_are_those_of_each_spec_and_gap() -> None:
+    """observe keeps its weights by (alpha, beta, period, dt): specs and gaps met in any order, the
+    cache warm with others', give the state a cold cache gives; the weights are each _weight's."""
+    specs = [SPEC, DemandSpec(alpha=0.6, beta=0.05), DemandSpec(smoothing_period_s=60.0)]
+    gaps = [15.0, 15.0, 30.0, 15.0, 5.0, 30.0, 15.0]
+    cold = []
+    for spec in specs:
+        demand._tick_weights.clear()
+        cold.append(_observed_through(spec, gaps))
+    for spec, expected in zip([*specs, *specs], [*cold, *cold], strict=True):
+        assert _observed_through(spec, gaps) == expected  # warm, with every spec's weights in it
+    assert cold[0] != cold[1] != cold[2]
+    weight, b, typical = demand.tick_weights(0.6, 0.05, 15.0, 30.0)
+    assert math.isclose(weight, 1.0 - 0.4**2.0) and math.isclose(b, 1.0 - 0.95**2.0)
+    assert typical == -math.expm1(-30.0 * math.log(2.0) / demand.TYPICAL_HALF_LIFE_S)

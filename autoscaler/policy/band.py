@@ -55,6 +55,7 @@ def upper(
     mean: Demand,
     load: Callable[[Demand], float],
     typical_load: float | None = None,
+    mean_load: float | None = None,
 ) -> Demand:
     """The band's upper quantile over a mean forecast.
 
@@ -63,13 +64,19 @@ def upper(
     minute before a burst forecasts 0, and is scored against the burst). The upper load is then
     (mean + typical) × exp(quantile) - typical, spread over the mean's mix (the typical mix at 0),
     the quantile that of the forecasts made at the mean's level (band_quantile).
-    `typical_load` is load(state.typical) when the caller has it.
+    `typical_load` is load(state.typical) and `mean_load` load(mean) when the caller has them.
     """
     typical = load(state.typical) if typical_load is None else typical_load
-    offset = typical
-    mean_load = load(mean)
+    if mean_load is None:
+        mean_load = load(mean)
     q = band_quantile(spec, state, mean_load, typical)
-    high = (mean_load + offset) * math.exp(q) - offset
+    return widened(state, mean, mean_load, typical, math.exp(q))
+
+
+def widened(state: DemandState, mean: Demand, mean_load: float, typical: float, width: float) -> Demand:
+    """upper's band over `mean` (its load `mean_load`) at the width exp(quantile) of its bin, which
+    a caller with several forecasts of one state works out once a bin (lookahead.py)."""
+    high = (mean_load + typical) * width - typical
     if mean_load > 1e-12:
         return mean.scaled(high / mean_load)
     if typical > 1e-12 and high > 0.0:

@@ -88,8 +88,14 @@ def hold_rate(rate: float, spread: float, window_s: float, budget: float) -> flo
     # between two points of a grid 1/_GRID apart, each solved once (a solve is ~250 µs)
     at = math.log(k if k > _K_MIN else _K_MIN) * _GRID
     i = math.floor(at)
-    below = _grid_x(i, budget)
-    x = below + (at - i) * (_grid_x(i + 1, budget) - below)
+    # _grid_x's cache read inline (two calls a hold, two holds a tick): a miss solves in _grid_x
+    below = _hold_cache.get((i, budget))
+    if below is None:
+        below = _grid_x(i, budget)
+    above = _hold_cache.get((i + 1, budget))
+    if above is None:
+        above = _grid_x(i + 1, budget)
+    x = below + (at - i) * (above - below)
     held = x * theta
     return held if held > rate else rate  # max(), without the builtin's call
 

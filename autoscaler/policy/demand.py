@@ -32,6 +32,7 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from autoscaler.policy import memo
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.capacityspec import DemandSpec
 from autoscaler.policy.lasting import Lasting, after_tick
@@ -155,7 +156,12 @@ def observe(
     if dt <= 0.0:
         est = Estimate(Demand(finished, prompt, generated), 0.0)
         return state, est
-    weight = _weight(spec.alpha, dt, spec.smoothing_period_s)
+    alpha, beta, period = spec.alpha, spec.beta, spec.smoothing_period_s
+    weights = _tick_weights.get((alpha, beta, period, dt))  # the same every tick of a fixed period
+    if weights is None:
+        weights = tick_weights(alpha, beta, period, dt)
+        memo.remember(_tick_weights, (alpha, beta, period, dt), weights, 64)
+    weight, b, typical_w = weights
     counted = finished * dt
     # the older requests' weight: MIX_REQUESTS requests, the level's window or MIX_LIFETIMES times
     # the requests' time in the system, the longest
@@ -173,8 +179,6 @@ def observe(
     arrivals = finished + growth
     arrivals = arrivals if arrivals > 0.0 else 0.0  # max(x, 0.0), NaN to 0, without the call
     now_demand = _new(Demand, (arrivals, arrivals * mix.prompt, arrivals * mix.output))
-    b = _weight(spec.beta, dt, spec.smoothing_period_s)
-    typical_w = typical_weight(dt)
     req = _holt(state.requests, arrivals, dt, weight, b, state.primed)
     spread = state.spread
     gate = state.counted
@@ -350,6 +354,14 @@ def _start(now: float, finished: float, prompt: float, generated: float, infligh
         0.0,
         Demand(finished, prompt, generated),
     )
+
+
+_tick_weights: dict[tuple[float, float, float, float], tuple[float, float, float]] = {}
+
+
+def tick_weights(alpha: float, beta: float, period: float, dt: float) -> tuple[float, float, float]:
+    """A tick's weights after dt seconds: the level's (alpha), the trend's (beta), the typical's."""
+    return _weight(alpha, dt, period), _weight(beta, dt, period), typical_weight(dt)
 
 
 def _weight(base: float, dt: float, period: float) -> float:

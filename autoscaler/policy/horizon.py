@@ -91,7 +91,8 @@ def find(
         return horizon, need_at(horizon), 1
     # on the stagger's exact schedule, as the later ones: the offset is the caller's correction
     # of the model, not the gap between the model's two arithmetics
-    stagger = memo.by_identity(_staggers, cold, _stagger_of)
+    got = _staggers.get(id(cold))  # memo.by_identity's hit inline: once a tick
+    stagger = got[1] if got is not None and got[0] is cold else memo.by_identity(_staggers, cold, _stagger_of)
     first = stagger(1, cluster, period_s, True)[0]
     offset = 0.0 if lead_s is None else lead_s - first
     horizon = first + offset

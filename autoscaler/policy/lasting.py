@@ -18,6 +18,9 @@ LONGEST_S = 600.0  # a time in the system kept at most the typical demand's half
 # nothing finishes): the rate's average forgets no slower than the typical one it is read against
 
 
+_new = tuple.__new__  # as demand.py: a NamedTuple built without its Python-level __new__, once a tick
+
+
 class Lasting(NamedTuple):
     """The arrivals as the requests in flight see them; all 0 before the first reading."""
 
@@ -56,7 +59,7 @@ def after_tick(
     poisson = u / (2.0 - u) * typical_rate / dt
     deviation = rate - typical_rate
     excess = old.excess + typical_w * (deviation * deviation - poisson - old.excess)
-    return Lasting(time_s, rate, excess)
+    return _new(Lasting, (time_s, rate, excess))
 
 
 def index(lasting: Lasting, rate: float) -> float:

@@ -25,6 +25,9 @@ MAX_RATIO = 8.0  # |error / scale| beyond 8 counts as 8: the first errors of a b
 MAX_SCORED = 1000.0  # counts of scored errors stop here: they only weigh against a prior (demand.py)
 
 
+_new = tuple.__new__  # as demand.py: a NamedTuple built without its Python-level __new__
+
+
 class Relative(NamedTuple):
     """The tracked quantile of error / its bin's scale (a stochastic approximation, as demand's)."""
 
@@ -67,7 +70,7 @@ def score(bins: Bins, relative: Relative, b: int, e: float, q: float, above: boo
         rq, rs, rn = relative
         rs += SCALE_WEIGHT * (abs(r) - rs) if rn else abs(r)
         rq += (0.1 * rs + 1e-3) * (q - (1.0 if not above and r <= rq else 0.0))
-        relative = Relative(rq, rs, rn + 1.0 if rn < MAX_SCORED else rn)
+        relative = _new(Relative, (rq, rs, rn + 1.0 if rn < MAX_SCORED else rn))
     scale += SCALE_WEIGHT * (abs(e) - scale) if scored else abs(e)
     entry = (scale, scored + 1.0 if scored < MAX_SCORED else scored)
     return (*bins[:b], entry, *bins[b + 1 :]), relative

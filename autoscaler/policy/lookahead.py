@@ -8,10 +8,11 @@ the unit the band scores its errors in.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import NamedTuple
 
-from autoscaler.policy import band, burstsize, capacity, demand, lasting, lengths, memo
+from autoscaler.policy import band, burstsize, capacity, demand, lasting, lengths, levelbins, memo
 from autoscaler.policy.capacity import Demand, Sizing
 from autoscaler.policy.capacityspec import CapacitySpec, ReplicaProfile, Router, SloTarget
 from autoscaler.policy.demand import DemandState
@@ -71,9 +72,12 @@ class Lookahead:
     __slots__ = (
         "_demand",
         "_forecasts",
+        "_mean_loads",
         "_observed",
         "_sized",
+        "_widths",
         "hold",
+        "level",
         "lifetime_hold",
         "limit",
         "load",
@@ -87,7 +91,8 @@ class Lookahead:
     )
 
     def __init__(self, cap: CapacitySpec, observed: DemandState, speed: float, limit: int) -> None:
-        fixed = memo.by_identity(_fixed, cap, _make_fixed)
+        got = _fixed.get(id(cap))  # memo.by_identity's hit inline: once a tick
+        fixed = got[1] if got is not None and got[0] is cap else memo.by_identity(_fixed, cap, _make_fixed)
         d = cap.demand
         profile = cap.profile
         self._demand = d
@@ -95,6 +100,7 @@ class Lookahead:
         self.load = load = fixed.load
         self.typical_load = load(observed.typical)
         self.mean_now = demand.expected(d, observed, 0.0)  # the level: track leaves the series as they are
+        self.level = load(self.mean_now)  # its load, the band's scoring unit (band.track)
         self.profile = profile
         self.slo = slo = fixed.slo
         self.speed = speed
@@ -112,7 +118,7 @@ class Lookahead:
         if self.mean_now.requests > rate:
             rate = self.mean_now.requests
         budget = burstsize.BURST_BUDGET * (1.0 - slo.attainment)
-        idle = self.typical_load < burstsize.IDLE_LOAD and load(self.mean_now) < burstsize.IDLE_LOAD
+        idle = self.typical_load < burstsize.IDLE_LOAD and self.level < burstsize.IDLE_LOAD
         self.hold = hold = 0.0 if idle else burstsize.hold_rate(rate, self.spread, slo.ttft_s, budget)
         # ... and in flight, the arrivals over the requests' time in the system, held over it where
         # the counts read it (longer than a tick), at the SLO's own tail: past the KV ceiling a
@@ -125,6 +131,8 @@ class Lookahead:
             if in_flight < hold:
                 self.lifetime_hold = in_flight
         self._forecasts: dict[float, tuple[Demand, Demand]] = {}
+        self._mean_loads: dict[float, float] = {}
+        self._widths: list[float | None] = [None] * levelbins.BINS  # the band's, by bin (band.upper)
         self._sized: dict[float, Sizing] = {}
 
     def forecast_at(self, h: float) -> tuple[Demand, Demand]:
@@ -132,9 +140,28 @@ class Lookahead:
         got = self._forecasts.get(h)
         if got is None:
             d = self._demand
-            mean = self.mean_now if h == 0.0 else demand.expected(d, self._observed, h)
-            got = mean, band.upper(d, self._observed, mean, self.load, self.typical_load)
+            if h == 0.0:
+                mean, mean_load = self.mean_now, self.level
+            else:
+                mean = demand.expected(d, self._observed, h)
+                mean_load = self.load(mean)
+            # band.upper, its width exp(quantile) worked out once a tick for each bin
+            typical = self.typical_load
+            b = levelbins.bin_of(mean_load, typical)
+            width = self._widths[b]
+            if width is None:
+                width = self._widths[b] = math.exp(band.band_quantile(d, self._observed, mean_load, typical))
+            got = mean, band.widened(self._observed, mean, mean_load, typical, width)
             self._forecasts[h] = got
+            self._mean_loads[h] = mean_load
+        return got
+
+    def mean_load_at(self, h: float) -> float:
+        """load() of the mean forecast h seconds ahead (forecast_at's)."""
+        got = self._mean_loads.get(h)
+        if got is None:
+            self.forecast_at(h)
+            got = self._mean_loads[h]
         return got
 
     def upper_at(self, h: float) -> Demand:

@@ -9,7 +9,8 @@ callers look a key up with dict.get themselves, so a hit pays no call).
 Specs are frozen, but hashing one costs more than a decision's use of what is derived from it, so
 by_identity keeps the derived value by `id()`. Each entry keeps its object too: an id cannot be
 reused by a new object while the entry stands, and a hit is checked to be the same object (a
-process sees a handful of specs; a long-lived one with churning specs does not grow).
+process sees a handful of specs; a long-lived one with churning specs does not grow). A caller
+made every tick reads its hit inline (`got = table.get(id(obj))`, `got[0] is obj`), as for remember.
 """
 
 from __future__ import annotations

@@ -115,11 +115,11 @@ def plan(
     at_horizon = ahead.sizing_at(horizon_s)
     mean, upper = ahead.forecast_at(horizon_s)
     load = ahead.load
-    mean_load = load(mean)
+    mean_load = ahead.mean_load_at(horizon_s)
     upper_load = load(upper)
     widening = upper_load / mean_load if mean_load > 0.0 else math.inf
     # the band is scored on the smoothed level, not this tick's noisy estimate (band.track)
-    level = load(ahead.mean_now)
+    level = ahead.level
     dstate = band.track(
         d, dstate, now, level, horizon_s, mean_load, ahead.typical_load, ahead.mean_now.requests
     )

@@ -50,7 +50,10 @@ def recreation(cold: ColdStartSpec | None, period: float, horizon_s: float) -> C
     first decision after the burst begins, and only then is its replacement started. Without a
     cold-start model, the horizon's ready time stands for every one."""
     if cold is not None:
-        recreated = memo.by_identity(_recreated, cold, _new_memo)
+        got = _recreated.get(id(cold))  # memo.by_identity's hit inline: once a tick
+        recreated = (
+            got[1] if got is not None and got[0] is cold else memo.by_identity(_recreated, cold, _new_memo)
+        )
 
         def recreate(m: int) -> float:
             got = recreated.get((period, m))
