@@ -12,20 +12,14 @@ from test_policy_planner import NOW, planner_spec
 
 from autoscaler.policy import burstsize, capacity, demand, lasting, lookahead
 from autoscaler.policy.capacity import Demand
-from autoscaler.policy.capacityspec import ReplicaProfile, SloTarget
+from autoscaler.policy.capacityspec import SloTarget
 from autoscaler.policy.lasting import Lasting
+from replay.policies.predictive import replica_profile
+from replay.profiles import SCENARIOS
 
-# reference-70b's engine (replay/profiles.py): its KV cache holds ~157 requests of 2,048 + 1,500 tokens
-PROFILE = ReplicaProfile(
-    step_base_s=0.0185,
-    prefill_s_per_token=5.55e-5,
-    prefill_s_per_attention_pair=8.85e-9,
-    decode_s_per_request=4.0e-5,
-    decode_s_per_context_token=3.3e-8,
-    max_num_seqs=1024,
-    max_batched_tokens=8192,
-    kv_cache_tokens=440_000,
-)
+# reference-70b's engine as the predictive policy reads it: its KV cache holds ~157 requests of
+# 2,048 + 1,500 tokens
+PROFILE = replica_profile(SCENARIOS["reference-70b"].engine)
 SLO = SloTarget(ttft_s=2.0, tpot_s=0.2)
 
 
