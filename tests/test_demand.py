@@ -430,6 +430,37 @@ def test_the_mix_of_long_requests_outlasts_the_counters_offset() -> None:
     assert demand.mix_window_s(10.0, 0.0) == 0.0
 
 
+def test_the_mix_of_on_off_long_requests_holds_through_the_drains() -> None:
+    """30 s of 40 requests/s every 5 minutes, each of 2,000 prompt tokens and 90 s in the system:
+    after a burst the fleet drains, its last requests finish with none starting, and in flight /
+    finished falls to a tick or two. The mix's window keeps the typical time in the system
+    through it; read from the drain's own, it forgot the prompts of the requests still finishing
+    and sat at 1,150 tokens a request (docs/policy.md, "Defaults and why": mix window)."""
+    tick, life, prompt, output = 15.0, 90.0, 2_000.0, 1_500.0
+    arrivals = [40.0 if (tick * i) % 300.0 < 30.0 else 0.0 for i in range(480)]
+    lag = int(life / tick)
+    state, seen = None, []
+    for i, a in enumerate(arrivals):
+        finished = arrivals[i - lag] if i >= lag else 0.0
+        inflight = sum(arrivals[max(0, i - lag + 1) : i + 1]) * tick
+        generated = inflight * output / life
+        state, _ = demand.observe(SPEC, state, tick * i, finished, a * prompt, generated, inflight)
+        if i >= 120:  # after the typical time has settled (30 minutes)
+            seen.append(state.mix.prompt)
+    assert 0.8 * prompt < min(seen) and max(seen) < 1.25 * prompt
+    assert float(np.median(seen)) == pytest.approx(prompt, rel=0.1)
+    assert demand.mix_window_s(10.0, 5.0, 90.0) == 2 * 90.0  # the typical time where longer
+    assert demand.mix_window_s(10.0, 0.0, 90.0) == 2 * 90.0  # ... also with nothing in flight
+    assert demand.mix_window_s(1.0, 1_000.0, 90.0) == demand.TYPICAL_HALF_LIFE_S
+
+
+def test_the_levels_window_is_its_time_constant() -> None:
+    """The level weighs a sample alpha a period: 1 - alpha = exp(-period / window)."""
+    window = demand.level_window_s(SPEC)
+    assert math.exp(-SPEC.smoothing_period_s / window) == pytest.approx(1.0 - SPEC.alpha)
+    assert window == pytest.approx(42.06, abs=0.01)  # the defaults: 0.3 a 15 s period
+
+
 def test_a_state_from_before_the_mix_reads_its_rates_ratio() -> None:
     """A state saved before the mix (2026-12-03) has smoothed rates and token series instead: it
     reads back with their ratio as the mix, weighing no requests (the next tick's counts replace it)."""

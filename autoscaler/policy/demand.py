@@ -168,7 +168,7 @@ def observe(
     decay = math.exp(-counted / MIX_REQUESTS) if counted > 0.0 else 1.0
     if decay < 1.0 - weight:
         decay = 1.0 - weight
-    lifetimes = mix_window_s(finished, inflight)
+    lifetimes = mix_window_s(finished, inflight, state.lasting.time_s)
     if lifetimes > 0.0:
         lasting = math.exp(-dt / lifetimes)
         if decay < lasting:
@@ -244,13 +244,26 @@ def observe(
     return new, _new(Estimate, (now_demand, growth))
 
 
-def mix_window_s(finished: float, inflight: float) -> float:
+def level_window_s(spec: DemandSpec) -> float:
+    """The level's time constant: it weighs a sample alpha a smoothing period, so exp(-t / this)."""
+    return spec.smoothing_period_s / -math.log1p(-spec.alpha)
+
+
+def mix_window_s(finished: float, inflight: float, typical_s: float = 0.0) -> float:
     """The mix's time constant the requests' own time in the system asks for: MIX_LIFETIMES times
-    in flight / finished per second (Little's law), at most TYPICAL_HALF_LIFE_S (also while nothing
-    finishes); 0 with nothing in flight."""
+    in flight / finished per second (Little's law), or the typical time in the system `typical_s`
+    (lasting.py's) where longer, at most TYPICAL_HALF_LIFE_S (also while nothing finishes); 0 with
+    nothing in flight and no typical time. The typical time keeps the window through a drain:
+    there the fleet's last requests finish with none starting, in flight / finished falls to
+    seconds, and a window that short counts finishes whose prompts it has already forgotten (on/off
+    minute-long requests: the mix at 1,150 tokens a request where they have 2,000)."""
     if not inflight > 0.0:
-        return 0.0
-    window = MIX_LIFETIMES * inflight / finished if finished > 0.0 else TYPICAL_HALF_LIFE_S
+        window = 0.0
+    else:
+        window = MIX_LIFETIMES * inflight / finished if finished > 0.0 else TYPICAL_HALF_LIFE_S
+    typical = MIX_LIFETIMES * typical_s
+    if window < typical:
+        window = typical
     return window if window < TYPICAL_HALF_LIFE_S else TYPICAL_HALF_LIFE_S
 
 
