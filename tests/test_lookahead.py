@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_policy_planner import NOW, planner_spec
@@ -73,52 +72,6 @@ def test_the_burst_is_sized_like_a_forecast_at_the_same_demand() -> None:
         ahead.profile, ahead.slo, upper, ahead.speed, ahead.limit, ahead.spread, ahead.shape
     )
     assert ahead.burst(upper) == expected == ahead.sizing_at(120.0)
-
-
-def _window() -> float:
-    cap = planner_spec().capacity
-    assert cap is not None
-    return demand.level_window_s(cap.demand)
-
-
-def _lasting(windows: float) -> lookahead.Lookahead:
-    """A rising demand of 1,500-token answers (the KV and the decodes weigh), its requests in the
-    system for `windows` of the level's window (the typical time lasting.py keeps)."""
-    time_s = windows * _window()
-    spec = planner_spec()
-    cap = spec.capacity
-    assert cap is not None
-    state = None
-    for k in range(8):
-        r = 10.0 + k
-        state, _ = demand.observe(cap.demand, state, NOW + 15.0 * k, r, 1_000.0 * r, 1_500.0 * r, r * time_s)
-    assert state is not None
-    assert state.lasting.time_s == pytest.approx(time_s)
-    return lookahead.Lookahead(cap, state, 1.0, spec.max_replicas)
-
-
-def test_requests_shorter_than_the_levels_window_hold_the_whole_band_in_flight() -> None:
-    ahead = _lasting(0.5)
-    assert ahead.level_window_s == _window()
-    assert ahead.excess_share == 1.0
-    mean, upper = ahead.forecast_at(120.0)
-    assert upper.requests > mean.requests
-    assert ahead.in_flight(mean, upper) == (upper, ahead.hold, ahead.lifetime_hold)
-    assert ahead.sizing_at(120.0) == ahead.sized(upper)
-
-
-def test_long_requests_hold_the_bands_excess_in_flight_for_the_levels_window() -> None:
-    """Requests of four level windows: in flight, the mean and a quarter of the band's excess; the
-    prompts at the band's whole rate. The need falls between the mean's and the whole band's."""
-    four = _lasting(4.0)
-    assert four.excess_share == pytest.approx(0.25)
-    mean, upper = four.forecast_at(120.0)
-    d, prompts, lasting = four.in_flight(mean, upper)
-    assert d.requests == pytest.approx(mean.requests + 0.25 * (upper.requests - mean.requests))
-    assert d.output_tokens / d.requests == pytest.approx(upper.output_tokens / upper.requests)  # its mix
-    assert prompts == max(upper.requests, four.hold) and lasting == max(d.requests, four.lifetime_hold)
-    need = four.need_at(120.0)
-    assert four.sized(mean).replicas <= need < four.sized(upper).replicas
 
 
 def test_the_loads_kept_are_the_loads_of_the_forecasts_and_the_band_over_them_the_same() -> None:

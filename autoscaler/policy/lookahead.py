@@ -55,14 +55,13 @@ class _Fixed(NamedTuple):
 
     load: Callable[[Demand], float]
     slo: SloTarget  # the planning targets
-    level_window_s: float  # the level's time constant (demand.level_window_s)
 
 
 _fixed: memo.Table = {}  # by capacity spec (memo.py)
 
 
 def _make_fixed(cap: CapacitySpec) -> _Fixed:
-    return _Fixed(_load_function(cap.profile), cap.planning_slo, demand.level_window_s(cap.demand))
+    return _Fixed(_load_function(cap.profile), cap.planning_slo)
 
 
 class Lookahead:
@@ -77,10 +76,8 @@ class Lookahead:
         "_observed",
         "_sized",
         "_widths",
-        "excess_share",
         "hold",
         "level",
-        "level_window_s",
         "lifetime_hold",
         "limit",
         "load",
@@ -133,10 +130,6 @@ class Lookahead:
             in_flight = burstsize.hold_rate(rate, lasting.index(lasted, rate), lasted.time_s, tail)
             if in_flight < hold:
                 self.lifetime_hold = in_flight
-        # the share of the band's excess the requests in flight hold (in_flight)
-        life = lasted.time_s
-        self.level_window_s = window = fixed.level_window_s
-        self.excess_share = window / life if life > window else 1.0
         self._forecasts: dict[float, tuple[Demand, Demand]] = {}
         self._mean_loads: dict[float, float] = {}
         self._widths: list[float | None] = [None] * levelbins.BINS  # the band's, by bin (band.upper)
@@ -177,7 +170,7 @@ class Lookahead:
     def sizing_at(self, h: float) -> Sizing:
         got = self._sized.get(h)
         if got is None:
-            got = self._sized[h] = self.sized_band(*self.forecast_at(h))
+            got = self._sized[h] = self.sized(self.forecast_at(h)[1])
         return got
 
     def sized(self, d: Demand) -> Sizing:
@@ -193,29 +186,6 @@ class Lookahead:
             self.hold,
             self.lifetime_hold,
         )
-
-    def sized_band(self, mean: Demand, upper: Demand) -> Sizing:
-        """The band's upper sized under the tick's targets: its prompts at its rate, its requests in
-        flight at in_flight's (at least the bursts' holds, as sized())."""
-        d, hold, lasting = self.in_flight(mean, upper)
-        return burstsize.size(
-            self.profile, self.slo, d, self.speed, self.limit, self.spread, self.shape, hold, lasting
-        )
-
-    def in_flight(self, mean: Demand, upper: Demand) -> tuple[Demand, float, float]:
-        """What burstsize.size takes for the band's upper over `mean`: (the demand in flight, the
-        prompts' rate, the rate in flight), each at least the bursts' hold. The band's excess is a
-        peak of the level, which follows a step within its window w: requests that last T > w
-        hold an excess for w of their T before the level, and the mean forecast with it, has
-        caught up; so in flight it counts w / T of it (excess_share) and its prompts all of it.
-        Requests shorter than the level's window hold it all, as the prompts do."""
-        share = self.excess_share
-        u, r = upper.requests, mean.requests
-        if share >= 1.0 or not u > r:
-            return upper, self.hold, self.lifetime_hold
-        rate = r + (u - r) * share
-        hold, lasting = self.hold, self.lifetime_hold
-        return upper.scaled(rate / u), u if u > hold else hold, rate if rate > lasting else lasting
 
     def need_at(self, h: float) -> int:
         return self.sizing_at(h).replicas

@@ -34,11 +34,6 @@ _CAPACITY_MESSAGE = (
     " (speed x{:.2f}); {:.3g}/s needs {}; arrivals' dispersion over the TTFT target {:.3g}"
     " (ca² {:.3g} a replica; bursts held at {:.3g}/s, {:.3g}/s over the requests' time in the system)"
 )
-# ... where the requests outlast the level's window (Lookahead.in_flight)
-_CAPACITY_LASTING_MESSAGE = (
-    _CAPACITY_MESSAGE + "; in flight at {:.3g}/s: the band's excess over the level's {:.0f} s of"
-    " the requests' {:.0f} s in the system"
-)
 _HORIZON_MESSAGE = "replica {} of those asked for now is ready in {:.0f} s ({} loading now, {} round(s))"
 _PANIC_MESSAGE = "{:.3g}/s now is over {:g}x the band's {:.3g}/s: {} needed, {} can be ready within {:.0f} s"
 
@@ -70,23 +65,6 @@ def forecast_stages(
 ) -> list[Stage]:
     """The demand, capacity and horizon stages' rows."""
     r, pt, gt = est.now
-    capacity_args: tuple[object, ...] = (
-        at_horizon.prefill_tokens_per_s,
-        at_horizon.decode_tokens_per_s,
-        at_horizon.requests_per_s,
-        ahead.speed,
-        upper.requests,
-        needed,
-        ahead.spread,
-        burstsize.replica_cv2(ahead.spread, at_horizon.replicas),
-        ahead.hold,
-        ahead.lifetime_hold,
-    )
-    template = _CAPACITY_MESSAGE
-    if ahead.excess_share < 1.0 and upper.requests > mean.requests:
-        template = _CAPACITY_LASTING_MESSAGE
-        window = ahead.level_window_s
-        capacity_args += (ahead.in_flight(mean, upper)[0].requests, window, window / ahead.excess_share)
     return [
         _new(
             Stage,
@@ -106,8 +84,19 @@ def forecast_stages(
                 have,
                 needed,
                 _binding_reason(at_horizon.binding),
-                template,
-                capacity_args,
+                _CAPACITY_MESSAGE,
+                (
+                    at_horizon.prefill_tokens_per_s,
+                    at_horizon.decode_tokens_per_s,
+                    at_horizon.requests_per_s,
+                    ahead.speed,
+                    upper.requests,
+                    needed,
+                    ahead.spread,
+                    burstsize.replica_cv2(ahead.spread, at_horizon.replicas),
+                    ahead.hold,
+                    ahead.lifetime_hold,
+                ),
             ),
         ),
         _new(

@@ -98,7 +98,7 @@ def _needed_now_message(
     template: str,
     profile: ReplicaProfile,
     slo: SloTarget,
-    in_flight: Demand,
+    upper_now: Demand,
     speed: float,
     limit: int,
     floor: int,
@@ -110,7 +110,7 @@ def _needed_now_message(
     """The stage's message when as many replicas are needed now as there are: keep()'s NeededNow
     template, whose one argument is the need now, which plan() did not size (need_at(0.0), at
     least the floor)."""
-    sized = burstsize.size(profile, slo, in_flight, speed, limit, spread, shape, hold, lifetime_hold)
+    sized = burstsize.size(profile, slo, upper_now, speed, limit, spread, shape, hold, lifetime_hold)
     need_now = max(sized.replicas, floor)
     return template.format(need_now)
 
@@ -121,8 +121,7 @@ def _need_within_margin(ahead: Lookahead, have: int) -> int:
     need = ahead.need_at(0.0)
     if need >= have:
         return need
-    mean, upper = ahead.forecast_at(0.0)
-    return ahead.sized_band(mean, upper.scaled(1.0 + RELEASE_MARGIN)).replicas
+    return ahead.sized(ahead.upper_at(0.0).scaled(1.0 + RELEASE_MARGIN)).replicas
 
 
 def stage(
@@ -158,19 +157,18 @@ def stage(
         # as many are needed now as there are: keep() keeps them all whatever the sizing now
         # says, which only its message shows, so that sizing is made when the message is read
         kept = scaledown.keep(have, have, have, state.needs, now, recreate, state.gaps, weight)
-        in_flight, hold, lasting = ahead.in_flight(*ahead.forecast_at(0.0))
         needed_now = (
             kept.template,
             ahead.profile,
             ahead.slo,
-            in_flight,
+            ahead.upper_at(0.0),
             ahead.speed,
             ahead.limit,
             max(floor, target),
             ahead.spread,
             ahead.shape,
-            hold,
-            lasting,
+            ahead.hold,
+            ahead.lifetime_hold,
         )
     elif (margin_count := _need_within_margin(ahead, have)) >= have:
         kept = scaledown.Keep(
