@@ -454,13 +454,6 @@ def test_the_mix_of_on_off_long_requests_holds_through_the_drains() -> None:
     assert demand.mix_window_s(1.0, 1_000.0, 90.0) == demand.TYPICAL_HALF_LIFE_S
 
 
-def test_the_levels_window_is_its_time_constant() -> None:
-    """The level weighs a sample alpha a period: 1 - alpha = exp(-period / window)."""
-    window = demand.level_window_s(SPEC)
-    assert math.exp(-SPEC.smoothing_period_s / window) == pytest.approx(1.0 - SPEC.alpha)
-    assert window == pytest.approx(42.06, abs=0.01)  # the defaults: 0.3 a 15 s period
-
-
 def test_a_state_from_before_the_mix_reads_its_rates_ratio() -> None:
     """A state saved before the mix (2026-12-03) has smoothed rates and token series instead: it
     reads back with their ratio as the mix, weighing no requests (the next tick's counts replace it)."""

@@ -244,11 +244,6 @@ def observe(
     return new, _new(Estimate, (now_demand, growth))
 
 
-def level_window_s(spec: DemandSpec) -> float:
-    """The level's time constant: it weighs a sample alpha a smoothing period, so exp(-t / this)."""
-    return spec.smoothing_period_s / -math.log1p(-spec.alpha)
-
-
 def mix_window_s(finished: float, inflight: float, typical_s: float = 0.0) -> float:
     """The mix's time constant the requests' own time in the system asks for: MIX_LIFETIMES times
     in flight / finished per second (Little's law), or the typical time in the system `typical_s`
