@@ -50,18 +50,31 @@ def _load_function(profile: ReplicaProfile) -> Callable[[Demand], float]:
     return load
 
 
+def load_terms(profile: ReplicaProfile) -> tuple[float, float, float, float, float, float]:
+    """The terms _load_function's load reads, as flat arithmetic takes them (flatband.py)."""
+    return (
+        profile.prefill_s_per_token,
+        profile.prefill_s_per_attention_pair * 0.5,
+        profile.decode_s_per_request,
+        profile.decode_s_per_context_token,
+        capacity.CONTEXT_OUTPUT_SHARE,
+        capacity.MIN_RATE,
+    )
+
+
 class _Fixed(NamedTuple):
     """What a tick derives from the capacity spec alone, worked out once per spec."""
 
     load: Callable[[Demand], float]
     slo: SloTarget  # the planning targets
+    terms: tuple[float, ...]  # load's (load_terms)
 
 
 _fixed: memo.Table = {}  # by capacity spec (memo.py)
 
 
 def _make_fixed(cap: CapacitySpec) -> _Fixed:
-    return _Fixed(_load_function(cap.profile), cap.planning_slo)
+    return _Fixed(_load_function(cap.profile), cap.planning_slo, load_terms(cap.profile))
 
 
 class Lookahead:
@@ -81,6 +94,7 @@ class Lookahead:
         "lifetime_hold",
         "limit",
         "load",
+        "load_terms",
         "mean_now",
         "profile",
         "shape",
@@ -98,6 +112,7 @@ class Lookahead:
         self._demand = d
         self._observed = observed
         self.load = load = fixed.load
+        self.load_terms = fixed.terms
         self.typical_load = load(observed.typical)
         self.mean_now = demand.expected(d, observed, 0.0)  # the level: track leaves the series as they are
         self.level = load(self.mean_now)  # its load, the band's scoring unit (band.track)

@@ -1,39 +1,59 @@
-"""The policy core's demand tick (autoscaler/policy/flatdemand.py: demand.observe's arithmetic in
-flat floats) compiled by numba from the same source, the same bits (tests/test_flatdemand.py). As
-sizekernel.py, installed by `python -m bench policy`; the core stays pure Python.
+"""The policy core's per-tick arithmetic in flat floats compiled by numba from the same sources, the
+same bits: the demand's tick (autoscaler/policy/flatdemand.py, demand.observe's arithmetic;
+tests/test_flatdemand.py) and the panic's test (flatband.py: the band over the last tick's state
+against this tick's demand; tests/test_flatband.py). As sizekernel.py, installed by
+`python -m bench policy`; the core stays pure Python.
 
-The call goes to the compiled signature's own entry point, not through numba's dispatcher: the
-dispatcher works out the types of the 37 arguments on every call (~0.8 µs, where the arithmetic
-interpreted costs ~0.9 µs), the entry point converts them to the signature's (~0.37 µs). fold
-passes floats and bools only, the planner's readings being floats.
+Each is called at its compiled signature's own entry point, not through numba's dispatcher: the
+dispatcher works out the types of the 30-37 arguments on every call (~0.8 µs for the tick's, where
+its arithmetic interpreted costs ~0.9 µs), the entry point converts them to the signature's
+(~0.37 µs). Their callers pass floats, bools for flags and an int for the bins' count.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numba
 
-from autoscaler.policy import flatdemand
+from autoscaler.policy import flatband, flatdemand
 
-_compiled: Any = None
+_compiled: dict[str, Any] = {}
+
+
+def _entry(function: Callable[..., Any], value: Callable[[str], object]) -> Any:
+    """`function` compiled (or loaded from numba's on-disk cache) at the types of its arguments'
+    `value`s, as the entry point of that one signature."""
+    jitted: Any = numba.njit(cache=True)(function)
+    code = function.__code__
+    jitted(*(value(name) for name in code.co_varnames[: code.co_argcount]))
+    (signature,) = jitted.signatures
+    return jitted.overloads[signature].entry_point
+
+
+def _tick_value(name: str) -> object:
+    # a tick one second after the state's, the readings' flags set
+    if name in {"primed", "has_gate", "has_peaks", "has_squares", "has_arrived"}:
+        return True
+    return 2.0 if name == "now" else 1.0
 
 
 def compiled() -> Any:
-    """flatdemand.tick compiled (loaded from numba's on-disk cache after the first time), as the
-    entry point of its one signature (floats, and bools for the flags)."""
-    global _compiled
-    if _compiled is None:
-        jitted: Any = numba.njit(cache=True)(flatdemand.tick)
-        flags = {"primed", "has_gate", "has_peaks", "has_squares", "has_arrived"}
-        names = flatdemand.tick.__code__.co_varnames[: flatdemand.tick.__code__.co_argcount]
-        # compiles, or loads the cache (a tick one second after the state's)
-        jitted(*(True if name in flags else 2.0 if name == "now" else 1.0 for name in names))
-        (signature,) = jitted.signatures
-        _compiled = jitted.overloads[signature].entry_point
-    return _compiled
+    """flatdemand.tick compiled: floats, and bools for its flags."""
+    if "tick" not in _compiled:
+        _compiled["tick"] = _entry(flatdemand.tick, _tick_value)
+    return _compiled["tick"]
+
+
+def compiled_burst_test() -> Any:
+    """flatband.burst_test compiled: floats, and an int for the bins' count."""
+    if "burst" not in _compiled:
+        _compiled["burst"] = _entry(flatband.burst_test, lambda name: 2 if name == "bins" else 1.0)
+    return _compiled["burst"]
 
 
 def install() -> None:
-    """demand.observe folds its ticks by the compiled copy from now on, in this process."""
+    """demand.observe's tick and the panic's test by the compiled copies from now on, in this process."""
     flatdemand.install(compiled())
+    flatband.use(compiled_burst_test())
