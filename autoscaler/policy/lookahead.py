@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from autoscaler.policy import band, burstsize, capacity, demand, lasting, lengths, levelbins, memo
+from autoscaler.policy import band, burstsize, capacity, demand, flatahead, lasting, lengths, levelbins, memo
 from autoscaler.policy.capacity import Demand, Sizing
 from autoscaler.policy.capacityspec import CapacitySpec, ReplicaProfile, Router, SloTarget
 from autoscaler.policy.demand import DemandState
+
+_new = tuple.__new__  # as demand.py: a NamedTuple built without its Python-level __new__
+_NO_BIN = (0.0, 0.0)  # a bin not scored yet, as flatahead takes it
 
 
 def load_of(profile: ReplicaProfile, d: Demand) -> float:
@@ -113,14 +116,21 @@ class Lookahead:
         self._observed = observed
         self.load = load = fixed.load
         self.load_terms = fixed.terms
-        self.typical_load = load(observed.typical)
-        self.mean_now = demand.expected(d, observed, 0.0)  # the level: track leaves the series as they are
-        self.level = load(self.mean_now)  # its load, the band's scoring unit (band.track)
+        flat = flatahead.kernels
+        if flat is None:
+            self.typical_load = load(observed.typical)
+            self.mean_now = demand.expected(
+                d, observed, 0.0
+            )  # the level: track leaves the series as they are
+            self.level = load(self.mean_now)  # its load, the band's scoring unit (band.track)
+            self.spread = demand.dispersion(observed, fixed.slo.ttft_s)  # the arrivals' (burstsize.py)
+            self._widths: list[float | None] = [None] * levelbins.BINS  # the band's, by bin (band.upper)
+        else:  # the same, and both bins' widths, in one compiled call
+            self._start(flat[0], fixed.terms, fixed.slo.ttft_s)
         self.profile = profile
         self.slo = slo = fixed.slo
         self.speed = speed
         self.limit = limit
-        self.spread = demand.dispersion(observed, slo.ttft_s)  # the arrivals' dispersion (burstsize.py)
         shape = lengths.spread(profile, observed.mix.prompt, observed.mix.lengths_cv2())
         if cap.router == Router.LEAST_REQUESTS:
             shape = lengths.Shape(**shape, least_loaded=True, arrivals_index=self.spread)
@@ -147,14 +157,44 @@ class Lookahead:
                 self.lifetime_hold = in_flight
         self._forecasts: dict[float, tuple[Demand, Demand]] = {}
         self._mean_loads: dict[float, float] = {}
-        self._widths: list[float | None] = [None] * levelbins.BINS  # the band's, by bin (band.upper)
         self._sized: dict[float, Sizing] = {}
+
+    def _start(self, start: Callable[..., Any], terms: tuple[float, ...], window_s: float) -> None:
+        """__init__'s typical load, level, its load, dispersion and both bins' band widths by
+        `start`, flatahead.start's compiled copy."""
+        observed = self._observed
+        d = self._demand
+        bins, relative, (_, p, o, _) = observed.bins, observed.relative, observed.mix
+        n = len(bins)
+        first = bins[0] if n else _NO_BIN
+        second = bins[1] if n > 1 else _NO_BIN
+        out = start(
+            *terms, *observed.requests, p, o, *observed.typical, *observed.spread, window_s,
+            d.prior_weight, d.prior_error, observed.scored, observed.error_quantile,
+            n, *first, *second, relative.quantile, relative.scored,
+        )  # fmt: skip
+        self.typical_load = out[0]
+        self.mean_now = _new(Demand, out[1:4])
+        self.level = out[4]
+        self.spread = out[5]
+        self._widths = [out[6], out[7]]
 
     def forecast_at(self, h: float) -> tuple[Demand, Demand]:
         """(mean, upper band) h seconds ahead."""
         got = self._forecasts.get(h)
         if got is None:
             d = self._demand
+            flat = flatahead.kernels
+            if flat is not None:  # the same in one compiled call (flatahead.forecast)
+                observed = self._observed
+                _, p, o, _ = observed.mix
+                out = flat[1](
+                    *self.load_terms, d.damping_s, h, *observed.requests, p, o,
+                    self.typical_load, *observed.typical, *self._widths,
+                )  # fmt: skip
+                got = self._forecasts[h] = _new(Demand, out[:3]), _new(Demand, out[4:])
+                self._mean_loads[h] = out[3]
+                return got
             if h == 0.0:
                 mean, mean_load = self.mean_now, self.level
             else:

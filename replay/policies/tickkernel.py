@@ -12,19 +12,25 @@ its arithmetic interpreted costs ~0.9 µs), the entry point converts them to the
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable
 from typing import Any
 
 import numba
 
-from autoscaler.policy import flatband, flatdemand
+from autoscaler.policy import flatahead, flatband, flatdemand
 
 _compiled: dict[str, Any] = {}
 
 
-def _entry(function: Callable[..., Any], value: Callable[[str], object]) -> Any:
+def _entry(
+    function: Callable[..., Any], value: Callable[[str], object], scope: dict[str, Any] | None = None
+) -> Any:
     """`function` compiled (or loaded from numba's on-disk cache) at the types of its arguments'
-    `value`s, as the entry point of that one signature."""
+    `value`s, as the entry point of that one signature; `scope`: its globals, the compiled callees
+    in place of the Python ones (its module's by default)."""
+    if scope is not None:
+        function = types.FunctionType(function.__code__, scope, function.__name__)
     jitted: Any = numba.njit(cache=True)(function)
     code = function.__code__
     jitted(*(value(name) for name in code.co_varnames[: code.co_argcount]))
@@ -53,7 +59,20 @@ def compiled_burst_test() -> Any:
     return _compiled["burst"]
 
 
+def compiled_ahead() -> tuple[Any, Any]:
+    """flatahead's (start, forecast) compiled: floats, and an int for the bins' count."""
+    if "ahead" not in _compiled:
+        jit = numba.njit(cache=True)
+        scope = {**vars(flatahead), "_load": jit(flatahead._load), "_width": jit(flatahead._width)}
+        value = lambda name: 2 if name == "bins" else 1.0  # noqa: E731
+        _compiled["ahead"] = (_entry(flatahead.start, value, scope), _entry(flatahead.forecast, value, scope))
+    got: tuple[Any, Any] = _compiled["ahead"]
+    return got
+
+
 def install() -> None:
-    """demand.observe's tick and the panic's test by the compiled copies from now on, in this process."""
+    """demand.observe's tick, the panic's test and the Lookahead's forecasts by the compiled copies
+    from now on, in this process."""
     flatdemand.install(compiled())
     flatband.use(compiled_burst_test())
+    flatahead.use(compiled_ahead())
