@@ -263,8 +263,9 @@ def install_sizing(argv: list[str]) -> str:
     sizekernel.install()
     tickkernel.install()
     return (
-        "the sizing and the demand's tick compiled (replay/policies/sizekernel.py, tickkernel.py,"
-        " installed before the rows; --python: without)"
+        "the sizing and the per-tick arithmetic compiled (replay/policies/sizekernel.py, tickkernel.py:"
+        " the demand's tick, the panic's test, the Lookahead's forecasts; installed before the rows;"
+        " --python: without)"
     )
 
 

@@ -1,15 +1,16 @@
 """The Lookahead's forecasts in flat floats (lookahead.py), for a compiled copy
-(replay/policies/tickkernel.py).
+(replay/policies/tickkernel.py, installed by the bench through use()).
 
 A tick's Lookahead reads the demand state once (the typical demand's load, the level and its load,
 the dispersion, the band's width exp(quantile) for each bin of levelbins.py) and forecasts at each
 horizon the horizon's search asks for (demand.expected, its load, the band over it: band.widened),
 each through a handful of Python calls. `start` and `forecast` are the same arithmetic, operation
 for operation and in the same order, on the state's floats; both bins' widths are worked out at
-the start (band.band_quantile's, each the value the lazy one would read). They keep to what numba
-compiles to the same bits (floats, the C library's exp and expm1; tpottail.py);
-tests/test_lookahead.py holds both copies to the Lookahead's own to the bit. `terms` are the load's
-(lookahead.load_terms): a0, a1, b0, c0, k, min_rate.
+the start (band.band_quantile's, each the value the lazy one would read). Interpreted, the calls of
+18-27 arguments cost more than the ones they replace, so the Python path keeps the Lookahead's own
+code. They keep to what numba compiles to the same bits (floats, the C library's exp and expm1;
+tpottail.py); tests/test_flatahead.py holds both copies to the Lookahead's own to the bit. `terms`
+are the load's (lookahead.load_terms): a0, a1, b0, c0, k, min_rate.
 """
 
 from __future__ import annotations
@@ -111,6 +112,7 @@ def start(
 
 
 def forecast(
+    h: float,
     a0: float,
     a1: float,
     b0: float,
@@ -118,7 +120,6 @@ def forecast(
     k: float,
     min_rate: float,
     tau: float,
-    h: float,
     rl: float,
     rt: float,
     p: float,

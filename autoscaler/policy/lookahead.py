@@ -87,6 +87,7 @@ class Lookahead:
 
     __slots__ = (
         "_demand",
+        "_forecasting",
         "_forecasts",
         "_mean_loads",
         "_observed",
@@ -119,14 +120,14 @@ class Lookahead:
         flat = flatahead.kernels
         if flat is None:
             self.typical_load = load(observed.typical)
-            self.mean_now = demand.expected(
-                d, observed, 0.0
-            )  # the level: track leaves the series as they are
-            self.level = load(self.mean_now)  # its load, the band's scoring unit (band.track)
+            # the level (track leaves the series as they are) and its load, the band's scoring unit
+            self.mean_now = demand.expected(d, observed, 0.0)
+            self.level = load(self.mean_now)
             self.spread = demand.dispersion(observed, fixed.slo.ttft_s)  # the arrivals' (burstsize.py)
             self._widths: list[float | None] = [None] * levelbins.BINS  # the band's, by bin (band.upper)
+            self._forecasting: tuple[Callable[..., Any], tuple[float, ...]] | None = None
         else:  # the same, and both bins' widths, in one compiled call
-            self._start(flat[0], fixed.terms, fixed.slo.ttft_s)
+            self._start(*flat, fixed.terms, fixed.slo.ttft_s)
         self.profile = profile
         self.slo = slo = fixed.slo
         self.speed = speed
@@ -159,9 +160,15 @@ class Lookahead:
         self._mean_loads: dict[float, float] = {}
         self._sized: dict[float, Sizing] = {}
 
-    def _start(self, start: Callable[..., Any], terms: tuple[float, ...], window_s: float) -> None:
+    def _start(
+        self,
+        start: Callable[..., Any],
+        forecast: Callable[..., Any],
+        terms: tuple[float, ...],
+        window_s: float,
+    ) -> None:
         """__init__'s typical load, level, its load, dispersion and both bins' band widths by
-        `start`, flatahead.start's compiled copy."""
+        `start`, flatahead.start's compiled copy; forecast_at's by `forecast`, flatahead.forecast's."""
         observed = self._observed
         d = self._demand
         bins, relative, (_, p, o, _) = observed.bins, observed.relative, observed.mix
@@ -178,23 +185,21 @@ class Lookahead:
         self.level = out[4]
         self.spread = out[5]
         self._widths = [out[6], out[7]]
+        # forecast's copy, and its arguments after the horizon: the same at every horizon of the tick
+        forecasting = (*terms, d.damping_s, *observed.requests, p, o, out[0], *observed.typical, *out[6:])
+        self._forecasting = forecast, forecasting
 
     def forecast_at(self, h: float) -> tuple[Demand, Demand]:
         """(mean, upper band) h seconds ahead."""
         got = self._forecasts.get(h)
         if got is None:
-            d = self._demand
-            flat = flatahead.kernels
-            if flat is not None:  # the same in one compiled call (flatahead.forecast)
-                observed = self._observed
-                _, p, o, _ = observed.mix
-                out = flat[1](
-                    *self.load_terms, d.damping_s, h, *observed.requests, p, o,
-                    self.typical_load, *observed.typical, *self._widths,
-                )  # fmt: skip
+            fused = self._forecasting
+            if fused is not None:  # the same in one compiled call (flatahead.forecast)
+                out = fused[0](h, *fused[1])
                 got = self._forecasts[h] = _new(Demand, out[:3]), _new(Demand, out[4:])
                 self._mean_loads[h] = out[3]
                 return got
+            d = self._demand
             if h == 0.0:
                 mean, mean_load = self.mean_now, self.level
             else:
