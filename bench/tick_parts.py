@@ -73,7 +73,7 @@ def _line(name: str, variants: dict[str, tuple[Callable[[], object], Callable[[]
             prepare()
             best[label] = min(best[label], timeit.timeit(call, number=N))
     _python()
-    print(f"{name:30s} " + ", ".join(f"{label} {t / N * 1e6:.2f} µs" for label, t in best.items()))
+    print(f"{name}: " + ", ".join(f"{label} {t / N * 1e6:.2f} µs" for label, t in best.items()))
 
 
 def main() -> None:
@@ -106,6 +106,10 @@ def main() -> None:
         "demand.observe",
         {
             "Python": (_python, lambda: demand.observe(*kept["observe"])),
+            "flat Python": (
+                lambda: flatdemand.install(flatdemand.tick),
+                lambda: demand.observe(*kept["observe"]),
+            ),
             "compiled": (lambda: flatdemand.install(tick), lambda: demand.observe(*kept["observe"])),
             "its compiled tick alone": (nothing, lambda: tick(*args)),
         },
@@ -133,7 +137,11 @@ def main() -> None:
 
     _line(
         "a Lookahead and 3 forecasts",
-        {"Python": (_python, forecasts), "compiled": (lambda: flatahead.use(ahead), forecasts)},
+        {
+            "Python": (_python, forecasts),
+            "flat Python": (lambda: flatahead.use((flatahead.start, flatahead.forecast)), forecasts),
+            "compiled": (lambda: flatahead.use(ahead), forecasts),
+        },
     )
 
     burstsize.use(sizing)

@@ -1,13 +1,19 @@
 """The policy core's per-tick arithmetic in flat floats compiled by numba from the same sources, the
 same bits: the demand's tick (autoscaler/policy/flatdemand.py, demand.observe's arithmetic;
-tests/test_flatdemand.py) and the panic's test (flatband.py: the band over the last tick's state
-against this tick's demand; tests/test_flatband.py). As sizekernel.py, installed by
-`python -m bench policy`; the core stays pure Python.
+tests/test_flatdemand.py), the panic's test (flatband.py: the band over the last tick's state
+against this tick's demand; tests/test_flatband.py) and the Lookahead's reading of the state and
+forecasts (flatahead.py; tests/test_flatahead.py). As sizekernel.py, installed by
+`python -m bench policy` (tests/test_tickkernel.py: the same decisions); the core stays pure Python.
 
 Each is called at its compiled signature's own entry point, not through numba's dispatcher: the
 dispatcher works out the types of the 30-37 arguments on every call (~0.8 µs for the tick's, where
 its arithmetic interpreted costs ~0.9 µs), the entry point converts them to the signature's
 (~0.37 µs). Their callers pass floats, bools for flags and an int for the bins' count.
+
+One input differs: exp of a band quantile past ~709, where CPython raises OverflowError and the
+compiled copy returns inf. No tracked state reaches it (errors are clipped to ±4, the bins' ratios
+to ±8, each tracker's step a fraction of them: quantiles of a few tens at most); only a state
+written by hand could.
 """
 
 from __future__ import annotations
