@@ -252,15 +252,21 @@ def yardstick_rate(steps: int = 100_000, repeat: int = 3) -> float:
 
 
 def install_sizing(argv: list[str]) -> str:
-    """The compiled sizing installed unless `--python` is in argv (or numba is absent): what ran."""
+    """The compiled sizing and demand tick installed unless `--python` is in argv (or numba is
+    absent): what ran."""
     if "--python" in argv:
         return "the sizing in pure Python (--python)"
     try:
-        from replay.policies import sizekernel
+        from replay.policies import sizekernel, tickkernel
     except ImportError:
         return "the sizing in pure Python (numba is not installed)"
     sizekernel.install()
-    return "the sizing compiled (replay/policies/sizekernel.py, installed before the rows; --python: without)"
+    tickkernel.install()
+    return (
+        "the sizing and the per-tick arithmetic compiled (replay/policies/sizekernel.py, tickkernel.py:"
+        " the demand's tick, the panic's test, the Lookahead's forecasts; installed before the rows;"
+        " --python: without)"
+    )
 
 
 def main() -> None:

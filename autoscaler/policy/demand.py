@@ -29,7 +29,7 @@ Pure: no clock, no I/O; times are seconds on the caller's clock. State is a Name
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from autoscaler.policy import memo
@@ -161,6 +161,9 @@ def observe(
     if weights is None:
         weights = tick_weights(alpha, beta, period, dt)
         memo.remember(_tick_weights, (alpha, beta, period, dt), weights, 64)
+    if _fused is not None:  # the arithmetic in one compiled call (flatdemand.py), where installed
+        readings = (finished, prompt, generated, inflight, prompt_sq, window_s, arrived, arrived_window_s)
+        return _fused(state, now, readings, weights)
     weight, b, typical_w = weights
     counted = finished * dt
     # the older requests' weight: MIX_REQUESTS requests, the level's window or MIX_LIFETIMES times
@@ -362,6 +365,16 @@ def _start(now: float, finished: float, prompt: float, generated: float, infligh
         0.0,
         Demand(finished, prompt, generated),
     )
+
+
+# observe's arithmetic after its guards, as flatdemand.fold does it by a compiled copy (None: here)
+_fused: Callable[..., tuple[DemandState, Estimate]] | None = None
+
+
+def use(fused: Callable[..., tuple[DemandState, Estimate]] | None) -> None:
+    """Fold ticks past observe's guards by `fused` (flatdemand.install; None: in Python)."""
+    global _fused
+    _fused = fused
 
 
 _tick_weights: dict[tuple[float, float, float, float], tuple[float, float, float]] = {}

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from autoscaler.policy import band, burstsize, capacity, demand, lasting, lengths, levelbins, memo
+from autoscaler.policy import band, burstsize, capacity, demand, flatahead, lasting, lengths, levelbins, memo
 from autoscaler.policy.capacity import Demand, Sizing
 from autoscaler.policy.capacityspec import CapacitySpec, ReplicaProfile, Router, SloTarget
 from autoscaler.policy.demand import DemandState
+
+_new = tuple.__new__  # as demand.py: a NamedTuple built without its Python-level __new__
+_NO_BIN = (0.0, 0.0)  # a bin not scored yet, as flatahead takes it
 
 
 def load_of(profile: ReplicaProfile, d: Demand) -> float:
@@ -50,18 +53,31 @@ def _load_function(profile: ReplicaProfile) -> Callable[[Demand], float]:
     return load
 
 
+def load_terms(profile: ReplicaProfile) -> tuple[float, float, float, float, float, float]:
+    """The terms _load_function's load reads, as flat arithmetic takes them (flatband.py)."""
+    return (
+        profile.prefill_s_per_token,
+        profile.prefill_s_per_attention_pair * 0.5,
+        profile.decode_s_per_request,
+        profile.decode_s_per_context_token,
+        capacity.CONTEXT_OUTPUT_SHARE,
+        capacity.MIN_RATE,
+    )
+
+
 class _Fixed(NamedTuple):
     """What a tick derives from the capacity spec alone, worked out once per spec."""
 
     load: Callable[[Demand], float]
     slo: SloTarget  # the planning targets
+    terms: tuple[float, ...]  # load's (load_terms)
 
 
 _fixed: memo.Table = {}  # by capacity spec (memo.py)
 
 
 def _make_fixed(cap: CapacitySpec) -> _Fixed:
-    return _Fixed(_load_function(cap.profile), cap.planning_slo)
+    return _Fixed(_load_function(cap.profile), cap.planning_slo, load_terms(cap.profile))
 
 
 class Lookahead:
@@ -71,6 +87,7 @@ class Lookahead:
 
     __slots__ = (
         "_demand",
+        "_forecasting",
         "_forecasts",
         "_mean_loads",
         "_observed",
@@ -81,6 +98,7 @@ class Lookahead:
         "lifetime_hold",
         "limit",
         "load",
+        "load_terms",
         "mean_now",
         "profile",
         "shape",
@@ -98,14 +116,22 @@ class Lookahead:
         self._demand = d
         self._observed = observed
         self.load = load = fixed.load
-        self.typical_load = load(observed.typical)
-        self.mean_now = demand.expected(d, observed, 0.0)  # the level: track leaves the series as they are
-        self.level = load(self.mean_now)  # its load, the band's scoring unit (band.track)
+        self.load_terms = fixed.terms
+        flat = flatahead.kernels
+        if flat is None:
+            self.typical_load = load(observed.typical)
+            # the level (track leaves the series as they are) and its load, the band's scoring unit
+            self.mean_now = demand.expected(d, observed, 0.0)
+            self.level = load(self.mean_now)
+            self.spread = demand.dispersion(observed, fixed.slo.ttft_s)  # the arrivals' (burstsize.py)
+            self._widths: list[float | None] = [None] * levelbins.BINS  # the band's, by bin (band.upper)
+            self._forecasting: tuple[Callable[..., Any], tuple[float, ...]] | None = None
+        else:  # the same, and both bins' widths, in one compiled call
+            self._start(*flat, fixed.terms, fixed.slo.ttft_s)
         self.profile = profile
         self.slo = slo = fixed.slo
         self.speed = speed
         self.limit = limit
-        self.spread = demand.dispersion(observed, slo.ttft_s)  # the arrivals' dispersion (burstsize.py)
         shape = lengths.spread(profile, observed.mix.prompt, observed.mix.lengths_cv2())
         if cap.router == Router.LEAST_REQUESTS:
             shape = lengths.Shape(**shape, least_loaded=True, arrivals_index=self.spread)
@@ -132,13 +158,47 @@ class Lookahead:
                 self.lifetime_hold = in_flight
         self._forecasts: dict[float, tuple[Demand, Demand]] = {}
         self._mean_loads: dict[float, float] = {}
-        self._widths: list[float | None] = [None] * levelbins.BINS  # the band's, by bin (band.upper)
         self._sized: dict[float, Sizing] = {}
+
+    def _start(
+        self,
+        start: Callable[..., Any],
+        forecast: Callable[..., Any],
+        terms: tuple[float, ...],
+        window_s: float,
+    ) -> None:
+        """__init__'s typical load, level, its load, dispersion and both bins' band widths by
+        `start`, flatahead.start's compiled copy; forecast_at's by `forecast`, flatahead.forecast's."""
+        observed = self._observed
+        d = self._demand
+        bins, relative, (_, p, o, _) = observed.bins, observed.relative, observed.mix
+        n = len(bins)
+        first = bins[0] if n else _NO_BIN
+        second = bins[1] if n > 1 else _NO_BIN
+        out = start(
+            *terms, *observed.requests, p, o, *observed.typical, *observed.spread, window_s,
+            d.prior_weight, d.prior_error, observed.scored, observed.error_quantile,
+            n, *first, *second, relative.quantile, relative.scored,
+        )  # fmt: skip
+        self.typical_load = out[0]
+        self.mean_now = _new(Demand, out[1:4])
+        self.level = out[4]
+        self.spread = out[5]
+        self._widths = [out[6], out[7]]
+        # forecast's copy, and its arguments after the horizon: the same at every horizon of the tick
+        forecasting = (*terms, d.damping_s, *observed.requests, p, o, out[0], *observed.typical, *out[6:])
+        self._forecasting = forecast, forecasting
 
     def forecast_at(self, h: float) -> tuple[Demand, Demand]:
         """(mean, upper band) h seconds ahead."""
         got = self._forecasts.get(h)
         if got is None:
+            fused = self._forecasting
+            if fused is not None:  # the same in one compiled call (flatahead.forecast)
+                out = fused[0](h, *fused[1])
+                got = self._forecasts[h] = _new(Demand, out[:3]), _new(Demand, out[4:])
+                self._mean_loads[h] = out[3]
+                return got
             d = self._demand
             if h == 0.0:
                 mean, mean_load = self.mean_now, self.level

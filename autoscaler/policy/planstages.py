@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from autoscaler.policy import (
-    band,
     burstsize,
-    demand,
+    flatband,
     panic,
     scaleup,
 )
@@ -129,10 +128,9 @@ def panic_stage(
     tick's demand far above what the band allowed for it."""
     if prior is None or not prior.primed:
         return panic_state, 0, False, None
-    d = cap.demand
-    load = ahead.load
-    expected_now = band.upper(d, prior, demand.expected(d, prior, now - prior.at), load)
-    triggered = load(est.now) > cap.panic_threshold * load(expected_now)
+    # band.upper over demand.expected since the last sample, and the loads, in one call
+    threshold = cap.panic_threshold
+    triggered, allowed = flatband.above_band(ahead.load_terms, cap.demand, prior, now, est.now, threshold)
     if triggered:  # sized only when the load is over the band (most ticks it is not)
         burst = ahead.burst(est.now)
         triggered = burst.replicas > have
@@ -148,7 +146,7 @@ def panic_stage(
         max(target, have + burst_extra),
         "BurstAboveBand",
         _PANIC_MESSAGE,
-        (est.now[0], cap.panic_threshold, expected_now.requests, burst.replicas, burst_extra, within),
+        (est.now[0], threshold, allowed, burst.replicas, burst_extra, within),
     )
     return panic_state, burst_extra, in_panic, burst_stage
 

@@ -1,0 +1,144 @@
+"""The panic's test in flat floats, one call a tick: is this tick's demand over the band the last
+tick's state allowed for it (planstages.panic_stage)?
+
+The test reads the band's upper over the mean forecast from the last sample to now (demand.expected,
+band.upper) and compares the loads: ten Python calls (the forecast, four loads, the band's quantile
+and its bin, the widening) of a few operations each. `burst_test` is the same arithmetic, operation
+for operation and in the same order, on the state's floats; interpreted it costs less than those
+calls (~1.4 against ~1.9 µs a tick), compiled (replay/policies/tickkernel.py, installed by the
+bench) ~0.75 µs. It keeps to what numba compiles to the same bits (floats, the C library's exp and
+expm1; tpottail.py); tests/test_flatband.py holds both copies to band.upper's composition to the
+bit. `terms` are lookahead.py's load terms (load_terms).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from autoscaler.policy.capacity import Demand
+from autoscaler.policy.capacityspec import DemandSpec
+from autoscaler.policy.demand import DemandState
+
+
+def burst_test(
+    a0: float,
+    a1: float,
+    b0: float,
+    c0: float,
+    k: float,
+    min_rate: float,
+    tau: float,
+    h: float,
+    rl: float,
+    rt: float,
+    p: float,
+    o: float,
+    tr: float,
+    tp: float,
+    to: float,
+    prior_weight: float,
+    prior_error: float,
+    scored: float,
+    error_quantile: float,
+    bins: int,
+    scale0: float,
+    scored0: float,
+    scale1: float,
+    scored1: float,
+    ratio_quantile: float,
+    ratios_scored: float,
+    er: float,
+    ep: float,
+    eo: float,
+    threshold: float,
+) -> tuple[bool, float]:
+    """(the demand seen (er, ep, eo) loads more than `threshold` times the band's upper h seconds
+    after the state's sample, that upper's requests/s): the load's terms, the spec's damping and
+    prior, the state's series (rl, rt), mix (p, o), typical demand, pooled tracker and its first
+    two bins (levelbins.py: how many it has, each one's scale and count, the ratios' quantile and
+    count)."""
+    # demand.expected
+    reach = tau * -math.expm1(-h / tau) if h > 0.0 else 0.0
+    mr = rl + rt * reach
+    if mr < 0.0:
+        mr = 0.0
+    mp = mr * p
+    mo = mr * o
+    # the loads of the typical demand and of the mean (lookahead's load)
+    if tr < min_rate:
+        typical = a0 * tp
+    else:
+        x = tp / tr
+        y = to / tr
+        typical = tr * ((a0 + a1 * (x + 1.0)) * x + (b0 + c0 * (x + k * y)) * y)
+    if mr < min_rate:
+        mean_load = a0 * mp
+    else:
+        x = mp / mr
+        y = mo / mr
+        mean_load = mr * ((a0 + a1 * (x + 1.0)) * x + (b0 + c0 * (x + k * y)) * y)
+    # band.band_quantile: the pooled quantile (error_quantile), blended with the mean's bin's
+    w = prior_weight
+    q = (w * prior_error + scored * error_quantile) / (w + scored) if w + scored > 0.0 else prior_error
+    pooled = q if q > 0.0 else 0.0
+    q = pooled
+    b = 0 if mean_load < typical else 1  # levelbins.bin_of
+    if b < bins and not ratios_scored <= 0.0:
+        scale, n_b = (scale0, scored0) if b == 0 else (scale1, scored1)
+        if not n_b <= 0.0:
+            own = ratio_quantile * scale
+            n = ratios_scored if ratios_scored < n_b else n_b
+            q = (w * pooled + n * own) / (w + n)
+            q = q if q > 0.0 else 0.0
+    # band.widened
+    width = math.exp(q)
+    high = (mean_load + typical) * width - typical
+    if mean_load > 1e-12:
+        f = high / mean_load
+        ur, up, uo = mr * f, mp * f, mo * f
+    elif typical > 1e-12 and high > 0.0:
+        f = high / typical
+        ur, up, uo = tr * f, tp * f, to * f
+    else:
+        ur, up, uo = mr, mp, mo
+    if ur < min_rate:
+        upper = a0 * up
+    else:
+        x = up / ur
+        y = uo / ur
+        upper = ur * ((a0 + a1 * (x + 1.0)) * x + (b0 + c0 * (x + k * y)) * y)
+    if er < min_rate:
+        seen = a0 * ep
+    else:
+        x = ep / er
+        y = eo / er
+        seen = er * ((a0 + a1 * (x + 1.0)) * x + (b0 + c0 * (x + k * y)) * y)
+    return seen > threshold * upper, ur
+
+
+kernel: Callable[..., Any] = burst_test  # the copy above_band calls: this one, or a compiled one
+_NO_BIN = (0.0, 0.0)
+
+
+def use(compiled: Callable[..., Any] | None) -> None:
+    """The panic's test by `compiled`, a compiled copy of burst_test (None: this module's)."""
+    global kernel
+    kernel = burst_test if compiled is None else compiled
+
+
+def above_band(
+    terms: tuple[float, ...], spec: DemandSpec, prior: DemandState, now: float, seen: Demand, threshold: float
+) -> tuple[bool, float]:
+    """burst_test by `kernel` for demand `seen` now against the band over `prior` (primed)."""
+    bins = prior.bins
+    n = len(bins)
+    relative = prior.relative
+    got: tuple[bool, float] = kernel(
+        *terms, spec.damping_s, now - prior.at, *prior.requests, prior.mix[1], prior.mix[2], *prior.typical,
+        spec.prior_weight, spec.prior_error, prior.scored, prior.error_quantile,
+        n, *(bins[0] if n else _NO_BIN), *(bins[1] if n > 1 else _NO_BIN), relative.quantile, relative.scored,
+        *seen, threshold,
+    )  # fmt: skip
+    return got
