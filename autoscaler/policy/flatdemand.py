@@ -88,15 +88,19 @@ def tick(
     dt = now - at
     counted = finished * dt
     # the older requests' weight (demand.observe): MIX_REQUESTS requests, the level's window or
-    # MIX_LIFETIMES times the requests' time in the system (demand.mix_window_s), the longest
+    # MIX_LIFETIMES times the requests' time in the system, or its typical value where longer
+    # (demand.mix_window_s), the longest
     decay = math.exp(-counted / MIX_REQUESTS) if counted > 0.0 else 1.0
     if decay < 1.0 - weight:
         decay = 1.0 - weight
     lifetimes = 0.0
     if inflight > 0.0:
         lifetimes = MIX_LIFETIMES * inflight / finished if finished > 0.0 else TYPICAL_HALF_LIFE_S
-        if not lifetimes < TYPICAL_HALF_LIFE_S:
-            lifetimes = TYPICAL_HALF_LIFE_S
+    typical_life = MIX_LIFETIMES * lasting_time
+    if lifetimes < typical_life:
+        lifetimes = typical_life
+    if not lifetimes < TYPICAL_HALF_LIFE_S:
+        lifetimes = TYPICAL_HALF_LIFE_S
     if lifetimes > 0.0:
         kept = math.exp(-dt / lifetimes)
         if decay < kept:
