@@ -19,6 +19,14 @@ after about one cold start idle, the next one load time later, and the fleet shr
 than the storage could bring it back. On a slow load path (a 600 s cold start) the burst's
 capacity stays warm between bursts; on a fast one (or with a node cache) it goes quickly.
 
+A replica released does not free its GPUs at once: it takes no new request and finishes its own
+first, the last of them after about H_B of their mean time in the system (drain_s). Those GPUs are
+paid whether the need comes back or not, so the break-even is the re-creation's price plus the
+drain. Requests of seconds drain in seconds; a reasoning model's minute-long answers, 175 a
+replica, hold it ~6 minutes, longer than its re-creation, and a fleet that released and re-created
+at that pace paid both (stationary long outputs on reference-70b: 9 cold starts an hour for a
+constant rate, each new replica filled at once by the router with a replica's worth of prompts).
+
 Each level is hedged as the learning-augmented ski rental of Purohit, Svitkina and Kumar
 (NeurIPS 2018) with trust λ: level L is kept λ·B after it was last needed even if the forecast
 says it will not be needed, and at most B / λ after it when the forecast says it will. Whatever
