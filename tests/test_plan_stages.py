@@ -271,6 +271,38 @@ def test_the_break_even_prices_the_lost_requests_as_the_gpus() -> None:
     assert scaledown.breakeven_s(40.0) == pytest.approx((1.0 + scaledown.SLO_WEIGHT) * 40.0)
 
 
+def test_a_released_replica_holds_its_gpus_until_its_last_request_ends() -> None:
+    """The drain is the mean of the largest of B memoryless residuals, B the fewest requests a
+    replica holds under a balancing router (the floor of the mean): T times the harmonic H_B."""
+    harmonic = [sum(1.0 / k for k in range(1, b + 1)) for b in range(1, 201)]
+    for b, h in enumerate(harmonic, start=1):
+        assert scaledown.drain_s(60.0, float(b)) == pytest.approx(60.0 * h, rel=0.01 if b == 1 else 4e-4)
+        assert scaledown.drain_s(60.0, b + 0.9) == scaledown.drain_s(60.0, float(b))
+    assert scaledown.drain_s(60.0, 0.9) == 0.0  # the least loaded holds none
+    assert scaledown.drain_s(0.0, 10.0) == scaledown.drain_s(60.0, 0.0) == 0.0
+    assert scaledown.drain_s(60.0, float("nan")) == scaledown.drain_s(float("nan"), 5.0) == 0.0
+    assert scaledown.drain_s(60.0, float("inf")) > 0.0  # a bounded count, not a crash
+    assert scaledown.breakeven_s(40.0, 1.0, 300.0) == 80.0 + 300.0
+
+
+def test_a_replica_that_drains_long_is_kept_through_its_drain() -> None:
+    """B(1) = 80 s for the top replica, nothing forecast: without a drain it goes λ·B = 40 s after its
+    last need; with 175 minute-long requests to finish (a ~6-minute drain) released now it would
+    hold its GPUs anyway, so it stays λ·(B + drain)."""
+    history = scaledown.remember((), 0.0, 10, 10_000.0)
+    drain = scaledown.drain_s(60.0, 175.0)
+    assert 300.0 < drain < 400.0
+
+    def keep(at: float, drain: float) -> scaledown.Keep:
+        return scaledown.keep(10, 6, 6, history, at, _recreate, (), scaledown.SLO_WEIGHT, drain)
+
+    assert keep(41.0, 0.0).replicas < 10
+    assert keep(41.0, drain).replicas == 10
+    assert keep(scaledown.TRUST * (80.0 + drain) + 1.0, drain).replicas < 10
+    released = keep(10_000.0, drain)
+    assert f"a {drain:.0f} s drain" in released.template.format(*released.args)
+
+
 def test_a_replica_the_forecast_needs_is_kept_up_to_the_break_even_over_trust() -> None:
     """B(1) = 80 s for the top replica: kept 150 s idle when forecast, released at 170 s."""
     history = scaledown.remember((), 0.0, 10, 10_000.0)

@@ -144,8 +144,11 @@ def plan(
         stages.append(burst_stage)
         target = burst_stage.after
 
-    # rent or buy's terms, kept for the next tick whether or not this one scales down
+    # rent or buy's terms, kept for the next tick whether or not this one scales down: a replica
+    # released finishes its requests first, the in-flight ones spread over the ready replicas
     recreate = scaledownstage.recreation(cold, period, horizon_s)
+    ready = obs.ready_pods if obs.ready_pods else have
+    drain = scaledown.drain_s(dstate.lasting.time_s, inflight / ready if ready > 0 else 0.0)
     typical_capacity, weight, breakeven, found = scaledownstage.terms(
         state,
         have,
@@ -157,6 +160,7 @@ def plan(
         None if prior is None else prior.at,
         now,
         recreate,
+        drain,
     )
     started_for = state.started_for
     if target > have:
@@ -182,6 +186,7 @@ def plan(
             weight,
             breakeven,
             found,
+            drain,
         )
         start, keep = 0, last.after
     stages.append(last)
@@ -189,7 +194,7 @@ def plan(
     # the history reaches the deepest level's weighted break-even over trust: longer than any window,
     # so a burst's levels and gaps outlive an idle spell (cut at the longest window used, Azure code
     # x 17 on fast-load-70b lost 7.4 points: docs/policy-history.md, "The price of a late request")
-    longest = scaledown.breakeven_s(recreate(limit), weight) / scaledown.TRUST
+    longest = scaledown.breakeven_s(recreate(limit), weight, drain) / scaledown.TRUST
     # a need above the bound is recorded as the bound: no burst brings back more (scaledown.bounded)
     recorded = limit if limit < target else target  # min(), without the builtin's call
     needs, gaps = scaledown.record(state.needs, state.gaps, now, recorded, longest)

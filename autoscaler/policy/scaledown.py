@@ -19,6 +19,14 @@ after about one cold start idle, the next one load time later, and the fleet shr
 than the storage could bring it back. On a slow load path (a 600 s cold start) the burst's
 capacity stays warm between bursts; on a fast one (or with a node cache) it goes quickly.
 
+A replica released does not free its GPUs at once: it takes no new request and finishes its own
+first, the last of them after about H_B of their mean time in the system (drain_s). Those GPUs are
+paid whether the need comes back or not, so the break-even is the re-creation's price plus the
+drain. Requests of seconds drain in seconds; a reasoning model's minute-long answers, 175 a
+replica, hold it ~6 minutes, longer than its re-creation, and a fleet that released and re-created
+at that pace paid both (stationary long outputs on reference-70b: 9 cold starts an hour for a
+constant rate, each new replica filled at once by the router with a replica's worth of prompts).
+
 Each level is hedged as the learning-augmented ski rental of Purohit, Svitkina and Kumar
 (NeurIPS 2018) with trust λ: level L is kept λ·B after it was last needed even if the forecast
 says it will not be needed, and at most B / λ after it when the forecast says it will. Whatever
@@ -51,6 +59,7 @@ from typing import NamedTuple
 from autoscaler.policy.demand import typical_weight
 
 TRUST = 0.5  # λ: 1.5x the hindsight optimum when the forecast is right, 3x at worst
+_EULER = 0.5772156649015329  # the Euler–Mascheroni constant: H_n ≈ ln n + γ + 1/2n − 1/12n²
 SLO_WEIGHT = 1.0  # a replica-second of unserved demand at full utilization: a replica-second of GPUs
 
 NeedHistory = tuple[tuple[float, int], ...]
@@ -125,9 +134,23 @@ def recent_max(history: NeedHistory, now: float, window_s: float) -> int:
     return 0
 
 
-def breakeven_s(recreate_s: float, slo_weight: float = SLO_WEIGHT) -> float:
-    """Idle seconds after which releasing a replica that takes recreate_s to come back pays."""
-    return (1.0 + slo_weight) * recreate_s
+def breakeven_s(recreate_s: float, slo_weight: float = SLO_WEIGHT, drain_s: float = 0.0) -> float:
+    """Idle seconds after which releasing a replica that takes recreate_s to come back, and holds
+    its GPUs drain_s after its release (drain_s()), pays."""
+    return (1.0 + slo_weight) * recreate_s + drain_s
+
+
+def drain_s(time_in_system_s: float, per_replica: float) -> float:
+    """Seconds a released replica still holds its GPUs: it takes no new request but finishes its
+    own. The one released holds the fewest, and a router that balances requests in flight leaves
+    every replica within one of the mean `per_replica`: the floor of it, B. Memoryless lifetimes of
+    mean time_in_system_s leave each a residual of that mean, and the last of B ends after H_B of
+    them (the harmonic number: the mean of the largest of B exponentials; its asymptotic series,
+    within 1 % at 1 and 0.04 % from 2 on). None to finish (B = 0): none to wait for."""
+    if not (time_in_system_s > 0.0 and per_replica >= 1.0):  # NaN too
+        return 0.0
+    b = math.floor(per_replica) if per_replica < 1e9 else 1e9
+    return time_in_system_s * (math.log(b) + _EULER + 0.5 / b - 1.0 / (12.0 * b * b))
 
 
 def slo_weight(typical_load: float, typical_peak: float, typical_capacity: float) -> float:
@@ -164,6 +187,7 @@ def _window(
     now: float,
     recreate_s: Callable[[int], float],
     slo_weight: float = SLO_WEIGHT,
+    drain: float = 0.0,
 ) -> tuple[float, float]:
     """(break-even, idle window) of the replica at `level`. It would come back as the m-th of the
     replicas up to the peak a burst reaches within that window: the largest m consistent with its
@@ -174,13 +198,13 @@ def _window(
     m = history[0][1] - level + 1
     while True:
         r = recreate_s(m)
-        b = breakeven_s(r)
+        b = breakeven_s(r, SLO_WEIGHT, drain)
         if trusted:
             window = b / TRUST
         elif gap <= b:
             window = b
         else:
-            weighted = breakeven_s(r, slo_weight)
+            weighted = breakeven_s(r, slo_weight, drain)
             if gap <= weighted:
                 window = b = weighted
             else:
@@ -200,11 +224,13 @@ def keep(
     recreate_s: Callable[[int], float],
     gaps: Gaps = (),
     slo_weight: float = SLO_WEIGHT,
+    drain: float = 0.0,
 ) -> Keep:
     """Replicas to keep of `have` when `need_now` are needed now, the forecast's upper band asks
     for `need_ahead` at most over the next re-creation, recreate_s(m) is when the last of m
     replicas re-created together would be ready (m >= 1), gaps are the levels' last idle gaps
-    (recur) and slo_weight the price of a late request (slo_weight())."""
+    (recur), slo_weight the price of a late request (slo_weight()) and `drain` the seconds a
+    released replica holds its GPUs while its requests finish (drain_s())."""
     if need_now >= have:
         return Keep(have, "NeededNow", "{} needed now", (need_now,))
     if not history:  # first sight (a restart): as upstream seeds its window, the current count
@@ -218,7 +244,7 @@ def keep(
         idle = now - history[i][0]
         trusted = need_ahead >= level
         gap = gaps[level - 1] if level <= len(gaps) else math.inf
-        b, window = _window(level, trusted, gap, history, now, recreate_s, slo_weight)
+        b, window = _window(level, trusted, gap, history, now, recreate_s, slo_weight, drain)
         if idle <= window:
             kept = level
             break
@@ -247,9 +273,9 @@ def keep(
     return Keep(
         kept,
         "ReleaseIdle",
-        "{} replica(s) idle past their break-even (re-creation x {:g}, hedged by trust {:g});"
-        " keeping {}, {} needed at the recent peak",
-        (have - kept, 1 + SLO_WEIGHT, TRUST, kept, peak),
+        "{} replica(s) idle past their break-even (re-creation x {:g} and a {:.0f} s drain, hedged by"
+        " trust {:g}); keeping {}, {} needed at the recent peak",
+        (have - kept, 1 + SLO_WEIGHT, drain, TRUST, kept, peak),
     )
 
 

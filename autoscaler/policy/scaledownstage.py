@@ -80,8 +80,10 @@ def terms(
     prior_at: float | None,
     now: float,
     recreate: Callable[[int], float],
+    drain: float = 0.0,
 ) -> tuple[float, float, float, Found | None]:
-    """(typical capacity, SLO weight, one replica's break-even, the found fleet) after this tick.
+    """(typical capacity, SLO weight, one replica's break-even, the found fleet) after this tick;
+    `drain`: the seconds a released replica holds its GPUs (scaledown.drain_s).
 
     The fleet's capacity at the SLO in load units, averaged: with the typical load, its utilization."""
     typical_capacity = state.typical_capacity
@@ -89,7 +91,7 @@ def terms(
         capacity_now = have * at_horizon.requests_per_s * upper_load / upper.requests
         typical_capacity = scaledown.averaged(typical_capacity, capacity_now, prior_at, now)
     weight = scaledown.slo_weight(typical_load, typical_peak, typical_capacity)
-    breakeven = scaledown.breakeven_s(recreate(1))
+    breakeven = scaledown.breakeven_s(recreate(1), scaledown.SLO_WEIGHT, drain)
     found = scaledown.found_at_first_sight(state.found, not state.needs, have, now, breakeven)
     return typical_capacity, weight, breakeven, found
 
@@ -139,8 +141,10 @@ def stage(
     weight: float,
     breakeven: float,
     found: Found | None,
+    drain: float = 0.0,
 ) -> Stage:
-    """The scale-down stage, target (the need, at most `have`) to what is kept."""
+    """The scale-down stage, target (the need, at most `have`) to what is kept; `drain`: the seconds
+    a released replica holds its GPUs (scaledown.drain_s)."""
     needed_now: tuple[Any, ...] | None = None  # the message's inputs when it is made lazily
     if in_panic:
         kept = scaledown.Keep(
@@ -156,7 +160,7 @@ def stage(
     elif (floor if floor > target else target) >= have:  # max(floor, target), no builtin call
         # as many are needed now as there are: keep() keeps them all whatever the sizing now
         # says, which only its message shows, so that sizing is made when the message is read
-        kept = scaledown.keep(have, have, have, state.needs, now, recreate, state.gaps, weight)
+        kept = scaledown.keep(have, have, have, state.needs, now, recreate, state.gaps, weight, drain)
         needed_now = (
             kept.template,
             ahead.profile,
@@ -183,7 +187,7 @@ def stage(
         now_count = max(ahead.need_at(0.0), floor, target)
         # keep() reads the need ahead only when fewer than `have` are needed now (a sizing saved)
         later = ahead.need_at(breakeven) if now_count < have else now_count
-        kept = scaledown.keep(have, now_count, later, state.needs, now, recreate, state.gaps, weight)
+        kept = scaledown.keep(have, now_count, later, state.needs, now, recreate, state.gaps, weight, drain)
         kept = scaledown.hold_found(kept, have, found, now, breakeven)
     if needed_now is None:
         return _new(Stage, ("scale-down", target, kept.replicas, kept.reason, kept.template, kept.args))
