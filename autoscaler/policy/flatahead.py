@@ -22,7 +22,7 @@ from typing import Any
 from autoscaler.policy.demand import MAX_DISPERSION
 
 
-def _load(
+def load(
     a0: float, a1: float, b0: float, c0: float, k: float, min_rate: float, r: float, pt: float, ot: float
 ) -> float:
     """lookahead._load_function's load of (r, pt, ot)."""
@@ -33,7 +33,7 @@ def _load(
     return r * ((a0 + a1 * (x + 1.0)) * x + (b0 + c0 * (x + k * y)) * y)
 
 
-def _width(
+def width(
     pooled: float,
     w: float,
     b: int,
@@ -90,13 +90,13 @@ def start(
     tokens) and its load, the dispersion over window_s (demand.dispersion), the band's width for
     bins 0 and 1) of a state: its series (rl, rt), mix (p, o), typical demand, spread (s2, sn),
     pooled tracker and first two bins (as flatband.burst_test takes them)."""
-    typical = _load(a0, a1, b0, c0, k, min_rate, tr, tp, to)
+    typical = load(a0, a1, b0, c0, k, min_rate, tr, tp, to)
     mr = rl + rt * 0.0
     if mr < 0.0:
         mr = 0.0
     mp = mr * p
     mo = mr * o
-    level = _load(a0, a1, b0, c0, k, min_rate, mr, mp, mo)
+    level = load(a0, a1, b0, c0, k, min_rate, mr, mp, mo)
     if sn <= 0.0 or s2 <= 0.0:
         spread = 1.0
     else:
@@ -106,8 +106,8 @@ def start(
     w = prior_weight
     q = (w * prior_error + scored * error_quantile) / (w + scored) if w + scored > 0.0 else prior_error
     pooled = q if q > 0.0 else 0.0
-    width0 = _width(pooled, w, 0, bins, scale0, scored0, scale1, scored1, ratio_quantile, ratios_scored)
-    width1 = _width(pooled, w, 1, bins, scale0, scored0, scale1, scored1, ratio_quantile, ratios_scored)
+    width0 = width(pooled, w, 0, bins, scale0, scored0, scale1, scored1, ratio_quantile, ratios_scored)
+    width1 = width(pooled, w, 1, bins, scale0, scored0, scale1, scored1, ratio_quantile, ratios_scored)
     return typical, mr, mp, mo, level, spread, width0, width1
 
 
@@ -139,9 +139,9 @@ def forecast(
         mr = 0.0
     mp = mr * p
     mo = mr * o
-    mean_load = _load(a0, a1, b0, c0, k, min_rate, mr, mp, mo)
-    width = width0 if mean_load < typical else width1  # levelbins.bin_of
-    high = (mean_load + typical) * width - typical
+    mean_load = load(a0, a1, b0, c0, k, min_rate, mr, mp, mo)
+    widening = width0 if mean_load < typical else width1  # levelbins.bin_of
+    high = (mean_load + typical) * widening - typical
     if mean_load > 1e-12:
         f = high / mean_load
         return mr, mp, mo, mean_load, mr * f, mp * f, mo * f

@@ -4,12 +4,13 @@ tick's state allowed for it (planstages.panic_stage)?
 The test reads the band's upper over the mean forecast from the last sample to now (demand.expected,
 band.upper) and compares the loads: ten Python calls (the forecast, four loads, the band's quantile
 and its bin, the widening) of a few operations each. `burst_test` is the same arithmetic, operation
-for operation and in the same order, on the state's floats; interpreted it costs less than those
-calls (~1.4 against ~1.9 µs a tick), compiled (replay/policies/tickkernel.py, installed by the
-bench) ~0.75 µs. It keeps to what numba compiles to the same bits (floats, the C library's exp and
-expm1; tpottail.py); tests/test_flatband.py holds both copies to band.upper's composition to the
-bit. `terms` are lookahead.py's load terms (load_terms).
-"""
+for operation and in the same order, on the state's floats, its loads and band width by flatahead's
+`load` and `width` (one copy of each for both modules); interpreted it costs less than those calls
+(~1.7 against ~2.1 µs a tick, `python -m bench.tick_parts`), compiled
+(replay/policies/tickkernel.py, installed by the bench, its callees compiled too) ~0.8 µs. It keeps
+to what numba compiles to the same bits (floats, the C library's exp and expm1; tpottail.py);
+tests/test_flatband.py holds both copies to band.upper's composition to the bit. `terms` are
+lookahead.py's load terms (load_terms)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from typing import Any
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.capacityspec import DemandSpec
 from autoscaler.policy.demand import DemandState
+from autoscaler.policy.flatahead import load, width
 
 
 def burst_test(
@@ -67,34 +69,16 @@ def burst_test(
     mp = mr * p
     mo = mr * o
     # the loads of the typical demand and of the mean (lookahead's load)
-    if tr < min_rate:
-        typical = a0 * tp
-    else:
-        x = tp / tr
-        y = to / tr
-        typical = tr * ((a0 + a1 * (x + 1.0)) * x + (b0 + c0 * (x + k * y)) * y)
-    if mr < min_rate:
-        mean_load = a0 * mp
-    else:
-        x = mp / mr
-        y = mo / mr
-        mean_load = mr * ((a0 + a1 * (x + 1.0)) * x + (b0 + c0 * (x + k * y)) * y)
+    typical = load(a0, a1, b0, c0, k, min_rate, tr, tp, to)
+    mean_load = load(a0, a1, b0, c0, k, min_rate, mr, mp, mo)
     # band.band_quantile: the pooled quantile (error_quantile), blended with the mean's bin's
     w = prior_weight
     q = (w * prior_error + scored * error_quantile) / (w + scored) if w + scored > 0.0 else prior_error
     pooled = q if q > 0.0 else 0.0
-    q = pooled
     b = 0 if mean_load < typical else 1  # levelbins.bin_of
-    if b < bins and not ratios_scored <= 0.0:
-        scale, n_b = (scale0, scored0) if b == 0 else (scale1, scored1)
-        if not n_b <= 0.0:
-            own = ratio_quantile * scale
-            n = ratios_scored if ratios_scored < n_b else n_b
-            q = (w * pooled + n * own) / (w + n)
-            q = q if q > 0.0 else 0.0
+    widening = width(pooled, w, b, bins, scale0, scored0, scale1, scored1, ratio_quantile, ratios_scored)
     # band.widened
-    width = math.exp(q)
-    high = (mean_load + typical) * width - typical
+    high = (mean_load + typical) * widening - typical
     if mean_load > 1e-12:
         f = high / mean_load
         ur, up, uo = mr * f, mp * f, mo * f
@@ -103,18 +87,8 @@ def burst_test(
         ur, up, uo = tr * f, tp * f, to * f
     else:
         ur, up, uo = mr, mp, mo
-    if ur < min_rate:
-        upper = a0 * up
-    else:
-        x = up / ur
-        y = uo / ur
-        upper = ur * ((a0 + a1 * (x + 1.0)) * x + (b0 + c0 * (x + k * y)) * y)
-    if er < min_rate:
-        seen = a0 * ep
-    else:
-        x = ep / er
-        y = eo / er
-        seen = er * ((a0 + a1 * (x + 1.0)) * x + (b0 + c0 * (x + k * y)) * y)
+    upper = load(a0, a1, b0, c0, k, min_rate, ur, up, uo)
+    seen = load(a0, a1, b0, c0, k, min_rate, er, ep, eo)
     return seen > threshold * upper, ur
 
 

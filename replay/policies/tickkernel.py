@@ -58,20 +58,33 @@ def compiled() -> Any:
     return _compiled["tick"]
 
 
+def _bins_value(name: str) -> object:
+    return 2 if name == "bins" else 1.0
+
+
+def _band_callees() -> dict[str, Any]:
+    """flatahead's load and band width compiled, the callees of flatband's and flatahead's copies."""
+    if "callees" not in _compiled:
+        jit = numba.njit(cache=True)
+        _compiled["callees"] = {"load": jit(flatahead.load), "width": jit(flatahead.width)}
+    got: dict[str, Any] = _compiled["callees"]
+    return got
+
+
 def compiled_burst_test() -> Any:
     """flatband.burst_test compiled: floats, and an int for the bins' count."""
     if "burst" not in _compiled:
-        _compiled["burst"] = _entry(flatband.burst_test, lambda name: 2 if name == "bins" else 1.0)
+        scope = {**vars(flatband), **_band_callees()}
+        _compiled["burst"] = _entry(flatband.burst_test, _bins_value, scope)
     return _compiled["burst"]
 
 
 def compiled_ahead() -> tuple[Any, Any]:
     """flatahead's (start, forecast) compiled: floats, and an int for the bins' count."""
     if "ahead" not in _compiled:
-        jit = numba.njit(cache=True)
-        scope = {**vars(flatahead), "_load": jit(flatahead._load), "_width": jit(flatahead._width)}
-        value = lambda name: 2 if name == "bins" else 1.0  # noqa: E731
-        _compiled["ahead"] = (_entry(flatahead.start, value, scope), _entry(flatahead.forecast, value, scope))
+        scope = {**vars(flatahead), **_band_callees()}
+        start = _entry(flatahead.start, _bins_value, scope)
+        _compiled["ahead"] = (start, _entry(flatahead.forecast, _bins_value, scope))
     got: tuple[Any, Any] = _compiled["ahead"]
     return got
 
