@@ -24,6 +24,8 @@ MAX_SCORED_HORIZON_S = 600.0  # a longer horizon is scored at 600 s: the band mu
 MAX_ERROR = 4.0  # |log ratio| beyond e^4 = 55x counts as e^4: one outage does not ruin the band
 MAX_SCORED = levelbins.MAX_SCORED  # the prior's weight fades up to this many scored errors
 _new = tuple.__new__  # as demand.py: a NamedTuple built without its Python-level __new__
+if len(DemandState._fields) != 17:  # track builds its result field by field
+    raise AssertionError("band.track lists DemandState's 17 fields: update it with the state")
 
 
 def error_quantile(spec: DemandSpec, state: DemandState) -> float:
@@ -153,8 +155,8 @@ def track(
     offset = typical_load + 1e-12
     q, scale, scored = state.error_quantile, state.error_scale, state.scored
     bins, relative = state.bins, state.relative
-    due = 0
-    while due < len(pending) and pending[due][1] <= now:
+    due, count = 0, len(pending)
+    while due < count and pending[due][1] <= now:
         made, _, forecast, b = pending[due]
         due += 1
         if forecast < 0.0:
@@ -181,8 +183,10 @@ def track(
         top = level_now + offset
         early = None
         widths: dict[int, float] = {}  # exp of each bin's tracked quantile, until a score moves them
-        while i >= 0 and pending[i][0] >= since:
+        while i >= 0:
             made, target, forecast, b = pending[i]
+            if not made >= since:  # NaN too, as the loop's test was
+                break
             if forecast >= 0.0:
                 width = widths.get(b)
                 if width is None:
@@ -205,15 +209,22 @@ def track(
             pending = pending[1:]
         pending = (*pending, (now, now + scored_at, load_ahead, levelbins.bin_of(load_ahead, typical_load)))
     oldest = pending[0][0]
-    cut = 0
-    while cut < len(peaks) - 1 and peaks[cut][0] <= oldest:
+    cut, last = 0, len(peaks) - 1
+    while cut < last and peaks[cut][0] <= oldest:
         cut += 1
     if cut:
         peaks = peaks[cut:]
     # state._replace(pending=..., error_quantile=..., error_scale=..., scored=..., peaks=...,
-    # typical_peak=..., bins=..., relative=...), built directly (the fields after them as they are)
-    kept = (*state[:5], pending, q, scale, scored, state.typical, peaks, typical_peak, bins, relative)
-    return _new(DemandState, (*kept, *state[14:]))
+    # typical_peak=..., bins=..., relative=...), built directly as one tuple (the other fields as
+    # they are: at, inflight, mix, requests, primed; typical; spread, counted, lasting)
+    s = state
+    return _new(
+        DemandState,
+        (
+            s[0], s[1], s[2], s[3], s[4], pending, q, scale, scored, s[9], peaks, typical_peak, bins,
+            relative, s[14], s[15], s[16],
+        ),
+    )  # fmt: skip
 
 
 def _clip(e: float) -> float:

@@ -143,12 +143,17 @@ def stabilize_behavior(
     """Scale-up window takes the min, scale-down window the max, both over one history."""
     up_cutoff = now - up.stabilization_window_s
     down_cutoff = now - down.stabilization_window_s
+    cutoff = down_cutoff if down_cutoff < up_cutoff else up_cutoff  # min(), without the builtin's call
     up_rec = down_rec = raw
-    for at, replicas in history:
+    last = -1  # _store's slot: the last entry older than cutoff, found here rather than by a second walk
+    for i, (at, replicas) in enumerate(history):
         if at > up_cutoff and replicas < up_rec:  # upstream: After(cutoff), age < window
             up_rec = replicas
-        if at > down_cutoff and replicas > down_rec:
-            down_rec = replicas
+        if at > down_cutoff:
+            if replicas > down_rec:
+                down_rec = replicas
+        elif at < cutoff:  # older than both cutoffs (cutoff <= down_cutoff), so never in the window
+            last = i
     stabilized = current
     if stabilized < up_rec:
         stabilized = up_rec
@@ -158,8 +163,10 @@ def stabilize_behavior(
         cond = READY_FOR_NEW_SCALE
     else:
         cond = SCALE_UP_STABILIZED if raw >= current else SCALE_DOWN_STABILIZED
-    cutoff = down_cutoff if down_cutoff < up_cutoff else up_cutoff  # min(), without the builtin's call
-    return stabilized, _store(history, _new(Recommendation, (now, raw)), cutoff), cond
+    new = _new(Recommendation, (now, raw))
+    if last < 0:  # _store's result, its slot found above
+        return stabilized, (*history, new), cond
+    return stabilized, (*history[:last], new, *history[last + 1 :]), cond
 
 
 # --- rate limits and bounds ------------------------------------------------------------------
