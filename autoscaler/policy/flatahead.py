@@ -33,6 +33,13 @@ def load(
     return r * ((a0 + a1 * (x + 1.0)) * x + (b0 + c0 * (x + k * y)) * y)
 
 
+def pooled(prior_weight: float, prior_error: float, scored: float, error_quantile: float) -> float:
+    """band.error_quantile: the scored errors' quantile blended with the prior's by weight, never below 0."""
+    w = prior_weight
+    q = (w * prior_error + scored * error_quantile) / (w + scored) if w + scored > 0.0 else prior_error
+    return q if q > 0.0 else 0.0
+
+
 def width(
     pooled: float,
     w: float,
@@ -104,10 +111,9 @@ def start(
         if spread > MAX_DISPERSION:
             spread = MAX_DISPERSION
     w = prior_weight
-    q = (w * prior_error + scored * error_quantile) / (w + scored) if w + scored > 0.0 else prior_error
-    pooled = q if q > 0.0 else 0.0
-    width0 = width(pooled, w, 0, bins, scale0, scored0, scale1, scored1, ratio_quantile, ratios_scored)
-    width1 = width(pooled, w, 1, bins, scale0, scored0, scale1, scored1, ratio_quantile, ratios_scored)
+    q = pooled(w, prior_error, scored, error_quantile)
+    width0 = width(q, w, 0, bins, scale0, scored0, scale1, scored1, ratio_quantile, ratios_scored)
+    width1 = width(q, w, 1, bins, scale0, scored0, scale1, scored1, ratio_quantile, ratios_scored)
     return typical, mr, mp, mo, level, spread, width0, width1
 
 

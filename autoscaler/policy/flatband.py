@@ -21,7 +21,7 @@ from typing import Any
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.capacityspec import DemandSpec
 from autoscaler.policy.demand import DemandState
-from autoscaler.policy.flatahead import load, width
+from autoscaler.policy.flatahead import load, pooled, width
 
 
 def burst_test(
@@ -73,10 +73,9 @@ def burst_test(
     mean_load = load(a0, a1, b0, c0, k, min_rate, mr, mp, mo)
     # band.band_quantile: the pooled quantile (error_quantile), blended with the mean's bin's
     w = prior_weight
-    q = (w * prior_error + scored * error_quantile) / (w + scored) if w + scored > 0.0 else prior_error
-    pooled = q if q > 0.0 else 0.0
+    q = pooled(w, prior_error, scored, error_quantile)
     b = 0 if mean_load < typical else 1  # levelbins.bin_of
-    widening = width(pooled, w, b, bins, scale0, scored0, scale1, scored1, ratio_quantile, ratios_scored)
+    widening = width(q, w, b, bins, scale0, scored0, scale1, scored1, ratio_quantile, ratios_scored)
     # band.widened
     high = (mean_load + typical) * widening - typical
     if mean_load > 1e-12:

@@ -63,10 +63,15 @@ def _bins_value(name: str) -> object:
 
 
 def _band_callees() -> dict[str, Any]:
-    """flatahead's load and band width compiled, the callees of flatband's and flatahead's copies."""
+    """flatahead's load, pooled quantile and band width compiled, the callees of flatband's and
+    flatahead's copies."""
     if "callees" not in _compiled:
         jit = numba.njit(cache=True)
-        _compiled["callees"] = {"load": jit(flatahead.load), "width": jit(flatahead.width)}
+        _compiled["callees"] = {
+            "load": jit(flatahead.load),
+            "pooled": jit(flatahead.pooled),
+            "width": jit(flatahead.width),
+        }
     got: dict[str, Any] = _compiled["callees"]
     return got
 
