@@ -346,6 +346,20 @@ def test_the_fleet_shrinks_no_faster_than_the_storage_could_bring_it_back() -> N
     assert release.reason == "ReleaseIdle" and release.replicas == kept(100.0) == 6
 
 
+def test_each_level_is_idle_since_its_own_last_need() -> None:
+    """A staircase down from 9: 5 last needed 165 s ago, 4 needed 15 s ago, 3 needed now. Replica 5
+    goes (λ·B(1) = 40 s after its last need); replica 4 stays, its own need 15 s old. Read from
+    the newest entry of at least 5 (165 s), it went too: two released on one tick's dip (Azure
+    conv x 10 on one-gpu-8b, 5 -> 3 replicas and a TTFT p99 of 10 s, 2026-12-04)."""
+    history: scaledown.NeedHistory = ()
+    for t, need in [(0, 9), (60, 8), (135, 7), (315, 6), (450, 5), (600, 4)]:
+        history = scaledown.remember(history, float(t), need, 10_000.0)
+    kept = scaledown.keep(5, 3, 3, history, 615.0, _recreate)
+    assert (kept.replicas, kept.reason) == (4, "ReleaseIdle")
+    assert scaledown.keep(4, 3, 3, history, 615.0, _recreate).reason == "KeepWarm"
+    assert scaledown.keep(5, 3, 3, history, 641.0, _recreate).replicas == 3  # 41 s idle: past λ·B(1)
+
+
 def test_a_recurring_burst_keeps_its_capacity_warm() -> None:
     """Bursts to 10 every 120 s with 1 needed between them: the lowest replicas, whose re-creation
     would queue behind the others', are never idle long enough to go; the top ones are."""

@@ -236,11 +236,13 @@ def keep(
     if not history:  # first sight (a restart): as upstream seeds its window, the current count
         return Keep(have, "FirstSight", "no history of needs yet: holding the current count")
     peak = history[0][1]
-    i = len(history) - 1  # the newest entry; entries further front have larger needs
+    # the entries of at least `level` are a prefix (the needs fall strictly from the front): its
+    # last is the newest, further back as the level falls
+    i, last = 0, len(history) - 1
     kept, idle, b, trusted, gap = need_now, math.inf, math.inf, False, math.inf
     for level in range(min(have, peak), need_now, -1):
-        while history[i][1] < level:  # the newest entry of at least `level` (the front is >= peak)
-            i -= 1
+        while i < last and history[i + 1][1] >= level:
+            i += 1
         idle = now - history[i][0]
         trusted = need_ahead >= level
         gap = gaps[level - 1] if level <= len(gaps) else math.inf
