@@ -218,10 +218,9 @@ def sizer(
         service = p / rate
         free = 1.0 - load / replicas
         step = base / (1e-3 if free < 1e-3 else free)
-        fits = _fitting_prompt(p, rate, beta, ttft_s - step, ttft_tokens, lengths_cv2)
-        slack = ttft_s - (1.0 / rate - beta * p) * fits - beta * fits * fits - step
+        slack = ttft_s - service - step
         if ttft_tokens is not None:
-            slack += fits / ttft_tokens
+            slack += p / ttft_tokens
         if slack < MIN_SLACK_SHARE * service:
             slack = MIN_SLACK_SHARE * service
         budget = _wait_budget(tail, p, rate, beta, ttft_s - step, ttft_tokens, lengths_cv2)
@@ -298,23 +297,6 @@ def _idle_misses(
             return math.exp(-room_s / (alpha * p))
         return lengths.longer_share(room_s / alpha, p, lengths_cv2)
     return 0.0
-
-
-def _fitting_prompt(
-    p: float, rate: float, beta: float, room_s: float, ttft_tokens: float | None, lengths_cv2: float = 1.0
-) -> float:
-    """The mean length of the prompts that meet their TTFT on an idle replica (_idle_misses's
-    longest and shorter): the requests a wait can still make miss."""
-    alpha = 1.0 / rate - beta * p - (1.0 / ttft_tokens if ttft_tokens is not None else 0.0)
-    if room_s <= 0.0:
-        return p
-    if beta > 0.0:
-        longest = (math.sqrt(alpha * alpha + 4.0 * beta * room_s) - alpha) / (2.0 * beta)
-    elif alpha > 0.0:
-        longest = room_s / alpha
-    else:
-        return p
-    return lengths.shorter_mean(longest, p, lengths_cv2)
 
 
 def _idle(profile: ReplicaProfile, slo: SloTarget, speed: float) -> Sizing:

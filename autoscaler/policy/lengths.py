@@ -92,25 +92,6 @@ def longer_share(longest: float, p: float, cv2: float) -> float:
     return got
 
 
-def shorter_mean(longest: float, p: float, cv2: float) -> float:
-    """E[X | X <= longest] for gamma lengths of mean p and squared coefficient of variation cv2:
-    p·P(a + 1, x) / P(a, x) with a = 1 / cv2, x = longest / (p·cv2) (the lower regularized
-    incomplete gammas; E[X; X <= m] is the mean times the next shape's CDF)."""
-    if longest <= 0.0:
-        return 0.0
-    a = 1.0 / cv2
-    x = longest / (p * cv2)
-    if cv2 == 1.0:
-        e = math.exp(-x)
-        below, below_next = 1.0 - e, 1.0 - e * (1.0 + x)
-    else:
-        below, below_next = 1.0 - upper_gamma(a, x), 1.0 - upper_gamma(a + 1.0, x)
-    if below <= 1e-12:
-        return longest
-    mean = p * below_next / below
-    return mean if mean < longest else longest
-
-
 def upper_gamma(a: float, x: float) -> float:
     """The regularized upper incomplete gamma Q(a, x): its series below x = a + 1, its continued
     fraction (modified Lentz) above, each to a relative 1e-10 (Numerical Recipes, 6.2)."""
