@@ -13,19 +13,11 @@ from autoscaler.policy.capacityspec import DemandSpec
 SPEC = DemandSpec()
 
 
-def simulated_excess(
-    rate: float, horizon_s: float, rng: np.random.Generator, ticks: int = 40_000, window_s: float | None = None
-) -> float:
+def simulated_excess(rate: float, horizon_s: float, rng: np.random.Generator, ticks: int = 40_000) -> float:
     """The mean of the level's maximum over the `horizon_s` after a tick, relative to `rate`: the
-    level an exponential average (SPEC.alpha a SPEC.smoothing_period_s tick) of Poisson counts, or
-    with `window_s`, of what demand.observe reads: the in-flight growth (the tick's arrivals less
-    its finishes) plus the finishes of the last window_s as a rate."""
+    level an exponential average (SPEC.alpha a SPEC.smoothing_period_s tick) of Poisson counts."""
     dt, w = SPEC.smoothing_period_s, SPEC.alpha
     counts = rng.poisson(rate * dt, ticks) / dt
-    if window_s is not None:
-        last = rng.poisson(rate * window_s, ticks)
-        before = rng.poisson(rate * (dt - window_s), ticks)
-        counts = counts - (last + before) / dt + last / window_s
     level = np.empty(ticks)
     x = rate
     for i, c in enumerate(counts):
@@ -45,24 +37,6 @@ def test_the_excess_is_most_of_the_noise_and_never_more(rate: float, horizon_s: 
     simulated = simulated_excess(rate, horizon_s, np.random.default_rng(7))
     got = levelnoise.peak_excess(SPEC.alpha, SPEC.smoothing_period_s, rate, horizon_s)
     assert 0.55 * simulated < got < simulated
-
-
-@pytest.mark.parametrize("rate", [0.5, 2.0, 20.0])
-@pytest.mark.parametrize("horizon_s", [30.0, 283.0, 600.0])
-def test_a_rate_read_over_a_window_shorter_than_the_tick_has_its_read_variance(
-    rate: float, horizon_s: float
-) -> None:
-    """A 5 s rate read each 15 s tick (the replay's scrape) reads a count's variance 3 times
-    (demand.read_variance): the excess at that variance is again 55–100 % of the simulated one,
-    and the Poisson count's alone (read 1) is under 60 % of it."""
-    window = 5.0
-    simulated = simulated_excess(rate, horizon_s, np.random.default_rng(11), window_s=window)
-    read = demand.read_variance(SPEC.smoothing_period_s, window)
-    assert read == 3.0
-    got = levelnoise.peak_excess(SPEC.alpha, SPEC.smoothing_period_s, rate, horizon_s, read)
-    assert 0.55 * simulated < got < simulated
-    plain = levelnoise.peak_excess(SPEC.alpha, SPEC.smoothing_period_s, rate, horizon_s)
-    assert plain < 0.6 * simulated
 
 
 def test_the_excess_fades_with_the_rate_and_is_nothing_without_one() -> None:
@@ -107,14 +81,3 @@ def test_the_typical_peak_keeps_the_raw_level() -> None:
     tracked = band.track(SPEC, state, 0.0, 2.5, 300.0, 2.0, 2.0, 2.0)
     assert tracked.typical_peak == pytest.approx(max(state.typical_peak, 2.5))
     assert tracked.peaks[-1][1] < 2.5
-
-
-def test_the_band_scores_the_level_less_its_read_variance() -> None:
-    """band.track's `read`: a level read with three times a Poisson count's variance is scored
-    √3 times further below itself (planner.plan passes demand.read_variance of the tick)."""
-    state, _ = demand.observe(SPEC, None, 0.0, 2.0, 2000.0, 200.0, 0.0)
-    plain = band.track(SPEC, state, 0.0, 2.5, 300.0, 2.0, 2.0, 2.0).peaks[-1][1]
-    read = band.track(SPEC, state, 0.0, 2.5, 300.0, 2.0, 2.0, 2.0, 3.0).peaks[-1][1]
-    excess = levelnoise.peak_excess(SPEC.alpha, SPEC.smoothing_period_s, 2.0, 300.0)
-    assert plain == pytest.approx(2.5 * (1.0 - excess))
-    assert read == pytest.approx(2.5 * (1.0 - excess * 3.0**0.5))

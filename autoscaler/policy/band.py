@@ -109,13 +109,11 @@ def track(
     load_ahead: float,
     typical_load: float,
     rate: float = 0.0,
-    read: float = 1.0,
 ) -> DemandState:
     """Score the forecasts due by now, and keep `load_ahead` (the mean forecast horizon_s ahead)
     to be scored when its time comes; `level_now` is the load of the demand's smoothed level
     after this tick's sample, loads in one unit, `typical_load` the typical demand's (the log
-    ratios' offset, see `upper`), `rate` the level's arrivals per second and `read` its samples'
-    variance over a Poisson count's (demand.read_variance).
+    ratios' offset, see `upper`), `rate` the level's arrivals per second.
 
     A forecast made at t for t + h is scored against the *peak* level over (t, t + h]: capacity
     asked for at t arrives at t + h at the earliest and what is released at t comes back no
@@ -137,7 +135,7 @@ def track(
     """
     scored_at = MAX_SCORED_HORIZON_S if horizon_s > MAX_SCORED_HORIZON_S else horizon_s  # min(), no call
     typical_peak = state.typical_peak if state.typical_peak >= level_now else level_now  # a new peak at once
-    noise = levelnoise.peak_excess(spec.alpha, spec.smoothing_period_s, rate, scored_at, read)
+    noise = levelnoise.peak_excess(spec.alpha, spec.smoothing_period_s, rate, scored_at)
     level_now = level_now * (1.0 - noise) if noise < 1.0 else 0.0
     peaks = state.peaks
     pending = state.pending

@@ -8,15 +8,10 @@ reference-70b (2 req/s, 30 a tick) planned on ×1.3–1.5 of a rate that hardly 
 tail in capacity.py already sizes for Poisson arrivals at a rate, so the noise is paid twice.
 
 `peak_excess` is the expected excess of that maximum, relative to λ: the level's standard deviation
-(a tick's sample's, λ / dt times its read variance, times the smoothing's share w / (2 − w)) times the mean of the largest of
+(a Poisson count's, λ / dt, times the smoothing's share w / (2 − w)) times the mean of the largest of
 n_eff independent normals (Blom's approximation), n_eff = 1 + the horizon's ticks × w / (2 − w) (the
 ticks the smoothing decorrelates). The correlated level's true maximum is higher (a simulation puts
 this at 67–92 % of it, tests/test_levelnoise.py): what is removed is never more than the noise.
-The sample is finished/s + the in-flight growth, its rate read over the counter's window: a window
-shorter than the tick reads the count's variance tick / window times (demand.read_variance; the
-finishes of the window scaled up, those before it only in the growth). That excess is the counter's,
-not demand's, and the level carries it (Mooncake × 0.52 on fast-load-70b: 5 s windows each 15 s
-tick, its level's excess √3 times the Poisson count's, the band ×1.8–2.3 on a near-Poisson rate).
 
 Pure: no clock, no I/O.
 """
@@ -32,11 +27,10 @@ _STANDARD = NormalDist()
 _largest: dict[float, float] = {}  # the Blom quantile by n_eff rounded to 1/64
 
 
-def peak_excess(alpha: float, period_s: float, rate: float, horizon_s: float, read: float = 1.0) -> float:
+def peak_excess(alpha: float, period_s: float, rate: float, horizon_s: float) -> float:
     """The expected excess of the level's maximum over `horizon_s`, relative to the rate, for a
-    level smoothed with weight `alpha` a `period_s` tick over Poisson counts at `rate` per second,
-    each read with `read` times a Poisson count's variance (demand.read_variance: 3 where a 5 s
-    rate window is read each 15 s tick); 0 at no rate or no horizon."""
+    level smoothed with weight `alpha` a `period_s` tick over Poisson counts at `rate` per second;
+    0 at no rate or no horizon."""
     if rate <= 0.0 or horizon_s <= 0.0:
         return 0.0
     share = alpha / (2.0 - alpha)  # the level's variance over one count's (an exponential average)
@@ -44,4 +38,4 @@ def peak_excess(alpha: float, period_s: float, rate: float, horizon_s: float, re
     z = _largest.get(n)
     if z is None:
         z = memo.remember(_largest, n, _STANDARD.inv_cdf((n - 0.375) / (n + 0.25)), 4096)
-    return z * math.sqrt(share * read / (rate * period_s))
+    return z * math.sqrt(share / (rate * period_s))

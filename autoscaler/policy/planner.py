@@ -120,10 +120,8 @@ def plan(
     widening = upper_load / mean_load if mean_load > 0.0 else math.inf
     # the band is scored on the smoothed level, not this tick's noisy estimate (band.track)
     level = ahead.level
-    # the level's samples read a window_s rate each tick: their variance read_variance times Poisson's
-    read = demand.read_variance(now - prior.at, window) if prior is not None else 1.0
     dstate = band.track(
-        d, dstate, now, level, horizon_s, mean_load, ahead.typical_load, ahead.mean_now.requests, read
+        d, dstate, now, level, horizon_s, mean_load, ahead.typical_load, ahead.mean_now.requests
     )
     stages = planstages.forecast_stages(
         have, needed, finished, est, horizon_s, mean, upper, widening, at_horizon, ahead, rounds, obs
