@@ -13,7 +13,8 @@ Left as Python: the modules numba compiles from their source (it reads their fun
 replay/policies/sizekernel.py, tickkernel.py, tailkernel.py), and two that do not work compiled
 (PYTHON_ONLY). The compiled dataclasses (the specs) check their fields' types when built, where the
 sources take anything and coldstart.check_spec or the scenario's reader names the bad field: with
---mypyc, a spec of the wrong types fails at its construction (tests/ run the sources).
+--mypyc, a spec of the wrong types fails at its construction, and copy.deepcopy of a frozen one
+(the replay's clairvoyant) fails: the build is for the policy benches, tests/ run the sources.
 """
 
 from __future__ import annotations
