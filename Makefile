@@ -22,7 +22,7 @@ $(RUNTIME): pyproject.toml
 
 $(BIN)/infscale: $(DEV)  ## the development set-up, by the name the docs use
 
-.PHONY: demo test lint bench manifests image
+.PHONY: demo test lint bench compiled manifests image
 demo: $(RUNTIME)  ## the main job on the embedded default: compare autoscalers offline
 	$(BIN)/infscale replay compare --out replay-out
 
@@ -36,6 +36,9 @@ test: lint  ## ruff, mypy, pytest
 
 bench: $(DEV)
 	$(BIN)/python -m bench
+
+compiled: $(DEV)  ## optional: the policy core compiled by mypyc into build/mypyc (bench --mypyc loads it)
+	$(BIN)/python -m bench.mypyc_core build
 
 manifests: $(RUNTIME)  ## deploy/release/infscale.yaml, the one-file install, from the kustomize bases
 	$(BIN)/python deploy/build_release.py

@@ -14,7 +14,8 @@ decide the same and the second checks it tick by tick).
 
 The sizing runs compiled (replay/policies/sizekernel.py: burstsize.size fused in one numba call,
 the same bits) where numba is installed, as a controller that installs it would; `--python` runs
-the policy core's pure-Python path alone.
+the policy core's pure-Python path alone; `--mypyc` loads the core's modules compiled by mypyc
+(bench/mypyc_core.py, built by `make compiled`), with the sizing compiled or not.
 """
 
 from __future__ import annotations
@@ -271,6 +272,10 @@ def install_sizing(argv: list[str]) -> str:
 
 def main() -> None:
     print(install_sizing(sys.argv[1:]))
+    if "--mypyc" in sys.argv:  # activated by bench/__init__.py
+        from bench.mypyc_core import compiled
+
+        print(f"the core's {len(compiled())} modules compiled by mypyc (bench/mypyc_core.py, --mypyc)")
     here = yardstick_rate()
     factor = YARDSTICK_REFERENCE / here
     print(

@@ -5,7 +5,8 @@ twice, with 0 and with TICKS decisions, and prints the difference over TICKS. Ea
 the bench's observations over its first TICKS ticks (bench_policy's first pass: the caches warm,
 as before the bench's decide-alone pass), then makes `N` decisions (decide() and record_rescale())
 over them: `python -m bench.policy_instructions N` is that run alone. The sizing is compiled as
-in `python -m bench policy` (bench_policy.install_sizing); `--python` measures the pure-Python path.
+in `python -m bench policy` (bench_policy.install_sizing); `--python` measures the pure-Python path,
+`--mypyc` the core's compiled build (bench/mypyc_core.py, `make compiled`), with either.
 docs/policy.md, "Performance".
 """
 
@@ -66,19 +67,21 @@ def instructions(n: int, argv: list[str]) -> int:
 
 
 def main() -> None:
-    argv = [a for a in sys.argv[1:] if a == "--python"]
-    counts = [a for a in sys.argv[1:] if a != "--python"]
+    argv = [a for a in sys.argv[1:] if a in ("--python", "--mypyc")]
+    counts = [a for a in sys.argv[1:] if a not in argv]
     if counts:
         decisions(int(counts[0]), argv)
         return
     # a run first fills numba's on-disk cache, under valgrind: numba keys it by the CPU, and
     # valgrind's emulated one is not the machine's (a run outside it filled another entry), so a
     # source changed since the last run was compiled inside the first measured run (~9M a decision)
-    if not argv:
-        warm = ["valgrind", "--tool=none", sys.executable, "-m", MODULE, "0"]
+    if "--python" not in argv:
+        warm = ["valgrind", "--tool=none", sys.executable, "-m", MODULE, "0", *argv]
         subprocess.run(warm, check=True, capture_output=True)
     per = (instructions(TICKS, argv) - instructions(0, argv)) / TICKS
-    path = "pure Python" if argv else "the sizing compiled"
+    path = "pure Python" if "--python" in argv else "the sizing compiled"
+    if "--mypyc" in argv:
+        path = "the core by mypyc, " + ("no numba kernels" if "--python" in argv else "the sizing by numba")
     print(f"{per:,.0f} instructions a predictive decision ({path}; callgrind, the first {TICKS:,} ticks)")
 
 

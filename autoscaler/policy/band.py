@@ -14,16 +14,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Final
 
 from autoscaler.policy import levelbins, levelnoise
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.capacityspec import DemandSpec
 from autoscaler.policy.demand import MAX_PENDING, DemandState
 
-MAX_SCORED_HORIZON_S = 600.0  # a longer horizon is scored at 600 s: the band must adapt within minutes
-MAX_ERROR = 4.0  # |log ratio| beyond e^4 = 55x counts as e^4: one outage does not ruin the band
-MAX_SCORED = levelbins.MAX_SCORED  # the prior's weight fades up to this many scored errors
-_new = tuple.__new__  # as demand.py: a NamedTuple built without its Python-level __new__
+MAX_SCORED_HORIZON_S: Final = 600.0  # a longer horizon is scored at 600 s: the band must adapt within minutes
+MAX_ERROR: Final = 4.0  # |log ratio| beyond e^4 = 55x counts as e^4: one outage does not ruin the band
+MAX_SCORED: Final = levelbins.MAX_SCORED  # the prior's weight fades up to this many scored errors
+_new: Final = tuple.__new__  # as demand.py: a NamedTuple built without its Python-level __new__
 if len(DemandState._fields) != 17:  # track builds its result field by field
     raise AssertionError("band.track lists DemandState's 17 fields: update it with the state")
 

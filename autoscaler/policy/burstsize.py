@@ -35,6 +35,7 @@ and why": the arrivals' dispersion, the burst hold).
 from __future__ import annotations
 
 import math
+from typing import Final
 
 from autoscaler.policy import capacity, flatkernel, lengths, memo
 from autoscaler.policy.capacity import Demand, Sizing
@@ -47,10 +48,10 @@ BURST_BUDGET = 2.0
 # A target whose typical demand and level are under a twentieth of one replica's work (GPU-seconds
 # a second) is idle: nothing is held for its bursts, which an idle spell cannot tell are over
 IDLE_LOAD = 0.05
-_GRID = 16.0  # the hold's grid in log k: 6 % apart (the interpolation's error < 0.1 %, tests)
-_hold_cache: dict[tuple[int, float], float] = {}  # C / θ by grid point and budget
-_K_MIN = 1e-6  # below it the shape's hold is its limit's (C / θ ~2.5 at a 2 % budget)
-_K_MAX = 1e6
+_GRID: Final = 16.0  # the hold's grid in log k: 6 % apart (the interpolation's error < 0.1 %, tests)
+_hold_cache: Final[dict[tuple[int, float], float]] = {}  # C / θ by grid point and budget
+_K_MIN: Final = 1e-6  # below it the shape's hold is its limit's (C / θ ~2.5 at a 2 % budget)
+_K_MAX: Final = 1e6
 _flat: flatkernel.Kernel | None = None  # size() in one compiled call (flatsize.py), where installed
 
 

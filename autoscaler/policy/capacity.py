@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from autoscaler.policy import leastloaded, lengths, tailsearch, tpottail
 from autoscaler.policy.capacityspec import ReplicaProfile, SloTarget
@@ -55,7 +55,7 @@ MIN_SLACK_SHARE = 0.25  # when the mean request cannot meet its TTFT even idle, 
 # ~1.3 µs here): the Demand and Sizing values a tick builds are made so. On the sizing's path the
 # min and max of two values are conditionals that return what the builtin would (a builtin call
 # costs ~4x the comparison; a sizer made ~13 a tick).
-_new = tuple.__new__
+_new: Final = tuple.__new__
 
 
 class Demand(NamedTuple):

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from autoscaler.policy import memo
 from autoscaler.policy.capacity import Demand
@@ -41,7 +41,7 @@ from autoscaler.policy.levelbins import Bins, Relative
 if TYPE_CHECKING:
     from autoscaler.policy.statejson import TimeCodec
 
-MAX_PENDING = 48  # forecasts awaiting their target time: one every horizon / 32 at most
+MAX_PENDING: Final = 48  # forecasts awaiting their target time: one every horizon / 32 at most
 TYPICAL_HALF_LIFE_S = 600.0  # the typical demand forgets half of itself in 10 minutes
 # The mix weighs a request exp(-requests counted since / MIX_REQUESTS): ~2 x 400 requests' worth,
 # a standard error of 5 % on lengths of cs^2 2 (docs/policy.md, "Defaults and why")
@@ -52,7 +52,7 @@ MIX_REQUESTS = 400.0
 MIX_LIFETIMES = 2.0
 # A NamedTuple built as tuple.__new__(cls, fields) skips its Python-level __new__ (~0.4 against
 # ~1.3 µs here): the values a tick builds are made so (a dozen a tick).
-_new = tuple.__new__
+_new: Final = tuple.__new__
 
 
 class Series(NamedTuple):

@@ -23,12 +23,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from functools import lru_cache, partial
+from typing import Final
 
 from autoscaler.policy import coldstart, memo, scaleup
 from autoscaler.policy.clusterview import Cluster
 from autoscaler.policy.spec import ColdStartSpec
 
-MAX_ROUNDS = 4  # fixed-point rounds; each can only lengthen the horizon, and it converges in 1-2
+MAX_ROUNDS: Final = 4  # fixed-point rounds; each can only lengthen the horizon, and it converges in 1-2
 
 
 def pacing_s(cold: ColdStartSpec, period_s: float) -> float:
@@ -116,7 +117,7 @@ def find(
     return horizon, need, rounds
 
 
-_staggers: memo.Table = {}  # by cold-start spec (memo.py)
+_staggers: Final[memo.Table] = {}  # by cold-start spec (memo.py)
 
 
 def _stagger_of(cold: ColdStartSpec) -> Callable[[int, Cluster, float, bool], tuple[float, int]]:

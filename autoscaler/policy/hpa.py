@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from autoscaler.policy import memo
 from autoscaler.policy.replicacalc import MAX_INT32, MIN_INT32, MetricError, MetricProposal
@@ -25,7 +25,7 @@ from autoscaler.policy.state import Recommendation, ScaleEvent
 
 # A NamedTuple built as tuple.__new__(cls, fields) skips its Python-level __new__ (~0.4 against
 # ~1.3 µs here): the values every decision builds are made so.
-_new = tuple.__new__
+_new: Final = tuple.__new__
 
 
 class Condition(NamedTuple):
@@ -84,12 +84,12 @@ def combine_metrics(
     return _new(MetricsRecommendation, (best, best_metric, proposals, valid))
 
 
-_VALID_METRIC: dict[str, Condition] = {}  # ScalingActive for each metric name (immutable, so shared)
+_VALID_METRIC: Final[dict[str, Condition]] = {}  # ScalingActive for each metric name (immutable, so shared)
 
 
 # --- stabilization ---------------------------------------------------------------------------
 
-READY_FOR_NEW_SCALE = Condition(
+READY_FOR_NEW_SCALE: Final = Condition(
     "AbleToScale", True, "ReadyForNewScale", "recommended size matches current size"
 )
 SCALE_UP_STABILIZED = Condition(
@@ -242,7 +242,7 @@ def scale_down_limit(
     return result
 
 
-WITHIN_RANGE = Condition(
+WITHIN_RANGE: Final = Condition(
     "ScalingLimited", False, "DesiredWithinRange", "the desired count is within the acceptable range"
 )
 TOO_FEW_REPLICAS = Condition(

@@ -12,13 +12,13 @@ Poisson counts would show, averaged as the typical demand. Pure arithmetic on fl
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 LONGEST_S = 600.0  # a time in the system kept at most the typical demand's half-life (also while
 # nothing finishes): the rate's average forgets no slower than the typical one it is read against
 
 
-_new = tuple.__new__  # as demand.py: a NamedTuple built without its Python-level __new__, once a tick
+_new: Final = tuple.__new__  # as demand.py: a NamedTuple built without its Python-level __new__, once a tick
 
 
 class Lasting(NamedTuple):

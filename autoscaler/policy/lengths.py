@@ -19,7 +19,7 @@ Pure arithmetic on floats; docs/policy.md ("Capacity", "How accurate the capacit
 from __future__ import annotations
 
 import math
-from typing import TypedDict
+from typing import Final, TypedDict
 
 from autoscaler.policy import memo
 from autoscaler.policy.capacityspec import ReplicaProfile
@@ -40,7 +40,7 @@ class Shape(TypedDict, total=False):
     arrivals_index: float
 
 
-_NONE: Shape = {}  # no histogram: capacity.size's defaults (exponential, cs² 1)
+_NONE: Final[Shape] = {}  # no histogram: capacity.size's defaults (exponential, cs² 1)
 
 
 def spread(profile: ReplicaProfile, p: float, cv2: float | None) -> Shape:

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import math
 from statistics import NormalDist
+from typing import Final
 
 from autoscaler.policy import memo
 
 _STANDARD = NormalDist()
-_largest: dict[float, float] = {}  # the Blom quantile by n_eff rounded to 1/64
+_largest: Final[dict[float, float]] = {}  # the Blom quantile by n_eff rounded to 1/64
 
 
 def peak_excess(alpha: float, period_s: float, rate: float, horizon_s: float) -> float:

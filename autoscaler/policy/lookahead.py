@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from autoscaler.policy import band, burstsize, capacity, demand, flatahead, lasting, lengths, levelbins, memo
 from autoscaler.policy.capacity import Demand, Sizing
 from autoscaler.policy.capacityspec import CapacitySpec, ReplicaProfile, Router, SloTarget
 from autoscaler.policy.demand import DemandState
 
-_new = tuple.__new__  # as demand.py: a NamedTuple built without its Python-level __new__
+_new: Final = tuple.__new__  # as demand.py: a NamedTuple built without its Python-level __new__
 _NO_BIN = (0.0, 0.0)  # a bin not scored yet, as flatahead takes it
 
 
@@ -73,7 +73,7 @@ class _Fixed(NamedTuple):
     terms: tuple[float, ...]  # load's (load_terms)
 
 
-_fixed: memo.Table = {}  # by capacity spec (memo.py)
+_fixed: Final[memo.Table] = {}  # by capacity spec (memo.py)
 
 
 def _make_fixed(cap: CapacitySpec) -> _Fixed:

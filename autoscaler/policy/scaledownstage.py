@@ -11,7 +11,7 @@ from them are worked out here for the whole tick: the needs' history is cut at t
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from autoscaler.policy import burstsize, horizon, lengths, memo, scaledown
 from autoscaler.policy.capacity import Demand, Sizing
@@ -23,7 +23,7 @@ from autoscaler.policy.spec import ColdStartSpec
 from autoscaler.policy.stage import Stage
 
 # A NamedTuple built as tuple.__new__(cls, fields) skips its Python-level __new__ (planner.py)
-_new = tuple.__new__
+_new: Final = tuple.__new__
 FALL_TOLERANCE = (
     0.1  # demand counts as fallen 10 % below its level at the last scale-up (the HPA's tolerance)
 )
@@ -36,7 +36,7 @@ RELEASE_MARGIN = 0.02
 
 # horizon.recreate_s(cold, m, period_s) by (period_s, m), per cold-start spec: its lru_cache hashes
 # the spec at every call (~3 µs a hash here, several calls a tick)
-_recreated: memo.Table = {}
+_recreated: Final[memo.Table] = {}
 
 
 def _new_memo(cold: ColdStartSpec) -> dict[tuple[float, int], float]:

@@ -1,0 +1,57 @@
+"""The policy core's optional mypyc build (bench/mypyc_core.py, `make compiled`) decides as its
+Python sources do: the bench's six digests and the predictive row's decisions and states tick by
+tick, with the numba kernels installed (each reached from the compiled modules) and without.
+Skipped where the build is absent or older than the sources (CI does not build it)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from autoscaler.policy import burstsize, flatahead, flatband, flatdemand
+from bench import mypyc_core
+
+pytestmark = pytest.mark.skipif(mypyc_core.stale() is not None, reason=str(mypyc_core.stale()))
+
+TICKS = 600
+
+
+def _compiled_run(kernels: bool) -> dict[str, Any]:
+    args = [] if kernels else ["--python"]
+    command = [sys.executable, "-m", "bench.mypyc_core", "decisions", "--mypyc", *args]
+    run = subprocess.run(command, capture_output=True, text=True, check=True, cwd=mypyc_core.ROOT)
+    got: dict[str, Any] = json.loads(run.stdout)
+    return got
+
+
+@contextmanager
+def _uninstalled() -> Iterator[None]:
+    try:
+        yield
+    finally:
+        burstsize.use(None)
+        flatdemand.install(None)
+        flatband.use(None)
+        flatahead.use(None)
+
+
+@pytest.mark.parametrize("kernels", [True, False], ids=["numba kernels", "no kernels"])
+def test_the_compiled_core_decides_as_its_sources(kernels: bool) -> None:
+    got = _compiled_run(kernels)
+    with _uninstalled():
+        want = mypyc_core.decisions(TICKS, kernels)
+    assert want["compiled"] == []
+    assert {"decide", "planner", "demand", "band", "burstsize", "lookahead", "hpa"} <= set(got["compiled"])
+    assert not set(got["compiled"]) & mypyc_core.PYTHON_ONLY
+    assert got["digests"] == want["digests"]
+    assert len(set(got["digests"].values())) == 6
+    assert got["ticks"] == want["ticks"]
+    # each kernel the bench installs is called from the compiled modules, as often as from the sources
+    assert got["calls"] == want["calls"]
+    assert len(got["calls"]) == (5 if kernels else 0) and all(n > 0 for n in got["calls"].values())
