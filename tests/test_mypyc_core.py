@@ -1,7 +1,7 @@
 """The policy core's optional mypyc build (bench/mypyc_core.py, `make compiled`) decides as its
 Python sources do: the bench's six digests and the predictive row's decisions and states tick by
 tick, with the numba kernels installed (each reached from the compiled modules) and without.
-Skipped where the build is absent or older than the sources (CI does not build it)."""
+Skipped where the build is absent or older than the sources (.ci/run builds it first)."""
 
 from __future__ import annotations
 
