@@ -270,6 +270,16 @@ def install_sizing(argv: list[str]) -> str:
     )
 
 
+def uninstall_sizing() -> None:
+    """install_sizing's compiled copies removed: the policy back on its Python paths."""
+    from autoscaler.policy import burstsize, flatahead, flatband, flatdemand
+
+    burstsize.use(None)
+    flatdemand.install(None)
+    flatband.use(None)
+    flatahead.use(None)
+
+
 def main() -> None:
     print(install_sizing(sys.argv[1:]))
     if "--mypyc" in sys.argv:  # activated by bench/__init__.py

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from autoscaler.policy import burstsize, flatahead, flatband, flatdemand
 from bench import mypyc_core
+from bench.bench_policy import uninstall_sizing
 
 pytestmark = pytest.mark.skipif(mypyc_core.stale() is not None, reason=str(mypyc_core.stale()))
 
@@ -35,10 +35,7 @@ def _uninstalled() -> Iterator[None]:
     try:
         yield
     finally:
-        burstsize.use(None)
-        flatdemand.install(None)
-        flatband.use(None)
-        flatahead.use(None)
+        uninstall_sizing()
 
 
 @pytest.mark.parametrize("kernels", [True, False], ids=["numba kernels", "no kernels"])

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from autoscaler.policy import burstsize, flatahead, flatband, flatdemand
+from autoscaler.policy import flatahead, flatband
 from autoscaler.policy.decide import decide, record_rescale
 from autoscaler.policy.state import PolicyState
 from bench import bench_policy as b
@@ -21,10 +21,7 @@ def _compiled() -> Iterator[None]:
     try:
         yield
     finally:
-        burstsize.use(None)
-        flatdemand.install(None)
-        flatband.use(None)
-        flatahead.use(None)
+        b.uninstall_sizing()
 
 
 def _decisions() -> list[str]:
