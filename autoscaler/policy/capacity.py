@@ -174,6 +174,9 @@ def sizer(
     w = (a_token * p + d_token * o) / speed
     a = a_token / speed
     d = d_token / speed
+    # the steps' work a request brings, its prompt's attention at the prompts' E[x²] = p²·(1 + cv²)
+    # (the mean over prompts, not at the mean prompt): the TPOT utilization and the batch ceiling
+    steps_w = w + profile.prefill_s_per_attention_pair * 0.5 * p * p * lengths_cv2 / speed
     # decode: utilization at the TPOT target, and the batch and KV ceilings as a rate per replica
     rho_tpot = MAX_UTILIZATION if slo.tpot_s is None else 1.0 - base / slo.tpot_s
     if rho_tpot > MAX_UTILIZATION:
@@ -181,7 +184,7 @@ def sizer(
     binding = "tpot"
     if rho_tpot < MIN_UTILIZATION:  # the target is below one step even at batch 1: keep replicas light
         rho_tpot = MIN_UTILIZATION
-    n = lam * w / rho_tpot
+    n = lam * steps_w / rho_tpot
     seqs = float(profile.max_num_seqs)
     if profile.kv_cache_tokens is not None:
         spread = lengths_cv2 * p * p + CONTEXT_OUTPUT_SHARE * o * CONTEXT_OUTPUT_SHARE * o
@@ -189,7 +192,7 @@ def sizer(
         if kv < seqs:
             seqs = kv
     # B = x·o·base / (1 - x·w) reaches `seqs` at x = seqs / (o·base + seqs·w)
-    batch_n = lam * (o * base + seqs * w) / seqs
+    batch_n = lam * (o * base + seqs * steps_w) / seqs
     if batch_n > n:
         n = batch_n
         binding = "batch" if seqs == profile.max_num_seqs else "kv"
@@ -235,6 +238,10 @@ def sizer(
 
     first_terms = terms(first)
     decoding = lam * o * base  # leastloaded.servers' terms
+    chunks = 1.0  # the steps a prefill spans (leastloaded.pooled)
+    if profile.max_batched_tokens is not None and p > profile.max_batched_tokens:
+        chunks = p / profile.max_batched_tokens
+    departing = lam * base * chunks
 
     def at(arrival_cv2: float) -> Sizing:
         # prefill: the least count whose TTFT tail fits, searched from the decode bound up; the
@@ -250,7 +257,7 @@ def sizer(
             ttft_n = tailsearch.ttft_servers(offered, slack_services, budget)  # the random router's count
             if least_loaded:
                 ttft_n = leastloaded.servers(
-                    offered, slack_services, budget, decoding, load, arrivals_index, ttft_n
+                    offered, slack_services, budget, decoding, load, arrivals_index, ttft_n, service_cv2, departing
                 )
             if ttft_n <= replicas:
                 break
