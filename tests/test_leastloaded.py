@@ -3,6 +3,7 @@ capacity.size and the spec (CapacitySpec.router, the CRD's capacity.router)."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -32,7 +33,7 @@ def test_with_many_requests_in_flight_a_replica_the_tail_falls_as_the_router_poo
         assert leastloaded.few_held(n, 2.0, 400.0, 1.0, 1.0) == 1.0
     at = [leastloaded.wait_tail(n, 0.31 * n, 1.5, 40.0 * n, 0.3 * n) for n in (1, 2, 4, 8, 21)]
     assert at[0] == _per_replica(1, 0.31, 1.5)  # one replica: its own M/G/1 queue
-    assert all(a > b for a, b in zip(at, at[1:], strict=False))
+    assert all(a > b for a, b in itertools.pairwise(at))
     assert at[-1] < 0.25 * at[0]
 
 
@@ -42,7 +43,7 @@ def test_the_pooled_factor_follows_the_walk_and_the_own_departures() -> None:
     # the replica's own requests finishing during its prefill; never above 1
     base = [leastloaded.pooled(n, 0.31 * n, 0.0, 1.0, 1.0, 0.0) for n in (1, 2, 4, 8, 21, 200)]
     assert base[0] == 1.0
-    assert all(1.0 >= a > b > 0.0 for a, b in zip(base, base[1:], strict=False))
+    assert all(1.0 >= a > b > 0.0 for a, b in itertools.pairwise(base))
     n, offered = 8, 0.31 * 8
     plain = leastloaded.pooled(n, offered, 0.0, 1.0, 1.0, 0.0)
     assert leastloaded.pooled(n, offered, 0.0, 4.0, 1.0, 0.0) > plain

@@ -30,7 +30,8 @@ The model of one replica that receives x requests/s of p prompt and o output tok
             step; the count is the least
             n whose tail at that slack is at most 1 - attainment. A pooled M/G/n queue (Erlang C)
             under-sized long prompts by 2-5 replicas (3 req/s of 8,000 tokens: 4 where the replay
-            needs 9; tests/replay/test_capacity_vs_replay.py).
+            needs 9; tests/replay/test_capacity_vs_replay.py). A least-requests router pools the
+            prefills part of the way, further the more replicas there are: leastloaded.py.
 """
 
 from __future__ import annotations
@@ -257,7 +258,15 @@ def sizer(
             ttft_n = tailsearch.ttft_servers(offered, slack_services, budget)  # the random router's count
             if least_loaded:
                 ttft_n = leastloaded.servers(
-                    offered, slack_services, budget, decoding, load, arrivals_index, ttft_n, service_cv2, departing
+                    offered,
+                    slack_services,
+                    budget,
+                    decoding,
+                    load,
+                    arrivals_index,
+                    ttft_n,
+                    service_cv2,
+                    departing,
                 )
             if ttft_n <= replicas:
                 break

@@ -3,21 +3,24 @@ request to the replica with the fewest requests in flight (capacityspec.Router.L
 
 capacity.py's tail is one M/G/1 prefill queue per replica fed λ/n at random: a request waits
 whenever its replica is prefilling, with probability u = λ·E[S]/n, which falls only as 1/n. A
-least-loaded router sends it to a replica with nothing in flight unless every replica holds a
-request, and only a replica that holds one can be prefilling. So the wait tail is the per-replica
-one times
+least-loaded router rarely sends a prompt to a replica that is prefilling, in two ways, and the
+wait tail is the per-replica one times the smaller of their factors (each at most 1):
 
-    P(all n replicas hold a request) / P(a replica holds one under a random split)
-      = P(Poisson(L) >= n) / (1 - exp(-L/n)),   at most 1,
+- few_held, where replicas hold about one request (long prompts, short outputs: Mooncake): it
+  sends the prompt to a replica with nothing in flight unless every replica holds a request, and
+  only a replica that holds one can be prefilling: P(all n hold one) / P(one holds one at random)
+  = P(Poisson(L) >= n) / (1 - exp(-L/n)), L the requests in flight (Little's law over a prefill
+  and its o decode steps), spread as the arrivals' counts where they come in bursts (a gamma of
+  L·I variance, I their index of dispersion: with the Poisson count alone Azure code's bursts
+  found too few replicas);
+- pooled, where replicas hold many (chat, code, long prompts with hundreds of tokens out): the
+  counts are level, and a replica that has just taken a prompt is one above the replicas it was
+  tied with, so it is not picked again until its own request finishes (few do during a prefill:
+  a prefill is one to a few steps) or the fleet's arrivals outrun its departures by as many as
+  were tied with it, which takes longer the more replicas there are.
 
-L the requests in flight: Little's law over a request's prefill and its o decode steps, Poisson as
-in an M/G/∞ (the fleet is not saturated where the factor matters), spread as the arrivals' counts
-are where they come in bursts (a gamma of L·I variance, I their index of dispersion: with the
-Poisson count alone Azure code's bursts found too few replicas). Where replicas hold many
-requests each (chat, code: tens in flight a replica) the factor is 1 and the tail is capacity.py's;
-where they hold about one (long prompts, short outputs: Mooncake) the tail falls as fast as the
-Poisson count's upper tail, as the replay's does (docs/policy.md, "How accurate the capacity model
-is"). Pure arithmetic on floats.
+docs/policy.md ("How accurate the capacity model is") and tests/replay/test_pooled_wait_vs_replay.py
+check them against the replay. Pure arithmetic on floats.
 """
 
 from __future__ import annotations
@@ -28,8 +31,8 @@ from autoscaler.policy import lengths, memo
 
 NORMAL_SHAPE = 1000.0  # a count in flight of more clumps than this is read as a normal
 _QUANTUM = 256.0  # cached on the inputs rounded to 1/256 in log scale (0.4 %), as tailsearch's TTFT search
-_cache: dict[tuple[tuple[int | None, ...], int], int] = {}
-_ERFC_EDGE = 6.0  # the tied replicas past this many standard deviations of the walk add < 2e-9 each  # cleared when it reaches 8192
+_cache: dict[tuple[tuple[int | None, ...], int], int] = {}  # cleared when it reaches 8192
+_ERFC_EDGE = 6.0  # the tied replicas past this many standard deviations of the walk add < 2e-9 each
 
 
 def servers(

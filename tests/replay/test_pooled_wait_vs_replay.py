@@ -46,7 +46,9 @@ def tails(per_replica: float, n: int) -> tuple[float, float, float]:
     offered = lam * service
     budget = profile.max_batched_tokens
     chunks = 1.0 if budget is None else max(1.0, p / budget)
-    model = leastloaded.wait_tail(n, offered, slack_services, lam * o * base, lam * w, 1.0, cs2, lam * base * chunks)
+    model = leastloaded.wait_tail(
+        n, offered, slack_services, lam * o * base, lam * w, 1.0, cs2, lam * base * chunks
+    )
     u = offered / n
     split = u * math.exp(-(1.0 - u) * slack_services)
     return float(np.mean(wait > slack)), model, split
@@ -56,7 +58,7 @@ def tails(per_replica: float, n: int) -> tuple[float, float, float]:
 def test_the_pooled_tail_falls_with_the_fleet_as_the_replays_and_stays_above_it(per_replica: float) -> None:
     got = {n: tails(per_replica, n) for n in FLEETS}
     for n in FLEETS:
-        replay, model, split = got[n]
+        replay, model, _ = got[n]
         assert replay <= model, (n, replay, model)  # on the safe side at every fleet
         assert model <= 3.5 * replay, (n, replay, model)  # and not far off it
     # the split is flat in n; the replay and the pooled tail both fall several-fold from 2 to 21
