@@ -148,9 +148,10 @@ def pooled(n: int, offered: float, rho: float, index: float, cs2: float, departi
     E[S]·(1 + cs²)/2, the mean residual of a service (at the mean age the concave chance is at most
     its mean: the factor errs high, the count with it). The waits keep the single replica's decay,
     also on the safe side: a replica two prompts deep is two above the level, picked still less.
-    At u = 0.31 a replica on the long-prompt trace of docs/policy-history.md (Four probes, 5) this
-    gives 0.65 / 0.41 / 0.26 / 0.17 at n = 2 / 4 / 8 / 21 where the replay's waits fell to 0.54 /
-    0.35 / 0.25 / 0.16 of one replica's (tests/replay/test_pooled_wait_vs_replay.py)."""
+    On 4,000-token prompts at 0.9 req/s a replica (u 0.27) it is 0.67 / 0.43 / 0.29 / 0.17 at n = 2
+    / 4 / 8 / 21, and the tail stays above the replay's waits at every n from 2 while falling with
+    them (tests/replay/test_pooled_wait_vs_replay.py; docs/policy.md, "How accurate the capacity
+    model is")."""
     if n <= 1:
         return 1.0
     age = 0.5 * (1.0 + cs2)  # in mean prefills
