@@ -59,7 +59,8 @@ def servers(
     got = _cache.get(key)
     if got is None:
         rounded = [0.0 if k is None else math.exp(k / q) for k in steps]
-        got = _bisect(*rounded, most)
+        o, s, t, d, r, i, c, g = rounded
+        got = _bisect(o, s, t, d, r, i, c, g, most)
         memo.remember(_cache, key, got, 8192)
     return got
 
