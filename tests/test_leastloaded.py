@@ -3,6 +3,7 @@ capacity.size and the spec (CapacitySpec.router, the CRD's capacity.router)."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -24,12 +25,36 @@ def _per_replica(n: int, offered: float, slack: float) -> float:
     return u * math.exp(-(1.0 - u) * slack)
 
 
-def test_with_many_requests_in_flight_a_replica_the_tail_is_the_random_routers() -> None:
-    # chat-like: tens of decodes in flight a replica, so every replica holds one and the least
-    # loaded one is as likely to be prefilling as any
+def test_with_many_requests_in_flight_a_replica_the_tail_falls_as_the_router_pools_the_prefills() -> None:
+    # chat-like: tens of decodes in flight a replica, so every replica holds one (few_held's factor
+    # is 1); a prefilling replica is one above the level until the fleet's arrivals outrun its
+    # departures by the replicas tied with it, which takes longer the more replicas there are
     for n in (4, 8, 16):
-        got = leastloaded.wait_tail(n, 2.0, 1.5, decoding=400.0, rho=1.0)
-        assert got == _per_replica(n, 2.0, 1.5)
+        assert leastloaded.few_held(n, 2.0, 400.0, 1.0, 1.0) == 1.0
+    at = [leastloaded.wait_tail(n, 0.31 * n, 1.5, 40.0 * n, 0.3 * n) for n in (1, 2, 4, 8, 21)]
+    assert at[0] == _per_replica(1, 0.31, 1.5)  # one replica: its own M/G/1 queue
+    assert all(a > b for a, b in itertools.pairwise(at))
+    assert at[-1] < 0.25 * at[0]
+
+
+def test_the_pooled_factor_follows_the_walk_and_the_own_departures() -> None:
+    # each replica at u = 0.31: the factor falls with n, rises with the arrivals' dispersion (the
+    # walk reaches the tied replicas sooner), with the prefills' spread (an older prefill) and with
+    # the replica's own requests finishing during its prefill; never above 1
+    base = [leastloaded.pooled(n, 0.31 * n, 0.0, 1.0, 1.0, 0.0) for n in (1, 2, 4, 8, 21, 200)]
+    assert base[0] == 1.0
+    assert all(1.0 >= a > b > 0.0 for a, b in itertools.pairwise(base))
+    n, offered = 8, 0.31 * 8
+    plain = leastloaded.pooled(n, offered, 0.0, 1.0, 1.0, 0.0)
+    assert leastloaded.pooled(n, offered, 0.0, 4.0, 1.0, 0.0) > plain
+    assert leastloaded.pooled(n, offered, 0.0, 1.0, 2.0, 0.0) > plain
+    assert leastloaded.pooled(n, offered, 0.0, 1.0, 1.0, 5.0) > plain
+    assert leastloaded.pooled(n, offered, 0.0, 1.0, 1.0, 1e9) == pytest.approx(1.0)
+    # the walk's sum by hand at n = 2: g = 0 is level at once, g = 1 once the walk reaches 1
+    walk = 2.0 * 2.0 * (2 * 0.31) * 1.0  # 2·(1 + I)·λ·A, A = E[S] at cs² 1
+    assert leastloaded.pooled(2, 0.62, 0.0, 1.0, 1.0, 0.0) == pytest.approx(
+        (1.0 + math.erfc(1.0 / math.sqrt(walk))) / 2.0
+    )
 
 
 def test_with_about_one_request_a_replica_the_tail_falls_as_the_poisson_counts() -> None:
@@ -110,9 +135,8 @@ def test_a_large_count_in_flight_is_read_as_its_normal_limit() -> None:
     edge = leastloaded.NORMAL_SHAPE
     for index in (1.0, 3.0):
         n = int(edge * index)
-        below = leastloaded.wait_tail(n, 1.0, 0.5, (edge - 2.0) * index, 0.0, index)
-        above = leastloaded.wait_tail(n, 1.0, 0.5, (edge + 2.0) * index, 0.0, index)
-        assert 0.0 < below < above < _per_replica(n, 1.0, 0.5)
+        below = leastloaded.few_held(n, 1.0, (edge - 2.0) * index, 0.0, index)
+        above = leastloaded.few_held(n, 1.0, (edge + 2.0) * index, 0.0, index)
+        assert 0.0 < below < above < 1.0
         assert below == pytest.approx(above, rel=0.1)
-    huge = leastloaded.wait_tail(100_000, 50_000.0, 0.5, 60_000.0, 10.0)
-    assert huge == pytest.approx(_per_replica(100_000, 50_000.0, 0.5), rel=1e-6)  # all hold one
+    assert leastloaded.few_held(100_000, 50_000.0, 60_000.0, 10.0, 1.0) == 1.0  # all hold one

@@ -102,8 +102,19 @@ def _size_before(
                 if budget > tail:
                     budget = tail
                 most = tailsearch.ttft_servers(offered, slack_services, budget)
+                chunks = 1.0
+                if profile.max_batched_tokens is not None:
+                    chunks = max(1.0, p / profile.max_batched_tokens)
                 ttft_n = leastloaded.servers(
-                    offered, slack_services, budget, lam * o * base, lam * w, arrivals_index, most
+                    offered,
+                    slack_services,
+                    budget,
+                    lam * o * base,
+                    lam * w,
+                    arrivals_index,
+                    most,
+                    service_cv2,
+                    lam * base * chunks,
                 )
             else:
                 ttft_n = tailsearch.ttft_servers(offered, slack_services, budget)

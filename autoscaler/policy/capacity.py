@@ -29,7 +29,8 @@ The model of one replica that receives x requests/s of p prompt and o output tok
             step; the count is the least
             n whose tail at that slack is at most 1 - attainment. A pooled M/G/n queue (Erlang C)
             under-sized long prompts by 2-5 replicas (3 req/s of 8,000 tokens: 4 where the replay
-            needs 9; tests/replay/test_capacity_vs_replay.py).
+            needs 9; tests/replay/test_capacity_vs_replay.py). A least-requests router pools the
+            prefills part of the way, further the more replicas there are: leastloaded.py.
 """
 
 from __future__ import annotations
@@ -230,6 +231,10 @@ def sizer(
 
     first_terms = terms(first)
     decoding = lam * o * base  # leastloaded.servers' terms
+    chunks = 1.0  # the steps a prefill spans (leastloaded.pooled)
+    if profile.max_batched_tokens is not None and p > profile.max_batched_tokens:
+        chunks = p / profile.max_batched_tokens
+    departing = lam * base * chunks
 
     def at(arrival_cv2: float) -> Sizing:
         # prefill: the least count whose TTFT tail fits, searched from the decode bound up; the
@@ -245,7 +250,15 @@ def sizer(
             ttft_n = tailsearch.ttft_servers(offered, slack_services, budget)  # the random router's count
             if least_loaded:
                 ttft_n = leastloaded.servers(
-                    offered, slack_services, budget, decoding, load, arrivals_index, ttft_n
+                    offered,
+                    slack_services,
+                    budget,
+                    decoding,
+                    load,
+                    arrivals_index,
+                    ttft_n,
+                    service_cv2,
+                    departing,
                 )
             if ttft_n <= replicas:
                 break
