@@ -367,7 +367,7 @@ def _start(now: float, finished: float, prompt: float, generated: float, infligh
     )
 
 
-# observe's arithmetic after its guards, as flatdemand.fold does it by a compiled copy (None: here)
+# observe's arithmetic after its guards, as flatcalls.fold does it by a compiled copy (None: here)
 _fused: Callable[..., tuple[DemandState, Estimate]] | None = None
 
 

@@ -127,7 +127,8 @@ class Lookahead:
             self._widths: list[float | None] = [None] * levelbins.BINS  # the band's, by bin (band.upper)
             self._forecasting: tuple[Callable[..., Any], tuple[float, ...]] | None = None
         else:  # the same, and both bins' widths, in one compiled call
-            self._start(*flat, fixed.terms, fixed.slo.ttft_s)
+            start, forecast = flat
+            self._start(start, forecast, fixed.terms, fixed.slo.ttft_s)
         self.profile = profile
         self.slo = slo = fixed.slo
         self.speed = speed
@@ -173,20 +174,28 @@ class Lookahead:
         d = self._demand
         bins, relative, (_, p, o, _) = observed.bins, observed.relative, observed.mix
         n = len(bins)
-        first = bins[0] if n else _NO_BIN
-        second = bins[1] if n > 1 else _NO_BIN
+        s0, n0 = bins[0] if n else _NO_BIN
+        s1, n1 = bins[1] if n > 1 else _NO_BIN
+        # the arguments one by one: a compiled caller gathers starred ones into a list, then a tuple
+        a0, a1, b0, c0, k, min_rate = terms
+        rl, rt = observed.requests
+        tr, tp, to = observed.typical
+        s2, sn = observed.spread
         out = start(
-            *terms, *observed.requests, p, o, *observed.typical, *observed.spread, window_s,
+            a0, a1, b0, c0, k, min_rate, rl, rt, p, o, tr, tp, to, s2, sn, window_s,
             d.prior_weight, d.prior_error, observed.scored, observed.error_quantile,
-            n, *first, *second, relative.quantile, relative.scored,
+            n, s0, n0, s1, n1, relative.quantile, relative.scored,
         )  # fmt: skip
-        self.typical_load = out[0]
+        typical = self.typical_load = out[0]
         self.mean_now = _new(Demand, out[1:4])
         self.level = out[4]
         self.spread = out[5]
-        self._widths = [out[6], out[7]]
+        width0, width1 = out[6], out[7]
+        self._widths = [width0, width1]
         # forecast's copy, and its arguments after the horizon: the same at every horizon of the tick
-        forecasting = (*terms, d.damping_s, *observed.requests, p, o, out[0], *observed.typical, *out[6:])
+        forecasting = (
+            a0, a1, b0, c0, k, min_rate, d.damping_s, rl, rt, p, o, typical, tr, tp, to, width0, width1
+        )  # fmt: skip
         self._forecasting = forecast, forecasting
 
     def forecast_at(self, h: float) -> tuple[Demand, Demand]:

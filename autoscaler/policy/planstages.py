@@ -6,7 +6,7 @@ from typing import Final
 
 from autoscaler.policy import (
     burstsize,
-    flatband,
+    flatcalls,
     panic,
     scaleup,
 )
@@ -132,7 +132,7 @@ def panic_stage(
         return panic_state, 0, False, None
     # band.upper over demand.expected since the last sample, and the loads, in one call
     threshold = cap.panic_threshold
-    triggered, allowed = flatband.above_band(ahead.load_terms, cap.demand, prior, now, est.now, threshold)
+    triggered, allowed = flatcalls.above_band(ahead.load_terms, cap.demand, prior, now, est.now, threshold)
     if triggered:  # sized only when the load is over the band (most ticks it is not)
         burst = ahead.burst(est.now)
         triggered = burst.replicas > have
