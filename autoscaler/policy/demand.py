@@ -42,10 +42,10 @@ if TYPE_CHECKING:
     from autoscaler.policy.statejson import TimeCodec
 
 MAX_PENDING: Final = 48  # forecasts awaiting their target time: one every horizon / 32 at most
-TYPICAL_HALF_LIFE_S = 600.0  # the typical demand forgets half of itself in 10 minutes
+TYPICAL_HALF_LIFE_S: Final = 600.0  # the typical demand forgets half of itself in 10 minutes
 # The mix weighs a request exp(-requests counted since / MIX_REQUESTS): ~2 x 400 requests' worth,
 # a standard error of 5 % on lengths of cs^2 2 (docs/policy.md, "Defaults and why")
-MIX_REQUESTS = 400.0
+MIX_REQUESTS: Final = 400.0
 # ... and at least MIX_LIFETIMES times as long as requests last (Little's law: in flight / finished/s,
 # at most TYPICAL_HALF_LIFE_S): the prompt counter counts a request when it starts, the finished one
 # when it ends, so over a shorter window their ratio swings with the arrivals (docs/policy.md)
@@ -304,7 +304,7 @@ def tick_s(state: DemandState | None) -> float:
     return sn / rate if sn > 0.0 and rate > 0.0 else 0.0
 
 
-_LN2 = math.log(2.0)
+_LN2: Final = math.log(2.0)
 
 
 def typical_weight(elapsed_s: float) -> float:

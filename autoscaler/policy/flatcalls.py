@@ -9,7 +9,7 @@ instructions each), where one by one they go on the C stack.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 from autoscaler.policy import flatband, flatdemand
 from autoscaler.policy.capacity import Demand
@@ -19,6 +19,9 @@ from autoscaler.policy.lasting import Lasting
 
 _new: Final = tuple.__new__  # as demand.py: a NamedTuple built without its Python-level __new__
 _NO_BIN: Final = (0.0, 0.0)  # a bin not scored yet, as the kernels take it
+# the state's tuples read as objects: compiled, a float read as a float is unboxed from its tuple,
+# then boxed again for the kernel's call
+Boxed = tuple[Any, ...]
 
 
 def fold(
@@ -32,12 +35,18 @@ def fold(
     flatdemand's kernel (flatdemand.install)."""
     finished, prompt, generated, inflight, prompt_sq, window_s, arrived, arrived_window_s = readings
     gate, peaks = state.counted, state.peaks
-    mix_r, mix_p, mix_o, mix_sq = state.mix
-    level, trend = state.requests
-    s2, sn = state.spread
-    gate_level, gate_trend = gate or _NO_BIN
-    typical_r, typical_p, typical_o = state.typical
-    lasting_time, lasting_rate, lasting_excess = state.lasting
+    mix: Boxed = state.mix
+    requests: Boxed = state.requests
+    spread: Boxed = state.spread
+    counted: Boxed = gate or _NO_BIN
+    typical: Boxed = state.typical
+    lasted: Boxed = state.lasting
+    mix_r, mix_p, mix_o, mix_sq = mix
+    level, trend = requests
+    s2, sn = spread
+    gate_level, gate_trend = counted
+    typical_r, typical_p, typical_o = typical
+    lasting_time, lasting_rate, lasting_excess = lasted
     weight, b, typical_w = weights
     out = flatdemand._kernel(
         state.at, state.inflight, mix_r, mix_p, mix_o, mix_sq, level, trend, state.primed, s2, sn,
@@ -84,13 +93,20 @@ def above_band(
     bins = prior.bins
     n = len(bins)
     relative = prior.relative
-    a0, a1, b0, c0, k, min_rate = terms
-    rl, rt = prior.requests
-    _, p, o, _ = prior.mix
-    tr, tp, to = prior.typical
-    s0, n0 = bins[0] if n else _NO_BIN
-    s1, n1 = bins[1] if n > 1 else _NO_BIN
-    er, ep, eo = seen
+    boxed: Boxed = terms
+    requests: Boxed = prior.requests
+    mix: Boxed = prior.mix
+    typical: Boxed = prior.typical
+    first: Boxed = bins[0] if n else _NO_BIN
+    second: Boxed = bins[1] if n > 1 else _NO_BIN
+    now_seen: Boxed = seen
+    a0, a1, b0, c0, k, min_rate = boxed
+    rl, rt = requests
+    _, p, o, _ = mix
+    tr, tp, to = typical
+    s0, n0 = first
+    s1, n1 = second
+    er, ep, eo = now_seen
     got: tuple[bool, float] = flatband.kernel(
         a0, a1, b0, c0, k, min_rate, spec.damping_s, now - prior.at, rl, rt, p, o, tr, tp, to,
         spec.prior_weight, spec.prior_error, prior.scored, prior.error_quantile,

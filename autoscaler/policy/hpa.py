@@ -92,13 +92,13 @@ _VALID_METRIC: Final[dict[str, Condition]] = {}  # ScalingActive for each metric
 READY_FOR_NEW_SCALE: Final = Condition(
     "AbleToScale", True, "ReadyForNewScale", "recommended size matches current size"
 )
-SCALE_UP_STABILIZED = Condition(
+SCALE_UP_STABILIZED: Final = Condition(
     "AbleToScale",
     True,
     "ScaleUpStabilized",
     "recent recommendations were lower than current one, applying the lowest recent recommendation",
 )
-SCALE_DOWN_STABILIZED = Condition(
+SCALE_DOWN_STABILIZED: Final = Condition(
     "AbleToScale",
     True,
     "ScaleDownStabilized",

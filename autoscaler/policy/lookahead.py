@@ -16,9 +16,10 @@ from autoscaler.policy import band, burstsize, capacity, demand, flatahead, last
 from autoscaler.policy.capacity import Demand, Sizing
 from autoscaler.policy.capacityspec import CapacitySpec, ReplicaProfile, Router, SloTarget
 from autoscaler.policy.demand import DemandState
+from autoscaler.policy.flatcalls import Boxed
 
 _new: Final = tuple.__new__  # as demand.py: a NamedTuple built without its Python-level __new__
-_NO_BIN = (0.0, 0.0)  # a bin not scored yet, as flatahead takes it
+_NO_BIN: Final = (0.0, 0.0)  # a bin not scored yet, as flatahead takes it
 
 
 def load_of(profile: ReplicaProfile, d: Demand) -> float:
@@ -172,21 +173,29 @@ class Lookahead:
         `start`, flatahead.start's compiled copy; forecast_at's by `forecast`, flatahead.forecast's."""
         observed = self._observed
         d = self._demand
-        bins, relative, (_, p, o, _) = observed.bins, observed.relative, observed.mix
+        bins, relative = observed.bins, observed.relative
         n = len(bins)
-        s0, n0 = bins[0] if n else _NO_BIN
-        s1, n1 = bins[1] if n > 1 else _NO_BIN
-        # the arguments one by one: a compiled caller gathers starred ones into a list, then a tuple
-        a0, a1, b0, c0, k, min_rate = terms
-        rl, rt = observed.requests
-        tr, tp, to = observed.typical
-        s2, sn = observed.spread
+        # the arguments one by one, their tuples read as objects (flatcalls.py)
+        boxed: Boxed = terms
+        mix: Boxed = observed.mix
+        requests: Boxed = observed.requests
+        typical: Boxed = observed.typical
+        spread: Boxed = observed.spread
+        first: Boxed = bins[0] if n else _NO_BIN
+        second: Boxed = bins[1] if n > 1 else _NO_BIN
+        a0, a1, b0, c0, k, min_rate = boxed
+        _, p, o, _ = mix
+        rl, rt = requests
+        tr, tp, to = typical
+        s2, sn = spread
+        s0, n0 = first
+        s1, n1 = second
         out = start(
             a0, a1, b0, c0, k, min_rate, rl, rt, p, o, tr, tp, to, s2, sn, window_s,
             d.prior_weight, d.prior_error, observed.scored, observed.error_quantile,
             n, s0, n0, s1, n1, relative.quantile, relative.scored,
         )  # fmt: skip
-        typical = self.typical_load = out[0]
+        typical_load = self.typical_load = out[0]
         self.mean_now = _new(Demand, out[1:4])
         self.level = out[4]
         self.spread = out[5]
@@ -194,7 +203,7 @@ class Lookahead:
         self._widths = [width0, width1]
         # forecast's copy, and its arguments after the horizon: the same at every horizon of the tick
         forecasting = (
-            a0, a1, b0, c0, k, min_rate, d.damping_s, rl, rt, p, o, typical, tr, tp, to, width0, width1
+            a0, a1, b0, c0, k, min_rate, d.damping_s, rl, rt, p, o, typical_load, tr, tp, to, width0, width1
         )  # fmt: skip
         self._forecasting = forecast, forecasting
 
