@@ -22,6 +22,13 @@ _NO_BIN: Final = (0.0, 0.0)  # a bin not scored yet, as the kernels take it
 # the state's tuples read as objects: compiled, a float read as a float is unboxed from its tuple,
 # then boxed again for the kernel's call
 Boxed = tuple[Any, ...]
+# the classes built, as C statics in a compiled build (an imported name is a module-dict lookup)
+_STATE: Final = DemandState
+_MIX: Final = Mix
+_SERIES: Final = Series
+_DEMAND: Final = Demand
+_LASTING: Final = Lasting
+_ESTIMATE: Final = Estimate
 
 
 def fold(
@@ -61,28 +68,28 @@ def fold(
         weight, b, typical_w,
     )  # fmt: skip
     new = _new(
-        DemandState,
+        _STATE,
         (
             now,
             inflight,
-            _new(Mix, out[0:4]),
-            _new(Series, out[4:6]),
+            _new(_MIX, out[0:4]),
+            _new(_SERIES, out[4:6]),
             True,
             state.pending,
             state.error_quantile,
             state.error_scale,
             state.scored,
-            _new(Demand, out[11:14]),
+            _new(_DEMAND, out[11:14]),
             peaks,
             out[14],
             state.bins,
             state.relative,
             out[6:8],
-            _new(Series, out[9:11]) if out[8] else None,
-            _new(Lasting, out[15:18]),
+            _new(_SERIES, out[9:11]) if out[8] else None,
+            _new(_LASTING, out[15:18]),
         ),
     )
-    return new, _new(Estimate, (_new(Demand, out[18:21]), out[21]))
+    return new, _new(_ESTIMATE, (_new(_DEMAND, out[18:21]), out[21]))
 
 
 def above_band(

@@ -82,7 +82,7 @@ def remember(history: NeedHistory, now: float, need: int, keep_s: float) -> Need
     end = len(history)
     while end > cut and history[end - 1][1] <= need:
         end -= 1
-    return (*history[cut:end], (now, need))
+    return history[cut:end] + ((now, need),)  # noqa: RUF005 (levelbins.score)
 
 
 def bounded(history: NeedHistory, limit: int) -> NeedHistory:
