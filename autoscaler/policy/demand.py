@@ -161,9 +161,10 @@ def observe(
     if weights is None:
         weights = tick_weights(alpha, beta, period, dt)
         memo.remember(_tick_weights, (alpha, beta, period, dt), weights, 64)
-    if _fused is not None:  # the arithmetic in one compiled call (flatdemand.py), where installed
+    fused = _fused  # a global, read once
+    if fused is not None:  # the arithmetic in one compiled call (flatcalls.fold), where installed
         readings = (finished, prompt, generated, inflight, prompt_sq, window_s, arrived, arrived_window_s)
-        return _fused(state, now, readings, weights)
+        return fused(state, now, readings, weights)
     weight, b, typical_w = weights
     counted = finished * dt
     # the older requests' weight: MIX_REQUESTS requests, the level's window or MIX_LIFETIMES times
@@ -377,7 +378,7 @@ def use(fused: Callable[..., tuple[DemandState, Estimate]] | None) -> None:
     _fused = fused
 
 
-_tick_weights: dict[tuple[float, float, float, float], tuple[float, float, float]] = {}
+_tick_weights: Final[dict[tuple[float, float, float, float], tuple[float, float, float]]] = {}
 
 
 def tick_weights(alpha: float, beta: float, period: float, dt: float) -> tuple[float, float, float]:

@@ -164,9 +164,10 @@ def stabilize_behavior(
     else:
         cond = SCALE_UP_STABILIZED if raw >= current else SCALE_DOWN_STABILIZED
     new = _new(Recommendation, (now, raw))
+    kept = tuple(history)  # concatenated, not starred: levelbins.score
     if last < 0:  # _store's result, its slot found above
-        return stabilized, (*history, new), cond
-    return stabilized, (*history[:last], new, *history[last + 1 :]), cond
+        return stabilized, kept + (new,), cond  # noqa: RUF005
+    return stabilized, kept[:last] + (new,) + kept[last + 1 :], cond  # noqa: RUF005
 
 
 # --- rate limits and bounds ------------------------------------------------------------------

@@ -20,6 +20,7 @@ from autoscaler.policy.flatcalls import Boxed
 
 _new: Final = tuple.__new__  # as demand.py: a NamedTuple built without its Python-level __new__
 _NO_BIN: Final = (0.0, 0.0)  # a bin not scored yet, as flatahead takes it
+_DEMAND: Final = Demand  # a C static in a compiled build, where an imported name is a dict lookup
 
 
 def load_of(profile: ReplicaProfile, d: Demand) -> float:
@@ -196,7 +197,7 @@ class Lookahead:
             n, s0, n0, s1, n1, relative.quantile, relative.scored,
         )  # fmt: skip
         typical_load = self.typical_load = out[0]
-        self.mean_now = _new(Demand, out[1:4])
+        self.mean_now = _new(_DEMAND, out[1:4])
         self.level = out[4]
         self.spread = out[5]
         width0, width1 = out[6], out[7]
@@ -214,7 +215,7 @@ class Lookahead:
             fused = self._forecasting
             if fused is not None:  # the same in one compiled call (flatahead.forecast)
                 out = fused[0](h, *fused[1])
-                got = self._forecasts[h] = _new(Demand, out[:3]), _new(Demand, out[4:])
+                got = self._forecasts[h] = _new(_DEMAND, out[:3]), _new(_DEMAND, out[4:])
                 self._mean_loads[h] = out[3]
                 return got
             d = self._demand
