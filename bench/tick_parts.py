@@ -19,6 +19,7 @@ from autoscaler.policy import (
     demand,
     flatahead,
     flatband,
+    flatcalls,
     flatdemand,
     flatkernel,
     lookahead,
@@ -120,7 +121,7 @@ def main() -> None:
         return load(est.now) > cap.panic_threshold * load(expected_now), expected_now.requests
 
     def burst_test() -> object:
-        return flatband.above_band(terms, d, prior, now, est.now, cap.panic_threshold)
+        return flatcalls.above_band(terms, d, prior, now, est.now, cap.panic_threshold)
 
     _line(
         "the panic's test",

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoscaler.policy import band, demand, flatband, lookahead
+from autoscaler.policy import band, demand, flatband, flatcalls, lookahead
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.capacityspec import DemandSpec, ReplicaProfile
 from autoscaler.policy.demand import DemandState, Mix, Series
@@ -91,7 +91,8 @@ def test_the_burst_test_is_band_uppers_to_the_bit(
     kernel: Callable[..., Any] = KERNELS[name]
     flatband.use(kernel)
     try:
-        got = flatband.above_band(lookahead.load_terms(profile), spec, prior, prior.at + gap, seen, threshold)
+        terms = lookahead.load_terms(profile)
+        got = flatcalls.above_band(terms, spec, prior, prior.at + gap, seen, threshold)
     finally:
         flatband.use(None)
     assert repr(got) == repr(_band_upper(profile, spec, prior, prior.at + gap, seen, threshold))

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoscaler.policy import demand, flatdemand
+from autoscaler.policy import demand, flatcalls, flatdemand
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.capacityspec import DemandSpec
 from autoscaler.policy.demand import DemandState, Mix, Series
@@ -133,6 +133,6 @@ def test_the_guards_stay_observes() -> None:
     for now in (15.0, 10.0):
         _both(SPECS[0], state, now, 5.0, 5_000.0, 1_000.0, 40.0, kernel=KERNELS["compiled"])
     with _folding(KERNELS["compiled"]):
-        assert demand._fused is flatdemand.fold
+        assert demand._fused is flatcalls.fold
         assert demand.observe(SPECS[0], state, 15.0, 5.0, 5_000.0, 1_000.0, 40.0)[0] is state
     assert demand._fused is None

@@ -152,7 +152,7 @@ def track(
         peaks = peaks[:end]
         since = math.inf
     else:
-        peaks = (*peaks[:end], (now, level_now))
+        peaks = peaks[:end] + ((now, level_now),)  # noqa: RUF005 (levelbins.score)
     offset = typical_load + 1e-12
     q, scale, scored = state.error_quantile, state.error_scale, state.scored
     bins, relative = state.bins, state.relative
@@ -208,7 +208,8 @@ def track(
     if not pending or now - pending[-1][0] >= scored_at / 32.0:
         if len(pending) >= MAX_PENDING:
             pending = pending[1:]
-        pending = (*pending, (now, now + scored_at, load_ahead, levelbins.bin_of(load_ahead, typical_load)))
+        bin_ahead = levelbins.bin_of(load_ahead, typical_load)
+        pending = pending + ((now, now + scored_at, load_ahead, bin_ahead),)  # noqa: RUF005 (levelbins.score)
     oldest = pending[0][0]
     cut, last = 0, len(peaks) - 1
     while cut < last and peaks[cut][0] <= oldest:

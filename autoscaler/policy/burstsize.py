@@ -50,6 +50,8 @@ BURST_BUDGET = 2.0
 IDLE_LOAD = 0.05
 _GRID: Final = 16.0  # the hold's grid in log k: 6 % apart (the interpolation's error < 0.1 %, tests)
 _hold_cache: Final[dict[tuple[int, float], float]] = {}  # C / θ by grid point and budget
+# grid points i and i + 1 by (i, budget): a hold's one dict read where two were
+_hold_pairs: Final[dict[tuple[int, float], tuple[float, float]]] = {}
 _K_MIN: Final = 1e-6  # below it the shape's hold is its limit's (C / θ ~2.5 at a 2 % budget)
 _K_MAX: Final = 1e6
 _flat: flatkernel.Kernel | None = None  # size() in one compiled call (flatsize.py), where installed
@@ -89,13 +91,11 @@ def hold_rate(rate: float, spread: float, window_s: float, budget: float) -> flo
     # between two points of a grid 1/_GRID apart, each solved once (a solve is ~250 µs)
     at = math.log(k if k > _K_MIN else _K_MIN) * _GRID
     i = math.floor(at)
-    # _grid_x's cache read inline (two calls a hold, two holds a tick): a miss solves in _grid_x
-    below = _hold_cache.get((i, budget))
-    if below is None:
-        below = _grid_x(i, budget)
-    above = _hold_cache.get((i + 1, budget))
-    if above is None:
-        above = _grid_x(i + 1, budget)
+    # the two points' cache read inline (two holds a tick): a miss reads them by _grid_x
+    pair = _hold_pairs.get((i, budget))
+    if pair is None:
+        pair = memo.remember(_hold_pairs, (i, budget), (_grid_x(i, budget), _grid_x(i + 1, budget)), 4096)
+    below, above = pair
     x = below + (at - i) * (above - below)
     held = x * theta
     return held if held > rate else rate  # max(), without the builtin's call

@@ -42,10 +42,10 @@ if TYPE_CHECKING:
     from autoscaler.policy.statejson import TimeCodec
 
 MAX_PENDING: Final = 48  # forecasts awaiting their target time: one every horizon / 32 at most
-TYPICAL_HALF_LIFE_S = 600.0  # the typical demand forgets half of itself in 10 minutes
+TYPICAL_HALF_LIFE_S: Final = 600.0  # the typical demand forgets half of itself in 10 minutes
 # The mix weighs a request exp(-requests counted since / MIX_REQUESTS): ~2 x 400 requests' worth,
 # a standard error of 5 % on lengths of cs^2 2 (docs/policy.md, "Defaults and why")
-MIX_REQUESTS = 400.0
+MIX_REQUESTS: Final = 400.0
 # ... and at least MIX_LIFETIMES times as long as requests last (Little's law: in flight / finished/s,
 # at most TYPICAL_HALF_LIFE_S): the prompt counter counts a request when it starts, the finished one
 # when it ends, so over a shorter window their ratio swings with the arrivals (docs/policy.md)
@@ -161,9 +161,10 @@ def observe(
     if weights is None:
         weights = tick_weights(alpha, beta, period, dt)
         memo.remember(_tick_weights, (alpha, beta, period, dt), weights, 64)
-    if _fused is not None:  # the arithmetic in one compiled call (flatdemand.py), where installed
+    fused = _fused  # a global, read once
+    if fused is not None:  # the arithmetic in one compiled call (flatcalls.fold), where installed
         readings = (finished, prompt, generated, inflight, prompt_sq, window_s, arrived, arrived_window_s)
-        return _fused(state, now, readings, weights)
+        return fused(state, now, readings, weights)
     weight, b, typical_w = weights
     counted = finished * dt
     # the older requests' weight: MIX_REQUESTS requests, the level's window or MIX_LIFETIMES times
@@ -304,7 +305,7 @@ def tick_s(state: DemandState | None) -> float:
     return sn / rate if sn > 0.0 and rate > 0.0 else 0.0
 
 
-_LN2 = math.log(2.0)
+_LN2: Final = math.log(2.0)
 
 
 def typical_weight(elapsed_s: float) -> float:
@@ -367,7 +368,7 @@ def _start(now: float, finished: float, prompt: float, generated: float, infligh
     )
 
 
-# observe's arithmetic after its guards, as flatdemand.fold does it by a compiled copy (None: here)
+# observe's arithmetic after its guards, as flatcalls.fold does it by a compiled copy (None: here)
 _fused: Callable[..., tuple[DemandState, Estimate]] | None = None
 
 
@@ -377,7 +378,7 @@ def use(fused: Callable[..., tuple[DemandState, Estimate]] | None) -> None:
     _fused = fused
 
 
-_tick_weights: dict[tuple[float, float, float, float], tuple[float, float, float]] = {}
+_tick_weights: Final[dict[tuple[float, float, float, float], tuple[float, float, float]]] = {}
 
 
 def tick_weights(alpha: float, beta: float, period: float, dt: float) -> tuple[float, float, float]:

@@ -18,9 +18,6 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from autoscaler.policy.capacity import Demand
-from autoscaler.policy.capacityspec import DemandSpec
-from autoscaler.policy.demand import DemandState
 from autoscaler.policy.flatahead import load, pooled, width
 
 
@@ -91,27 +88,10 @@ def burst_test(
     return seen > threshold * upper, ur
 
 
-kernel: Callable[..., Any] = burst_test  # the copy above_band calls: this one, or a compiled one
-_NO_BIN = (0.0, 0.0)
+kernel: Callable[..., Any] = burst_test  # the copy flatcalls.above_band calls: this one, or a compiled one
 
 
 def use(compiled: Callable[..., Any] | None) -> None:
     """The panic's test by `compiled`, a compiled copy of burst_test (None: this module's)."""
     global kernel
     kernel = burst_test if compiled is None else compiled
-
-
-def above_band(
-    terms: tuple[float, ...], spec: DemandSpec, prior: DemandState, now: float, seen: Demand, threshold: float
-) -> tuple[bool, float]:
-    """burst_test by `kernel` for demand `seen` now against the band over `prior` (primed)."""
-    bins = prior.bins
-    n = len(bins)
-    relative = prior.relative
-    got: tuple[bool, float] = kernel(
-        *terms, spec.damping_s, now - prior.at, *prior.requests, prior.mix[1], prior.mix[2], *prior.typical,
-        spec.prior_weight, spec.prior_error, prior.scored, prior.error_quantile,
-        n, *(bins[0] if n else _NO_BIN), *(bins[1] if n > 1 else _NO_BIN), relative.quantile, relative.scored,
-        *seen, threshold,
-    )  # fmt: skip
-    return got

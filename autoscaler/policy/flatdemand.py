@@ -3,12 +3,12 @@
 
 observe folds a tick through ten Python calls (the mix, two Holt steps, the typical average, the
 in-flight arrivals, their helpers), a few operations each. `tick` is the same arithmetic, operation
-for operation and in the same order, on the state's floats, returning the new ones; `fold` unpacks
-the state into a copy of it and builds the new state from what it returns. Interpreted, the one
+for operation and in the same order, on the state's floats, returning the new ones; flatcalls.fold
+unpacks the state into a copy of it and builds the new state from what it returns. Interpreted, the one
 call of 37 arguments costs more than the ten it replaces (3.6 against 3.1 µs a tick), so the
 Python path keeps demand.py's own; compiled, 2.6 µs. The source keeps to what numba compiles to the
 same bits (floats, the C library's exp and expm1, no power with a constant exponent: tpottail.py);
-tests/test_flatdemand.py holds `fold`, by this source and by the compiled copy, to observe's own to
+tests/test_flatdemand.py holds that fold, by this source and by the compiled copy, to observe's own to
 the bit. A reading not taken is passed as a flag and 0.0 (a window of None as 0.0, which
 read_variance reads as None), a gateway series not kept yet as `has_gate` False.
 """
@@ -20,16 +20,11 @@ from collections.abc import Callable
 from typing import Any
 
 from autoscaler.policy import demand, lasting
-from autoscaler.policy.capacity import Demand
-from autoscaler.policy.demand import DemandState, Estimate, Mix, Series
-from autoscaler.policy.lasting import Lasting
 
 MIX_REQUESTS = demand.MIX_REQUESTS
 MIX_LIFETIMES = demand.MIX_LIFETIMES
 TYPICAL_HALF_LIFE_S = demand.TYPICAL_HALF_LIFE_S
 LONGEST_S = lasting.LONGEST_S
-_new = tuple.__new__  # as demand.py: a NamedTuple built without its Python-level __new__
-_NO_SERIES = (0.0, 0.0)  # a gateway series not kept yet, as `tick` takes it
 
 
 def tick(
@@ -200,58 +195,13 @@ def tick(
     )  # fmt: skip
 
 
-_kernel: Callable[..., Any] = tick  # the copy fold calls: this module's, or the compiled one
+_kernel: Callable[..., Any] = tick  # the copy flatcalls.fold calls: this module's, or the compiled one
 
 
 def install(kernel: Callable[..., Any] | None) -> None:
     """demand.observe by `kernel`, a compiled copy of `tick`, from now on (None: demand.py's own)."""
+    from autoscaler.policy import flatcalls  # it reads _kernel from this module
+
     global _kernel
     _kernel = tick if kernel is None else kernel
-    demand.use(None if kernel is None else fold)
-
-
-def fold(
-    state: DemandState,
-    now: float,
-    readings: tuple[float, float, float, float, float | None, float | None, float | None, float | None],
-    weights: tuple[float, float, float],
-) -> tuple[DemandState, Estimate]:
-    """demand.observe past its guards (now after state.at), its `readings` (finished, prompt,
-    generated, inflight, prompt_sq, window_s, arrived, arrived_window_s) at the tick's weights, by
-    _kernel."""
-    finished, prompt, generated, inflight, prompt_sq, window_s, arrived, arrived_window_s = readings
-    gate, peaks = state.counted, state.peaks
-    out = _kernel(
-        state.at, state.inflight, *state.mix, *state.requests, state.primed, *state.spread,
-        gate is not None, *(gate or _NO_SERIES),
-        *state.typical, state.typical_peak, bool(peaks), peaks[0][1] if peaks else 0.0, *state.lasting,
-        now, finished, prompt, generated, inflight,
-        prompt_sq is not None, 0.0 if prompt_sq is None else prompt_sq,
-        0.0 if window_s is None else window_s,
-        arrived is not None, 0.0 if arrived is None else arrived,
-        0.0 if arrived_window_s is None else arrived_window_s,
-        *weights,
-    )  # fmt: skip
-    new = _new(
-        DemandState,
-        (
-            now,
-            inflight,
-            _new(Mix, out[0:4]),
-            _new(Series, out[4:6]),
-            True,
-            state.pending,
-            state.error_quantile,
-            state.error_scale,
-            state.scored,
-            _new(Demand, out[11:14]),
-            peaks,
-            out[14],
-            state.bins,
-            state.relative,
-            out[6:8],
-            _new(Series, out[9:11]) if out[8] else None,
-            _new(Lasting, out[15:18]),
-        ),
-    )
-    return new, _new(Estimate, (_new(Demand, out[18:21]), out[21]))
+    demand.use(None if kernel is None else flatcalls.fold)

@@ -5,7 +5,7 @@ compiled copy is replay/policies/sizekernel.py, and tests run this module's own,
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from autoscaler.policy import memo
 from autoscaler.policy.capacity import Sizing
@@ -23,8 +23,14 @@ class Kernel(NamedTuple):
 
 
 PYTHON = Kernel(size, list, list)
+# what sizing() reads each call, as C statics in a compiled build (an imported name is a
+# module-dict lookup at each use)
+_new: Final = tuple.__new__
+_SIZING: Final = Sizing
+_BINDINGS: Final = BINDINGS
+_UNCOVERED: Final = UNCOVERED
 # a kernel's tables for a profile and SLO, by their identities (memo.py); the last one used first
-_packed: dict[tuple[int, int, int], tuple[Any, Any, Any, Any, Any]] = {}
+_packed: Final[dict[tuple[int, int, int], tuple[Any, Any, Any, Any, Any]]] = {}
 _last: tuple[Any, Any, Any, Any, Any] = (None, None, None, None, None)
 
 
@@ -56,6 +62,6 @@ def sizing(
         out = kernel.size(got[3], got[4], r, prompt, output, speed, limit, spread, service_cv2, hold, lasting)
     except (ArithmeticError, ValueError, TypeError):  # the Python path raises it again, or sizes
         return None  # arguments the compiled copy was not compiled for
-    if out[0] == UNCOVERED:
+    if out[0] == _UNCOVERED:
         return None
-    return tuple.__new__(Sizing, (out[0], BINDINGS[out[1]], out[2], out[3], out[4], out[5]))
+    return _new(_SIZING, (out[0], _BINDINGS[out[1]], out[2], out[3], out[4], out[5]))

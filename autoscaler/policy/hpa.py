@@ -92,13 +92,13 @@ _VALID_METRIC: Final[dict[str, Condition]] = {}  # ScalingActive for each metric
 READY_FOR_NEW_SCALE: Final = Condition(
     "AbleToScale", True, "ReadyForNewScale", "recommended size matches current size"
 )
-SCALE_UP_STABILIZED = Condition(
+SCALE_UP_STABILIZED: Final = Condition(
     "AbleToScale",
     True,
     "ScaleUpStabilized",
     "recent recommendations were lower than current one, applying the lowest recent recommendation",
 )
-SCALE_DOWN_STABILIZED = Condition(
+SCALE_DOWN_STABILIZED: Final = Condition(
     "AbleToScale",
     True,
     "ScaleDownStabilized",
@@ -164,9 +164,10 @@ def stabilize_behavior(
     else:
         cond = SCALE_UP_STABILIZED if raw >= current else SCALE_DOWN_STABILIZED
     new = _new(Recommendation, (now, raw))
+    kept = tuple(history)  # concatenated, not starred: levelbins.score
     if last < 0:  # _store's result, its slot found above
-        return stabilized, (*history, new), cond
-    return stabilized, (*history[:last], new, *history[last + 1 :]), cond
+        return stabilized, kept + (new,), cond  # noqa: RUF005
+    return stabilized, kept[:last] + (new,) + kept[last + 1 :], cond  # noqa: RUF005
 
 
 # --- rate limits and bounds ------------------------------------------------------------------

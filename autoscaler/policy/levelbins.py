@@ -73,4 +73,5 @@ def score(bins: Bins, relative: Relative, b: int, e: float, q: float, above: boo
         relative = _new(Relative, (rq, rs, rn + 1.0 if rn < MAX_SCORED else rn))
     scale += SCALE_WEIGHT * (abs(e) - scale) if scored else abs(e)
     entry = (scale, scored + 1.0 if scored < MAX_SCORED else scored)
-    return (*bins[:b], entry, *bins[b + 1 :]), relative
+    # concatenated, not starred: a compiled build gathers starred items into a list, then a tuple
+    return bins[:b] + (entry,) + bins[b + 1 :], relative  # noqa: RUF005

@@ -16,9 +16,11 @@ from autoscaler.policy import band, burstsize, capacity, demand, flatahead, last
 from autoscaler.policy.capacity import Demand, Sizing
 from autoscaler.policy.capacityspec import CapacitySpec, ReplicaProfile, Router, SloTarget
 from autoscaler.policy.demand import DemandState
+from autoscaler.policy.flatcalls import Boxed
 
 _new: Final = tuple.__new__  # as demand.py: a NamedTuple built without its Python-level __new__
-_NO_BIN = (0.0, 0.0)  # a bin not scored yet, as flatahead takes it
+_NO_BIN: Final = (0.0, 0.0)  # a bin not scored yet, as flatahead takes it
+_DEMAND: Final = Demand  # a C static in a compiled build, where an imported name is a dict lookup
 
 
 def load_of(profile: ReplicaProfile, d: Demand) -> float:
@@ -127,7 +129,8 @@ class Lookahead:
             self._widths: list[float | None] = [None] * levelbins.BINS  # the band's, by bin (band.upper)
             self._forecasting: tuple[Callable[..., Any], tuple[float, ...]] | None = None
         else:  # the same, and both bins' widths, in one compiled call
-            self._start(*flat, fixed.terms, fixed.slo.ttft_s)
+            start, forecast = flat
+            self._start(start, forecast, fixed.terms, fixed.slo.ttft_s)
         self.profile = profile
         self.slo = slo = fixed.slo
         self.speed = speed
@@ -171,22 +174,38 @@ class Lookahead:
         `start`, flatahead.start's compiled copy; forecast_at's by `forecast`, flatahead.forecast's."""
         observed = self._observed
         d = self._demand
-        bins, relative, (_, p, o, _) = observed.bins, observed.relative, observed.mix
+        bins, relative = observed.bins, observed.relative
         n = len(bins)
-        first = bins[0] if n else _NO_BIN
-        second = bins[1] if n > 1 else _NO_BIN
+        # the arguments one by one, their tuples read as objects (flatcalls.py)
+        boxed: Boxed = terms
+        mix: Boxed = observed.mix
+        requests: Boxed = observed.requests
+        typical: Boxed = observed.typical
+        spread: Boxed = observed.spread
+        first: Boxed = bins[0] if n else _NO_BIN
+        second: Boxed = bins[1] if n > 1 else _NO_BIN
+        a0, a1, b0, c0, k, min_rate = boxed
+        _, p, o, _ = mix
+        rl, rt = requests
+        tr, tp, to = typical
+        s2, sn = spread
+        s0, n0 = first
+        s1, n1 = second
         out = start(
-            *terms, *observed.requests, p, o, *observed.typical, *observed.spread, window_s,
+            a0, a1, b0, c0, k, min_rate, rl, rt, p, o, tr, tp, to, s2, sn, window_s,
             d.prior_weight, d.prior_error, observed.scored, observed.error_quantile,
-            n, *first, *second, relative.quantile, relative.scored,
+            n, s0, n0, s1, n1, relative.quantile, relative.scored,
         )  # fmt: skip
-        self.typical_load = out[0]
-        self.mean_now = _new(Demand, out[1:4])
+        typical_load = self.typical_load = out[0]
+        self.mean_now = _new(_DEMAND, out[1:4])
         self.level = out[4]
         self.spread = out[5]
-        self._widths = [out[6], out[7]]
+        width0, width1 = out[6], out[7]
+        self._widths = [width0, width1]
         # forecast's copy, and its arguments after the horizon: the same at every horizon of the tick
-        forecasting = (*terms, d.damping_s, *observed.requests, p, o, out[0], *observed.typical, *out[6:])
+        forecasting = (
+            a0, a1, b0, c0, k, min_rate, d.damping_s, rl, rt, p, o, typical_load, tr, tp, to, width0, width1
+        )  # fmt: skip
         self._forecasting = forecast, forecasting
 
     def forecast_at(self, h: float) -> tuple[Demand, Demand]:
@@ -196,7 +215,7 @@ class Lookahead:
             fused = self._forecasting
             if fused is not None:  # the same in one compiled call (flatahead.forecast)
                 out = fused[0](h, *fused[1])
-                got = self._forecasts[h] = _new(Demand, out[:3]), _new(Demand, out[4:])
+                got = self._forecasts[h] = _new(_DEMAND, out[:3]), _new(_DEMAND, out[4:])
                 self._mean_loads[h] = out[3]
                 return got
             d = self._demand

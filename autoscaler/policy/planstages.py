@@ -6,7 +6,7 @@ from typing import Final
 
 from autoscaler.policy import (
     burstsize,
-    flatband,
+    flatcalls,
     panic,
     scaleup,
 )
@@ -26,17 +26,21 @@ from autoscaler.policy.stage import Stage
 _new: Final = tuple.__new__
 
 # the stages' messages, formatted only when read (stage.Stage)
-_DEMAND_MESSAGE = (
+_DEMAND_MESSAGE: Final = (
     "arrivals {:.3g}/s (finished {:.3g} + in-flight growth {:+.3g}), prompt {:.4g} tok/s,"
     " output {:.4g} tok/s; in {:.0f} s: {:.3g}/s, upper {:.3g}/s (band x{:.3g})"
 )
-_CAPACITY_MESSAGE = (
+_CAPACITY_MESSAGE: Final = (
     "per replica at the SLO: prefill {:,.0f} tok/s, decode {:,.0f} tok/s, {:.3g} req/s at this mix"
     " (speed x{:.2f}); {:.3g}/s needs {}; arrivals' dispersion over the TTFT target {:.3g}"
     " (ca² {:.3g} a replica; bursts held at {:.3g}/s, {:.3g}/s over the requests' time in the system)"
 )
-_HORIZON_MESSAGE = "replica {} of those asked for now is ready in {:.0f} s ({} loading now, {} round(s))"
-_PANIC_MESSAGE = "{:.3g}/s now is over {:g}x the band's {:.3g}/s: {} needed, {} can be ready within {:.0f} s"
+_HORIZON_MESSAGE: Final = (
+    "replica {} of those asked for now is ready in {:.0f} s ({} loading now, {} round(s))"
+)
+_PANIC_MESSAGE: Final = (
+    "{:.3g}/s now is over {:g}x the band's {:.3g}/s: {} needed, {} can be ready within {:.0f} s"
+)
 
 
 _BINDING_REASONS: Final[dict[str, str]] = {"idle": "Idle"}
@@ -132,7 +136,7 @@ def panic_stage(
         return panic_state, 0, False, None
     # band.upper over demand.expected since the last sample, and the loads, in one call
     threshold = cap.panic_threshold
-    triggered, allowed = flatband.above_band(ahead.load_terms, cap.demand, prior, now, est.now, threshold)
+    triggered, allowed = flatcalls.above_band(ahead.load_terms, cap.demand, prior, now, est.now, threshold)
     if triggered:  # sized only when the load is over the band (most ticks it is not)
         burst = ahead.burst(est.now)
         triggered = burst.replicas > have

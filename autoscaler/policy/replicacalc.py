@@ -12,8 +12,8 @@ from autoscaler.policy.spec import MetricSpec, TargetType
 # ~1.3 µs here): the values every decision builds are made so.
 _new: Final = tuple.__new__
 
-MAX_INT32 = 2**31 - 1
-_AVERAGE_VALUE = TargetType.AVERAGE_VALUE  # an enum member read from its class costs a lookup
+MAX_INT32: Final = 2**31 - 1
+_AVERAGE_VALUE: Final = TargetType.AVERAGE_VALUE  # an enum member read from its class costs a lookup
 MIN_INT32 = -(2**31)
 MAX_INT64: Final = 2**63 - 1
 

@@ -59,7 +59,7 @@ from typing import Final, NamedTuple
 from autoscaler.policy.demand import typical_weight
 
 TRUST = 0.5  # λ: 1.5x the hindsight optimum when the forecast is right, 3x at worst
-_EULER = 0.5772156649015329  # the Euler–Mascheroni constant: H_n ≈ ln n + γ + 1/2n − 1/12n²
+_EULER: Final = 0.5772156649015329  # the Euler–Mascheroni constant: H_n ≈ ln n + γ + 1/2n − 1/12n²
 SLO_WEIGHT: Final = 1.0  # a replica-second of unserved demand at full utilization: a replica-second of GPUs
 
 NeedHistory = tuple[tuple[float, int], ...]
@@ -82,7 +82,7 @@ def remember(history: NeedHistory, now: float, need: int, keep_s: float) -> Need
     end = len(history)
     while end > cut and history[end - 1][1] <= need:
         end -= 1
-    return (*history[cut:end], (now, need))
+    return history[cut:end] + ((now, need),)  # noqa: RUF005 (levelbins.score)
 
 
 def bounded(history: NeedHistory, limit: int) -> NeedHistory:

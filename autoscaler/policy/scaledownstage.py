@@ -24,7 +24,7 @@ from autoscaler.policy.stage import Stage
 
 # A NamedTuple built as tuple.__new__(cls, fields) skips its Python-level __new__ (planner.py)
 _new: Final = tuple.__new__
-FALL_TOLERANCE = (
+FALL_TOLERANCE: Final = (
     0.1  # demand counts as fallen 10 % below its level at the last scale-up (the HPA's tolerance)
 )
 # A replica is released only for a fall of demand, not for the band's narrowing: the need is a step
@@ -32,7 +32,7 @@ FALL_TOLERANCE = (
 # of the upper band between the 160th and 1,000th scored forecast on a constant demand), so a fleet
 # whose need sits on a step would give up a replica hours after it settled. 2 % is above that
 # drift and far below a real fall (FALL_TOLERANCE, the HPA's 10 %).
-RELEASE_MARGIN = 0.02
+RELEASE_MARGIN: Final = 0.02
 
 # horizon.recreate_s(cold, m, period_s) by (period_s, m), per cold-start spec: its lru_cache hashes
 # the spec at every call (~3 µs a hash here, several calls a tick)

@@ -22,7 +22,7 @@ from typing import Final, NamedTuple
 from autoscaler.policy import capacity
 from autoscaler.policy.capacityspec import ReplicaProfile
 
-SATURATED_TICKS = 3  # consecutive saturated ticks at one ready count before a sample counts
+SATURATED_TICKS: Final = 3  # consecutive saturated ticks at one ready count before a sample counts
 MAX_SPEED_STEP: Final = math.log(2.0)  # one sample moves the estimate by at most a factor 2
 MAX_SPEED_SAMPLES: Final = 100.0  # then it is an exponential average over the last ~100 samples
 # A NamedTuple built as tuple.__new__(cls, fields) skips its Python-level __new__ (~0.4 against

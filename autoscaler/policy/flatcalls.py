@@ -1,0 +1,122 @@
+"""The calls into the flat kernels' copies (flatdemand.tick, flatband.burst_test): the state's
+values unpacked into their arguments, the new state built from what they return.
+
+A module of its own so that the optional mypyc build compiles it (bench/mypyc_core.py): numba reads
+flatdemand's and flatband's functions' bytecode, so those stay Python. The arguments are passed one
+by one, not starred: a compiled caller gathers starred arguments into a list, then a tuple (~700
+instructions each), where one by one they go on the C stack.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from autoscaler.policy import flatband, flatdemand
+from autoscaler.policy.capacity import Demand
+from autoscaler.policy.capacityspec import DemandSpec
+from autoscaler.policy.demand import DemandState, Estimate, Mix, Series
+from autoscaler.policy.lasting import Lasting
+
+_new: Final = tuple.__new__  # as demand.py: a NamedTuple built without its Python-level __new__
+_NO_BIN: Final = (0.0, 0.0)  # a bin not scored yet, as the kernels take it
+# the state's tuples read as objects: compiled, a float read as a float is unboxed from its tuple,
+# then boxed again for the kernel's call
+Boxed = tuple[Any, ...]
+# the classes built, as C statics in a compiled build (an imported name is a module-dict lookup)
+_STATE: Final = DemandState
+_MIX: Final = Mix
+_SERIES: Final = Series
+_DEMAND: Final = Demand
+_LASTING: Final = Lasting
+_ESTIMATE: Final = Estimate
+
+
+def fold(
+    state: DemandState,
+    now: float,
+    readings: tuple[float, float, float, float, float | None, float | None, float | None, float | None],
+    weights: tuple[float, float, float],
+) -> tuple[DemandState, Estimate]:
+    """demand.observe past its guards (now after state.at), its `readings` (finished, prompt,
+    generated, inflight, prompt_sq, window_s, arrived, arrived_window_s) at the tick's weights, by
+    flatdemand's kernel (flatdemand.install)."""
+    finished, prompt, generated, inflight, prompt_sq, window_s, arrived, arrived_window_s = readings
+    gate, peaks = state.counted, state.peaks
+    mix: Boxed = state.mix
+    requests: Boxed = state.requests
+    spread: Boxed = state.spread
+    counted: Boxed = gate or _NO_BIN
+    typical: Boxed = state.typical
+    lasted: Boxed = state.lasting
+    mix_r, mix_p, mix_o, mix_sq = mix
+    level, trend = requests
+    s2, sn = spread
+    gate_level, gate_trend = counted
+    typical_r, typical_p, typical_o = typical
+    lasting_time, lasting_rate, lasting_excess = lasted
+    weight, b, typical_w = weights
+    out = flatdemand._kernel(
+        state.at, state.inflight, mix_r, mix_p, mix_o, mix_sq, level, trend, state.primed, s2, sn,
+        gate is not None, gate_level, gate_trend,
+        typical_r, typical_p, typical_o, state.typical_peak, bool(peaks), peaks[0][1] if peaks else 0.0,
+        lasting_time, lasting_rate, lasting_excess,
+        now, finished, prompt, generated, inflight,
+        prompt_sq is not None, 0.0 if prompt_sq is None else prompt_sq,
+        0.0 if window_s is None else window_s,
+        arrived is not None, 0.0 if arrived is None else arrived,
+        0.0 if arrived_window_s is None else arrived_window_s,
+        weight, b, typical_w,
+    )  # fmt: skip
+    new = _new(
+        _STATE,
+        (
+            now,
+            inflight,
+            _new(_MIX, out[0:4]),
+            _new(_SERIES, out[4:6]),
+            True,
+            state.pending,
+            state.error_quantile,
+            state.error_scale,
+            state.scored,
+            _new(_DEMAND, out[11:14]),
+            peaks,
+            out[14],
+            state.bins,
+            state.relative,
+            out[6:8],
+            _new(_SERIES, out[9:11]) if out[8] else None,
+            _new(_LASTING, out[15:18]),
+        ),
+    )
+    return new, _new(_ESTIMATE, (_new(_DEMAND, out[18:21]), out[21]))
+
+
+def above_band(
+    terms: tuple[float, ...], spec: DemandSpec, prior: DemandState, now: float, seen: Demand, threshold: float
+) -> tuple[bool, float]:
+    """flatband's kernel (flatband.use) for demand `seen` now against the band over `prior`
+    (primed)."""
+    bins = prior.bins
+    n = len(bins)
+    relative = prior.relative
+    boxed: Boxed = terms
+    requests: Boxed = prior.requests
+    mix: Boxed = prior.mix
+    typical: Boxed = prior.typical
+    first: Boxed = bins[0] if n else _NO_BIN
+    second: Boxed = bins[1] if n > 1 else _NO_BIN
+    now_seen: Boxed = seen
+    a0, a1, b0, c0, k, min_rate = boxed
+    rl, rt = requests
+    _, p, o, _ = mix
+    tr, tp, to = typical
+    s0, n0 = first
+    s1, n1 = second
+    er, ep, eo = now_seen
+    got: tuple[bool, float] = flatband.kernel(
+        a0, a1, b0, c0, k, min_rate, spec.damping_s, now - prior.at, rl, rt, p, o, tr, tp, to,
+        spec.prior_weight, spec.prior_error, prior.scored, prior.error_quantile,
+        n, s0, n0, s1, n1, relative.quantile, relative.scored, er, ep, eo, threshold,
+    )  # fmt: skip
+    return got
