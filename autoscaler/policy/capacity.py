@@ -231,10 +231,7 @@ def sizer(
 
     first_terms = terms(first)
     decoding = lam * o * base  # leastloaded.servers' terms
-    chunks = 1.0  # the steps a prefill spans (leastloaded.pooled)
-    if profile.max_batched_tokens is not None and p > profile.max_batched_tokens:
-        chunks = p / profile.max_batched_tokens
-    departing = lam * base * chunks
+    departing = leastloaded.departing(lam, base, p, profile.max_batched_tokens) if least_loaded else 0.0
 
     def at(arrival_cv2: float) -> Sizing:
         # prefill: the least count whose TTFT tail fits, searched from the decode bound up; the

@@ -135,6 +135,13 @@ def few_held(n: int, offered: float, decoding: float, rho: float, index: float) 
     return every / held
 
 
+def departing(lam: float, base: float, p: float, budget: int | None) -> float:
+    """pooled's `departing`, λ·base·k: a prefill of p tokens spans k = p / budget steps of the token
+    budget (at least one; one without a budget), and each step finishes B/o of a replica's decodes."""
+    steps = p / budget if budget is not None and p > budget else 1.0
+    return lam * base * steps
+
+
 def pooled(n: int, offered: float, rho: float, index: float, cs2: float, departing: float) -> float:
     """The share of its prefill during which a replica that took a prompt can be picked again, where
     replicas hold many requests: their counts are level (each within one of the others), and taking

@@ -44,11 +44,8 @@ def tails(per_replica: float, n: int) -> tuple[float, float, float]:
     slack = slo_target(REFERENCE_70B).ttft_s - service - base / (1.0 - per_replica * w)
     slack_services = slack / service * 2.0 / (1.0 + cs2)  # Poisson arrivals: ca² 1
     offered = lam * service
-    budget = profile.max_batched_tokens
-    chunks = 1.0 if budget is None else max(1.0, p / budget)
-    model = leastloaded.wait_tail(
-        n, offered, slack_services, lam * o * base, lam * w, 1.0, cs2, lam * base * chunks
-    )
+    departing = leastloaded.departing(lam, base, p, profile.max_batched_tokens)
+    model = leastloaded.wait_tail(n, offered, slack_services, lam * o * base, lam * w, 1.0, cs2, departing)
     u = offered / n
     split = u * math.exp(-(1.0 - u) * slack_services)
     return float(np.mean(wait > slack)), model, split
