@@ -53,6 +53,7 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     parser.add_argument(
         "--compiled-core",
         action="store_true",
+        default=argparse.SUPPRESS,  # no attribute unless given: a command passes its own options on
         help="run the policy core's mypyc build (`make compiled`), as INFSCALE_COMPILED_CORE=true does",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -114,7 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         argcomplete.autocomplete(parser, exit_method=sys.exit)  # prints the candidates and exits
     args = parser.parse_args(args_list)
-    del args.compiled_core  # loaded above already; a command reads its own options only
+    vars(args).pop("compiled_core", None)  # loaded above already; a command reads its own options only
     module = importlib.import_module(COMMANDS[args.command][0])
     try:
         code: int = module.run(args)
