@@ -23,7 +23,7 @@ def main() -> int:
     picks = [arg for arg in sys.argv[1:] if not arg.startswith("--")]  # options are the benches' own
     chosen = [n for n in names if not picks or any(arg in n for arg in picks)]
     if "--mypyc" in sys.argv and chosen != ["bench_policy"]:
-        # the replay's benches would run it too, which it is not built for (bench/mypyc_core.py)
+        # the policy bench's switch; the replay's benches take INFSCALE_COMPILED_CORE=true as any command
         print("--mypyc: with `python -m bench policy` only", file=sys.stderr)
         return 2
     for name in chosen:
