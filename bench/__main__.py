@@ -23,7 +23,8 @@ def main() -> int:
     picks = [arg for arg in sys.argv[1:] if not arg.startswith("--")]  # options are the benches' own
     chosen = [n for n in names if not picks or any(arg in n for arg in picks)]
     if "--mypyc" in sys.argv and chosen != ["bench_policy"]:
-        # the policy bench's switch only: the replay's benches time the sources (a compiled replay: infscale --compiled-core replay)
+        # the policy bench's switch only: the replay's benches time the sources
+        # (`infscale --compiled-core replay ...` runs a replay compiled)
         print("--mypyc: with `python -m bench policy` only", file=sys.stderr)
         return 2
     for name in chosen:
