@@ -103,7 +103,7 @@ def stale(build: Path = BUILD) -> str | None:
 def activate(build: Path = BUILD) -> None:
     """The core's compiled modules loaded instead of their sources from now on, in this process."""
     imported = sorted(m for m in sys.modules if m.startswith("autoscaler.policy."))
-    if imported and _active() == build / "autoscaler" / "policy":
+    if imported and active() == build:
         return  # loaded already (a command started in-process by a test under the setting)
     if imported:
         first = imported[0]
@@ -122,11 +122,18 @@ def activate(build: Path = BUILD) -> None:
         raise CompiledCoreError(f"the compiled policy core in {build} did not load: run `{REBUILD}")
 
 
-def _active() -> Path | None:
-    """The compiled build's folder that the core package loads from first, if any."""
+def active() -> Path | None:
+    """The compiled build this process's core loads from, if any (None: the sources)."""
     policy = sys.modules.get("autoscaler.policy")
     first = next(iter(getattr(policy, "__path__", [])), None)
-    return Path(first) if first is not None and Path(first) != CORE else None
+    return Path(first).parent.parent if first is not None and Path(first) != CORE else None
+
+
+def worker_env() -> dict[str, str]:
+    """The environment that makes a worker process (a Ray worker, which imports the core afresh)
+    load the core this process runs: empty for the sources."""
+    build = active()
+    return {} if build is None else {ENV: "true", ENV + "_DIR": str(build)}
 
 
 def activate_from_settings(flag: bool = False) -> CoreSettings:

@@ -22,9 +22,10 @@ __all__ = ["BUILD", "PYTHON_ONLY", "ROOT", "activate", "compiled", "decisions", 
 
 
 def activate() -> None:
-    """The core's compiled modules loaded from now on, in this process (--mypyc)."""
+    """The core's compiled modules loaded from now on, in this process (--mypyc), from
+    INFSCALE_COMPILED_CORE_DIR if set (another build, to compare), else build/mypyc."""
     try:
-        compiledcore.activate(BUILD)
+        compiledcore.activate(compiledcore.CoreSettings().compiled_core_dir)
     except compiledcore.CompiledCoreError as exc:
         raise SystemExit(f"--mypyc: {exc}") from None
 
