@@ -53,8 +53,9 @@ PYTHON_ONLY = frozenset(
 )
 
 
-class CompiledCoreError(RuntimeError):
-    """The compiled core was asked for and cannot be loaded: what is wrong and how to fix it."""
+class CompiledCoreError(ValueError):
+    """The compiled core was asked for and cannot be loaded: what is wrong and how to fix it (a
+    usage error, as the commands report a ValueError: one line, exit 2)."""
 
 
 class CoreSettings(BaseSettings):
@@ -102,6 +103,7 @@ def stale(build: Path = BUILD) -> str | None:
 
 def activate(build: Path = BUILD) -> None:
     """The core's compiled modules loaded instead of their sources from now on, in this process."""
+    build = build.resolve()
     imported = sorted(m for m in sys.modules if m.startswith("autoscaler.policy."))
     if imported and active() == build:
         return  # loaded already (a command started in-process by a test under the setting)
@@ -126,7 +128,9 @@ def active() -> Path | None:
     """The compiled build this process's core loads from, if any (None: the sources)."""
     policy = sys.modules.get("autoscaler.policy")
     first = next(iter(getattr(policy, "__path__", [])), None)
-    return Path(first).parent.parent if first is not None and Path(first) != CORE else None
+    if first is None or Path(first).resolve() == CORE:
+        return None
+    return Path(first).parent.parent
 
 
 def worker_env() -> dict[str, str]:
