@@ -37,8 +37,8 @@ test: lint  ## ruff, mypy, pytest
 bench: $(DEV)
 	$(BIN)/python -m bench
 
-compiled: $(DEV)  ## optional: the policy core compiled by mypyc into build/mypyc (bench --mypyc loads it)
-	$(BIN)/python -m bench.mypyc_core build
+compiled: $(DEV)  ## optional: the policy core compiled by mypyc into build/mypyc (INFSCALE_COMPILED_CORE=true loads it)
+	$(BIN)/python -m autoscaler.compiledcore build
 
 manifests: $(RUNTIME)  ## deploy/release/infscale.yaml, the one-file install, from the kustomize bases
 	$(BIN)/python deploy/build_release.py

@@ -1,5 +1,5 @@
 """Benchmarks (`python -m bench`). `--mypyc` on a bench's command line loads the policy core's
-optional compiled build (bench/mypyc_core.py) before anything imports the core."""
+optional compiled build (autoscaler/compiledcore.py) before anything imports the core."""
 
 import sys
 

@@ -23,7 +23,8 @@ def main() -> int:
     picks = [arg for arg in sys.argv[1:] if not arg.startswith("--")]  # options are the benches' own
     chosen = [n for n in names if not picks or any(arg in n for arg in picks)]
     if "--mypyc" in sys.argv and chosen != ["bench_policy"]:
-        # the replay's benches would run it too, which it is not built for (bench/mypyc_core.py)
+        # the policy bench's switch only: the replay's benches time the sources
+        # (`infscale --compiled-core replay ...` runs a replay compiled)
         print("--mypyc: with `python -m bench policy` only", file=sys.stderr)
         return 2
     for name in chosen:

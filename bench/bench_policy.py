@@ -15,7 +15,7 @@ decide the same and the second checks it tick by tick).
 The sizing runs compiled (replay/policies/sizekernel.py: burstsize.size fused in one numba call,
 the same bits) where numba is installed, as a controller that installs it would; `--python` runs
 the policy core's pure-Python path alone; `--mypyc` loads the core's modules compiled by mypyc
-(bench/mypyc_core.py, built by `make compiled`), with the sizing compiled or not.
+(autoscaler/compiledcore.py, built by `make compiled`), with the sizing compiled or not.
 """
 
 from __future__ import annotations
@@ -285,7 +285,7 @@ def main() -> None:
     if "--mypyc" in sys.argv:  # activated by bench/__init__.py
         from bench.mypyc_core import compiled
 
-        print(f"the core's {len(compiled())} modules compiled by mypyc (bench/mypyc_core.py, --mypyc)")
+        print(f"the core's {len(compiled())} modules compiled by mypyc (autoscaler/compiledcore.py, --mypyc)")
     here = yardstick_rate()
     factor = YARDSTICK_REFERENCE / here
     print(

@@ -6,7 +6,7 @@ the bench's observations over its first TICKS ticks (bench_policy's first pass: 
 as before the bench's decide-alone pass), then makes `N` decisions (decide() and record_rescale())
 over them: `python -m bench.policy_instructions N` is that run alone. The sizing is compiled as
 in `python -m bench policy` (bench_policy.install_sizing); `--python` measures the pure-Python path,
-`--mypyc` the core's compiled build (bench/mypyc_core.py, `make compiled`), with either.
+`--mypyc` the core's compiled build (autoscaler/compiledcore.py, `make compiled`), with either.
 docs/policy.md, "Performance".
 """
 

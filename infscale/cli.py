@@ -50,6 +50,12 @@ def version() -> str:
 def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="infscale", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"infscale {version()}")
+    parser.add_argument(
+        "--compiled-core",
+        action="store_true",
+        default=argparse.SUPPRESS,  # no attribute unless given: a command passes its own options on
+        help="run the policy core's mypyc build (`make compiled`), as INFSCALE_COMPILED_CORE=true does",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     wanted = next((a for a in argv if not a.startswith("-")), None)
     for name, (module, help_text) in COMMANDS.items():
@@ -73,15 +79,43 @@ def _completing() -> list[str] | None:
     return done
 
 
+def _load_core(args_list: list[str]) -> str | None:
+    """The policy core's compiled build loaded if --compiled-core (before the command) or
+    INFSCALE_COMPILED_CORE asks for it, before a command's module imports the core; what is wrong
+    if it cannot be (no fall back to the sources when asked for)."""
+    command = next((i for i, a in enumerate(args_list) if not a.startswith("-")), len(args_list))
+    flag = "--compiled-core" in args_list[:command]
+    if not flag and not any(name.startswith("INFSCALE_COMPILED_CORE") for name in os.environ):
+        return None  # the sources, without importing pydantic for nothing
+    from pydantic import ValidationError
+
+    from autoscaler.compiledcore import CompiledCoreError, activate_from_settings
+    from common.settings_errors import describe
+
+    try:
+        activate_from_settings(flag)
+    except CompiledCoreError as exc:
+        return str(exc)
+    except ValidationError as exc:
+        names = {"compiled_core": "INFSCALE_COMPILED_CORE", "compiled_core_dir": "INFSCALE_COMPILED_CORE_DIR"}
+        return "; ".join(describe(exc, names))
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     completing = _completing()
+    problem = None if completing is not None else _load_core(args_list)
+    if problem is not None:
+        print(f"infscale: {problem}", file=sys.stderr)
+        return 2
     parser = build_parser(args_list if completing is None else completing)
     if completing is not None:
         import argcomplete
 
         argcomplete.autocomplete(parser, exit_method=sys.exit)  # prints the candidates and exits
     args = parser.parse_args(args_list)
+    vars(args).pop("compiled_core", None)  # loaded above already; a command reads its own options only
     module = importlib.import_module(COMMANDS[args.command][0])
     try:
         code: int = module.run(args)

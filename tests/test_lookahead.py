@@ -59,10 +59,15 @@ def _ahead() -> lookahead.Lookahead:
 def test_each_horizon_is_forecast_and_sized_once_a_tick() -> None:
     ahead = _ahead()
     at_300 = ahead.sizing_at(300.0)
-    assert ahead.sizing_at(300.0) is at_300 and ahead.forecast_at(300.0) is ahead.forecast_at(300.0)
     assert ahead.need_at(300.0) == at_300.replicas
     assert ahead.forecast_at(0.0)[0] is ahead.mean_now  # the level, not forecast again
     assert ahead.upper_at(300.0).requests > ahead.upper_at(0.0).requests  # the trend read ahead
+    mean, upper = ahead.forecast_at(300.0)
+    # read back from the tick's caches (a compiled build returns equal tuples, not the same ones)
+    ahead._sized[300.0] = at_300._replace(replicas=at_300.replicas + 7)
+    ahead._forecasts[300.0] = (upper, mean)
+    assert ahead.sizing_at(300.0).replicas == at_300.replicas + 7
+    assert ahead.forecast_at(300.0) == (upper, mean) and ahead.need_at(300.0) == at_300.replicas + 7
 
 
 def test_the_burst_is_sized_like_a_forecast_at_the_same_demand() -> None:

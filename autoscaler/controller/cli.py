@@ -132,12 +132,14 @@ async def _serve(settings: ControllerSettings) -> int:
     await web.TCPSite(runner, bind_host(host), port).start()
     stop = stop_on_signals()
     logging.getLogger(__name__).info(
-        "infscale controller %s: each object at least every %g s, metrics from %s every %g s, /metrics on %s",
+        "infscale controller %s: each object at least every %g s, metrics from %s every %g s, "
+        "/metrics on %s, policy core %s",
         settings.identity,
         settings.tick_s,
         settings.metrics_source,
         settings.metrics_interval_s,
         settings.listen,
+        _core(),
     )
     try:
         await run(controller, stop, retry_period_s=settings.retry_period_s)
@@ -146,6 +148,14 @@ async def _serve(settings: ControllerSettings) -> int:
         await reader.close()
         await api.close()
     return 0
+
+
+def _core() -> str:
+    """Which policy core decides: the sources, or the compiled build (INFSCALE_COMPILED_CORE)."""
+    from autoscaler.compiledcore import compiled
+
+    modules = compiled()
+    return f"compiled by mypyc ({len(modules)} modules)" if modules else "from its Python sources"
 
 
 def run(args: argparse.Namespace) -> int:

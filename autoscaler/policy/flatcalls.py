@@ -1,7 +1,7 @@
 """The calls into the flat kernels' copies (flatdemand.tick, flatband.burst_test): the state's
 values unpacked into their arguments, the new state built from what they return.
 
-A module of its own so that the optional mypyc build compiles it (bench/mypyc_core.py): numba reads
+A module of its own so that the optional mypyc build compiles it (autoscaler/compiledcore.py): numba reads
 flatdemand's and flatband's functions' bytecode, so those stay Python. The arguments are passed one
 by one, not starred: a compiled caller gathers starred arguments into a list, then a tuple (~700
 instructions each), where one by one they go on the C stack.

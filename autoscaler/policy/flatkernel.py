@@ -39,15 +39,17 @@ def sizing(
     profile: Any,
     slo: Any,
     need: Any,
-    speed: float,
-    limit: int,
-    spread: float,
-    service_cv2: float,
-    hold: float,
-    lasting: float,
+    speed: Any,
+    limit: Any,
+    spread: Any,
+    service_cv2: Any,
+    hold: Any,
+    lasting: Any,
 ) -> Sizing | None:
     """burstsize.size by `kernel` (`lasting`: its lifetime hold, at most `hold`; None where it is
-    not covered: burstsize sizes it itself)."""
+    not covered: burstsize sizes it itself). The numbers go to the kernel as they come, which
+    converts or refuses them (None) whether this module is compiled or not: a compiled float
+    argument would raise TypeError at the call instead (a complex speed)."""
     global _last
     got = _last
     if got[0] is not kernel or got[1] is not profile or got[2] is not slo:

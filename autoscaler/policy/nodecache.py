@@ -16,6 +16,10 @@ class NodeCache:
     capacity_gb: float | None = None  # None: unlimited
     entries: tuple[tuple[str, float], ...] = ()  # (model, GB), least recently used first
 
+    def __deepcopy__(self, memo: dict[int, object]) -> NodeCache:
+        # immutable all through: itself (a compiled frozen dataclass cannot be rebuilt field by field)
+        return self
+
     def holds(self, model: str) -> bool:
         return any(name == model for name, _ in self.entries)
 

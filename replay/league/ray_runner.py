@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from autoscaler import compiledcore
 from replay.league.runner import Case, Setup, run_case
 from replay.trace import Trace
 
@@ -42,9 +43,14 @@ def ray_map(
     started_here = not ray.is_initialized()
     if started_here:
         ray.init(
-            address=address or None, include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False
+            address=address or None,
+            include_dashboard=False,
+            logging_level=logging.ERROR,
+            log_to_driver=False,
+            runtime_env=core_runtime_env(),
         )
     try:
+        _same_core(ray)
         task = ray.remote(fn)
         refs = {key: ray.put(value) for key, value in shared.items()}
         futures = [task.remote(refs[key], item) for key, item in items]
@@ -61,6 +67,32 @@ def ray_map(
     finally:
         if started_here:
             ray.shutdown()
+
+
+def core_runtime_env() -> dict[str, Any] | None:
+    """Ray's runtime_env that loads in each worker, before its first task, the compiled policy core
+    this process runs (INFSCALE_COMPILED_CORE); None for the sources."""
+    env = compiledcore.worker_env()
+    if not env:
+        return None
+    return {"env_vars": env, "worker_process_setup_hook": "autoscaler.compiledcore.activate_from_settings"}
+
+
+def _worker_core() -> str | None:
+    build = compiledcore.active()
+    return None if build is None else str(build)
+
+
+def _same_core(ray: Any) -> None:
+    """The workers run the driver's core, or an error (a cluster started without core_runtime_env)."""
+    mine = _worker_core()
+    theirs = ray.get(ray.remote(_worker_core).remote())
+    if theirs != mine:
+        raise compiledcore.CompiledCoreError(
+            f"the Ray workers' policy core is {theirs or 'the sources'}, this process's "
+            f"{mine or 'the sources'}: start the cluster with replay.league.ray_runner.core_runtime_env(), "
+            "or let infscale start it"
+        )
 
 
 def run_ray(

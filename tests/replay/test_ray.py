@@ -9,6 +9,7 @@ import pytest
 
 from replay.cli import parse_grid, sweep
 from replay.league import LeagueSpec, league
+from replay.league.ray_runner import _worker_core, core_runtime_env
 from replay.league.sources import TraceSource
 from replay.traces import time_window
 from tests.replay.test_league import _numbers
@@ -20,7 +21,8 @@ ray = pytest.importorskip("ray")
 @pytest.fixture(scope="module")
 def local_cluster():  # type: ignore[no-untyped-def]
     """One real local Ray cluster (a head node, 2 CPUs) for the module's tests."""
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    env = core_runtime_env()  # under INFSCALE_COMPILED_CORE, the workers load the build too
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False, runtime_env=env)
     yield
     ray.shutdown()
 
@@ -55,3 +57,9 @@ def test_sweep_on_ray_gives_the_numbers_of_local_processes(local_cluster: None) 
     on_ray = sweep(trace, FAST, "hpa", PARAMS, grid, workers=1, ray_address="auto")
     assert _numbers(on_ray) == _numbers(local)
     assert [p["params"] for p in on_ray] == grid
+
+
+def test_the_workers_run_the_core_this_process_runs(local_cluster: None) -> None:
+    """The compiled core when this process runs it (INFSCALE_COMPILED_CORE=true pytest), else the
+    sources: a Ray worker imports the core afresh, and loads the build by the setup hook."""
+    assert ray.get(ray.remote(_worker_core).remote()) == _worker_core()
