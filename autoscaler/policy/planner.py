@@ -51,9 +51,13 @@ _OUTCOME: Final = Outcome
 
 
 def _total(reading: MetricReading | None) -> float | None:
-    if reading is None or not reading.values_milli:
+    if reading is None:
         return None
-    return sum(reading.values_milli) / 1000.0
+    values = reading.values_milli
+    if not values:
+        return None
+    # one value (most metrics): no call of the builtin sum, which a compiled module looks up by name
+    return (values[0] if len(values) == 1 else sum(values)) / 1000.0
 
 
 def plan(
