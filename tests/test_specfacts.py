@@ -3,6 +3,8 @@ each the field it stands for, on specs whose fields all differ from their defaul
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from autoscaler.policy import lookahead, specfacts
 from autoscaler.policy.capacityspec import CapacitySpec, DemandSpec, ReplicaProfile, Router, SloTarget
 from autoscaler.policy.spec import (
@@ -88,7 +90,7 @@ def test_a_specs_facts_are_its_fields() -> None:
     assert got.metrics == ((QUEUE, "q"), (BATCH, "b")) and got.max_metric_age_s == 60.0
     cap = got.capacity
     assert got.predicting and cap is not None
-    assert cap == lookahead.facts(CAP)._replace(load=cap.load)  # (load: a closure made each time)
+    assert cap == replace(lookahead.facts(CAP), load=cap.load)  # (load: a closure made each time)
     assert got.cold_start is cold and got.rules == (up, down)
 
     plain = specfacts.of(AutoscalerSpec(max_replicas=3, metrics=(QUEUE,)))

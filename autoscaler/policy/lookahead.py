@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, Final, NamedTuple
+from dataclasses import dataclass
+from typing import Any, Final
 
 from autoscaler.policy import band, burstsize, capacity, demand, flatahead, lasting, lengths, levelbins
 from autoscaler.policy.capacity import Demand, Sizing
@@ -73,10 +74,11 @@ def band_terms(d: DemandSpec) -> tuple[float, float, float]:
     return d.damping_s, d.prior_weight, d.prior_error
 
 
-class CapacityFacts(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class CapacityFacts:
     """What a tick reads from a capacity spec, or derives from it alone, worked out once per spec
     (specfacts.py): the spec stays a Python dataclass (compiledcore.py), each field of which a
-    compiled module reads by a generic getattr (~220 instructions), a compiled NamedTuple's by index."""
+    compiled module reads by a generic getattr (~220 instructions), a compiled class's as a C field."""
 
     demand: DemandSpec
     profile: ReplicaProfile
