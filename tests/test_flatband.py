@@ -92,7 +92,7 @@ def test_the_burst_test_is_band_uppers_to_the_bit(
     flatband.use(kernel)
     try:
         terms = lookahead.load_terms(profile)
-        got = flatcalls.above_band(terms, spec, prior, prior.at + gap, seen, threshold)
+        got = flatcalls.above_band(terms, lookahead.band_terms(spec), prior, prior.at + gap, seen, threshold)
     finally:
         flatband.use(None)
     assert repr(got) == repr(_band_upper(profile, spec, prior, prior.at + gap, seen, threshold))

@@ -11,7 +11,7 @@ import pytest
 from autoscaler.policy import capacity, demand, leastloaded, lengths, tailsearch
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.capacityspec import CapacitySpec, Router, SloTarget
-from autoscaler.policy.lookahead import Lookahead
+from autoscaler.policy.lookahead import Lookahead, facts
 from autoscaler.specsections import CapacityModel
 from tests.test_lengths import EIGHT_B
 
@@ -124,9 +124,9 @@ def test_the_spec_names_the_router_and_the_lookahead_sizes_with_it() -> None:
     with pytest.raises(ValueError):
         CapacityModel.model_validate({**doc, "router": "RoundRobin"})
     state = demand._start(0.0, 5.0, 5.0 * 11_600.0, 5.0 * 200.0, 10.0)
-    assert Lookahead(spec, state, 1.0, 100).shape.get("least_loaded") is True
+    assert Lookahead(facts(spec), state, 1.0, 100).shape.get("least_loaded") is True
     plain = CapacitySpec(profile=spec.profile)
-    assert "least_loaded" not in Lookahead(plain, state, 1.0, 100).shape
+    assert "least_loaded" not in Lookahead(facts(plain), state, 1.0, 100).shape
 
 
 def test_a_large_count_in_flight_is_read_as_its_normal_limit() -> None:

@@ -53,7 +53,7 @@ def _ahead() -> lookahead.Lookahead:
             cap.demand, state, NOW + 15.0 * k, 10.0 + k, 5_000.0 + 500 * k, 2_000.0, 40.0
         )
     assert state is not None
-    return lookahead.Lookahead(cap, state, 1.0, spec.max_replicas)
+    return lookahead.Lookahead(lookahead.facts(cap), state, 1.0, spec.max_replicas)
 
 
 def test_each_horizon_is_forecast_and_sized_once_a_tick() -> None:
@@ -115,7 +115,7 @@ def test_the_band_read_once_a_bin_is_band_upper_to_the_bit(rates: list[float], h
         ahead_load = load(demand.expected(d, state, 120.0))
         state = band.track(d, state, now, level, 120.0, ahead_load, load(state.typical))
     assert state is not None
-    ahead = lookahead.Lookahead(cap, state, 1.0, spec.max_replicas)
+    ahead = lookahead.Lookahead(lookahead.facts(cap), state, 1.0, spec.max_replicas)
     for h in [*horizons, 0.0, *horizons]:
         mean, upper = ahead.forecast_at(h)
         assert mean == demand.expected(d, state, h)

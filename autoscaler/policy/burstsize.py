@@ -44,10 +44,10 @@ from autoscaler.policy.lengths import upper_gamma
 
 # The bursts' late share may be twice the SLO's tail: the fleet sized for C at the SLO serves a
 # window a little above C mostly in time, which the fluid share counts as late (docs/policy.md)
-BURST_BUDGET = 2.0
+BURST_BUDGET: Final = 2.0
 # A target whose typical demand and level are under a twentieth of one replica's work (GPU-seconds
 # a second) is idle: nothing is held for its bursts, which an idle spell cannot tell are over
-IDLE_LOAD = 0.05
+IDLE_LOAD: Final = 0.05
 _GRID: Final = 16.0  # the hold's grid in log k: 6 % apart (the interpolation's error < 0.1 %, tests)
 _hold_cache: Final[dict[tuple[int, float], float]] = {}  # C / θ by grid point and budget
 # grid points i and i + 1 by (i, budget): a hold's one dict read where two were

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Final, NamedTuple
 
-from autoscaler.policy import floors, forecast, leadtime, memo, planner
+from autoscaler.policy import floors, forecast, leadtime, memo, planner, specfacts
 from autoscaler.policy.hpa import (
     Condition,
     MetricsRecommendation,
@@ -37,6 +37,7 @@ from autoscaler.policy.observation import MetricReading, Observation
 from autoscaler.policy.planstate import Plan, PlannerState
 from autoscaler.policy.replicacalc import MetricError, MetricProposal, external_metric_replicas
 from autoscaler.policy.spec import AutoscalerSpec
+from autoscaler.policy.specfacts import SpecFacts
 from autoscaler.policy.stage import Stage
 from autoscaler.policy.state import PolicyState, Recommendation
 
@@ -94,6 +95,10 @@ def decide(
         # time.Now() its stabilization reads, so a 0 s window never holds it.
         state = replace(state, recommendations=(Recommendation(math.nextafter(now, -math.inf), current),))
 
+    got = _spec_facts.get(id(spec))  # memo.by_identity's hit inline: once a tick
+    facts: SpecFacts = (
+        got[1] if got is not None and got[0] is spec else memo.by_identity(_spec_facts, spec, specfacts.of)
+    )
     # Guards: upstream evaluates them before reading any metric.
     guard: tuple[int, str] | None = None
     if current == 0:
@@ -105,27 +110,24 @@ def decide(
                 (_GOT_SCALE, _SCALING_DISABLED),
             ), state
         # we scaled it to zero ourselves: compute from the metrics, raised to minReplicas below
-    elif current > spec.max_replicas:
-        guard = spec.max_replicas, "Current number of replicas above Spec.MaxReplicas"
-    elif current < spec.min_replicas:
-        guard = spec.min_replicas, "Current number of replicas below Spec.MinReplicas"
+    elif current > facts.max_replicas:
+        guard = facts.max_replicas, "Current number of replicas above Spec.MaxReplicas"
+    elif current < facts.min_replicas:
+        guard = facts.min_replicas, "Current number of replicas below Spec.MinReplicas"
     if guard is not None:
         desired, why = guard
         stage = Stage("guard", current, desired, "OutsideBounds", why)
         return Decision(current, desired, (stage,), (_GOT_SCALE,), rescale_reason=why), state
 
-    got = _spec_facts.get(id(spec))  # memo.by_identity's hit inline: once a tick
-    facts = got[1] if got is not None and got[0] is spec else memo.by_identity(_spec_facts, spec, _make_facts)
     tolerances = facts.tolerances
-    lead_s = 0.0 if spec.prediction is None else leadtime.lead_time_s(spec, obs)  # (its first test)
+    lead_s = leadtime.lead_time_s(spec, obs) if facts.predicting else 0.0  # (its first test)
 
     proposals: dict[str, MetricProposal | MetricError] = {}
     readings: dict[str, MetricReading] = {}
     observed = obs.metrics
-    max_age_s = spec.max_metric_age_s
+    max_age_s = facts.max_metric_age_s
     status_replicas, ready_pods = obs.status_replicas, obs.ready_pods
-    for metric in spec.metrics:
-        name = metric.name
+    for metric, name in facts.metrics:
         reading = observed.get(name)
         if reading is None or (max_age_s is not None and reading.values_milli is not None):
             reading = _fresh(reading, name, max_age_s)  # missing, or it may be stale
@@ -150,16 +152,17 @@ def decide(
     forecasters = state.forecasters
     planner_state = state.planner
     plan: Plan | None = None
-    if spec.capacity is not None:
+    cap = facts.capacity
+    if cap is not None:
         fixed_lead_s = leadtime.fixed_lead_s(spec, obs)
-        outcome = planner.plan(spec, spec.capacity, planner_state, obs, raw, fixed_lead_s, now)
+        outcome = planner.plan(facts, cap, planner_state, obs, raw, fixed_lead_s, now)
         stages.extend(outcome.stages)
         planner_state, plan = outcome.state, outcome.plan
         if outcome.replicas is not None and plan is not None:
             lead_s = plan.horizon_s
             # a failed reactive metric never lets the predictive path scale down (as upstream holds)
             raw = outcome.replicas if raw is not None else max(outcome.replicas, current)
-    elif spec.prediction is not None:
+    elif facts.predicting:
         forecasters, forecasts, predicted = _predict(spec, state, obs, readings, tolerances, lead_s, now)
         # Replicas already starting are capacity that arrives before any replica started now
         # would, and spec replicas already count them. The current value was produced without
@@ -218,8 +221,8 @@ def decide(
             stages.append(Stage("floors", raw, floored, floor_reason[0], floor_reason[1]))
             raw = floored
 
-    behavior = spec.behavior
-    if behavior is None:
+    rules = facts.rules
+    if rules is None:
         stabilized, history, able = stabilize_legacy(
             state.recommendations, raw, now, spec.downscale_stabilization_s
         )
@@ -231,28 +234,30 @@ def decide(
             stabilized, current, spec.min_replicas, spec.max_replicas, spec.legacy_scale_up_factor, start
         )
     else:
+        scale_up, scale_down = rules
         stabilized, history, able = stabilize_behavior(
-            state.recommendations, raw, current, now, behavior.scale_up, behavior.scale_down
+            state.recommendations, raw, current, now, scale_up, scale_down
         )
         stages.append(_new(Stage, ("stabilization", raw, stabilized, able.reason, able.message, ())))
         desired, limited = limit_with_behavior(
             stabilized,
             current,
-            spec.min_replicas,
-            spec.max_replicas,
-            behavior.scale_up,
-            behavior.scale_down,
+            facts.min_replicas,
+            facts.max_replicas,
+            scale_up,
+            scale_down,
             state.scale_up_events,
             state.scale_down_events,
             now,
         )
     stages.append(_new(Stage, ("limits", stabilized, desired, limited.reason, limited.message, ())))
-    if current == 0 and desired < spec.min_replicas:  # scaled from zero with minReplicas > 0
-        desired = spec.min_replicas
+    if current == 0 and desired < facts.min_replicas:  # scaled from zero with minReplicas > 0
+        desired = facts.min_replicas
 
     ready_in: tuple[float, ...] = ()
-    if desired > current and spec.cold_start is not None:
-        ready_in = leadtime.ready_in_s(spec.cold_start, desired - current, *leadtime.cluster(obs))
+    cold = facts.cold_start
+    if desired > current and cold is not None:
+        ready_in = leadtime.ready_in_s(cold, desired - current, *leadtime.cluster(obs))
 
     decision = _new(
         Decision,
@@ -271,22 +276,7 @@ def decide(
     return decision, _next_state(state, history, forecasters, planner_state)
 
 
-class _SpecFacts(NamedTuple):
-    """What a decision reads from the spec alone, worked out once per spec (specs are immutable)."""
-
-    tolerances: tuple[float, float]
-    floors: bool  # any floor set (else the floors stage has nothing to do)
-
-
-_spec_facts: Final[memo.Table] = {}
-
-
-def _make_facts(spec: AutoscalerSpec) -> _SpecFacts:
-    f = spec.floors
-    return _SpecFacts(
-        spec.tolerances,
-        bool(f.headroom_replicas or f.headroom_fraction or f.warm_min_replicas or f.schedules),
-    )
+_spec_facts: Final[memo.Table] = {}  # by spec (specfacts.py)
 
 
 def _rescale_reason(raw: int, current: int, metric: str) -> str:

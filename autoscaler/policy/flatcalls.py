@@ -13,7 +13,6 @@ from typing import Any, Final
 
 from autoscaler.policy import flatband, flatdemand
 from autoscaler.policy.capacity import Demand
-from autoscaler.policy.capacityspec import DemandSpec
 from autoscaler.policy.demand import DemandState, Estimate, Mix, Series
 from autoscaler.policy.lasting import Lasting
 
@@ -93,14 +92,20 @@ def fold(
 
 
 def above_band(
-    terms: tuple[float, ...], spec: DemandSpec, prior: DemandState, now: float, seen: Demand, threshold: float
+    terms: tuple[float, ...],
+    band: tuple[float, float, float],
+    prior: DemandState,
+    now: float,
+    seen: Demand,
+    threshold: float,
 ) -> tuple[bool, float]:
     """flatband's kernel (flatband.use) for demand `seen` now against the band over `prior`
-    (primed)."""
+    (primed), at the load's terms and the band's (lookahead.load_terms, band_terms)."""
     bins = prior.bins
     n = len(bins)
     relative = prior.relative
     boxed: Boxed = terms
+    band_terms: Boxed = band
     requests: Boxed = prior.requests
     mix: Boxed = prior.mix
     typical: Boxed = prior.typical
@@ -108,6 +113,7 @@ def above_band(
     second: Boxed = bins[1] if n > 1 else _NO_BIN
     now_seen: Boxed = seen
     a0, a1, b0, c0, k, min_rate = boxed
+    damping_s, prior_weight, prior_error = band_terms
     rl, rt = requests
     _, p, o, _ = mix
     tr, tp, to = typical
@@ -115,8 +121,8 @@ def above_band(
     s1, n1 = second
     er, ep, eo = now_seen
     got: tuple[bool, float] = flatband.kernel(
-        a0, a1, b0, c0, k, min_rate, spec.damping_s, now - prior.at, rl, rt, p, o, tr, tp, to,
-        spec.prior_weight, spec.prior_error, prior.scored, prior.error_quantile,
+        a0, a1, b0, c0, k, min_rate, damping_s, now - prior.at, rl, rt, p, o, tr, tp, to,
+        prior_weight, prior_error, prior.scored, prior.error_quantile,
         n, s0, n0, s1, n1, relative.quantile, relative.scored, er, ep, eo, threshold,
     )  # fmt: skip
     return got

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Final, NamedTuple
 
-BINS = 2  # made below the typical load, and at or above it
+BINS: Final = 2  # made below the typical load, and at or above it
 SCALE_WEIGHT: Final = 0.05  # a bin's mean |error| moves by this share of each error (demand's error_scale)
 MAX_RATIO: Final = 8.0  # |error / scale| beyond 8 counts as 8: the first errors of a bin set its scale
 MAX_SCORED: Final = 1000.0  # counts of scored errors stop here: they only weigh against a prior (demand.py)

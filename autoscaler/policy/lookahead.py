@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, Final, NamedTuple
+from dataclasses import dataclass
+from typing import Any, Final
 
-from autoscaler.policy import band, burstsize, capacity, demand, flatahead, lasting, lengths, levelbins, memo
+from autoscaler.policy import band, burstsize, capacity, demand, flatahead, lasting, lengths, levelbins
 from autoscaler.policy.capacity import Demand, Sizing
-from autoscaler.policy.capacityspec import CapacitySpec, ReplicaProfile, Router, SloTarget
+from autoscaler.policy.capacityspec import CapacitySpec, DemandSpec, ReplicaProfile, Router, SloTarget
 from autoscaler.policy.demand import DemandState
 from autoscaler.policy.flatcalls import Boxed
 
@@ -67,19 +68,67 @@ def load_terms(profile: ReplicaProfile) -> tuple[float, float, float, float, flo
     )
 
 
-class _Fixed(NamedTuple):
-    """What a tick derives from the capacity spec alone, worked out once per spec."""
+def band_terms(d: DemandSpec) -> tuple[float, float, float]:
+    """The demand spec's terms the flat band reads (flatahead.start, flatband): its damping, prior
+    weight and prior error."""
+    return d.damping_s, d.prior_weight, d.prior_error
 
-    load: Callable[[Demand], float]
+
+@dataclass(frozen=True, slots=True)
+class CapacityFacts:
+    """What a tick reads from a capacity spec, or derives from it alone, worked out once per spec
+    (specfacts.py): the spec stays a Python dataclass (compiledcore.py), each field of which a
+    compiled module reads by a generic getattr (~220 instructions), a compiled class's as a C field."""
+
+    demand: DemandSpec
+    profile: ReplicaProfile
     slo: SloTarget  # the planning targets
+    ttft_s: float  # slo's
+    tail: float  # 1 - slo's attainment: the share of requests allowed to be late
+    least_loaded: bool  # the router is LEAST_REQUESTS
+    load: Callable[[Demand], float]  # load_of for the profile
     terms: tuple[float, ...]  # load's (load_terms)
+    band: tuple[float, float, float]  # band_terms
+    learn: bool
+    learn_prior_weight: float
+    decision_period_s: float
+    panic_threshold: float
+    panic_window_s: float
+    # the demand's metrics
+    request_rate_metric: str
+    prompt_token_rate_metric: str
+    generation_token_rate_metric: str
+    inflight_metric: str
+    queue_metric: str | None
+    prompt_square_metric: str | None
+    arrival_rate_metric: str | None
 
 
-_fixed: Final[memo.Table] = {}  # by capacity spec (memo.py)
-
-
-def _make_fixed(cap: CapacitySpec) -> _Fixed:
-    return _Fixed(_load_function(cap.profile), cap.planning_slo, load_terms(cap.profile))
+def facts(cap: CapacitySpec) -> CapacityFacts:
+    d, slo = cap.demand, cap.planning_slo
+    return CapacityFacts(
+        d,
+        cap.profile,
+        slo,
+        slo.ttft_s,
+        1.0 - slo.attainment,
+        cap.router == Router.LEAST_REQUESTS,
+        _load_function(cap.profile),
+        load_terms(cap.profile),
+        band_terms(d),
+        cap.learn,
+        cap.learn_prior_weight,
+        cap.decision_period_s,
+        cap.panic_threshold,
+        cap.panic_window_s,
+        d.request_rate_metric,
+        d.prompt_token_rate_metric,
+        d.generation_token_rate_metric,
+        d.inflight_metric,
+        d.queue_metric,
+        d.prompt_square_metric,
+        d.arrival_rate_metric,
+    )
 
 
 class Lookahead:
@@ -110,33 +159,31 @@ class Lookahead:
         "typical_load",
     )
 
-    def __init__(self, cap: CapacitySpec, observed: DemandState, speed: float, limit: int) -> None:
-        got = _fixed.get(id(cap))  # memo.by_identity's hit inline: once a tick
-        fixed = got[1] if got is not None and got[0] is cap else memo.by_identity(_fixed, cap, _make_fixed)
+    def __init__(self, cap: CapacityFacts, observed: DemandState, speed: float, limit: int) -> None:
         d = cap.demand
         profile = cap.profile
         self._demand = d
         self._observed = observed
-        self.load = load = fixed.load
-        self.load_terms = fixed.terms
+        self.load = load = cap.load
+        self.load_terms = cap.terms
         flat = flatahead.kernels
         if flat is None:
             self.typical_load = load(observed.typical)
             # the level (track leaves the series as they are) and its load, the band's scoring unit
             self.mean_now = demand.expected(d, observed, 0.0)
             self.level = load(self.mean_now)
-            self.spread = demand.dispersion(observed, fixed.slo.ttft_s)  # the arrivals' (burstsize.py)
+            self.spread = demand.dispersion(observed, cap.ttft_s)  # the arrivals' (burstsize.py)
             self._widths: list[float | None] = [None] * levelbins.BINS  # the band's, by bin (band.upper)
             self._forecasting: tuple[Callable[..., Any], tuple[float, ...]] | None = None
         else:  # the same, and both bins' widths, in one compiled call
             start, forecast = flat
-            self._start(start, forecast, fixed.terms, fixed.slo.ttft_s)
+            self._start(start, forecast, cap)
         self.profile = profile
-        self.slo = slo = fixed.slo
+        self.slo = cap.slo
         self.speed = speed
         self.limit = limit
         shape = lengths.spread(profile, observed.mix.prompt, observed.mix.lengths_cv2())
-        if cap.router == Router.LEAST_REQUESTS:
+        if cap.least_loaded:
             shape = lengths.Shape(**shape, least_loaded=True, arrivals_index=self.spread)
         self.shape = shape
         # the requests/s held for bursts (burstsize.hold_rate): about the typical rate, over which
@@ -146,38 +193,31 @@ class Lookahead:
         rate = observed.typical.requests
         if self.mean_now.requests > rate:
             rate = self.mean_now.requests
-        budget = burstsize.BURST_BUDGET * (1.0 - slo.attainment)
+        budget = burstsize.BURST_BUDGET * cap.tail
         idle = self.typical_load < burstsize.IDLE_LOAD and self.level < burstsize.IDLE_LOAD
-        self.hold = hold = 0.0 if idle else burstsize.hold_rate(rate, self.spread, slo.ttft_s, budget)
+        self.hold = hold = 0.0 if idle else burstsize.hold_rate(rate, self.spread, cap.ttft_s, budget)
         # ... and in flight, the arrivals over the requests' time in the system, held over it where
         # the counts read it (longer than a tick), at the SLO's own tail: past the KV ceiling a
         # replica preempts, no share of the window is merely late (burstsize.py, lifetime)
         lasted = observed.lasting
         self.lifetime_hold = hold
         if hold > 0.0 and 0.0 < demand.tick_s(observed) < lasted.time_s:
-            tail = 1.0 - slo.attainment
-            in_flight = burstsize.hold_rate(rate, lasting.index(lasted, rate), lasted.time_s, tail)
+            in_flight = burstsize.hold_rate(rate, lasting.index(lasted, rate), lasted.time_s, cap.tail)
             if in_flight < hold:
                 self.lifetime_hold = in_flight
         self._forecasts: dict[float, tuple[Demand, Demand]] = {}
         self._mean_loads: dict[float, float] = {}
         self._sized: dict[float, Sizing] = {}
 
-    def _start(
-        self,
-        start: Callable[..., Any],
-        forecast: Callable[..., Any],
-        terms: tuple[float, ...],
-        window_s: float,
-    ) -> None:
+    def _start(self, start: Callable[..., Any], forecast: Callable[..., Any], cap: CapacityFacts) -> None:
         """__init__'s typical load, level, its load, dispersion and both bins' band widths by
         `start`, flatahead.start's compiled copy; forecast_at's by `forecast`, flatahead.forecast's."""
         observed = self._observed
-        d = self._demand
         bins, relative = observed.bins, observed.relative
         n = len(bins)
         # the arguments one by one, their tuples read as objects (flatcalls.py)
-        boxed: Boxed = terms
+        boxed: Boxed = cap.terms
+        band_terms: Boxed = cap.band
         mix: Boxed = observed.mix
         requests: Boxed = observed.requests
         typical: Boxed = observed.typical
@@ -185,6 +225,7 @@ class Lookahead:
         first: Boxed = bins[0] if n else _NO_BIN
         second: Boxed = bins[1] if n > 1 else _NO_BIN
         a0, a1, b0, c0, k, min_rate = boxed
+        damping_s, prior_weight, prior_error = band_terms
         _, p, o, _ = mix
         rl, rt = requests
         tr, tp, to = typical
@@ -192,8 +233,8 @@ class Lookahead:
         s0, n0 = first
         s1, n1 = second
         out = start(
-            a0, a1, b0, c0, k, min_rate, rl, rt, p, o, tr, tp, to, s2, sn, window_s,
-            d.prior_weight, d.prior_error, observed.scored, observed.error_quantile,
+            a0, a1, b0, c0, k, min_rate, rl, rt, p, o, tr, tp, to, s2, sn, cap.ttft_s,
+            prior_weight, prior_error, observed.scored, observed.error_quantile,
             n, s0, n0, s1, n1, relative.quantile, relative.scored,
         )  # fmt: skip
         typical_load = self.typical_load = out[0]
@@ -204,7 +245,7 @@ class Lookahead:
         self._widths = [width0, width1]
         # forecast's copy, and its arguments after the horizon: the same at every horizon of the tick
         forecasting = (
-            a0, a1, b0, c0, k, min_rate, d.damping_s, rl, rt, p, o, typical_load, tr, tp, to, width0, width1
+            a0, a1, b0, c0, k, min_rate, damping_s, rl, rt, p, o, typical_load, tr, tp, to, width0, width1
         )  # fmt: skip
         self._forecasting = forecast, forecasting
 

@@ -34,11 +34,10 @@ from autoscaler.policy import (
     scaledownstage,
     speedlearn,
 )
-from autoscaler.policy.capacityspec import CapacitySpec
-from autoscaler.policy.lookahead import Lookahead
+from autoscaler.policy.lookahead import CapacityFacts, Lookahead
 from autoscaler.policy.observation import MetricReading, Observation
 from autoscaler.policy.planstate import Outcome, Plan, PlannerState
-from autoscaler.policy.spec import AutoscalerSpec
+from autoscaler.policy.specfacts import SpecFacts
 from autoscaler.policy.stage import Stage
 
 # A NamedTuple built as tuple.__new__(cls, fields) skips its Python-level __new__: a third of the
@@ -52,14 +51,18 @@ _OUTCOME: Final = Outcome
 
 
 def _total(reading: MetricReading | None) -> float | None:
-    if reading is None or not reading.values_milli:
+    if reading is None:
         return None
-    return sum(reading.values_milli) / 1000.0
+    values = reading.values_milli
+    if not values:
+        return None
+    # one value (most metrics): no call of the builtin sum, which a compiled module looks up by name
+    return (values[0] if len(values) == 1 else sum(values)) / 1000.0
 
 
 def plan(
-    spec: AutoscalerSpec,
-    cap: CapacitySpec,
+    spec: SpecFacts,
+    cap: CapacityFacts,
     state: PlannerState | None,
     obs: Observation,
     reactive: int | None,
@@ -67,14 +70,15 @@ def plan(
     now: float,
 ) -> Outcome:
     """The predictive stages for one tick. `reactive` is upstream's proposal (None: unusable),
-    `lead_s` a caller's or the spec's time to ready of one replica (None: the cold-start model)."""
+    `lead_s` a caller's or the spec's time to ready of one replica (None: the cold-start model).
+    The specs are read from their facts (specfacts.py), kept once per spec."""
     state = state or PlannerState()
     d = cap.demand
     metrics = obs.metrics
-    finished_reading = metrics.get(d.request_rate_metric)
+    finished_reading = metrics.get(cap.request_rate_metric)
     finished = _total(finished_reading)
-    prompt = _total(metrics.get(d.prompt_token_rate_metric))
-    generated = _total(metrics.get(d.generation_token_rate_metric))
+    prompt = _total(metrics.get(cap.prompt_token_rate_metric))
+    generated = _total(metrics.get(cap.generation_token_rate_metric))
     have = obs.spec_replicas
     if finished is None or prompt is None or generated is None:
         why = "no demand reading (request and token rates); the reactive proposal decides"
@@ -83,14 +87,16 @@ def plan(
     prior = state.demand
 
     # demand: this tick's sample folded in; the band is read before its errors are scored (track)
-    inflight = _total(metrics.get(d.inflight_metric))
+    inflight = _total(metrics.get(cap.inflight_metric))
     if inflight is None:
         inflight = prior.inflight if prior is not None else 0.0
-    squares = _total(metrics.get(d.prompt_square_metric)) if d.prompt_square_metric is not None else None
+    square_metric = cap.prompt_square_metric
+    squares = _total(metrics.get(square_metric)) if square_metric is not None else None
     window = finished_reading.window_s if finished_reading is not None else None
     arrived, arrived_window = None, None
-    if d.arrival_rate_metric is not None:
-        arrived_reading = metrics.get(d.arrival_rate_metric)
+    arrival_metric = cap.arrival_rate_metric
+    if arrival_metric is not None:
+        arrived_reading = metrics.get(arrival_metric)
         arrived = _total(arrived_reading)
         arrived_window = arrived_reading.window_s if arrived_reading is not None else None
     dstate, est = demand.observe(
@@ -213,7 +219,7 @@ def plan(
 
 
 def _learn_speed(
-    cap: CapacitySpec,
+    cap: CapacityFacts,
     speed_state: speedlearn.SpeedState,
     obs: Observation,
     prompt: float,
@@ -221,8 +227,8 @@ def _learn_speed(
     finished: float,
 ) -> speedlearn.SpeedState:
     """The learned speed after this tick: learned only while every ready replica has a queue."""
-    d = cap.demand
-    queue = _total(obs.metrics.get(d.queue_metric)) if d.queue_metric is not None else None
+    queue_metric = cap.queue_metric
+    queue = _total(obs.metrics.get(queue_metric)) if queue_metric is not None else None
     ready = obs.ready_pods or 0
     saturated = queue is not None and ready > 0 and queue >= ready
     if cap.learn and (saturated or speed_state.saturated_ticks):  # else learn() returns it as it is

@@ -11,10 +11,9 @@ from autoscaler.policy import (
     scaleup,
 )
 from autoscaler.policy.capacity import Demand, Sizing
-from autoscaler.policy.capacityspec import CapacitySpec
 from autoscaler.policy.clusterview import Cluster
 from autoscaler.policy.demand import DemandState, Estimate
-from autoscaler.policy.lookahead import Lookahead
+from autoscaler.policy.lookahead import CapacityFacts, Lookahead
 from autoscaler.policy.observation import Observation
 from autoscaler.policy.panic import PanicState
 from autoscaler.policy.planstate import PlannerState
@@ -119,7 +118,7 @@ def forecast_stages(
 
 
 def panic_stage(
-    cap: CapacitySpec,
+    cap: CapacityFacts,
     cold: ColdStartSpec | None,
     cluster: Cluster,
     ahead: Lookahead,
@@ -136,7 +135,7 @@ def panic_stage(
         return panic_state, 0, False, None
     # band.upper over demand.expected since the last sample, and the loads, in one call
     threshold = cap.panic_threshold
-    triggered, allowed = flatcalls.above_band(ahead.load_terms, cap.demand, prior, now, est.now, threshold)
+    triggered, allowed = flatcalls.above_band(cap.terms, cap.band, prior, now, est.now, threshold)
     if triggered:  # sized only when the load is over the band (most ticks it is not)
         burst = ahead.burst(est.now)
         triggered = burst.replicas > have

@@ -58,7 +58,7 @@ from typing import Final, NamedTuple
 
 from autoscaler.policy.demand import typical_weight
 
-TRUST = 0.5  # λ: 1.5x the hindsight optimum when the forecast is right, 3x at worst
+TRUST: Final = 0.5  # λ: 1.5x the hindsight optimum when the forecast is right, 3x at worst
 _EULER: Final = 0.5772156649015329  # the Euler–Mascheroni constant: H_n ≈ ln n + γ + 1/2n − 1/12n²
 SLO_WEIGHT: Final = 1.0  # a replica-second of unserved demand at full utilization: a replica-second of GPUs
 
