@@ -88,8 +88,9 @@ def main() -> None:
     sizing = sizekernel.compiled()
     observed, est = demand.observe(*kept["observe"])
     prior, now = kept["observe"][1], kept["observe"][2]
-    load = lookahead._load_function(cap.profile)
-    terms = lookahead.load_terms(cap.profile)
+    # the spec's facts once, as decide keeps them per spec: not rebuilt inside the timed calls
+    facts = lookahead.facts(cap)
+    load, terms, band_terms = facts.load, facts.terms, facts.band
     args: list[Any] = []
 
     def keeping(*values: Any) -> Any:
@@ -121,7 +122,7 @@ def main() -> None:
         return load(est.now) > cap.panic_threshold * load(expected_now), expected_now.requests
 
     def burst_test() -> object:
-        return flatcalls.above_band(terms, lookahead.band_terms(d), prior, now, est.now, cap.panic_threshold)
+        return flatcalls.above_band(terms, band_terms, prior, now, est.now, cap.panic_threshold)
 
     _line(
         "the panic's test",
@@ -133,7 +134,7 @@ def main() -> None:
     )
 
     def forecasts() -> object:
-        ahead = lookahead.Lookahead(lookahead.facts(cap), observed, 1.0, 64)
+        ahead = lookahead.Lookahead(facts, observed, 1.0, 64)
         return ahead.forecast_at(0.0), ahead.forecast_at(150.0), ahead.forecast_at(180.0)
 
     _line(
@@ -146,7 +147,7 @@ def main() -> None:
     )
 
     burstsize.use(sizing)
-    sized_ahead = lookahead.Lookahead(lookahead.facts(cap), observed, 1.0, 64)
+    sized_ahead = lookahead.Lookahead(facts, observed, 1.0, 64)
     sized_ahead.sizing_at(150.0)  # the profile's and SLO's tables, packed for the kernel
     upper = sized_ahead.upper_at(150.0)
     table = flatkernel._last
