@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 import sys
 
 import numpy as np
@@ -26,7 +27,8 @@ from autoscaler.policy.capacityspec import SloTarget
 from replay.policies.predictive import replica_profile, slo_target
 from replay.profiles import LLAMA_8B_H100, LLAMA_70B_TP4_H100, SCENARIOS, EngineProfile
 
-TRACE = "/work/shared/traces/mooncake_fast25_synthetic.jsonl"
+# docs/traces.md says where to get it
+TRACE = os.environ.get("MOONCAKE_TRACE", "/work/shared/traces/mooncake_fast25_synthetic.jsonl")
 INDEX = 1.09  # the arrivals' index of dispersion the decisions report on Mooncake x 0.52
 
 
