@@ -395,18 +395,6 @@ def test_record_drops_the_gaps_of_levels_the_history_no_longer_reaches() -> None
     assert scaledown.record(history, gaps, 2000.0, 2, 1000.0) == (((2000.0, 2),), (1000.0, 1000.0))
 
 
-def test_record_counts_recurrence_at_the_levels_recurs_names() -> None:
-    """6 needed at 0 s, 2 at 15 s, 6 again at 30 s with 4 of them needed by the demand itself
-    (recurs=4): levels 3-4 came back after 30 s; 5-6 are in the history but get no gap."""
-    history, gaps = scaledown.record((), (), 0.0, 6, 1000.0)
-    history, gaps = scaledown.record(history, gaps, 15.0, 2, 1000.0)
-    _, plain = scaledown.record(history, gaps, 30.0, 6, 1000.0)
-    history, gaps = scaledown.record(history, gaps, 30.0, 6, 1000.0, recurs=4)
-    assert plain == (1000.0, 1000.0, 30.0, 30.0, 30.0, 30.0)
-    assert gaps == (1000.0, 1000.0, 30.0, 30.0, 1000.0, 1000.0)
-    assert history == ((30.0, 6),)
-
-
 def test_a_level_that_came_back_within_its_break_even_is_kept_for_it() -> None:
     """Replica 10 (B(1) = 80 s) came back 60 s after its last need: the forecast says idle, yet it
     is kept B = 80 s after its last need, not λ·B = 40 s; one whose gap was 100 s goes at 40 s."""

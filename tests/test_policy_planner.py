@@ -204,21 +204,6 @@ def test_recurring_bursts_keep_their_capacity_warm_when_it_is_slow_to_come_back(
     assert between(SEED) == [6, 6, 6, 7, 7]
 
 
-def test_a_level_the_bands_margin_alone_reaches_again_is_no_recurrence() -> None:
-    """39/s and 45/s in turn: the band's upper (1.5 x the level) swings over the step from 8 to 9
-    replicas each decision while the mean forecast needs 6 or 7. Level 9's returns are the band's
-    margin, not the demand's: no gap is recorded for it, and once the swing stops (39/s) it goes at
-    the first decision the release margin allows, not a recurrence's break-even later."""
-    rates = [39.0, 45.0] * 20
-    decisions, state = run_all(planner_spec(), 8, rates)
-    assert {d.plan.needed for d in decisions[-6:] if d.plan is not None} == {8, 9}
-    assert len(state.planner.gaps) < 9
-    decisions, _ = run_all(planner_spec(), 8, rates + [39.0] * 4)
-    reasons = [next(r for r in table(d) if r[0] == "scale-down")[3] for d in decisions[-4:]]
-    assert reasons[:2] == ["WithinReleaseMargin", "ReleaseIdle"]
-    assert decisions[-1].desired_replicas == 8
-
-
 def test_bursts_back_after_an_idle_spell_keep_part_of_their_capacity_between_them() -> None:
     """40/s for 45 s every 4 minutes, 1/s (1 replica) between: the gaps (195 s) are longer than the
     plain break-even of any level the bursts reach (2 x 74 s at most for the seed), so at the plain
