@@ -209,13 +209,7 @@ def plan(
     longest = scaledown.breakeven_s(recreate(limit), weight, drain) / scaledown.TRUST
     # a need above the bound is recorded as the bound: no burst brings back more (scaledown.bounded)
     recorded = limit if limit < target else target  # min(), without the builtin's call
-    # the levels whose return is recurrence: those the mean forecast needs, or a floor or panic
-    # read from the demand itself; sized only when a level is needed again (recur reads no other)
-    recurs = recorded
-    if target == needed and recorded > (state.needs[-1][1] if state.needs else 0):
-        at_mean = ahead.sized(mean).replicas
-        recurs = at_mean if at_mean < recorded else recorded
-    needs, gaps = scaledown.record(state.needs, state.gaps, now, recorded, longest, recurs)
+    needs, gaps = scaledown.record(state.needs, state.gaps, now, recorded, longest)
     figures = (est.now, mean, upper, widening, horizon_s, at_horizon, speed, needed, keep, start, in_panic)
     result = _new(_PLAN, figures)
     next_state = _new(

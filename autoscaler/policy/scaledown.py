@@ -44,10 +44,6 @@ keeps the level Bw: what it predicts back is a burst after an idle spell, whose 
 missing replica loses at the weighted price. A gap within B is the need's own flicker (the band's
 margin swinging with the estimate's noise), kept B as before: pricing those returns at w too
 held the steady traces' noise longer for nothing (docs/policy-history.md, "The price of a late request").
-A return counts only when the demand needs the level, at the mean forecast: one the band's upper
-quantile alone reaches is the band's margin over a step of the count, swinging with the estimate's
-noise, which the forecast's own windows price already; read as recurrence it held the top replica
-of a fleet of 2-6 for B after every swing (docs/policy-history.md, "Small fleets").
 
 The history of needs is a monotone queue of (time, replicas) whose replica counts fall from the
 front: the last time a level L was needed is the newest entry of at least L. The gaps are one
@@ -119,13 +115,12 @@ def recur(history: NeedHistory, gaps: Gaps, now: float, need: int, keep_s: float
 
 
 def record(
-    history: NeedHistory, gaps: Gaps, now: float, need: int, keep_s: float, recurs: int | None = None
+    history: NeedHistory, gaps: Gaps, now: float, need: int, keep_s: float
 ) -> tuple[NeedHistory, Gaps]:
     """This tick's need in both: recur() on the history before it, then remember(); the gaps of
     levels above the remembered peak are dropped (recur() starts them afresh when they are needed
-    again). `recurs` (at most `need`; None: `need`): the levels whose return counts as recurrence,
-    those the demand itself needs (the mean forecast's need), not the band's margin alone."""
-    gaps = recur(history, gaps, now, need if recurs is None else recurs, keep_s)
+    again)."""
+    gaps = recur(history, gaps, now, need, keep_s)
     history = remember(history, now, need, keep_s)
     peak = history[0][1]
     return history, gaps[:peak] if len(gaps) > peak else gaps
