@@ -119,7 +119,7 @@ def knock(what: str) -> None:
             history, now, recreate, *rest = args
             return keep(have, need_now, need_ahead, history, now, recreate, (), *rest[1:])
 
-        scaledown.keep = kept
+        scaledown.keep = kept  # type: ignore[assignment]
         if what == "hold":
             scaledownstage.RELEASE_MARGIN = -1.0  # type: ignore[misc]
     elif what != "none":
