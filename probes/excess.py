@@ -154,6 +154,9 @@ def main(case: str, out: str, what: str = "none") -> None:
         f" {c['slo_attainment']:.2%} {c['gpu_hours']:.2f}: {p['gpu_hours'] - c['gpu_hours']:+.2f}"
         f" ({sum(rows.values()) * gpus / 3600.0:+.2f} in {STEP_S:g} s steps)"
     )
+    scored = [v for t, v in needs.items() if t >= 0.0]
+    above = sum(1 for upper, mean in scored if upper > mean)
+    print(f"decisions whose need at the upper is above the need at the mean: {above} of {len(scored)}")
     for k, v in sorted(rows.items(), key=lambda kv: -abs(kv[1])):
         print(f"| {k} | {v * gpus / 3600.0:+.2f} |")
 
