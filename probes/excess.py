@@ -1,7 +1,7 @@
 """Where predictive's GPU-hours above the clairvoyant's go, on one league case (docs/policy-history.md,
 "Small fleets").
 
-    .venv/bin/python probes/excess.py CASE OUT [KNOCK]
+    TRACES=DIR .venv/bin/python probes/excess.py CASE OUT [KNOCK]     (DIR: the traces, docs/traces.md)
         CASE: conv_fl, conv_8b or sg_8b (the league's Azure conv x 3.4 on fast-load-70b / one-gpu-8b,
         ServeGen m-large x 0.15 on one-gpu-8b), seed 0; KNOCK (a counterfactual, predictive's
         mechanism knocked out in this process): margin (the band's upper is the mean forecast),
@@ -22,13 +22,14 @@ from __future__ import annotations
 import bisect
 import contextlib
 import json
+import os
 import sys
 from collections import defaultdict
 from typing import Any
 
 from autoscaler.policy import lookahead, scaledown, scaledownstage
 
-TRACES = "/work/shared/traces"
+TRACES = os.environ.get("TRACES", "traces")  # the folder holding the traces (docs/traces.md)
 CASES = {
     "conv_fl": ("azure_llm_2023_conv.csv", "azure", "3.4", "fast-load-70b", ()),
     "conv_8b": ("azure_llm_2023_conv.csv", "azure", "3.4", "one-gpu-8b", ()),
