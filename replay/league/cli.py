@@ -165,8 +165,6 @@ def _with_options(srcs: list[TraceSource], args: argparse.Namespace) -> list[Tra
     trace's frozen rate scales belong to its own options: with others, the auto rule chooses."""
     given: dict[str, Any] = options_from_pairs(args.trace_option)
     for name, value in (("start_s", args.start_s), ("end_s", args.end_s)):
-        if name in given:
-            raise SourceError(f"give the window with --{name.replace('_', '-')}, not --trace-option {name}=")
         if value is not None:
             given[name] = value
     if not given:

@@ -133,14 +133,21 @@ def _load_window(
     return trace
 
 
+# load_trace's own arguments: each has its command-line flag, and as an option it would be given twice
+_ARGUMENT_FLAGS = {"start_s": "--start-s", "end_s": "--end-s", "rate_scale": "--rate-scale", "seed": "--seed"}
+
+
 def options_from_pairs(pairs: Sequence[str]) -> dict[str, str]:
     """`["time_unit=ms", "arrival_column=ts"]` → options for `load_trace` (which coerces the strings)."""
     options: dict[str, str] = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
-        if not sep or not name.strip():
+        name = name.strip()
+        if not sep or not name:
             raise TraceError(f"trace option: expected key=value, got {pair!r}")
-        options[name.strip()] = value.strip()
+        if name in _ARGUMENT_FLAGS:
+            raise TraceError(f"trace option {name}: give it with {_ARGUMENT_FLAGS[name]}, not --trace-option")
+        options[name] = value.strip()
     return options
 
 

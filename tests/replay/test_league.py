@@ -351,7 +351,7 @@ def test_cli_league_writes_json_markdown_and_plots(
         (["--trace", "/nonexistent/x.csv"], "no such file or folder"),
         (["--scenario", "nope"], "scenario 'nope'"),
         (["--start-s", "60"], "--start-s/--end-s/--trace-option need --trace"),
-        (["--trace-option", "start_s=60"], "give the window with --start-s"),
+        (["--trace-option", "start_s=60"], "trace option start_s: give it with --start-s"),
         (["--trace-option", "nokey"], "expected key=value"),
         (["--clairvoyant-goal", "1.5"], "clairvoyant_goal must be within (0, 1]"),
     ],

@@ -126,3 +126,33 @@ def test_options_from_pairs(pairs: list[str], expected: dict[str, str]) -> None:
 def test_options_from_pairs_refuses(pair: str) -> None:
     with pytest.raises(TraceError, match="trace option: expected key=value"):
         options_from_pairs([pair])
+
+
+@pytest.mark.parametrize(
+    ("name", "flag"),
+    [("start_s", "--start-s"), ("end_s", "--end-s"), ("rate_scale", "--rate-scale"), ("seed", "--seed")],
+)
+def test_options_from_pairs_refuses_load_trace_arguments_naming_their_flag(name: str, flag: str) -> None:
+    with pytest.raises(TraceError, match=f"trace option {name}: give it with {flag}, not --trace-option"):
+        options_from_pairs([f" {name} =1"])
+
+
+def test_cli_compare_refuses_a_window_given_as_trace_option(
+    azure_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--trace-option start_s=…` reached load_trace beside its own start_s: a TypeError, not an error."""
+    from infscale.cli import main
+
+    argv = [
+        "replay",
+        "compare",
+        "--trace",
+        str(azure_file),
+        "--format",
+        "azure",
+        "--out",
+        str(tmp_path / "o"),
+    ]
+    assert main([*argv, "--trace-option", "start_s=10", "--quiet", "--no-plots"]) == 2
+    assert "trace option start_s: give it with --start-s" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
