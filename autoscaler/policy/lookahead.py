@@ -13,7 +13,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from autoscaler.policy import band, burstsize, capacity, demand, flatahead, lasting, lengths, levelbins
+from autoscaler.policy import (
+    band,
+    burstsize,
+    capacity,
+    demand,
+    flatahead,
+    lasting,
+    lateband,
+    lengths,
+    levelbins,
+)
 from autoscaler.policy.capacity import Demand, Sizing
 from autoscaler.policy.capacityspec import CapacitySpec, DemandSpec, ReplicaProfile, Router, SloTarget
 from autoscaler.policy.demand import DemandState
@@ -142,6 +152,7 @@ class Lookahead:
         "_forecasts",
         "_mean_loads",
         "_observed",
+        "_planned",
         "_sized",
         "_widths",
         "hold",
@@ -156,7 +167,9 @@ class Lookahead:
         "slo",
         "speed",
         "spread",
+        "tail",
         "typical_load",
+        "z",
     )
 
     def __init__(self, cap: CapacityFacts, observed: DemandState, speed: float, limit: int) -> None:
@@ -180,6 +193,8 @@ class Lookahead:
             self._start(start, forecast, cap)
         self.profile = profile
         self.slo = cap.slo
+        self.tail = cap.tail
+        self.z = lateband.deviate(d.quantile)  # the band's quantile as a normal deviate
         self.speed = speed
         self.limit = limit
         shape = lengths.spread(profile, observed.mix.prompt, observed.mix.lengths_cv2())
@@ -207,6 +222,7 @@ class Lookahead:
                 self.lifetime_hold = in_flight
         self._forecasts: dict[float, tuple[Demand, Demand]] = {}
         self._mean_loads: dict[float, float] = {}
+        self._planned: dict[float, Demand] = {}
         self._sized: dict[float, Sizing] = {}
 
     def _start(self, start: Callable[..., Any], forecast: Callable[..., Any], cap: CapacityFacts) -> None:
@@ -287,10 +303,31 @@ class Lookahead:
     def upper_at(self, h: float) -> Demand:
         return self.forecast_at(h)[1]
 
+    def planned_at(self, h: float) -> Demand:
+        """The demand h seconds ahead the count is sized at: the least capacity whose expected late
+        share under the band's distribution fits the SLO's unused allowance (lateband.py), at
+        most the band's upper."""
+        got = self._planned.get(h)
+        if got is None:
+            mean, upper = self.forecast_at(h)
+            mean_load = self._mean_loads[h]
+            typical = self.typical_load
+            b = levelbins.bin_of(mean_load, typical)
+            width = self._widths[b]
+            if width is None:  # forecast_at read the other bin's
+                q = band.band_quantile(self._demand, self._observed, mean_load, typical)
+                width = self._widths[b] = math.exp(q)
+            total = mean_load + typical
+            share = typical / total if total > 0.0 else 1.0
+            late = lateband.width(math.log(width) if width > 1.0 else 0.0, self.z, share, self.tail)
+            got = upper if late is None else band.widened(self._observed, mean, mean_load, typical, late)
+            self._planned[h] = got
+        return got
+
     def sizing_at(self, h: float) -> Sizing:
         got = self._sized.get(h)
         if got is None:
-            got = self._sized[h] = self.sized(self.forecast_at(h)[1])
+            got = self._sized[h] = self.sized(self.planned_at(h))
         return got
 
     def sized(self, d: Demand) -> Sizing:

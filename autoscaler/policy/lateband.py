@@ -1,0 +1,90 @@
+"""The demand the count is sized at: the least capacity whose expected late requests, under the
+forecast's distribution, fit the SLO's allowance that the capacity model's own tail leaves unused.
+
+The band (band.py) is the `quantile` (0.98) of the log ratio of the level's peak over the horizon,
+plus the typical load t, to the mean forecast m plus t. Read as a distribution: Y = (m + t)·X with
+ln X normal of median 0 and σ = q / z, q the band's log width, z the quantile's normal deviate, so
+that the band's upper is Y's own quantile. Of the normals with that quantile and a median at or
+above the mean forecast (the peak over a horizon is not below the level), median 0 is the widest,
+and above the quantile the widest puts the most mass: the conservative reading of one quantile.
+The load the fleet faces is L = Y - t, held over the horizon (a peak read as lasting it).
+
+A fleet of capacity C (the load it serves at the SLO) facing L:
+  above C   the excess L - C is late (fluid: burstsize.py's late share), the C served at the
+            capacity model's tail ε (the share of requests allowed to be late, 1 - attainment);
+  below C   the capacity model's tail at L is at most ε·L / C: its TTFT tail is Kingman's
+            u·exp(-(1 - u)·κ) of the prefill utilization u ∝ L, which meets ε at C, and whose
+            exponential factor only falls as u falls (capacity.py). So ε·(1 - L / C) of L's
+            requests is allowance left unused.
+The expected late share is within ε when (1 - ε)·E[(L - C)+] <= ε·E[L·(1 - L / C); 0 < L <= C]:
+the overshoot's late requests spend the allowance the queue leaves unused below capacity, the same
+budget at every fleet size. The least such C is solved for (each side monotone in C); never above
+the band's upper, which stays the bound (a wide band's fluid overshoot held over a whole horizon
+overstates a peak; the upper quantile is what the league measured the margin at).
+
+Pure arithmetic on floats; docs/policy.md ("Defaults and why": the band's count by late share).
+"""
+
+from __future__ import annotations
+
+import math
+from statistics import NormalDist
+from typing import Final
+
+_SQRT2: Final = math.sqrt(2.0)
+_STEPS: Final = 24  # bisection steps in the deviate u: the width's error e^(σ·z / 2^24), nil
+_z_cache: Final[dict[float, float]] = {}
+
+
+def deviate(quantile: float) -> float:
+    """The standard normal's `quantile` point (z of 0.98: 2.054)."""
+    z = _z_cache.get(quantile)
+    if z is None:
+        z = _z_cache[quantile] = NormalDist().inv_cdf(quantile)
+    return z
+
+
+def _above(k: int, cut: float, sigma: float) -> float:
+    """E[X^k; X > cut] for ln X normal(0, σ²)."""
+    full = math.exp(0.5 * k * k * sigma * sigma)
+    if cut <= 0.0:
+        return full
+    return full * 0.5 * math.erfc((math.log(cut) - k * sigma * sigma) / (sigma * _SQRT2))
+
+
+def terms(c: float, t: float, sigma: float) -> tuple[float, float]:
+    """(E[(L - c)+], E[L·(1 - L / c); 0 < L <= c]) for L = X - t, ln X normal(0, σ²): the
+    overshoot past c and the allowance's share unused below it, in units of m + t."""
+    top = c + t
+    a0, a1, a2 = _above(0, top, sigma), _above(1, top, sigma), _above(2, top, sigma)
+    over = a1 - top * a0
+    b0, b1, b2 = _above(0, t, sigma), _above(1, t, sigma), _above(2, t, sigma)
+    d0, d1, d2 = b0 - a0, b1 - a1, b2 - a2  # E[X^k; t < X <= c + t]
+    first = d1 - t * d0
+    second = d2 - 2.0 * t * d1 + t * t * d0
+    return over, (first - second / c) if c > 0.0 else 0.0
+
+
+def width(q: float, z: float, typical_share: float, tail: float) -> float | None:
+    """exp(u·σ), σ = q / z, for the least u in [0, z] whose capacity (m + t)·exp(u·σ) - t meets
+    (1 - tail)·overshoot <= tail·unused; None where only the band's own upper (u = z) does.
+    `typical_share` is t / (m + t), in [0, 1]."""
+    if not (q > 0.0 and z > 0.0 and tail > 0.0):
+        return None
+    sigma = q / z
+    t = typical_share
+    lo, hi = 0.0, z
+    over, unused = terms(1.0 - t, t, sigma)
+    if (1.0 - tail) * over <= tail * unused:
+        return 1.0
+    over, unused = terms(math.exp(q) - t, t, sigma)
+    if (1.0 - tail) * over > tail * unused:
+        return None
+    for _ in range(_STEPS):
+        mid = 0.5 * (lo + hi)
+        over, unused = terms(math.exp(mid * sigma) - t, t, sigma)
+        if (1.0 - tail) * over <= tail * unused:
+            hi = mid
+        else:
+            lo = mid
+    return math.exp(hi * sigma)
