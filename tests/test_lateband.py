@@ -1,0 +1,124 @@
+"""lateband.py: the overshoot and the unused allowance under the band's lognormal, the least width
+whose late share fits, and the count sized at it (lookahead.planned_at)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from test_lookahead import _ahead
+
+from autoscaler.policy import band, lateband, levelbins
+from autoscaler.policy.capacity import Demand
+from autoscaler.policy.lookahead import Lookahead
+
+TAIL = 0.01
+Z = lateband.deviate(0.98)
+
+
+def _terms_by_quadrature(c: float, t: float, sigma: float) -> tuple[float, float]:
+    """E[(L - c)+] and E[L·(1 - L/c); 0 < L <= c] for L = X - t, ln X normal(0, σ²): the midpoint
+    rule over ln X from -12σ to 12σ."""
+    n = 200_000
+    lo, hi = -12.0 * sigma, 12.0 * sigma
+    step = (hi - lo) / n
+    norm = 1.0 / (sigma * math.sqrt(2.0 * math.pi))
+    over = unused = 0.0
+    for i in range(n):
+        y = lo + (i + 0.5) * step
+        density = norm * math.exp(-0.5 * (y / sigma) ** 2) * step
+        load = math.exp(y) - t
+        if load > c:
+            over += (load - c) * density
+        elif load > 0.0:
+            unused += load * (1.0 - load / c) * density
+    return over, unused
+
+
+@pytest.mark.parametrize(
+    ("c", "t", "sigma"), [(1.3, 0.0, 0.15), (0.9, 0.4, 0.3), (2.5, 0.7, 0.8), (0.5, 0.2, 0.05)]
+)
+def test_the_overshoot_and_the_unused_allowance_are_the_integrals(c: float, t: float, sigma: float) -> None:
+    over, unused = lateband.terms(c, t, sigma)
+    by_sum = _terms_by_quadrature(c, t, sigma)
+    assert over == pytest.approx(by_sum[0], rel=1e-6, abs=1e-12)
+    assert unused == pytest.approx(by_sum[1], rel=1e-6, abs=1e-12)
+
+
+@pytest.mark.parametrize(("q", "t"), [(0.1, 0.0), (0.2, 0.3), (0.3, 0.0), (0.45, 0.1)])
+def test_the_width_is_the_least_whose_late_share_fits(q: float, t: float) -> None:
+    w = lateband.width(q, Z, t, TAIL)
+    assert w is not None and 1.0 < w < math.exp(q)
+    sigma = q / Z
+
+    def fits(width: float) -> bool:
+        over, unused = lateband.terms(width - t, t, sigma)
+        return (1.0 - TAIL) * over <= TAIL * unused
+
+    assert fits(w) and not fits(w * math.exp(-1e-4 * sigma))
+
+
+def test_a_wide_band_keeps_its_own_upper_and_none_keeps_the_mean() -> None:
+    assert lateband.width(1.5, Z, 0.0, TAIL) is None  # the fluid overshoot past it is above budget
+    assert lateband.width(0.0, Z, 0.3, TAIL) is None
+    assert lateband.width(0.3, Z, 0.3, 0.0) is None  # no allowance: the band's own
+    # a tolerant SLO spends more of the margin; one past half its requests, all of it
+    tolerant, strict = lateband.width(0.3, Z, 0.0, 0.3), lateband.width(0.3, Z, 0.0, TAIL)
+    assert tolerant is not None and strict is not None and tolerant < strict
+    assert lateband.width(0.3, Z, 0.0, 0.6) == 1.0
+
+
+def _at(ahead: Lookahead, h: float, rate: float) -> tuple[Demand, Demand]:
+    """Set the tick's forecast h ahead to `rate` requests/s at the state's mix, the band at its
+    bin's width; the bursts' hold and spread off, so the band alone decides."""
+    observed = ahead._observed
+    mix = observed.typical.scaled(1.0 / observed.typical.requests)
+    mean = mix.scaled(rate)
+    mean_load = ahead.load(mean)
+    typical = ahead.typical_load
+    width = ahead._widths[levelbins.bin_of(mean_load, typical)]
+    assert width is not None and width > 1.0
+    upper = band.widened(observed, mean, mean_load, typical, width)
+    ahead._forecasts[h] = (mean, upper)
+    ahead._mean_loads[h] = mean_load
+    ahead._planned.pop(h, None)
+    ahead._sized.pop(h, None)
+    return mean, upper
+
+
+def _edge(count: int) -> tuple[Lookahead, float]:
+    """A Lookahead with its hold off and the rate at which the band's upper needs `count` + 1."""
+    ahead = _ahead()
+    ahead.forecast_at(0.0)  # both bins' widths read
+    ahead._widths[1] = ahead._widths[0] = 1.35  # the prior's band (×e^0.3)
+    ahead.hold, ahead.lifetime_hold, ahead.spread = 0.0, 0.0, 1.0
+    ahead.typical_load = 0.0  # steady traffic: the errors relative to the level alone
+    ahead.z = Z  # the default quantile's (the test spec plans on 0.9)
+    lo, hi = 0.01, 1e5
+    for _ in range(80):  # the least rate whose upper needs count + 1
+        mid = math.sqrt(lo * hi)
+        _, upper = _at(ahead, 60.0, mid)
+        if ahead.sized(upper).replicas > count:
+            hi = mid
+        else:
+            lo = mid
+    return ahead, hi
+
+
+@pytest.mark.parametrize("count", [2, 5, 40])
+def test_a_sliver_over_a_step_is_not_bought_a_whole_replica(count: int) -> None:
+    ahead, edge = _edge(count)
+    _, upper = _at(ahead, 60.0, edge * 1.004)
+    assert ahead.sized(upper).replicas == count + 1  # the band's upper buys the step
+    assert ahead.need_at(60.0) == count  # its late share is within the unused allowance
+    assert ahead.planned_at(60.0).requests < upper.requests
+
+
+@pytest.mark.parametrize("count", [2, 5, 40])
+def test_a_shortfall_past_the_late_share_is_still_bought(count: int) -> None:
+    ahead, edge = _edge(count)
+    _, upper = _at(ahead, 60.0, edge * 1.05)
+    # 5 % over the step: more than the late share's ~2 % below the band (at 40 a step is 2.5 %)
+    assert count < ahead.need_at(60.0) <= ahead.sized(upper).replicas
+    if count < 10:
+        assert ahead.need_at(60.0) == ahead.sized(upper).replicas
