@@ -33,7 +33,30 @@ from typing import Final
 
 _SQRT2: Final = math.sqrt(2.0)
 _STEPS: Final = 24  # bisection steps in the deviate u: the width's error e^(σ·z / 2^24), nil
+_NODES: Final = 8  # Gauss-Legendre nodes over the horizon's time (the integrand is smooth in √s)
 _z_cache: Final[dict[float, float]] = {}
+
+
+def _legendre(n: int) -> tuple[tuple[float, float], ...]:
+    """Gauss-Legendre nodes and weights on [0, 1], by Newton's method on P_n."""
+    out = []
+    for i in range(1, n + 1):
+        x = math.cos(math.pi * (i - 0.25) / (n + 0.5))
+        for _ in range(100):
+            p0, p1 = 1.0, x
+            for k in range(2, n + 1):
+                p0, p1 = p1, ((2 * k - 1) * x * p1 - (k - 1) * p0) / k
+            slope = n * (x * p1 - p0) / (x * x - 1.0)
+            step = p1 / slope
+            x -= step
+            if abs(step) < 1e-15:
+                break
+        out.append((0.5 * (1.0 - x), 1.0 / ((1.0 - x * x) * slope * slope)))
+    return tuple(out)
+
+
+# the horizon's time s = h·v², ds = 2h·v dv: (v, 2v × weight) pairs
+_TIME: Final = tuple((v, 2.0 * v * w) for v, w in _legendre(_NODES))
 
 
 def deviate(quantile: float) -> float:
@@ -42,6 +65,12 @@ def deviate(quantile: float) -> float:
     if z is None:
         z = _z_cache[quantile] = NormalDist().inv_cdf(quantile)
     return z
+
+
+def peak_deviate(quantile: float) -> float:
+    """The deviate at the horizon of a Brownian motion whose maximum over it has its `quantile`
+    there (reflection: P(max > x) = 2·P(B_h > x); 0.98: 2.326)."""
+    return deviate(1.0 - 0.5 * (1.0 - quantile))
 
 
 def _above(k: int, cut: float, sigma: float) -> float:
@@ -65,6 +94,17 @@ def terms(c: float, t: float, sigma: float) -> tuple[float, float]:
     return over, (first - second / c) if c > 0.0 else 0.0
 
 
+def averaged(c: float, t: float, sigma: float) -> tuple[float, float]:
+    """terms() averaged over the horizon's time, the log level at a share u of it normal of
+    standard deviation σ·√u (a Brownian motion's, σ at the horizon)."""
+    over = unused = 0.0
+    for v, weight in _TIME:
+        o, n = terms(c, t, sigma * v)
+        over += weight * o
+        unused += weight * n
+    return over, unused
+
+
 def width(q: float, z: float, typical_share: float, tail: float) -> float | None:
     """exp(u·σ), σ = q / z, for the least u in [0, z] whose capacity (m + t)·exp(u·σ) - t meets
     (1 - tail)·overshoot <= tail·unused; None where only the band's own upper (u = z) does.
@@ -74,15 +114,15 @@ def width(q: float, z: float, typical_share: float, tail: float) -> float | None
     sigma = q / z
     t = typical_share
     lo, hi = 0.0, z
-    over, unused = terms(1.0 - t, t, sigma)
+    over, unused = averaged(1.0 - t, t, sigma)
     if (1.0 - tail) * over <= tail * unused:
         return 1.0
-    over, unused = terms(math.exp(q) - t, t, sigma)
+    over, unused = averaged(math.exp(q) - t, t, sigma)
     if (1.0 - tail) * over > tail * unused:
         return None
     for _ in range(_STEPS):
         mid = 0.5 * (lo + hi)
-        over, unused = terms(math.exp(mid * sigma) - t, t, sigma)
+        over, unused = averaged(math.exp(mid * sigma) - t, t, sigma)
         if (1.0 - tail) * over <= tail * unused:
             hi = mid
         else:

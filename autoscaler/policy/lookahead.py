@@ -194,7 +194,7 @@ class Lookahead:
         self.profile = profile
         self.slo = cap.slo
         self.tail = cap.tail
-        self.z = lateband.deviate(d.quantile)  # the band's quantile as a normal deviate
+        self.z = lateband.peak_deviate(d.quantile)  # the band's quantile as the level's deviate
         self.speed = speed
         self.limit = limit
         shape = lengths.spread(profile, observed.mix.prompt, observed.mix.lengths_cv2())
