@@ -114,15 +114,15 @@ def width(q: float, z: float, typical_share: float, tail: float) -> float | None
     sigma = q / z
     t = typical_share
     lo, hi = 0.0, z
-    over, unused = averaged(1.0 - t, t, sigma)
+    over, unused = terms(1.0 - t, t, sigma)
     if (1.0 - tail) * over <= tail * unused:
         return 1.0
-    over, unused = averaged(math.exp(q) - t, t, sigma)
+    over, unused = terms(math.exp(q) - t, t, sigma)
     if (1.0 - tail) * over > tail * unused:
         return None
     for _ in range(_STEPS):
         mid = 0.5 * (lo + hi)
-        over, unused = averaged(math.exp(mid * sigma) - t, t, sigma)
+        over, unused = terms(math.exp(mid * sigma) - t, t, sigma)
         if (1.0 - tail) * over <= tail * unused:
             hi = mid
         else:
