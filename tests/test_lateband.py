@@ -13,7 +13,7 @@ from autoscaler.policy.capacity import Demand
 from autoscaler.policy.lookahead import Lookahead
 
 TAIL = 0.01
-Z = lateband.deviate(0.98)
+Z = lateband.peak_deviate(0.98)  # the level at the horizon under a 0.98 band of the peak
 
 
 def _terms_by_quadrature(c: float, t: float, sigma: float) -> tuple[float, float]:
@@ -108,17 +108,25 @@ def _edge(count: int) -> tuple[Lookahead, float]:
 @pytest.mark.parametrize("count", [2, 5, 40])
 def test_a_sliver_over_a_step_is_not_bought_a_whole_replica(count: int) -> None:
     ahead, edge = _edge(count)
-    _, upper = _at(ahead, 60.0, edge * 1.004)
+    _, upper = _at(ahead, 60.0, edge * 1.01)
     assert ahead.sized(upper).replicas == count + 1  # the band's upper buys the step
-    assert ahead.need_at(60.0) == count  # its late share is within the unused allowance
+    # its late share is within the unused allowance (a large fleet's count may go a step lower)
+    assert ahead.need_at(60.0) == count if count < 10 else ahead.need_at(60.0) <= count
     assert ahead.planned_at(60.0).requests < upper.requests
 
 
 @pytest.mark.parametrize("count", [2, 5, 40])
 def test_a_shortfall_past_the_late_share_is_still_bought(count: int) -> None:
     ahead, edge = _edge(count)
-    _, upper = _at(ahead, 60.0, edge * 1.05)
-    # 5 % over the step: more than the late share's ~2 % below the band (at 40 a step is 2.5 %)
+    _, upper = _at(ahead, 60.0, edge * 1.1)
+    # 10 % over the step: more than the late share's ~6 % below the band (at 40 a step is 2.5 %)
     assert count < ahead.need_at(60.0) <= ahead.sized(upper).replicas
     if count < 10:
         assert ahead.need_at(60.0) == ahead.sized(upper).replicas
+
+
+def test_the_peaks_quantile_is_the_ends_by_reflection() -> None:
+    """A Brownian motion's maximum over [0, h] exceeds x twice as often as its end: the 0.98 of
+    the peak is the 0.99 of the end (2.326 standard deviations)."""
+    assert lateband.peak_deviate(0.98) == pytest.approx(2.3263479, abs=1e-6)
+    assert lateband.peak_deviate(0.9) == pytest.approx(lateband.deviate(0.95))

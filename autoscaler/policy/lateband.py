@@ -1,13 +1,16 @@
 """The demand the count is sized at: the least capacity whose expected late requests, under the
 forecast's distribution, fit the SLO's allowance that the capacity model's own tail leaves unused.
 
-The band (band.py) is the `quantile` (0.98) of the log ratio of the level's peak over the horizon,
-plus the typical load t, to the mean forecast m plus t. Read as a distribution: Y = (m + t)·X with
-ln X normal of median 0 and σ = q / z, q the band's log width, z the quantile's normal deviate, so
-that the band's upper is Y's own quantile. Of the normals with that quantile and a median at or
-above the mean forecast (the peak over a horizon is not below the level), median 0 is the widest,
-and above the quantile the widest puts the most mass: the conservative reading of one quantile.
-The load the fleet faces is L = Y - t, held over the horizon (a peak read as lasting it).
+The band (band.py) is the `quantile` (0.98) of the log ratio of the level's *peak* over the
+horizon, plus the typical load t, to the mean forecast m plus t. The capacity asked for now serves
+from the horizon on (what is ready before it is the fleet's already): what it must cover is the
+level at the horizon, not the peak over the way there. Read with the log level a Brownian motion
+about the mean forecast over the horizon, its peak exceeds a height twice as often as its end does
+(the reflection principle), so the band's quantile is the end's 1 - (1 - quantile) / 2 (0.99 for
+0.98): the level at the horizon is Y = (m + t)·X, ln X normal of median 0 and σ = q / z, q the band's
+log width, z = 2.326 the normal deviate of 0.99. Of the normals with that quantile and a median at
+or above the mean forecast, median 0 is the widest, and above the quantile the widest puts the most
+mass: the conservative reading of one quantile. The load is L = Y - t.
 
 A fleet of capacity C (the load it serves at the SLO) facing L:
   above C   the excess L - C is late (fluid: burstsize.py's late share), the C served at the
@@ -18,9 +21,11 @@ A fleet of capacity C (the load it serves at the SLO) facing L:
             requests is allowance left unused.
 The expected late share is within ε when (1 - ε)·E[(L - C)+] <= ε·E[L·(1 - L / C); 0 < L <= C]:
 the overshoot's late requests spend the allowance the queue leaves unused below capacity, the same
-budget at every fleet size. The least such C is solved for (each side monotone in C); never above
-the band's upper, which stays the bound (a wide band's fluid overshoot held over a whole horizon
-overstates a peak; the upper quantile is what the league measured the margin at).
+rule at every fleet size. The least such C is solved for (the left side falls and the right rises
+with C); never above the band's upper, which stays the bound (a wide band's fluid overshoot is above
+the allowance at its own upper; the upper is what the league measured the margin at). On a small
+fleet a step of the count is a sixth to a half of it, so the upper crossing a step by a sliver no
+longer buys the replica; on a large one the count is what a load 2-8 % under the upper needs.
 
 Pure arithmetic on floats; docs/policy.md ("Defaults and why": the band's count by late share).
 """
@@ -33,30 +38,7 @@ from typing import Final
 
 _SQRT2: Final = math.sqrt(2.0)
 _STEPS: Final = 24  # bisection steps in the deviate u: the width's error e^(σ·z / 2^24), nil
-_NODES: Final = 8  # Gauss-Legendre nodes over the horizon's time (the integrand is smooth in √s)
 _z_cache: Final[dict[float, float]] = {}
-
-
-def _legendre(n: int) -> tuple[tuple[float, float], ...]:
-    """Gauss-Legendre nodes and weights on [0, 1], by Newton's method on P_n."""
-    out = []
-    for i in range(1, n + 1):
-        x = math.cos(math.pi * (i - 0.25) / (n + 0.5))
-        for _ in range(100):
-            p0, p1 = 1.0, x
-            for k in range(2, n + 1):
-                p0, p1 = p1, ((2 * k - 1) * x * p1 - (k - 1) * p0) / k
-            slope = n * (x * p1 - p0) / (x * x - 1.0)
-            step = p1 / slope
-            x -= step
-            if abs(step) < 1e-15:
-                break
-        out.append((0.5 * (1.0 - x), 1.0 / ((1.0 - x * x) * slope * slope)))
-    return tuple(out)
-
-
-# the horizon's time s = h·v², ds = 2h·v dv: (v, 2v × weight) pairs
-_TIME: Final = tuple((v, 2.0 * v * w) for v, w in _legendre(_NODES))
 
 
 def deviate(quantile: float) -> float:
@@ -92,17 +74,6 @@ def terms(c: float, t: float, sigma: float) -> tuple[float, float]:
     first = d1 - t * d0
     second = d2 - 2.0 * t * d1 + t * t * d0
     return over, (first - second / c) if c > 0.0 else 0.0
-
-
-def averaged(c: float, t: float, sigma: float) -> tuple[float, float]:
-    """terms() averaged over the horizon's time, the log level at a share u of it normal of
-    standard deviation σ·√u (a Brownian motion's, σ at the horizon)."""
-    over = unused = 0.0
-    for v, weight in _TIME:
-        o, n = terms(c, t, sigma * v)
-        over += weight * o
-        unused += weight * n
-    return over, unused
 
 
 def width(q: float, z: float, typical_share: float, tail: float) -> float | None:
