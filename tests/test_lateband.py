@@ -47,7 +47,7 @@ def test_the_overshoot_and_the_unused_allowance_are_the_integrals(c: float, t: f
 
 @pytest.mark.parametrize(("q", "t"), [(0.1, 0.0), (0.2, 0.3), (0.3, 0.0), (0.45, 0.1)])
 def test_the_width_is_the_least_whose_late_share_fits(q: float, t: float) -> None:
-    w = lateband.width(q, Z, t, TAIL)
+    w = lateband.solve(q, Z, t, TAIL)
     assert w is not None and 1.0 < w < math.exp(q)
     sigma = q / Z
 
@@ -130,3 +130,14 @@ def test_the_peaks_quantile_is_the_ends_by_reflection() -> None:
     the peak is the 0.99 of the end (2.326 standard deviations)."""
     assert lateband.peak_deviate(0.98) == pytest.approx(2.3263479, abs=1e-6)
     assert lateband.peak_deviate(0.9) == pytest.approx(lateband.deviate(0.95))
+
+
+def test_the_grids_width_is_the_solved_one_within_half_a_per_cent() -> None:
+    """width() interpolates u / z between grid points solved once: within 0.5 % of solve()'s width,
+    the band's own (None) where solve() finds it and not far from its edge."""
+    for q in (0.02, 0.1, 0.27, 0.5, 0.8, 1.2, 2.5):
+        for t in (0.0, 0.013, 0.3, 0.62, 0.97):
+            exact, grid = lateband.solve(q, Z, t, TAIL), lateband.width(q, Z, t, TAIL)
+            a = math.exp(q) if exact is None else exact
+            b = math.exp(q) if grid is None else grid
+            assert abs(math.log(b / a)) < 5e-3, (q, t, exact, grid)

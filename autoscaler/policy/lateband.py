@@ -36,9 +36,17 @@ import math
 from statistics import NormalDist
 from typing import Final
 
+from autoscaler.policy import memo
+
 _SQRT2: Final = math.sqrt(2.0)
 _STEPS: Final = 24  # bisection steps in the deviate u: the width's error e^(σ·z / 2^24), nil
 _z_cache: Final[dict[float, float]] = {}
+# the solved share u / z by grid point: σ 1/16 apart in log (6 %), t / (m + t) 1/32 apart; the
+# bilinear interpolation's error in the width < 0.5 % (tests), a solve ~25 late shares
+_S_GRID: Final = 16.0
+_T_GRID: Final = 32.0
+_S_MIN: Final = 1e-3  # σ below it: its share's (a band under 0.3 %)
+_shares: Final[dict[tuple[int, int, float, float], float]] = {}
 
 
 def deviate(quantile: float) -> float:
@@ -78,8 +86,40 @@ def terms(c: float, t: float, sigma: float) -> tuple[float, float]:
 
 def width(q: float, z: float, typical_share: float, tail: float) -> float | None:
     """exp(u·σ), σ = q / z, for the least u in [0, z] whose capacity (m + t)·exp(u·σ) - t meets
-    (1 - tail)·overshoot <= tail·unused; None where only the band's own upper (u = z) does.
+    (1 - tail)·overshoot <= tail·unused (solve's), u / z interpolated on a grid in (log σ, t)
+    solved once a point; None where only the band's own upper (u = z) does.
     `typical_share` is t / (m + t), in [0, 1]."""
+    if not (q > 0.0 and z > 0.0 and tail > 0.0):
+        return None
+    sigma = q / z
+    at = math.log(sigma if sigma > _S_MIN else _S_MIN) * _S_GRID
+    i = math.floor(at)
+    t = typical_share if typical_share < 1.0 else 1.0
+    tj = t * _T_GRID
+    j = math.floor(tj)
+    if j >= _T_GRID:
+        j = int(_T_GRID) - 1
+    fi, fj = at - i, tj - j
+    s00, s10 = _share(i, j, z, tail), _share(i + 1, j, z, tail)
+    s01, s11 = _share(i, j + 1, z, tail), _share(i + 1, j + 1, z, tail)
+    share = (s00 + fi * (s10 - s00)) * (1.0 - fj) + (s01 + fi * (s11 - s01)) * fj
+    if share >= 1.0:
+        return None
+    return math.exp(share * q)
+
+
+def _share(i: int, j: int, z: float, tail: float) -> float:
+    key = (i, j, z, tail)
+    got = _shares.get(key)
+    if got is None:
+        sigma = math.exp(i / _S_GRID)
+        u = solve(sigma * z, z, j / _T_GRID, tail)
+        got = memo.remember(_shares, key, 1.0 if u is None else math.log(u) / (sigma * z), 4096)
+    return got
+
+
+def solve(q: float, z: float, typical_share: float, tail: float) -> float | None:
+    """width's exp(u·σ) solved: bisection in u over [0, z]; None where u = z."""
     if not (q > 0.0 and z > 0.0 and tail > 0.0):
         return None
     sigma = q / z
