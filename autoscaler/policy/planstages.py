@@ -94,7 +94,7 @@ def forecast_stages(
                     at_horizon.decode_tokens_per_s,
                     at_horizon.requests_per_s,
                     ahead.speed,
-                    upper.requests,
+                    ahead.planned_at(horizon_s).requests,  # the demand sized: the late share's
                     needed,
                     ahead.spread,
                     burstsize.replica_cv2(ahead.spread, at_horizon.replicas),
