@@ -27,8 +27,9 @@ def _per_replica(n: int, offered: float, slack: float) -> float:
 
 def test_with_many_requests_in_flight_a_replica_the_tail_falls_as_the_router_pools_the_prefills() -> None:
     # chat-like: tens of decodes in flight a replica, so every replica holds one (few_held's Erlang
-    # loss is near 1: 1 - n/L, the overflow it drops); a prefilling replica is one above the level until the fleet's arrivals outrun its
-    # departures by the replicas tied with it, which takes longer the more replicas there are
+    # loss is near 1: 1 - n/L, the overflow it drops); a prefilling replica is one above the level
+    # until the fleet's arrivals outrun its departures by the replicas tied with it, which takes
+    # longer the more replicas there are
     for n in (4, 8, 16):
         assert leastloaded.few_held(n, 2.0, 400.0, 1.0, 1.0) >= 1.0 - n / 400.0
     at = [leastloaded.wait_tail(n, 0.31 * n, 1.5, 40.0 * n, 0.3 * n) for n in (1, 2, 4, 8, 21)]
@@ -142,7 +143,8 @@ def test_a_large_count_in_flight_is_read_as_its_normal_limit() -> None:
     # L = 110,000 over 100,000 replicas: Erlang's loss drops the overflow, which in the replay keeps
     # its replicas busy: it reads 1 - n/L (0.09) where a level count would say all hold one (the
     # known limit of the probe, docs/policy-history.md "The router factors against the replay")
-    assert leastloaded.few_held(100_000, 50_000.0, 60_000.0, 10.0, 1.0) == pytest.approx(1.0 - 100 / 110, abs=0.01)
+    few = leastloaded.few_held(100_000, 50_000.0, 60_000.0, 10.0, 1.0)
+    assert few == pytest.approx(1.0 - 100 / 110, abs=0.01)
 
 
 def test_few_held_is_erlangs_loss_over_the_prefill_share() -> None:
@@ -166,5 +168,5 @@ def test_the_factor_thins_each_prompt_ahead_in_the_residual_tail() -> None:
     assert residualtail.wait_tail(u, tau, r, cv2, 1.0) == split
     for f in (0.2, 0.5, 0.8):
         assert residualtail.wait_tail(u, tau, r, cv2, f) < f * split
-    one = leastloaded.wait_tail(1, u, tau, 0.5, 0.1, residual=(r, cv2))
+    one = leastloaded.wait_tail(1, u, tau, 0.5, 0.1, residual=(r, cv2, 0.0))
     assert one == pytest.approx(split)

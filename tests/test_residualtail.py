@@ -85,7 +85,8 @@ def test_exponential_prefills_are_the_mm1() -> None:
     stands for two or more residuals."""
     for u in (0.1, 0.5, 0.8):
         for t in (0.5, 2.0, 6.0):
-            assert residualtail.wait_tail(u, t, 0.0, 1.0) == pytest.approx(u * math.exp(-(1.0 - u) * t), rel=0.05)
+            exponential = u * math.exp(-(1.0 - u) * t)
+            assert residualtail.wait_tail(u, t, 0.0, 1.0) == pytest.approx(exponential, rel=0.05)
 
 
 def test_the_search_is_the_least_count_under_the_budget() -> None:

@@ -219,8 +219,9 @@ def sizer(
 
     def terms(replicas: int) -> tuple[float, float, float, float, float, tuple[float, float, float] | None]:
         """The TTFT search's terms at a count: the prefill rate, the offered load, the slack in
-        mean prefills times 2 (1 + cs² with the residual; the tail's decay divides it by ca² + cs²), the wait budget,
-        the prefill times' cs² and residualtail's (r, cv²) where the lengths are published."""
+        mean prefills times 2 (1 + cs² with the residual; the tail's decay divides it by ca² +
+        cs²), the wait budget, the prefill times' cs² and residualtail's (r, cv², budget / p)
+        where the lengths are published."""
         rate = _prefill_rate_of(profile, lam / replicas, o, base, w, a, d)
         service = p / rate
         cs2 = service_cv2

@@ -131,8 +131,9 @@ def wait_tail(u: float, tau: float, r: float, cv2: float, thin: float = 1.0, ste
 
 def servers(offered: float, tau: float, budget: float, r: float, cv2: float, step: float = 0.0) -> int:
     """The least n whose replicas' tail at u = offered / n is at most `budget` (offered = λ·E[S];
-    `step` the token budget in mean prefills, as wait_tail's), cached on the inputs rounded to 1/256 in log scale; the tail rises with u, so the largest u
-    that fits is bisected (to 2^-20) and n = ceil(offered / u)."""
+    `step` the token budget in mean prefills, as wait_tail's), cached on the inputs rounded to
+    1/256 in log scale; the tail rises with u, so the largest u that fits is bisected (to 2^-20)
+    and n = ceil(offered / u)."""
     log, q = math.log, QUANTUM
     values = (offered, tau, budget, r, cv2, step)
     key = tuple(round(log(v) * q) if v > 0.0 else None for v in values)
