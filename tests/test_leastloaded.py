@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from autoscaler.policy import capacity, demand, leastloaded, lengths, residualtail, tailsearch
+from autoscaler.policy import capacity, demand, leastloaded, lengths, tailsearch
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.capacityspec import CapacitySpec, Router, SloTarget
 from autoscaler.policy.lookahead import Lookahead, facts
@@ -26,12 +26,11 @@ def _per_replica(n: int, offered: float, slack: float) -> float:
 
 
 def test_with_many_requests_in_flight_a_replica_the_tail_falls_as_the_router_pools_the_prefills() -> None:
-    # chat-like: tens of decodes in flight a replica, so every replica holds one (few_held's Erlang
-    # loss is near 1: 1 - n/L, the overflow it drops); a prefilling replica is one above the level
-    # until the fleet's arrivals outrun its departures by the replicas tied with it, which takes
-    # longer the more replicas there are
+    # chat-like: tens of decodes in flight a replica, so every replica holds one (few_held's factor
+    # is 1); a prefilling replica is one above the level until the fleet's arrivals outrun its
+    # departures by the replicas tied with it, which takes longer the more replicas there are
     for n in (4, 8, 16):
-        assert leastloaded.few_held(n, 2.0, 400.0, 1.0, 1.0) >= 1.0 - n / 400.0
+        assert leastloaded.few_held(n, 2.0, 400.0, 1.0, 1.0) == 1.0
     at = [leastloaded.wait_tail(n, 0.31 * n, 1.5, 40.0 * n, 0.3 * n) for n in (1, 2, 4, 8, 21)]
     assert at[0] == _per_replica(1, 0.31, 1.5)  # one replica: its own M/G/1 queue
     assert all(a > b for a, b in itertools.pairwise(at))
@@ -140,33 +139,4 @@ def test_a_large_count_in_flight_is_read_as_its_normal_limit() -> None:
         above = leastloaded.few_held(n, 1.0, (edge + 2.0) * index, 0.0, index)
         assert 0.0 < below < above < 1.0
         assert below == pytest.approx(above, rel=0.1)
-    # L = 110,000 over 100,000 replicas: Erlang's loss drops the overflow, which in the replay keeps
-    # its replicas busy: it reads 1 - n/L (0.09) where a level count would say all hold one (the
-    # known limit of the probe, docs/policy-history.md "The router factors against the replay")
-    few = leastloaded.few_held(100_000, 50_000.0, 60_000.0, 10.0, 1.0)
-    assert few == pytest.approx(1.0 - 100 / 110, abs=0.01)
-
-
-def test_few_held_is_erlangs_loss_over_the_prefill_share() -> None:
-    # B(n, L) by hand at n = 2, L = 2: (L²/2) / (1 + L + L²/2) = 0.4; a replica's one request is
-    # prefilling with chance offered / L, a random split's with u = offered / n: B·n/L
-    assert leastloaded.erlang_b(2.0, 2.0) == pytest.approx(0.4)
-    assert leastloaded.few_held(2, 0.5, 1.5, 0.0, 1.0) == pytest.approx(0.4 * 2 / 2.0)
-    # it falls with n at one request in flight a replica, where a level count's P(N >= n) stays
-    # near one half (the replay's arrivals find an empty replica more often as n grows)
-    at = [leastloaded.few_held(n, 0.26 * n, 0.8 * n, 0.0, 1.0) for n in (2, 4, 8, 20)]
-    assert all(a > b for a, b in itertools.pairwise(at))
-    # bursts block as peaked traffic: B(n/I, L/I) is higher
-    assert leastloaded.few_held(8, 2.0, 6.0, 0.0, 3.0) > leastloaded.few_held(8, 2.0, 6.0, 0.0, 1.0)
-
-
-def test_the_factor_thins_each_prompt_ahead_in_the_residual_tail() -> None:
-    # with the residual's tail the k prompts ahead are (u·f)^k: below f times the split's tail, the
-    # same at f = 1 (one replica)
-    u, tau, r, cv2 = 0.3, 1.5, 0.5, 1.3
-    split = residualtail.wait_tail(u, tau, r, cv2)
-    assert residualtail.wait_tail(u, tau, r, cv2, 1.0) == split
-    for f in (0.2, 0.5, 0.8):
-        assert residualtail.wait_tail(u, tau, r, cv2, f) < f * split
-    one = leastloaded.wait_tail(1, u, tau, 0.5, 0.1, residual=(r, cv2, 0.0))
-    assert one == pytest.approx(split)
+    assert leastloaded.few_held(100_000, 50_000.0, 60_000.0, 10.0, 1.0) == 1.0  # all hold one

@@ -159,13 +159,8 @@ def size(
 
 
 def _flat_covers(shape: lengths.Shape) -> bool:
-    """flatsize covers the random router and exponential prompt lengths (any prefill cs²) without
-    the residual's tail (the lengths not published)."""
-    return (
-        not shape.get("least_loaded", False)
-        and shape.get("lengths_cv2", 1.0) == 1.0
-        and not shape.get("residual_tail", False)
-    )
+    """flatsize covers the random router and exponential prompt lengths (any prefill cs²)."""
+    return not shape.get("least_loaded", False) and shape.get("lengths_cv2", 1.0) == 1.0
 
 
 def thinned(

@@ -39,7 +39,7 @@ import math
 from collections.abc import Callable
 from typing import Final, NamedTuple
 
-from autoscaler.policy import leastloaded, lengths, residualtail, tailsearch, tpottail
+from autoscaler.policy import leastloaded, lengths, tailsearch, tpottail
 from autoscaler.policy.capacityspec import ReplicaProfile, SloTarget
 
 MIN_RATE = 1e-6  # requests/s below which a target is idle
@@ -111,7 +111,6 @@ def size(
     least_loaded: bool = False,
     arrivals_index: float = 1.0,
     prefill_burst: float = 1.0,
-    residual_tail: bool = False,
 ) -> Sizing:
     """The least replica count (at most `limit`) that serves `demand` within the SLO.
 
@@ -126,8 +125,6 @@ def size(
     over the TTFT target (burstsize.py's), which spreads the requests in flight as it spreads the
     counts. `prefill_burst`: the prompts queue at this multiple of the demand's rate, the decodes
     in flight at the demand's own (a burst shorter than the requests last, burstsize.py's hold).
-    `residual_tail`: the engines publish the prompt lengths (lengths.spread), and the TTFT tail is
-    residualtail.py's, from the prefill times' own residual at `lengths_cv2`, not the exponential.
     """
     at = sizer(
         profile,
@@ -140,7 +137,6 @@ def size(
         least_loaded=least_loaded,
         arrivals_index=arrivals_index,
         prefill_burst=prefill_burst,
-        residual_tail=residual_tail,
     )
     return at(arrival_cv2)
 
@@ -157,7 +153,6 @@ def sizer(
     least_loaded: bool = False,
     arrivals_index: float = 1.0,
     prefill_burst: float = 1.0,
-    residual_tail: bool = False,
 ) -> Callable[[float], Sizing]:
     """size() as a function of arrival_cv2 (burstsize.py sizes one demand at several): what does
     not depend on it (the decode bound, the TPOT tail and its idle misses, the TTFT search's terms
@@ -217,22 +212,11 @@ def sizer(
     if first < 1:
         first = 1
 
-    def terms(replicas: int) -> tuple[float, float, float, float, float, tuple[float, float, float] | None]:
+    def terms(replicas: int) -> tuple[float, float, float, float]:
         """The TTFT search's terms at a count: the prefill rate, the offered load, the slack in
-        mean prefills times 2 (1 + cs² with the residual; the tail's decay divides it by ca² +
-        cs²), the wait budget, the prefill times' cs² and residualtail's (r, cv², budget / p)
-        where the lengths are published."""
+        mean prefills times 2 (the tail's decay divides it by ca² + cs²) and the wait budget."""
         rate = _prefill_rate_of(profile, lam / replicas, o, base, w, a, d)
         service = p / rate
-        cs2 = service_cv2
-        residual = None
-        if residual_tail:  # the mean prefill over the prompts' second moment, and its shape
-            per_token = 1.0 / rate - beta * p  # the prefill's cost a token beside the attention
-            r = beta * p / per_token if per_token > 0.0 else 0.0
-            service *= residualtail.mean_factor(r, lengths_cv2)
-            cs2 = residualtail.service_cv2(r, lengths_cv2)
-            chunk = profile.max_batched_tokens
-            residual = (r, lengths_cv2, chunk / p if chunk is not None and p > 0.0 else 0.0)
         free = 1.0 - load / replicas
         step = base / (1e-3 if free < 1e-3 else free)
         slack = ttft_s - service - step
@@ -243,8 +227,7 @@ def sizer(
         budget = _wait_budget(tail, p, rate, beta, ttft_s - step, ttft_tokens, lengths_cv2)
         if least_loaded and budget > tail:  # a tail that falls as the replay's: the waits keep at most it
             budget = tail
-        decay = 2.0 if residual is None else 1.0 + cs2  # ca² = 1 leaves the residual's own slack
-        return rate, lam * service * prefill_burst, slack / service * decay, budget, cs2, residual
+        return rate, lam * service * prefill_burst, slack / service * 2.0, budget
 
     first_terms = terms(first)
     decoding = lam * o * base  # leastloaded.servers' terms
@@ -254,17 +237,14 @@ def sizer(
         # prefill: the least count whose TTFT tail fits, searched from the decode bound up; the
         # prefill rate depends on the batch, hence on the count: a second step at the count found
         replicas, bound = first, binding
-        rate, offered, slack2, budget, cs2, residual = first_terms
+        rate, offered, slack2, budget = first_terms
         rate_at = first
         for again in (False, True):
             if again:
-                rate, offered, slack2, budget, cs2, residual = terms(replicas)
+                rate, offered, slack2, budget = terms(replicas)
                 rate_at = replicas
-            slack_services = slack2 / (arrival_cv2 + cs2)
-            if residual is None:
-                ttft_n = tailsearch.ttft_servers(offered, slack_services, budget)  # the random router's count
-            else:
-                ttft_n = residualtail.servers(offered, slack_services, budget, *residual)
+            slack_services = slack2 / (arrival_cv2 + service_cv2)
+            ttft_n = tailsearch.ttft_servers(offered, slack_services, budget)  # the random router's count
             if least_loaded:
                 ttft_n = leastloaded.servers(
                     offered,
@@ -274,9 +254,8 @@ def sizer(
                     load,
                     arrivals_index,
                     ttft_n,
-                    cs2,
+                    service_cv2,
                     departing,
-                    residual,
                 )
             if ttft_n <= replicas:
                 break

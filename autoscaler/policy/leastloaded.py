@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 
-from autoscaler.policy import lengths, memo, residualtail
+from autoscaler.policy import lengths, memo
 
 NORMAL_SHAPE = 1000.0  # a count in flight of more clumps than this is read as a normal
 _QUANTUM = 256.0  # cached on the inputs rounded to 1/256 in log scale (0.4 %), as tailsearch's TTFT search
@@ -45,28 +45,22 @@ def servers(
     most: int,
     cs2: float = 1.0,
     departing: float = 0.0,
-    residual: tuple[float, float, float] | None = None,
 ) -> int:
     """The least n (at most `most`, the random router's count, where the factor's 1 already fits)
     whose wait tail (wait_tail) at the slack (in the tail's mean service times, as capacity's) is at
     most `tail`; `offered` = λ·E[S], `decoding` = λ·o·base, `rho` = λ·w (capacity.size's terms),
     `index` the arrivals' index of dispersion (1: Poisson), `cs2` the prefill times' squared
-    coefficient of variation and `departing` = λ·base·k (pooled's own departures); `residual`:
-    (r, cv², the token budget over p) of residualtail.py, whose per-replica tail then stands for
-    the exponential's.
+    coefficient of variation and `departing` = λ·base·k (pooled's own departures).
     The tail falls with n, so n is bisected; cached on the inputs rounded to 1/256 in log scale."""
     log, q = math.log, _QUANTUM
-    inputs = (offered, slack_services, tail, decoding, rho, index, cs2, departing) + (
-        () if residual is None else residual
-    )
+    inputs = (offered, slack_services, tail, decoding, rho, index, cs2, departing)
     steps = tuple(round(log(v) * q) if v > 0.0 else None for v in inputs)
     key = (steps, most)
     got = _cache.get(key)
     if got is None:
         rounded = [0.0 if k is None else math.exp(k / q) for k in steps]
-        o, s, t, d, r, i, c, g = rounded[:8]
-        kept = None if residual is None else (rounded[8], rounded[9], rounded[10])
-        got = _bisect(o, s, t, d, r, i, c, g, most, kept)
+        o, s, t, d, r, i, c, g = rounded
+        got = _bisect(o, s, t, d, r, i, c, g, most)
         memo.remember(_cache, key, got, 8192)
     return got
 
@@ -81,7 +75,6 @@ def _bisect(
     cs2: float,
     departing: float,
     most: int,
-    residual: tuple[float, float, float] | None = None,
 ) -> int:
     lo = math.floor(offered)  # u >= 1 there: never fits
     hi = most
@@ -89,7 +82,7 @@ def _bisect(
         return hi
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if mid > 0 and wait_tail(mid, offered, slack, decoding, rho, index, cs2, departing, residual) <= tail:
+        if mid > 0 and wait_tail(mid, offered, slack, decoding, rho, index, cs2, departing) <= tail:
             hi = mid
         else:
             lo = mid
@@ -105,17 +98,15 @@ def wait_tail(
     index: float = 1.0,
     cs2: float = 1.0,
     departing: float = 0.0,
-    residual: tuple[float, float, float] | None = None,
 ) -> float:
     """The share of requests that wait past `slack` at n replicas under a least-loaded router: the
     per-replica tail u·exp(-(1 - u)·slack) times the smaller of two factors, each the share of its
     prefill during which a prefilling replica can still be picked: few_held (every replica holds a
-    request) and pooled (the one it took its prompt with has been cancelled). With `residual`
-    (r, cv², budget / p) the per-replica tail is residualtail.wait_tail's at the slack in mean
-    prefills."""
+    request) and pooled (the one it took its prompt with has been cancelled)."""
     u = offered / n
     if u >= 1.0:
         return 1.0
+    per_replica = u * math.exp(-(1.0 - u) * slack)
     if index < 1.0:
         index = 1.0
     factor = pooled(n, offered, rho, index, cs2, departing)
@@ -123,49 +114,25 @@ def wait_tail(
         few = few_held(n, offered, decoding, rho, index)
         if few < factor:
             factor = few
-    if residual is None:
-        return factor * u * math.exp(-(1.0 - u) * slack)
-    # each of the k prompts ahead was sent to a busy replica: thinned by the factor k times
-    return residualtail.wait_tail(u, slack, residual[0], residual[1], factor, residual[2])
+    return factor * per_replica
 
 
 def few_held(n: int, offered: float, decoding: float, rho: float, index: float) -> float:
-    """The share of a random split's landings on a prefilling replica that the router still makes,
-    where replicas hold about one request (at most 1): it sends the prompt to an empty replica
-    unless none is, so whether it finds one is Erlang's loss system of n servers offered the
-    L = offered + decoding / (1 - rho/n) requests in flight (each request's prefill, then its decode
-    steps of the mean step base / (1 - ρ/n)), B(n, L) = P(N = n) / P(N <= n) for N ~ Poisson(L),
-    whatever the requests' lifetimes. Arrivals of index of dispersion I > 1 block as peaked traffic
-    does: B(n/I, L/I) (Hayward's approximation). Finding none empty, it takes a replica at the
-    fewest, about max(1, L/n) requests, one of them prefilling with chance offered/L each; a random
-    split lands on a prefilling replica with chance u = offered/n: the factor B·max(n/L, 1).
-    (P(N >= n), a level count's, says 0.5 at L = n where the replay's arrivals find an empty replica
-    two times in three: departures unlevel the counts between arrivals.)"""
-    if n <= 1:
-        return 1.0
+    """P(every replica holds a request) / P(a replica holds one, split at random), at most 1:
+    L = offered + decoding / (1 - rho/n) in flight (each request's prefill, then its decode steps
+    of the mean step base / (1 - ρ/n)). Arrivals of index of dispersion I > 1 spread the count in
+    flight as much: a gamma of its mean and I times its variance, P(X >= n) = 1 - Q(n/I, L/I), in
+    place of the Poisson's (I = 1: the same)."""
     inflight = offered + decoding / (1.0 - rho / n)
-    if inflight <= 0.0:
-        return 0.0
-    blocked = erlang_b(n / index, inflight / index)
-    factor = blocked * (n / inflight if inflight < n else 1.0)
-    return 1.0 if factor > 1.0 else factor
-
-
-def erlang_b(servers: float, load: float) -> float:
-    """Erlang's loss probability at a real number of servers: P(N = s) / P(N <= s), N ~ Poisson(a),
-    through the gamma (P(N <= s) = Q(s + 1, a)); its normal limit past NORMAL_SHAPE."""
-    if load > NORMAL_SHAPE and servers > NORMAL_SHAPE:
-        sd = math.sqrt(load)
-        z = (servers - load) / sd
-        mass = math.exp(-0.5 * z * z) / (sd * math.sqrt(2.0 * math.pi))
-        below = 0.5 * math.erfc(-(z + 0.5 / sd) / math.sqrt(2.0))
+    held = -math.expm1(-inflight / n)  # one replica holds a request, split at random
+    shape = inflight / index
+    if shape > NORMAL_SHAPE:  # the gamma's own series converges too slowly there: its normal limit
+        every = 0.5 * math.erfc((n - inflight) / math.sqrt(2.0 * inflight * index))
     else:
-        mass = math.exp(servers * math.log(load) - load - math.lgamma(servers + 1.0))
-        below = lengths.upper_gamma(servers + 1.0, load)
-    if below <= 0.0:
+        every = 1.0 - lengths.upper_gamma(n / index, shape)  # all n hold one
+    if held <= 0.0 or every >= held:
         return 1.0
-    got = mass / below
-    return 1.0 if got > 1.0 else got
+    return every / held
 
 
 def departing(lam: float, base: float, p: float, budget: int | None) -> float:

@@ -38,7 +38,6 @@ class Shape(TypedDict, total=False):
     lengths_cv2: float
     least_loaded: bool
     arrivals_index: float
-    residual_tail: bool
 
 
 _NONE: Final[Shape] = {}  # no histogram: capacity.size's defaults (exponential, cs² 1)
@@ -53,7 +52,7 @@ def spread(profile: ReplicaProfile, p: float, cv2: float | None) -> Shape:
     c = clip_cv2(cv2)
     alpha = profile.prefill_s_per_token
     beta = profile.prefill_s_per_attention_pair * 0.5
-    return {"service_cv2": prefill_cv2(alpha, beta, p, c), "lengths_cv2": c, "residual_tail": True}
+    return {"service_cv2": prefill_cv2(alpha, beta, p, c), "lengths_cv2": c}
 
 
 def clip_cv2(cv2: float) -> float:
