@@ -70,10 +70,9 @@ class Mix(NamedTuple):
     # with `prompt`, the lengths' spread the TTFT tail needs (lengths.py)
     prompt_sq: float = 0.0
 
-    def lengths_cv2(self, mean: float | None = None) -> float | None:
-        """The prompt lengths' squared coefficient of variation (about `mean`, the mix's prompt if
-        None), None without a histogram."""
-        p, sq = self.prompt if mean is None else mean, self.prompt_sq
+    def lengths_cv2(self) -> float | None:
+        """The prompt lengths' squared coefficient of variation, None without a histogram."""
+        p, sq = self.prompt, self.prompt_sq
         square = p * p
         if sq <= 0.0 or square <= 0.0:  # a subnormal prompt squares to 0
             return None
@@ -178,13 +177,11 @@ def observe(
         lasting = math.exp(-dt / lifetimes)
         if decay < lasting:
             decay = lasting
-    mix = _mix(state.mix, decay, counted, prompt * dt, generated * dt, None)
+    squares = None if prompt_sq is None else prompt_sq * dt
+    mix = _mix(state.mix, decay, counted, prompt * dt, generated * dt, squares)
     growth = (inflight - state.inflight) / dt
     arrivals = finished + growth
     arrivals = arrivals if arrivals > 0.0 else 0.0  # max(x, 0.0), NaN to 0, without the call
-    if prompt_sq is not None and counted > 0.0:
-        sq = typical_square(mix.prompt_sq, prompt_sq / finished, state.typical.requests, arrivals, typical_w)
-        mix = _new(Mix, (mix.requests, mix.prompt, mix.output, sq))
     now_demand = _new(Demand, (arrivals, arrivals * mix.prompt, arrivals * mix.output))
     req = _holt(state.requests, arrivals, dt, weight, b, state.primed)
     spread = state.spread
@@ -315,33 +312,6 @@ def typical_weight(elapsed_s: float) -> float:
     """The weight a new value gets in a typical average last moved elapsed_s ago (its half-life
     TYPICAL_HALF_LIFE_S): the typical demand here, the fleet's typical capacity in scaledown."""
     return -math.expm1(-elapsed_s * _LN2 / TYPICAL_HALF_LIFE_S)
-
-
-def typical_square(sq: float, per_request: float, rate: float, arrivals: float, w: float) -> float:
-    """The prompts' mean square after a tick of `per_request` squared prompt tokens a request, over
-    the typical demand's window (its half-life TYPICAL_HALF_LIFE_S), weighted by the arrivals as
-    the typical prompt is (Σ w·arrivals·x² / Σ w·arrivals; `rate` the typical arrivals/s before the
-    tick): the lengths' spread is the workload's, and over the mix's ~400 requests one prompt 36
-    times the mean adds 3 to the cv² (ServeGen m-large: 0.06 % of its prompts at ~24,000 tokens,
-    mean 665), which the gamma of lengths.py reads as a far tail of many long prompts. 0 before:
-    the first reading sets it."""
-    if sq <= 0.0:
-        return per_request if per_request > 0.0 else 0.0
-    old = rate * (1.0 - w)
-    new = w * arrivals
-    total = old + new
-    if not total > 0.0:
-        return sq
-    got = (sq * old + per_request * new) / total
-    return got if got > 0.0 else 0.0
-
-
-def lengths_cv2(state: DemandState) -> float | None:
-    """The prompt lengths' squared coefficient of variation over the typical demand's window (the
-    mean square's, typical_square), None without a histogram."""
-    typical = state.typical
-    p = typical.prompt_tokens / typical.requests if typical.requests > 0.0 else state.mix.prompt
-    return state.mix.lengths_cv2(p)
 
 
 def _toward(old: Demand, new: Demand, w: float) -> Demand:

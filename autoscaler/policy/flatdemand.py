@@ -109,6 +109,11 @@ def tick(
         p = mix_prompt + (prompt * dt - requests * mix_prompt) / total
         o = mix_output + (generated * dt - requests * mix_output) / total
         sq = mix_sq
+        if has_squares and requests > 0.0:
+            squares = prompt_sq * dt
+            sq = squares / requests if sq <= 0.0 else sq + (squares - requests * sq) / total
+            if sq < 0.0:
+                sq = 0.0
         counted_mix = total
         if p < 0.0:
             p = 0.0
@@ -117,18 +122,6 @@ def tick(
     growth = (inflight - was_inflight) / dt
     arrivals = finished + growth
     arrivals = arrivals if arrivals > 0.0 else 0.0
-    if has_squares and counted > 0.0:  # over the typical demand's window (demand.typical_square)
-        per_request = prompt_sq / finished
-        if sq <= 0.0:
-            sq = per_request if per_request > 0.0 else 0.0
-        else:
-            old_w = typical_r * (1.0 - typical_w)
-            new_w = typical_w * arrivals
-            total_w = old_w + new_w
-            if total_w > 0.0:
-                sq = (sq * old_w + per_request * new_w) / total_w
-                if not sq > 0.0:
-                    sq = 0.0
     now_p = arrivals * p
     now_o = arrivals * o
     # the arrivals' level and trend (demand._holt)

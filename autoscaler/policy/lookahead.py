@@ -182,7 +182,7 @@ class Lookahead:
         self.slo = cap.slo
         self.speed = speed
         self.limit = limit
-        shape = lengths.spread(profile, observed.mix.prompt, demand.lengths_cv2(observed))
+        shape = lengths.spread(profile, observed.mix.prompt, observed.mix.lengths_cv2())
         if cap.least_loaded:
             shape = lengths.Shape(**shape, least_loaded=True, arrivals_index=self.spread)
         self.shape = shape
