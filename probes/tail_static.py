@@ -9,6 +9,7 @@ cv², its index).
 
     .venv/bin/python probes/tail_static.py /tmp/tail_points.json 10.95:2,3 13.9:2,3,5 ...
     .venv/bin/python probes/tail_static.py /tmp/tail_points.json all   # every point, at both counts
+    .venv/bin/python probes/tail_static.py /tmp/tail_points.json cap:8000 10.95:2   # prompts cut at 8,000
 """
 
 from __future__ import annotations
@@ -141,6 +142,12 @@ def main(argv: list[str]) -> None:
     if argv[1:] == ["all"]:
         every(points, window)
         return
+    specs = argv[1:]
+    if specs[0].startswith("cap:"):  # the prompts cut at this many tokens: whose waits are they
+        cap = int(specs.pop(0)[4:])
+        window = Trace(
+            window.name, window.arrival_s, np.minimum(window.input_tokens, cap), window.output_tokens
+        )
     wx, wy, wa = window.input_tokens, window.output_tokens, window.arrival_s
     wrate = len(wa) / float(wa[-1] - wa[0])
     x = wx.astype(float)
@@ -151,7 +158,7 @@ def main(argv: list[str]) -> None:
     head += " residual (policy's) | budget |"
     print(head)
     print("|---" * 12 + "|")
-    for spec in argv[1:]:
+    for spec in specs:
         lam_s, ns = spec.split(":")
         lam = float(lam_s)
         near = sorted(points, key=lambda q: abs(q["requests"] - lam))[0]
