@@ -9,6 +9,7 @@ cv², its index).
 
     .venv/bin/python probes/tail_static.py /tmp/tail_points.json 10.95:2,3 13.9:2,3,5 ...
     .venv/bin/python probes/tail_static.py /tmp/tail_points.json all   # every point, at both counts
+    .venv/bin/python probes/tail_static.py /tmp/tail_points.json mix   # the window's prompts
     .venv/bin/python probes/tail_static.py /tmp/tail_points.json cap:8000 10.95:2   # prompts cut at 8,000
 """
 
@@ -103,6 +104,7 @@ def every(points: list[dict[str, Any]], window: Trace) -> None:
     p, o, cv2 = float(x.mean()), float(wy.mean()), float(x.var() / x.mean() ** 2)
     met = {("old", "poisson"): 0, ("old", "own"): 0, ("new", "poisson"): 0, ("new", "own"): 0}
     ratios: dict[str, list[float]] = {"old": [], "new": []}
+    misses: list[tuple[int, float, float]] = []  # main's count past the budget: (n, u, the replay's)
     for i, q in enumerate(points):
         lam = q["requests"]
         rng = np.random.default_rng(i)
@@ -118,13 +120,28 @@ def every(points: list[dict[str, Any]], window: Trace) -> None:
             slack = terms(lam, n, p, o, cv2, 1.0, 1.0)["slack"]
             wp = float(np.mean(run(arrival, wx[pick], wy[pick], n) > slack))
             wo = float(np.mean(run(own, wx[pick_own], wy[pick_own], n) > slack))
+            if side == "old" and wp > budget:
+                misses.append((n, q["old_u"], wp))
             met[(side, "poisson")] += wp <= budget
             met[(side, "own")] += wo <= budget
             model = main_tail(n, q["old_args"][0]) if side == "old" else variant_tail(n, q["new_args"][0])
             ratios[side].append(model / max(wp, 1e-5))
+    at_i = sorted(variant_tail(q["old"], q["new_args"][0]) for q in points)
+    at_1 = sorted(variant_tail(q["old"], [*q["new_args"][0][:5], 1.0, *q["new_args"][0][6:]]) for q in points)
+    mid = len(points) // 2
+    print(
+        f"the residual's tail at main's count, median: {100 * at_i[mid]:.3f} % (I 1: {100 * at_1[mid]:.3f} %)"
+    )
     print(f"points: {len(points)}; the replay's waits past the slack within the point's budget:")
     for (side, arr), v in met.items():
         print(f"  {'main' if side == 'old' else 'residual'}'s count, {arr} arrivals: {v}")
+    if misses:
+        ns = sorted({m[0] for m in misses})
+        us, ws = [m[1] for m in misses], [100 * m[2] for m in misses]
+        print(
+            f"  main's misses: n {ns}, u {min(us):.2f}-{max(us):.2f},",
+            f"the replay {min(ws):.1f}-{max(ws):.1f} %",
+        )
     for side, rs in ratios.items():
         r = sorted(rs)
         cut = [r[int(f * (len(r) - 1))] for f in (0.1, 0.5, 0.9)]
@@ -139,6 +156,15 @@ def main(argv: list[str]) -> None:
     with open(argv[0]) as f:
         points = json.load(f)
     window = load_trace(TRACE, "servegen", rate_scale=0.048, start_s=39600, end_s=50400)
+    if argv[1:] == ["mix"]:  # the window's prompts: their far tail and the cv² of each 20 minutes
+        x, a = window.input_tokens.astype(float), window.arrival_s
+        q = np.quantile(x, [0.999, 0.9999])
+        print(f"{len(x)} prompts; 99.9th / 99.99th percentile {q[0]:.0f} / {q[1]:.0f}")
+        print(f"above 8,000: {100 * np.mean(x > 8_000):.3f} %; 14,000+: {int(np.sum(x >= 14_000))}")
+        for s in range(0, 10_800, 1_200):
+            part = x[(a >= s) & (a < s + 1_200)]
+            print(f"{s} s: mean {part.mean():.0f}, cv² {part.var() / part.mean() ** 2:.2f}")
+        return
     if argv[1:] == ["all"]:
         every(points, window)
         return
