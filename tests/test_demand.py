@@ -128,23 +128,6 @@ def test_a_forecast_is_scored_against_the_peak_over_its_horizon() -> None:
     assert len(state.peaks) <= 6
 
 
-def test_a_shorter_forecast_made_after_a_longer_one_is_scored_at_its_own_time() -> None:
-    """A fleet plans 210 s ahead while a node must be provisioned and 45 s ahead once nodes are up:
-    the 45 s forecast falls due first and is scored then, against the peak of its own window; it
-    waited for the 210 s one before it, and a burst after its window came into its error."""
-    spec = DemandSpec(prior_error=0.0, prior_weight=0.0, quantile=0.9)
-    state = feed([(0.0, 1.0, 1.0, 1.0, 0.0)], spec)
-    state = band.track(spec, state, 0.0, 10.0, 210.0, 10.0, 10.0)
-    state = band.track(spec, state, 15.0, 10.0, 45.0, 10.0, 10.0)
-    for now in (30.0, 45.0):
-        state = band.track(spec, state, now, 10.0, 210.0, 10.0, 10.0)
-    assert state.scored == 0.0
-    state = band.track(spec, state, 60.0, 10.0, 210.0, 10.0, 10.0)
-    assert state.scored > 0.0  # the 45 s forecast, due at 60 s
-    assert [target for _, target, _, _ in state.pending] == [210.0, 240.0, 255.0, 270.0]
-    assert band.error_quantile(spec, state) < 0.01  # its own window held 10: an error of 0
-
-
 def test_the_band_at_zero_spreads_over_the_typical_mix() -> None:
     spec = DemandSpec(prior_error=math.log(3.0), prior_weight=1.0)
     state = feed([(0.0, 2.0, 2000.0, 200.0, 0.0)], spec)

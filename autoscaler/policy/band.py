@@ -156,14 +156,9 @@ def track(
     offset = typical_load + 1e-12
     q, scale, scored = state.error_quantile, state.error_scale, state.scored
     bins, relative = state.bins, state.relative
-    # every forecast due by now, in the order made: a shorter horizon's, made after a longer one's,
-    # falls due before it and is scored at its own time, against the peak over its own window
-    due, waiting = 0, -1  # the forecasts scored; the first not yet due (-1: none so far)
-    for i, (made, target, forecast, b) in enumerate(pending):
-        if target > now:
-            if waiting < 0:
-                waiting = i
-            continue
+    due, count = 0, len(pending)
+    while due < count and pending[due][1] <= now:
+        made, _, forecast, b = pending[due]
         due += 1
         if forecast < 0.0:
             continue  # scored early (below)
@@ -176,8 +171,7 @@ def track(
         if b >= 0:
             bins, relative = levelbins.score(bins, relative, b, _clip(e), spec.quantile, False)
     if due:
-        # the due ones are the oldest unless horizons were mixed
-        pending = pending[due:] if waiting < 0 or waiting >= due else tuple(p for p in pending if p[1] > now)
+        pending = pending[due:]
     # Early scoring: a forecast not yet due whose window has already peaked above its band has an
     # error above the tracked quantile whatever comes before it falls due, so the tracker's step is
     # known now: it is scored now (with the error so far, a lower bound), and the band widens during
