@@ -95,6 +95,19 @@ def run(arrival: np.ndarray, xs: np.ndarray, ys: np.ndarray, n: int) -> np.ndarr
     return np.asarray((result.requests.admitted_s - arrival)[arrival >= WARMUP_S])
 
 
+def arrivals(
+    rng: np.random.Generator, lam: float, pairs: int, window_arrivals: np.ndarray, window_rate: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Poisson arrivals at `lam` and the window's own, rescaled to `lam`, each with the indices of
+    the (prompt, output) pairs they carry, over the warm-up and the run."""
+    k = int(lam * (WARMUP_S + RUN_S))
+    arrival = np.cumsum(rng.exponential(1.0 / lam, k))
+    pick = rng.integers(0, pairs, k)
+    own = (window_arrivals - window_arrivals[0]) * (window_rate / lam)
+    own = own[own < WARMUP_S + RUN_S]
+    return arrival, pick, own, rng.integers(0, pairs, len(own))
+
+
 def every(points: list[dict[str, Any]], window: Trace) -> None:
     """At each point, main's count and the residual's replayed at the point's rate (Poisson and the
     window's own arrivals): how often each meets the point's wait budget."""
@@ -107,13 +120,7 @@ def every(points: list[dict[str, Any]], window: Trace) -> None:
     misses: list[tuple[int, float, float]] = []  # main's count past the budget: (n, u, the replay's)
     for i, q in enumerate(points):
         lam = q["requests"]
-        rng = np.random.default_rng(i)
-        k = int(lam * (WARMUP_S + RUN_S))
-        arrival = np.cumsum(rng.exponential(1.0 / lam, k))
-        pick = rng.integers(0, len(wx), k)
-        own = (wa - wa[0]) * (wrate / lam)
-        own = own[own < WARMUP_S + RUN_S]
-        pick_own = rng.integers(0, len(wx), len(own))
+        arrival, pick, own, pick_own = arrivals(np.random.default_rng(i), lam, len(wx), wa, wrate)
         budget = q["old_args"][0][2]
         for side in ("old", "new"):
             n = q[side]
@@ -188,13 +195,7 @@ def main(argv: list[str]) -> None:
         lam_s, ns = spec.split(":")
         lam = float(lam_s)
         near = sorted(points, key=lambda q: abs(q["requests"] - lam))[0]
-        rng = np.random.default_rng(1)
-        k = int(lam * (WARMUP_S + RUN_S))
-        arrival = np.cumsum(rng.exponential(1.0 / lam, k))
-        pick = rng.integers(0, len(wx), k)
-        own = (wa - wa[0]) * (wrate / lam)
-        own = own[own < WARMUP_S + RUN_S]
-        pick_own = rng.integers(0, len(wx), len(own))
+        arrival, pick, own, pick_own = arrivals(np.random.default_rng(1), lam, len(wx), wa, wrate)
         for n in (int(v) for v in ns.split(",")):
             t = terms(lam, n, p, o, cv2, 1.0, 1.0)
             wp = run(arrival, wx[pick], wy[pick], n)
