@@ -160,7 +160,6 @@ class Lookahead:
         "lifetime_hold",
         "limit",
         "load",
-        "load_terms",
         "mean_now",
         "profile",
         "shape",
@@ -178,7 +177,6 @@ class Lookahead:
         self._demand = d
         self._observed = observed
         self.load = load = cap.load
-        self.load_terms = cap.terms
         flat = flatahead.kernels
         if flat is None:
             self.typical_load = load(observed.typical)

@@ -134,7 +134,12 @@ def _load_window(
 
 
 # load_trace's own arguments: each has its command-line flag, and as an option it would be given twice
-_ARGUMENT_FLAGS = {"start_s": "--start-s", "end_s": "--end-s", "rate_scale": "--rate-scale", "seed": "--seed"}
+_ARGUMENT_FLAGS = {
+    "start_s": "--start-s",
+    "end_s": "--end-s",
+    "rate_scale": "--rate-scale (the league's --rate-scales)",
+    "seed": "--seed",
+}
 
 
 def options_from_pairs(pairs: Sequence[str]) -> dict[str, str]:
