@@ -269,6 +269,19 @@ def sizer(
     return at
 
 
+def idle_misses(
+    profile: ReplicaProfile, slo: SloTarget, p: float, o: float, speed: float = 1.0, lengths_cv2: float = 1.0
+) -> float:
+    """The share of requests of mean prompt p (output o, lengths' cv² lengths_cv2) that miss their
+    TTFT even on an idle replica: no fleet serves them in time (_idle_misses, as sizer reads it)."""
+    if p < MIN_PROMPT_TOKENS:
+        return 0.0
+    base = profile.step_base_s / speed
+    rate = _prefill_rate(profile, 0.0, p, o if o > 1.0 else 1.0, base, 0.0, speed)
+    beta = profile.prefill_s_per_attention_pair * 0.5 / speed
+    return _idle_misses(p, rate, beta, slo.ttft_s - base, slo.ttft_tokens_per_s, lengths_cv2)
+
+
 def _wait_budget(
     tail: float,
     p: float,

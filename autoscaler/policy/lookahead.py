@@ -154,6 +154,7 @@ class Lookahead:
         "_observed",
         "_planned",
         "_sized",
+        "_spent",
         "_widths",
         "hold",
         "level",
@@ -221,6 +222,7 @@ class Lookahead:
         self._forecasts: dict[float, tuple[Demand, Demand]] = {}
         self._mean_loads: dict[float, float] = {}
         self._planned: dict[float, Demand] = {}
+        self._spent: bool | None = None
         self._sized: dict[float, Sizing] = {}
 
     def _start(self, start: Callable[..., Any], forecast: Callable[..., Any], cap: CapacityFacts) -> None:
@@ -308,6 +310,9 @@ class Lookahead:
         got = self._planned.get(h)
         if got is None:
             mean, upper = self.forecast_at(h)
+            if self.allowance_spent():
+                self._planned[h] = upper
+                return upper
             mean_load = self._mean_loads[h]
             typical = self.typical_load
             b = levelbins.bin_of(mean_load, typical)
@@ -321,6 +326,18 @@ class Lookahead:
             got = upper if late is None else band.widened(self._observed, mean, mean_load, typical, late)
             self._planned[h] = got
         return got
+
+    def allowance_spent(self) -> bool:
+        """Whether the requests no fleet serves in time (their prefill alone past the TTFT, at the
+        observed mix) take the SLO's whole tail: then no allowance is left for the late share to
+        spend, and the count is sized at the band's upper (Mooncake's long prompts on the 8B: 19 %)."""
+        spent = self._spent
+        if spent is None:
+            mix = self._observed.mix
+            cv2 = self.shape.get("lengths_cv2", 1.0)
+            lost = capacity.idle_misses(self.profile, self.slo, mix.prompt, mix.output, self.speed, cv2)
+            spent = self._spent = lost >= self.tail
+        return spent
 
     def sizing_at(self, h: float) -> Sizing:
         got = self._sized.get(h)
