@@ -3,14 +3,18 @@ whose late share fits, and the count sized at it (lookahead.planned_at)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 from test_lookahead import _ahead
 
-from autoscaler.policy import band, lateband, levelbins
+from autoscaler.policy import band, capacity, lateband, levelbins
 from autoscaler.policy.capacity import Demand
+from autoscaler.policy.capacityspec import SloTarget
 from autoscaler.policy.lookahead import Lookahead
+from replay.policies.predictive import replica_profile
+from replay.profiles import LLAMA_8B_H100
 
 TAIL = 0.01
 Z = lateband.peak_deviate(0.98)  # the level at the horizon under a 0.98 band of the peak
@@ -141,3 +145,28 @@ def test_the_grids_width_is_the_solved_one_within_half_a_per_cent() -> None:
             a = math.exp(q) if exact is None else exact
             b = math.exp(q) if grid is None else grid
             assert abs(math.log(b / a)) < 5e-3, (q, t, exact, grid)
+
+
+def test_where_the_idle_misses_take_the_tail_the_count_is_the_bands_upper() -> None:
+    ahead, edge = _edge(5)
+    _, upper = _at(ahead, 60.0, edge * 1.01)
+    assert ahead.planned_at(60.0).requests < upper.requests  # the allowance spent below the upper
+    mix = ahead._observed.mix
+    prefill = mix.prompt * capacity.prefill_token_s(ahead.profile, mix.prompt)
+    # a target the mean prompt's prefill alone fills: a third of the prompts miss it idle
+    ahead.slo = dataclasses.replace(ahead.slo, ttft_s=ahead.profile.step_base_s + prefill)
+    ahead._spent = None
+    _at(ahead, 60.0, edge * 1.01)
+    assert ahead.allowance_spent() and ahead.planned_at(60.0) == upper
+
+
+@pytest.mark.parametrize(
+    ("p", "cv2", "low", "high"), [(15325.0, 1.44, 0.15, 0.25), (1155.0, 0.92, 0.0, 1e-6)]
+)
+def test_the_idle_misses_of_a_mix(p: float, cv2: float, low: float, high: float) -> None:
+    # Mooncake's mix on one-gpu-8b's engine (22 % of its prompts past 2 s alone; the model's gamma
+    # 19 %) and Azure conv's (none)
+    profile = replica_profile(LLAMA_8B_H100)
+    lost = capacity.idle_misses(profile, SloTarget(ttft_s=2.0, tpot_s=0.2), p, 150.0, 1.0, cv2)
+    assert low < lost < high
+    assert capacity.idle_misses(profile, SloTarget(ttft_s=2.0, tpot_s=0.2), 0.0, 150.0) == 0.0
