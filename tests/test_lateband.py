@@ -20,14 +20,14 @@ TAIL = 0.01
 Z = lateband.peak_deviate(0.98)  # the level at the horizon under a 0.98 band of the peak
 
 
-def _terms_by_quadrature(c: float, t: float, sigma: float) -> tuple[float, float]:
-    """E[(L - c)+] and E[L·(1 - L/c); 0 < L <= c] for L = X - t, ln X normal(0, σ²): the midpoint
-    rule over ln X from -12σ to 12σ."""
+def _terms_by_quadrature(c: float, t: float, sigma: float) -> tuple[float, float, float]:
+    """E[(L - c)+], E[L·(1 - L/c); 0 < L <= c] and E[L; 0 < L <= c] for L = X - t, ln X
+    normal(0, σ²): the midpoint rule over ln X from -12σ to 12σ."""
     n = 200_000
     lo, hi = -12.0 * sigma, 12.0 * sigma
     step = (hi - lo) / n
     norm = 1.0 / (sigma * math.sqrt(2.0 * math.pi))
-    over = unused = 0.0
+    over = unused = below = 0.0
     for i in range(n):
         y = lo + (i + 0.5) * step
         density = norm * math.exp(-0.5 * (y / sigma) ** 2) * step
@@ -36,17 +36,20 @@ def _terms_by_quadrature(c: float, t: float, sigma: float) -> tuple[float, float
             over += (load - c) * density
         elif load > 0.0:
             unused += load * (1.0 - load / c) * density
-    return over, unused
+            below += load * density
+    return over, unused, below
 
 
 @pytest.mark.parametrize(
     ("c", "t", "sigma"), [(1.3, 0.0, 0.15), (0.9, 0.4, 0.3), (2.5, 0.7, 0.8), (0.5, 0.2, 0.05)]
 )
 def test_the_overshoot_and_the_unused_allowance_are_the_integrals(c: float, t: float, sigma: float) -> None:
-    over, unused = lateband.terms(c, t, sigma)
+    over, unused, below = lateband.terms(c, t, sigma)
     by_sum = _terms_by_quadrature(c, t, sigma)
     assert over == pytest.approx(by_sum[0], rel=1e-6, abs=1e-12)
     assert unused == pytest.approx(by_sum[1], rel=1e-6, abs=1e-12)
+    # its integrand jumps at c: the midpoint rule's error there is a half step's
+    assert below == pytest.approx(by_sum[2], rel=2e-5, abs=1e-12)
 
 
 @pytest.mark.parametrize(("q", "t"), [(0.1, 0.0), (0.2, 0.3), (0.3, 0.0), (0.45, 0.1)])
@@ -56,7 +59,7 @@ def test_the_width_is_the_least_whose_late_share_fits(q: float, t: float) -> Non
     sigma = q / Z
 
     def fits(width: float) -> bool:
-        over, unused = lateband.terms(width - t, t, sigma)
+        over, unused, _ = lateband.terms(width - t, t, sigma)
         return (1.0 - TAIL) * over <= TAIL * unused
 
     assert fits(w) and not fits(w * math.exp(-1e-4 * sigma))
@@ -147,17 +150,38 @@ def test_the_grids_width_is_the_solved_one_within_half_a_per_cent() -> None:
             assert abs(math.log(b / a)) < 5e-3, (q, t, exact, grid)
 
 
+def test_the_idle_misses_spend_the_allowance_first() -> None:
+    """The width rises with the idle misses λ to the band's upper (None) once λ takes the
+    allowance: the grid's within 0.5 % of solve()'s, and solve()'s width fits with λ counted."""
+    q, t = 0.3, 0.1
+    sigma = q / Z
+    widths = []
+    for lost in (0.0, 0.001, 0.0023, 0.004, 0.0071, 0.0099):
+        exact, grid = lateband.solve(q, Z, t, TAIL, lost), lateband.width(q, Z, t, TAIL, lost)
+        a = math.exp(q) if exact is None else exact
+        b = math.exp(q) if grid is None else grid
+        assert abs(math.log(b / a)) < 5e-3, (lost, exact, grid)
+        if exact is not None:
+            assert lateband.fits(*lateband.terms(exact - t, t, sigma), TAIL, lost)
+            below = exact * math.exp(-1e-4 * sigma) - t
+            assert not lateband.fits(*lateband.terms(below, t, sigma), TAIL, lost)
+        widths.append(a)
+    assert widths == sorted(widths) and widths[0] < widths[-1] == math.exp(q)
+    assert lateband.width(q, Z, t, TAIL, TAIL) is None and lateband.width(q, Z, t, TAIL, 0.2) is None
+
+
 def test_where_the_idle_misses_take_the_tail_the_count_is_the_bands_upper() -> None:
     ahead, edge = _edge(5)
     _, upper = _at(ahead, 60.0, edge * 1.01)
+    assert ahead.idle_misses() < 1e-6  # the test spec's prompts all fit
     assert ahead.planned_at(60.0).requests < upper.requests  # the allowance spent below the upper
     mix = ahead._observed.mix
     prefill = mix.prompt * capacity.prefill_token_s(ahead.profile, mix.prompt)
     # a target the mean prompt's prefill alone fills: a third of the prompts miss it idle
     ahead.slo = dataclasses.replace(ahead.slo, ttft_s=ahead.profile.step_base_s + prefill)
-    ahead._spent = None
+    ahead._lost = None
     _at(ahead, 60.0, edge * 1.01)
-    assert ahead.allowance_spent() and ahead.planned_at(60.0) == upper
+    assert ahead.idle_misses() > TAIL and ahead.planned_at(60.0) == upper
 
 
 @pytest.mark.parametrize(

@@ -19,13 +19,18 @@ A fleet of capacity C (the load it serves at the SLO) facing L:
             u·exp(-(1 - u)·κ) of the prefill utilization u ∝ L, which meets ε at C, and whose
             exponential factor only falls as u falls (capacity.py). So ε·(1 - L / C) of L's
             requests is allowance left unused.
-The expected late share is within ε when (1 - ε)·E[(L - C)+] <= ε·E[L·(1 - L / C); 0 < L <= C]:
-the overshoot's late requests spend the allowance the queue leaves unused below capacity, the same
-rule at every fleet size. The least such C is solved for (the left side falls and the right rises
-with C); never above the band's upper, which stays the bound (a wide band's fluid overshoot is above
-the allowance at its own upper; the upper is what the league measured the margin at). On a small
-fleet a step of the count is a sixth to a half of it, so the upper crossing a step by a sliver no
-longer buys the replica; on a large one the count is what a load 2-8 % under the upper needs.
+  always    the requests whose prefill alone is past the TTFT target (a share λ of every load,
+            capacity.idle_misses) are late at any fleet size: they spend the allowance first.
+The expected late share is within ε when (1 - ε)·E[(L - C)+] <= ε·E[L·(1 - L / C); 0 < L <= C]
+- λ·E[L; 0 < L <= C]: the overshoot's late requests spend the allowance the queue and the prompts
+no replica serves in time leave unused below capacity, the same rule at every fleet size. Where λ
+is above what ε·(1 - L / C) leaves on average below C, no allowance is left and the count is the
+band's upper (Mooncake's long prompts: λ 19 % against ε 1 %). The least such C is solved for (the
+left side falls and the right rises with C); never above the band's upper, which stays the bound (a
+wide band's fluid overshoot is above the allowance at its own upper; the upper is what the league
+measured the margin at). On a small fleet a step of the count is a sixth to a half of it, so the
+upper crossing a step by a sliver no longer buys the replica; on a large one the count is what a
+load 2-8 % under the upper needs.
 
 Pure arithmetic on floats; docs/policy.md ("Defaults and why": the band's count by late share).
 """
@@ -46,7 +51,8 @@ _z_cache: Final[dict[float, float]] = {}
 _S_GRID: Final = 16.0
 _T_GRID: Final = 32.0
 _S_MIN: Final = 1e-3  # σ below it: its share's (a band under 0.3 %)
-_shares: Final[dict[tuple[int, int, float, float], float]] = {}
+_L_GRID: Final = 32.0  # the idle misses λ / ε by 1/32: a third axis where λ > 0
+_shares: Final[dict[tuple[int, int, int, float, float], float]] = {}
 
 
 def deviate(quantile: float) -> float:
@@ -71,9 +77,10 @@ def _above(k: int, cut: float, sigma: float) -> float:
     return full * 0.5 * math.erfc((math.log(cut) - k * sigma * sigma) / (sigma * _SQRT2))
 
 
-def terms(c: float, t: float, sigma: float) -> tuple[float, float]:
-    """(E[(L - c)+], E[L·(1 - L / c); 0 < L <= c]) for L = X - t, ln X normal(0, σ²): the
-    overshoot past c and the allowance's share unused below it, in units of m + t."""
+def terms(c: float, t: float, sigma: float) -> tuple[float, float, float]:
+    """(E[(L - c)+], E[L·(1 - L / c); 0 < L <= c], E[L; 0 < L <= c]) for L = X - t, ln X
+    normal(0, σ²): the overshoot past c, the queue's allowance unused below it and the load below
+    it, in units of m + t."""
     top = c + t
     a0, a1, a2 = _above(0, top, sigma), _above(1, top, sigma), _above(2, top, sigma)
     over = a1 - top * a0
@@ -81,15 +88,20 @@ def terms(c: float, t: float, sigma: float) -> tuple[float, float]:
     d0, d1, d2 = b0 - a0, b1 - a1, b2 - a2  # E[X^k; t < X <= c + t]
     first = d1 - t * d0
     second = d2 - 2.0 * t * d1 + t * t * d0
-    return over, (first - second / c) if c > 0.0 else 0.0
+    return over, (first - second / c) if c > 0.0 else 0.0, first
 
 
-def width(q: float, z: float, typical_share: float, tail: float) -> float | None:
+def fits(over: float, unused: float, below: float, tail: float, lost: float) -> bool:
+    """Whether the overshoot's late requests fit the allowance left below capacity (terms')."""
+    return (1.0 - tail) * over <= tail * unused - lost * below
+
+
+def width(q: float, z: float, typical_share: float, tail: float, lost: float = 0.0) -> float | None:
     """exp(u·σ), σ = q / z, for the least u in [0, z] whose capacity (m + t)·exp(u·σ) - t meets
-    (1 - tail)·overshoot <= tail·unused (solve's), u / z interpolated on a grid in (log σ, t)
-    solved once a point; None where only the band's own upper (u = z) does.
-    `typical_share` is t / (m + t), in [0, 1]."""
-    if not (q > 0.0 and z > 0.0 and tail > 0.0):
+    fits() with the idle misses `lost` (solve's), u / z interpolated on a grid in (log σ, t, and
+    lost / tail where lost > 0) solved once a point; None where only the band's own upper (u = z)
+    does. `typical_share` is t / (m + t), in [0, 1]."""
+    if not (q > 0.0 and z > 0.0 and tail > lost):
         return None
     sigma = q / z
     at = math.log(sigma if sigma > _S_MIN else _S_MIN) * _S_GRID
@@ -100,41 +112,50 @@ def width(q: float, z: float, typical_share: float, tail: float) -> float | None
     if j >= _T_GRID:
         j = int(_T_GRID) - 1
     fi, fj = at - i, tj - j
-    s00, s10 = _share(i, j, z, tail), _share(i + 1, j, z, tail)
-    s01, s11 = _share(i, j + 1, z, tail), _share(i + 1, j + 1, z, tail)
-    share = (s00 + fi * (s10 - s00)) * (1.0 - fj) + (s01 + fi * (s11 - s01)) * fj
+    k, fk = 0, 0.0
+    if lost > 0.0:
+        lk = lost / tail * _L_GRID
+        k = math.floor(lk)
+        fk = lk - k
+    share = _plane(i, j, k, fi, fj, z, tail)
+    if fk > 0.0:
+        share += fk * (_plane(i, j, k + 1, fi, fj, z, tail) - share)
     if share >= 1.0:
         return None
     return math.exp(share * q)
 
 
-def _share(i: int, j: int, z: float, tail: float) -> float:
-    key = (i, j, z, tail)
+def _plane(i: int, j: int, k: int, fi: float, fj: float, z: float, tail: float) -> float:
+    """The share u / z bilinear in (log σ, t) at the grid's k-th idle misses."""
+    s00, s10 = _share(i, j, k, z, tail), _share(i + 1, j, k, z, tail)
+    s01, s11 = _share(i, j + 1, k, z, tail), _share(i + 1, j + 1, k, z, tail)
+    return (s00 + fi * (s10 - s00)) * (1.0 - fj) + (s01 + fi * (s11 - s01)) * fj
+
+
+def _share(i: int, j: int, k: int, z: float, tail: float) -> float:
+    key = (i, j, k, z, tail)
     got = _shares.get(key)
     if got is None:
         sigma = math.exp(i / _S_GRID)
-        u = solve(sigma * z, z, j / _T_GRID, tail)
+        u = solve(sigma * z, z, j / _T_GRID, tail, k / _L_GRID * tail)
         got = memo.remember(_shares, key, 1.0 if u is None else math.log(u) / (sigma * z), 4096)
     return got
 
 
-def solve(q: float, z: float, typical_share: float, tail: float) -> float | None:
+def solve(q: float, z: float, typical_share: float, tail: float, lost: float = 0.0) -> float | None:
     """width's exp(u·σ) solved: bisection in u over [0, z]; None where u = z."""
-    if not (q > 0.0 and z > 0.0 and tail > 0.0):
+    if not (q > 0.0 and z > 0.0 and tail > lost):
         return None
     sigma = q / z
     t = typical_share
     lo, hi = 0.0, z
-    over, unused = terms(1.0 - t, t, sigma)
-    if (1.0 - tail) * over <= tail * unused:
+    if fits(*terms(1.0 - t, t, sigma), tail, lost):
         return 1.0
-    over, unused = terms(math.exp(q) - t, t, sigma)
-    if (1.0 - tail) * over > tail * unused:
+    if not fits(*terms(math.exp(q) - t, t, sigma), tail, lost):
         return None
     for _ in range(_STEPS):
         mid = 0.5 * (lo + hi)
-        over, unused = terms(math.exp(mid * sigma) - t, t, sigma)
-        if (1.0 - tail) * over <= tail * unused:
+        if fits(*terms(math.exp(mid * sigma) - t, t, sigma), tail, lost):
             hi = mid
         else:
             lo = mid

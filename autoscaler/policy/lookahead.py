@@ -150,11 +150,11 @@ class Lookahead:
         "_demand",
         "_forecasting",
         "_forecasts",
+        "_lost",
         "_mean_loads",
         "_observed",
         "_planned",
         "_sized",
-        "_spent",
         "_widths",
         "hold",
         "level",
@@ -222,7 +222,7 @@ class Lookahead:
         self._forecasts: dict[float, tuple[Demand, Demand]] = {}
         self._mean_loads: dict[float, float] = {}
         self._planned: dict[float, Demand] = {}
-        self._spent: bool | None = None
+        self._lost: float | None = None
         self._sized: dict[float, Sizing] = {}
 
     def _start(self, start: Callable[..., Any], forecast: Callable[..., Any], cap: CapacityFacts) -> None:
@@ -310,9 +310,6 @@ class Lookahead:
         got = self._planned.get(h)
         if got is None:
             mean, upper = self.forecast_at(h)
-            if self.allowance_spent():
-                self._planned[h] = upper
-                return upper
             mean_load = self._mean_loads[h]
             typical = self.typical_load
             b = levelbins.bin_of(mean_load, typical)
@@ -322,22 +319,23 @@ class Lookahead:
                 width = self._widths[b] = math.exp(q)
             total = mean_load + typical
             share = typical / total if total > 0.0 else 1.0
-            late = lateband.width(math.log(width) if width > 1.0 else 0.0, self.z, share, self.tail)
+            q = math.log(width) if width > 1.0 else 0.0
+            late = lateband.width(q, self.z, share, self.tail, self.idle_misses())
             got = upper if late is None else band.widened(self._observed, mean, mean_load, typical, late)
             self._planned[h] = got
         return got
 
-    def allowance_spent(self) -> bool:
-        """Whether the requests no fleet serves in time (their prefill alone past the TTFT, at the
-        observed mix) take the SLO's whole tail: then no allowance is left for the late share to
-        spend, and the count is sized at the band's upper (Mooncake's long prompts on the 8B: 19 %)."""
-        spent = self._spent
-        if spent is None:
+    def idle_misses(self) -> float:
+        """The share of requests no fleet serves in time (their prefill alone past the TTFT, at the
+        observed mix): the late share's allowance they spend first (lateband.py)."""
+        lost = self._lost
+        if lost is None:
             mix = self._observed.mix
             cv2 = self.shape.get("lengths_cv2", 1.0)
-            lost = capacity.idle_misses(self.profile, self.slo, mix.prompt, mix.output, self.speed, cv2)
-            spent = self._spent = lost >= self.tail
-        return spent
+            lost = self._lost = capacity.idle_misses(
+                self.profile, self.slo, mix.prompt, mix.output, self.speed, cv2
+            )
+        return lost
 
     def sizing_at(self, h: float) -> Sizing:
         got = self._sized.get(h)
