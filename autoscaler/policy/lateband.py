@@ -32,7 +32,7 @@ measured the margin at). On a small fleet a step of the count is a sixth to a ha
 upper crossing a step by a sliver no longer buys the replica; on a large one the count is what a
 load 2-8 % under the upper needs.
 
-Pure arithmetic on floats; docs/policy.md ("Defaults and why": the band's count by late share).
+Pure arithmetic on floats; docs/policy.md ("Defaults and why": the count's demand).
 """
 
 from __future__ import annotations
