@@ -11,6 +11,11 @@
       ready fleet split into the count at the forecast's mean (plan.needed x count(mean) /
       count(upper), the counts from capacity.size at the trace's mix), the band's margin (the rest
       of plan.needed) and what the scale-down kept above it, by the scale-down stage's reason
+  python probes/mooncake_excess.py summary REPORT.json...
+      each report's predictive over its scored window: SLO, GPU-hours, the band's median width,
+      the mean fleet (billed replicas), the median plan.needed, the mean forecast's rate and mean
+      prompt, the median capacity a replica at the SLO, cold starts (session 21, "Mooncake x 0.52
+      at seed 2" in docs/policy-history.md)
 """
 
 from __future__ import annotations
@@ -162,10 +167,33 @@ def split(path: str, scenario: str, clairvoyant: float) -> None:
     print(f"  count at the mean less the clairvoyant: {below:+.1f} GPU-h")
 
 
+def summary(paths: list[str]) -> None:
+    for path in paths:
+        with open(path) as f:
+            e = json.load(f)["policies"]["predictive"]
+        plans = [x["plan"] for x in e["decisions"] if x["t_s"] >= 0 and (x.get("plan") or {}).get("forecast")]
+        if not plans:
+            print(f"{path}: no scored plans")
+            continue
+        bands = [p["forecast"].get("band") or 1.0 for p in plans]
+        rate = float(np.mean([p["forecast"]["requests_per_s"] for p in plans]))
+        prompt = float(np.mean([p["forecast"]["prompt_tokens_per_s"] for p in plans]))
+        per = [p["capacity_per_replica"]["requests_per_s"] for p in plans]
+        print(
+            f"{path}: SLO {100 * e['slo_attainment']:.2f} %, {e['gpu_hours']:.1f} GPU-h, "
+            f"band x{np.median(bands):.2f}, fleet {e['replica_seconds'] / e['end_s']:.1f}, "
+            f"needed {np.median([p['needed'] for p in plans]):.0f}, forecast {rate:.2f}/s of "
+            f"{prompt / rate:.0f} tokens, {np.median(per):.3f}/s a replica, "
+            f"{e['cold_starts']} cold starts"
+        )
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["reach"]:
         reach()
     elif sys.argv[1:2] == ["split"] and len(sys.argv) == 5:
         split(sys.argv[2], sys.argv[3], float(sys.argv[4]))
+    elif sys.argv[1:2] == ["summary"] and len(sys.argv) > 2:
+        summary(sys.argv[2:])
     else:
         sys.exit(__doc__)
