@@ -10,9 +10,12 @@ and a steadier one read the same trace (run it in each tree).
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 
 from autoscaler.policy import lengths
+
+TRACES = os.environ.get("TRACES", "traces")  # the folder holding the traces (docs/traces.md)
 
 readings: list[float] = []
 _spread = lengths.spread
@@ -34,7 +37,7 @@ if __name__ == "__main__":
     with contextlib.suppress(SystemExit):
         main(
             [
-                *("replay", "run", "--policy", "predictive", "--trace", f"/work/shared/traces/{name}"),
+                *("replay", "run", "--policy", "predictive", "--trace", f"{TRACES}/{name}"),
                 *("--format", fmt, "--scenario", scenario, "--rate-scale", scale, "--seed", "0"),
                 *("--no-plots", "--quiet", "--out", f"/tmp/cv2_readings_{fmt}", *window),
             ]

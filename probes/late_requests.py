@@ -11,6 +11,7 @@ less the prompts no fleet serves in time").
 
 from __future__ import annotations
 
+import os
 import sys
 
 import numpy as np
@@ -24,7 +25,9 @@ from replay.simulate import RunResult
 from replay.traces import load_trace
 from replay.warmup import resolve_warmup
 
-DEFAULT = ("/work/shared/traces/mooncake_fast25_synthetic.jsonl", "mooncake", "1.5", "one-gpu-8b", "1")
+TRACES = os.environ.get("TRACES", "traces")  # the folder holding the traces (docs/traces.md)
+
+DEFAULT = (f"{TRACES}/mooncake_fast25_synthetic.jsonl", "mooncake", "1.5", "one-gpu-8b", "1")
 
 
 def _late(result: RunResult, ttft_s: float) -> npt.NDArray[np.bool_]:

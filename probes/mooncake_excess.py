@@ -32,8 +32,10 @@ from autoscaler.policy.capacityspec import SloTarget
 from replay.policies.predictive import replica_profile, slo_target
 from replay.profiles import LLAMA_8B_H100, LLAMA_70B_TP4_H100, SCENARIOS, EngineProfile
 
+TRACES = os.environ.get("TRACES", "traces")  # the folder holding the traces (docs/traces.md)
+
 # docs/traces.md says where to get it
-TRACE = os.environ.get("MOONCAKE_TRACE", "/work/shared/traces/mooncake_fast25_synthetic.jsonl")
+TRACE = os.environ.get("MOONCAKE_TRACE", f"{TRACES}/mooncake_fast25_synthetic.jsonl")
 INDEX = 1.09  # the arrivals' index of dispersion the decisions report on Mooncake x 0.52
 
 

@@ -12,9 +12,12 @@ lengths' cv² of the mix window (~400 requests, where one 24,000-token prompt ad
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 
 from autoscaler.policy import demand, flatdemand, lengths
+
+TRACES = os.environ.get("TRACES", "traces")  # the folder holding the traces (docs/traces.md)
 
 
 def patch(mode: str) -> None:
@@ -37,7 +40,7 @@ if __name__ == "__main__":
 
     scenario, scale, mode = sys.argv[1], sys.argv[2], sys.argv[3]
     patch(mode)
-    trace = "/work/shared/traces/servegen_language_m-large.tar.gz"
+    trace = f"{TRACES}/servegen_language_m-large.tar.gz"
     out = f"/tmp/tail_cv2_{scenario}_{mode.replace(':', '_')}"
     with contextlib.suppress(SystemExit):
         main(

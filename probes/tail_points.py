@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 from typing import Any
 
 from autoscaler.policy import burstsize, leastloaded
+
+TRACES = os.environ.get("TRACES", "traces")  # the folder holding the traces (docs/traces.md)
 
 _orig_size = burstsize.size
 _orig_servers = leastloaded.servers
@@ -73,7 +76,7 @@ if __name__ == "__main__":
     from infscale.cli import main
 
     scenario, scale, out = sys.argv[1], sys.argv[2], sys.argv[3]
-    trace = "/work/shared/traces/servegen_language_m-large.tar.gz"
+    trace = f"{TRACES}/servegen_language_m-large.tar.gz"
     with contextlib.suppress(SystemExit):
         main(
             [

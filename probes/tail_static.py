@@ -5,7 +5,8 @@ arrivals and under the window's own arrivals time-scaled to the rate. The share 
 wait (admitted - arrival) passes main's slack and the residual's, beside the models' tails: main's
 (exponential, a level count's few_held) and the variant's (residual, Erlang few_held, thinned,
 stepped), each at the window's mix (index 1) and at the inputs the policy sized with (its lengths'
-cv², its index).
+cv², its index). It imports autoscaler.policy.residualtail, the residual tail of branch tail20
+(session 19's variant, not on main): run it from that branch's tree.
 
     .venv/bin/python probes/tail_static.py /tmp/tail_points.json 10.95:2,3 13.9:2,3,5 ...
     .venv/bin/python probes/tail_static.py /tmp/tail_points.json all   # every point, at both counts
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from typing import Any
 
@@ -30,7 +32,9 @@ from replay.simulate import simulate
 from replay.trace import Trace
 from replay.traces import load_trace
 
-TRACE = "/work/shared/traces/servegen_language_m-large.tar.gz"
+TRACES = os.environ.get("TRACES", "traces")  # the folder holding the traces (docs/traces.md)
+
+TRACE = f"{TRACES}/servegen_language_m-large.tar.gz"
 WARMUP_S = 300.0
 RUN_S = 3600.0
 
