@@ -14,12 +14,12 @@ long-prompt cases (6,000 and 8,000 tokens) are where a pooled Erlang-C tail unde
 replicas (8,000 tokens: it said 4, the replay needs 9): the replay's prefill queues are per
 replica, as the model's now are. Known limit: at 12,000-token prompts
 (2/s) no fleet up to 9 meets 99 % (97.3 % at 9: prompts of 30,000+ tokens wait behind each
-other's chunks) and the model says 24, so the least fleet is not searched there. The same limit
-with lengths of cv² 2: 30 req/s of 2,000-token prompts on reference-70b reach 98.88 % at 16
-(90.71 % at 7, 98.16 % at 11) and the model says 14 (7 with the exponential's cs² 1); 3 req/s of
-8,000-token length-aware prompts level off at 98.85 % from 35 (94.85 % at 13, 98.44 % at 25) and
-the model says 70 (13): where 99 % is out of reach the marginal replica buys hundredths of a point,
-and the model, whose tail falls to 0 with the count, keeps adding them. The TPOT tail at the
+other's chunks) and the model says 24, so the least fleet is not searched there. Nor with lengths
+of cv² 2 (docs/policy-history.md, "The plateau", session 21): 30 req/s of 2,000-token prompts on
+reference-70b meet 99 % from 18 (98.16 % at 11, 98.91 % at 17) where the random tail says 14 and
+the least-requests one 11; 3 req/s of 8,000-token length-aware prompts level off at 98.85 % from 35
+(the prompts too long for the TTFT alone: no TPOT misses there) where the random tail says 70 and
+the least-requests one 20 (97.22 %; 98.44 % at 25). The TPOT tail at the
 lengths' cv² over-sizes one mix by 2: 3,000-token prompts of cv² 2 with 10-token outputs at 10/s on
 one-gpu-8b need 4 (98.17 % at 3, 99.41 % at 4) and the model says 6 (4 with exponential prompts
 in the tail): the replay's router sends arrivals away from a replica that is prefilling, which a
