@@ -200,10 +200,10 @@ def sizer(
     beta = profile.prefill_s_per_attention_pair * 0.5 / speed
     ttft_s = slo.ttft_s
     ttft_tokens = slo.ttft_tokens_per_s
+    idle_room = (_prefill_rate_of(profile, 0.0, o, base, w, a, d), ttft_s - base)  # an idle replica's
     if slo.tpot_s is not None:  # the short outputs whose steps carry prompt chunks
         # as many may miss their TPOT as miss their TTFT on an idle replica, and at least the tail
-        idle_rate = _prefill_rate_of(profile, 0.0, o, base, w, a, d)
-        idle_misses = _idle_misses(p, idle_rate, beta, ttft_s - base, ttft_tokens, lengths_cv2)
+        idle_misses = _idle_misses(p, idle_room[0], beta, idle_room[1], ttft_tokens, lengths_cv2)
         tpot_tail = idle_misses if idle_misses > tail else tail
         tpot_n = lam / tailsearch.tpot_rate(profile, slo.tpot_s, tpot_tail, p, o, speed, lengths_cv2)
         if tpot_n > n:
@@ -224,7 +224,7 @@ def sizer(
             slack += p / ttft_tokens
         if slack < MIN_SLACK_SHARE * service:
             slack = MIN_SLACK_SHARE * service
-        budget = _wait_budget(tail, p, rate, beta, ttft_s - step, ttft_tokens, lengths_cv2)
+        budget = _wait_budget(tail, p, rate, beta, ttft_s - step, ttft_tokens, lengths_cv2, idle_room)
         if least_loaded and budget > tail:  # a tail that falls as the replay's: the waits keep at most it
             budget = tail
         return rate, lam * service * prefill_burst, slack / service * 2.0, budget
@@ -233,37 +233,56 @@ def sizer(
     decoding = lam * o * base  # leastloaded.servers' terms
     departing = leastloaded.departing(lam, base, p, profile.max_batched_tokens) if least_loaded else 0.0
 
+    def asks(t: tuple[float, float, float, float], arrival_cv2: float) -> int:
+        """The count a count's terms `t` ask for: the least whose TTFT tail fits at those terms."""
+        _, offered, slack2, budget = t
+        slack_services = slack2 / (arrival_cv2 + service_cv2)
+        ttft_n = tailsearch.ttft_servers(offered, slack_services, budget)  # the random router's count
+        if least_loaded:
+            ttft_n = leastloaded.servers(
+                offered,
+                slack_services,
+                budget,
+                decoding,
+                load,
+                arrivals_index,
+                ttft_n,
+                service_cv2,
+                departing,
+            )
+        return ttft_n
+
     def at(arrival_cv2: float) -> Sizing:
-        # prefill: the least count whose TTFT tail fits, searched from the decode bound up; the
-        # prefill rate depends on the batch, hence on the count: a second step at the count found
+        # prefill: the least count whose TTFT tail fits at its own terms, from the decode bound up.
+        # The prefill rate and the step depend on the count, so what a count's terms ask for falls
+        # as the count rises: the least count asking no more than itself is bisected between the
+        # decode bound and what the decode bound's terms ask for (taking that ask itself, as the
+        # search did before, made a larger demand, whose decode bound is higher and its terms
+        # lighter, come out with fewer replicas: tests/test_capacity.py's monotonicity)
         replicas, bound = first, binding
-        rate, offered, slack2, budget = first_terms
+        t = first_terms
         rate_at = first
-        for again in (False, True):
-            if again:
-                rate, offered, slack2, budget = terms(replicas)
-                rate_at = replicas
-            slack_services = slack2 / (arrival_cv2 + service_cv2)
-            ttft_n = tailsearch.ttft_servers(offered, slack_services, budget)  # the random router's count
-            if least_loaded:
-                ttft_n = leastloaded.servers(
-                    offered,
-                    slack_services,
-                    budget,
-                    decoding,
-                    load,
-                    arrivals_index,
-                    ttft_n,
-                    service_cv2,
-                    departing,
-                )
-            if ttft_n <= replicas:
-                break
-            replicas, bound = ttft_n, "ttft"
+        ask = asks(t, arrival_cv2)
+        if ask > first:
+            bound = "ttft"
+            t = terms(ask)
+            rate_at = ask
+            again = asks(t, arrival_cv2)
+            if again > ask:  # not met at its own terms either: one more step, as before
+                replicas = again
+            else:
+                lo, hi = first, ask  # lo asks for more than itself, hi not
+                while hi - lo > 1:
+                    mid = (lo + hi) // 2
+                    mid_terms = terms(mid)
+                    if asks(mid_terms, arrival_cv2) <= mid:
+                        hi, t, rate_at = mid, mid_terms, mid
+                    else:
+                        lo = mid
+                replicas = hi
         if limit < replicas:
             replicas = limit
-        if rate_at != replicas:
-            rate = _prefill_rate_of(profile, lam / replicas, o, base, w, a, d)
+        rate = t[0] if rate_at == replicas else _prefill_rate_of(profile, lam / replicas, o, base, w, a, d)
         return _new(Sizing, (replicas, bound, rate, decode, lam / replicas, load / replicas))
 
     return at
@@ -290,15 +309,25 @@ def _wait_budget(
     room_s: float,
     ttft_tokens: float | None,
     lengths_cv2: float = 1.0,
+    idle: tuple[float, float] | None = None,
 ) -> float:
     """The share of requests whose wait may exceed its slack: the attainment's tail less the
-    requests that miss their TTFT on an idle replica (_idle_misses). Once those misses take half
-    of the tail or more, the waits may miss as often as they do (at most doubling the unavoidable
-    misses): a 1 % tail planned where more miss anyway buys replicas and little SLO (Mooncake x
-    0.52 on one-gpu-8b, where a fifth of the prompts cannot meet 2 s: 14.3 GPU-h for 77.9 % with
-    the 1 % tail, 3.1 for 75.3 % with this budget; the HPA 52.8 % at 2)."""
+    requests that miss their TTFT with no wait at this count's prefill `rate` and `room_s`
+    (_idle_misses). Once those take half of the tail or more, the waits may miss as often as the
+    requests that miss on an *idle* replica do (`idle`: its prefill rate and room; at most doubling
+    the misses no fleet avoids): a 1 % tail planned where more miss anyway buys replicas and little
+    SLO (Mooncake x 0.52 on one-gpu-8b, where a fifth of the prompts cannot meet 2 s: 14.3 GPU-h for
+    77.9 % with the 1 % tail, 3.1 for 75.3 % with this budget; the HPA 52.8 % at 2). Read at this
+    count's load instead, the allowance grew with the demand and a larger demand could be sized
+    fewer replicas (tests/test_capacity.py's monotonicity property)."""
     lost = _idle_misses(p, rate, beta, room_s, ttft_tokens, lengths_cv2)
-    return lost if lost > tail - lost else tail - lost
+    budget = tail - lost
+    if lost > budget:
+        if idle is not None:
+            lost = _idle_misses(p, idle[0], beta, idle[1], ttft_tokens, lengths_cv2)
+        if lost > budget:
+            budget = lost
+    return budget
 
 
 def _idle_misses(

@@ -117,7 +117,11 @@ def _terms(
     if slack < MIN_SLACK_SHARE * service:
         slack = MIN_SLACK_SHARE * service
     lost = _idle_misses(c, p, rate, beta, ttft_s - step)  # capacity._wait_budget
-    budget = lost if lost > tail - lost else tail - lost
+    budget = tail - lost
+    if lost > budget:  # as many may wait as miss on an idle replica, not at this count's load
+        idle = _idle_misses(c, p, _prefill(c, 0.0, o, base, w, a, d), beta, ttft_s - base)
+        if idle > budget:
+            budget = idle
     return rate, lam * service * burst, slack / service * 2.0, budget
 
 
@@ -248,24 +252,49 @@ def _at(c: Any, keys: Any, s: Any, arrival_cv2: float, service_cv2: float, limit
     offered, slack2, budget, burst = s[18], s[19], s[20], s[21]
     replicas, bound = first, binding
     rate_at = first
-    for again in (False, True):
-        if again:
-            rate, offered, slack2, budget = _terms(
-                c, replicas, lam, p, o, base, w, a, d, load, tail, beta, burst
-            )
-            rate_at = replicas
-        slack_services = slack2 / (arrival_cv2 + service_cv2)
-        if not (offered < _MOST and _finite(slack_services) and _finite(budget)):
+    # capacity.sizer's at(): the least count asking no more than itself, bisected
+    ask = _asks(keys, offered, slack2, budget, arrival_cv2, service_cv2)
+    if ask < 0:
+        return _UNCOVERED_RESULT
+    if ask > first:
+        bound = 4
+        rate, offered, slack2, budget = _terms(c, ask, lam, p, o, base, w, a, d, load, tail, beta, burst)
+        rate_at = ask
+        again = _asks(keys, offered, slack2, budget, arrival_cv2, service_cv2)
+        if again < 0:
             return _UNCOVERED_RESULT
-        ttft_n = ttft_servers(keys, offered, slack_services, budget)
-        if ttft_n <= replicas:
-            break
-        replicas, bound = ttft_n, 4
+        if again > ask:
+            replicas = again
+        else:
+            lo, hi = first, ask
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                m_rate, offered, slack2, budget = _terms(
+                    c, mid, lam, p, o, base, w, a, d, load, tail, beta, burst
+                )
+                got = _asks(keys, offered, slack2, budget, arrival_cv2, service_cv2)
+                if got < 0:
+                    return _UNCOVERED_RESULT
+                if got <= mid:
+                    hi, rate, rate_at = mid, m_rate, mid
+                else:
+                    lo = mid
+            replicas = hi
     if limit < replicas:
         replicas = limit
     if rate_at != replicas:
         rate = _prefill(c, lam / replicas, o, base, w, a, d)
     return replicas, bound, rate, decode, lam / replicas, load / replicas
+
+
+def _asks(
+    keys: Any, offered: float, slack2: float, budget: float, arrival_cv2: float, service_cv2: float
+) -> int:
+    """capacity.sizer's asks() for the random router; -1 where the tail is not covered."""
+    slack_services = slack2 / (arrival_cv2 + service_cv2)
+    if not (offered < _MOST and _finite(slack_services) and _finite(budget)):
+        return -1
+    return ttft_servers(keys, offered, slack_services, budget)
 
 
 def _thinned(

@@ -33,6 +33,7 @@ _CALLEES = (  # flatsize's and the flattables' it imports, callees first
     "_terms",
     "_fixed",
     "_sizer",
+    "_asks",
     "_at",
     "_thinned",
     "size",
