@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from autoscaler.policy import capacity, lengths, tailsearch, tpottail
@@ -292,6 +292,11 @@ def test_limit_caps_the_count() -> None:
     prompt=st.floats(1, 30_000),
     output=st.floats(1, 2_000),
 )
+# found by this property (session 21): the TTFT search took what the decode bound's terms asked for,
+# which a larger demand's higher bound lowered (52 -> 51); the doubling budget read at the count's
+# load grew with the demand (987 -> 983)
+@example(rate=81.125, more=1.015625, prompt=1998.0, output=1.0)
+@example(rate=194.125, more=1.00195, prompt=23_353.0, output=619.0)
 def test_more_demand_never_needs_fewer_replicas(
     rate: float, more: float, prompt: float, output: float
 ) -> None:

@@ -18,10 +18,20 @@ _new = tuple.__new__
 
 
 def _wait_budget_before(
-    tail: float, p: float, rate: float, beta: float, room_s: float, ttft_tokens: float | None, cv2: float
+    tail: float,
+    p: float,
+    rate: float,
+    beta: float,
+    room_s: float,
+    ttft_tokens: float | None,
+    cv2: float,
+    idle_rate: float,
+    idle_room_s: float,
 ) -> float:
     lost = capacity._idle_misses(p, rate, beta, room_s, ttft_tokens, cv2)
-    return max(tail - lost, lost)
+    if lost <= tail - lost:
+        return tail - lost
+    return max(tail - lost, capacity._idle_misses(p, idle_rate, beta, idle_room_s, ttft_tokens, cv2))
 
 
 def _decode_rate_before(profile: ReplicaProfile, slo: SloTarget, base: float, d: float, seqs: float) -> float:
@@ -85,42 +95,64 @@ def _size_before(
             tpot_n = lam / tailsearch.tpot_rate(profile, slo.tpot_s, tpot_tail, p, o, speed, lengths_cv2)
             if tpot_n > n:
                 n, binding = tpot_n, "tpot"
-        replicas = max(1, math.ceil(n - 1e-9))
-        for _ in range(2):
-            rate = c._prefill_rate_of(profile, lam / replicas, o, base, w, a, d)
-            rate_at = replicas
+        first = max(1, math.ceil(n - 1e-9))
+        idle_rate = c._prefill_rate_of(profile, 0.0, o, base, w, a, d)
+
+        def ask(count: int) -> tuple[int, float]:
+            """The count the TTFT tail asks for at `count`'s terms, and that count's prefill rate."""
+            rate = c._prefill_rate_of(profile, lam / count, o, base, w, a, d)
             service = p / rate
-            step = base / max(1.0 - lam * w / replicas, 1e-3)
+            step = base / max(1.0 - lam * w / count, 1e-3)
             slack = ttft_s - service - step
             if ttft_tokens is not None:
                 slack += p / ttft_tokens
             slack = max(slack, c.MIN_SLACK_SHARE * service)
             offered = lam * service
             slack_services = slack / service * 2.0 / (arrival_cv2 + service_cv2)
-            budget = _wait_budget_before(tail, p, rate, beta, ttft_s - step, ttft_tokens, lengths_cv2)
-            if least_loaded:
-                if budget > tail:
-                    budget = tail
-                most = tailsearch.ttft_servers(offered, slack_services, budget)
-                chunks = 1.0
-                if profile.max_batched_tokens is not None:
-                    chunks = max(1.0, p / profile.max_batched_tokens)
-                ttft_n = leastloaded.servers(
-                    offered,
-                    slack_services,
-                    budget,
-                    lam * o * base,
-                    lam * w,
-                    arrivals_index,
-                    most,
-                    service_cv2,
-                    lam * base * chunks,
-                )
+            budget = _wait_budget_before(
+                tail, p, rate, beta, ttft_s - step, ttft_tokens, lengths_cv2, idle_rate, ttft_s - base
+            )
+            if not least_loaded:
+                return tailsearch.ttft_servers(offered, slack_services, budget), rate
+            if budget > tail:
+                budget = tail
+            most = tailsearch.ttft_servers(offered, slack_services, budget)
+            chunks = 1.0
+            if profile.max_batched_tokens is not None:
+                chunks = max(1.0, p / profile.max_batched_tokens)
+            got = leastloaded.servers(
+                offered,
+                slack_services,
+                budget,
+                lam * o * base,
+                lam * w,
+                arrivals_index,
+                most,
+                service_cv2,
+                lam * base * chunks,
+            )
+            return got, rate
+
+        # the least count that asks for no more than itself, between the decode bound and its ask
+        replicas = first
+        asked, rate = ask(first)
+        rate_at = first
+        if asked > first:
+            binding = "ttft"
+            again, rate = ask(asked)
+            rate_at = asked
+            if again > asked:
+                replicas = again
             else:
-                ttft_n = tailsearch.ttft_servers(offered, slack_services, budget)
-            if ttft_n <= replicas:
-                break
-            replicas, binding = ttft_n, "ttft"
+                lo, hi = first, asked
+                while hi - lo > 1:
+                    mid = (lo + hi) // 2
+                    got, mid_rate = ask(mid)
+                    if got <= mid:
+                        hi, rate, rate_at = mid, mid_rate, mid
+                    else:
+                        lo = mid
+                replicas = hi
     replicas = min(replicas, limit)
     if rate_at != replicas:
         rate = c._prefill_rate_of(profile, lam / replicas, o, base, w, a, d)
