@@ -221,13 +221,11 @@ def plan(
     # a need above the bound is recorded as the bound: no burst brings back more (scaledown.bounded)
     if limit < recorded:
         recorded = limit
-    planned = limit if limit < target else target  # min(), without the builtin's call
     needs, gaps = scaledown.record(state.needs, state.gaps, now, recorded, longest)
     figures = (est.now, mean, upper, widening, horizon_s, at_horizon, speed, needed, keep, start, in_panic)
     result = _new(_PLAN, figures)
     next_state = _new(
-        _PLANNER_STATE,
-        (dstate, speed_state, needs, panic_state, started_for, gaps, typical_capacity, found, planned),
+        _PLANNER_STATE, (dstate, speed_state, needs, panic_state, started_for, gaps, typical_capacity, found)
     )
     return _new(_OUTCOME, (tuple(stages), desired, result, next_state))
 

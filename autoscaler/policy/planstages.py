@@ -177,7 +177,7 @@ def scale_up_stage(
     confirmed = target
     # a first sight's reading (prior not primed) had no in-flight reading before it: no growth
     if not burst_extra and state.needs and prior is not None and prior.primed:
-        before = state.planned  # the plan of the decision before
+        before = state.needs[-1][1]  # the need of the decision before (remember() keeps it)
         if before < target:
             confirmed = before if before > floor else floor  # max(), min() below: no builtin call
     deficit = (limit if limit < confirmed else confirmed) - have
@@ -193,7 +193,7 @@ def scale_up_stage(
                 "Unconfirmed",
                 "{} needed at the horizon, {} at the decision before: started when a second"
                 " decision needs them",
-                (target, state.planned),
+                (target, state.needs[-1][1]),
             ),
         )
     start, why = scaleup.starts_now(cold, deficit, cluster, period) if cold else (deficit, "")

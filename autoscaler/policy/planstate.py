@@ -35,10 +35,6 @@ class PlannerState(NamedTuple):
     # the fleet's capacity at the SLO in load units, averaged as the demand's typical (scaledown weight)
     typical_capacity: float = 0.0
     found: Found | None = None  # (time, replicas) found at first sight, while held (scaledown.hold_found)
-    # the count the decision before planned (the need at the horizon, at most maxReplicas): a
-    # scale-up starts what two decisions in a row plan (planstages.scale_up_stage); the need
-    # history records demand, which is below the plan by the band's margin (planner.py)
-    planned: int = 0
 
     def to_dict(self, codec: TimeCodec = SECONDS) -> dict[str, Any]:
         """JSON-ready, times through `codec`, within the bounds from_dict reads (bounded()). What
@@ -68,7 +64,6 @@ class PlannerState(NamedTuple):
             "startedFor": s.started_for,
             "gaps": list(s.gaps),
             "typicalCapacity": s.typical_capacity,
-            "planned": s.planned,
         }
 
     def bounded(self) -> PlannerState:
@@ -76,24 +71,17 @@ class PlannerState(NamedTuple):
         of at least MAX_LEVELS become one (the newest of them: when that level was last needed),
         the gaps of the levels above are dropped (scaledown.recur starts them afresh, as it does for
         levels above the peak). The same state whenever no need exceeded MAX_LEVELS."""
-        needs, gaps, found, planned = self.needs, self.gaps, self.found, self.planned
+        needs, gaps, found = self.needs, self.gaps, self.found
         if found is not None and found[1] > MAX_LEVELS:
             found = (found[0], MAX_LEVELS)
-        if planned > MAX_LEVELS:
-            planned = MAX_LEVELS
-        if (
-            (not needs or needs[0][1] <= MAX_LEVELS)
-            and len(gaps) <= MAX_LEVELS
-            and found is self.found
-            and planned == self.planned
-        ):
+        if (not needs or needs[0][1] <= MAX_LEVELS) and len(gaps) <= MAX_LEVELS and found is self.found:
             return self
         k = 0
         while k < len(needs) and needs[k][1] >= MAX_LEVELS:
             k += 1
         if k:
             needs = ((needs[k - 1][0], MAX_LEVELS), *needs[k:])
-        return self._replace(needs=needs, gaps=gaps[:MAX_LEVELS], found=found, planned=planned)
+        return self._replace(needs=needs, gaps=gaps[:MAX_LEVELS], found=found)
 
     @classmethod
     def from_dict(cls, data: Any, codec: TimeCodec = SECONDS, path: str = "planner") -> PlannerState:
@@ -143,10 +131,6 @@ class PlannerState(NamedTuple):
         if "found" in r.data:
             f = r.child("found")
             found = (f.moment("at"), f.integer("replicas", high=MAX_LEVELS))
-        # a state written before the field: its history's newest need was the plan
-        planned = needs[-1][1] if needs else 0
-        if "planned" in r.data:
-            planned = r.integer("planned", high=MAX_LEVELS)
         return cls(
             state_demand,
             speed,
@@ -156,7 +140,6 @@ class PlannerState(NamedTuple):
             tuple(gaps[:peak]),
             typical_capacity,
             found,
-            planned,
         )
 
 
