@@ -207,20 +207,8 @@ def plan(
     # so a burst's levels and gaps outlive an idle spell (cut at the longest window used, Azure code
     # x 17 on fast-load-70b lost 7.4 points: docs/policy-history.md, "The price of a late request")
     longest = scaledown.breakeven_s(recreate(limit), weight, drain) / scaledown.TRUST
-    # the history records demand, not the plan: the count the level observed now needs (sized as
-    # any horizon, the bursts' hold included), or a floor or a panic's (demand read directly); the
-    # plan's margin over it (the band's upper at the horizon) is the forecast's to keep (keep()'s
-    # need ahead), and a transient of the band's own must not deepen the levels it kept
-    recorded = target
-    if burst_stage is None and floor < target:
-        seen = ahead.sized(ahead.mean_now).replicas
-        if floor > seen:
-            seen = floor
-        if seen < recorded:
-            recorded = seen
     # a need above the bound is recorded as the bound: no burst brings back more (scaledown.bounded)
-    if limit < recorded:
-        recorded = limit
+    recorded = limit if limit < target else target  # min(), without the builtin's call
     needs, gaps = scaledown.record(state.needs, state.gaps, now, recorded, longest)
     figures = (est.now, mean, upper, widening, horizon_s, at_horizon, speed, needed, keep, start, in_panic)
     result = _new(_PLAN, figures)
