@@ -188,16 +188,14 @@ def _window(
     recreate_s: Callable[[int], float],
     slo_weight: float = SLO_WEIGHT,
     drain: float = 0.0,
-    kind: int = 0,
-) -> tuple[float, float, int]:
-    """(break-even, idle window, kind) of the replica at `level`; kind 1 the flicker's window B, 2 the
-    weighted Bw, 3 λ·B (0 in: read from the gap; given, the window of that kind). It would come back
-    as the m-th of the replicas up to the peak a burst reaches within that window: the largest m
-    consistent with its own window (from the deepest down), so an old spike does not deepen today's
-    small dips; the peaks are read in `history`, the demand's (keep()'s `seen`), and a level above
-    them comes back first (m = 1). The window: B / λ when the forecast needs it, B when its last gap
-    was within B, the weighted break-even Bw when its last gap was longer than B but within Bw, else
-    λ·B (the break-even returned is Bw in the third case, B otherwise)."""
+) -> tuple[float, float]:
+    """(break-even, idle window) of the replica at `level`. It would come back as the m-th of the
+    replicas up to the peak a burst reaches within that window: the largest m consistent with its
+    own window (from the deepest down), so an old spike does not deepen today's small dips; the
+    peaks are read in `history`, the demand's (keep()'s `seen`), and a level above them comes back
+    first (m = 1). The window: B / λ when the forecast needs it, B when its last gap was within
+    B, the weighted break-even Bw when its last gap was longer than B but within Bw, else λ·B (the
+    break-even returned is Bw in the third case, B otherwise)."""
     m = (history[0][1] if history else 0) - level + 1
     if m < 1:
         m = 1
@@ -205,19 +203,18 @@ def _window(
         r = recreate_s(m)
         b = breakeven_s(r, SLO_WEIGHT, drain)
         if trusted:
-            window, got = b / TRUST, 0
-        elif kind == 1 or (kind == 0 and gap <= b):
-            window, got = b, 1
+            window = b / TRUST
+        elif gap <= b:
+            window = b
         else:
             weighted = breakeven_s(r, slo_weight, drain)
-            if kind == 2 or (kind == 0 and gap <= weighted):
+            if gap <= weighted:
                 window = b = weighted
-                got = 2
             else:
-                window, got = TRUST * b, 3
+                window = TRUST * b
         depth = recent_max(history, now, window) - level + 1
         if depth >= m or depth < 1:
-            return b, window, got
+            return b, window
         m = depth
 
 
@@ -240,6 +237,7 @@ def keep(
     released replica holds its GPUs while its requests finish (drain_s()). `seen` is the history
     of what the observed demand needed (no forecast's margin), whose peaks set how many come back
     at once (_window); None: `history`'s."""
+    depth_from = history if seen is None else seen
     if need_now >= have:
         return Keep(have, "NeededNow", "{} needed now", (need_now,))
     if not history:  # first sight (a restart): as upstream seeds its window, the current count
@@ -248,18 +246,14 @@ def keep(
     # the entries of at least `level` are a prefix (the needs fall strictly from the front): its
     # last is the newest, further back as the level falls
     i, last = 0, len(history) - 1
-    kept, idle, b, trusted, gap, kind = need_now, math.inf, math.inf, False, math.inf, 0
+    kept, idle, b, trusted, gap = need_now, math.inf, math.inf, False, math.inf
     for level in range(min(have, peak), need_now, -1):
         while i < last and history[i + 1][1] >= level:
             i += 1
         idle = now - history[i][0]
         trusted = need_ahead >= level
         gap = gaps[level - 1] if level <= len(gaps) else math.inf
-        # the kind of return (flicker, burst after idle, neither) as the plan's depth reads it, its
-        # window at the demand's depth: a shallower depth must not move a gap into Bw's class
-        b, window, kind = _window(level, trusted, gap, history, now, recreate_s, slo_weight, drain)
-        if seen is not None:
-            b, window, _ = _window(level, trusted, gap, seen, now, recreate_s, slo_weight, drain, kind)
+        b, window = _window(level, trusted, gap, depth_from, now, recreate_s, slo_weight, drain)
         if idle <= window:
             kept = level
             break
@@ -271,7 +265,7 @@ def keep(
                 "the forecast needs {} within the {:.0f} s break-even (idle {:.0f} s)",
                 (have, b, idle),
             )
-        if kind != 3:
+        if gap <= b:
             return Keep(
                 have,
                 "KeepRecurring",
