@@ -346,25 +346,6 @@ def test_the_fleet_shrinks_no_faster_than_the_storage_could_bring_it_back() -> N
     assert release.reason == "ReleaseIdle" and release.replicas == kept(100.0) == 6
 
 
-def test_a_return_re_creates_as_deep_as_the_demands_peak_not_the_plans() -> None:
-    """The plan reached 10 (the band's upper: a transient of its own width) while the demand
-    observed needed 4 at most; now 2. A return of the demand brings back what it needed: replica 3
-    is the 2nd re-created (λ·B(2) = 55 s), replica 4 and those above the demand's peak come back
-    first (λ·B(1) = 40 s), where read in the plan's history replica 3 was the 8th (λ·B(8) = 145 s)."""
-    plan = scaledown.remember((), 0.0, 10, 10_000.0)
-    plan = scaledown.remember(plan, 15.0, 2, 10_000.0)
-    seen = scaledown.remember((), 0.0, 4, 10_000.0)
-    seen = scaledown.remember(seen, 15.0, 2, 10_000.0)
-
-    def kept(at: float, depth: scaledown.NeedHistory | None) -> int:
-        return scaledown.keep(10, 2, 2, plan, at, _recreate, (), scaledown.SLO_WEIGHT, 0.0, depth).replicas
-
-    assert kept(39.0, seen) == 10 and kept(41.0, seen) == 3  # 4-10 each as if alone
-    assert kept(54.0, seen) == 3 and kept(56.0, seen) == 2  # replica 3, the 2nd: λ·B(2)
-    assert kept(100.0, None) == kept(100.0, plan) == 6  # the plan's own depth, as before
-    assert kept(41.0, ()) == 2  # no demand recorded: every one as if alone
-
-
 def test_each_level_is_idle_since_its_own_last_need() -> None:
     """A staircase down from 9: 5 last needed 165 s ago, 4 needed 15 s ago, 3 needed now. Replica 5
     goes (λ·B(1) = 40 s after its last need); replica 4 stays, its own need 15 s old. Read from

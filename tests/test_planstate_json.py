@@ -351,28 +351,6 @@ def test_a_state_without_fields_reads_with_their_defaults() -> None:
         PlannerState.from_dict({})
 
 
-def test_the_demands_history_reads_back_and_defaults_to_the_plans() -> None:
-    """`seen` round-trips; a state written before it reads the plan's history for it (the depth
-    as it was read then); falling counts are required and a level above the bound is folded."""
-    state = PlannerState(needs=((NOW, 9), (NOW + 15.0, 3)), seen=((NOW, 5), (NOW + 15.0, 2)))
-    doc = state.to_dict(STATUS_TIMES)
-    assert doc["seen"] == [
-        {"at": STATUS_TIMES.encode(NOW), "replicas": 5},
-        {"at": STATUS_TIMES.encode(NOW + 15.0), "replicas": 2},
-    ]
-    assert PlannerState.from_dict(doc, STATUS_TIMES) == state
-    del doc["seen"]
-    assert PlannerState.from_dict(doc, STATUS_TIMES).seen == state.needs
-    doc["seen"] = [
-        {"at": STATUS_TIMES.encode(NOW), "replicas": 2},
-        {"at": STATUS_TIMES.encode(NOW), "replicas": 5},
-    ]
-    with pytest.raises(ValueError, match=r"planner.seen\[1\].replicas: expected the counts falling"):
-        PlannerState.from_dict(doc, STATUS_TIMES)
-    big = PlannerState(seen=((NOW, MAX_LEVELS + 5), (NOW + 15.0, MAX_LEVELS), (NOW + 30.0, 3)))
-    assert big.bounded().seen == ((NOW + 15.0, MAX_LEVELS), (NOW + 30.0, 3))
-
-
 def test_the_found_fleet_reads_back_is_optional_and_bounded() -> None:
     """A state written before the found fleet existed reads without it (no hold: a restart with
     memory is no first sight); a count above the bound is folded into it; a malformed one is refused."""
