@@ -341,7 +341,7 @@ def test_out_of_order_history_is_refused() -> None:
 
 def test_a_state_without_fields_reads_with_their_defaults() -> None:
     doc = good()
-    for name in ("speed", "panic", "startedFor", "gaps", "typicalCapacity", "needs", "seen", "demand"):
+    for name in ("speed", "panic", "startedFor", "gaps", "typicalCapacity", "needs", "demand"):
         del doc[name]
     assert PlannerState.from_dict(doc) == PlannerState()
     assert PlannerState.from_dict({"version": 2}) == PlannerState()

@@ -109,8 +109,6 @@ def plan(
     limit = spec.max_replicas
     if state.needs and state.needs[0][1] > limit:  # recorded under a higher bound (its front is its peak)
         state = state._replace(needs=scaledown.bounded(state.needs, limit), gaps=state.gaps[:limit])
-    if state.seen and state.seen[0][1] > limit:
-        state = state._replace(seen=scaledown.bounded(state.seen, limit))
     ahead = Lookahead(cap, dstate, speed, limit)
     cold = spec.cold_start
     period = cap.decision_period_s
@@ -212,22 +210,10 @@ def plan(
     # a need above the bound is recorded as the bound: no burst brings back more (scaledown.bounded)
     recorded = limit if limit < target else target  # min(), without the builtin's call
     needs, gaps = scaledown.record(state.needs, state.gaps, now, recorded, longest)
-    # ... and what the demand observed now needed: its sizing (the bursts' hold included, no
-    # forecast's margin), or a floor or a panic's (demand read directly), at most the plan; a
-    # return re-creates as deep as demand's peaks, not as the band's transients (scaledown.keep)
-    seen_now = recorded
-    if burst_stage is None and floor < recorded:
-        seen_now = ahead.sized(ahead.mean_now).replicas
-        if floor > seen_now:
-            seen_now = floor
-        if seen_now > recorded:
-            seen_now = recorded
-    seen = scaledown.remember(state.seen, now, seen_now, longest)
     figures = (est.now, mean, upper, widening, horizon_s, at_horizon, speed, needed, keep, start, in_panic)
     result = _new(_PLAN, figures)
     next_state = _new(
-        _PLANNER_STATE,
-        (dstate, speed_state, needs, panic_state, started_for, gaps, typical_capacity, found, seen),
+        _PLANNER_STATE, (dstate, speed_state, needs, panic_state, started_for, gaps, typical_capacity, found)
     )
     return _new(_OUTCOME, (tuple(stages), desired, result, next_state))
 

@@ -35,9 +35,6 @@ class PlannerState(NamedTuple):
     # the fleet's capacity at the SLO in load units, averaged as the demand's typical (scaledown weight)
     typical_capacity: float = 0.0
     found: Found | None = None  # (time, replicas) found at first sight, while held (scaledown.hold_found)
-    # what the observed demand needed, as `needs` is kept: how deep a burst's return re-creates
-    # (scaledown.keep's `seen`); `needs` records the plan, the band's margin over it included
-    seen: NeedHistory = ()
 
     def to_dict(self, codec: TimeCodec = SECONDS) -> dict[str, Any]:
         """JSON-ready, times through `codec`, within the bounds from_dict reads (bounded()). What
@@ -63,7 +60,6 @@ class PlannerState(NamedTuple):
                 "queue": sp.queue,
             },
             "needs": [{"at": t(at), "replicas": n} for at, n in s.needs],
-            "seen": [{"at": t(at), "replicas": n} for at, n in s.seen],
             "panic": panic_state,
             "startedFor": s.started_for,
             "gaps": list(s.gaps),
@@ -75,17 +71,17 @@ class PlannerState(NamedTuple):
         of at least MAX_LEVELS become one (the newest of them: when that level was last needed),
         the gaps of the levels above are dropped (scaledown.recur starts them afresh, as it does for
         levels above the peak). The same state whenever no need exceeded MAX_LEVELS."""
-        needs, gaps, found, seen = self.needs, self.gaps, self.found, self.seen
+        needs, gaps, found = self.needs, self.gaps, self.found
         if found is not None and found[1] > MAX_LEVELS:
             found = (found[0], MAX_LEVELS)
-        if (
-            (not needs or needs[0][1] <= MAX_LEVELS)
-            and (not seen or seen[0][1] <= MAX_LEVELS)
-            and len(gaps) <= MAX_LEVELS
-            and found is self.found
-        ):
+        if (not needs or needs[0][1] <= MAX_LEVELS) and len(gaps) <= MAX_LEVELS and found is self.found:
             return self
-        return self._replace(needs=_folded(needs), gaps=gaps[:MAX_LEVELS], found=found, seen=_folded(seen))
+        k = 0
+        while k < len(needs) and needs[k][1] >= MAX_LEVELS:
+            k += 1
+        if k:
+            needs = ((needs[k - 1][0], MAX_LEVELS), *needs[k:])
+        return self._replace(needs=needs, gaps=gaps[:MAX_LEVELS], found=found)
 
     @classmethod
     def from_dict(cls, data: Any, codec: TimeCodec = SECONDS, path: str = "planner") -> PlannerState:
@@ -115,9 +111,12 @@ class PlannerState(NamedTuple):
                 sp.integer("ready", default=0),
                 sp.number("queue", low=0.0) if "queue" in sp.data else 0.0,
             )
-        needs = _history(r, "needs")
-        # a state written before the field: the plan's history stands for the demand's
-        seen = _history(r, "seen") if "seen" in r.data else needs
+        needs: list[tuple[float, int]] = []
+        for e in r.items("needs", MAX_LEVELS + 1, default=[]):
+            at, n = e.moment("at"), e.integer("replicas", high=MAX_LEVELS)
+            if needs and n >= needs[-1][1]:
+                raise e.fail("replicas", "expected the counts falling from the front", n)
+            needs.append((at, n))
         state_panic = fresh.panic
         if "panic" in r.data:
             p = r.child("panic")
@@ -141,30 +140,7 @@ class PlannerState(NamedTuple):
             tuple(gaps[:peak]),
             typical_capacity,
             found,
-            tuple(seen),
         )
-
-
-def _folded(needs: NeedHistory) -> NeedHistory:
-    """A history with its entries of at least MAX_LEVELS folded into one (the newest of them: when
-    that level was last needed)."""
-    k = 0
-    while k < len(needs) and needs[k][1] >= MAX_LEVELS:
-        k += 1
-    if k:
-        needs = ((needs[k - 1][0], MAX_LEVELS), *needs[k:])
-    return needs
-
-
-def _history(r: Reader, name: str) -> list[tuple[float, int]]:
-    """A need history as scaledown.remember keeps it: counts falling strictly from the front."""
-    needs: list[tuple[float, int]] = []
-    for e in r.items(name, MAX_LEVELS + 1, default=[]):
-        at, n = e.moment("at"), e.integer("replicas", high=MAX_LEVELS)
-        if needs and n >= needs[-1][1]:
-            raise e.fail("replicas", "expected the counts falling from the front", n)
-        needs.append((at, n))
-    return needs
 
 
 class Plan(NamedTuple):

@@ -191,14 +191,11 @@ def _window(
 ) -> tuple[float, float]:
     """(break-even, idle window) of the replica at `level`. It would come back as the m-th of the
     replicas up to the peak a burst reaches within that window: the largest m consistent with its
-    own window (from the deepest down), so an old spike does not deepen today's small dips; the
-    peaks are read in `history`, the demand's (keep()'s `seen`), and a level above them comes back
-    first (m = 1). The window: B / λ when the forecast needs it, B when its last gap was within
-    B, the weighted break-even Bw when its last gap was longer than B but within Bw, else λ·B (the
-    break-even returned is Bw in the third case, B otherwise)."""
-    m = (history[0][1] if history else 0) - level + 1
-    if m < 1:
-        m = 1
+    own window (from the deepest down), so an old spike does not deepen today's small dips. The
+    window: B / λ when the forecast needs it, B when its last gap was within B, the weighted
+    break-even Bw when its last gap was longer than B but within Bw, else λ·B (the break-even
+    returned is Bw in the third case, B otherwise)."""
+    m = history[0][1] - level + 1
     while True:
         r = recreate_s(m)
         b = breakeven_s(r, SLO_WEIGHT, drain)
@@ -228,16 +225,12 @@ def keep(
     gaps: Gaps = (),
     slo_weight: float = SLO_WEIGHT,
     drain: float = 0.0,
-    seen: NeedHistory | None = None,
 ) -> Keep:
     """Replicas to keep of `have` when `need_now` are needed now, the forecast's upper band asks
     for `need_ahead` at most over the next re-creation, recreate_s(m) is when the last of m
     replicas re-created together would be ready (m >= 1), gaps are the levels' last idle gaps
     (recur), slo_weight the price of a late request (slo_weight()) and `drain` the seconds a
-    released replica holds its GPUs while its requests finish (drain_s()). `seen` is the history
-    of what the observed demand needed (no forecast's margin), whose peaks set how many come back
-    at once (_window); None: `history`'s."""
-    depth_from = history if seen is None else seen
+    released replica holds its GPUs while its requests finish (drain_s())."""
     if need_now >= have:
         return Keep(have, "NeededNow", "{} needed now", (need_now,))
     if not history:  # first sight (a restart): as upstream seeds its window, the current count
@@ -253,7 +246,7 @@ def keep(
         idle = now - history[i][0]
         trusted = need_ahead >= level
         gap = gaps[level - 1] if level <= len(gaps) else math.inf
-        b, window = _window(level, trusted, gap, depth_from, now, recreate_s, slo_weight, drain)
+        b, window = _window(level, trusted, gap, history, now, recreate_s, slo_weight, drain)
         if idle <= window:
             kept = level
             break

@@ -160,9 +160,7 @@ def stage(
     elif (floor if floor > target else target) >= have:  # max(floor, target), no builtin call
         # as many are needed now as there are: keep() keeps them all whatever the sizing now
         # says, which only its message shows, so that sizing is made when the message is read
-        kept = scaledown.keep(
-            have, have, have, state.needs, now, recreate, state.gaps, weight, drain, state.seen
-        )
+        kept = scaledown.keep(have, have, have, state.needs, now, recreate, state.gaps, weight, drain)
         needed_now = (
             kept.template,
             ahead.profile,
@@ -189,9 +187,7 @@ def stage(
         now_count = max(ahead.need_at(0.0), floor, target)
         # keep() reads the need ahead only when fewer than `have` are needed now (a sizing saved)
         later = ahead.need_at(breakeven) if now_count < have else now_count
-        kept = scaledown.keep(
-            have, now_count, later, state.needs, now, recreate, state.gaps, weight, drain, state.seen
-        )
+        kept = scaledown.keep(have, now_count, later, state.needs, now, recreate, state.gaps, weight, drain)
         kept = scaledown.hold_found(kept, have, found, now, breakeven)
     if needed_now is None:
         return _new(Stage, ("scale-down", target, kept.replicas, kept.reason, kept.template, kept.args))
