@@ -16,12 +16,19 @@
       the mean fleet (billed replicas), the median plan.needed, the mean forecast's rate and mean
       prompt, the median capacity a replica at the SLO, cold starts (session 21, "Mooncake x 0.52
       at seed 2" in docs/policy-history.md)
+  python probes/mooncake_excess.py plans REPORT.json...
+      what the need history records against the demand: in the warm-up and in the scored window,
+      the peak of plan.needed (the count planned at the horizon, which the scale-down's history
+      records), the peaks of the counts the demand read now and the mean forecast need at the
+      decision's capacity a replica (rate / capacity, rounded up: no bursts' hold), and the median
+      plan over the count now (session 21, "What the need history records")
 """
 
 from __future__ import annotations
 
 import collections
 import json
+import math
 import os
 import sys
 
@@ -190,6 +197,28 @@ def summary(paths: list[str]) -> None:
         )
 
 
+def plans(paths: list[str]) -> None:
+    for path in paths:
+        with open(path) as f:
+            e = json.load(f)["policies"]["predictive"]
+        for name, scored in (("warm-up", False), ("scored", True)):
+            rows = []
+            for x in e["decisions"]:
+                p = x.get("plan") or {}
+                if (x["t_s"] >= 0) != scored or not p.get("forecast"):
+                    continue
+                per = p["capacity_per_replica"]["requests_per_s"]
+                now = math.ceil(p["demand_now"]["requests_per_s"] / per)
+                rows.append((p["needed"], now, math.ceil(p["forecast"]["requests_per_s"] / per)))
+            if rows:
+                ratio = float(np.median([a / max(b, 1) for a, b, _ in rows]))
+                print(
+                    f"{path} {name}: peak plan {max(r[0] for r in rows)}, peak count now "
+                    f"{max(r[1] for r in rows)}, peak count at the mean "
+                    f"{max(r[2] for r in rows)}, median plan / count now {ratio:.2f}"
+                )
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["reach"]:
         reach()
@@ -197,5 +226,7 @@ if __name__ == "__main__":
         split(sys.argv[2], sys.argv[3], float(sys.argv[4]))
     elif sys.argv[1:2] == ["summary"] and len(sys.argv) > 2:
         summary(sys.argv[2:])
+    elif sys.argv[1:2] == ["plans"] and len(sys.argv) > 2:
+        plans(sys.argv[2:])
     else:
         sys.exit(__doc__)
