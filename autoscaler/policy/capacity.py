@@ -16,7 +16,8 @@ The model of one replica that receives x requests/s of p prompt and o output tok
             (Little's law), so s = base + x·w·s, i.e. s = base / (1 - ρ) with ρ = x·w;
   TPOT      = s (one token per running request per step): s <= tpot  <=>  ρ <= 1 - base / tpot;
             and per request (tailsearch.tpot_rate, tpottail.py): few decode steps that carry prompt chunks;
-  batch     B = x·o·s running requests, at most max_num_seqs and kv_cache_tokens / L;
+  batch     B = x·o·s running requests, at most max_num_seqs and what the KV holds (kv_requests:
+            B contexts whose sum fluctuates, kept under kv_cache_tokens but at the SLO's tail);
   TTFT      prefill is FIFO within a replica, and the router (a Service's random or round-robin
             choice, or the least requests in flight, which running decodes dominate) does not see
             the prefill work queued on a replica: each replica's prefill is its own M/G/1 queue
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from statistics import NormalDist
 from typing import Final, NamedTuple
 
 from autoscaler.policy import leastloaded, lengths, tailsearch, tpottail
@@ -173,6 +175,9 @@ def sizer(
     w = (a_token * p + d_token * o) / speed
     a = a_token / speed
     d = d_token / speed
+    # the steps' work a request brings, its prompt's attention at the prompts' E[x²] = p²·(1 + cv²)
+    # (the mean over prompts, not at the mean prompt): the TPOT utilization and the batch ceiling
+    steps_w = w + profile.prefill_s_per_attention_pair * 0.5 * p * p * lengths_cv2 / speed
     # decode: utilization at the TPOT target, and the batch and KV ceilings as a rate per replica
     rho_tpot = MAX_UTILIZATION if slo.tpot_s is None else 1.0 - base / slo.tpot_s
     if rho_tpot > MAX_UTILIZATION:
@@ -180,12 +185,15 @@ def sizer(
     binding = "tpot"
     if rho_tpot < MIN_UTILIZATION:  # the target is below one step even at batch 1: keep replicas light
         rho_tpot = MIN_UTILIZATION
-    n = lam * w / rho_tpot
+    n = lam * steps_w / rho_tpot
     seqs = float(profile.max_num_seqs)
-    if profile.kv_cache_tokens is not None and profile.kv_cache_tokens / context < seqs:
-        seqs = profile.kv_cache_tokens / context
+    if profile.kv_cache_tokens is not None:
+        spread = lengths_cv2 * p * p + CONTEXT_OUTPUT_SHARE * o * CONTEXT_OUTPUT_SHARE * o
+        kv = kv_requests(profile.kv_cache_tokens, context, spread, kv_z(slo.attainment))
+        if kv < seqs:
+            seqs = kv
     # B = x·o·base / (1 - x·w) reaches `seqs` at x = seqs / (o·base + seqs·w)
-    batch_n = lam * (o * base + seqs * w) / seqs
+    batch_n = lam * (o * base + seqs * steps_w) / seqs
     if batch_n > n:
         n = batch_n
         binding = "batch" if seqs == profile.max_num_seqs else "kv"
@@ -299,6 +307,34 @@ def idle_misses(
     rate = _prefill_rate(profile, 0.0, p, o if o > 1.0 else 1.0, base, 0.0, speed)
     beta = profile.prefill_s_per_attention_pair * 0.5 / speed
     return _idle_misses(p, rate, beta, slo.ttft_s - base, slo.ttft_tokens_per_s, lengths_cv2)
+
+
+def kv_z(attainment: float) -> float:
+    """The standard normal quantile at the attainment (2.33 at 99 %): how far above their mean a
+    replica's contexts may sum before its KV is full, and it preempts, for that share of the time."""
+    got = _KV_Z.get(attainment)
+    if got is None:
+        got = _KV_Z[attainment] = NormalDist().inv_cdf(attainment) if attainment > 0.5 else 0.0
+    return got
+
+
+_KV_Z: dict[float, float] = {}  # kv_z by attainment (a spec has one)
+
+
+def kv_requests(kv_tokens: float, context: float, spread: float, z: float) -> float:
+    """Running requests a replica's KV holds at the SLO's tail: B contexts of mean `context` and
+    variance `spread` sum to B·L ± √(B·spread), kept under kv_tokens at z standard deviations:
+    L·B + z·√(spread·B) = kv_tokens, a quadratic in √B. The context of a running request is its
+    prompt (the prompts' own spread, lengths_cv2·p²) and the tokens it has decoded, the age of a
+    geometric output, exponential with the mean CONTEXT_OUTPUT_SHARE·o (variance its square). B
+    itself is held: a router that balances requests in flight keeps every replica within one of
+    the fleet's mean, and the fleet's count fluctuates with the arrivals, which the bursts' hold
+    over the requests' time in the system sizes (burstsize.py). 175 answers of 1,500 tokens after
+    1,000-token prompts fill reference-70b's 440,000 tokens at their mean and spread ±4.5 % at one
+    standard deviation: 157 at 2.33 (docs/policy.md, "Defaults and why": KV at the tail)."""
+    root = math.sqrt(z * z * spread + 4.0 * context * kv_tokens) - z * math.sqrt(spread)
+    root = root / (2.0 * context)
+    return root * root
 
 
 def _wait_budget(

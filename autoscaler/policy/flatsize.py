@@ -38,6 +38,7 @@ from autoscaler.policy.flattables import (
     HAS_TOKENS,
     HAS_TPOT,
     KV,
+    KV_Z,
     PREFILL,
     PREFILL_FIRST,
     REQUEST,
@@ -162,17 +163,24 @@ def _sizer(
     w = (a_token * p + d_token * o) / speed
     a = a_token / speed
     d = d_token / speed
+    steps_w = w + c[ATTENTION] * 0.5 * p * p * 1.0 / speed  # capacity's, at the lengths' cv2 1
     rho_tpot = MAX_UTILIZATION if c[HAS_TPOT] == 0.0 else 1.0 - base / c[TPOT]
     if rho_tpot > MAX_UTILIZATION:
         rho_tpot = MAX_UTILIZATION
     binding = 1
     if rho_tpot < MIN_UTILIZATION:
         rho_tpot = MIN_UTILIZATION
-    n = lam * w / rho_tpot
+    n = lam * steps_w / rho_tpot
     seqs = c[SEQS]
-    if c[HAS_KV] != 0.0 and c[KV] / context < seqs:
-        seqs = c[KV] / context
-    batch_n = lam * (o * base + seqs * w) / seqs
+    if c[HAS_KV] != 0.0:  # capacity.kv_requests, the prompts' lengths_cv2 1
+        spread = 1.0 * p * p + CONTEXT_OUTPUT_SHARE * o * CONTEXT_OUTPUT_SHARE * o
+        z = c[KV_Z]
+        root = math.sqrt(z * z * spread + 4.0 * context * c[KV]) - z * math.sqrt(spread)
+        root = root / (2.0 * context)
+        kv = root * root
+        if kv < seqs:
+            seqs = kv
+    batch_n = lam * (o * base + seqs * steps_w) / seqs
     if batch_n > n:
         n = batch_n
         binding = 2 if seqs == c[SEQS] else 3
