@@ -285,15 +285,10 @@ def test_no_tpot_tail_when_no_step_can_carry_enough_prefill() -> None:
 def test_the_tpot_tail_budget_grows_with_the_requests_no_replica_serves_in_time() -> None:
     """Prompts of 40,000 tokens: two thirds miss a 2 s TTFT even on an idle replica, so the TPOT
     tail may miss as many (the TTFT tail's rule) and adds no replica to what the TTFT needs; held
-    to the 1 % tail it would ask for hundreds: the count is the TTFT's or the mean step's."""
+    to the 1 % tail it would ask for hundreds."""
     d = demand(1.0, 40_000.0, 30.0)
     with_tpot = capacity.size(VLLM_70B, SloTarget(ttft_s=2.0, tpot_s=0.2), d).replicas
-    ttft = capacity.size(VLLM_70B, SloTarget(ttft_s=2.0, tpot_s=None), d).replicas
-    # the mean step at 0.2 s: the steps' work with the prompts' attention at E[x²] = 2p²
-    work = capacity.work_per_request(VLLM_70B, 40_000.0, 30.0, 1.0)
-    work += VLLM_70B.prefill_s_per_attention_pair * 0.5 * 40_000.0**2
-    mean_step = math.ceil(work / (1.0 - VLLM_70B.step_base_s / 0.2))
-    assert with_tpot == max(ttft, mean_step)
+    assert with_tpot == capacity.size(VLLM_70B, SloTarget(ttft_s=2.0, tpot_s=None), d).replicas
     assert 1.0 / tailsearch.tpot_rate(VLLM_70B, 0.2, 0.01, 40_000.0, 30.0, 1.0) > 10 * with_tpot
 
 

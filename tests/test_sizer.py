@@ -69,17 +69,16 @@ def _size_before(
     w = (a_token * p + d_token * o) / speed
     a = a_token / speed
     d = d_token / speed
-    steps_w = w + profile.prefill_s_per_attention_pair * 0.5 * p * p * lengths_cv2 / speed  # E[x²]
     rho_tpot = c.MAX_UTILIZATION if slo.tpot_s is None else min(1.0 - base / slo.tpot_s, c.MAX_UTILIZATION)
     binding = "tpot"
     if rho_tpot < c.MIN_UTILIZATION:
         rho_tpot = c.MIN_UTILIZATION
-    n = lam * steps_w / rho_tpot
+    n = lam * w / rho_tpot
     seqs = float(profile.max_num_seqs)
     if profile.kv_cache_tokens is not None:  # the KV at the SLO's tail (tests/test_capacity.py checks it)
         spread = lengths_cv2 * p * p + c.CONTEXT_OUTPUT_SHARE * o * c.CONTEXT_OUTPUT_SHARE * o
         seqs = min(seqs, c.kv_requests(profile.kv_cache_tokens, context, spread, c.kv_z(slo.attainment)))
-    batch_n = lam * (o * base + seqs * steps_w) / seqs
+    batch_n = lam * (o * base + seqs * w) / seqs
     if batch_n > n:
         n = batch_n
         binding = "batch" if seqs == profile.max_num_seqs else "kv"

@@ -175,9 +175,6 @@ def sizer(
     w = (a_token * p + d_token * o) / speed
     a = a_token / speed
     d = d_token / speed
-    # the steps' work a request brings, its prompt's attention at the prompts' E[x²] = p²·(1 + cv²)
-    # (the mean over prompts, not at the mean prompt): the TPOT utilization and the batch ceiling
-    steps_w = w + profile.prefill_s_per_attention_pair * 0.5 * p * p * lengths_cv2 / speed
     # decode: utilization at the TPOT target, and the batch and KV ceilings as a rate per replica
     rho_tpot = MAX_UTILIZATION if slo.tpot_s is None else 1.0 - base / slo.tpot_s
     if rho_tpot > MAX_UTILIZATION:
@@ -185,7 +182,7 @@ def sizer(
     binding = "tpot"
     if rho_tpot < MIN_UTILIZATION:  # the target is below one step even at batch 1: keep replicas light
         rho_tpot = MIN_UTILIZATION
-    n = lam * steps_w / rho_tpot
+    n = lam * w / rho_tpot
     seqs = float(profile.max_num_seqs)
     if profile.kv_cache_tokens is not None:
         spread = lengths_cv2 * p * p + CONTEXT_OUTPUT_SHARE * o * CONTEXT_OUTPUT_SHARE * o
@@ -193,7 +190,7 @@ def sizer(
         if kv < seqs:
             seqs = kv
     # B = x·o·base / (1 - x·w) reaches `seqs` at x = seqs / (o·base + seqs·w)
-    batch_n = lam * (o * base + seqs * steps_w) / seqs
+    batch_n = lam * (o * base + seqs * w) / seqs
     if batch_n > n:
         n = batch_n
         binding = "batch" if seqs == profile.max_num_seqs else "kv"

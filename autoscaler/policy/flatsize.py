@@ -163,14 +163,13 @@ def _sizer(
     w = (a_token * p + d_token * o) / speed
     a = a_token / speed
     d = d_token / speed
-    steps_w = w + c[ATTENTION] * 0.5 * p * p * 1.0 / speed  # capacity's, at the lengths' cv2 1
     rho_tpot = MAX_UTILIZATION if c[HAS_TPOT] == 0.0 else 1.0 - base / c[TPOT]
     if rho_tpot > MAX_UTILIZATION:
         rho_tpot = MAX_UTILIZATION
     binding = 1
     if rho_tpot < MIN_UTILIZATION:
         rho_tpot = MIN_UTILIZATION
-    n = lam * steps_w / rho_tpot
+    n = lam * w / rho_tpot
     seqs = c[SEQS]
     if c[HAS_KV] != 0.0:  # capacity.kv_requests, the prompts' lengths_cv2 1
         spread = 1.0 * p * p + CONTEXT_OUTPUT_SHARE * o * CONTEXT_OUTPUT_SHARE * o
@@ -180,7 +179,7 @@ def _sizer(
         kv = root * root
         if kv < seqs:
             seqs = kv
-    batch_n = lam * (o * base + seqs * steps_w) / seqs
+    batch_n = lam * (o * base + seqs * w) / seqs
     if batch_n > n:
         n = batch_n
         binding = 2 if seqs == c[SEQS] else 3
