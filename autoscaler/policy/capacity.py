@@ -320,15 +320,10 @@ _KV_Z: dict[float, float] = {}  # kv_z by attainment (a spec has one)
 
 def kv_requests(kv_tokens: float, context: float, spread: float, z: float) -> float:
     """Running requests a replica's KV holds at the SLO's tail: B contexts of mean `context` and
-    variance `spread` sum to B·L ± √(B·spread), kept under kv_tokens at z standard deviations:
-    L·B + z·√(spread·B) = kv_tokens, a quadratic in √B. The context of a running request is its
-    prompt (the prompts' own spread, lengths_cv2·p²) and the tokens it has decoded, the age of a
-    geometric output, exponential with the mean CONTEXT_OUTPUT_SHARE·o (variance its square). B
-    itself is held: a router that balances requests in flight keeps every replica within one of
-    the fleet's mean, and the fleet's count fluctuates with the arrivals, which the bursts' hold
-    over the requests' time in the system sizes (burstsize.py). 175 answers of 1,500 tokens after
-    1,000-token prompts fill reference-70b's 440,000 tokens at their mean and spread ±4.5 % at one
-    standard deviation: 157 at 2.33 (docs/policy.md, "Defaults and why": KV at the tail)."""
+    variance `spread` (the prompts' lengths_cv2·p², and the decoded tokens' exponential age of mean
+    CONTEXT_OUTPUT_SHARE·o) kept under kv_tokens at z standard deviations, L·B + z·√(spread·B) =
+    kv_tokens, a quadratic in √B. 1,000-token prompts and 1,500-token answers fill reference-70b's
+    440,000 tokens at 176 on average, 157 at 2.33 (docs/policy.md, "Defaults and why")."""
     root = math.sqrt(z * z * spread + 4.0 * context * kv_tokens) - z * math.sqrt(spread)
     root = root / (2.0 * context)
     return root * root
