@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from statistics import NormalDist
 
 import numpy as np
 import pytest
@@ -68,8 +67,7 @@ def test_kv_binds_when_contexts_are_long() -> None:
     d = demand(2.0, prompt=12_000, output=600)
     s = capacity.size(profile, SloTarget(ttft_s=600.0, tpot_s=None), d)
     assert s.binding == "kv"
-    # a running request holds p + o on average (below), its prompt ±p and its decoded tokens ±o
-    seqs = _held_at_tail(400_000, 12_000 + 600, 12_000**2 + 600**2, NormalDist().inv_cdf(0.99))
+    seqs = 400_000 / (12_000 + 600)  # a running request holds p + o on average (below)
     w = 12_000 / 8000 + 2e-4 * 600
     assert s.replicas == math.ceil(2.0 * (600 * 0.03 + seqs * w) / seqs)
 
@@ -90,40 +88,9 @@ def test_a_running_request_holds_and_reads_its_prompt_and_one_mean_output() -> N
     assert capacity.decode_token_s(profile, 1000.0, 1500.0) == pytest.approx(1.5e-5 + 5e-8 * 2500)
     s = capacity.size(profile, SloTarget(ttft_s=600.0, tpot_s=None), demand(30.0, 1000.0, 1500.0))
     assert s.binding == "kv"
-    seqs = _held_at_tail(400_000, 2500, 1000**2 + 1500**2, NormalDist().inv_cdf(0.99))
+    seqs = 400_000 / 2500
     w = 3e-5 * 1000 + capacity.decode_token_s(profile, 1000.0, 1500.0) * 1500
     assert s.replicas == math.ceil(30.0 * (1500 * 0.01 + seqs * w) / seqs)
-
-
-def _held_at_tail(kv: float, context: float, spread: float, z: float) -> float:
-    """The B whose B contexts' sum, z standard deviations up, is the KV: by bisection."""
-    lo, hi = 0.0, kv / context
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if context * mid + z * math.sqrt(spread * mid) < kv else (lo, mid)
-    return lo
-
-
-def test_the_kv_holds_the_requests_whose_contexts_overflow_it_at_the_slos_tail() -> None:
-    """Long outputs (reasoning): 1,000-token prompts (gamma, cv² 0.5) and 1,500-token outputs
-    (geometric), so a running request holds its prompt and an exponential age of mean 1,500. On
-    440,000 tokens their mean fits 176; kept under it 99 % of the time, 157: by simulation, the
-    contexts of 157 running requests overflow the KV about 1 % of the time (the sum is a little
-    skewed by the exponential ages: 1.3 %), those of 176 half of it."""
-    p, o, kv, z = 1000.0, 1500.0, 440_000.0, capacity.kv_z(0.99)
-    assert z == pytest.approx(2.3263478740408408)
-    spread = 0.5 * p * p + o * o
-    held = capacity.kv_requests(kv, p + o, spread, z)
-    assert held == pytest.approx(_held_at_tail(kv, p + o, spread, z), rel=1e-12)
-    assert capacity.kv_requests(kv, p + o, spread, 0.0) == pytest.approx(kv / (p + o), rel=1e-12)
-    rng = np.random.default_rng(7)
-
-    def overflow(n: int) -> float:
-        sums = rng.gamma(2.0, p / 2.0, (20_000, n)).sum(axis=1) + rng.exponential(o, (20_000, n)).sum(axis=1)
-        return float((sums > kv).mean())
-
-    assert 0.005 < overflow(math.floor(held)) < 0.02
-    assert 0.4 < overflow(176) < 0.6
 
 
 def test_the_split_tail_matches_m_m_1() -> None:

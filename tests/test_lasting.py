@@ -126,13 +126,11 @@ def test_the_ceilings_hold_the_lifetime_rate_and_the_prompts_queue_at_the_burst(
     """Minute-long requests on reference-70b, 5/s: the burst held over the TTFT target (75/s)
     queues its prompts, the requests in flight are those of the rate over their time in the
     system: the KV ceiling's count at that rate (Little's law: the rate × the time a request
-    spends on a full replica / the requests it holds, at the KV's tail), not at 75/s (48, the hold
-    before)."""
+    spends on a full replica / the requests it holds), not at 75/s (45, the hold before)."""
     need = _need(5.0, 2_048.0, 1_500.0)
     p, o = 2_048.0, 1_500.0
     context = p + capacity.CONTEXT_OUTPUT_SHARE * o
-    spread = p * p + (capacity.CONTEXT_OUTPUT_SHARE * o) ** 2  # the prompts' cv² 1, an exponential age
-    seqs = capacity.kv_requests(440_000, context, spread, capacity.kv_z(SLO.attainment))
+    seqs = 440_000 / context
     on_a_full_replica_s = o * PROFILE.step_base_s + seqs * capacity.work_per_request(PROFILE, p, o, 1.0)
 
     def held(in_flight: float | None) -> capacity.Sizing:
@@ -140,12 +138,12 @@ def test_the_ceilings_hold_the_lifetime_rate_and_the_prompts_queue_at_the_burst(
 
     at_burst = held(None)
     assert (
-        at_burst.binding == "kv" and at_burst.replicas == math.ceil(75.0 * on_a_full_replica_s / seqs) == 48
+        at_burst.binding == "kv" and at_burst.replicas == math.ceil(75.0 * on_a_full_replica_s / seqs) == 45
     )
     assert held(40.0).binding == "kv" and held(40.0).replicas == math.ceil(40.0 * on_a_full_replica_s / seqs)
-    # at 20/s in flight the prompts' queue at 75/s asks for more than the KV ceiling (13)
-    assert math.ceil(20.0 * on_a_full_replica_s / seqs) == 13
-    assert held(20.0).binding == "ttft" and held(20.0).replicas == 16
+    # at 25/s in flight the prompts' queue at 75/s asks for more than the KV ceiling (15)
+    assert math.ceil(25.0 * on_a_full_replica_s / seqs) == 15
+    assert held(25.0).binding == "ttft" and held(25.0).replicas == 16
     # a lifetime hold above the TTFT target's, or none: the TTFT target's
     assert held(90.0) == at_burst
     # under the demand itself: the demand's own in flight

@@ -75,9 +75,8 @@ def _size_before(
         rho_tpot = c.MIN_UTILIZATION
     n = lam * w / rho_tpot
     seqs = float(profile.max_num_seqs)
-    if profile.kv_cache_tokens is not None:  # the KV at the SLO's tail (tests/test_capacity.py checks it)
-        spread = lengths_cv2 * p * p + c.CONTEXT_OUTPUT_SHARE * o * c.CONTEXT_OUTPUT_SHARE * o
-        seqs = min(seqs, c.kv_requests(profile.kv_cache_tokens, context, spread, c.kv_z(slo.attainment)))
+    if profile.kv_cache_tokens is not None:
+        seqs = min(seqs, profile.kv_cache_tokens / context)
     batch_n = lam * (o * base + seqs * w) / seqs
     if batch_n > n:
         n = batch_n

@@ -16,8 +16,7 @@ The model of one replica that receives x requests/s of p prompt and o output tok
             (Little's law), so s = base + x·w·s, i.e. s = base / (1 - ρ) with ρ = x·w;
   TPOT      = s (one token per running request per step): s <= tpot  <=>  ρ <= 1 - base / tpot;
             and per request (tailsearch.tpot_rate, tpottail.py): few decode steps that carry prompt chunks;
-  batch     B = x·o·s running requests, at most max_num_seqs and what the KV holds (kv_requests:
-            B contexts whose sum fluctuates, kept under kv_cache_tokens but at the SLO's tail);
+  batch     B = x·o·s running requests, at most max_num_seqs and kv_cache_tokens / L;
   TTFT      prefill is FIFO within a replica, and the router (a Service's random or round-robin
             choice, or the least requests in flight, which running decodes dominate) does not see
             the prefill work queued on a replica: each replica's prefill is its own M/G/1 queue
@@ -38,7 +37,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from statistics import NormalDist
 from typing import Final, NamedTuple
 
 from autoscaler.policy import leastloaded, lengths, tailsearch, tpottail
@@ -184,11 +182,8 @@ def sizer(
         rho_tpot = MIN_UTILIZATION
     n = lam * w / rho_tpot
     seqs = float(profile.max_num_seqs)
-    if profile.kv_cache_tokens is not None:
-        spread = lengths_cv2 * p * p + CONTEXT_OUTPUT_SHARE * o * CONTEXT_OUTPUT_SHARE * o
-        kv = kv_requests(profile.kv_cache_tokens, context, spread, kv_z(slo.attainment))
-        if kv < seqs:
-            seqs = kv
+    if profile.kv_cache_tokens is not None and profile.kv_cache_tokens / context < seqs:
+        seqs = profile.kv_cache_tokens / context
     # B = x·o·base / (1 - x·w) reaches `seqs` at x = seqs / (o·base + seqs·w)
     batch_n = lam * (o * base + seqs * w) / seqs
     if batch_n > n:
@@ -304,29 +299,6 @@ def idle_misses(
     rate = _prefill_rate(profile, 0.0, p, o if o > 1.0 else 1.0, base, 0.0, speed)
     beta = profile.prefill_s_per_attention_pair * 0.5 / speed
     return _idle_misses(p, rate, beta, slo.ttft_s - base, slo.ttft_tokens_per_s, lengths_cv2)
-
-
-def kv_z(attainment: float) -> float:
-    """The standard normal quantile at the attainment (2.33 at 99 %): how far above their mean a
-    replica's contexts may sum before its KV is full, and it preempts, for that share of the time."""
-    got = _KV_Z.get(attainment)
-    if got is None:
-        got = _KV_Z[attainment] = NormalDist().inv_cdf(attainment) if attainment > 0.5 else 0.0
-    return got
-
-
-_KV_Z: dict[float, float] = {}  # kv_z by attainment (a spec has one)
-
-
-def kv_requests(kv_tokens: float, context: float, spread: float, z: float) -> float:
-    """Running requests a replica's KV holds at the SLO's tail: B contexts of mean `context` and
-    variance `spread` (the prompts' lengths_cv2·p², and the decoded tokens' exponential age of mean
-    CONTEXT_OUTPUT_SHARE·o) kept under kv_tokens at z standard deviations, L·B + z·√(spread·B) =
-    kv_tokens, a quadratic in √B. 1,000-token prompts and 1,500-token answers fill reference-70b's
-    440,000 tokens at 176 on average, 157 at 2.33 (docs/policy.md, "Defaults and why")."""
-    root = math.sqrt(z * z * spread + 4.0 * context * kv_tokens) - z * math.sqrt(spread)
-    root = root / (2.0 * context)
-    return root * root
 
 
 def _wait_budget(

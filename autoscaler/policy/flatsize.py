@@ -38,7 +38,6 @@ from autoscaler.policy.flattables import (
     HAS_TOKENS,
     HAS_TPOT,
     KV,
-    KV_Z,
     PREFILL,
     PREFILL_FIRST,
     REQUEST,
@@ -171,14 +170,8 @@ def _sizer(
         rho_tpot = MIN_UTILIZATION
     n = lam * w / rho_tpot
     seqs = c[SEQS]
-    if c[HAS_KV] != 0.0:  # capacity.kv_requests, the prompts' lengths_cv2 1
-        spread = 1.0 * p * p + CONTEXT_OUTPUT_SHARE * o * CONTEXT_OUTPUT_SHARE * o
-        z = c[KV_Z]
-        root = math.sqrt(z * z * spread + 4.0 * context * c[KV]) - z * math.sqrt(spread)
-        root = root / (2.0 * context)
-        kv = root * root
-        if kv < seqs:
-            seqs = kv
+    if c[HAS_KV] != 0.0 and c[KV] / context < seqs:
+        seqs = c[KV] / context
     batch_n = lam * (o * base + seqs * w) / seqs
     if batch_n > n:
         n = batch_n

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from autoscaler.policy.capacity import kv_z
 from autoscaler.policy.tailsearch import TPOT_KEPT, TPOT_QUANTUM, TTFT_KEPT, TTFT_QUANTUM, split_servers
 from autoscaler.policy.tpottail import _rate, units
 
@@ -18,8 +17,8 @@ _NO_STEP = -(1 << 62)  # a TTFT search's step for an input <= 0 (capacity's None
 # consts: the profile's and the SLO's fields as floats (flags 0.0 / 1.0), by these indices
 BASE, PREFILL, ATTENTION, REQUEST, CONTEXT = 0, 1, 2, 3, 4
 HAS_BUDGET, BUDGET, PREFILL_FIRST, SEQS, HAS_KV, KV = 5, 6, 7, 8, 9, 10
-HAS_TPOT, TPOT, TTFT, HAS_TOKENS, TOKENS, ATTAINMENT, KV_Z = 11, 12, 13, 14, 15, 16, 17
-FIELDS = 18
+HAS_TPOT, TPOT, TTFT, HAS_TOKENS, TOKENS, ATTAINMENT = 11, 12, 13, 14, 15, 16
+FIELDS = 17
 
 
 def consts(profile: Any, slo: Any) -> list[float]:
@@ -43,7 +42,6 @@ def consts(profile: Any, slo: Any) -> list[float]:
         0.0 if tokens is None else 1.0,
         0.0 if tokens is None else float(tokens),
         float(slo.attainment),
-        kv_z(slo.attainment),
     ]
 
 
