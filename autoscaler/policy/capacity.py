@@ -200,10 +200,11 @@ def sizer(
     beta = profile.prefill_s_per_attention_pair * 0.5 / speed
     ttft_s = slo.ttft_s
     ttft_tokens = slo.ttft_tokens_per_s
-    idle_room = (_prefill_rate_of(profile, 0.0, o, base, w, a, d), ttft_s - base)  # an idle replica's
+    # the requests that miss their TTFT even on an idle replica: no fleet serves them in time
+    idle_rate = _prefill_rate_of(profile, 0.0, o, base, w, a, d)
+    idle_misses = _idle_misses(p, idle_rate, beta, ttft_s - base, ttft_tokens, lengths_cv2)
     if slo.tpot_s is not None:  # the short outputs whose steps carry prompt chunks
         # as many may miss their TPOT as miss their TTFT on an idle replica, and at least the tail
-        idle_misses = _idle_misses(p, idle_room[0], beta, idle_room[1], ttft_tokens, lengths_cv2)
         tpot_tail = idle_misses if idle_misses > tail else tail
         tpot_n = lam / tailsearch.tpot_rate(profile, slo.tpot_s, tpot_tail, p, o, speed, lengths_cv2)
         if tpot_n > n:
@@ -224,7 +225,7 @@ def sizer(
             slack += p / ttft_tokens
         if slack < MIN_SLACK_SHARE * service:
             slack = MIN_SLACK_SHARE * service
-        budget = _wait_budget(tail, p, rate, beta, ttft_s - step, ttft_tokens, lengths_cv2, idle_room)
+        budget = _wait_budget(tail, p, rate, beta, ttft_s - step, ttft_tokens, lengths_cv2, idle_misses)
         if least_loaded and budget > tail:  # a tail that falls as the replay's: the waits keep at most it
             budget = tail
         return rate, lam * service * prefill_burst, slack / service * 2.0, budget
@@ -309,13 +310,13 @@ def _wait_budget(
     room_s: float,
     ttft_tokens: float | None,
     lengths_cv2: float = 1.0,
-    idle: tuple[float, float] | None = None,
+    idle: float | None = None,
 ) -> float:
     """The share of requests whose wait may exceed its slack: the attainment's tail less the
     requests that miss their TTFT with no wait at this count's prefill `rate` and `room_s`
     (_idle_misses). Once those take half of the tail or more, the waits may miss as often as the
-    requests that miss on an *idle* replica do (`idle`: its prefill rate and room; at most doubling
-    the misses no fleet avoids): a 1 % tail planned where more miss anyway buys replicas and little
+    requests that miss on an *idle* replica do (`idle`, _idle_misses there; at most doubling the
+    misses no fleet avoids): a 1 % tail planned where more miss anyway buys replicas and little
     SLO (Mooncake x 0.52 on one-gpu-8b, where a fifth of the prompts cannot meet 2 s: 14.3 GPU-h for
     77.9 % with the 1 % tail, 3.1 for 75.3 % with this budget; the HPA 52.8 % at 2). Read at this
     count's load instead, the allowance grew with the demand and a larger demand could be sized
@@ -324,7 +325,7 @@ def _wait_budget(
     budget = tail - lost
     if lost > budget:
         if idle is not None:
-            lost = _idle_misses(p, idle[0], beta, idle[1], ttft_tokens, lengths_cv2)
+            lost = idle
         if lost > budget:
             budget = lost
     return budget
