@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 
 import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from autoscaler.policy import capacity, lengths, tailsearch, tpottail
+from autoscaler.policy import capacity, kvceiling, lengths, tailsearch, tpottail
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.capacityspec import ReplicaProfile, SloTarget
 
@@ -67,7 +68,10 @@ def test_kv_binds_when_contexts_are_long() -> None:
     d = demand(2.0, prompt=12_000, output=600)
     s = capacity.size(profile, SloTarget(ttft_s=600.0, tpot_s=None), d)
     assert s.binding == "kv"
-    seqs = 400_000 / (12_000 + 600)  # a running request holds p + o on average (below)
+    # a running request holds p + o on average (below), its prompt ±p and its decoded tokens ±o; a
+    # preempted one's recompute (12,600 tokens at 1/8000 s) is 2.625 steps at ρ 0.95 (0.6 s)
+    z = _priced_z(0.01, 12_000**2 + 600**2, 12_600, 400_000, 12_600 / 8000 * 0.05 / 0.03)
+    seqs = _held_at_tail(400_000, 12_000 + 600, 12_000**2 + 600**2, z)
     w = 12_000 / 8000 + 2e-4 * 600
     assert s.replicas == math.ceil(2.0 * (600 * 0.03 + seqs * w) / seqs)
 
@@ -88,9 +92,62 @@ def test_a_running_request_holds_and_reads_its_prompt_and_one_mean_output() -> N
     assert capacity.decode_token_s(profile, 1000.0, 1500.0) == pytest.approx(1.5e-5 + 5e-8 * 2500)
     s = capacity.size(profile, SloTarget(ttft_s=600.0, tpot_s=None), demand(30.0, 1000.0, 1500.0))
     assert s.binding == "kv"
-    seqs = 400_000 / 2500
+    z = _priced_z(0.01, 1000**2 + 1500**2, 2500, 400_000, 3e-5 * 2500 * 0.05 / 0.01)
+    seqs = _held_at_tail(400_000, 2500, 1000**2 + 1500**2, z)
     w = 3e-5 * 1000 + capacity.decode_token_s(profile, 1000.0, 1500.0) * 1500
     assert s.replicas == math.ceil(30.0 * (1500 * 0.01 + seqs * w) / seqs)
+
+
+def _held_at_tail(kv: float, context: float, spread: float, z: float) -> float:
+    """The B whose B contexts' sum, z standard deviations up, is the KV: by bisection."""
+    lo, hi = 0.0, kv / context
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if context * mid + z * math.sqrt(spread * mid) < kv else (lo, mid)
+    return lo
+
+
+def _priced_z(tail: float, spread: float, context: float, kv: float, redo_steps: float) -> float:
+    """The z whose normal expected overflow, over the contexts' mean sum, times 1 + redo_steps
+    is the tail: by bisection on the loss function E[(X - z)+], X standard normal."""
+    n = NormalDist()
+    cv = math.sqrt(spread / (context * kv))
+    lo, hi = 0.0, 10.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        loss = n.pdf(mid) - mid * (1.0 - n.cdf(mid))
+        lo, hi = (mid, hi) if cv * loss * (1.0 + redo_steps) > tail else (lo, mid)
+    return hi
+
+
+def test_the_kv_holds_the_contexts_whose_priced_overflow_fits_the_slos_tail() -> None:
+    """Long outputs (reasoning): 1,000-token prompts (gamma, cv² 0.5) and 1,500-token outputs
+    (geometric), so a running request holds its prompt and an exponential age of mean 1,500. On
+    440,000 tokens their mean fits 176. The contexts past the cache are preempted (late) and each
+    one's recompute holds the batch for some steps: priced so, their expected share of the contexts
+    fits the 1 % tail at z 0.49 with no recompute (171 held), 0.85 at reference-70b's 0.83 steps
+    (169); the SLO's own tail quantile would be 2.33 (157). By simulation the priced overflow of
+    169 running requests is within the tail and that of 176 is not."""
+    p, o, kv, tail = 1000.0, 1500.0, 440_000.0, 0.01
+    spread = 0.5 * p * p + o * o
+    for steps in (0.0, 0.83, 5.0, 1e3):
+        z = kvceiling.kv_z(tail, spread, p + o, kv, steps)
+        assert z == pytest.approx(_priced_z(tail, spread, p + o, kv, steps), abs=1e-8)
+    z = kvceiling.kv_z(tail, spread, p + o, kv, 0.83)
+    assert 0.84 < z < 0.86 and kvceiling.kv_z(tail, spread, p + o, kv, 0.0) < z
+    # many short contexts: a narrow sum, never held below its mean
+    assert kvceiling.kv_z(tail, 1.0, p + o, kv, 0.83) == 0.0
+    held = kvceiling.kv_requests(kv, p + o, spread, z)
+    assert held == pytest.approx(_held_at_tail(kv, p + o, spread, z), rel=1e-12)
+    assert math.floor(held) == 168
+    assert kvceiling.kv_requests(kv, p + o, spread, 0.0) == pytest.approx(kv / (p + o), rel=1e-12)
+    rng = np.random.default_rng(7)
+
+    def priced(n: int) -> float:
+        sums = rng.gamma(2.0, p / 2.0, (20_000, n)).sum(axis=1) + rng.exponential(o, (20_000, n)).sum(axis=1)
+        return float(np.maximum(sums - kv, 0.0).mean() / sums.mean() * (1.0 + 0.83))
+
+    assert priced(math.floor(held)) < tail < priced(176)
 
 
 def test_the_split_tail_matches_m_m_1() -> None:

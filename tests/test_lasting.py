@@ -10,7 +10,7 @@ import random
 import pytest
 from test_policy_planner import NOW, planner_spec
 
-from autoscaler.policy import burstsize, capacity, demand, lasting, lookahead
+from autoscaler.policy import burstsize, capacity, demand, kvceiling, lasting, lookahead
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.capacityspec import SloTarget
 from autoscaler.policy.lasting import Lasting
@@ -126,11 +126,17 @@ def test_the_ceilings_hold_the_lifetime_rate_and_the_prompts_queue_at_the_burst(
     """Minute-long requests on reference-70b, 5/s: the burst held over the TTFT target (75/s)
     queues its prompts, the requests in flight are those of the rate over their time in the
     system: the KV ceiling's count at that rate (Little's law: the rate × the time a request
-    spends on a full replica / the requests it holds), not at 75/s (45, the hold before)."""
+    spends on a full replica / the requests it holds, at the KV's priced tail: 46, where the mean
+    holds 45 and the SLO's tail quantile 48), not at 75/s."""
     need = _need(5.0, 2_048.0, 1_500.0)
     p, o = 2_048.0, 1_500.0
     context = p + capacity.CONTEXT_OUTPUT_SHARE * o
-    seqs = 440_000 / context
+    spread = p * p + (capacity.CONTEXT_OUTPUT_SHARE * o) ** 2  # the prompts' cv² 1, an exponential age
+    # a preempted context's recompute (its prefill) in steps at the TPOT target (capacity.kv_z)
+    redo = PROFILE.prefill_s_per_token + PROFILE.prefill_s_per_attention_pair * 0.5 * (context + 1.0)
+    steps = redo * context * (1.0 - (1.0 - PROFILE.step_base_s / 0.2)) / PROFILE.step_base_s
+    z = kvceiling.kv_z(1.0 - SLO.attainment, spread, context, 440_000, steps)
+    seqs = kvceiling.kv_requests(440_000, context, spread, z)
     on_a_full_replica_s = o * PROFILE.step_base_s + seqs * capacity.work_per_request(PROFILE, p, o, 1.0)
 
     def held(in_flight: float | None) -> capacity.Sizing:
@@ -138,12 +144,12 @@ def test_the_ceilings_hold_the_lifetime_rate_and_the_prompts_queue_at_the_burst(
 
     at_burst = held(None)
     assert (
-        at_burst.binding == "kv" and at_burst.replicas == math.ceil(75.0 * on_a_full_replica_s / seqs) == 45
+        at_burst.binding == "kv" and at_burst.replicas == math.ceil(75.0 * on_a_full_replica_s / seqs) == 46
     )
     assert held(40.0).binding == "kv" and held(40.0).replicas == math.ceil(40.0 * on_a_full_replica_s / seqs)
-    # at 25/s in flight the prompts' queue at 75/s asks for more than the KV ceiling (15)
-    assert math.ceil(25.0 * on_a_full_replica_s / seqs) == 15
-    assert held(25.0).binding == "ttft" and held(25.0).replicas == 16
+    # at 20/s in flight the prompts' queue at 75/s asks for more than the KV ceiling (13)
+    assert math.ceil(20.0 * on_a_full_replica_s / seqs) == 13
+    assert held(20.0).binding == "ttft" and held(20.0).replicas == 16
     # a lifetime hold above the TTFT target's, or none: the TTFT target's
     assert held(90.0) == at_burst
     # under the demand itself: the demand's own in flight

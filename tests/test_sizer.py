@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoscaler.policy import burstsize, capacity, leastloaded, lengths, tailsearch, tpottail
+from autoscaler.policy import burstsize, capacity, kvceiling, leastloaded, lengths, tailsearch, tpottail
 from autoscaler.policy.capacity import Demand, Sizing
 from autoscaler.policy.capacityspec import ReplicaProfile, SloTarget
 
@@ -75,8 +75,13 @@ def _size_before(
         rho_tpot = c.MIN_UTILIZATION
     n = lam * w / rho_tpot
     seqs = float(profile.max_num_seqs)
-    if profile.kv_cache_tokens is not None:
-        seqs = min(seqs, profile.kv_cache_tokens / context)
+    if profile.kv_cache_tokens is not None:  # the KV at its priced tail (tests/test_capacity.py checks it)
+        kv = profile.kv_cache_tokens
+        spread = lengths_cv2 * p * p + c.CONTEXT_OUTPUT_SHARE * o * c.CONTEXT_OUTPUT_SHARE * o
+        redo = profile.prefill_s_per_token + profile.prefill_s_per_attention_pair * 0.5 * (context + 1.0)
+        redo_steps = redo * context / speed * (1.0 - rho_tpot) / base
+        z = kvceiling.kv_z(1.0 - slo.attainment, spread, context, kv, redo_steps)
+        seqs = min(seqs, kvceiling.kv_requests(kv, context, spread, z))
     batch_n = lam * (o * base + seqs * w) / seqs
     if batch_n > n:
         n = batch_n

@@ -16,7 +16,9 @@ The model of one replica that receives x requests/s of p prompt and o output tok
             (Little's law), so s = base + x·w·s, i.e. s = base / (1 - ρ) with ρ = x·w;
   TPOT      = s (one token per running request per step): s <= tpot  <=>  ρ <= 1 - base / tpot;
             and per request (tailsearch.tpot_rate, tpottail.py): few decode steps that carry prompt chunks;
-  batch     B = x·o·s running requests, at most max_num_seqs and kv_cache_tokens / L;
+  batch     B = x·o·s running requests, at most max_num_seqs and what the KV holds (kv_requests:
+            B contexts whose sum fluctuates, kept under kv_cache_tokens but at the tail whose
+            expected overflow, priced by its recompute, fits the SLO's: kv_z);
   TTFT      prefill is FIFO within a replica, and the router (a Service's random or round-robin
             choice, or the least requests in flight, which running decodes dominate) does not see
             the prefill work queued on a replica: each replica's prefill is its own M/G/1 queue
@@ -41,6 +43,7 @@ from typing import Final, NamedTuple
 
 from autoscaler.policy import leastloaded, lengths, tailsearch, tpottail
 from autoscaler.policy.capacityspec import ReplicaProfile, SloTarget
+from autoscaler.policy.kvceiling import kv_requests, kv_z
 
 MIN_RATE = 1e-6  # requests/s below which a target is idle
 MIN_PROMPT_TOKENS = 1e-6  # a mean prompt below it is none: no prefill to queue (a restored state's
@@ -182,8 +185,16 @@ def sizer(
         rho_tpot = MIN_UTILIZATION
     n = lam * w / rho_tpot
     seqs = float(profile.max_num_seqs)
-    if profile.kv_cache_tokens is not None and profile.kv_cache_tokens / context < seqs:
-        seqs = profile.kv_cache_tokens / context
+    if profile.kv_cache_tokens is not None:
+        kv_tokens = profile.kv_cache_tokens
+        spread = lengths_cv2 * p * p + CONTEXT_OUTPUT_SHARE * o * CONTEXT_OUTPUT_SHARE * o
+        # a preempted context's recompute: its prefill, attention over its own length, in steps at the target
+        redo = profile.prefill_s_per_token + profile.prefill_s_per_attention_pair * 0.5 * (context + 1.0)
+        redo_steps = redo * context / speed * (1.0 - rho_tpot) / base
+        z = kv_z(1.0 - slo.attainment, spread, context, kv_tokens, redo_steps)
+        kv = kv_requests(kv_tokens, context, spread, z)
+        if kv < seqs:
+            seqs = kv
     # B = x·o·base / (1 - x·w) reaches `seqs` at x = seqs / (o·base + seqs·w)
     batch_n = lam * (o * base + seqs * w) / seqs
     if batch_n > n:

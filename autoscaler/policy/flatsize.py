@@ -48,6 +48,7 @@ from autoscaler.policy.flattables import (
     tpot_rate,
     ttft_servers,
 )
+from autoscaler.policy.kvceiling import INV_SQRT_2PI, KV_G0, KV_NEWTON, SQRT_HALF
 from autoscaler.policy.tpottail import prefill_rate
 
 BINDINGS = ("idle", "tpot", "batch", "kv", "ttft")  # a Sizing's binding by its code here
@@ -170,8 +171,25 @@ def _sizer(
         rho_tpot = MIN_UTILIZATION
     n = lam * w / rho_tpot
     seqs = c[SEQS]
-    if c[HAS_KV] != 0.0 and c[KV] / context < seqs:
-        seqs = c[KV] / context
+    if c[HAS_KV] != 0.0:  # capacity's KV at its priced tail, the prompts' lengths_cv2 1
+        kv_tokens = c[KV]
+        spread = 1.0 * p * p + CONTEXT_OUTPUT_SHARE * o * CONTEXT_OUTPUT_SHARE * o
+        redo = c[PREFILL] + c[ATTENTION] * 0.5 * (context + 1.0)
+        redo_steps = redo * context / speed * (1.0 - rho_tpot) / base
+        target = (1.0 - c[ATTAINMENT]) / (math.sqrt(spread / (context * kv_tokens)) * (1.0 + redo_steps))
+        z = 0.0  # capacity.kv_z
+        if target < KV_G0:
+            for _ in range(KV_NEWTON):
+                upper = 0.5 * math.erfc(z * SQRT_HALF)
+                step = (math.exp(-0.5 * z * z) * INV_SQRT_2PI - z * upper - target) / upper
+                z += step
+                if step < 1e-9:
+                    break
+        root = math.sqrt(z * z * spread + 4.0 * context * kv_tokens) - z * math.sqrt(spread)
+        root = root / (2.0 * context)
+        kv = root * root
+        if kv < seqs:
+            seqs = kv
     batch_n = lam * (o * base + seqs * w) / seqs
     if batch_n > n:
         n = batch_n
