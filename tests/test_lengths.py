@@ -146,6 +146,6 @@ def test_the_planner_sizes_with_the_lengths_the_engines_publish() -> None:
 def test_a_subnormal_prompt_mix_sizes_as_no_prompt() -> None:
     """A restored state's mix of 2e-313 tokens a request (the reader accepts any finite >= 0) once
     made the TTFT tail's slack infinite (OverflowError on main at 4c294de); its square is 0."""
-    assert demand.Mix(5.0, 2.2250738585e-313, 1.0, 1.5e8).lengths_cv2() is None
+    assert demand.Mix(5.0, 2.2250738585e-313, 1.0, 1.5e8, 5.0, 2.2250738585e-313).lengths_cv2() is None
     d = Demand(3.0, 3.0 * 2.2250738585e-313, 3.0 * 100.0)
     assert capacity.size(EIGHT_B, SloTarget(ttft_s=2.0, tpot_s=0.2), d).replicas >= 1
