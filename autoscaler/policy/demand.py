@@ -79,9 +79,11 @@ class Mix(NamedTuple):
     spread_prompt: float = 0.0
 
     def lengths_cv2(self) -> float | None:
-        """The prompt lengths' squared coefficient of variation, None without a histogram."""
-        p, sq = self.spread_prompt, self.prompt_sq
-        square = p * p
+        """The prompt lengths' squared coefficient of variation about the mix's mean prompt, None
+        without a histogram: the spread's E[x²] / E[x] (the residual's scale, over its own longer
+        window) is p·(1 + cv²), so the tail's waits keep the spread's scale as the mix moves."""
+        p, sq = self.prompt, self.prompt_sq
+        square = self.spread_prompt * p
         if sq <= 0.0 or square <= 0.0:  # a subnormal prompt squares to 0
             return None
         return sq / square - 1.0
