@@ -46,9 +46,9 @@ def main(out: str, seed: int, window: bool) -> None:
         for start in np.arange(0.0, float(trace.arrival_s[-1]), WINDOW_S):
             x = p[(trace.arrival_s >= start) & (trace.arrival_s < start + WINDOW_S)]
             if len(x) > 1:
-                m = x.mean()
+                m, top = x.mean(), x.max()
                 cv2 = x.var() / m**2
-                print(f"{start:6.0f} s  {len(x):4d} prompts  mean {m:6.0f}  cv² {cv2:5.2f}  max {x.max():7.0f}")
+                print(f"{start:6.0f} s  {len(x):4d} prompts  mean {m:6.0f}  cv² {cv2:5.2f}  max {top:7.0f}")
 
 
 if __name__ == "__main__":
