@@ -462,6 +462,20 @@ def test_an_older_mix_without_the_prompt_squares_reads_as_no_histogram() -> None
     assert state.demand.mix.prompt == mix["promptPerRequest"]
 
 
+def test_an_older_mix_without_the_spreads_window_reads_the_mixs_own() -> None:
+    """A state saved before the spread's own window (session 22): its requests and mean prompt are
+    the mix's, so the cv² reads as it did when the state was saved (E[x²] / p² - 1)."""
+    doc = good()
+    mix = doc["demand"]["mix"]
+    assert mix["spreadRequests"] > 0.0 and mix["spreadPromptPerRequest"] > 0.0  # the policy's own carry it
+    del mix["spreadRequests"], mix["spreadPromptPerRequest"]
+    state = PlannerState.from_dict(doc)
+    assert state.demand is not None
+    read = state.demand.mix
+    assert (read.spread_requests, read.spread_prompt) == (mix["requests"], mix["promptPerRequest"])
+    assert read.lengths_cv2() == mix["promptSquaredPerRequest"] / mix["promptPerRequest"] ** 2 - 1.0
+
+
 def test_a_forecasts_bin_outside_the_bins_is_refused() -> None:
     doc = good()
     doc["demand"]["pending"][0]["bin"] = levelbins.BINS

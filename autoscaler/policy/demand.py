@@ -46,6 +46,10 @@ TYPICAL_HALF_LIFE_S: Final = 600.0  # the typical demand forgets half of itself 
 # The mix weighs a request exp(-requests counted since / MIX_REQUESTS): ~2 x 400 requests' worth,
 # a standard error of 5 % on lengths of cs^2 2 (docs/policy.md, "Defaults and why")
 MIX_REQUESTS: Final = 400.0
+# The lengths' spread weighs a request exp(-requests counted since / SPREAD_REQUESTS): its mean
+# square's standard error is the mix's mean's (5 % at cs² 2) over (m4/m2² - 1) / cs² = 5.3 times the
+# requests (a gamma's moments), so one long prompt does not swing the TTFT tail (docs/policy.md)
+SPREAD_REQUESTS: Final = 2_000.0
 # ... and at least MIX_LIFETIMES times as long as requests last (Little's law: in flight / finished/s,
 # at most TYPICAL_HALF_LIFE_S): the prompt counter counts a request when it starts, the finished one
 # when it ends, so over a shorter window their ratio swings with the arrivals (docs/policy.md)
@@ -67,13 +71,19 @@ class Mix(NamedTuple):
     prompt: float  # prompt tokens per request
     output: float  # generated tokens per request
     # prompt tokens squared per request (an engine's prompt-length histogram; 0: none read yet):
-    # with `prompt`, the lengths' spread the TTFT tail needs (lengths.py)
+    # with `spread_prompt`, the lengths' spread the TTFT tail needs (lengths.py)
     prompt_sq: float = 0.0
+    # ... the requests it weighs (about SPREAD_REQUESTS) and their prompt tokens per request: the
+    # spread is read over more requests than the mix, about its own mean prompt
+    spread_requests: float = 0.0
+    spread_prompt: float = 0.0
 
     def lengths_cv2(self) -> float | None:
-        """The prompt lengths' squared coefficient of variation, None without a histogram."""
+        """The prompt lengths' squared coefficient of variation about the mix's mean prompt, None
+        without a histogram: the spread's E[x²] / E[x] (the residual's scale, over its own longer
+        window) is p·(1 + cv²), so the tail's waits keep the spread's scale as the mix moves."""
         p, sq = self.prompt, self.prompt_sq
-        square = p * p
+        square = self.spread_prompt * p
         if sq <= 0.0 or square <= 0.0:  # a subnormal prompt squares to 0
             return None
         return sq / square - 1.0
@@ -342,18 +352,29 @@ def _mix(
         return mix
     p = mix.prompt + (prompt - requests * mix.prompt) / counted
     o = mix.output + (output - requests * mix.output) / counted
-    sq = mix.prompt_sq
-    if prompt_sq is not None and requests > 0.0:
-        # the first reading sets it (0 before: no histogram was read), later ones weigh in as the mix
-        sq = prompt_sq / requests if sq <= 0.0 else sq + (prompt_sq - requests * sq) / counted
-        if sq < 0.0:
-            sq = 0.0
-    return _new(Mix, (counted, 0.0 if p < 0.0 else p, 0.0 if o < 0.0 else o, sq))
+    # the lengths' spread: the prompts' mean and mean square over SPREAD_REQUESTS (or the mix's
+    # window where longer), the same weights, so the cv² is of one window's prompts
+    slow = math.exp(-requests / SPREAD_REQUESTS)
+    if slow < decay:
+        slow = decay
+    weighed = mix.spread_requests * slow + requests
+    sp, sq = mix.spread_prompt, mix.prompt_sq
+    if weighed > 0.0:
+        sp = sp + (prompt - requests * sp) / weighed
+        if prompt_sq is not None and requests > 0.0:
+            # the first reading sets it (0 before: no histogram was read), later ones weigh in
+            sq = prompt_sq / requests if sq <= 0.0 else sq + (prompt_sq - requests * sq) / weighed
+            if sq < 0.0:
+                sq = 0.0
+    return _new(
+        Mix, (counted, 0.0 if p < 0.0 else p, 0.0 if o < 0.0 else o, sq, weighed, 0.0 if sp < 0.0 else sp)
+    )
 
 
 def _start(now: float, finished: float, prompt: float, generated: float, inflight: float) -> DemandState:
     # the first rates' ratio, weighing nothing: the next tick's counts replace it (no time span yet)
-    mix = Mix(0.0, prompt / finished, generated / finished) if finished > 0.0 else Mix(0.0, 0.0, 0.0)
+    p = prompt / finished if finished > 0.0 else 0.0
+    mix = Mix(0.0, p, generated / finished, spread_prompt=p) if finished > 0.0 else Mix(0.0, 0.0, 0.0)
     return DemandState(
         now,
         inflight,
@@ -416,5 +437,5 @@ def expected(spec: DemandSpec, state: DemandState, horizon_s: float) -> Demand:
     r = rl + rt * reach
     if r < 0.0:
         r = 0.0
-    _, p, o, _ = state.mix
+    _, p, o, *_ = state.mix
     return _new(Demand, (r, r * p, r * o))

@@ -47,7 +47,7 @@ def fold(
     counted: Boxed = gate or _NO_BIN
     typical: Boxed = state.typical
     lasted: Boxed = state.lasting
-    mix_r, mix_p, mix_o, mix_sq = mix
+    mix_r, mix_p, mix_o, mix_sq, spread_r, spread_p = mix
     level, trend = requests
     s2, sn = spread
     gate_level, gate_trend = counted
@@ -55,7 +55,8 @@ def fold(
     lasting_time, lasting_rate, lasting_excess = lasted
     weight, b, typical_w = weights
     out = flatdemand._kernel(
-        state.at, state.inflight, mix_r, mix_p, mix_o, mix_sq, level, trend, state.primed, s2, sn,
+        state.at, state.inflight, mix_r, mix_p, mix_o, mix_sq, spread_r, spread_p, level, trend,
+        state.primed, s2, sn,
         gate is not None, gate_level, gate_trend,
         typical_r, typical_p, typical_o, state.typical_peak, bool(peaks), peaks[0][1] if peaks else 0.0,
         lasting_time, lasting_rate, lasting_excess,
@@ -71,24 +72,24 @@ def fold(
         (
             now,
             inflight,
-            _new(_MIX, out[0:4]),
-            _new(_SERIES, out[4:6]),
+            _new(_MIX, out[0:6]),
+            _new(_SERIES, out[6:8]),
             True,
             state.pending,
             state.error_quantile,
             state.error_scale,
             state.scored,
-            _new(_DEMAND, out[11:14]),
+            _new(_DEMAND, out[13:16]),
             peaks,
-            out[14],
+            out[16],
             state.bins,
             state.relative,
-            out[6:8],
-            _new(_SERIES, out[9:11]) if out[8] else None,
-            _new(_LASTING, out[15:18]),
+            out[8:10],
+            _new(_SERIES, out[11:13]) if out[10] else None,
+            _new(_LASTING, out[17:20]),
         ),
     )
-    return new, _new(_ESTIMATE, (_new(_DEMAND, out[18:21]), out[21]))
+    return new, _new(_ESTIMATE, (_new(_DEMAND, out[20:23]), out[23]))
 
 
 def above_band(
@@ -115,7 +116,7 @@ def above_band(
     a0, a1, b0, c0, k, min_rate = boxed
     damping_s, prior_weight, prior_error = band_terms
     rl, rt = requests
-    _, p, o, _ = mix
+    _, p, o, *_ = mix
     tr, tp, to = typical
     s0, n0 = first
     s1, n1 = second

@@ -22,6 +22,7 @@ from typing import Any
 from autoscaler.policy import demand, lasting
 
 MIX_REQUESTS = demand.MIX_REQUESTS
+SPREAD_REQUESTS = demand.SPREAD_REQUESTS
 MIX_LIFETIMES = demand.MIX_LIFETIMES
 TYPICAL_HALF_LIFE_S = demand.TYPICAL_HALF_LIFE_S
 LONGEST_S = lasting.LONGEST_S
@@ -34,6 +35,8 @@ def tick(
     mix_prompt: float,
     mix_output: float,
     mix_sq: float,
+    spread_r: float,
+    spread_p: float,
     level: float,
     trend: float,
     primed: bool,
@@ -66,7 +69,7 @@ def tick(
     b: float,
     typical_w: float,
 ) -> tuple[
-    float, float, float, float,
+    float, float, float, float, float, float,
     float, float,
     float, float,
     bool, float, float,
@@ -76,7 +79,7 @@ def tick(
     float, float, float, float,
 ]:  # fmt: skip
     """One tick after `at` (now > at) with the state's floats and this tick's readings, at the
-    tick's weights (demand.tick_weights): (the mix's four fields, the arrivals' level and trend,
+    tick's weights (demand.tick_weights): (the mix's six fields, the arrivals' level and trend,
     the spread's two, the gateway series' flag, level and trend, the typical demand's three, the
     typical peak, the in-flight arrivals' three (lasting.py), this tick's demand's three and the
     in-flight growth), each as demand.observe worked it out."""
@@ -104,21 +107,30 @@ def tick(
     requests = 0.0 if counted < 0.0 else counted  # NaN kept, as _mix keeps it
     total = mix_requests * decay + requests
     if total <= 0.0:
-        counted_mix, p, o, sq = mix_requests, mix_prompt, mix_output, mix_sq
+        counted_mix, p, o, sq, sr, sp = mix_requests, mix_prompt, mix_output, mix_sq, spread_r, spread_p
     else:
         p = mix_prompt + (prompt * dt - requests * mix_prompt) / total
         o = mix_output + (generated * dt - requests * mix_output) / total
-        sq = mix_sq
-        if has_squares and requests > 0.0:
-            squares = prompt_sq * dt
-            sq = squares / requests if sq <= 0.0 else sq + (squares - requests * sq) / total
-            if sq < 0.0:
-                sq = 0.0
+        # the lengths' spread over SPREAD_REQUESTS or the mix's window
+        slow = math.exp(-requests / SPREAD_REQUESTS)
+        if slow < decay:
+            slow = decay
+        sr = spread_r * slow + requests
+        sp, sq = spread_p, mix_sq
+        if sr > 0.0:
+            sp = sp + (prompt * dt - requests * sp) / sr
+            if has_squares and requests > 0.0:
+                squares = prompt_sq * dt
+                sq = squares / requests if sq <= 0.0 else sq + (squares - requests * sq) / sr
+                if sq < 0.0:
+                    sq = 0.0
         counted_mix = total
         if p < 0.0:
             p = 0.0
         if o < 0.0:
             o = 0.0
+        if sp < 0.0:
+            sp = 0.0
     growth = (inflight - was_inflight) / dt
     arrivals = finished + growth
     arrivals = arrivals if arrivals > 0.0 else 0.0
@@ -184,7 +196,7 @@ def tick(
     if has_peaks:
         typical_peak = top if top >= typical_peak else typical_peak + typical_w * (top - typical_peak)
     return (
-        counted_mix, p, o, sq,
+        counted_mix, p, o, sq, sr, sp,
         new_level, new_trend,
         s2, sn,
         has_gate, gate_level, gate_trend,

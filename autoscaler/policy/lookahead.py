@@ -242,7 +242,7 @@ class Lookahead:
         second: Boxed = bins[1] if n > 1 else _NO_BIN
         a0, a1, b0, c0, k, min_rate = boxed
         damping_s, prior_weight, prior_error = band_terms
-        _, p, o, _ = mix
+        _, p, o, *_ = mix
         rl, rt = requests
         tr, tp, to = typical
         s2, sn = spread

@@ -156,13 +156,21 @@ def _read_mix(r: Reader) -> Mix:
             m.number("outputPerRequest", low=0.0),
             # a state before the prompt lengths' spread (2026-12-03): none read, the fallback
             m.number("promptSquaredPerRequest", low=0.0) if "promptSquaredPerRequest" in m.data else 0.0,
+            # a state before the spread's own window (session 22): the mix's
+            m.number("spreadRequests", low=0.0)
+            if "spreadRequests" in m.data
+            else m.number("requests", low=0.0),
+            m.number("spreadPromptPerRequest", low=0.0)
+            if "spreadPromptPerRequest" in m.data
+            else m.number("promptPerRequest", low=0.0),
         )
     # an older state: smoothed rates (finished/s, prompt and generated tokens/s), whose ratios were
     # the mix; it weighs no requests, so the next tick's counts replace it
     finished, prompt, generated = r.number("finished"), r.number("prompt"), r.number("generated")
     if finished <= 0.0:
         return Mix(0.0, 0.0, 0.0)
-    return Mix(0.0, _ratio(prompt, finished), _ratio(generated, finished))
+    p = _ratio(prompt, finished)
+    return Mix(0.0, p, _ratio(generated, finished), spread_prompt=p)
 
 
 def _ratio(tokens: float, requests: float) -> float:
@@ -182,6 +190,8 @@ def demand_to_dict(state: DemandState, codec: TimeCodec = SECONDS) -> dict[str, 
             "promptPerRequest": state.mix.prompt,
             "outputPerRequest": state.mix.output,
             "promptSquaredPerRequest": state.mix.prompt_sq,
+            "spreadRequests": state.mix.spread_requests,
+            "spreadPromptPerRequest": state.mix.spread_prompt,
         },
         "requests": _series(state.requests),
         "primed": state.primed,

@@ -126,7 +126,7 @@ def test_a_demand_state_from_before_the_mix_still_validates_and_loads() -> None:
     old |= {"promptTokens": {"level": 5000.0, "trend": 0.0}, "outputTokens": {"level": 1000.0, "trend": 0.0}}
     validate_custom(with_capacity(predictive()) | {"status": {"policyState": {"planner": planner}}})
     loaded = PlannerState.from_dict(planner, STATUS_TIMES).demand
-    assert loaded is not None and loaded.mix == Mix(0.0, 1000.0, 200.0)
+    assert loaded is not None and loaded.mix == Mix(0.0, 1000.0, 200.0, spread_prompt=1000.0)
 
 
 async def test_a_status_too_large_for_etcd_is_refused_as_the_api_does() -> None:
