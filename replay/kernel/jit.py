@@ -4,6 +4,9 @@ every module inlines.
 numba checks a cached function against its own file only (its docs, "Cache invalidation"), while
 the kernel's functions inline each other across modules and freeze layout.py's constants: a change
 to one module must invalidate them all, so the cache's stamp here is the whole package's source.
+The policy core's numba twins (replay/policies/*kernel.py compile autoscaler/policy's flat*
+functions with the others as callees, and freeze constants such as kvceiling's) are stamped the
+same way, by the whole core's source: a stale caller would otherwise keep an old callee's code.
 """
 
 from __future__ import annotations
@@ -16,7 +19,10 @@ from typing import Any
 import numba as nb
 from numba.core import caching
 
+import autoscaler.policy
+
 PACKAGE = Path(__file__).resolve().parent
+POLICY_CORE = Path(autoscaler.policy.__file__).resolve().parent  # the compiled core's .py stay here too
 
 
 def package_stamp(folder: Path = PACKAGE) -> str:
@@ -28,28 +34,30 @@ def package_stamp(folder: Path = PACKAGE) -> str:
     return digest.hexdigest()
 
 
-_STAMP = package_stamp()
+_STAMPS = {folder: package_stamp(folder) for folder in (PACKAGE, POLICY_CORE)}
 # InTreeCacheLocator lost its underscore in numba 0.61
 _InTree: Any = vars(caching).get("InTreeCacheLocator") or vars(caching)["_InTreeCacheLocator"]
 
 
 class PackageCacheLocator(_InTree):  # type: ignore[misc]
-    """numba's cache for this package's functions: in __pycache__ beside them (or under
-    NUMBA_CACHE_DIR, as numba's own locator), fresh while no module of the package changed."""
+    """numba's cache for this package's functions and the policy core's: in __pycache__ beside them
+    (or under NUMBA_CACHE_DIR, as numba's own locator), fresh while no module of their package
+    changed."""
 
     def __init__(self, py_func: Any, py_file: str) -> None:
         super().__init__(py_func, py_file)
+        self._stamp = _STAMPS[Path(py_file).resolve().parent]
         cache_dir = os.environ.get("NUMBA_CACHE_DIR", "")  # as numba.config reads it
         if cache_dir:
             self._cache_path = os.path.join(cache_dir, self.get_suitable_cache_subpath(py_file))
 
     def get_source_stamp(self) -> str:
-        return _STAMP
+        return self._stamp
 
     @classmethod
     def from_function(cls, py_func: Any, py_file: str) -> Any:
-        if Path(py_file).resolve().parent != PACKAGE:
-            return None  # not the kernel's: numba's own locators
+        if Path(py_file).resolve().parent not in _STAMPS:
+            return None  # neither the kernel's nor the core's: numba's own locators
         return super().from_function(py_func, py_file)
 
 

@@ -19,6 +19,7 @@ import numba
 import numpy as np
 
 from autoscaler.policy import burstsize, flatkernel, flatsize, flattables, tailsearch, tpottail
+from replay.kernel import jit as _cache_stamps  # noqa: F401  (its locator: stale callees recompile callers)
 from replay.policies.tailkernel import compiled_rate
 
 _compiled: flatkernel.Kernel | None = None

@@ -15,6 +15,7 @@ from typing import Any
 import numba
 
 from autoscaler.policy import tpottail
+from replay.kernel import jit as _cache_stamps  # noqa: F401  (its locator: stale callees recompile callers)
 
 _compiled: Any = None
 

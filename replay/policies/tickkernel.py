@@ -25,6 +25,7 @@ from typing import Any
 import numba
 
 from autoscaler.policy import flatahead, flatband, flatdemand
+from replay.kernel import jit as _cache_stamps  # noqa: F401  (its locator: stale callees recompile callers)
 
 _compiled: dict[str, Any] = {}
 

@@ -10,7 +10,7 @@ import numpy as np
 from numba.core.dispatcher import Dispatcher
 
 from replay.kernel import events, heaps, jit, prefix, queues, scrape, step
-from replay.kernel.jit import PACKAGE, PackageCacheLocator, package_stamp
+from replay.kernel.jit import PACKAGE, POLICY_CORE, PackageCacheLocator, package_stamp
 from replay.kernel.layout import P_HT
 
 
@@ -67,3 +67,17 @@ def test_every_kernel_function_is_cached_under_the_whole_packages_stamp(tmp_path
         edited.write_text(original + "# edited\n")
         assert package_stamp(tmp_path) != before
         edited.write_text(original)
+
+
+def test_the_policy_cores_numba_twins_are_cached_under_the_whole_cores_stamp() -> None:
+    """The replay compiles the core's flat* functions with each other as callees and freezes the
+    core's constants (kvceiling's in flatsize): a cached caller must go stale with any module of
+    the core, not only its own file (a stale burst_test once kept an old callee's bits)."""
+    from replay.policies import tailkernel, tickkernel
+
+    twins = [tailkernel.compiled_rate(), *tickkernel._band_callees().values()]
+    for twin in twins:
+        locator = twin._cache._impl.locator
+        assert isinstance(locator, PackageCacheLocator)
+        assert locator.get_source_stamp() == package_stamp(POLICY_CORE)
+    assert package_stamp(POLICY_CORE) != package_stamp(PACKAGE)
