@@ -3,7 +3,7 @@ the lengths' second moment read differently, to test that the residual tail's ex
 lengths' cv² of the mix window (~400 requests, where one 24,000-token prompt adds 2-3 to the cv²):
 
     as-is      the policy as it is
-    mix:N      the mix (prompt, output, prompt²) over N requests (demand.MIX_REQUESTS; 400)
+    mix:N      the mix (prompt, output, prompt²) over N requests (mix.MIX_REQUESTS; 400)
     cv2:X      the lengths' cv² X at every sizing (a diagnostic read off the trace, not a rule)
 
     PYTHONPATH=<tree> .venv/bin/python probes/tail_cv2.py reference-70b 0.048 mix:4000

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from autoscaler.policy import band, demand
+from autoscaler.policy import mix as mixes
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.capacityspec import DemandSpec
 
@@ -463,10 +464,10 @@ def test_a_state_from_before_the_mix_reads_its_rates_ratio() -> None:
     doc |= {"finished": 4.0, "prompt": 6000.0, "generated": 800.0}
     doc |= {"promptTokens": {"level": 6000.0, "trend": 0.0}, "outputTokens": {"level": 800.0, "trend": 0.0}}
     old = demand.DemandState.from_dict(doc)
-    assert old.mix == demand.Mix(0.0, 1500.0, 200.0, spread_prompt=1500.0)
+    assert old.mix == mixes.Mix(0.0, 1500.0, 200.0, spread_prompt=1500.0)
     assert old._replace(mix=state.mix) == state
     after, _ = demand.observe(SPEC, old, 75.0, 5.0, 5000.0, 1000.0, 10.0)
-    assert after.mix == pytest.approx(demand.Mix(75.0, 1000.0, 200.0, 0.0, 75.0, 1000.0))
+    assert after.mix == pytest.approx(mixes.Mix(75.0, 1000.0, 200.0, 0.0, 75.0, 1000.0))
 
 
 def _observed_through(spec: DemandSpec, gaps: list[float]) -> demand.DemandState:

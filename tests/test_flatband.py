@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 from autoscaler.policy import band, demand, flatband, flatcalls, lookahead
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.capacityspec import DemandSpec, ReplicaProfile
-from autoscaler.policy.demand import DemandState, Mix, Series
+from autoscaler.policy.demand import DemandState, Series
 from autoscaler.policy.levelbins import Relative
+from autoscaler.policy.mix import Mix
 from replay.policies import tickkernel
 from tests.test_sizer import profiles
 

@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 from autoscaler.policy import demand, flatcalls, flatdemand
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.capacityspec import DemandSpec
-from autoscaler.policy.demand import DemandState, Mix, Series
+from autoscaler.policy.demand import DemandState, Series
 from autoscaler.policy.lasting import Lasting
+from autoscaler.policy.mix import Mix
 from replay.policies import tickkernel
 
 KERNELS = {"python": flatdemand.tick, "compiled": tickkernel.compiled()}

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from autoscaler.policy import capacity, demand, lengths
+from autoscaler.policy import mix as mixes
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.capacityspec import CapacitySpec, DemandSpec, ReplicaProfile, SloTarget
 from autoscaler.policy.decide import decide
@@ -100,7 +101,7 @@ def test_the_mix_keeps_the_prompts_second_moment_and_an_older_mix_has_none() -> 
     assert cv2 == pytest.approx(2.0, rel=1e-6)
     state, _ = demand.observe(spec, state, 15.0 * 40, 2.0, 2000.0, 200.0, 4.0, None)
     assert state.mix.lengths_cv2() == pytest.approx(cv2, rel=1e-6)
-    assert demand.Mix(5.0, 1000.0, 100.0).lengths_cv2() is None
+    assert mixes.Mix(5.0, 1000.0, 100.0).lengths_cv2() is None
 
 
 def _capacity_stage(square_metric: str | None, cv2: float | None) -> int:
@@ -146,7 +147,7 @@ def test_the_planner_sizes_with_the_lengths_the_engines_publish() -> None:
 def test_a_subnormal_prompt_mix_sizes_as_no_prompt() -> None:
     """A restored state's mix of 2e-313 tokens a request (the reader accepts any finite >= 0) once
     made the TTFT tail's slack infinite (OverflowError on main at 4c294de); its square is 0."""
-    assert demand.Mix(5.0, 2.2250738585e-313, 1.0, 1.5e8, 5.0, 2.2250738585e-313).lengths_cv2() is None
+    assert mixes.Mix(5.0, 2.2250738585e-313, 1.0, 1.5e8, 5.0, 2.2250738585e-313).lengths_cv2() is None
     d = Demand(3.0, 3.0 * 2.2250738585e-313, 3.0 * 100.0)
     assert capacity.size(EIGHT_B, SloTarget(ttft_s=2.0, tpot_s=0.2), d).replicas >= 1
 
@@ -156,7 +157,7 @@ def _cv2_after_one_long_prompt(
 ) -> tuple[float, float]:
     """The lengths' cv² before and after one 100,000-token prompt joins 10 req/s of prompts of mean
     1,000 and cv² 1 (E[x²] = 2·1000²), with the spread kept over `spread_requests`."""
-    monkeypatch.setattr(demand, "SPREAD_REQUESTS", spread_requests)
+    monkeypatch.setattr(mixes, "SPREAD_REQUESTS", spread_requests)
     spec = DemandSpec()
     state, _ = demand.observe(spec, None, 0.0, 10.0, 10.0 * 1000, 2000.0, 4.0)
     for i in range(1, 60):  # 9,000 requests: both windows settled
@@ -177,8 +178,8 @@ def test_one_long_prompt_moves_the_spread_a_quarter_of_what_it_moves_over_the_mi
     """The spread's mean square over SPREAD_REQUESTS (2,000) where the mix keeps ~400 (docs/policy.md,
     "Defaults and why", the lengths' spread window): one long prompt's square weighs a fifth as much,
     so the cv² it reads jumps a quarter as far; over the mix's own window it is the mix's reading."""
-    before, after = _cv2_after_one_long_prompt(monkeypatch, demand.SPREAD_REQUESTS)
-    mix_before, mix_after = _cv2_after_one_long_prompt(monkeypatch, demand.MIX_REQUESTS)
+    before, after = _cv2_after_one_long_prompt(monkeypatch, mixes.SPREAD_REQUESTS)
+    mix_before, mix_after = _cv2_after_one_long_prompt(monkeypatch, mixes.MIX_REQUESTS)
     assert before == pytest.approx(1.0, rel=1e-3) and mix_before == pytest.approx(1.0, rel=1e-3)
     assert mix_after - mix_before > 10.0  # one 100,000-token prompt in ~500 requests: cv² ~14
     assert 0.0 < after - before < 0.3 * (mix_after - mix_before)

@@ -19,9 +19,10 @@ from autoscaler.controller.crd import STATUS_TIMES
 from autoscaler.policy import band, demand, levelbins
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.decide import decide, record_rescale
-from autoscaler.policy.demand import DemandState, Mix, Series
+from autoscaler.policy.demand import DemandState, Series
 from autoscaler.policy.lasting import Lasting
 from autoscaler.policy.levelbins import Relative
+from autoscaler.policy.mix import Mix
 from autoscaler.policy.observation import MetricReading
 from autoscaler.policy.panic import PanicState
 from autoscaler.policy.planstate import MAX_LEVELS, PlannerState

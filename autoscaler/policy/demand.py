@@ -37,19 +37,13 @@ from autoscaler.policy.capacity import Demand
 from autoscaler.policy.capacityspec import DemandSpec
 from autoscaler.policy.lasting import Lasting, after_tick
 from autoscaler.policy.levelbins import Bins, Relative
+from autoscaler.policy.mix import MIX_REQUESTS, Mix, add_counts
 
 if TYPE_CHECKING:
     from autoscaler.policy.statejson import TimeCodec
 
 MAX_PENDING: Final = 48  # forecasts awaiting their target time: one every horizon / 32 at most
 TYPICAL_HALF_LIFE_S: Final = 600.0  # the typical demand forgets half of itself in 10 minutes
-# The mix weighs a request exp(-requests counted since / MIX_REQUESTS): ~2 x 400 requests' worth,
-# a standard error of 5 % on lengths of cs^2 2 (docs/policy.md, "Defaults and why")
-MIX_REQUESTS: Final = 400.0
-# The lengths' spread weighs a request exp(-requests counted since / SPREAD_REQUESTS): its mean
-# square's standard error is the mix's mean's (5 % at cs² 2) over (m4/m2² - 1) / cs² = 5.3 times the
-# requests (a gamma's moments), so one long prompt does not swing the TTFT tail (docs/policy.md)
-SPREAD_REQUESTS: Final = 2_000.0
 # ... and at least MIX_LIFETIMES times as long as requests last (Little's law: in flight / finished/s,
 # at most TYPICAL_HALF_LIFE_S): the prompt counter counts a request when it starts, the finished one
 # when it ends, so over a shorter window their ratio swings with the arrivals (docs/policy.md)
@@ -62,31 +56,6 @@ _new: Final = tuple.__new__
 class Series(NamedTuple):
     level: float
     trend: float  # per second
-
-
-class Mix(NamedTuple):
-    """Tokens per request: weighted sums of the tokens counted over the requests counted."""
-
-    requests: float  # the requests counted, weighted (about MIX_REQUESTS once that many were)
-    prompt: float  # prompt tokens per request
-    output: float  # generated tokens per request
-    # prompt tokens squared per request (an engine's prompt-length histogram; 0: none read yet):
-    # with `spread_prompt`, the lengths' spread the TTFT tail needs (lengths.py)
-    prompt_sq: float = 0.0
-    # ... the requests it weighs (about SPREAD_REQUESTS) and their prompt tokens per request: the
-    # spread is read over more requests than the mix, about its own mean prompt
-    spread_requests: float = 0.0
-    spread_prompt: float = 0.0
-
-    def lengths_cv2(self) -> float | None:
-        """The prompt lengths' squared coefficient of variation about the mix's mean prompt, None
-        without a histogram: the spread's E[x²] / E[x] (the residual's scale, over its own longer
-        window) is p·(1 + cv²), so the tail's waits keep the spread's scale as the mix moves."""
-        p, sq = self.prompt, self.prompt_sq
-        square = self.spread_prompt * p
-        if sq <= 0.0 or square <= 0.0:  # a subnormal prompt squares to 0
-            return None
-        return sq / square - 1.0
 
 
 class DemandState(NamedTuple):
@@ -188,7 +157,7 @@ def observe(
         if decay < lasting:
             decay = lasting
     squares = None if prompt_sq is None else prompt_sq * dt
-    mix = _mix(state.mix, decay, counted, prompt * dt, generated * dt, squares)
+    mix = add_counts(state.mix, decay, counted, prompt * dt, generated * dt, squares)
     growth = (inflight - state.inflight) / dt
     arrivals = finished + growth
     arrivals = arrivals if arrivals > 0.0 else 0.0  # max(x, 0.0), NaN to 0, without the call
@@ -337,38 +306,6 @@ def _toward_peak(typical_peak: float, peaks: tuple[tuple[float, float], ...], w:
         return typical_peak
     top = peaks[0][1]
     return top if top >= typical_peak else typical_peak + w * (top - typical_peak)
-
-
-def _mix(
-    mix: Mix, decay: float, requests: float, prompt: float, output: float, prompt_sq: float | None
-) -> Mix:
-    """The mix after `requests` more counted with `prompt` and `output` tokens (and `prompt_sq`
-    squared prompt tokens; None: not read, kept as it was), the weight of those counted before
-    multiplied by `decay`: the ratio of the weighted sums, kept as the weight and the ratios."""
-    if requests < 0.0:
-        requests = 0.0
-    counted = mix.requests * decay + requests
-    if counted <= 0.0:  # no request counted yet: tokens alone give no mix
-        return mix
-    p = mix.prompt + (prompt - requests * mix.prompt) / counted
-    o = mix.output + (output - requests * mix.output) / counted
-    # the lengths' spread: the prompts' mean and mean square over SPREAD_REQUESTS (or the mix's
-    # window where longer), the same weights, so the cv² is of one window's prompts
-    slow = math.exp(-requests / SPREAD_REQUESTS)
-    if slow < decay:
-        slow = decay
-    weighed = mix.spread_requests * slow + requests
-    sp, sq = mix.spread_prompt, mix.prompt_sq
-    if weighed > 0.0:
-        sp = sp + (prompt - requests * sp) / weighed
-        if prompt_sq is not None and requests > 0.0:
-            # the first reading sets it (0 before: no histogram was read), later ones weigh in
-            sq = prompt_sq / requests if sq <= 0.0 else sq + (prompt_sq - requests * sq) / weighed
-            if sq < 0.0:
-                sq = 0.0
-    return _new(
-        Mix, (counted, 0.0 if p < 0.0 else p, 0.0 if o < 0.0 else o, sq, weighed, 0.0 if sp < 0.0 else sp)
-    )
 
 
 def _start(now: float, finished: float, prompt: float, generated: float, inflight: float) -> DemandState:

@@ -13,8 +13,9 @@ from typing import Any, Final
 
 from autoscaler.policy import flatband, flatdemand
 from autoscaler.policy.capacity import Demand
-from autoscaler.policy.demand import DemandState, Estimate, Mix, Series
+from autoscaler.policy.demand import DemandState, Estimate, Series
 from autoscaler.policy.lasting import Lasting
+from autoscaler.policy.mix import Mix
 
 _new: Final = tuple.__new__  # as demand.py: a NamedTuple built without its Python-level __new__
 _NO_BIN: Final = (0.0, 0.0)  # a bin not scored yet, as the kernels take it

@@ -20,9 +20,10 @@ from collections.abc import Callable
 from typing import Any
 
 from autoscaler.policy import demand, lasting
+from autoscaler.policy import mix as mixes
 
-MIX_REQUESTS = demand.MIX_REQUESTS
-SPREAD_REQUESTS = demand.SPREAD_REQUESTS
+MIX_REQUESTS = mixes.MIX_REQUESTS
+SPREAD_REQUESTS = mixes.SPREAD_REQUESTS
 MIX_LIFETIMES = demand.MIX_LIFETIMES
 TYPICAL_HALF_LIFE_S = demand.TYPICAL_HALF_LIFE_S
 LONGEST_S = lasting.LONGEST_S
@@ -103,7 +104,7 @@ def tick(
         kept = math.exp(-dt / lifetimes)
         if decay < kept:
             decay = kept
-    # the mix (demand._mix)
+    # the mix (mix.add_counts)
     requests = 0.0 if counted < 0.0 else counted  # NaN kept, as _mix keeps it
     total = mix_requests * decay + requests
     if total <= 0.0:

@@ -3,7 +3,7 @@
 Engines publish a histogram of prompt lengths (vLLM's vllm:request_prompt_tokens, TGI's and
 JetStream's own; SGLang's is opt-in and not read yet); the adapter serves its second moment as a
 counter's rate (Σ prompt², from the bucket deltas), the demand stage keeps it per request beside
-the mix (demand.Mix.prompt_sq), and this module reads the lengths as a gamma distribution of that
+the mix (mix.Mix.prompt_sq), and this module reads the lengths as a gamma distribution of that
 mean and squared coefficient of variation (cv² 1: the exponential every count assumed before, and
 still the fallback when no engine publishes the histogram). Two things follow from it:
 

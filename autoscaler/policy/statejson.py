@@ -20,9 +20,10 @@ from typing import Any, NamedTuple
 
 from autoscaler.policy.band import MAX_ERROR, MAX_SCORED
 from autoscaler.policy.capacity import Demand
-from autoscaler.policy.demand import MAX_PENDING, DemandState, Mix, Series
+from autoscaler.policy.demand import MAX_PENDING, DemandState, Series
 from autoscaler.policy.lasting import Lasting
 from autoscaler.policy.levelbins import BINS, MAX_RATIO, Relative
+from autoscaler.policy.mix import Mix
 
 DEMAND_VERSION = 2  # 1 (positional lists) was never persisted by a release: it is refused
 # Rates, loads, trends and levels of a real fleet are far inside 1e15 (tokens/s of a whole

@@ -16,8 +16,9 @@ from test_restart import predictive, with_capacity
 from autoscaler.controller.crd import STATUS_TIMES, state_to_status
 from autoscaler.policy import demand, levelbins
 from autoscaler.policy.capacity import Demand
-from autoscaler.policy.demand import DemandState, Mix, Series
+from autoscaler.policy.demand import DemandState, Series
 from autoscaler.policy.levelbins import Relative
+from autoscaler.policy.mix import Mix
 from autoscaler.policy.panic import PanicState
 from autoscaler.policy.planstate import MAX_GAP_S, MAX_LEVELS, MAX_LOG_SPEED, PlannerState
 from autoscaler.policy.speedlearn import MAX_SPEED_SAMPLES, SpeedState
