@@ -74,9 +74,11 @@ def main() -> None:
         return
     # a run first fills numba's on-disk cache, under valgrind: numba keys it by the CPU, and
     # valgrind's emulated one is not the machine's (a run outside it filled another entry), so a
-    # source changed since the last run was compiled inside the first measured run (~9M a decision)
+    # source changed since the last run was compiled inside the first measured run (~9M a decision);
+    # over the measured ticks, not none: the tick's kernels compile at their first use in a tick, and
+    # any change to the core makes them stale (replay/kernel/jit.py), +16,000 a decision once here
     if "--python" not in argv:
-        warm = ["valgrind", "--tool=none", sys.executable, "-m", MODULE, "0", *argv]
+        warm = ["valgrind", "--tool=none", sys.executable, "-m", MODULE, str(TICKS), *argv]
         subprocess.run(warm, check=True, capture_output=True)
     per = (instructions(TICKS, argv) - instructions(0, argv)) / TICKS
     path = "pure Python" if "--python" in argv else "the sizing compiled"
