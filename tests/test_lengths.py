@@ -152,34 +152,32 @@ def test_a_subnormal_prompt_mix_sizes_as_no_prompt() -> None:
     assert capacity.size(EIGHT_B, SloTarget(ttft_s=2.0, tpot_s=0.2), d).replicas >= 1
 
 
-def _cv2_after_one_long_prompt(
-    monkeypatch: pytest.MonkeyPatch, spread_requests: float
-) -> tuple[float, float]:
+def _cv2_after_one_long_prompt(spread_window: float) -> tuple[float, float]:
     """The lengths' cv² before and after one 100,000-token prompt joins 10 req/s of prompts of mean
-    1,000 and cv² 1 (E[x²] = 2·1000²), with the spread kept over `spread_requests`."""
-    monkeypatch.setattr(mixes, "SPREAD_REQUESTS", spread_requests)
-    spec = DemandSpec()
-    state, _ = demand.observe(spec, None, 0.0, 10.0, 10.0 * 1000, 2000.0, 4.0)
-    for i in range(1, 60):  # 9,000 requests: both windows settled
-        state, _ = demand.observe(spec, state, 15.0 * i, 10.0, 10_000.0, 2000.0, 4.0, 10.0 * 2e6)
-    before = state.mix.lengths_cv2()
-    long = 100_000.0 / 15.0  # one more prompt in the tick's 15 s
-    state, _ = demand.observe(
-        spec, state, 15.0 * 60, 10.0, 10_000.0 + long, 2000.0, 4.0, 10.0 * 2e6 + long * 1e5
+    1,000 and cv² 1 (E[x²] = 2·1000²) in 15-s ticks, the mix weighing ~400 requests and the spread
+    `spread_window` (mix.add_counts as demand.observe calls it)."""
+    requests = 150.0
+    decay = math.exp(-requests / mixes.MIX_REQUESTS)
+    mix = mixes.Mix(0.0, 0.0, 0.0)
+    for _ in range(60):  # 9,000 requests: both windows settled
+        mix = mixes.add_counts(
+            mix, decay, requests, requests * 1000, requests * 200, requests * 2e6, spread_window
+        )
+    before = mix.lengths_cv2()
+    mix = mixes.add_counts(
+        mix, decay, requests, requests * 1000 + 1e5, requests * 200, requests * 2e6 + 1e10, spread_window
     )
-    after = state.mix.lengths_cv2()
+    after = mix.lengths_cv2()
     assert before is not None and after is not None
     return before, after
 
 
-def test_one_long_prompt_moves_the_spread_a_quarter_of_what_it_moves_over_the_mix(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_one_long_prompt_moves_the_spread_a_quarter_of_what_it_moves_over_the_mix() -> None:
     """The spread's mean square over SPREAD_REQUESTS (2,000) where the mix keeps ~400 (docs/policy.md,
     "Defaults and why", the lengths' spread window): one long prompt's square weighs a fifth as much,
     so the cv² it reads jumps a quarter as far; over the mix's own window it is the mix's reading."""
-    before, after = _cv2_after_one_long_prompt(monkeypatch, mixes.SPREAD_REQUESTS)
-    mix_before, mix_after = _cv2_after_one_long_prompt(monkeypatch, mixes.MIX_REQUESTS)
+    before, after = _cv2_after_one_long_prompt(mixes.SPREAD_REQUESTS)
+    mix_before, mix_after = _cv2_after_one_long_prompt(mixes.MIX_REQUESTS)
     assert before == pytest.approx(1.0, rel=1e-3) and mix_before == pytest.approx(1.0, rel=1e-3)
     assert mix_after - mix_before > 10.0  # one 100,000-token prompt in ~500 requests: cv² ~14
     assert 0.0 < after - before < 0.3 * (mix_after - mix_before)

@@ -47,11 +47,19 @@ class Mix(NamedTuple):
 
 
 def add_counts(
-    mix: Mix, decay: float, requests: float, prompt: float, output: float, prompt_sq: float | None
+    mix: Mix,
+    decay: float,
+    requests: float,
+    prompt: float,
+    output: float,
+    prompt_sq: float | None,
+    spread_window: float = SPREAD_REQUESTS,
 ) -> Mix:
     """The mix after `requests` more counted with `prompt` and `output` tokens (and `prompt_sq`
     squared prompt tokens; None: not read, kept as it was), the weight of those counted before
-    multiplied by `decay`: the ratio of the weighted sums, kept as the weight and the ratios."""
+    multiplied by `decay`: the ratio of the weighted sums, kept as the weight and the ratios. The
+    lengths' spread forgets over `spread_window` requests (an argument, not only the constant, so a
+    test can compare windows on the compiled core too, where constants are compiled in)."""
     if requests < 0.0:
         requests = 0.0
     counted = mix.requests * decay + requests
@@ -61,7 +69,7 @@ def add_counts(
     o = mix.output + (output - requests * mix.output) / counted
     # the lengths' spread: the prompts' mean and mean square over SPREAD_REQUESTS (or the mix's
     # window where longer), the same weights, so the cv² is of one window's prompts
-    slow = math.exp(-requests / SPREAD_REQUESTS)
+    slow = math.exp(-requests / spread_window)
     if slow < decay:
         slow = decay
     weighed = mix.spread_requests * slow + requests
