@@ -2,7 +2,8 @@
 
 `python -m bench NAME... [--python] [--mypyc]` runs the benches whose names hold a NAME (bench_policy
 reads the options); `python -m bench attack [NAME] [OPTIONS]` runs the attacks of bench/attack/
-instead."""
+instead; `python -m bench --help` lists the benches. A NAME no bench's name holds, or an option
+none reads, is an error."""
 
 from __future__ import annotations
 
