@@ -152,9 +152,11 @@ def size(
         return got
     if lasting < r:  # in flight: at least the demand's own
         lasting = r
-    held = capacity.size(
-        profile, slo, need.scaled(lasting / r), speed, limit, prefill_burst=hold / lasting, **shape
-    )
+    scale = lasting / r
+    if scale == math.inf:  # a subnormal rate (a restored state's): its mix is no number to hold bursts at
+        return got
+    burst = hold / lasting
+    held = capacity.size(profile, slo, need.scaled(scale), speed, limit, prefill_burst=burst, **shape)
     return held if held.replicas > got.replicas else got
 
 

@@ -379,6 +379,8 @@ def size(
     if lasting < lam:
         lasting = lam
     f = lasting / lam
+    if f == math.inf:  # burstsize.size: a subnormal rate's mix is no number to hold bursts at
+        return got
     s = _sizer(c, keys, lam * f, prompt * f, output * f, speed, limit, hold / lasting)
     if s[0] == UNCOVERED:
         return _UNCOVERED_RESULT
