@@ -21,6 +21,7 @@ import sys
 from autoscaler.policy.decide import decide, record_rescale
 from autoscaler.policy.state import PolicyState
 from bench import bench_policy as b
+from replay.cliargs import non_negative_int
 
 TICKS = 2_000
 MODULE = "bench.policy_instructions"
@@ -75,22 +76,12 @@ def _arguments(args: list[str]) -> argparse.Namespace:
     p.add_argument(
         "decisions",
         nargs="?",
-        type=_count,
+        type=non_negative_int("a count of decisions"),
         help="make this many decisions in this process and stop (what each callgrind run does)",
     )
     p.add_argument("--python", action="store_true", help="the sizing in pure Python, not compiled by numba")
     p.add_argument("--mypyc", action="store_true", help="the core's mypyc build (make compiled)")
     return p.parse_args(args)
-
-
-def _count(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a count of decisions, got {text!r}") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"expected a count of decisions >= 0, got {n}")
-    return n
 
 
 def main() -> None:

@@ -22,7 +22,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize(
     ("arg", "says"),
     [
-        ("many", "expected a count of decisions, got 'many'"),
+        ("many", "expected a count of decisions >= 0, got 'many'"),
         ("-3", "expected a count of decisions >= 0, got -3"),
     ],
 )
