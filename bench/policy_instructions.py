@@ -1,13 +1,18 @@
 """Instructions a predictive decision, the measure that does not move with the machine's load.
 
 Run: `python -m bench.policy_instructions` (valgrind installed): runs this module under callgrind
-twice, with 0 and with TICKS decisions, and prints the difference over TICKS. Each run first builds
-the bench's observations over its first TICKS ticks (bench_policy's first pass: the caches warm,
-as before the bench's decide-alone pass), then makes `N` decisions (decide() and record_rescale())
-over them: `python -m bench.policy_instructions N` is that run alone. The sizing is compiled as
-in `python -m bench policy` (bench_policy.install_sizing); `--python` measures the pure-Python path,
-`--mypyc` the core's compiled build (autoscaler/compiledcore.py, `make compiled`), with either.
-docs/policy.md, "Performance".
+with TICKS decisions and prints the instructions counted over TICKS. The run first builds the
+bench's observations over its first TICKS ticks (bench_policy's first pass: the caches warm, as
+before the bench's decide-alone pass), then makes `N` decisions (decide() and record_rescale())
+over them: `python -m bench.policy_instructions N` is that run alone. Callgrind counts the
+decisions alone: they run inside `sys.call_tracing` (with no tracer set, a plain call), whose C
+function `sys_call_tracing`, which nothing else in the run calls, turns the counting on and off.
+Until session 24 the figure was a whole run's count less a run's of 0 decisions, both ~4.1 billion
+instructions (the imports, numba's cache, the first pass) whose own spread (~17 million between
+runs of one tree) moved it by ~8,000 a decision. The sizing is compiled as in `python -m bench
+policy` (bench_policy.install_sizing); `--python` measures the pure-Python path, `--mypyc` the
+core's compiled build (autoscaler/compiledcore.py, `make compiled`), with either. docs/policy.md,
+"Performance".
 """
 
 from __future__ import annotations
@@ -34,24 +39,32 @@ def decisions(n: int, argv: list[str]) -> None:
     loads = b.observations(TICKS)
     _, counts = b._run_building(spec, loads)
     observed = [b.observation(q, batch, r) for (q, batch), r in zip(loads, counts, strict=False)]
+
+    def run() -> None:
+        state = PolicyState()
+        replicas = observed[0].spec_replicas
+        for i, obs in enumerate(observed[:n]):
+            now = b.START + i * 15.0
+            decision, state = decide(spec, state, obs, now)
+            if decision.desired_replicas != replicas:
+                state = record_rescale(spec, state, now, replicas, decision.desired_replicas)
+                replicas = decision.desired_replicas
+
+    # a collection first, so that the decisions' own collections come at the same allocations in
+    # every run; then the decisions inside sys.call_tracing, whose C function callgrind counts in
+    gc.collect()
     gc.freeze()
-    state = PolicyState()
-    replicas = observed[0].spec_replicas
-    for i, obs in enumerate(observed[:n]):
-        now = b.START + i * 15.0
-        decision, state = decide(spec, state, obs, now)
-        if decision.desired_replicas != replicas:
-            state = record_rescale(spec, state, now, replicas, decision.desired_replicas)
-            replicas = decision.desired_replicas
+    sys.call_tracing(run, ())
 
 
 def instructions(n: int, argv: list[str]) -> int:
-    """Instructions callgrind counts for a run of `n` decisions (the whole process)."""
+    """Instructions callgrind counts for a run's `n` decisions (inside sys.call_tracing alone)."""
     run = subprocess.run(
         [
             "valgrind",
             "--tool=callgrind",
             "--callgrind-out-file=/dev/null",
+            "--toggle-collect=sys_call_tracing",
             sys.executable,
             "-m",
             MODULE,
@@ -98,7 +111,7 @@ def main() -> None:
     if "--python" not in argv:
         warm = ["valgrind", "--tool=none", sys.executable, "-m", MODULE, str(TICKS), *argv]
         subprocess.run(warm, check=True, capture_output=True)
-    per = (instructions(TICKS, argv) - instructions(0, argv)) / TICKS
+    per = instructions(TICKS, argv) / TICKS
     path = "pure Python" if "--python" in argv else "the sizing compiled"
     if "--mypyc" in argv:
         path = "the core by mypyc, " + ("no numba kernels" if "--python" in argv else "the sizing by numba")
