@@ -149,7 +149,8 @@ def drain_s(time_in_system_s: float, per_replica: float) -> float:
     within 1 % at 1 and 0.04 % from 2 on). None to finish (B = 0): none to wait for."""
     if not (time_in_system_s > 0.0 and per_replica >= 1.0):  # NaN too
         return 0.0
-    b = math.floor(per_replica) if per_replica < 1e9 else 1e9
+    # a float (the same values): compiled, an int's log and arithmetic were generic calls
+    b = float(math.floor(per_replica)) if per_replica < 1e9 else 1e9
     return time_in_system_s * (math.log(b) + _EULER + 0.5 / b - 1.0 / (12.0 * b * b))
 
 
