@@ -8,8 +8,9 @@ over them: `python -m bench.policy_instructions N` is that run alone. Callgrind 
 decisions alone: they run inside `sys.call_tracing` (with no tracer set, a plain call), whose C
 function `sys_call_tracing`, which nothing else in the run calls, turns the counting on and off.
 Until session 24 the figure was a whole run's count less a run's of 0 decisions, both ~4.1 billion
-instructions (the imports, numba's cache, the first pass) whose own spread (~17 million between
-runs of one tree) moved it by ~8,000 a decision. The sizing is compiled as in `python -m bench
+instructions (the imports, numba's cache, the first pass) whose own spread (up to ~17 million
+between runs of one tree: numpy's OpenBLAS thread spinning while valgrind runs one thread at a
+time) moved it by up to ~8,500 a decision. The sizing is compiled as in `python -m bench
 policy` (bench_policy.install_sizing); `--python` measures the pure-Python path, `--mypyc` the
 core's compiled build (autoscaler/compiledcore.py, `make compiled`), with either. docs/policy.md,
 "Performance".
