@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from autoscaler.policy import (
     band,
+    burstprice,
     burstsize,
     capacity,
     demand,
@@ -207,9 +208,26 @@ class Lookahead:
         rate = observed.typical.requests
         if self.mean_now.requests > rate:
             rate = self.mean_now.requests
-        budget = burstsize.BURST_BUDGET * cap.tail
         idle = self.typical_load < burstsize.IDLE_LOAD and self.level < burstsize.IDLE_LOAD
-        self.hold = hold = 0.0 if idle else burstsize.hold_rate(rate, self.spread, cap.ttft_s, budget)
+        hold = 0.0
+        if not idle:  # priced by the capacity model's own late share where it has one (burstprice.py)
+            mix = observed.mix
+            key, late = burstprice.curve(
+                profile,
+                cap.slo,
+                mix.prompt,
+                mix.output,
+                speed,
+                shape.get("lengths_cv2", 1.0),
+                shape.get("service_cv2", capacity.SERVICE_CV2),
+            )
+            if late is not None:
+                hold = burstprice.hold_rate(
+                    rate, self.spread, cap.ttft_s, burstprice.BUDGET * cap.tail, key, late
+                )
+            else:
+                hold = burstsize.hold_rate(rate, self.spread, cap.ttft_s, burstsize.BURST_BUDGET * cap.tail)
+        self.hold = hold
         # ... and in flight, the arrivals over the requests' time in the system, held over it where
         # the counts read it (longer than a tick), at the SLO's own tail: past the KV ceiling a
         # replica preempts, no share of the window is merely late (burstsize.py, lifetime)

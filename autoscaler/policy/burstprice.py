@@ -1,0 +1,253 @@
+"""The bursts' hold priced by the capacity model's own late share of a window above C, per engine.
+
+burstsize.hold_rate prices a window of rate Λ over the TTFT target above the rate C the fleet
+serves at the SLO as a wall: 1 - C / Λ of its requests late, at twice the SLO's tail because "the
+fleet serves a window a little above C mostly in time". How far above, and how late, is the
+capacity model's own answer, and it differs by engine: a fleet of n replicas sized to serve C at
+the SLO serves a window of rate Λ at x = Λ / n = u·r requests/s a replica (r = C / n, u = Λ / C),
+Poisson within the window (as the held sizing has it), and there
+
+  TTFT   the prompts queue at the replica's prefill rate (capacity's, with the decodes it carries):
+         at utilization v = x·service the share whose wait exceeds the slack is Kingman's decay
+         v·exp(-(1 - v)·slack·2 / ((1 + cs²)·service)), the capacity model's TTFT tail read at x
+         (tailsearch.split_servers' at one server), all of them at v >= 1. A replica whose prefill
+         has headroom above the SLO rate (the 70B at Azure code's mix: 2.7×) absorbs a window of
+         twice C as queueing within the target; one with little (the 8B: 1.7×) does not.
+  TPOT   the decodes' steps carry the window's prompt chunks: the per-request TPOT tail at x
+         (tpottail._miss, the share of requests over their TPOT), all of them past the mean step
+         at the target.
+
+so a window at u makes late(u) = min(1, TTFT miss + TPOT miss) at x = u·r, r the rate where that
+is the SLO's tail (the curve's own C). The hold is the least C whose expected late share under the
+hold's size-biased gamma (burstsize.py: shape k + 1, scale θ) is at most the budget; the curve is
+linear between points of u (_POINTS), 1 past the last, so the expectation is closed per segment
+(Q of shapes k + 1 and k + 2 at its ends) and C / θ depends on k and the curve alone: bisected in
+log on burstsize's grid of k (1/16 apart in log) and interpolated, cached by the curve's key (the
+mix and speed rounded as tailsearch.tpot_rate's, 1/16 in log). Nothing fitted: the two tails are
+capacity.size's own; docs/policy.md ("Defaults and why", burst hold).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Final
+
+from autoscaler.policy import capacity, memo, tpottail
+from autoscaler.policy.capacityspec import ReplicaProfile, SloTarget
+from autoscaler.policy.lengths import upper_gamma
+
+# The priced late share may be twice the SLO's tail, burstsize.BURST_BUDGET's, as the league measured
+# it (at the tail itself one-gpu-8b's Azure code × 5.5 went over its goal C's GPU-hours: 23.4 where
+# the clairvoyant's 21.0 allows 23.1; docs/policy-history.md, session 23)
+BUDGET: Final = 2.0
+# the curve's points, in u = Λ / C: fine about C, where the late share turns, coarser above
+_POINTS: Final = (
+    0.0,
+    0.25,
+    0.5,
+    0.7,
+    0.85,
+    1.0,
+    *tuple(1.0 + 0.05 * i for i in range(1, 21)),
+    *tuple(2.0 + 0.1 * i for i in range(1, 31)),
+)
+_QUANTUM: Final = 16.0  # the curve's key: the mix and speed rounded to 1/16 in log (tailsearch's)
+_GRID: Final = 16.0  # the shape's grid in log k (burstsize's)
+_K_MIN: Final = 1e-6
+_K_MAX: Final = 1e6
+Curve = tuple[tuple[float, ...], tuple[float, ...]]  # u and late(u), late rising to 1 at the last
+_curves: Final[dict[tuple[object, ...], Curve | None]] = {}
+_holds: Final[dict[tuple[object, ...], float]] = {}  # C / θ by (curve key, grid point, budget)
+
+
+def curve_key(
+    profile: ReplicaProfile, slo: SloTarget, p: float, o: float, speed: float, cv2: float, service_cv2: float
+) -> tuple[object, ...]:
+    """The key a curve is cached by: the profile, the SLO, the mix and speed rounded to 1/16 in log."""
+    q = _QUANTUM
+    return (
+        profile,
+        slo,
+        round(math.log(p if p > 1.0 else 1.0) * q),
+        round(math.log(o if o > 1.0 else 1.0) * q),
+        round(math.log(speed) * q),
+        round(math.log(cv2 if cv2 > 1e-3 else 1e-3) * q),
+        round(math.log(service_cv2 if service_cv2 > 1e-3 else 1e-3) * q),
+    )
+
+
+def curve(
+    profile: ReplicaProfile, slo: SloTarget, p: float, o: float, speed: float, cv2: float, service_cv2: float
+) -> tuple[tuple[object, ...], Curve | None]:
+    """The late share of a window at u times C (the module's), cached by curve_key; None where the
+    model has nothing to price (no prompt or no rate at which the tail is met): the wall then."""
+    key = curve_key(profile, slo, p, o, speed, cv2, service_cv2)
+    got = _curves.get(key)
+    if got is None and key not in _curves:
+        got = memo.remember(_curves, key, _curve(profile, slo, p, o, speed, cv2, service_cv2), 1024)
+    return key, got
+
+
+def _curve(
+    profile: ReplicaProfile, slo: SloTarget, p: float, o: float, speed: float, cv2: float, service_cv2: float
+) -> Curve | None:
+    if p < capacity.MIN_PROMPT_TOKENS:
+        return None
+    if o < 1.0:
+        o = 1.0
+    late = late_at(profile, slo, p, o, speed, cv2, service_cv2)
+    tail = 1.0 - slo.attainment
+    # r: the rate a replica serves with the SLO's tail late (late rises with x)
+    hi = 1.0 / (capacity.work_per_request(profile, p, o, speed) + 1e-12)
+    if late(hi * 1e-6) > tail:
+        return None
+    lo = 0.0
+    for _ in range(40):
+        mid = 0.5 * (lo + hi)
+        if late(mid) <= tail:
+            lo = mid
+        else:
+            hi = mid
+    r = lo
+    us: list[float] = []
+    shares: list[float] = []
+    for u in _POINTS:
+        share = late(u * r) if u > 0.0 else 0.0
+        if share >= 1.0:
+            us.append(u)
+            shares.append(1.0)
+            break
+        us.append(u)
+        shares.append(share)
+    return tuple(us), tuple(shares)
+
+
+def late_at(
+    profile: ReplicaProfile, slo: SloTarget, p: float, o: float, speed: float, cv2: float, service_cv2: float
+) -> Callable[[float], float]:
+    """late(x): the share of requests over their TTFT or TPOT target at x requests/s a replica,
+    Poisson arrivals, at this mix (the module's two tails, capacity.size's own terms)."""
+    base = profile.step_base_s / speed
+    a = capacity.prefill_token_s(profile, p) / speed
+    d = capacity.decode_token_s(profile, p, o) / speed
+    w = a * p + d * o
+    budget = profile.max_batched_tokens
+    has_budget = budget is not None
+    tokens = 0.0 if budget is None else float(budget)
+    unit = tpottail.units(cv2)
+    tail = 1.0 - slo.attainment
+    decay = 2.0 / (1.0 + service_cv2)  # Kingman's, the arrivals Poisson within the window
+
+    def late(x: float) -> float:
+        free = 1.0 - x * w
+        if free <= 0.0:
+            return 1.0
+        rate = capacity._prefill_rate_of(profile, x, o, base, w, a, d)
+        service = p / rate
+        v = x * service
+        if v >= 1.0:
+            return 1.0
+        slack = slo.ttft_s - service - base / free
+        if slo.ttft_tokens_per_s is not None:
+            slack += p / slo.ttft_tokens_per_s
+        if slack <= 0.0:
+            return 1.0
+        ttft = v * math.exp(-(1.0 - v) * slack / service * decay)
+        tpot = 0.0
+        if slo.tpot_s is not None:
+            tpot = tpottail._miss(
+                base,
+                a,
+                d,
+                w,
+                has_budget,
+                tokens,
+                profile.prefill_first,
+                float(profile.max_num_seqs),
+                slo.tpot_s,
+                tail,
+                p,
+                o,
+                2.0,
+                unit,
+                x,
+            )
+        share = ttft + tpot
+        return share if share < 1.0 else 1.0
+
+    return late
+
+
+def expected_late(c: float, rate: float, theta: float, points: Curve) -> float:
+    """The share of requests late when the fleet serves c at the SLO: rates gamma of mean `rate`
+    and scale `theta`, seen size-biased (shape k + 1), a window at u = Λ / c late by the curve."""
+    return _expected(rate / theta, c / theta, points)
+
+
+def _expected(k: float, x: float, points: Curve) -> float:
+    """expected_late at shape k + 1 (rates over θ) and C / θ = x: closed per linear segment."""
+    us, shares = points
+    s = k + 1.0
+    total = 0.0
+    y0 = x * us[0]
+    q0 = upper_gamma(s, y0)
+    q1 = upper_gamma(s + 1.0, y0)
+    for j in range(1, len(us)):
+        y1 = x * us[j]
+        r0 = upper_gamma(s, y1)
+        r1 = upper_gamma(s + 1.0, y1)
+        slope = (shares[j] - shares[j - 1]) / (us[j] - us[j - 1])
+        at0 = shares[j - 1] - slope * us[j - 1]  # late = at0 + slope·u = at0 + (slope / x)·y
+        total += at0 * (q0 - r0) + slope / x * s * (q1 - r1)
+        q0, q1 = r0, r1
+    return total + shares[-1] * q0  # past the last point: its share (1)
+
+
+def hold_rate(
+    rate: float, spread: float, window_s: float, budget: float, key: tuple[object, ...], points: Curve
+) -> float:
+    """The least rate C whose expected late share (expected_late) is at most `budget`, for arrivals
+    of mean `rate` and index of dispersion `spread` over `window_s`; `rate` itself when Poisson."""
+    if not rate > 0.0:
+        return 0.0
+    if not (spread > 1.0 and budget > 0.0 and window_s > 0.0):
+        return rate
+    theta = (spread - 1.0) / window_s
+    k = rate / theta
+    if not k < _K_MAX:
+        return rate
+    at = math.log(k if k > _K_MIN else _K_MIN) * _GRID
+    i = math.floor(at)
+    below = _grid_x(key, points, i, budget)
+    above = _grid_x(key, points, i + 1, budget)
+    held = (below + (at - i) * (above - below)) * theta
+    return held if held > rate else rate
+
+
+def _grid_x(key: tuple[object, ...], points: Curve, i: int, budget: float) -> float:
+    full = (key, i, budget)
+    x = _holds.get(full)
+    if x is None:
+        x = memo.remember(_holds, full, _hold_x(math.exp(i / _GRID), budget, points), 8192)
+    return x
+
+
+def _hold_x(k: float, budget: float, points: Curve) -> float:
+    """C / θ at shape k: the expected late share falls as C rises, bisected in log to 1e-4."""
+    lo, hi = 1e-3, k + 10.0
+    while _expected(k, hi, points) > budget:
+        lo, hi = hi, hi * 2.0
+        if hi > 1e9:
+            return hi
+    while _expected(k, lo, points) <= budget and lo > 1e-9:
+        hi, lo = lo, lo * 0.5
+    for _ in range(60):
+        if hi / lo < 1.0001:
+            break
+        mid = math.sqrt(lo * hi)
+        if _expected(k, mid, points) <= budget:
+            hi = mid
+        else:
+            lo = mid
+    return hi
