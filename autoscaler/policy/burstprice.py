@@ -56,13 +56,21 @@ _QUANTUM: Final = 16.0  # the curve's key: the mix and speed rounded to 1/16 in 
 _GRID: Final = 16.0  # the shape's grid in log k (burstsize's)
 _K_MIN: Final = 1e-6
 _K_MAX: Final = 1e6
-Curve = tuple[tuple[float, ...], tuple[float, ...]]  # u and late(u), late rising to 1 at the last
+Points = tuple[tuple[float, ...], tuple[float, ...]]  # u and a share late at u, rising to 1 at the last
+# the TTFT tail's points, the TPOT tail's, and the decode's time at C (a request's o steps), seconds
+Curve = tuple[Points, Points, float]
 _curves: Final[dict[tuple[object, ...], Curve | None]] = {}
 _holds: Final[dict[tuple[object, ...], float]] = {}  # C / θ by (curve key, grid point, budget)
 
 
 def curve_key(
-    profile: ReplicaProfile, slo: SloTarget, p: float, o: float, speed: float, cv2: float, service_cv2: float
+    profile: ReplicaProfile,
+    slo: SloTarget,
+    p: float,
+    o: float,
+    speed: float,
+    cv2: float,
+    service_cv2: float,
 ) -> tuple[object, ...]:
     """The key a curve is cached by: the profile, the SLO, the mix and speed rounded to 1/16 in log."""
     q = _QUANTUM
@@ -78,7 +86,13 @@ def curve_key(
 
 
 def curve(
-    profile: ReplicaProfile, slo: SloTarget, p: float, o: float, speed: float, cv2: float, service_cv2: float
+    profile: ReplicaProfile,
+    slo: SloTarget,
+    p: float,
+    o: float,
+    speed: float,
+    cv2: float,
+    service_cv2: float,
 ) -> tuple[tuple[object, ...], Curve | None]:
     """The late share of a window at u times C (the module's), cached by curve_key; None where the
     model has nothing to price (no prompt or no rate at which the tail is met): the wall then."""
@@ -90,13 +104,24 @@ def curve(
 
 
 def _curve(
-    profile: ReplicaProfile, slo: SloTarget, p: float, o: float, speed: float, cv2: float, service_cv2: float
+    profile: ReplicaProfile,
+    slo: SloTarget,
+    p: float,
+    o: float,
+    speed: float,
+    cv2: float,
+    service_cv2: float,
 ) -> Curve | None:
     if p < capacity.MIN_PROMPT_TOKENS:
         return None
     if o < 1.0:
         o = 1.0
-    late = late_at(profile, slo, p, o, speed, cv2, service_cv2)
+    both = late_at(profile, slo, p, o, speed, cv2, service_cv2)
+
+    def late(x: float) -> float:
+        ttft, tpot = both(x)
+        return ttft + tpot if ttft + tpot < 1.0 else 1.0
+
     tail = 1.0 - slo.attainment
     # r: the rate a replica serves with the SLO's tail late (late rises with x)
     hi = 1.0 / (capacity.work_per_request(profile, p, o, speed) + 1e-12)
@@ -111,23 +136,35 @@ def _curve(
             hi = mid
     r = lo
     us: list[float] = []
-    shares: list[float] = []
+    ttfts: list[float] = []
+    tpots: list[float] = []
     for u in _POINTS:
-        share = late(u * r) if u > 0.0 else 0.0
-        if share >= 1.0:
-            us.append(u)
-            shares.append(1.0)
-            break
+        ttft, tpot = both(u * r) if u > 0.0 else (0.0, 0.0)
         us.append(u)
-        shares.append(share)
-    return tuple(us), tuple(shares)
+        ttfts.append(ttft)
+        # the TPOT's misses among the requests in time for their first token (the two independent)
+        tpots.append(tpot * (1.0 - ttft))
+        if ttft >= 1.0:
+            break
+    ttfts[-1], tpots[-1] = 1.0, 0.0  # past the last point: all late (a window past the prefill's work)
+    # a request's decode at C: its o steps at the mean step there (capacity's step at a count)
+    base = profile.step_base_s / speed
+    free = 1.0 - r * capacity.work_per_request(profile, p, o, speed)
+    decode_s = o * base / (free if free > 1e-3 else 1e-3)
+    return (tuple(us), tuple(ttfts)), (tuple(us), tuple(tpots)), decode_s
 
 
 def late_at(
-    profile: ReplicaProfile, slo: SloTarget, p: float, o: float, speed: float, cv2: float, service_cv2: float
-) -> Callable[[float], float]:
-    """late(x): the share of requests over their TTFT or TPOT target at x requests/s a replica,
-    Poisson arrivals, at this mix (the module's two tails, capacity.size's own terms)."""
+    profile: ReplicaProfile,
+    slo: SloTarget,
+    p: float,
+    o: float,
+    speed: float,
+    cv2: float,
+    service_cv2: float,
+) -> Callable[[float], tuple[float, float]]:
+    """late(x): the shares of requests over their TTFT target and over their TPOT target at x
+    requests/s a replica, Poisson arrivals, at this mix (the module's two tails, capacity.size's own)."""
     base = profile.step_base_s / speed
     a = capacity.prefill_token_s(profile, p) / speed
     d = capacity.decode_token_s(profile, p, o) / speed
@@ -139,21 +176,31 @@ def late_at(
     tail = 1.0 - slo.attainment
     decay = 2.0 / (1.0 + service_cv2)  # Kingman's, the arrivals Poisson within the window
 
-    def late(x: float) -> float:
-        free = 1.0 - x * w
-        if free <= 0.0:
-            return 1.0
+    def late(x: float) -> tuple[float, float]:
+        rho = x * w
+        if rho >= 1.0 and not has_budget:
+            return 1.0, 1.0
         rate = capacity._prefill_rate_of(profile, x, o, base, w, a, d)
         service = p / rate
         v = x * service
-        if v >= 1.0:
-            return 1.0
-        slack = slo.ttft_s - service - base / free
-        if slo.ttft_tokens_per_s is not None:
-            slack += p / slo.ttft_tokens_per_s
-        if slack <= 0.0:
-            return 1.0
-        ttft = v * math.exp(-(1.0 - v) * slack / service * decay)
+        ttft = 1.0
+        if v < 1.0:
+            # the mean step, never above a step full of the token budget: past the replica's work
+            # (rho >= 1) the decodes hold up to half the budget and the prompts queue at the
+            # rest (tpottail.prefill_rate), so a window beyond it is late by the prefill queue
+            step = base / (1.0 - rho) if rho < 1.0 else math.inf
+            if has_budget:
+                carried = 0.0  # tpottail.prefill_rate's decodes in the budget
+                if not profile.prefill_first:
+                    carried = x * o * base / (1.0 - (0.95 if rho > 0.95 else rho))
+                    carried = min(carried, 0.5 * tokens)
+                full = base + a * (tokens - carried) + d * carried
+                step = min(step, full)
+            slack = slo.ttft_s - service - step
+            if slo.ttft_tokens_per_s is not None:
+                slack += p / slo.ttft_tokens_per_s
+            if slack > 0.0:
+                ttft = v * math.exp(-(1.0 - v) * slack / service * decay)
         tpot = 0.0
         if slo.tpot_s is not None:
             tpot = tpottail._miss(
@@ -173,20 +220,33 @@ def late_at(
                 unit,
                 x,
             )
-        share = ttft + tpot
-        return share if share < 1.0 else 1.0
+        return (ttft if ttft < 1.0 else 1.0), (tpot if tpot < 1.0 else 1.0)
 
     return late
 
 
-def expected_late(c: float, rate: float, theta: float, points: Curve) -> float:
-    """The share of requests late when the fleet serves c at the SLO: rates gamma of mean `rate`
-    and scale `theta`, seen size-biased (shape k + 1), a window at u = Λ / c late by the curve."""
-    return _expected(rate / theta, c / theta, points)
+def expected_late(c: float, rate: float, theta: float, curve: Curve, window_s: float) -> float:
+    """The share of requests late when the fleet serves c at the SLO: rates over `window_s` gamma
+    of mean `rate` and scale `theta`, seen size-biased (shape k + 1); a window at u = Λ / c late
+    by the TTFT tail's points, and by the TPOT tail's at the rate over the decode's time where it
+    is longer (the same mixture, its excess variance spread over the decode: scale θ·W / D)."""
+    return _expected(rate / theta, c / theta, curve, _stretch(curve, window_s))
 
 
-def _expected(k: float, x: float, points: Curve) -> float:
-    """expected_late at shape k + 1 (rates over θ) and C / θ = x: closed per linear segment."""
+def _stretch(curve: Curve, window_s: float) -> float:
+    """The decode's time over the window, at least 1."""
+    decode_s = curve[2]
+    return decode_s / window_s if decode_s > window_s else 1.0
+
+
+def _expected(k: float, x: float, curve: Curve, stretch: float) -> float:
+    """expected_late at shape k + 1 (rates over θ), C / θ = x and the decode `stretch` times the
+    window: the TTFT tail over the window, the TPOT tail over the decode (shape k·stretch + 1)."""
+    return _segments(k, x, curve[0]) + _segments(k * stretch, x * stretch, curve[1])
+
+
+def _segments(k: float, x: float, points: Points) -> float:
+    """E[share(Λ / C)] at shape k + 1 and C / θ = x: closed per linear segment."""
     us, shares = points
     s = k + 1.0
     total = 0.0
@@ -198,14 +258,19 @@ def _expected(k: float, x: float, points: Curve) -> float:
         r0 = upper_gamma(s, y1)
         r1 = upper_gamma(s + 1.0, y1)
         slope = (shares[j] - shares[j - 1]) / (us[j] - us[j - 1])
-        at0 = shares[j - 1] - slope * us[j - 1]  # late = at0 + slope·u = at0 + (slope / x)·y
+        at0 = shares[j - 1] - slope * us[j - 1]  # share = at0 + slope·u = at0 + (slope / x)·y
         total += at0 * (q0 - r0) + slope / x * s * (q1 - r1)
         q0, q1 = r0, r1
     return total + shares[-1] * q0  # past the last point: its share (1)
 
 
 def hold_rate(
-    rate: float, spread: float, window_s: float, budget: float, key: tuple[object, ...], points: Curve
+    rate: float,
+    spread: float,
+    window_s: float,
+    budget: float,
+    key: tuple[object, ...],
+    curve: Curve,
 ) -> float:
     """The least rate C whose expected late share (expected_late) is at most `budget`, for arrivals
     of mean `rate` and index of dispersion `spread` over `window_s`; `rate` itself when Poisson."""
@@ -219,34 +284,35 @@ def hold_rate(
         return rate
     at = math.log(k if k > _K_MIN else _K_MIN) * _GRID
     i = math.floor(at)
-    below = _grid_x(key, points, i, budget)
-    above = _grid_x(key, points, i + 1, budget)
+    stretch = _stretch(curve, window_s)
+    below = _grid_x(key, curve, i, budget, stretch)
+    above = _grid_x(key, curve, i + 1, budget, stretch)
     held = (below + (at - i) * (above - below)) * theta
     return held if held > rate else rate
 
 
-def _grid_x(key: tuple[object, ...], points: Curve, i: int, budget: float) -> float:
-    full = (key, i, budget)
+def _grid_x(key: tuple[object, ...], curve: Curve, i: int, budget: float, stretch: float) -> float:
+    full = (key, i, budget, stretch)
     x = _holds.get(full)
     if x is None:
-        x = memo.remember(_holds, full, _hold_x(math.exp(i / _GRID), budget, points), 8192)
+        x = memo.remember(_holds, full, _hold_x(math.exp(i / _GRID), budget, curve, stretch), 8192)
     return x
 
 
-def _hold_x(k: float, budget: float, points: Curve) -> float:
+def _hold_x(k: float, budget: float, curve: Curve, stretch: float) -> float:
     """C / θ at shape k: the expected late share falls as C rises, bisected in log to 1e-4."""
     lo, hi = 1e-3, k + 10.0
-    while _expected(k, hi, points) > budget:
+    while _expected(k, hi, curve, stretch) > budget:
         lo, hi = hi, hi * 2.0
         if hi > 1e9:
             return hi
-    while _expected(k, lo, points) <= budget and lo > 1e-9:
+    while _expected(k, lo, curve, stretch) <= budget and lo > 1e-9:
         hi, lo = lo, lo * 0.5
     for _ in range(60):
         if hi / lo < 1.0001:
             break
         mid = math.sqrt(lo * hi)
-        if _expected(k, mid, points) <= budget:
+        if _expected(k, mid, curve, stretch) <= budget:
             hi = mid
         else:
             lo = mid

@@ -1,0 +1,104 @@
+"""burstprice.py: the bursts' hold priced by the capacity model's own late share of a window above
+C (the TTFT and TPOT tails at u·r a replica), against the wall (burstsize.py)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+
+from autoscaler.policy import burstprice, burstsize, lengths
+from autoscaler.policy.capacityspec import SloTarget
+from replay.policies.predictive import replica_profile
+from replay.profiles import SCENARIOS
+
+SLO = SloTarget()
+CODE = (2077.0, 28.0)  # Azure code's prompt and output tokens a request
+CONV = (1155.0, 211.0)  # Azure conv's
+
+
+def _curve(scenario: str, p: float, o: float) -> tuple[tuple[object, ...], burstprice.Curve]:
+    profile = replica_profile(SCENARIOS[scenario].engine)
+    shape = lengths.spread(profile, p, 1.0)
+    key, points = burstprice.curve(profile, SLO, p, o, 1.0, 1.0, shape["service_cv2"])
+    assert points is not None
+    return key, points
+
+
+def _by_quadrature(c: float, rate: float, theta: float, points: burstprice.Points) -> float:
+    """E[share(Λ / c)] by the midpoint rule over the size-biased gamma's density."""
+    us, shares = points
+    k = rate / theta
+    n = 100_000
+    top = theta * (k + 1.0 + 60.0 * math.sqrt(k + 1.0) + 60.0)
+    step = top / n
+    log_norm = math.lgamma(k + 1.0) + (k + 1.0) * math.log(theta)
+    total = 0.0
+    for i in range(n):
+        x = (i + 0.5) * step
+        u = x / c
+        if u >= us[-1]:
+            late = shares[-1]
+        else:
+            j = next(j for j in range(1, len(us)) if u < us[j])
+            late = shares[j - 1] + (shares[j] - shares[j - 1]) * (u - us[j - 1]) / (us[j] - us[j - 1])
+        total += late * math.exp(k * math.log(x) - x / theta - log_norm)
+    return total * step
+
+
+@pytest.mark.parametrize("scenario", ["fast-load-70b", "one-gpu-8b"])
+@pytest.mark.parametrize(("rate", "theta", "c"), [(14.0, 46.0, 120.0), (2.0, 0.5, 3.0), (40.0, 10.0, 80.0)])
+def test_closed_form_is_the_integral(scenario: str, rate: float, theta: float, c: float) -> None:
+    _, curve = _curve(scenario, *CONV)  # decodes of ~25-30 s: the TPOT over the decode's rate
+    ttft, tpot, decode_s = curve
+    stretch = decode_s / 2.0
+    assert stretch > 5.0
+    got = burstprice.expected_late(c, rate, theta, curve, 2.0)
+    want = _by_quadrature(c, rate, theta, ttft) + _by_quadrature(c, rate, theta / stretch, tpot)
+    assert got == pytest.approx(want, rel=2e-3, abs=1e-6)
+    _, (ttft, tpot, decode_s) = _curve(scenario, *CODE)  # decodes within the window: one mixture
+    assert decode_s < 2.0
+    got = burstprice.expected_late(c, rate, theta, (ttft, tpot, decode_s), 2.0)
+    want = _by_quadrature(c, rate, theta, ttft) + _by_quadrature(c, rate, theta, tpot)
+    assert got == pytest.approx(want, rel=2e-3, abs=1e-6)
+
+
+@pytest.mark.parametrize("scenario", ["fast-load-70b", "one-gpu-8b"])
+def test_curve_rises_to_one_from_the_tail_at_c(scenario: str) -> None:
+    _, ((us, ttft), (_, tpot), _) = _curve(scenario, *CODE)
+    assert us[0] == 0.0 and ttft[0] == 0.0 and tpot[0] == 0.0
+    assert all(b >= a for a, b in itertools.pairwise(ttft))
+    late = [a + b for a, b in zip(ttft, tpot, strict=True)]
+    assert all(b >= a for a, b in itertools.pairwise(late))
+    at_c = us.index(1.0)
+    assert late[at_c] == pytest.approx(1.0 - SLO.attainment, rel=1e-3)  # C: the SLO's tail late
+    assert ttft[-1] == 1.0 and tpot[-1] == 0.0  # past the last point all late, once
+
+
+def test_hold_meets_its_budget_and_falls_with_it() -> None:
+    key, curve = _curve("fast-load-70b", *CODE)
+    rate, spread, window = 14.07, 112.0, 2.0
+    theta = (spread - 1.0) / window
+    held = [burstprice.hold_rate(rate, spread, window, b, key, curve) for b in (0.01, 0.02, 0.04)]
+    assert held[0] > held[1] > held[2] > rate
+    for b, c in zip((0.01, 0.02, 0.04), held, strict=True):
+        # interpolated on the shape's grid: within a per cent of the budget
+        assert burstprice.expected_late(c, rate, theta, curve, window) == pytest.approx(b, rel=0.01)
+
+
+def test_poisson_and_idle() -> None:
+    key, curve = _curve("one-gpu-8b", *CODE)
+    assert burstprice.hold_rate(5.0, 1.0, 2.0, 0.02, key, curve) == 5.0
+    assert burstprice.hold_rate(0.0, 50.0, 2.0, 0.02, key, curve) == 0.0
+
+
+def test_the_engines_part_from_the_wall() -> None:
+    """At Azure code's mix the 70B's prefill has ~2.7x the headroom of its SLO rate and its late
+    share rises gently past C: its hold under the wall's; the 8B's (~1.7x) rises steeply: above."""
+    for scenario, below in (("fast-load-70b", True), ("one-gpu-8b", False)):
+        key, curve = _curve(scenario, *CODE)
+        for rate, spread in ((1.0, 112.0), (14.07, 93.4), (40.0, 112.0)):
+            priced = burstprice.hold_rate(rate, spread, 2.0, 0.02, key, curve)
+            wall = burstsize.hold_rate(rate, spread, 2.0, 0.02)
+            assert (priced < 0.9 * wall) if below else (priced > 1.0 * wall)
