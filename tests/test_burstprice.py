@@ -95,10 +95,25 @@ def test_poisson_and_idle() -> None:
 
 def test_the_engines_part_from_the_wall() -> None:
     """At Azure code's mix the 70B's prefill has ~2.7x the headroom of its SLO rate and its late
-    share rises gently past C: its hold under the wall's; the 8B's (~1.7x) rises steeply: above."""
+    share rises gently past C: its hold a third under the wall's; the 8B's (~1.7x) rises steeply:
+    its hold not under the wall's."""
     for scenario, below in (("fast-load-70b", True), ("one-gpu-8b", False)):
         key, curve = _curve(scenario, *CODE)
         for rate, spread in ((1.0, 112.0), (14.07, 93.4), (40.0, 112.0)):
             priced = burstprice.hold_rate(rate, spread, 2.0, 0.02, key, curve)
             wall = burstsize.hold_rate(rate, spread, 2.0, 0.02)
-            assert (priced < 0.9 * wall) if below else (priced > 1.0 * wall)
+            assert (priced < 0.75 * wall) if below else (priced >= wall)
+
+
+def test_window_wait_is_kingmans_over_a_long_window() -> None:
+    """Below the prefill's rate, over a window long against the slack, the first passage is the
+    exponential decay capacity's TTFT tail sizes at; over the TTFT target a window above the
+    prefill's rate is absorbed as queueing, and all are late once the backlog outgrows the slack."""
+    v, service, cs2, slack = 0.8, 0.1, 1.5, 1.0
+    long = burstprice.window_wait(v, service, cs2, slack, 1e5)
+    assert long == pytest.approx(math.exp(-2.0 * (1.0 - v) * slack / (v * service * (1.0 + cs2))), rel=1e-6)
+    assert burstprice.window_wait(v, service, cs2, slack, 2.0) < long
+    assert burstprice.window_wait(1.2, service, cs2, slack, 2.0) < 0.5  # (v - 1)·W = 0.4 s of queue
+    assert burstprice.window_wait(3.0, service, cs2, slack, 2.0) > 0.9  # 4 s
+    assert burstprice.window_wait(v, service, cs2, 0.0, 2.0) == 1.0
+    assert burstprice.window_wait(0.0, service, cs2, slack, 2.0) == 0.0

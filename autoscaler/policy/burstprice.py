@@ -52,6 +52,7 @@ _POINTS: Final = (
     *tuple(1.0 + 0.05 * i for i in range(1, 21)),
     *tuple(2.0 + 0.1 * i for i in range(1, 31)),
 )
+_SQRT2: Final = math.sqrt(2.0)
 _QUANTUM: Final = 16.0  # the curve's key: the mix and speed rounded to 1/16 in log (tailsearch's)
 _GRID: Final = 16.0  # the shape's grid in log k (burstsize's)
 _K_MIN: Final = 1e-6
@@ -174,7 +175,6 @@ def late_at(
     tokens = 0.0 if budget is None else float(budget)
     unit = tpottail.units(cv2)
     tail = 1.0 - slo.attainment
-    decay = 2.0 / (1.0 + service_cv2)  # Kingman's, the arrivals Poisson within the window
 
     def late(x: float) -> tuple[float, float]:
         rho = x * w
@@ -183,24 +183,20 @@ def late_at(
         rate = capacity._prefill_rate_of(profile, x, o, base, w, a, d)
         service = p / rate
         v = x * service
-        ttft = 1.0
-        if v < 1.0:
-            # the mean step, never above a step full of the token budget: past the replica's work
-            # (rho >= 1) the decodes hold up to half the budget and the prompts queue at the
-            # rest (tpottail.prefill_rate), so a window beyond it is late by the prefill queue
-            step = base / (1.0 - rho) if rho < 1.0 else math.inf
-            if has_budget:
-                carried = 0.0  # tpottail.prefill_rate's decodes in the budget
-                if not profile.prefill_first:
-                    carried = x * o * base / (1.0 - (0.95 if rho > 0.95 else rho))
-                    carried = min(carried, 0.5 * tokens)
-                full = base + a * (tokens - carried) + d * carried
-                step = min(step, full)
-            slack = slo.ttft_s - service - step
-            if slo.ttft_tokens_per_s is not None:
-                slack += p / slo.ttft_tokens_per_s
-            if slack > 0.0:
-                ttft = v * math.exp(-(1.0 - v) * slack / service * decay)
+        # the mean step, never above a step full of the token budget: past the replica's work
+        # (rho >= 1) the decodes hold up to half the budget and the prompts queue at the rest
+        # (tpottail.prefill_rate)
+        step = base / (1.0 - rho) if rho < 1.0 else math.inf
+        if has_budget:
+            carried = 0.0  # tpottail.prefill_rate's decodes in the budget
+            if not profile.prefill_first:
+                carried = x * o * base / (1.0 - (0.95 if rho > 0.95 else rho))
+                carried = min(carried, 0.5 * tokens)
+            step = min(step, base + a * (tokens - carried) + d * carried)
+        slack = slo.ttft_s - service - step
+        if slo.ttft_tokens_per_s is not None:
+            slack += p / slo.ttft_tokens_per_s
+        ttft = window_wait(v, service, service_cv2, slack, slo.ttft_s)
         tpot = 0.0
         if slo.tpot_s is not None:
             tpot = tpottail._miss(
@@ -223,6 +219,35 @@ def late_at(
         return (ttft if ttft < 1.0 else 1.0), (tpot if tpot < 1.0 else 1.0)
 
     return late
+
+
+def window_wait(v: float, service: float, service_cv2: float, slack: float, window_s: float) -> float:
+    """The chance that the prefill queue's wait passes `slack` within a window of `window_s` at
+    prefill utilization v (any, 1 and over too): the work the prompts bring, less the time served,
+    as a Brownian motion of drift v - 1 and variance v·service·(1 + cs²) a second (Poisson
+    arrivals of prefill times of mean `service` and squared cv cs²), its maximum over the window
+    past the slack (the first passage's closed form). Over a long window below v = 1 it is the
+    exponential decay exp(-2(1 - v)·slack / (v·service·(1 + cs²))), Kingman's, which capacity's
+    TTFT tail sizes at; over the TTFT target itself a window above the prefill's rate builds a
+    queue of only (v - 1)·W: the headroom absorbs it within the target."""
+    if slack <= 0.0:
+        return 1.0
+    if v <= 0.0:
+        return 0.0
+    mu = v - 1.0
+    var = v * service * (1.0 + service_cv2)
+    spread = math.sqrt(var * window_s)
+    first = 0.5 * math.erfc((slack - mu * window_s) / spread / _SQRT2)
+    z = (slack + mu * window_s) / spread
+    # exp(2·mu·slack / var)·Q(z), in logs where Q underflows (its exponent is then below 0)
+    lift = 2.0 * mu * slack / var
+    tail = 0.5 * math.erfc(z / _SQRT2)
+    if tail > 1e-300:
+        second = math.exp(lift + math.log(tail)) if lift + math.log(tail) < 0.0 else 1.0
+    else:
+        second = math.exp(lift - 0.5 * z * z - math.log(z * math.sqrt(2.0 * math.pi)))
+    got = first + second
+    return got if got < 1.0 else 1.0
 
 
 def expected_late(c: float, rate: float, theta: float, curve: Curve, window_s: float) -> float:
