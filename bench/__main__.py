@@ -2,7 +2,8 @@
 
 `python -m bench NAME... [--python] [--mypyc]` runs the benches whose names hold a NAME (bench_policy
 reads the options); `python -m bench attack [NAME] [OPTIONS]` runs the attacks of bench/attack/
-instead."""
+instead; `python -m bench --help` lists the benches. A NAME no bench's name holds, or an option
+none reads, is an error."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import importlib
 import pkgutil
 import sys
 from pathlib import Path
+
+OPTIONS = ("--python", "--mypyc")  # bench_policy's; the others take none
 
 
 def main() -> int:
@@ -20,8 +23,22 @@ def main() -> int:
     names = sorted(
         m.name for m in pkgutil.iter_modules([str(Path(__file__).parent)]) if m.name.startswith("bench_")
     )
-    picks = [arg for arg in sys.argv[1:] if not arg.startswith("--")]  # options are the benches' own
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        print(__doc__.strip() + "\n\nbenches: " + ", ".join(n.removeprefix("bench_") for n in names))
+        return 0
+    options = [arg for arg in sys.argv[1:] if arg.startswith("-")]  # the benches' own, read by them
+    unknown = [arg for arg in options if arg not in OPTIONS]
+    if unknown:
+        known = ", ".join(OPTIONS)
+        print(f"python -m bench: unknown option {unknown[0]!r} (known: {known})", file=sys.stderr)
+        return 2
+    picks = [arg for arg in sys.argv[1:] if not arg.startswith("-")]
     chosen = [n for n in names if not picks or any(arg in n for arg in picks)]
+    if picks and not chosen:  # a word no bench's name holds (others may be a bench's own: `replay real`)
+        known = ", ".join(n.removeprefix("bench_") for n in names)
+        asked = " or ".join(map(repr, picks))
+        print(f"python -m bench: no bench named {asked} (known: {known})", file=sys.stderr)
+        return 2
     if "--mypyc" in sys.argv and chosen != ["bench_policy"]:
         # the policy bench's switch only: the replay's benches time the sources
         # (`infscale --compiled-core replay ...` runs a replay compiled)

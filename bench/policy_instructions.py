@@ -12,6 +12,7 @@ docs/policy.md, "Performance".
 
 from __future__ import annotations
 
+import argparse
 import gc
 import re
 import subprocess
@@ -66,11 +67,37 @@ def instructions(n: int, argv: list[str]) -> int:
     return int(found.group(1))
 
 
+def _arguments(args: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog=f"python -m {MODULE}",
+        description="instructions a predictive decision, counted by callgrind (valgrind installed)",
+    )
+    p.add_argument(
+        "decisions",
+        nargs="?",
+        type=_count,
+        help="make this many decisions in this process and stop (what each callgrind run does)",
+    )
+    p.add_argument("--python", action="store_true", help="the sizing in pure Python, not compiled by numba")
+    p.add_argument("--mypyc", action="store_true", help="the core's mypyc build (make compiled)")
+    return p.parse_args(args)
+
+
+def _count(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a count of decisions, got {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected a count of decisions >= 0, got {n}")
+    return n
+
+
 def main() -> None:
-    argv = [a for a in sys.argv[1:] if a in ("--python", "--mypyc")]
-    counts = [a for a in sys.argv[1:] if a not in argv]
-    if counts:
-        decisions(int(counts[0]), argv)
+    args = _arguments(sys.argv[1:])
+    argv = [flag for flag, on in (("--python", args.python), ("--mypyc", args.mypyc)) if on]
+    if args.decisions is not None:
+        decisions(args.decisions, argv)
         return
     # a run first fills numba's on-disk cache, under valgrind: numba keys it by the CPU, and
     # valgrind's emulated one is not the machine's (a run outside it filled another entry), so a

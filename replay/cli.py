@@ -19,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from replay import cliargs
 from replay import report as rep
 from replay import sweep as sweep_cli
 from replay.fleet import Fleet
@@ -104,7 +105,9 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="judge requests by this SLO instead of the scenario's (replay/slo.py)",
     )
     p.add_argument("--rate-scale", type=float, default=1.0, help="multiply the arrival rate by K")
-    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic trace and of rate scaling")
+    p.add_argument(
+        "--seed", type=cliargs.seed, default=0, help="seed of the synthetic trace and of rate scaling"
+    )
     p.add_argument(
         "--initial-replicas", type=int, default=None, help="ready at t=0 (default: sized for minute 1)"
     )

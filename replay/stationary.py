@@ -35,7 +35,7 @@ import numpy.typing as npt
 
 from autoscaler.policy import lengths
 from autoscaler.policy.capacity import Demand, size
-from replay import report
+from replay import cliargs, report
 from replay.cli import run_policy
 from replay.policies import PolicyParams, StaticPolicy
 from replay.policies.predictive import replica_profile, slo_target
@@ -228,7 +228,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scenario", action="append", choices=sorted(SCENARIOS), help="(default: both)")
     parser.add_argument("--mix", action="append", choices=sorted(MIXES), help="(default: every mix)")
     parser.add_argument("--load", action="append", type=int, choices=LOADS, help="(default: every load)")
-    parser.add_argument("--seed", type=int, default=1, help="the traces' seed")
+    parser.add_argument("--seed", type=cliargs.seed, default=1, help="the traces' seed")
 
 
 def run(args: argparse.Namespace) -> int:

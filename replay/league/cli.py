@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from replay import cliargs
 from replay.league import DEFAULT_POLICIES, LeagueSpec, league
 from replay.league.markdown import markdown
 from replay.league.runner import default_workers
@@ -88,7 +89,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "the SLO/GPU-hour frontier above the SLO",
     )
     p.add_argument("--slo-preset", choices=sorted(SLO_PRESETS), default=None, help="judge by this SLO")
-    p.add_argument("--seed", type=int, default=0, help="seed of synthesis and rate scaling")
+    p.add_argument("--seed", type=cliargs.seed, default=0, help="seed of synthesis and rate scaling")
     p.add_argument("--workers", type=int, default=default_workers(), help="local processes (default: cores)")
     p.add_argument(
         "--ray",

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from replay import cliargs
 from replay.online.driver import run_online
 from replay.online.records import Api, OnlineConfig, PromptStyle, Status, write_records
 from replay.online.results import build_online_report, markdown
@@ -35,7 +36,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--start-s", type=float, default=0.0, help="keep the trace from this second")
     p.add_argument("--end-s", type=float, default=None, help="... to this second")
     p.add_argument("--rate-scale", type=float, default=1.0, help="multiply the arrival rate by K (loader)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic trace and of rate scaling")
+    p.add_argument(
+        "--seed", type=cliargs.seed, default=0, help="seed of the synthetic trace and of rate scaling"
+    )
     p.add_argument("--max-input-tokens", type=int, default=None, help="cap each prompt at N tokens")
     p.add_argument("--max-output-tokens", type=int, default=None, help="cap each max_tokens at N")
     p.add_argument(
