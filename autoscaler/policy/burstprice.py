@@ -58,8 +58,12 @@ _GRID: Final = 16.0  # the shape's grid in log k (burstsize's)
 _K_MIN: Final = 1e-6
 _K_MAX: Final = 1e6
 Points = tuple[tuple[float, ...], tuple[float, ...]]  # u and a share late at u, rising to 1 at the last
-# the TTFT tail's points, the TPOT tail's, and the decode's time at C (a request's o steps), seconds
-Curve = tuple[Points, Points, float]
+# the TTFT tail's points, the TPOT tail's, the decode's time at C (a request's o steps), seconds, and
+# the seconds a window's rate persists (persistence: the longer of the TTFT target and the count's)
+Curve = tuple[Points, Points, float, float]
+# the spell's TTFT is the mean of its first passages by the times its requests arrive in it: the
+# midpoint rule over this many points (the passage's chance is smooth in time, 0 at the spell's start)
+_SPELL_POINTS: Final = 16
 _curves: Final[dict[tuple[object, ...], Curve | None]] = {}
 _holds: Final[dict[tuple[object, ...], float]] = {}  # C / θ by (curve key, grid point, budget)
 
@@ -72,9 +76,12 @@ def curve_key(
     speed: float,
     cv2: float,
     service_cv2: float,
+    persist_s: float = 0.0,
 ) -> tuple[object, ...]:
-    """The key a curve is cached by: the profile, the SLO, the mix and speed rounded to 1/16 in log."""
+    """The key a curve is cached by: the profile, the SLO, the mix, speed and the rate's persistence
+    rounded to 1/16 in log."""
     q = _QUANTUM
+    spell = persistence(slo, persist_s)
     return (
         profile,
         slo,
@@ -83,7 +90,17 @@ def curve_key(
         round(math.log(speed) * q),
         round(math.log(cv2 if cv2 > 1e-3 else 1e-3) * q),
         round(math.log(service_cv2 if service_cv2 > 1e-3 else 1e-3) * q),
+        round(math.log(spell) * q),
     )
+
+
+def persistence(slo: SloTarget, persist_s: float) -> float:
+    """The seconds a window's rate persists: the hold's gamma gives the rate over the TTFT target the
+    excess variance of the counted rate (demand.dispersion: a count's excess scaled by the window,
+    bursts longer than it), read over `persist_s` (the count's window): that rate holds over them,
+    and over the TTFT target where they are shorter (a count of none: the target's own)."""
+    window = slo.ttft_s
+    return persist_s if persist_s > window else window
 
 
 def curve(
@@ -94,13 +111,16 @@ def curve(
     speed: float,
     cv2: float,
     service_cv2: float,
+    persist_s: float = 0.0,
 ) -> tuple[tuple[object, ...], Curve | None]:
     """The late share of a window at u times C (the module's), cached by curve_key; None where the
-    model has nothing to price (no prompt or no rate at which the tail is met): the wall then."""
-    key = curve_key(profile, slo, p, o, speed, cv2, service_cv2)
+    model has nothing to price (no prompt or no rate at which the tail is met): the wall then; a
+    window's rate persisting over `persist_s` seconds (persistence)."""
+    key = curve_key(profile, slo, p, o, speed, cv2, service_cv2, persist_s)
     got = _curves.get(key)
     if got is None and key not in _curves:
-        got = memo.remember(_curves, key, _curve(profile, slo, p, o, speed, cv2, service_cv2), 1024)
+        made = _curve(profile, slo, p, o, speed, cv2, service_cv2, persist_s)
+        got = memo.remember(_curves, key, made, 1024)
     return key, got
 
 
@@ -112,12 +132,14 @@ def _curve(
     speed: float,
     cv2: float,
     service_cv2: float,
+    persist_s: float = 0.0,
 ) -> Curve | None:
     if p < capacity.MIN_PROMPT_TOKENS:
         return None
     if o < 1.0:
         o = 1.0
-    both = late_at(profile, slo, p, o, speed, cv2, service_cv2)
+    spell = persistence(slo, persist_s)
+    both = late_at(profile, slo, p, o, speed, cv2, service_cv2, spell)
 
     def late(x: float) -> float:
         ttft, tpot = both(x)
@@ -152,7 +174,7 @@ def _curve(
     base = profile.step_base_s / speed
     free = 1.0 - r * capacity.work_per_request(profile, p, o, speed)
     decode_s = o * base / (free if free > 1e-3 else 1e-3)
-    return (tuple(us), tuple(ttfts)), (tuple(us), tuple(tpots)), decode_s
+    return (tuple(us), tuple(ttfts)), (tuple(us), tuple(tpots)), decode_s, spell
 
 
 def late_at(
@@ -163,9 +185,12 @@ def late_at(
     speed: float,
     cv2: float,
     service_cv2: float,
+    spell_s: float | None = None,
 ) -> Callable[[float], tuple[float, float]]:
     """late(x): the shares of requests over their TTFT target and over their TPOT target at x
-    requests/s a replica, Poisson arrivals, at this mix (the module's two tails, capacity.size's own)."""
+    requests/s a replica, Poisson arrivals, at this mix (the module's two tails, capacity.size's own),
+    x persisting over `spell_s` seconds (spell_wait; None: the TTFT target's)."""
+    spell = slo.ttft_s if spell_s is None else spell_s
     base = profile.step_base_s / speed
     a = capacity.prefill_token_s(profile, p) / speed
     d = capacity.decode_token_s(profile, p, o) / speed
@@ -196,7 +221,7 @@ def late_at(
         slack = slo.ttft_s - service - step
         if slo.ttft_tokens_per_s is not None:
             slack += p / slo.ttft_tokens_per_s
-        ttft = window_wait(v, service, service_cv2, slack, slo.ttft_s)
+        ttft = spell_wait(v, service, service_cv2, slack, spell)
         tpot = 0.0
         if slo.tpot_s is not None:
             tpot = tpottail._miss(
@@ -219,6 +244,26 @@ def late_at(
         return (ttft if ttft < 1.0 else 1.0), (tpot if tpot < 1.0 else 1.0)
 
     return late
+
+
+def spell_wait(v: float, service: float, service_cv2: float, slack: float, spell_s: float) -> float:
+    """The share of a spell's requests whose wait passes `slack`, the spell `spell_s` seconds at
+    prefill utilization v from an empty queue: a request t into it waits the queue's reflected
+    Brownian motion at t, which from empty is distributed as the free one's maximum over t
+    (window_wait at t), so the share is its mean over the spell's arrivals (uniform in t). Over a
+    spell long against the queue's relaxation below v = 1 it is Kingman's decay, above v = 1 all
+    but the first slack / (v - 1) seconds' requests; a spell no longer than the TTFT target is
+    absorbed as session 23's window was (its mean over the window, not its end)."""
+    if slack <= 0.0:
+        return 1.0
+    if v <= 0.0:
+        return 0.0
+    n = _SPELL_POINTS
+    step = spell_s / n
+    total = 0.0
+    for i in range(n):
+        total += window_wait(v, service, service_cv2, slack, (i + 0.5) * step)
+    return total / n
 
 
 def window_wait(v: float, service: float, service_cv2: float, slack: float, window_s: float) -> float:
@@ -252,16 +297,18 @@ def window_wait(v: float, service: float, service_cv2: float, slack: float, wind
 
 def expected_late(c: float, rate: float, theta: float, curve: Curve, window_s: float) -> float:
     """The share of requests late when the fleet serves c at the SLO: rates over `window_s` gamma
-    of mean `rate` and scale `theta`, seen size-biased (shape k + 1); a window at u = Λ / c late
-    by the TTFT tail's points, and by the TPOT tail's at the rate over the decode's time where it
-    is longer (the same mixture, its excess variance spread over the decode: scale θ·W / D)."""
+    of mean `rate` and scale `theta`, seen size-biased (shape k + 1), each persisting over the
+    curve's spell (persistence); a window at u = Λ / c late by the TTFT tail's points, and by the
+    TPOT tail's at the rate over the decode's time where it is longer than the spell (the same
+    mixture, its excess variance spread over the decode's spells: scale θ·S / D)."""
     return _expected(rate / theta, c / theta, curve, _stretch(curve, window_s))
 
 
 def _stretch(curve: Curve, window_s: float) -> float:
-    """The decode's time over the window, at least 1."""
+    """The decode's time over the spell its rate persists (the window's where longer), at least 1."""
     decode_s = curve[2]
-    return decode_s / window_s if decode_s > window_s else 1.0
+    spell = curve[3] if curve[3] > window_s else window_s
+    return decode_s / spell if decode_s > spell else 1.0
 
 
 def _expected(k: float, x: float, curve: Curve, stretch: float) -> float:

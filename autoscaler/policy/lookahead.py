@@ -173,7 +173,14 @@ class Lookahead:
         "z",
     )
 
-    def __init__(self, cap: CapacityFacts, observed: DemandState, speed: float, limit: int) -> None:
+    def __init__(
+        self,
+        cap: CapacityFacts,
+        observed: DemandState,
+        speed: float,
+        limit: int,
+        count_s: float | None = None,
+    ) -> None:
         d = cap.demand
         profile = cap.profile
         self._demand = d
@@ -211,6 +218,9 @@ class Lookahead:
         idle = self.typical_load < burstsize.IDLE_LOAD and self.level < burstsize.IDLE_LOAD
         hold = 0.0
         if not idle:  # priced by the capacity model's own late share where it has one (burstprice.py)
+            # the seconds the rate the dispersion counts was read over (the metric's window; the
+            # tick's where it has none): its excess persists over them (burstprice.persistence)
+            persist = count_s if count_s is not None and count_s > 0.0 else demand.tick_s(observed)
             mix = observed.mix
             key, late = burstprice.curve(
                 profile,
@@ -220,10 +230,16 @@ class Lookahead:
                 speed,
                 shape.get("lengths_cv2", 1.0),
                 shape.get("service_cv2", capacity.SERVICE_CV2),
+                persist,
             )
             if late is not None:
                 hold = burstprice.hold_rate(
-                    rate, self.spread, cap.ttft_s, burstprice.BUDGET * cap.tail, key, late
+                    rate,
+                    self.spread,
+                    cap.ttft_s,
+                    burstprice.BUDGET * cap.tail,
+                    key,
+                    late,
                 )
             else:
                 hold = burstsize.hold_rate(rate, self.spread, cap.ttft_s, burstsize.BURST_BUDGET * cap.tail)
