@@ -8,14 +8,19 @@ the SLO serves a window of rate Λ at x = Λ / n = u·r requests/s a replica (r 
 Poisson within the window (as the held sizing has it), and there
 
   TTFT   the prompts queue at the replica's prefill rate (capacity's, with the decodes it carries):
-         at utilization v = x·service the share whose wait exceeds the slack is Kingman's decay
-         v·exp(-(1 - v)·slack·2 / ((1 + cs²)·service)), the capacity model's TTFT tail read at x
-         (tailsearch.split_servers' at one server), all of them at v >= 1. A replica whose prefill
-         has headroom above the SLO rate (the 70B at Azure code's mix: 2.7×) absorbs a window of
-         twice C as queueing within the target; one with little (the 8B: 1.7×) does not.
+         their work less the time served is a Brownian motion of drift v - 1 (v = x·service) from
+         an empty queue, and a request t into the window's spell waits its maximum over t. The
+         rate persists over the spell S (persistence: the seconds its dispersion was counted over,
+         the TTFT target at least), so the share late is the mean over the spell's requests of the
+         first passage past the slack by their time (spell_wait): over a long spell below v = 1
+         Kingman's decay, the capacity model's TTFT tail; all but the first slack / (v - 1) seconds'
+         requests above it. A replica whose prefill has headroom above the SLO rate (the 70B at
+         Azure code's mix: 2.7×) absorbs a spell of twice C as queueing within the target; one with
+         little (the 8B: 1.7×) does not.
   TPOT   the decodes' steps carry the window's prompt chunks: the per-request TPOT tail at x
          (tpottail._miss, the share of requests over their TPOT), all of them past the mean step
-         at the target.
+         at the target; a decode of D seconds longer than the spell sees the rate over D, its D / S
+         spells' mean (the gamma's scale θ·S / D).
 
 so a window at u makes late(u) = min(1, TTFT miss + TPOT miss) at x = u·r, r the rate where that
 is the SLO's tail (the curve's own C). The hold is the least C whose expected late share under the
