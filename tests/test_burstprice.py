@@ -198,3 +198,12 @@ def test_the_planner_reads_the_persistence_from_the_counts_window() -> None:
             rate, ahead.spread, facts.ttft_s, burstprice.BUDGET * facts.tail, key, curve
         )
         assert ahead.hold == pytest.approx(want, rel=1e-9)
+
+
+def test_the_persistence_is_the_counts_window_at_least_the_targets() -> None:
+    assert burstprice.persistence(SLO, 5.0) == 5.0
+    assert burstprice.persistence(SLO, 0.0) == SLO.ttft_s  # no count window: the target's own
+    assert burstprice.persistence(SLO, 1.0) == SLO.ttft_s
+    # a degenerate state's ratio (a count over no finite time) reads as the target's own
+    assert burstprice.persistence(SLO, math.inf) == SLO.ttft_s
+    assert burstprice.persistence(SLO, math.nan) == SLO.ttft_s

@@ -103,9 +103,10 @@ def persistence(slo: SloTarget, persist_s: float) -> float:
     """The seconds a window's rate persists: the hold's gamma gives the rate over the TTFT target the
     excess variance of the counted rate (demand.dispersion: a count's excess scaled by the window,
     bursts longer than it), read over `persist_s` (the count's window): that rate holds over them,
-    and over the TTFT target where they are shorter (a count of none: the target's own)."""
+    and over the TTFT target where they are shorter (a count of none, or over no finite time, a
+    degenerate state's ratio: the target's own)."""
     window = slo.ttft_s
-    return persist_s if persist_s > window else window
+    return persist_s if window < persist_s < math.inf else window
 
 
 def curve(
