@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from autoscaler.policy import (
     band,
+    burstprice,
     burstsize,
     capacity,
     demand,
@@ -172,7 +173,14 @@ class Lookahead:
         "z",
     )
 
-    def __init__(self, cap: CapacityFacts, observed: DemandState, speed: float, limit: int) -> None:
+    def __init__(
+        self,
+        cap: CapacityFacts,
+        observed: DemandState,
+        speed: float,
+        limit: int,
+        count_s: float | None = None,
+    ) -> None:
         d = cap.demand
         profile = cap.profile
         self._demand = d
@@ -207,9 +215,35 @@ class Lookahead:
         rate = observed.typical.requests
         if self.mean_now.requests > rate:
             rate = self.mean_now.requests
-        budget = burstsize.BURST_BUDGET * cap.tail
         idle = self.typical_load < burstsize.IDLE_LOAD and self.level < burstsize.IDLE_LOAD
-        self.hold = hold = 0.0 if idle else burstsize.hold_rate(rate, self.spread, cap.ttft_s, budget)
+        hold = 0.0
+        if not idle:  # priced by the capacity model's own late share where it has one (burstprice.py)
+            # the seconds the rate the dispersion counts was read over (the metric's window; the
+            # tick's where it has none): its excess persists over them (burstprice.persistence)
+            persist = count_s if count_s is not None and count_s > 0.0 else demand.tick_s(observed)
+            mix = observed.mix
+            key, late = burstprice.curve(
+                profile,
+                cap.slo,
+                mix.prompt,
+                mix.output,
+                speed,
+                shape.get("lengths_cv2", 1.0),
+                shape.get("service_cv2", capacity.SERVICE_CV2),
+                persist,
+            )
+            if late is not None:
+                hold = burstprice.hold_rate(
+                    rate,
+                    self.spread,
+                    cap.ttft_s,
+                    burstprice.BUDGET * cap.tail,
+                    key,
+                    late,
+                )
+            else:
+                hold = burstsize.hold_rate(rate, self.spread, cap.ttft_s, burstsize.BURST_BUDGET * cap.tail)
+        self.hold = hold
         # ... and in flight, the arrivals over the requests' time in the system, held over it where
         # the counts read it (longer than a tick), at the SLO's own tail: past the KV ceiling a
         # replica preempts, no share of the window is merely late (burstsize.py, lifetime)

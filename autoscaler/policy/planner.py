@@ -109,7 +109,11 @@ def plan(
     limit = spec.max_replicas
     if state.needs and state.needs[0][1] > limit:  # recorded under a higher bound (its front is its peak)
         state = state._replace(needs=scaledown.bounded(state.needs, limit), gaps=state.gaps[:limit])
-    ahead = Lookahead(cap, dstate, speed, limit)
+    # the seconds the dispersion's count was read over: the gateway's rate window where it counts
+    # the arrivals, the finishes' otherwise (None: the tick's), which the bursts' hold reads the
+    # rate's excess as persisting over (burstprice.persistence)
+    count_s = arrived_window if arrived is not None else window
+    ahead = Lookahead(cap, dstate, speed, limit, count_s)
     cold = spec.cold_start
     period = cap.decision_period_s
     # the nodes on their way with room for a replica (a generator made only when any is listed)
