@@ -74,8 +74,9 @@ _curves: Final[dict[tuple[object, ...], Curve | None]] = {}
 _holds: Final[dict[tuple[object, ...], float]] = {}  # C / θ by (curve key, grid point, budget)
 # a curve's key names its profile and SLO by a number, one for each pair of values, found by the
 # objects' identity: hashing the frozen specs (their every field, each tick, for each table the key
-# is read in) cost more than the rest of the lookup (memo.py); numbers are never reused, so a table
-# cleared costs only recomputation
+# is read in) cost more than the rest of the lookup (memo.py); a pair of values keeps its number
+# (the table grows by the distinct specs a process sees, a handful), so the curves are cached and
+# evicted as when keyed by the specs themselves, and a curve is shared by equal copies
 # _curves' miss (None is a curve's value); Optional, so compiled it is an object compared by identity
 _MISSING: Final[Curve | None] = (((), ()), ((), ()), 0.0, 0.0)
 _spec_numbers: Final[dict[tuple[ReplicaProfile, SloTarget], int]] = {}
@@ -116,8 +117,8 @@ def _spec_number(profile: ReplicaProfile, slo: SloTarget) -> int:
     if got is not None and got[0] is profile and got[1] is slo:
         return got[2]
     number = _spec_numbers.get((profile, slo))
-    if number is None:
-        number = memo.remember(_spec_numbers, (profile, slo), next(_next_number), 256)
+    if number is None:  # never cleared (above)
+        number = _spec_numbers[profile, slo] = next(_next_number)
     memo.remember(_spec_ids, ids, (profile, slo, number), 256)
     return number
 
