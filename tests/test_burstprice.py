@@ -3,6 +3,7 @@ C (the TTFT and TPOT tails at u·r a replica), against the wall (burstsize.py)."
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
@@ -207,3 +208,21 @@ def test_the_persistence_is_the_counts_window_at_least_the_targets() -> None:
     # a degenerate state's ratio (a count over no finite time) reads as the target's own
     assert burstprice.persistence(SLO, math.inf) == SLO.ttft_s
     assert burstprice.persistence(SLO, math.nan) == SLO.ttft_s
+
+
+def test_the_curves_key_rounds_as_round_does() -> None:
+    # _round is round() by math.floor (compiled); half to even at the ties
+    ys = [k / 2.0 for k in range(-9, 10)] + [0.49999999999999994, -2.5000000000000004, 110.51, -110.52]
+    assert [burstprice._round(y) for y in ys] == [round(y) for y in ys]
+
+
+def test_equal_specs_share_a_curve_key() -> None:
+    # the profile and SLO are named by their values' number, found by identity: equal copies share it
+    profile = replica_profile(SCENARIOS["reference-70b"].engine)
+    copy = dataclasses.replace(profile)
+    assert copy is not profile and copy == profile
+    args = (2077.0, 28.0, 1.0, 1.0, 1.0, 16.0)
+    key = burstprice.curve_key(profile, SLO, *args)
+    assert burstprice.curve_key(copy, SloTarget(), *args) == key
+    other = dataclasses.replace(SLO, ttft_s=SLO.ttft_s * 2.0)
+    assert burstprice.curve_key(profile, other, *args)[0] != key[0]

@@ -34,6 +34,7 @@ capacity.size's own; docs/policy.md ("Defaults and why", burst hold).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from typing import Final
@@ -71,6 +72,16 @@ Curve = tuple[Points, Points, float, float]
 _SPELL_POINTS: Final = 16
 _curves: Final[dict[tuple[object, ...], Curve | None]] = {}
 _holds: Final[dict[tuple[object, ...], float]] = {}  # C / θ by (curve key, grid point, budget)
+# a curve's key names its profile and SLO by a number, one for each pair of values, found by the
+# objects' identity: hashing the frozen specs (their every field, each tick, for each table the key
+# is read in) cost more than the rest of the lookup (memo.py); a pair of values keeps its number
+# (the table grows by the distinct specs a process sees, a handful), so the curves are cached and
+# evicted as when keyed by the specs themselves, and a curve is shared by equal copies
+# _curves' miss (None is a curve's value); Optional, so compiled it is an object compared by identity
+_MISSING: Final[Curve | None] = (((), ()), ((), ()), 0.0, 0.0)
+_spec_numbers: Final[dict[tuple[ReplicaProfile, SloTarget], int]] = {}
+_spec_ids: Final[dict[tuple[int, int], tuple[ReplicaProfile, SloTarget, int]]] = {}
+_next_number: Final = itertools.count()
 
 
 def curve_key(
@@ -83,20 +94,42 @@ def curve_key(
     service_cv2: float,
     persist_s: float = 0.0,
 ) -> tuple[object, ...]:
-    """The key a curve is cached by: the profile, the SLO, the mix, speed and the rate's persistence
-    rounded to 1/16 in log."""
+    """The key a curve is cached by: the profile and the SLO (their values' number), the mix, speed
+    and the rate's persistence rounded to 1/16 in log."""
     q = _QUANTUM
     spell = persistence(slo, persist_s)
     return (
-        profile,
-        slo,
-        round(math.log(p if p > 1.0 else 1.0) * q),
-        round(math.log(o if o > 1.0 else 1.0) * q),
-        round(math.log(speed) * q),
-        round(math.log(cv2 if cv2 > 1e-3 else 1e-3) * q),
-        round(math.log(service_cv2 if service_cv2 > 1e-3 else 1e-3) * q),
-        round(math.log(spell) * q),
+        _spec_number(profile, slo),
+        _round(math.log(p if p > 1.0 else 1.0) * q),
+        _round(math.log(o if o > 1.0 else 1.0) * q),
+        _round(math.log(speed) * q),
+        _round(math.log(cv2 if cv2 > 1e-3 else 1e-3) * q),
+        _round(math.log(service_cv2 if service_cv2 > 1e-3 else 1e-3) * q),
+        _round(math.log(spell) * q),
     )
+
+
+def _spec_number(profile: ReplicaProfile, slo: SloTarget) -> int:
+    """The number of the pair's values (equal specs share it), by the objects' identity: each entry
+    holds its objects, so their ids are not reused while it stands (memo.by_identity's reasoning)."""
+    ids = (id(profile), id(slo))
+    got = _spec_ids.get(ids)
+    if got is not None and got[0] is profile and got[1] is slo:
+        return got[2]
+    number = _spec_numbers.get((profile, slo))
+    if number is None:  # never cleared (above)
+        number = _spec_numbers[profile, slo] = next(_next_number)
+    memo.remember(_spec_ids, ids, (profile, slo, number), 256)
+    return number
+
+
+def _round(y: float) -> int:
+    """round(y), half to even, by math.floor, which mypyc compiles (round(), a call into Python's)."""
+    whole = math.floor(y)
+    rest = y - whole
+    if rest > 0.5 or (rest == 0.5 and whole % 2 == 1):
+        return whole + 1
+    return whole
 
 
 def persistence(slo: SloTarget, persist_s: float) -> float:
@@ -123,8 +156,8 @@ def curve(
     model has nothing to price (no prompt or no rate at which the tail is met): the wall then; a
     window's rate persisting over `persist_s` seconds (persistence)."""
     key = curve_key(profile, slo, p, o, speed, cv2, service_cv2, persist_s)
-    got = _curves.get(key)
-    if got is None and key not in _curves:
+    got = _curves.get(key, _MISSING)
+    if got is _MISSING:
         made = _curve(profile, slo, p, o, speed, cv2, service_cv2, persist_s)
         got = memo.remember(_curves, key, made, 1024)
     return key, got
