@@ -96,10 +96,16 @@ def curve_key(
 ) -> tuple[object, ...]:
     """The key a curve is cached by: the profile and the SLO (their values' number), the mix, speed
     and the rate's persistence rounded to 1/16 in log."""
+    return (_spec_number(profile, slo), *_steps(slo, p, o, speed, cv2, service_cv2, persist_s))
+
+
+def _steps(
+    slo: SloTarget, p: float, o: float, speed: float, cv2: float, service_cv2: float, persist_s: float
+) -> tuple[int, int, int, int, int, int]:
+    """The mix, speed and persistence in steps of 1/16 in log (the curve is made at exp(step / 16))."""
     q = _QUANTUM
     spell = persistence(slo, persist_s)
     return (
-        _spec_number(profile, slo),
         _round(math.log(p if p > 1.0 else 1.0) * q),
         _round(math.log(o if o > 1.0 else 1.0) * q),
         _round(math.log(speed) * q),
@@ -155,10 +161,25 @@ def curve(
     """The late share of a window at u times C (the module's), cached by curve_key; None where the
     model has nothing to price (no prompt or no rate at which the tail is met): the wall then; a
     window's rate persisting over `persist_s` seconds (persistence)."""
-    key = curve_key(profile, slo, p, o, speed, cv2, service_cv2, persist_s)
+    steps = _steps(slo, p, o, speed, cv2, service_cv2, persist_s)
+    key: tuple[object, ...] = (_spec_number(profile, slo), *steps)
     got = _curves.get(key, _MISSING)
     if got is _MISSING:
-        made = _curve(profile, slo, p, o, speed, cv2, service_cv2, persist_s)
+        # made at the key's own values (tailsearch's way), never at the first mix to land in its
+        # step: a cached curve is then a function of its key alone, so a decision does not depend on
+        # which decisions the process made before it (or on which curves were evicted)
+        q = _QUANTUM
+        k_p, k_o, k_speed, k_cv2, k_service, k_spell = steps
+        made = _curve(
+            profile,
+            slo,
+            math.exp(k_p / q),
+            math.exp(k_o / q),
+            math.exp(k_speed / q),
+            math.exp(k_cv2 / q),
+            math.exp(k_service / q),
+            math.exp(k_spell / q),
+        )
         got = memo.remember(_curves, key, made, 1024)
     return key, got
 
