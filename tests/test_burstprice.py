@@ -222,10 +222,10 @@ def test_equal_specs_share_a_curve_key() -> None:
     copy = dataclasses.replace(profile)
     assert copy is not profile and copy == profile
     args = (2077.0, 28.0, 1.0, 1.0, 1.0, 16.0)
-    key = burstprice.curve_key(profile, SLO, *args)
-    assert burstprice.curve_key(copy, SloTarget(), *args) == key
+    key, _ = burstprice.curve(profile, SLO, *args)
+    assert burstprice.curve(copy, SloTarget(), *args)[0] == key
     other = dataclasses.replace(SLO, ttft_s=SLO.ttft_s * 2.0)
-    assert burstprice.curve_key(profile, other, *args)[0] != key[0]
+    assert burstprice.curve(profile, other, *args)[0][0] != key[0]
 
 
 @pytest.mark.parametrize("scenario", ["fast-load-70b", "one-gpu-8b"])

@@ -84,25 +84,11 @@ _spec_ids: Final[dict[tuple[int, int], tuple[ReplicaProfile, SloTarget, int]]] =
 _next_number: Final = itertools.count()
 
 
-def curve_key(
-    profile: ReplicaProfile,
-    slo: SloTarget,
-    p: float,
-    o: float,
-    speed: float,
-    cv2: float,
-    service_cv2: float,
-    persist_s: float = 0.0,
-) -> tuple[object, ...]:
-    """The key a curve is cached by: the profile and the SLO (their values' number), the mix, speed
-    and the rate's persistence rounded to 1/16 in log."""
-    return (_spec_number(profile, slo), *_steps(slo, p, o, speed, cv2, service_cv2, persist_s))
-
-
 def _steps(
     slo: SloTarget, p: float, o: float, speed: float, cv2: float, service_cv2: float, persist_s: float
 ) -> tuple[int, int, int, int, int, int]:
-    """The mix, speed and persistence in steps of 1/16 in log (the curve is made at exp(step / 16))."""
+    """The mix, speed and persistence in steps of 1/16 in log, a curve's key after the profile and
+    the SLO's number (the curve is made at exp(step / 16))."""
     q = _QUANTUM
     spell = persistence(slo, persist_s)
     return (
@@ -158,7 +144,8 @@ def curve(
     service_cv2: float,
     persist_s: float = 0.0,
 ) -> tuple[tuple[object, ...], Curve | None]:
-    """The late share of a window at u times C (the module's), cached by curve_key; None where the
+    """The late share of a window at u times C (the module's), cached by its key (the specs' number and
+    _steps); None where the
     model has nothing to price (no prompt or no rate at which the tail is met): the wall then; a
     window's rate persisting over `persist_s` seconds (persistence)."""
     steps = _steps(slo, p, o, speed, cv2, service_cv2, persist_s)
