@@ -22,6 +22,7 @@ from autoscaler.policy import (
     flatahead,
     lasting,
     lateband,
+    latecurve,
     lengths,
     levelbins,
 )
@@ -217,12 +218,12 @@ class Lookahead:
             rate = self.mean_now.requests
         idle = self.typical_load < burstsize.IDLE_LOAD and self.level < burstsize.IDLE_LOAD
         hold = 0.0
-        if not idle:  # priced by the capacity model's own late share where it has one (burstprice.py)
+        if not idle:  # priced by the capacity model's own late share where it has one (latecurve.py)
             # the seconds the rate the dispersion counts was read over (the metric's window; the
-            # tick's where it has none): its excess persists over them (burstprice.persistence)
+            # tick's where it has none): its excess persists over them (latecurve.persistence)
             persist = count_s if count_s is not None and count_s > 0.0 else demand.tick_s(observed)
             mix = observed.mix
-            key, late = burstprice.curve(
+            key, late = latecurve.curve(
                 profile,
                 cap.slo,
                 mix.prompt,
