@@ -384,11 +384,22 @@ def _prefill_rate(
 def _prefill_rate_of(
     profile: ReplicaProfile, x: float, o: float, base: float, w: float, a: float, d: float
 ) -> float:
-    """_prefill_rate with the per-token prefill (a) and decode (d) costs at this speed given."""
+    """_prefill_rate with the per-token prefill (a) and decode (d) costs at this speed given:
+    tpottail.prefill_rate's arithmetic, which numba reads from tpottail's source, so that module
+    stays Python and the compiled core called into the interpreter for it (~2,600 instructions a
+    decision); repeated here, tests/test_sizer.py holds the two to the bit."""
     budget = profile.max_batched_tokens
-    return tpottail.prefill_rate(
-        x, o, base, w, a, d, budget is not None, 0.0 if budget is None else budget, profile.prefill_first
-    )
+    if budget is None:
+        return 1.0 / a
+    tokens = float(budget)
+    if profile.prefill_first:
+        return tokens / (base + a * tokens)
+    rho = x * w
+    carried = x * o * base / (1.0 - (0.95 if rho > 0.95 else rho))
+    if tokens * 0.5 < carried:
+        carried = tokens * 0.5
+    chunk = tokens - carried
+    return chunk / (base + a * chunk + d * carried)
 
 
 def _decode_rate(
