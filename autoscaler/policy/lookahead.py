@@ -94,6 +94,7 @@ class CapacityFacts:
 
     demand: DemandSpec
     profile: ReplicaProfile
+    engine: capacity.Engine  # the profile's fields the idle misses read
     slo: SloTarget  # the planning targets
     ttft_s: float  # slo's
     tail: float  # 1 - slo's attainment: the share of requests allowed to be late
@@ -121,6 +122,7 @@ def facts(cap: CapacitySpec) -> CapacityFacts:
     return CapacityFacts(
         d,
         cap.profile,
+        capacity.engine(cap.profile),
         slo,
         slo.ttft_s,
         1.0 - slo.attainment,
@@ -150,6 +152,7 @@ class Lookahead:
 
     __slots__ = (
         "_demand",
+        "_engine",
         "_forecasting",
         "_forecasts",
         "_lost",
@@ -200,6 +203,7 @@ class Lookahead:
             start, forecast = flat
             self._start(start, forecast, cap)
         self.profile = profile
+        self._engine = cap.engine
         self.slo = cap.slo
         self.tail = cap.tail
         self.z = lateband.peak_deviate(d.quantile)  # the band's quantile as the level's deviate
@@ -368,7 +372,7 @@ class Lookahead:
             mix = self._observed.mix
             cv2 = self.shape.get("lengths_cv2", 1.0)
             lost = self._lost = capacity.idle_misses(
-                self.profile, self.slo, mix.prompt, mix.output, self.speed, cv2
+                self._engine, self.slo, mix.prompt, mix.output, self.speed, cv2
             )
         return lost
 
