@@ -131,15 +131,15 @@ def curve(
     """The late share of a window at u times C (the module's), cached by its key (the specs' number and
     _steps); None where the model has nothing to price (no prompt or no rate at which the tail is
     met): the wall then; a window's rate persisting over `persist_s` seconds (persistence)."""
-    steps = _steps(slo, p, o, speed, cv2, service_cv2, persist_s)
-    key: tuple[object, ...] = (_spec_number(profile, slo), *steps)
+    k_p, k_o, k_speed, k_cv2, k_service, k_spell = _steps(slo, p, o, speed, cv2, service_cv2, persist_s)
+    # built as a tuple of its items: a starred one (`(number, *steps)`) is built through a list
+    key: tuple[object, ...] = (_spec_number(profile, slo), k_p, k_o, k_speed, k_cv2, k_service, k_spell)
     got = _curves.get(key, _MISSING)
     if got is _MISSING:
         # made at the key's own values (tailsearch's way), never at the first mix to land in its
         # step: a cached curve is then a function of its key alone, so a decision does not depend on
         # which decisions the process made before it (or on which curves were evicted)
         q = _QUANTUM
-        k_p, k_o, k_speed, k_cv2, k_service, k_spell = steps
         made = _curve(
             profile,
             slo,
