@@ -85,9 +85,10 @@ def _steps(
     )
 
 
-def _spec_number(profile: ReplicaProfile, slo: SloTarget) -> int:
+def spec_number(profile: ReplicaProfile, slo: SloTarget) -> int:
     """The number of the pair's values (equal specs share it), by the objects' identity: each entry
-    holds its objects, so their ids are not reused while it stands (memo.by_identity's reasoning)."""
+    holds its objects, so their ids are not reused while it stands (memo.by_identity's reasoning).
+    lookahead.facts keeps its spec's, which the Lookahead passes to curve_for."""
     ids = (id(profile), id(slo))
     got = _spec_ids.get(ids)
     if got is not None and got[0] is profile and got[1] is slo:
@@ -131,9 +132,25 @@ def curve(
     """The late share of a window at u times C (the module's), cached by its key (the specs' number and
     _steps); None where the model has nothing to price (no prompt or no rate at which the tail is
     met): the wall then; a window's rate persisting over `persist_s` seconds (persistence)."""
+    return curve_for(spec_number(profile, slo), profile, slo, p, o, speed, cv2, service_cv2, persist_s)
+
+
+def curve_for(
+    number: int,
+    profile: ReplicaProfile,
+    slo: SloTarget,
+    p: float,
+    o: float,
+    speed: float,
+    cv2: float,
+    service_cv2: float,
+    persist_s: float = 0.0,
+) -> tuple[tuple[object, ...], Curve | None]:
+    """curve, the specs' number given (spec_number(profile, slo), which a tick's asks looked up
+    by identity, ~600 instructions each)."""
     k_p, k_o, k_speed, k_cv2, k_service, k_spell = _steps(slo, p, o, speed, cv2, service_cv2, persist_s)
     # built as a tuple of its items: a starred one (`(number, *steps)`) is built through a list
-    key: tuple[object, ...] = (_spec_number(profile, slo), k_p, k_o, k_speed, k_cv2, k_service, k_spell)
+    key: tuple[object, ...] = (number, k_p, k_o, k_speed, k_cv2, k_service, k_spell)
     got = _curves.get(key, _MISSING)
     if got is _MISSING:
         # made at the key's own values (tailsearch's way), never at the first mix to land in its

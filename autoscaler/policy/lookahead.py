@@ -96,6 +96,7 @@ class CapacityFacts:
     profile: ReplicaProfile
     engine: capacity.Engine  # the profile's fields the idle misses read
     slo: SloTarget  # the planning targets
+    curve_specs: int  # latecurve.spec_number(profile, slo): the late curves' key
     ttft_s: float  # slo's
     tail: float  # 1 - slo's attainment: the share of requests allowed to be late
     least_loaded: bool  # the router is LEAST_REQUESTS
@@ -124,6 +125,7 @@ def facts(cap: CapacitySpec) -> CapacityFacts:
         cap.profile,
         capacity.engine(cap.profile),
         slo,
+        latecurve.spec_number(cap.profile, slo),
         slo.ttft_s,
         1.0 - slo.attainment,
         cap.router == Router.LEAST_REQUESTS,
@@ -227,7 +229,8 @@ class Lookahead:
             # tick's where it has none): its excess persists over them (latecurve.persistence)
             persist = count_s if count_s is not None and count_s > 0.0 else demand.tick_s(observed)
             mix = observed.mix
-            key, late = latecurve.curve(
+            key, late = latecurve.curve_for(
+                cap.curve_specs,
                 profile,
                 cap.slo,
                 mix.prompt,
