@@ -2,25 +2,25 @@
 
 `.venv/bin/python probes/az_price.py BUDGET -- <infscale replay compare args>`: burstprice.BUDGET
 (times the SLO's tail) set to BUDGET in this process; `wall` instead of a number: main's wall hold
-(burstprice's curve never read). The rest of probes/az_knocks.py's knocks are not applied here.
+(latecurve's curve never read). The rest of probes/az_knocks.py's knocks are not applied here.
 """
 
 from __future__ import annotations
 
 import sys
 
-from autoscaler.policy import burstprice
+from autoscaler.policy import burstprice, latecurve
 
 arg = sys.argv[1]
 argv = sys.argv[sys.argv.index("--") + 1 :]
 if arg == "wall":
-    _curve = burstprice.curve
+    _curve = latecurve.curve
 
     def _none(*args):  # type: ignore[no-untyped-def]
         key, _ = _curve(*args)
         return key, None
 
-    burstprice.curve = _none
+    latecurve.curve = _none
 else:
     burstprice.BUDGET = float(arg)  # type: ignore[misc]
 

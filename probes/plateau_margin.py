@@ -65,7 +65,7 @@ def model(lam: float, prompt: float, output: float, scenario: Scenario, shapes: 
     load = lam * w
     budget = pr.max_batched_tokens
     eps = 1.0 - slo.attainment
-    lost = capacity.idle_misses(pr, slo, p, o, 1.0, cv2)
+    lost = capacity.idle_misses(capacity.engine(pr), slo, p, o, 1.0, cv2)
     departing = leastloaded.departing(lam, base, p, budget)
 
     def misses(n: int) -> tuple[float, float]:

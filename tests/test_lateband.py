@@ -14,7 +14,7 @@ from autoscaler.policy.capacity import Demand
 from autoscaler.policy.capacityspec import SloTarget
 from autoscaler.policy.lookahead import Lookahead
 from replay.policies.predictive import replica_profile
-from replay.profiles import LLAMA_8B_H100
+from replay.profiles import LLAMA_8B_H100, SCENARIOS
 
 TAIL = 0.01
 Z = lateband.peak_deviate(0.98)  # the level at the horizon under a 0.98 band of the peak
@@ -191,6 +191,30 @@ def test_the_idle_misses_of_a_mix(p: float, cv2: float, low: float, high: float)
     # Mooncake's mix on one-gpu-8b's engine (22 % of its prompts past 2 s alone; the model's gamma
     # 19 %) and Azure conv's (none)
     profile = replica_profile(LLAMA_8B_H100)
-    lost = capacity.idle_misses(profile, SloTarget(ttft_s=2.0, tpot_s=0.2), p, 150.0, 1.0, cv2)
+    lost = capacity.idle_misses(
+        capacity.engine(profile), SloTarget(ttft_s=2.0, tpot_s=0.2), p, 150.0, 1.0, cv2
+    )
     assert low < lost < high
-    assert capacity.idle_misses(profile, SloTarget(ttft_s=2.0, tpot_s=0.2), 0.0, 150.0) == 0.0
+    assert (
+        capacity.idle_misses(capacity.engine(profile), SloTarget(ttft_s=2.0, tpot_s=0.2), 0.0, 150.0) == 0.0
+    )
+
+
+@pytest.mark.parametrize("scenario", ["one-gpu-8b", "reference-70b", "fast-load-70b"])
+@pytest.mark.parametrize(("p", "o"), [(15325.0, 150.0), (2077.0, 28.0), (1155.0, 0.5), (40_000.0, 211.0)])
+@pytest.mark.parametrize("speed", [0.7, 1.0, 1.3])
+def test_the_idle_misses_read_the_profiles_fields_from_its_engine(
+    scenario: str, p: float, o: float, speed: float
+) -> None:
+    # capacity.idle_misses reads the profile's fields from its Engine (a compiled class): the same
+    # arithmetic as the profile's own functions
+    profile = replica_profile(SCENARIOS[scenario].engine)
+    for first in (False, True):
+        for budget in (None, 2048, 8192):
+            pr = dataclasses.replace(profile, max_batched_tokens=budget, prefill_first=first)
+            slo = SloTarget(ttft_s=2.0, tpot_s=0.2)
+            base = pr.step_base_s / speed
+            rate = capacity._prefill_rate(pr, 0.0, p, max(o, 1.0), base, 0.0, speed)
+            beta = pr.prefill_s_per_attention_pair * 0.5 / speed
+            want = capacity._idle_misses(p, rate, beta, slo.ttft_s - base, slo.ttft_tokens_per_s, 1.2)
+            assert capacity.idle_misses(capacity.engine(pr), slo, p, o, speed, 1.2) == want

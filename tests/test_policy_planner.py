@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoscaler.policy import burstprice, burstsize, capacity, demand, horizon, scaledown
+from autoscaler.policy import burstprice, burstsize, capacity, demand, horizon, latecurve, scaledown
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.capacityspec import CapacitySpec, DemandSpec, ReplicaProfile, SloTarget
 from autoscaler.policy.decide import Decision, decide, record_rescale
@@ -182,7 +182,7 @@ def test_idle_replicas_are_released_one_load_time_apart() -> None:
     assert [d.desired_replicas for d in decisions[4:7]] == [8, 7, 7]
     # down to what the bursts' hold asks: the fall is counted as a burst (the dispersion and the
     # typical rate, still ~30/s, remember it over their 10-minute half-life; 2 before the hold, 5
-    # under the wall's price: this profile's TPOT tail is a cliff just past C, burstprice.py)
+    # under the wall's price: this profile's TPOT tail is a cliff just past C, latecurve.py)
     last = decisions[-1]
     assert last.plan is not None and last.desired_replicas == last.plan.needed == 6
 
@@ -202,7 +202,7 @@ def test_recurring_bursts_keep_their_capacity_warm_when_it_is_slow_to_come_back(
 
     assert min(between(replace(SEED, warmup_s=60.0))) >= 7
     # the bursts' hold keeps them all (6 before the hold, 6 then 7 under the wall's price: this
-    # profile's TPOT tail is a cliff just past C, burstprice.py), more once it has seen more
+    # profile's TPOT tail is a cliff just past C, latecurve.py), more once it has seen more
     assert between(SEED) == [7, 8, 8, 9, 9]
 
 
@@ -634,7 +634,7 @@ def test_bursty_arrivals_size_the_ttft_tail_on_their_dispersion_thinned_per_repl
     # and the bursts held (burstprice.hold_rate about the typical rate, 10/s here) at least as many
     hold = stage.args[8]
     mix = bursty_state.mix
-    key, curve = burstprice.curve(PROFILE, SLO, mix.prompt, mix.output, 1.0, 1.0, capacity.SERVICE_CV2)
+    key, curve = latecurve.curve(PROFILE, SLO, mix.prompt, mix.output, 1.0, 1.0, capacity.SERVICE_CV2)
     assert curve is not None
     priced = burstprice.hold_rate(10.0, spread, SLO.ttft_s, burstprice.BUDGET * 0.01, key, curve)
     assert hold == pytest.approx(priced, rel=0.02)

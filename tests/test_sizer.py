@@ -320,3 +320,24 @@ def test_the_prefill_rate_is_the_one_of_the_builtins(
 ) -> None:
     got = tpottail.prefill_rate(x, o, base, w, a, d, True, budget, False)
     assert got == _prefill_rate_before(x, o, base, w, a, d, budget)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.floats(0.0, 50.0),
+    st.floats(1.0, 4_000.0),
+    st.floats(0.001, 0.1),
+    st.floats(0.0, 2.0),
+    st.floats(1e-6, 1e-3),
+    st.floats(0.0, 1e-3),
+    st.sampled_from([None, 256, 2048, 8192]),
+    st.booleans(),
+)
+def test_capacitys_prefill_rate_is_tpottails(
+    x: float, o: float, base: float, w: float, a: float, d: float, budget: int | None, first: bool
+) -> None:
+    # the compiled core's copy (capacity._prefill_rate_of) of numba's source (tpottail.prefill_rate)
+    profile = ReplicaProfile(base, a, max_batched_tokens=budget, max_num_seqs=256, prefill_first=first)
+    got = capacity._prefill_rate_of(profile, x, o, base, w, a, d)
+    tokens = 0.0 if budget is None else float(budget)
+    assert got == tpottail.prefill_rate(x, o, base, w, a, d, budget is not None, tokens, first)

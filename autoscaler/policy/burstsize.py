@@ -19,9 +19,9 @@ Two things follow from it:
                 Q(k + 1, C/θ) - (C/λ)·Q(k, C/θ), is at most BURST_BUDGET times the SLO's tail.
                 Sized at the demand's mix and Poisson arrivals within the burst (capacity.size).
                 Where the capacity model gives a curve, the window's late share is its own two
-                tails' at u = Λ / C instead of the wall (burstprice.py: the prefill queue within
-                the TTFT target, the TPOT tail over the decode), at the same budget; hold_rate here
-                is the wall's, for a mix with no curve.
+                tails' at u = Λ / C instead of the wall (latecurve.py: the prefill queue within the
+                TTFT target, the TPOT tail over the decode; burstprice.py prices the hold by it),
+                at the same budget; hold_rate here is the wall's, for a mix with no curve.
   lifetime      the hold over W sets the prompts' queue (the TTFT side); the requests in flight
                 (the batch and KV ceilings, the decodes' load: Little's law) are the arrivals over
                 their time in the system T, held over T: a burst of seconds adds its own requests

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Final, NamedTuple
 
 from autoscaler.policy import leastloaded, lengths, tailsearch, tpottail
@@ -83,6 +84,34 @@ class Sizing(NamedTuple):
     decode_tokens_per_s: float  # one replica's decode throughput at the TPOT target
     requests_per_s: float  # one replica's share of the demand at `replicas` (0 when idle)
     utilization: float  # ρ of one replica at `replicas`
+
+
+@dataclass(frozen=True, slots=True)
+class Engine:
+    """The profile's step-time fields the idle misses read each tick, copied once per capacity spec
+    (lookahead.facts) into a compiled class: the profile stays a Python dataclass (compiledcore.py),
+    each field of which a compiled module reads by a generic getattr (~100 instructions with the
+    float's unboxing, eight a call), a compiled class's as a C field."""
+
+    step_base_s: float
+    prefill_s_per_token: float
+    prefill_s_per_attention_pair: float
+    decode_s_per_request: float
+    decode_s_per_context_token: float
+    max_batched_tokens: int | None
+    prefill_first: bool
+
+
+def engine(profile: ReplicaProfile) -> Engine:
+    return Engine(
+        profile.step_base_s,
+        profile.prefill_s_per_token,
+        profile.prefill_s_per_attention_pair,
+        profile.decode_s_per_request,
+        profile.decode_s_per_context_token,
+        profile.max_batched_tokens,
+        profile.prefill_first,
+    )
 
 
 def prefill_token_s(profile: ReplicaProfile, p: float) -> float:
@@ -301,16 +330,21 @@ def sizer(
 
 
 def idle_misses(
-    profile: ReplicaProfile, slo: SloTarget, p: float, o: float, speed: float = 1.0, lengths_cv2: float = 1.0
+    e: Engine, slo: SloTarget, p: float, o: float, speed: float = 1.0, lengths_cv2: float = 1.0
 ) -> float:
     """The share of requests of mean prompt p (output o, lengths' cv² lengths_cv2) that miss their
-    TTFT even on an idle replica: no fleet serves them in time (_idle_misses, as sizer reads it)."""
+    TTFT even on an idle replica: no fleet serves them in time (_idle_misses, as sizer reads it).
+    The engine's fields as prefill_token_s, decode_token_s and _prefill_rate_of read the profile's
+    (tests/test_lateband.py holds the two to the bit)."""
     if p < MIN_PROMPT_TOKENS:
         return 0.0
-    base = profile.step_base_s / speed
-    rate = _prefill_rate(profile, 0.0, p, o if o > 1.0 else 1.0, base, 0.0, speed)
-    beta = profile.prefill_s_per_attention_pair * 0.5 / speed
-    return _idle_misses(p, rate, beta, slo.ttft_s - base, slo.ttft_tokens_per_s, lengths_cv2)
+    o = o if o > 1.0 else 1.0
+    base = e.step_base_s / speed
+    pair = e.prefill_s_per_attention_pair
+    a = (e.prefill_s_per_token + pair * 0.5 * (p + 1.0)) / speed
+    d = (e.decode_s_per_request + e.decode_s_per_context_token * (p + CONTEXT_OUTPUT_SHARE * o)) / speed
+    rate = _prefill_rate_at(0.0, o, base, 0.0, a, d, e.max_batched_tokens, e.prefill_first)
+    return _idle_misses(p, rate, pair * 0.5 / speed, slo.ttft_s - base, slo.ttft_tokens_per_s, lengths_cv2)
 
 
 def _wait_budget(
@@ -385,10 +419,27 @@ def _prefill_rate_of(
     profile: ReplicaProfile, x: float, o: float, base: float, w: float, a: float, d: float
 ) -> float:
     """_prefill_rate with the per-token prefill (a) and decode (d) costs at this speed given."""
-    budget = profile.max_batched_tokens
-    return tpottail.prefill_rate(
-        x, o, base, w, a, d, budget is not None, 0.0 if budget is None else budget, profile.prefill_first
-    )
+    return _prefill_rate_at(x, o, base, w, a, d, profile.max_batched_tokens, profile.prefill_first)
+
+
+def _prefill_rate_at(
+    x: float, o: float, base: float, w: float, a: float, d: float, budget: int | None, prefill_first: bool
+) -> float:
+    """_prefill_rate_of with the profile's token budget and prefill_first given: tpottail.prefill_rate's
+    arithmetic, which numba reads from tpottail's source, so that module stays Python and the
+    compiled core called into the interpreter for it (~2,600 instructions a decision); repeated
+    here, tests/test_sizer.py holds the two to the bit."""
+    if budget is None:
+        return 1.0 / a
+    tokens = float(budget)
+    if prefill_first:
+        return tokens / (base + a * tokens)
+    rho = x * w
+    carried = x * o * base / (1.0 - (0.95 if rho > 0.95 else rho))
+    if tokens * 0.5 < carried:
+        carried = tokens * 0.5
+    chunk = tokens - carried
+    return chunk / (base + a * chunk + d * carried)
 
 
 def _decode_rate(

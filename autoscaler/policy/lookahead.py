@@ -22,6 +22,7 @@ from autoscaler.policy import (
     flatahead,
     lasting,
     lateband,
+    latecurve,
     lengths,
     levelbins,
 )
@@ -93,7 +94,9 @@ class CapacityFacts:
 
     demand: DemandSpec
     profile: ReplicaProfile
+    engine: capacity.Engine  # the profile's fields the idle misses read
     slo: SloTarget  # the planning targets
+    curve_specs: int  # latecurve.spec_number(profile, slo): the late curves' key
     ttft_s: float  # slo's
     tail: float  # 1 - slo's attainment: the share of requests allowed to be late
     least_loaded: bool  # the router is LEAST_REQUESTS
@@ -120,7 +123,9 @@ def facts(cap: CapacitySpec) -> CapacityFacts:
     return CapacityFacts(
         d,
         cap.profile,
+        capacity.engine(cap.profile),
         slo,
+        latecurve.spec_number(cap.profile, slo),
         slo.ttft_s,
         1.0 - slo.attainment,
         cap.router == Router.LEAST_REQUESTS,
@@ -149,6 +154,7 @@ class Lookahead:
 
     __slots__ = (
         "_demand",
+        "_engine",
         "_forecasting",
         "_forecasts",
         "_lost",
@@ -199,6 +205,7 @@ class Lookahead:
             start, forecast = flat
             self._start(start, forecast, cap)
         self.profile = profile
+        self._engine = cap.engine
         self.slo = cap.slo
         self.tail = cap.tail
         self.z = lateband.peak_deviate(d.quantile)  # the band's quantile as the level's deviate
@@ -217,12 +224,13 @@ class Lookahead:
             rate = self.mean_now.requests
         idle = self.typical_load < burstsize.IDLE_LOAD and self.level < burstsize.IDLE_LOAD
         hold = 0.0
-        if not idle:  # priced by the capacity model's own late share where it has one (burstprice.py)
+        if not idle:  # priced by the capacity model's own late share where it has one (latecurve.py)
             # the seconds the rate the dispersion counts was read over (the metric's window; the
-            # tick's where it has none): its excess persists over them (burstprice.persistence)
+            # tick's where it has none): its excess persists over them (latecurve.persistence)
             persist = count_s if count_s is not None and count_s > 0.0 else demand.tick_s(observed)
             mix = observed.mix
-            key, late = burstprice.curve(
+            key, late = latecurve.curve_for(
+                cap.curve_specs,
                 profile,
                 cap.slo,
                 mix.prompt,
@@ -367,7 +375,7 @@ class Lookahead:
             mix = self._observed.mix
             cv2 = self.shape.get("lengths_cv2", 1.0)
             lost = self._lost = capacity.idle_misses(
-                self.profile, self.slo, mix.prompt, mix.output, self.speed, cv2
+                self._engine, self.slo, mix.prompt, mix.output, self.speed, cv2
             )
         return lost
 

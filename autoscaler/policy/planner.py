@@ -111,7 +111,7 @@ def plan(
         state = state._replace(needs=scaledown.bounded(state.needs, limit), gaps=state.gaps[:limit])
     # the seconds the dispersion's count was read over: the gateway's rate window where it counts
     # the arrivals, the finishes' otherwise (None: the tick's), which the bursts' hold reads the
-    # rate's excess as persisting over (burstprice.persistence)
+    # rate's excess as persisting over (latecurve.persistence)
     count_s = arrived_window if arrived is not None else window
     ahead = Lookahead(cap, dstate, speed, limit, count_s)
     cold = spec.cold_start

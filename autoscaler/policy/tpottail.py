@@ -186,7 +186,8 @@ def prefill_rate(
 ) -> float:
     """Prompt tokens/s one replica prefills at x requests/s of o-token outputs, its decodes carried
     in the token budget (capacity's model of a step); a (d) the cost of a prefill (decode) token,
-    w the work of a request, all at the speed given. In flat floats, for the compiled copy too."""
+    w the work of a request, all at the speed given. In flat floats, for the compiled copy too;
+    capacity._prefill_rate_of repeats it for the mypyc build, which leaves this module as Python."""
     if not has_budget:
         return 1.0 / a
     if prefill_first:
