@@ -34,7 +34,7 @@ import sys
 
 import numpy as np
 
-from autoscaler.policy import capacity, leastloaded, lengths
+from autoscaler.policy import capacity, leastloaded, lengths, replicarates
 from autoscaler.policy.capacityspec import SloTarget
 from replay.policies.predictive import replica_profile, slo_target
 from replay.profiles import LLAMA_8B_H100, LLAMA_70B_TP4_H100, SCENARIOS, EngineProfile
@@ -71,7 +71,7 @@ def _fitting_count(engine: EngineProfile, slo: SloTarget, rate: float, p: float,
     cs2 = float(shape["service_cv2"])
     xs = np.sort(np.random.default_rng(0).gamma(1.0 / cv2, p * cv2, 4000))[::50]
     own = engine.prefill_token_s * xs + 0.5 * engine.prefill_attention_s * xs * xs
-    work = capacity.work_per_request(prof, p, o, 1.0)
+    work = replicarates.work_per_request(prof, p, o, 1.0)
     dep = leastloaded.departing(rate, engine.step_base_s, p, engine.max_num_batched_tokens)
     for n in range(1, 400):
         sized = capacity.size(

@@ -29,7 +29,7 @@ from test_capacity_vs_replay import (
     stationary,
 )
 
-from autoscaler.policy import capacity, leastloaded, tpottail
+from autoscaler.policy import capacity, leastloaded, replicarates, tpottail
 
 # rate, mean prompt, mean output, scenario, the gamma's shape (cv² 1 / shape)
 CASES = {
@@ -59,17 +59,17 @@ def model(lam: float, prompt: float, output: float, scenario: Scenario, shapes: 
     cs2, cv2 = spread["service_cv2"], spread["lengths_cv2"]
     p, o = demand.prompt_tokens / lam, demand.output_tokens / lam
     base = pr.step_base_s
-    a = capacity.prefill_token_s(pr, p)
-    d = capacity.decode_token_s(pr, p, o)
+    a = replicarates.prefill_token_s(pr, p)
+    d = replicarates.decode_token_s(pr, p, o)
     w = a * p + d * o
     load = lam * w
     budget = pr.max_batched_tokens
     eps = 1.0 - slo.attainment
-    lost = capacity.idle_misses(capacity.engine(pr), slo, p, o, 1.0, cv2)
+    lost = capacity.idle_misses(replicarates.engine(pr), slo, p, o, 1.0, cv2)
     departing = leastloaded.departing(lam, base, p, budget)
 
     def misses(n: int) -> tuple[float, float]:
-        rate = capacity._prefill_rate_of(pr, lam / n, o, base, w, a, d)
+        rate = replicarates.prefill_rate_of(pr, lam / n, o, base, w, a, d)
         service = p / rate
         free = 1.0 - load / n
         step = base / (1e-3 if free < 1e-3 else free)

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from autoscaler.policy import capacity, leastloaded, lengths, residualtail
+from autoscaler.policy import leastloaded, lengths, replicarates, residualtail
 from replay.policies import StaticPolicy
 from replay.policies.predictive import replica_profile, slo_target
 from replay.profiles import REFERENCE_70B
@@ -71,8 +71,8 @@ def terms(lam: float, n: int, p: float, o: float, cv2: float, index: float, ca2:
     profile = replica_profile(REFERENCE_70B.engine)
     slo = slo_target(REFERENCE_70B)
     base = profile.step_base_s
-    w = capacity.work_per_request(profile, p, o, 1.0)
-    rate = capacity._prefill_rate(profile, lam / n, p, o, base, w, 1.0)
+    w = replicarates.work_per_request(profile, p, o, 1.0)
+    rate = replicarates.prefill_rate(profile, lam / n, p, o, base, w, 1.0)
     service = p / rate
     step = base / max(1e-3, 1.0 - lam / n * w)
     beta = profile.prefill_s_per_attention_pair * 0.5

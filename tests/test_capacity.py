@@ -10,7 +10,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from autoscaler.policy import capacity, kvceiling, lengths, tailsearch, tpottail
+from autoscaler.policy import capacity, kvceiling, lengths, replicarates, tailsearch, tpottail
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.capacityspec import ReplicaProfile, SloTarget
 
@@ -89,12 +89,12 @@ def test_a_running_request_holds_and_reads_its_prompt_and_one_mean_output() -> N
         max_num_seqs=1024,
         kv_cache_tokens=400_000,
     )
-    assert capacity.decode_token_s(profile, 1000.0, 1500.0) == pytest.approx(1.5e-5 + 5e-8 * 2500)
+    assert replicarates.decode_token_s(profile, 1000.0, 1500.0) == pytest.approx(1.5e-5 + 5e-8 * 2500)
     s = capacity.size(profile, SloTarget(ttft_s=600.0, tpot_s=None), demand(30.0, 1000.0, 1500.0))
     assert s.binding == "kv"
     z = _priced_z(0.01, 1000**2 + 1500**2, 2500, 400_000, 3e-5 * 2500 * 0.05 / 0.01)
     seqs = _held_at_tail(400_000, 2500, 1000**2 + 1500**2, z)
-    w = 3e-5 * 1000 + capacity.decode_token_s(profile, 1000.0, 1500.0) * 1500
+    w = 3e-5 * 1000 + replicarates.decode_token_s(profile, 1000.0, 1500.0) * 1500
     assert s.replicas == math.ceil(30.0 * (1500 * 0.01 + seqs * w) / seqs)
 
 
@@ -285,7 +285,7 @@ def test_the_tpot_tail_binds_for_short_outputs_beside_long_prompts() -> None:
     first (the tail adds nothing: inf, or the mean step's rate at the cache's rounded mix, 6 % steps)."""
 
     def mean_bound(p: float, o: float) -> float:
-        w = capacity.work_per_request(VLLM_70B, p, o, 1.0)
+        w = replicarates.work_per_request(VLLM_70B, p, o, 1.0)
         return (1.0 - VLLM_70B.step_base_s / 0.2) / w
 
     short = tailsearch.tpot_rate(VLLM_70B, 0.2, 0.01, 2048.0, 28.0, 1.0)

@@ -10,7 +10,7 @@ import random
 import pytest
 from test_policy_planner import NOW, planner_spec
 
-from autoscaler.policy import burstsize, capacity, demand, kvceiling, lasting, lookahead
+from autoscaler.policy import burstsize, capacity, demand, kvceiling, lasting, lookahead, replicarates
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.capacityspec import SloTarget
 from autoscaler.policy.lasting import Lasting
@@ -137,7 +137,7 @@ def test_the_ceilings_hold_the_lifetime_rate_and_the_prompts_queue_at_the_burst(
     steps = redo * context * (1.0 - (1.0 - PROFILE.step_base_s / 0.2)) / PROFILE.step_base_s
     z = kvceiling.kv_z(1.0 - SLO.attainment, spread, context, 440_000, steps)
     seqs = kvceiling.kv_requests(440_000, context, spread, z)
-    on_a_full_replica_s = o * PROFILE.step_base_s + seqs * capacity.work_per_request(PROFILE, p, o, 1.0)
+    on_a_full_replica_s = o * PROFILE.step_base_s + seqs * replicarates.work_per_request(PROFILE, p, o, 1.0)
 
     def held(in_flight: float | None) -> capacity.Sizing:
         return burstsize.size(PROFILE, SLO, need, 1.0, 1_000, 1.0, {}, hold=75.0, lifetime_hold=in_flight)

@@ -9,7 +9,7 @@ import math
 import pytest
 from test_lookahead import _ahead
 
-from autoscaler.policy import band, capacity, lateband, levelbins
+from autoscaler.policy import band, capacity, lateband, levelbins, replicarates
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.capacityspec import SloTarget
 from autoscaler.policy.lookahead import Lookahead
@@ -176,7 +176,7 @@ def test_where_the_idle_misses_take_the_tail_the_count_is_the_bands_upper() -> N
     assert ahead.idle_misses() < 1e-6  # the test spec's prompts all fit
     assert ahead.planned_at(60.0).requests < upper.requests  # the allowance spent below the upper
     mix = ahead._observed.mix
-    prefill = mix.prompt * capacity.prefill_token_s(ahead.profile, mix.prompt)
+    prefill = mix.prompt * replicarates.prefill_token_s(ahead.profile, mix.prompt)
     # a target the mean prompt's prefill alone fills: a third of the prompts miss it idle
     ahead.slo = dataclasses.replace(ahead.slo, ttft_s=ahead.profile.step_base_s + prefill)
     ahead._lost = None
@@ -192,11 +192,12 @@ def test_the_idle_misses_of_a_mix(p: float, cv2: float, low: float, high: float)
     # 19 %) and Azure conv's (none)
     profile = replica_profile(LLAMA_8B_H100)
     lost = capacity.idle_misses(
-        capacity.engine(profile), SloTarget(ttft_s=2.0, tpot_s=0.2), p, 150.0, 1.0, cv2
+        replicarates.engine(profile), SloTarget(ttft_s=2.0, tpot_s=0.2), p, 150.0, 1.0, cv2
     )
     assert low < lost < high
     assert (
-        capacity.idle_misses(capacity.engine(profile), SloTarget(ttft_s=2.0, tpot_s=0.2), 0.0, 150.0) == 0.0
+        capacity.idle_misses(replicarates.engine(profile), SloTarget(ttft_s=2.0, tpot_s=0.2), 0.0, 150.0)
+        == 0.0
     )
 
 
@@ -214,7 +215,7 @@ def test_the_idle_misses_read_the_profiles_fields_from_its_engine(
             pr = dataclasses.replace(profile, max_batched_tokens=budget, prefill_first=first)
             slo = SloTarget(ttft_s=2.0, tpot_s=0.2)
             base = pr.step_base_s / speed
-            rate = capacity._prefill_rate(pr, 0.0, p, max(o, 1.0), base, 0.0, speed)
+            rate = replicarates.prefill_rate(pr, 0.0, p, max(o, 1.0), base, 0.0, speed)
             beta = pr.prefill_s_per_attention_pair * 0.5 / speed
             want = capacity._idle_misses(p, rate, beta, slo.ttft_s - base, slo.ttft_tokens_per_s, 1.2)
-            assert capacity.idle_misses(capacity.engine(pr), slo, p, o, speed, 1.2) == want
+            assert capacity.idle_misses(replicarates.engine(pr), slo, p, o, speed, 1.2) == want

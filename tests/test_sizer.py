@@ -10,7 +10,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoscaler.policy import burstsize, capacity, kvceiling, leastloaded, lengths, tailsearch, tpottail
+from autoscaler.policy import (
+    burstsize,
+    capacity,
+    kvceiling,
+    leastloaded,
+    lengths,
+    replicarates,
+    tailsearch,
+    tpottail,
+)
 from autoscaler.policy.capacity import Demand, Sizing
 from autoscaler.policy.capacityspec import ReplicaProfile, SloTarget
 
@@ -35,7 +44,7 @@ def _wait_budget_before(
 
 
 def _decode_rate_before(profile: ReplicaProfile, slo: SloTarget, base: float, d: float, seqs: float) -> float:
-    room = (slo.tpot_s if slo.tpot_s is not None else base / (1.0 - capacity.MAX_UTILIZATION)) - base
+    room = (slo.tpot_s if slo.tpot_s is not None else base / (1.0 - replicarates.MAX_UTILIZATION)) - base
     batch = seqs if d <= 0.0 else min(seqs, room / d)
     if batch < 1.0:
         batch = 1.0
@@ -95,17 +104,17 @@ def _size_before(
         ttft_s = slo.ttft_s
         ttft_tokens = slo.ttft_tokens_per_s
         if slo.tpot_s is not None:
-            idle_rate = c._prefill_rate_of(profile, 0.0, o, base, w, a, d)
+            idle_rate = replicarates.prefill_rate_of(profile, 0.0, o, base, w, a, d)
             tpot_tail = max(tail, c._idle_misses(p, idle_rate, beta, ttft_s - base, ttft_tokens, lengths_cv2))
             tpot_n = lam / tailsearch.tpot_rate(profile, slo.tpot_s, tpot_tail, p, o, speed, lengths_cv2)
             if tpot_n > n:
                 n, binding = tpot_n, "tpot"
         first = max(1, math.ceil(n - 1e-9))
-        idle_rate = c._prefill_rate_of(profile, 0.0, o, base, w, a, d)
+        idle_rate = replicarates.prefill_rate_of(profile, 0.0, o, base, w, a, d)
 
         def ask(count: int) -> tuple[int, float]:
             """The count the TTFT tail asks for at `count`'s terms, and that count's prefill rate."""
-            rate = c._prefill_rate_of(profile, lam / count, o, base, w, a, d)
+            rate = replicarates.prefill_rate_of(profile, lam / count, o, base, w, a, d)
             service = p / rate
             step = base / max(1.0 - lam * w / count, 1e-3)
             slack = ttft_s - service - step
@@ -160,7 +169,7 @@ def _size_before(
                 replicas = hi
     replicas = min(replicas, limit)
     if rate_at != replicas:
-        rate = c._prefill_rate_of(profile, lam / replicas, o, base, w, a, d)
+        rate = replicarates.prefill_rate_of(profile, lam / replicas, o, base, w, a, d)
     decode = _decode_rate_before(profile, slo, base, d, seqs)
     return _new(Sizing, (replicas, binding, rate, decode, lam / replicas, lam * w / replicas))
 
@@ -336,8 +345,8 @@ def test_the_prefill_rate_is_the_one_of_the_builtins(
 def test_capacitys_prefill_rate_is_tpottails(
     x: float, o: float, base: float, w: float, a: float, d: float, budget: int | None, first: bool
 ) -> None:
-    # the compiled core's copy (capacity._prefill_rate_of) of numba's source (tpottail.prefill_rate)
+    # the compiled core's copy (replicarates.prefill_rate_of) of numba's source (tpottail.prefill_rate)
     profile = ReplicaProfile(base, a, max_batched_tokens=budget, max_num_seqs=256, prefill_first=first)
-    got = capacity._prefill_rate_of(profile, x, o, base, w, a, d)
+    got = replicarates.prefill_rate_of(profile, x, o, base, w, a, d)
     tokens = 0.0 if budget is None else float(budget)
     assert got == tpottail.prefill_rate(x, o, base, w, a, d, budget is not None, tokens, first)

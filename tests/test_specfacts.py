@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from autoscaler.policy import capacity, latecurve, lookahead, specfacts
+from autoscaler.policy import latecurve, lookahead, replicarates, specfacts
 from autoscaler.policy.capacityspec import CapacitySpec, DemandSpec, ReplicaProfile, Router, SloTarget
 from autoscaler.policy.spec import (
     AutoscalerSpec,
@@ -54,7 +54,7 @@ def test_a_capacity_specs_facts_are_its_fields() -> None:
     assert got.slo == CAP.planning_slo and got.ttft_s == 1.5  # the planning targets' (ttft share 0.5)
     assert got.tail == 1.0 - 0.95 and got.least_loaded
     assert got.terms == lookahead.load_terms(PROFILE) and got.band == (90.0, 4.0, 0.2)
-    assert got.engine == capacity.engine(PROFILE)
+    assert got.engine == replicarates.engine(PROFILE)
     assert got.curve_specs == latecurve.spec_number(PROFILE, CAP.planning_slo)
     assert (got.learn, got.learn_prior_weight, got.decision_period_s) == (False, 3.0, 10.0)
     assert (got.panic_threshold, got.panic_window_s) == (2.5, 30.0)

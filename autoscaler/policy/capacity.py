@@ -39,12 +39,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Final, NamedTuple
 
 from autoscaler.policy import leastloaded, lengths, tailsearch, tpottail
 from autoscaler.policy.capacityspec import ReplicaProfile, SloTarget
 from autoscaler.policy.kvceiling import kv_requests, kv_z
+from autoscaler.policy.replicarates import (
+    MAX_UTILIZATION,
+    Engine,
+    decode_rate,
+    decode_rate_of,
+    prefill_rate,
+    prefill_rate_at,
+    prefill_rate_of,
+)
 
 MIN_RATE = 1e-6  # requests/s below which a target is idle
 MIN_PROMPT_TOKENS = 1e-6  # a mean prompt below it is none: no prefill to queue (a restored state's
@@ -52,7 +60,6 @@ MIN_PROMPT_TOKENS = 1e-6  # a mean prompt below it is none: no prefill to queue 
 SERVICE_CV2 = 1.0  # squared coefficient of variation of prefill times the TTFT tail assumes when
 # no engine publishes prompt lengths (lengths.py; docs/policy.md, "How accurate the capacity model is")
 CONTEXT_OUTPUT_SHARE = tpottail.CONTEXT_OUTPUT_SHARE  # p + this x o: the mean context a decode reads
-MAX_UTILIZATION = 0.95  # without a TPOT target: steps grow as base / (1 - ρ), 20x at 0.95
 MIN_UTILIZATION = 0.05  # a TPOT target below one step at batch 1 cannot be met: plan replicas this light
 MIN_SLACK_SHARE = 0.25  # when the mean request cannot meet its TTFT even idle, plan as if it may
 # wait this share of its own prefill: more replicas would not make it meet the target
@@ -84,50 +91,6 @@ class Sizing(NamedTuple):
     decode_tokens_per_s: float  # one replica's decode throughput at the TPOT target
     requests_per_s: float  # one replica's share of the demand at `replicas` (0 when idle)
     utilization: float  # ρ of one replica at `replicas`
-
-
-@dataclass(frozen=True, slots=True)
-class Engine:
-    """The profile's step-time fields the idle misses read each tick, copied once per capacity spec
-    (lookahead.facts) into a compiled class: the profile stays a Python dataclass (compiledcore.py),
-    each field of which a compiled module reads by a generic getattr (~100 instructions with the
-    float's unboxing, eight a call), a compiled class's as a C field."""
-
-    step_base_s: float
-    prefill_s_per_token: float
-    prefill_s_per_attention_pair: float
-    decode_s_per_request: float
-    decode_s_per_context_token: float
-    max_batched_tokens: int | None
-    prefill_first: bool
-
-
-def engine(profile: ReplicaProfile) -> Engine:
-    return Engine(
-        profile.step_base_s,
-        profile.prefill_s_per_token,
-        profile.prefill_s_per_attention_pair,
-        profile.decode_s_per_request,
-        profile.decode_s_per_context_token,
-        profile.max_batched_tokens,
-        profile.prefill_first,
-    )
-
-
-def prefill_token_s(profile: ReplicaProfile, p: float) -> float:
-    """One prompt token's prefill cost for prompts of p tokens: its own, and its attention over the
-    tokens before it ((p + 1) / 2 of them on average; the mean prompt stands for all of them)."""
-    return profile.prefill_s_per_token + profile.prefill_s_per_attention_pair * 0.5 * (p + 1.0)
-
-
-def decode_token_s(profile: ReplicaProfile, p: float, o: float) -> float:
-    """One output token's decode cost: per request in the step, and reading the mean context."""
-    return profile.decode_s_per_request + profile.decode_s_per_context_token * (p + CONTEXT_OUTPUT_SHARE * o)
-
-
-def work_per_request(profile: ReplicaProfile, p: float, o: float, speed: float) -> float:
-    """GPU-seconds one request costs beyond the steps' fixed part (a·p + d·o), at `speed`."""
-    return (prefill_token_s(profile, p) * p + decode_token_s(profile, p, o) * o) / speed
 
 
 def size(
@@ -198,7 +161,7 @@ def sizer(
     if o < 1.0:  # every request produces at least its first token
         o = 1.0
     base = profile.step_base_s / speed
-    # the per-token costs, once (work_per_request, _prefill_rate and _decode_rate in one place)
+    # the per-token costs, once (work_per_request, prefill_rate and decode_rate in one place)
     a_token = profile.prefill_s_per_token + profile.prefill_s_per_attention_pair * 0.5 * (p + 1.0)
     context = p + CONTEXT_OUTPUT_SHARE * o
     d_token = profile.decode_s_per_request + profile.decode_s_per_context_token * context
@@ -229,11 +192,11 @@ def sizer(
     if batch_n > n:
         n = batch_n
         binding = "batch" if seqs == profile.max_num_seqs else "kv"
-    decode = _decode_rate_of(profile, slo, base, d, seqs)
+    decode = decode_rate_of(profile, slo, base, d, seqs)
     load = lam * w
     if p < MIN_PROMPT_TOKENS:
         replicas = min(max(1, math.ceil(n - 1e-9)), limit)
-        rate = _prefill_rate_of(profile, lam / replicas, o, base, w, a, d)
+        rate = prefill_rate_of(profile, lam / replicas, o, base, w, a, d)
         fixed = _new(Sizing, (replicas, binding, rate, decode, lam / replicas, load / replicas))
         return lambda arrival_cv2: fixed
     tail = 1.0 - slo.attainment
@@ -241,7 +204,7 @@ def sizer(
     ttft_s = slo.ttft_s
     ttft_tokens = slo.ttft_tokens_per_s
     # the requests that miss their TTFT even on an idle replica: no fleet serves them in time
-    idle_rate = _prefill_rate_of(profile, 0.0, o, base, w, a, d)
+    idle_rate = prefill_rate_of(profile, 0.0, o, base, w, a, d)
     idle_misses = _idle_misses(p, idle_rate, beta, ttft_s - base, ttft_tokens, lengths_cv2)
     if slo.tpot_s is not None:  # the short outputs whose steps carry prompt chunks
         # as many may miss their TPOT as miss their TTFT on an idle replica, and at least the tail
@@ -256,7 +219,7 @@ def sizer(
     def terms(replicas: int) -> tuple[float, float, float, float]:
         """The TTFT search's terms at a count: the prefill rate, the offered load, the slack in
         mean prefills times 2 (the tail's decay divides it by ca² + cs²) and the wait budget."""
-        rate = _prefill_rate_of(profile, lam / replicas, o, base, w, a, d)
+        rate = prefill_rate_of(profile, lam / replicas, o, base, w, a, d)
         service = p / rate
         free = 1.0 - load / replicas
         step = base / (1e-3 if free < 1e-3 else free)
@@ -323,7 +286,7 @@ def sizer(
                 replicas = hi
         if limit < replicas:
             replicas = limit
-        rate = t[0] if rate_at == replicas else _prefill_rate_of(profile, lam / replicas, o, base, w, a, d)
+        rate = t[0] if rate_at == replicas else prefill_rate_of(profile, lam / replicas, o, base, w, a, d)
         return _new(Sizing, (replicas, bound, rate, decode, lam / replicas, load / replicas))
 
     return at
@@ -334,7 +297,7 @@ def idle_misses(
 ) -> float:
     """The share of requests of mean prompt p (output o, lengths' cv² lengths_cv2) that miss their
     TTFT even on an idle replica: no fleet serves them in time (_idle_misses, as sizer reads it).
-    The engine's fields as prefill_token_s, decode_token_s and _prefill_rate_of read the profile's
+    The engine's fields as prefill_token_s, decode_token_s and prefill_rate_of read the profile's
     (tests/test_lateband.py holds the two to the bit)."""
     if p < MIN_PROMPT_TOKENS:
         return 0.0
@@ -343,7 +306,7 @@ def idle_misses(
     pair = e.prefill_s_per_attention_pair
     a = (e.prefill_s_per_token + pair * 0.5 * (p + 1.0)) / speed
     d = (e.decode_s_per_request + e.decode_s_per_context_token * (p + CONTEXT_OUTPUT_SHARE * o)) / speed
-    rate = _prefill_rate_at(0.0, o, base, 0.0, a, d, e.max_batched_tokens, e.prefill_first)
+    rate = prefill_rate_at(0.0, o, base, 0.0, a, d, e.max_batched_tokens, e.prefill_first)
     return _idle_misses(p, rate, pair * 0.5 / speed, slo.ttft_s - base, slo.ttft_tokens_per_s, lengths_cv2)
 
 
@@ -400,59 +363,6 @@ def _idle_misses(
 def _idle(profile: ReplicaProfile, slo: SloTarget, speed: float) -> Sizing:
     base = profile.step_base_s / speed
     seqs = float(profile.max_num_seqs)
-    rate = _prefill_rate(profile, 0.0, 1.0, 1.0, base, 0.0, speed)
-    decode = _decode_rate(profile, slo, base, 1.0, 1.0, speed, seqs)
+    rate = prefill_rate(profile, 0.0, 1.0, 1.0, base, 0.0, speed)
+    decode = decode_rate(profile, slo, base, 1.0, 1.0, speed, seqs)
     return Sizing(0, "idle", rate, decode, 0.0, 0.0)
-
-
-def _prefill_rate(
-    profile: ReplicaProfile, x: float, p: float, o: float, base: float, w: float, speed: float
-) -> float:
-    """Prompt tokens/s of one replica while prompts queue, with the decodes it carries at x req/s:
-    full steps of prompt chunks beside the decodes (vLLM V1), of prompt chunks alone (prefill-first
-    engines, whose decodes wait), or whole prompts without a token budget."""
-    a = prefill_token_s(profile, p) / speed
-    return _prefill_rate_of(profile, x, o, base, w, a, decode_token_s(profile, p, o) / speed)
-
-
-def _prefill_rate_of(
-    profile: ReplicaProfile, x: float, o: float, base: float, w: float, a: float, d: float
-) -> float:
-    """_prefill_rate with the per-token prefill (a) and decode (d) costs at this speed given."""
-    return _prefill_rate_at(x, o, base, w, a, d, profile.max_batched_tokens, profile.prefill_first)
-
-
-def _prefill_rate_at(
-    x: float, o: float, base: float, w: float, a: float, d: float, budget: int | None, prefill_first: bool
-) -> float:
-    """_prefill_rate_of with the profile's token budget and prefill_first given: tpottail.prefill_rate's
-    arithmetic, which numba reads from tpottail's source, so that module stays Python and the
-    compiled core called into the interpreter for it (~2,600 instructions a decision); repeated
-    here, tests/test_sizer.py holds the two to the bit."""
-    if budget is None:
-        return 1.0 / a
-    tokens = float(budget)
-    if prefill_first:
-        return tokens / (base + a * tokens)
-    rho = x * w
-    carried = x * o * base / (1.0 - (0.95 if rho > 0.95 else rho))
-    if tokens * 0.5 < carried:
-        carried = tokens * 0.5
-    chunk = tokens - carried
-    return chunk / (base + a * chunk + d * carried)
-
-
-def _decode_rate(
-    profile: ReplicaProfile, slo: SloTarget, base: float, p: float, o: float, speed: float, seqs: float
-) -> float:
-    """Output tokens/s of one replica that only decodes, at the largest batch whose step fits TPOT."""
-    return _decode_rate_of(profile, slo, base, decode_token_s(profile, p, o) / speed, seqs)
-
-
-def _decode_rate_of(profile: ReplicaProfile, slo: SloTarget, base: float, d: float, seqs: float) -> float:
-    """_decode_rate with the per-token decode cost at this speed (d) given."""
-    room = (slo.tpot_s if slo.tpot_s is not None else base / (1.0 - MAX_UTILIZATION)) - base
-    batch = room / d if d > 0.0 and room / d < seqs else seqs
-    if batch < 1.0:
-        batch = 1.0
-    return batch / (base + d * batch)

@@ -21,7 +21,6 @@ from typing import Any
 
 from autoscaler.policy.capacity import (
     CONTEXT_OUTPUT_SHARE,
-    MAX_UTILIZATION,
     MIN_PROMPT_TOKENS,
     MIN_RATE,
     MIN_SLACK_SHARE,
@@ -49,6 +48,7 @@ from autoscaler.policy.flattables import (
     ttft_servers,
 )
 from autoscaler.policy.kvceiling import INV_SQRT_2PI, KV_G0, KV_NEWTON, SQRT_HALF
+from autoscaler.policy.replicarates import MAX_UTILIZATION
 from autoscaler.policy.tpottail import prefill_rate
 
 BINDINGS = ("idle", "tpot", "batch", "kv", "ttft")  # a Sizing's binding by its code here
@@ -62,12 +62,12 @@ def _finite(x: float) -> bool:
 
 
 def _prefill(c: Any, x: float, o: float, base: float, w: float, a: float, d: float) -> float:
-    """capacity._prefill_rate_of."""
+    """replicarates.prefill_rate_of."""
     return prefill_rate(x, o, base, w, a, d, c[HAS_BUDGET] != 0.0, c[BUDGET], c[PREFILL_FIRST] != 0.0)
 
 
 def _decode(c: Any, base: float, d: float, seqs: float) -> float:
-    """capacity._decode_rate_of."""
+    """replicarates.decode_rate_of."""
     room = (c[TPOT] if c[HAS_TPOT] != 0.0 else base / (1.0 - MAX_UTILIZATION)) - base
     batch = room / d if d > 0.0 and room / d < seqs else seqs
     if batch < 1.0:

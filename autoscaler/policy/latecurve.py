@@ -32,7 +32,7 @@ import math
 from collections.abc import Callable
 from typing import Final
 
-from autoscaler.policy import capacity, memo, tpottail
+from autoscaler.policy import capacity, memo, replicarates, tpottail
 from autoscaler.policy.capacityspec import ReplicaProfile, SloTarget
 
 # the curve's points, in u = Λ / C: fine about C, where the late share turns, coarser above
@@ -194,7 +194,7 @@ def _curve(
 
     tail = 1.0 - slo.attainment
     # r: the rate a replica serves with the SLO's tail late (late rises with x)
-    hi = 1.0 / (capacity.work_per_request(profile, p, o, speed) + 1e-12)
+    hi = 1.0 / (replicarates.work_per_request(profile, p, o, speed) + 1e-12)
     if late(hi * 1e-6) > tail:
         return None
     lo = 0.0
@@ -219,7 +219,7 @@ def _curve(
     ttfts[-1], tpots[-1] = 1.0, 0.0  # past the last point: all late (a window past the prefill's work)
     # a request's decode at C: its o steps at the mean step there (capacity's step at a count)
     base = profile.step_base_s / speed
-    free = 1.0 - r * capacity.work_per_request(profile, p, o, speed)
+    free = 1.0 - r * replicarates.work_per_request(profile, p, o, speed)
     decode_s = o * base / (free if free > 1e-3 else 1e-3)
     return (tuple(us), tuple(ttfts)), (tuple(us), tuple(tpots)), decode_s, spell
 
@@ -239,8 +239,8 @@ def late_at(
     x persisting over `spell_s` seconds (spell_wait; None: the TTFT target's)."""
     spell = slo.ttft_s if spell_s is None else spell_s
     base = profile.step_base_s / speed
-    a = capacity.prefill_token_s(profile, p) / speed
-    d = capacity.decode_token_s(profile, p, o) / speed
+    a = replicarates.prefill_token_s(profile, p) / speed
+    d = replicarates.decode_token_s(profile, p, o) / speed
     w = a * p + d * o
     budget = profile.max_batched_tokens
     has_budget = budget is not None
@@ -252,7 +252,7 @@ def late_at(
         rho = x * w
         if rho >= 1.0 and not has_budget:
             return 1.0, 1.0
-        rate = capacity._prefill_rate_of(profile, x, o, base, w, a, d)
+        rate = replicarates.prefill_rate_of(profile, x, o, base, w, a, d)
         service = p / rate
         v = x * service
         # the mean step, never above a step full of the token budget: past the replica's work

@@ -25,6 +25,7 @@ from autoscaler.policy import (
     latecurve,
     lengths,
     levelbins,
+    replicarates,
 )
 from autoscaler.policy.capacity import Demand, Sizing
 from autoscaler.policy.capacityspec import CapacitySpec, DemandSpec, ReplicaProfile, Router, SloTarget
@@ -42,7 +43,7 @@ def load_of(profile: ReplicaProfile, d: Demand) -> float:
     request, and the decode part's inf × 0 was NaN (a state restored with 5e-324 requests/s)."""
     if d.requests < capacity.MIN_RATE:
         return profile.prefill_s_per_token * d.prompt_tokens
-    return d.requests * capacity.work_per_request(
+    return d.requests * replicarates.work_per_request(
         profile, d.prompt_tokens / d.requests, d.output_tokens / d.requests, 1.0
     )
 
@@ -94,7 +95,7 @@ class CapacityFacts:
 
     demand: DemandSpec
     profile: ReplicaProfile
-    engine: capacity.Engine  # the profile's fields the idle misses read
+    engine: replicarates.Engine  # the profile's fields the idle misses read
     slo: SloTarget  # the planning targets
     curve_specs: int  # latecurve.spec_number(profile, slo): the late curves' key
     ttft_s: float  # slo's
@@ -123,7 +124,7 @@ def facts(cap: CapacitySpec) -> CapacityFacts:
     return CapacityFacts(
         d,
         cap.profile,
-        capacity.engine(cap.profile),
+        replicarates.engine(cap.profile),
         slo,
         latecurve.spec_number(cap.profile, slo),
         slo.ttft_s,

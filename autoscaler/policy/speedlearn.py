@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from typing import Final, NamedTuple
 
-from autoscaler.policy import capacity
+from autoscaler.policy import replicarates
 from autoscaler.policy.capacityspec import ReplicaProfile
 
 SATURATED_TICKS: Final = 3  # consecutive saturated ticks at one ready count before a sample counts
@@ -78,8 +78,8 @@ def learn(
     o = generated_rate / finished_rate
     if o < 1.0:  # max(o, 1.0), without the builtin's call (as below)
         o = 1.0
-    a = capacity.prefill_token_s(profile, p)
-    achieved = (a * prompt_rate + capacity.decode_token_s(profile, p, o) * generated_rate) / ready
+    a = replicarates.prefill_token_s(profile, p)
+    achieved = (a * prompt_rate + replicarates.decode_token_s(profile, p, o) * generated_rate) / ready
     budget = profile.max_batched_tokens
     busy = 1.0
     if budget is not None:  # a saturated step carries a full token budget beside its fixed part

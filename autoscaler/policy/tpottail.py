@@ -102,8 +102,10 @@ def _rate(
     """rate() on the profile's fields (`two` = 2.0, the variance's exponent, see the module; `unit`
     the prompt's unit of tokens over p, (1 + cv²) / 2, see _miss)."""
     base = base_s / speed
-    a = (prefill_s + attention_s * 0.5 * (p + 1.0)) / speed  # capacity.prefill_token_s / speed
-    d = (request_s + context_s * (p + CONTEXT_OUTPUT_SHARE * o)) / speed  # capacity.decode_token_s / speed
+    a = (prefill_s + attention_s * 0.5 * (p + 1.0)) / speed  # replicarates.prefill_token_s / speed
+    d = (
+        request_s + context_s * (p + CONTEXT_OUTPUT_SHARE * o)
+    ) / speed  # replicarates.decode_token_s / speed
     w = a * p + d * o
     hi = (1.0 - base / tpot_s) / w  # the mean step at the target: longer outputs miss past it
     if hi <= 0.0:
@@ -187,7 +189,7 @@ def prefill_rate(
     """Prompt tokens/s one replica prefills at x requests/s of o-token outputs, its decodes carried
     in the token budget (capacity's model of a step); a (d) the cost of a prefill (decode) token,
     w the work of a request, all at the speed given. In flat floats, for the compiled copy too;
-    capacity._prefill_rate_of repeats it for the mypyc build, which leaves this module as Python."""
+    replicarates.prefill_rate_of repeats it for the mypyc build, which leaves this module as Python."""
     if not has_budget:
         return 1.0 / a
     if prefill_first:

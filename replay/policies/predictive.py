@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from autoscaler.policy import capacity
+from autoscaler.policy import replicarates
 from autoscaler.policy.capacityspec import CapacitySpec, DemandSpec, ReplicaProfile, Router, SloTarget
 from autoscaler.policy.spec import (
     AutoscalerSpec,
@@ -64,7 +64,7 @@ def slo_target(scenario: Scenario) -> SloTarget:
 
 def queue_target(scenario: Scenario, prompt_tokens: float = TYPICAL_PROMPT_TOKENS) -> float:
     """Waiting requests per replica that one replica prefills within the TTFT target (>= 1)."""
-    per_token = capacity.prefill_token_s(replica_profile(scenario.engine), prompt_tokens)
+    per_token = replicarates.prefill_token_s(replica_profile(scenario.engine), prompt_tokens)
     per_s = 1.0 / (per_token * prompt_tokens)
     return max(1.0, math.floor(per_s * scenario.slo.ttft_s))
 

@@ -18,7 +18,7 @@ import math
 import numpy as np
 import pytest
 
-from autoscaler.policy import capacity, leastloaded, lengths
+from autoscaler.policy import leastloaded, lengths, replicarates
 from replay.policies import StaticPolicy
 from replay.policies.predictive import replica_profile, slo_target
 from replay.profiles import REFERENCE_70B
@@ -39,8 +39,8 @@ def tails(per_replica: float, n: int) -> tuple[float, float, float]:
     spread = lengths.spread(profile, p, float((x * x).mean() / p**2 - 1.0))
     cs2 = spread["service_cv2"]
     base = profile.step_base_s
-    w = capacity.work_per_request(profile, p, o, 1.0)
-    service = p / capacity._prefill_rate(profile, per_replica, p, o, base, w, 1.0)
+    w = replicarates.work_per_request(profile, p, o, 1.0)
+    service = p / replicarates.prefill_rate(profile, per_replica, p, o, base, w, 1.0)
     slack = slo_target(REFERENCE_70B).ttft_s - service - base / (1.0 - per_replica * w)
     slack_services = slack / service * 2.0 / (1.0 + cs2)  # Poisson arrivals: ca² 1
     offered = lam * service
