@@ -13,6 +13,10 @@
   norecord  the need history records the plan without the bursts' hold (the count still holds it)
   smix      the bursts' hold sized at the prompt mean over the lengths' spread window (~2,000 requests)
   add0      bin 0's band read as a height above the level: mean + typical·(width − 1)
+
+`typical`, `nolife`, `ahead` and `tmix`/`smix` re-size the hold by session 23's wall
+(burstsize.hold_rate), not by main's priced hold (burstprice.py, session 24): on main they compare
+with that older hold, not knock one stage out of today's.
 """
 
 from __future__ import annotations
@@ -30,8 +34,8 @@ if "b1" in knocks:
 if "typical" in knocks or "nohold" in knocks or "nolife" in knocks:
     _init = lookahead.Lookahead.__init__
 
-    def _init2(self, cap, observed, speed, limit):  # type: ignore[no-untyped-def]
-        _init(self, cap, observed, speed, limit)
+    def _init2(self, cap, observed, speed, limit, count_s=None):  # type: ignore[no-untyped-def]
+        _init(self, cap, observed, speed, limit, count_s)
         if "nohold" in knocks:
             self.hold = self.lifetime_hold = 0.0
             return
@@ -112,8 +116,8 @@ if "holdfloor" in knocks:
     _made: list[object] = []
     _init_h = lookahead.Lookahead.__init__
 
-    def _init_h2(self, cap, observed, speed, limit):  # type: ignore[no-untyped-def]
-        _init_h(self, cap, observed, speed, limit)
+    def _init_h2(self, cap, observed, speed, limit, count_s=None):  # type: ignore[no-untyped-def]
+        _init_h(self, cap, observed, speed, limit, count_s)
         _made.append((self, self.hold, self.lifetime_hold))
         self.hold = self.lifetime_hold = 0.0
 
@@ -184,8 +188,8 @@ if "norecord" in knocks:
     _last: dict[str, object] = {}
     _init_r = lookahead.Lookahead.__init__
 
-    def _init_r2(self, cap, observed, speed, limit):  # type: ignore[no-untyped-def]
-        _init_r(self, cap, observed, speed, limit)
+    def _init_r2(self, cap, observed, speed, limit, count_s=None):  # type: ignore[no-untyped-def]
+        _init_r(self, cap, observed, speed, limit, count_s)
         _last["ahead"] = self
 
     lookahead.Lookahead.__init__ = _init_r2  # type: ignore[method-assign]
