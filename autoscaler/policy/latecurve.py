@@ -260,10 +260,7 @@ def late_at(
         # (tpottail.prefill_rate)
         step = base / (1.0 - rho) if rho < 1.0 else math.inf
         if has_budget:
-            carried = 0.0  # tpottail.prefill_rate's decodes in the budget
-            if not profile.prefill_first:
-                carried = x * o * base / (1.0 - (0.95 if rho > 0.95 else rho))
-                carried = min(carried, 0.5 * tokens)
+            carried = 0.0 if profile.prefill_first else replicarates.decodes_carried(x, o, base, rho, tokens)
             step = min(step, base + a * (tokens - carried) + d * carried)
         slack = slo.ttft_s - service - step
         if slo.ttft_tokens_per_s is not None:

@@ -89,12 +89,18 @@ def prefill_rate_at(
     tokens = float(budget)
     if prefill_first:
         return tokens / (base + a * tokens)
-    rho = x * w
-    carried = x * o * base / (1.0 - (0.95 if rho > 0.95 else rho))
-    if tokens * 0.5 < carried:
-        carried = tokens * 0.5
+    carried = decodes_carried(x, o, base, x * w, tokens)
     chunk = tokens - carried
     return chunk / (base + a * chunk + d * carried)
+
+
+def decodes_carried(x: float, o: float, base: float, rho: float, tokens: float) -> float:
+    """The decodes a full step of `tokens` carries beside the prompt chunks (vLLM V1) at x req/s of
+    o-token outputs, utilization rho: the running requests of a step of base / (1 - rho), rho held
+    at 0.95 at most, and at most half the budget."""
+    carried = x * o * base / (1.0 - (0.95 if rho > 0.95 else rho))
+    half = tokens * 0.5
+    return half if half < carried else carried
 
 
 def decode_rate(

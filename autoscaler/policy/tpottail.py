@@ -102,10 +102,9 @@ def _rate(
     """rate() on the profile's fields (`two` = 2.0, the variance's exponent, see the module; `unit`
     the prompt's unit of tokens over p, (1 + cv²) / 2, see _miss)."""
     base = base_s / speed
-    a = (prefill_s + attention_s * 0.5 * (p + 1.0)) / speed  # replicarates.prefill_token_s / speed
-    d = (
-        request_s + context_s * (p + CONTEXT_OUTPUT_SHARE * o)
-    ) / speed  # replicarates.decode_token_s / speed
+    # replicarates.prefill_token_s and decode_token_s, over the speed
+    a = (prefill_s + attention_s * 0.5 * (p + 1.0)) / speed
+    d = (request_s + context_s * (p + CONTEXT_OUTPUT_SHARE * o)) / speed
     w = a * p + d * o
     hi = (1.0 - base / tpot_s) / w  # the mean step at the target: longer outputs miss past it
     if hi <= 0.0:
