@@ -314,16 +314,19 @@ def _prefill_rate_before(
     return chunk / (base + a * chunk + d * carried)
 
 
-@settings(max_examples=500, deadline=None)
-@given(
+# a prefill rate's arguments: x req/s, o output tokens, the step's base, w, a and d
+_RATE_ARGS = (
     st.floats(0.0, 50.0),
     st.floats(1.0, 4_000.0),
     st.floats(0.001, 0.1),
     st.floats(0.0, 2.0),
     st.floats(1e-6, 1e-3),
     st.floats(0.0, 1e-3),
-    st.sampled_from([256.0, 2048.0, 8192.0]),
 )
+
+
+@settings(max_examples=500, deadline=None)
+@given(*_RATE_ARGS, st.sampled_from([256.0, 2048.0, 8192.0]))
 def test_the_prefill_rate_is_the_one_of_the_builtins(
     x: float, o: float, base: float, w: float, a: float, d: float, budget: float
 ) -> None:
@@ -332,16 +335,7 @@ def test_the_prefill_rate_is_the_one_of_the_builtins(
 
 
 @settings(max_examples=500, deadline=None)
-@given(
-    st.floats(0.0, 50.0),
-    st.floats(1.0, 4_000.0),
-    st.floats(0.001, 0.1),
-    st.floats(0.0, 2.0),
-    st.floats(1e-6, 1e-3),
-    st.floats(0.0, 1e-3),
-    st.sampled_from([None, 256, 2048, 8192]),
-    st.booleans(),
-)
+@given(*_RATE_ARGS, st.sampled_from([None, 256, 2048, 8192]), st.booleans())
 def test_capacitys_prefill_rate_is_tpottails(
     x: float, o: float, base: float, w: float, a: float, d: float, budget: int | None, first: bool
 ) -> None:
