@@ -16,6 +16,7 @@ from typing import Any
 from autoscaler.policy import (
     band,
     burstsize,
+    capacityfacts,
     demand,
     flatahead,
     flatband,
@@ -89,7 +90,7 @@ def main() -> None:
     observed, est = demand.observe(*kept["observe"])
     prior, now = kept["observe"][1], kept["observe"][2]
     # the spec's facts once, as decide keeps them per spec: not rebuilt inside the timed calls
-    facts = lookahead.facts(cap)
+    facts = capacityfacts.facts(cap)
     load, terms, band_terms = facts.load, facts.terms, facts.band
     args: list[Any] = []
 

@@ -115,12 +115,12 @@ def test_the_planner_reads_the_persistence_from_the_counts_window() -> None:
     from test_lasting import _bursty
     from test_policy_planner import planner_spec
 
-    from autoscaler.policy import capacity, demand, lookahead
+    from autoscaler.policy import capacity, capacityfacts, demand, lookahead
 
     spec = planner_spec()
     cap = spec.capacity
     assert cap is not None
-    facts = lookahead.facts(cap)
+    facts = capacityfacts.facts(cap)
     state = _bursty(400.0)
     tick = demand.tick_s(state)  # the counts' seconds, averaged as the typical demand (~15 s ticks)
     assert tick > 10.0

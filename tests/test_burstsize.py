@@ -8,7 +8,7 @@ import math
 import pytest
 from test_policy_planner import NOW, planner_spec
 
-from autoscaler.policy import burstsize, capacity, demand, lookahead
+from autoscaler.policy import burstsize, capacity, capacityfacts, demand, lookahead
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.capacityspec import ReplicaProfile, SloTarget
 
@@ -104,7 +104,7 @@ def test_after_a_quiet_spell_the_fleet_still_holds_the_bursts() -> None:
     spec = planner_spec()
     cap = spec.capacity
     assert cap is not None
-    ahead = lookahead.Lookahead(lookahead.facts(cap), _bursty_then_quiet(), 1.0, spec.max_replicas)
+    ahead = lookahead.Lookahead(capacityfacts.facts(cap), _bursty_then_quiet(), 1.0, spec.max_replicas)
     mean, upper = ahead.forecast_at(60.0)
     assert mean.requests < 1.0 < ahead.spread  # the level has forgotten them, the dispersion not
     assert ahead.hold > 100.0
@@ -125,6 +125,6 @@ def test_an_idle_target_holds_nothing_for_its_bursts() -> None:
     for _ in range(480):
         t += 15.0
         state, _ = demand.observe(cap.demand, state, t, 0.0, 0.0, 0.0, 0.0)
-    ahead = lookahead.Lookahead(lookahead.facts(cap), state, 1.0, spec.max_replicas)
+    ahead = lookahead.Lookahead(capacityfacts.facts(cap), state, 1.0, spec.max_replicas)
     assert ahead.spread > 1.0 and ahead.typical_load < burstsize.IDLE_LOAD
     assert ahead.hold == 0.0

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoscaler.policy import flatahead, lookahead
+from autoscaler.policy import capacityfacts, flatahead, lookahead
 from autoscaler.policy.capacityspec import CapacitySpec, DemandSpec, ReplicaProfile, SloTarget
 from autoscaler.policy.demand import DemandState
 from replay.policies import tickkernel
@@ -28,7 +28,7 @@ horizons = st.lists(st.one_of(st.sampled_from([0.0, 15.0]), st.floats(0.0, 3_600
 def _read(cap: CapacitySpec, state: DemandState, hs: list[float], copies: Any) -> str:
     flatahead.use(copies)
     try:
-        ahead = lookahead.Lookahead(lookahead.facts(cap), state, 1.0, 64)
+        ahead = lookahead.Lookahead(capacityfacts.facts(cap), state, 1.0, 64)
         forecasts = [(ahead.forecast_at(h), ahead.mean_load_at(h)) for h in [*hs, 0.0, *hs]]
     finally:
         flatahead.use(None)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoscaler.policy import band, demand, flatband, flatcalls, lookahead
+from autoscaler.policy import band, capacityfacts, demand, flatband, flatcalls
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.capacityspec import DemandSpec, ReplicaProfile
 from autoscaler.policy.demand import DemandState, Series
@@ -65,7 +65,7 @@ def _band_upper(
     profile: ReplicaProfile, spec: DemandSpec, prior: DemandState, now: float, seen: Demand, x: float
 ) -> Any:
     """planstages.panic_stage's test as it read before flatband (band.upper and the loads)."""
-    load = lookahead._load_function(profile)
+    load = capacityfacts._load_function(profile)
     expected_now = band.upper(spec, prior, demand.expected(spec, prior, now - prior.at), load)
     return load(seen) > x * load(expected_now), expected_now.requests
 
@@ -92,8 +92,8 @@ def test_the_burst_test_is_band_uppers_to_the_bit(
     kernel: Callable[..., Any] = KERNELS[name]
     flatband.use(kernel)
     try:
-        terms = lookahead.load_terms(profile)
-        got = flatcalls.above_band(terms, lookahead.band_terms(spec), prior, prior.at + gap, seen, threshold)
+        terms, band_terms = capacityfacts.load_terms(profile), capacityfacts.band_terms(spec)
+        got = flatcalls.above_band(terms, band_terms, prior, prior.at + gap, seen, threshold)
     finally:
         flatband.use(None)
     assert repr(got) == repr(_band_upper(profile, spec, prior, prior.at + gap, seen, threshold))

@@ -10,7 +10,16 @@ import random
 import pytest
 from test_policy_planner import NOW, planner_spec
 
-from autoscaler.policy import burstsize, capacity, demand, kvceiling, lasting, lookahead, replicarates
+from autoscaler.policy import (
+    burstsize,
+    capacity,
+    capacityfacts,
+    demand,
+    kvceiling,
+    lasting,
+    lookahead,
+    replicarates,
+)
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.capacityspec import SloTarget
 from autoscaler.policy.lasting import Lasting
@@ -106,7 +115,7 @@ def test_requests_that_last_minutes_hold_in_flight_their_rate_over_their_time_in
     cap = spec.capacity
     assert cap is not None
     long_lived = lookahead.Lookahead(
-        lookahead.facts(cap), _bursty(400.0), 1.0, spec.max_replicas
+        capacityfacts.facts(cap), _bursty(400.0), 1.0, spec.max_replicas
     )  # 80 s in the system
     assert long_lived._observed.lasting.time_s == pytest.approx(80.0)
     # the prompts' queue holds the bursts over the TTFT target (40/s a tick, 300/s within it)
@@ -114,7 +123,7 @@ def test_requests_that_last_minutes_hold_in_flight_their_rate_over_their_time_in
     # in flight, the arrivals over 80 s: 600 requests at most in any 80 s, 7.5/s
     assert 5.0 < long_lived.lifetime_hold < 15.0
     # requests within a tick in the system: the counts cannot tell, the TTFT target's hold
-    short_lived = lookahead.Lookahead(lookahead.facts(cap), _bursty(25.0), 1.0, spec.max_replicas)  # 5 s
+    short_lived = lookahead.Lookahead(capacityfacts.facts(cap), _bursty(25.0), 1.0, spec.max_replicas)  # 5 s
     assert short_lived.lifetime_hold == short_lived.hold == pytest.approx(long_lived.hold)
 
 

@@ -10,8 +10,9 @@ import pytest
 
 from autoscaler.policy import capacity, demand, leastloaded, lengths, tailsearch
 from autoscaler.policy.capacity import Demand
+from autoscaler.policy.capacityfacts import facts
 from autoscaler.policy.capacityspec import CapacitySpec, Router, SloTarget
-from autoscaler.policy.lookahead import Lookahead, facts
+from autoscaler.policy.lookahead import Lookahead
 from autoscaler.specsections import CapacityModel
 from tests.test_lengths import EIGHT_B
 

@@ -1,46 +1,13 @@
-"""lookahead.py: the tick's forecast and sizing ahead, each horizon worked out once, the load
-function inlined to the same floats as load_of."""
+"""lookahead.py: the tick's forecast and sizing ahead, each horizon worked out once, its loads
+capacityfacts.load_of's."""
 
 from __future__ import annotations
-
-import math
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_policy_planner import NOW, planner_spec
 
-from autoscaler.policy import band, burstsize, demand, lookahead
-from autoscaler.policy.capacity import Demand
-from autoscaler.policy.capacityspec import ReplicaProfile
-
-REFERENCE = ReplicaProfile(
-    step_base_s=0.02,
-    prefill_s_per_token=1e-4,
-    decode_s_per_request=9e-4,
-    prefill_s_per_attention_pair=3e-9,
-    decode_s_per_context_token=2e-7,
-)
-rates = st.floats(min_value=0.0, max_value=1e5, allow_nan=False)
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.floats(min_value=-1.0, max_value=1e3), rates, rates)
-def test_the_inlined_load_is_load_of_to_the_bit(r: float, prompt: float, output: float) -> None:
-    d = Demand(r, prompt, output)
-    load = lookahead._load_function(REFERENCE)(d)
-    assert load == lookahead.load_of(REFERENCE, d)
-    assert math.isfinite(load)
-
-
-def test_a_subnormal_rate_loads_its_prompts_prefill_not_nan() -> None:
-    """5e-324 requests/s with prompts (a restored state's level): the mix per request is infinite,
-    and the decode part was inf × 0 = NaN, in both forms of the load."""
-    d = Demand(5e-324, 1e5, 0.0)
-    assert (
-        lookahead.load_of(REFERENCE, d)
-        == lookahead._load_function(REFERENCE)(d)
-        == 1e5 * REFERENCE.prefill_s_per_token
-    )
+from autoscaler.policy import band, burstsize, capacityfacts, demand, lookahead
 
 
 def _ahead() -> lookahead.Lookahead:
@@ -53,7 +20,7 @@ def _ahead() -> lookahead.Lookahead:
             cap.demand, state, NOW + 15.0 * k, 10.0 + k, 5_000.0 + 500 * k, 2_000.0, 40.0
         )
     assert state is not None
-    return lookahead.Lookahead(lookahead.facts(cap), state, 1.0, spec.max_replicas)
+    return lookahead.Lookahead(capacityfacts.facts(cap), state, 1.0, spec.max_replicas)
 
 
 def test_each_horizon_is_forecast_and_sized_once_a_tick() -> None:
@@ -85,13 +52,13 @@ def test_the_loads_kept_are_the_loads_of_the_forecasts_and_the_band_over_them_th
     ahead = _ahead()
     profile = ahead.profile
     observed = ahead._observed
-    assert ahead.level == lookahead.load_of(profile, ahead.mean_now)
+    assert ahead.level == capacityfacts.load_of(profile, ahead.mean_now)
     for h in (0.0, 45.0, 300.0):
         mean, upper = ahead.forecast_at(h)
-        assert ahead.mean_load_at(h) == lookahead.load_of(profile, mean)
+        assert ahead.mean_load_at(h) == capacityfacts.load_of(profile, mean)
         assert upper == band.upper(ahead._demand, observed, mean, ahead.load)  # computes both loads
     fresh = _ahead()
-    assert fresh.mean_load_at(120.0) == lookahead.load_of(profile, fresh.forecast_at(120.0)[0])
+    assert fresh.mean_load_at(120.0) == capacityfacts.load_of(profile, fresh.forecast_at(120.0)[0])
 
 
 @settings(max_examples=150, deadline=None)
@@ -106,7 +73,7 @@ def test_the_band_read_once_a_bin_is_band_upper_to_the_bit(rates: list[float], h
     cap = spec.capacity
     assert cap is not None
     d = cap.demand
-    load = lookahead._load_function(cap.profile)
+    load = capacityfacts._load_function(cap.profile)
     state = None
     for k, r in enumerate(rates):
         now = NOW + 15.0 * k
@@ -115,7 +82,7 @@ def test_the_band_read_once_a_bin_is_band_upper_to_the_bit(rates: list[float], h
         ahead_load = load(demand.expected(d, state, 120.0))
         state = band.track(d, state, now, level, 120.0, ahead_load, load(state.typical))
     assert state is not None
-    ahead = lookahead.Lookahead(lookahead.facts(cap), state, 1.0, spec.max_replicas)
+    ahead = lookahead.Lookahead(capacityfacts.facts(cap), state, 1.0, spec.max_replicas)
     for h in [*horizons, 0.0, *horizons]:
         mean, upper = ahead.forecast_at(h)
         assert mean == demand.expected(d, state, h)

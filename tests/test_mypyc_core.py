@@ -51,7 +51,7 @@ def test_the_compiled_core_decides_as_its_sources(kernels: bool) -> None:
             want = mypyc_core.decisions(TICKS, kernels)
     assert want["compiled"] == []
     core = {"decide", "planner", "demand", "band", "capacity", "replicarates", "burstsize", "burstprice"}
-    core |= {"latecurve", "lookahead", "hpa"}
+    core |= {"latecurve", "lookahead", "capacityfacts", "hpa"}
     assert core <= set(got["compiled"])
     assert not set(got["compiled"]) & mypyc_core.PYTHON_ONLY
     assert got["digests"] == want["digests"]

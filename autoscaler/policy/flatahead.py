@@ -10,7 +10,7 @@ the start (band.band_quantile's, each the value the lazy one would read). Interp
 18-27 arguments cost more than the ones they replace, so the Python path keeps the Lookahead's own
 code. They keep to what numba compiles to the same bits (floats, the C library's exp and expm1;
 tpottail.py); tests/test_flatahead.py holds both copies to the Lookahead's own to the bit. `terms`
-are the load's (lookahead.load_terms): a0, a1, b0, c0, k, min_rate.
+are the load's (capacityfacts.load_terms): a0, a1, b0, c0, k, min_rate.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from autoscaler.policy.demand import MAX_DISPERSION
 def load(
     a0: float, a1: float, b0: float, c0: float, k: float, min_rate: float, r: float, pt: float, ot: float
 ) -> float:
-    """lookahead._load_function's load of (r, pt, ot)."""
+    """capacityfacts._load_function's load of (r, pt, ot)."""
     if r < min_rate:
         return a0 * pt
     x = pt / r

@@ -10,7 +10,7 @@ for operation and in the same order, on the state's floats, its loads and band w
 (replay/policies/tickkernel.py, installed by the bench, its callees compiled too) ~0.8 µs. It keeps
 to what numba compiles to the same bits (floats, the C library's exp and expm1; tpottail.py);
 tests/test_flatband.py holds both copies to band.upper's composition to the bit. `terms` are
-lookahead.py's load terms (load_terms)."""
+capacityfacts.py's load terms (load_terms)."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def burst_test(
         mr = 0.0
     mp = mr * p
     mo = mr * o
-    # the loads of the typical demand and of the mean (lookahead's load)
+    # the loads of the typical demand and of the mean (capacityfacts' load)
     typical = load(a0, a1, b0, c0, k, min_rate, tr, tp, to)
     mean_load = load(a0, a1, b0, c0, k, min_rate, mr, mp, mo)
     # band.band_quantile: the pooled quantile (error_quantile), blended with the mean's bin's

@@ -102,7 +102,7 @@ def above_band(
     threshold: float,
 ) -> tuple[bool, float]:
     """flatband's kernel (flatband.use) for demand `seen` now against the band over `prior`
-    (primed), at the load's terms and the band's (lookahead.load_terms, band_terms)."""
+    (primed), at the load's terms and the band's (capacityfacts.load_terms, band_terms)."""
     bins = prior.bins
     n = len(bins)
     relative = prior.relative

@@ -88,7 +88,7 @@ def _steps(
 def spec_number(profile: ReplicaProfile, slo: SloTarget) -> int:
     """The number of the pair's values (equal specs share it), by the objects' identity: each entry
     holds its objects, so their ids are not reused while it stands (memo.by_identity's reasoning).
-    lookahead.facts keeps its spec's, which the Lookahead passes to curve_for."""
+    capacityfacts.facts keeps its spec's, which the Lookahead passes to curve_for."""
     ids = (id(profile), id(slo))
     got = _spec_ids.get(ids)
     if got is not None and got[0] is profile and got[1] is slo:

@@ -34,7 +34,8 @@ from autoscaler.policy import (
     scaledownstage,
     speedlearn,
 )
-from autoscaler.policy.lookahead import CapacityFacts, Lookahead
+from autoscaler.policy.capacityfacts import CapacityFacts
+from autoscaler.policy.lookahead import Lookahead
 from autoscaler.policy.observation import MetricReading, Observation
 from autoscaler.policy.planstate import Outcome, Plan, PlannerState
 from autoscaler.policy.specfacts import SpecFacts

@@ -11,9 +11,10 @@ from autoscaler.policy import (
     scaleup,
 )
 from autoscaler.policy.capacity import Demand, Sizing
+from autoscaler.policy.capacityfacts import CapacityFacts
 from autoscaler.policy.clusterview import Cluster
 from autoscaler.policy.demand import DemandState, Estimate
-from autoscaler.policy.lookahead import CapacityFacts, Lookahead
+from autoscaler.policy.lookahead import Lookahead
 from autoscaler.policy.observation import Observation
 from autoscaler.policy.panic import PanicState
 from autoscaler.policy.planstate import PlannerState

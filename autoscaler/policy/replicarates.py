@@ -19,7 +19,7 @@ MAX_UTILIZATION: Final = 0.95  # without a TPOT target: steps grow as base / (1 
 @dataclass(frozen=True, slots=True)
 class Engine:
     """The profile's step-time fields the idle misses read each tick, copied once per capacity spec
-    (lookahead.facts) into a compiled class: the profile stays a Python dataclass (compiledcore.py),
+    (capacityfacts.facts) into a compiled class: the profile stays a Python dataclass (compiledcore.py),
     each field of which a compiled module reads by a generic getattr (~100 instructions with the
     float's unboxing, eight a call), a compiled class's as a C field."""
 

@@ -3,8 +3,9 @@
 Every loader reading from the storage gets the same speed (storage.loader_gbps), so one number, the
 GB each has received since the storage was last idle (S, `served`), says how far all of them are;
 a loader joining at S with g GB to read is done when S reaches S + g (its target). This keeps an
-event O(log n) where stepping every loader's bytes would be O(n). Startups (startup.py) owns one
-and moves S on with time; pure, no clock.
+event O(log n) where stepping every loader's bytes would be O(n). The start-up machine's events
+(startevents.py) own one and move S on with time, the machine (startup.py) adds and drops its
+loaders; pure, no clock.
 """
 
 from __future__ import annotations

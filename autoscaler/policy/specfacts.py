@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autoscaler.policy import lookahead
-from autoscaler.policy.lookahead import CapacityFacts
+from autoscaler.policy import capacityfacts
+from autoscaler.policy.capacityfacts import CapacityFacts
 from autoscaler.policy.spec import AutoscalerSpec, ColdStartSpec, MetricSpec, ScalingRules
 
 
@@ -40,7 +40,7 @@ def of(spec: AutoscalerSpec) -> SpecFacts:
         tuple((m, m.name) for m in spec.metrics),
         spec.max_metric_age_s,
         spec.prediction is not None,
-        None if cap is None else lookahead.facts(cap),
+        None if cap is None else capacityfacts.facts(cap),
         spec.cold_start,
         None if behavior is None else (behavior.scale_up, behavior.scale_down),
     )

@@ -4,8 +4,8 @@ The replay's fleet runs it as the policy adds and removes replicas; the cold-sta
 (coldstart.predict_ready) builds one from the cluster it is told about, or copies the fleet's,
 and runs it to the end: "when is each replica ready if nobody else starts or stops?". So the
 policy's predictions and the simulated cluster share one arithmetic. Pure: time comes in through
-advance(to); no clock, no I/O. The phases and the weight tiers are in startphase.py, the
-shared storage's loaders in sharedloads.py.
+advance(to); no clock, no I/O. The phases and the weight tiers are in startphase.py, when
+each event is due (the timers and the shared storage's loads) in startevents.py.
 
 Gate order: first come, first served by the time a replica reaches the gate, replicas reaching
 it at the same instant in the order they were started. Slots are handed out after every event of
@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from autoscaler.policy.nodecache import NodeCache
-from autoscaler.policy.sharedloads import SharedLoads
 from autoscaler.policy.spec import ColdStartSpec, CompileCache, GateScope
+from autoscaler.policy.startevents import StartEvents
 from autoscaler.policy.startphase import Start, StartPhase, Tier, phase_order
-from autoscaler.policy.storage import BYTE_GB, loader_gbps
+from autoscaler.policy.storage import BYTE_GB
 
 MODEL = "model"  # the node cache's key for this spec's weights (one model per machine)
 PSEUDO_NODE = -1  # the node of loaders the caller only knows by their bytes left or their start
@@ -78,9 +78,7 @@ class Startups:
         self.nodes: dict[int, NodeFacts] = {}
         self._starts: dict[int, Start] = {}
         self._order = 0
-        self._timers: list[tuple[float, int, int, int, int]] = []  # (at, seq, kind, ref, token)
-        self._seq = 0
-        self._loads = SharedLoads()
+        self._events = StartEvents()  # the timers and the shared loads
         self._holders: set[int] = set()  # replicas holding a gate slot
         self._queue: list[tuple[float, int, int]] = []  # (arrived at, start order, replica): heap
         self._order_phases = phase_order(spec)
@@ -139,7 +137,7 @@ class Startups:
         if left_gb <= BYTE_GB:
             self._leave(s)
         else:
-            self._loads.join(s, left_gb)
+            self._events.loads.join(s, left_gb)
 
     def add_upcoming(self, replica: int, begins_at: float) -> None:
         """A replica of which only the time its shared-storage load begins is known (`begins_at`,
@@ -156,7 +154,7 @@ class Startups:
         self.version += 1
         self.told += 1
         ahead = self._init_s if before == _PULL else 0.0  # the phases between the gate and the load
-        self._push(max(self.now, begins_at - ahead), _REPLICA, replica, s.token)
+        self._events.push(max(self.now, begins_at - ahead), _REPLICA, replica, s.token)
 
     def cancel(self, replica: int) -> None:
         """The replica was deleted before it was ready: its bandwidth and gate slot go to others."""
@@ -165,7 +163,7 @@ class Startups:
             return
         self.version += 1
         self.told += 1
-        self._loads.drop(replica)
+        self._events.loads.drop(replica)
         self._holders.discard(replica)
         self._grant()
 
@@ -186,12 +184,12 @@ class Startups:
     @property
     def shared_left_gb(self) -> list[float]:
         """GB still to read by each replica loading from shared storage, in the order they began."""
-        return self._loads.left_gb()
+        return self._events.loads.left_gb()
 
     @property
     def busy(self) -> bool:
         """Something will happen without being told: a timer is pending or a load is running."""
-        return bool(self._loads.loaders or self._timers)
+        return self._events.busy
 
     def clone(self) -> Startups:
         """An independent copy that reports to nobody, for "what if nothing else changes"."""
@@ -208,9 +206,7 @@ class Startups:
         }
         other._starts = {r: s.copy() for r, s in self._starts.items()}
         other._order = self._order
-        other._timers = list(self._timers)
-        other._seq = self._seq
-        other._loads = self._loads.copy(other._starts)
+        other._events = self._events.copy(other._starts)
         other._holders = set(self._holders)
         other._queue = list(self._queue)
         other._order_phases = self._order_phases
@@ -222,7 +218,7 @@ class Startups:
 
     def advance(self, to: float) -> None:
         """Process every event up to `to` (inclusive), then stand at `to`."""
-        if not self._loads.loaders and (not self._timers or self._timers[0][0] > to):
+        if self._events.quiet_until(to):
             self.now = max(self.now, to)  # nothing happens before `to`: most calls
             return
         while self._step(to):
@@ -231,12 +227,8 @@ class Startups:
     def next_event_s(self) -> float:
         """When the next event is due (a timer, or a load finishing at the current rate); inf if
         none. A caller stepping in intervals (the replay's run loop) ends one there."""
-        timer = self._timers[0][0] if self._timers else math.inf
-        loads = self._loads
-        if loads.loaders:
-            rate = loader_gbps(len(loads.loaders), self.spec.storage_gbps, self.spec.per_loader_gbps)
-            timer = min(timer, self.now + max(0.0, loads.next_target() - loads.served) / rate)
-        return timer
+        spec = self.spec
+        return self._events.next_at(self.now, spec.storage_gbps, spec.per_loader_gbps)
 
     def run(self, until: Start | None = None) -> None:
         """Advance until every replica is ready, or only until `until` is."""
@@ -246,26 +238,11 @@ class Startups:
     def _step(self, to: float) -> bool:
         """Process the next instant with events if it is not after `to` and say so; otherwise
         progress the loads to `to`, stand there and return False."""
-        timer = self._timers[0][0] if self._timers else math.inf
-        rate, load_done = 0.0, math.inf
-        loads = self._loads
-        if loads.loaders:
-            rate = loader_gbps(len(loads.loaders), self.spec.storage_gbps, self.spec.per_loader_gbps)
-            load_done = self.now + max(0.0, loads.next_target() - loads.served) / rate
-        at = max(min(timer, load_done), self.now)  # a timer stamped in the past fires now
-        if at > to or at == math.inf:
-            if rate and self.now < to < math.inf:  # a `to` in the past changes nothing
-                loads.served += (to - self.now) * rate
+        spec = self.spec
+        at = self._events.step(self.now, to, spec.storage_gbps, spec.per_loader_gbps)
+        if at is None:
             self.now = max(self.now, to)
             return False
-        if load_done <= timer:
-            # the instant is a load's finish: its target is reached by definition. Stepping by
-            # (at - now) x rate instead can fall short by more than a byte when the time step is
-            # below now's float resolution (a 140 GB load at 3e6 GB/s takes 47 us), and then no
-            # step ever advances: the loop hung.
-            loads.served = loads.next_target()
-        else:
-            loads.served += (at - self.now) * rate
         self.now = at
         self._instant()
         return True
@@ -276,11 +253,11 @@ class Startups:
         while any of them acted."""
         while True:
             acted = False
-            for finished in self._loads.pop_done():
+            for finished in self._events.loads.pop_done():
                 self._leave(finished)
                 acted = True
-            while self._timers and self._timers[0][0] <= self.now:
-                _, _, kind, ref, token = heapq.heappop(self._timers)
+            while (timer := self._events.pop_due(self.now)) is not None:
+                _, _, kind, ref, token = timer
                 acted = True
                 if kind == _NODE_PULL:
                     node = self.nodes.get(ref)
@@ -295,10 +272,6 @@ class Startups:
                 acted = True
             if not acted:
                 return
-
-    def _push(self, at: float, kind: int, ref: int, token: int) -> None:
-        heapq.heappush(self._timers, (at, self._seq, kind, ref, token))
-        self._seq += 1
 
     # --- the phases --------------------------------------------------------------------------
 
@@ -317,7 +290,7 @@ class Startups:
             if seconds is None:  # it ends on another event: a gate slot, a shared load, never (READY)
                 return
             if seconds > 0:
-                self._push(now + seconds, _REPLICA, s.replica, s.token)
+                self._events.push(now + seconds, _REPLICA, s.replica, s.token)
                 return
             self._end(s)
             phase = self._next_phase[phase]
@@ -336,7 +309,7 @@ class Startups:
                 return 0.0
             if node.pull_done_at is None:
                 node.pull_done_at = self.now + self.spec.image_pull_s
-                self._push(node.pull_done_at, _NODE_PULL, s.node, 0)
+                self._events.push(node.pull_done_at, _NODE_PULL, s.node, 0)
             return node.pull_done_at - self.now
         if phase == _GATE:
             if self.spec.max_concurrent_loads is None:
@@ -373,7 +346,7 @@ class Startups:
             s.tier = _SHARED
         if spec.weights_gb <= BYTE_GB:
             return 0.0
-        self._loads.join(s, spec.weights_gb)
+        self._events.loads.join(s, spec.weights_gb)
         return None
 
     def _end(self, s: Start) -> None:
