@@ -33,6 +33,8 @@ heights = st.builds(
     st.one_of(st.just(0.0), st.floats(-1.0, 20.0)),
     st.just(0.5),
     counts,
+    st.just(0.0),
+    st.just(0.0),
     st.one_of(st.sampled_from([0.0, -0.1, 5e-324, 0.1]), st.floats(-1.0, 1.0)),
 )
 states = st.builds(

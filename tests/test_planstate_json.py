@@ -145,6 +145,8 @@ def demand_states(draw: st.DrawFn) -> DemandState:
             draw(st.floats(0.0, band.MAX_HEIGHT)),
             draw(st.floats(0.0, 1000.0)),
             draw(finite),
+            draw(positive),
+            draw(finite),
         ),
     )
 
@@ -188,7 +190,7 @@ def test_an_older_demand_state_without_the_heights_plans_bin_0_in_log_space() ->
     state = PlannerState.from_dict(doc)
     assert state.demand is not None and state.demand.heights == Heights()
     with pytest.raises(ValueError, match=r"demand.heights.scale"):
-        negative = {"quantile": 0.0, "scale": -1.0, "scored": 0.0, "lean": 0.0}
+        negative = {"quantile": 0.0, "scale": -1.0, "scored": 0.0, "mean": 0.0, "variance": 0.0, "lean": 0.0}
         PlannerState.from_dict({**doc, "demand": {**doc["demand"], "heights": negative}})
 
 

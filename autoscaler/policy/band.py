@@ -16,7 +16,7 @@ import math
 from collections.abc import Callable
 from typing import Final
 
-from autoscaler.policy import levelbins, levelnoise
+from autoscaler.policy import lateband, levelbins, levelnoise
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.capacityspec import DemandSpec
 from autoscaler.policy.demand import MAX_PENDING, DemandState
@@ -287,10 +287,13 @@ def _heights(
     (forecast / typical + 1) x (exp(bin 0's quantile) - 1) (band_quantile, the prior and the pooled
     blended in as planned), the heights' their quantile. The quantile loss is a proper score of an
     upper quantile: lower for the band that covers as often with less height, so a band too narrow
-    to cover loses by its misses, one too wide by its height. The lean is their mean over the
+    to cover loses by its misses, one too wide by its height. Their mean and variance run over the
     heights' errors after the first 1 / (1 - quantile) (50 at 0.98: one expected above a 0.98
-    band; before, the heights' tracker is still climbing from 0 and bin 0 plans in log space)."""
-    hq, hs, hn, lean = heights
+    band; before, the heights' tracker is still climbing from 0), and the lean is the mean less
+    its standard error times the band's quantile's normal deviate (2.05 at 0.98): bin 0 moves to
+    the heights when their band scores better at the band's own confidence, not on a mean that
+    hovers about 0 (Mooncake's and ServeGen's steady troughs crossed it back and forth)."""
+    hq, hs, hn, mean, variance, lean = heights
     h = (peak - forecast) / offset
     h = MAX_HEIGHT if h > MAX_HEIGHT else -MAX_HEIGHT if h < -MAX_HEIGHT else h
     w = spec.prior_weight
@@ -309,8 +312,12 @@ def _heights(
     hq, hs, hn = _score(h, hq, hs, hn, spec, early and h > hq, MAX_HEIGHT)
     first = 1.0 / (1.0 - tau)
     if hn >= first:
-        lean += (loss - lean) / (hn - first + 1.0)
-    return _new(Heights, (hq, hs, hn, lean))
+        m = hn - first + 1.0  # the losses counted (up to MAX_SCORED less the first)
+        step = loss - mean
+        mean += step / m
+        variance += (step * (loss - mean) - variance) / m
+        lean = mean - lateband.deviate(tau) * math.sqrt(variance / (m - 1.0)) if m > 1.5 else 0.0
+    return _new(Heights, (hq, hs, hn, mean, variance, lean))
 
 
 def _clip(e: float) -> float:

@@ -42,13 +42,16 @@ Bins = tuple[tuple[float, float], ...]
 
 class Heights(NamedTuple):
     """Bin 0's errors as heights over the typical load, (peak - forecast) / typical, beside their
-    log ratios (band.track): the heights' tracked quantile (as demand's pooled tracker), and the
-    running mean of the log band's quantile loss less the heights' band's on the same forecasts,
-    in typical loads (`lean`): above 0, bin 0 plans on the heights (band.band_width)."""
+    log ratios (band.track): the heights' tracked quantile (as demand's pooled tracker), the
+    running mean and variance of the log band's quantile loss less the heights' band's on the same
+    forecasts, in typical loads, and `lean`, that mean less its standard error times the band's
+    quantile's deviate: above 0, bin 0 plans on the heights (band.band_width)."""
 
     quantile: float = 0.0
     scale: float = 0.0  # smoothed |height|: the tracker's step
     scored: float = 0.0
+    mean: float = 0.0
+    variance: float = 0.0
     lean: float = 0.0
 
 

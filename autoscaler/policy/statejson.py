@@ -226,6 +226,8 @@ def demand_to_dict(state: DemandState, codec: TimeCodec = SECONDS) -> dict[str, 
             "quantile": state.heights.quantile,
             "scale": state.heights.scale,
             "scored": state.heights.scored,
+            "mean": state.heights.mean,
+            "variance": state.heights.variance,
             "lean": state.heights.lean,
         },
     }
@@ -289,6 +291,8 @@ def demand_from_dict(data: Any, codec: TimeCodec = SECONDS, path: str = "demand"
             he.number("quantile", low=-2 * MAX_HEIGHT, high=2 * MAX_HEIGHT),
             he.number("scale", low=0.0, high=MAX_HEIGHT),
             he.number("scored", low=0.0, high=MAX_SCORED),
+            he.number("mean"),
+            he.number("variance", low=0.0),
             he.number("lean"),
         )
     )
