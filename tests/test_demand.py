@@ -374,6 +374,62 @@ def test_on_off_traffic_keeps_a_band_per_level_the_forecasts_were_made_at() -> N
     assert demand.DemandState.from_dict(json.loads(json.dumps(state.to_dict()))) == state
 
 
+def _bin_0_traffic(levels: list[tuple[float, float]], spec: DemandSpec) -> demand.DemandState:
+    """band.track over (level, mean forecast 60 s ahead) a tick 15 s apart, typical load 10."""
+    state = feed([(0.0, 10.0, 1.0, 1.0, 0.0)], spec)
+    for i, (level, ahead) in enumerate(levels, start=1):
+        state = band.track(spec, state, 15.0 * i, level, 60.0, ahead, 10.0)
+        # one score a forecast, in every tracker at one time: bin 0's heights count its log errors
+        assert state.heights.scored == (state.bins[0][1] if state.bins else 0.0)
+    return state
+
+
+def test_steady_troughs_keep_bin_0_in_log_space() -> None:
+    """A level below the typical load (10) that swings slowly from 1 to 9 with noise ×exp(0.3 z):
+    its errors scale with the level, so the log band, (forecast + 10) × width - 10, is narrower
+    where the level is low and covers as often: the heights' lean stays below 0 and bin 0 plans on
+    the log ratios (main's band), to the bit."""
+    rng = np.random.default_rng(7)
+    levels = []
+    for i in range(1, 1200):
+        mean = 5.0 + 4.0 * math.sin(2.0 * math.pi * i / 240.0)
+        levels.append((mean * math.exp(0.3 * rng.standard_normal()), mean))
+    spec = DemandSpec(prior_weight=8.0)
+    state = _bin_0_traffic(levels, spec)
+    assert state.heights.scored > 1000.0 - 1.0 and state.heights.lean < 0.0
+    for mean in (1.0, 5.0, 9.0):
+        width = band.band_width(spec, state, mean, 10.0)
+        assert width == math.exp(band.band_quantile(spec, state, mean, 10.0))
+        upper = band.upper(spec, state, Demand(mean, 1.0, 1.0), requests, 10.0).requests
+        assert upper == pytest.approx((mean + 10.0) * width - 10.0, rel=1e-12)
+
+
+def test_on_off_traffic_plans_bin_0_on_heights_over_the_typical_load() -> None:
+    """Bursts to 60 every other half minute over a typical load of 10, the gaps idling at 0 to 8:
+    a gap's forecast meets the next burst whatever its own level, so its error is a height,
+    (60 - forecast) / 10, where the log band grows with the forecast ((8 + 10) × 7 - 10 = 116 at
+    8, a burst at 60). The heights' lean turns above 0 after their first 50 errors and bin 0 plans
+    the level plus 10 × their quantile (~6: the burst over the typical load)."""
+    levels = []
+    for i in range(1, 1200):
+        gap = float(2 * (i // 4 % 5))  # 0, 2, 4, 6, 8 from one gap to the next
+        levels.append((60.0, 50.0) if i % 4 < 2 else (gap, gap))
+    spec = DemandSpec(prior_weight=8.0)
+    state = _bin_0_traffic(levels[:100], spec)
+    assert state.heights.scored < 50.0 and state.heights.lean == 0.0  # still in log space
+    state = _bin_0_traffic(levels, spec)
+    assert state.heights.lean > 0.0 and 4.0 < state.heights.quantile < 7.0
+    q = state.heights.quantile
+    assert band.band_width(spec, state, 8.0, 10.0) == 1.0 + q
+    upper = band.upper(spec, state, Demand(8.0, 1.0, 1.0), requests, 10.0).requests
+    assert upper == pytest.approx(8.0 + 10.0 * q, rel=1e-12)
+    log_upper = (8.0 + 10.0) * math.exp(band.band_quantile(spec, state, 8.0, 10.0)) - 10.0
+    assert 60.0 < upper < log_upper
+    # bin 1 is not moved: its band is the log ratios' as before
+    assert band.band_width(spec, state, 50.0, 10.0) == math.exp(band.band_quantile(spec, state, 50.0, 10.0))
+    assert demand.DemandState.from_dict(json.loads(json.dumps(state.to_dict()))) == state
+
+
 def test_a_noisy_prompt_counter_does_not_swing_the_token_forecast() -> None:
     """6 requests/s of 15,000 prompt tokens, steady, then the prompt counter bursting as prefills do
     when replicas join or saturate (×2 one tick, ×0.5 the next two; Mooncake's counters read 7,707

@@ -15,7 +15,7 @@ from autoscaler.policy import band, capacityfacts, demand, flatband, flatcalls
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.capacityspec import DemandSpec, ReplicaProfile
 from autoscaler.policy.demand import DemandState, Series
-from autoscaler.policy.levelbins import Relative
+from autoscaler.policy.levelbins import Heights, Relative
 from autoscaler.policy.mix import Mix
 from replay.policies import tickkernel
 from tests.test_sizer import profiles
@@ -27,8 +27,18 @@ tokens = st.one_of(st.sampled_from([0.0, 1e-7, 1.0]), st.floats(0.0, 2e4))
 demands = st.builds(lambda r, p, o: Demand(r, r * p, r * o), rates, tokens, tokens)
 counts = st.sampled_from([0.0, 1.0, 3.0, 50.0, 1000.0])
 bins = st.lists(st.tuples(st.one_of(st.just(0.0), st.floats(0.0, 4.0)), counts), max_size=2).map(tuple)
+# bin 0's heights: in log space (lean <= 0) or on heights, their quantile below 0 or not
+heights = st.builds(
+    Heights,
+    st.one_of(st.just(0.0), st.floats(-1.0, 20.0)),
+    st.just(0.5),
+    counts,
+    st.just(0.0),
+    st.just(0.0),
+    st.one_of(st.sampled_from([0.0, -0.1, 5e-324, 0.1]), st.floats(-1.0, 1.0)),
+)
 states = st.builds(
-    lambda at, level, trend, p, o, typical, q, scored, b, relative: DemandState(
+    lambda at, level, trend, p, o, typical, q, scored, b, relative, h: DemandState(
         at,
         0.0,
         Mix(100.0, p, o),
@@ -41,6 +51,7 @@ states = st.builds(
         typical,
         bins=b,
         relative=relative,
+        heights=h,
     ),
     st.floats(0.0, 1e5),
     rates,
@@ -52,6 +63,7 @@ states = st.builds(
     counts,
     bins,
     st.builds(Relative, st.floats(-2.0, 8.0), st.floats(0.0, 4.0), counts),
+    heights,
 )
 specs = st.builds(
     DemandSpec,

@@ -21,7 +21,7 @@ from autoscaler.policy.capacity import Demand
 from autoscaler.policy.decide import decide, record_rescale
 from autoscaler.policy.demand import DemandState, Series
 from autoscaler.policy.lasting import Lasting
-from autoscaler.policy.levelbins import Relative
+from autoscaler.policy.levelbins import Heights, Relative
 from autoscaler.policy.mix import Mix
 from autoscaler.policy.observation import MetricReading
 from autoscaler.policy.panic import PanicState
@@ -140,6 +140,14 @@ def demand_states(draw: st.DrawFn) -> DemandState:
         Relative(draw(st.floats(-8.8, 8.8)), draw(st.floats(0.0, 8.0)), draw(st.floats(0.0, 1000.0))),
         (draw(finite), draw(positive)),
         lasting=Lasting(draw(st.floats(0.0, 600.0)), draw(finite), draw(finite)),
+        heights=Heights(
+            draw(st.floats(-2 * band.MAX_HEIGHT, 2 * band.MAX_HEIGHT)),
+            draw(st.floats(0.0, band.MAX_HEIGHT)),
+            draw(st.floats(0.0, 1000.0)),
+            draw(finite),
+            draw(positive),
+            draw(finite),
+        ),
     )
 
 
@@ -171,6 +179,19 @@ def planner_states(draw: st.DrawFn, most: int = 60) -> PlannerState:
 @given(planner_states(), st.sampled_from([SECONDS, STATUS_TIMES]))
 def test_round_trip_of_any_state_within_the_bounds(state: PlannerState, codec: TimeCodec) -> None:
     assert through_json(state, codec) == state
+
+
+def test_an_older_demand_state_without_the_heights_plans_bin_0_in_log_space() -> None:
+    """A state saved before bin 0's heights (levelbins.Heights): none scored, the lean at 0, so
+    bin 0 plans on its log band until the heights have scored their own errors (band.track)."""
+    doc = good()
+    assert "heights" in doc["demand"]
+    del doc["demand"]["heights"]
+    state = PlannerState.from_dict(doc)
+    assert state.demand is not None and state.demand.heights == Heights()
+    with pytest.raises(ValueError, match=r"demand.heights.scale"):
+        negative = {"quantile": 0.0, "scale": -1.0, "scored": 0.0, "mean": 0.0, "variance": 0.0, "lean": 0.0}
+        PlannerState.from_dict({**doc, "demand": {**doc["demand"], "heights": negative}})
 
 
 def test_a_state_at_the_bounds_reads_back_and_the_next_entry_is_refused() -> None:

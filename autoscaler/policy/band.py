@@ -16,17 +16,20 @@ import math
 from collections.abc import Callable
 from typing import Final
 
-from autoscaler.policy import levelbins, levelnoise
+from autoscaler.policy import lateband, levelbins, levelnoise
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.capacityspec import DemandSpec
 from autoscaler.policy.demand import MAX_PENDING, DemandState
+from autoscaler.policy.levelbins import Heights
 
 MAX_SCORED_HORIZON_S: Final = 600.0  # a longer horizon is scored at 600 s: the band must adapt within minutes
 MAX_ERROR: Final = 4.0  # |log ratio| beyond e^4 = 55x counts as e^4: one outage does not ruin the band
 MAX_SCORED: Final = levelbins.MAX_SCORED  # the prior's weight fades up to this many scored errors
+# bin 0's heights over the typical load are clipped where a forecast of 0's log ratio is: e^4 - 1
+MAX_HEIGHT: Final = 53.598150033144236  # math.expm1(MAX_ERROR), a literal for mypyc's Final
 _new: Final = tuple.__new__  # as demand.py: a NamedTuple built without its Python-level __new__
-if len(DemandState._fields) != 17:  # track builds its result field by field
-    raise AssertionError("band.track lists DemandState's 17 fields: update it with the state")
+if len(DemandState._fields) != 18:  # track builds its result field by field
+    raise AssertionError("band.track lists DemandState's 18 fields: update it with the state")
 
 
 def error_quantile(spec: DemandSpec, state: DemandState) -> float:
@@ -72,14 +75,28 @@ def upper(
     typical = load(state.typical) if typical_load is None else typical_load
     if mean_load is None:
         mean_load = load(mean)
-    q = band_quantile(spec, state, mean_load, typical)
-    return widened(state, mean, mean_load, typical, math.exp(q))
+    return widened(state, mean, mean_load, typical, band_width(spec, state, mean_load, typical))
+
+
+def band_width(spec: DemandSpec, state: DemandState, forecast_load: float, typical_load: float) -> float:
+    """The width `widened` reads for a forecast of `forecast_load`: exp(band_quantile), or in bin 0
+    while its errors as heights over the typical load plan tighter than as log ratios (the heights'
+    `lean` above 0, track), 1 + the heights' quantile (never below 0), which widened reads as the
+    band's height over the level in typical loads."""
+    if forecast_load < typical_load and state.heights.lean > 0.0:  # levelbins.bin_of: bin 0
+        hq = state.heights.quantile
+        return 1.0 + (hq if hq > 0.0 else 0.0)
+    return math.exp(band_quantile(spec, state, forecast_load, typical_load))
 
 
 def widened(state: DemandState, mean: Demand, mean_load: float, typical: float, width: float) -> Demand:
-    """upper's band over `mean` (its load `mean_load`) at the width exp(quantile) of its bin, which
-    a caller with several forecasts of one state works out once a bin (lookahead.py)."""
-    high = (mean_load + typical) * width - typical
+    """upper's band over `mean` (its load `mean_load`) at the width of its bin (band_width), which
+    a caller with several forecasts of one state works out once a bin (lookahead.py): in log space,
+    (mean + typical) x width - typical; in bin 0 planned on heights, mean + typical x (width - 1)."""
+    if mean_load < typical and state.heights.lean > 0.0:  # bin 0 on heights (band_width)
+        high = mean_load + typical * (width - 1.0)
+    else:
+        high = (mean_load + typical) * width - typical
     if mean_load > 1e-12:
         return mean.scaled(high / mean_load)
     if typical > 1e-12 and high > 0.0:
@@ -88,12 +105,18 @@ def widened(state: DemandState, mean: Demand, mean_load: float, typical: float, 
 
 
 def _score(
-    e: float, q: float, scale: float, scored: float, spec: DemandSpec, above: bool = False
+    e: float,
+    q: float,
+    scale: float,
+    scored: float,
+    spec: DemandSpec,
+    above: bool = False,
+    bound: float = MAX_ERROR,
 ) -> tuple[float, float, float]:
     """The quantile tracker (error_quantile, error_scale, scored) after one forecast's log error e,
-    clipped to ±MAX_ERROR: a stochastic-approximation step of the smoothed |e| towards the
+    clipped to ±bound: a stochastic-approximation step of the smoothed |e| towards the
     `quantile`. `above`: e is known to be above the tracked quantile (early scoring)."""
-    e = _clip(e)
+    e = bound if e > bound else -bound if e < -bound else e
     scale += 0.05 * (abs(e) - scale) if scored else abs(e)
     q += (0.1 * scale + 1e-3) * (spec.quantile - (1.0 if not above and e <= q else 0.0))
     if scored < MAX_SCORED:
@@ -155,7 +178,7 @@ def track(
         peaks = peaks[:end] + ((now, level_now),)  # noqa: RUF005 (levelbins.score)
     offset = typical_load + 1e-12
     q, scale, scored = state.error_quantile, state.error_scale, state.scored
-    bins, relative = state.bins, state.relative
+    bins, relative, heights = state.bins, state.relative, state.heights
     due, count = 0, len(pending)
     while due < count and pending[due][1] <= now:
         made, _, forecast, b = pending[due]
@@ -166,6 +189,8 @@ def track(
         while peaks[k][0] <= made:
             k += 1
         peak = peaks[k][1]
+        if b == 0:
+            heights = _heights(spec, heights, forecast, peak, offset, q, scored, bins, relative, False)
         e = math.log((peak + offset) / (forecast + offset))
         q, scale, scored = _score(e, q, scale, scored, spec)
         if b >= 0:
@@ -177,8 +202,11 @@ def track(
     # known now: it is scored now (with the error so far, a lower bound), and the band widens during
     # a burst instead of one horizon after it. Only the forecasts whose peak this tick's level is
     # can have crossed it since the last tick (the newest, made since `since`). The band crossed is
-    # the forecast's bin's; the pooled tracker, the bins' fallback, takes the bound as the error
-    # when it is not above its own quantile (a bin's band can be below the pooled one).
+    # the forecast's bin's, the one it plans on (bin 0's heights' where they lean so); every
+    # tracker takes the bound as the error, above its own quantile or not: the pooled one, the
+    # bins' fallback (a bin's band can be below the pooled one), the bins' when bin 0 crossed its
+    # heights' band, and bin 0's heights when it crossed the log one. A forecast is scored once, in
+    # every tracker at one time.
     i = len(pending) - 1
     if i >= 0 and pending[i][0] >= since:
         top = level_now + offset
@@ -193,11 +221,19 @@ def track(
                 if width is None:
                     got = levelbins.quantile(bins, relative, b) if b >= 0 else None
                     width = widths[b] = math.exp(q if got is None else got[0])
-                if top > (forecast + offset) * width:
+                on_heights = b == 0 and heights.lean > 0.0
+                hq = heights.quantile if heights.quantile > 0.0 else 0.0
+                band_top = forecast + offset * (1.0 + hq) if on_heights else (forecast + offset) * width
+                if top > band_top:
                     e = math.log(top / (forecast + offset))
+                    if b == 0:
+                        heights = _heights(
+                            spec, heights, forecast, level_now, offset, q, scored, bins, relative, True
+                        )
                     q, scale, scored = _score(e, q, scale, scored, spec, above=e > q)
                     if b >= 0:
-                        bins, relative = levelbins.score(bins, relative, b, _clip(e), spec.quantile, True)
+                        above = not on_heights or top > (forecast + offset) * width
+                        bins, relative = levelbins.score(bins, relative, b, _clip(e), spec.quantile, above)
                     widths.clear()
                     if early is None:
                         early = list(pending)
@@ -217,16 +253,71 @@ def track(
     if cut:
         peaks = peaks[cut:]
     # state._replace(pending=..., error_quantile=..., error_scale=..., scored=..., peaks=...,
-    # typical_peak=..., bins=..., relative=...), built directly as one tuple (the other fields as
-    # they are: at, inflight, mix, requests, primed; typical; spread, counted, lasting)
+    # typical_peak=..., bins=..., relative=..., heights=...), built directly as one tuple (the other
+    # fields as they are: at, inflight, mix, requests, primed; typical; spread, counted, lasting)
     s = state
     return _new(
         DemandState,
         (
             s[0], s[1], s[2], s[3], s[4], pending, q, scale, scored, s[9], peaks, typical_peak, bins,
-            relative, s[14], s[15], s[16],
+            relative, s[14], s[15], s[16], heights,
         ),
     )  # fmt: skip
+
+
+def _heights(
+    spec: DemandSpec,
+    heights: Heights,
+    forecast: float,
+    peak: float,
+    offset: float,
+    q: float,
+    scored: float,
+    bins: levelbins.Bins,
+    relative: levelbins.Relative,
+    early: bool,
+) -> Heights:
+    """Bin 0's heights after its forecast `forecast` scored against `peak` (loads; `offset` the
+    typical load's, q and scored the pooled tracker's, bins and relative the bins', all before this
+    forecast's score). `early`: scored early, the peak so far; the height is above the heights'
+    quantile if the peak crossed their band.
+
+    The lean steps first, by the two bands' quantile (pinball) losses on this height, the log
+    band's less the heights', in typical loads: the log band's height over the forecast is
+    (forecast / typical + 1) x (exp(bin 0's quantile) - 1) (band_quantile, the prior and the pooled
+    blended in as planned), the heights' their quantile. The quantile loss is a proper score of an
+    upper quantile: lower for the band that covers as often with less height, so a band too narrow
+    to cover loses by its misses, one too wide by its height. Their mean and variance run over the
+    heights' errors after the first 1 / (1 - quantile) (50 at 0.98: one expected above a 0.98
+    band; before, the heights' tracker is still climbing from 0), and the lean is the mean less
+    its standard error times the band's quantile's normal deviate (2.05 at 0.98): bin 0 moves to
+    the heights when their band scores better at the band's own confidence, not on a mean that
+    hovers about 0 (Mooncake's and ServeGen's steady troughs crossed it back and forth)."""
+    hq, hs, hn, mean, variance, lean = heights
+    h = (peak - forecast) / offset
+    h = MAX_HEIGHT if h > MAX_HEIGHT else -MAX_HEIGHT if h < -MAX_HEIGHT else h
+    w = spec.prior_weight
+    pooled = (w * spec.prior_error + scored * q) / (w + scored) if w + scored > 0.0 else spec.prior_error
+    ql = pooled if pooled > 0.0 else 0.0
+    got = levelbins.quantile(bins, relative, 0)
+    if got is not None:
+        own, n = got
+        ql = (w * ql + n * own) / (w + n)
+        ql = ql if ql > 0.0 else 0.0
+    tau = spec.quantile
+    above_log = (forecast / offset + 1.0) * math.expm1(ql)
+    above_heights = hq if hq > 0.0 else 0.0
+    loss = (h - above_log) * (tau - (1.0 if h < above_log else 0.0))
+    loss -= (h - above_heights) * (tau - (1.0 if h < above_heights else 0.0))
+    hq, hs, hn = _score(h, hq, hs, hn, spec, early and h > hq, MAX_HEIGHT)
+    first = 1.0 / (1.0 - tau)
+    if hn >= first:
+        m = hn - first + 1.0  # the losses counted (up to MAX_SCORED less the first)
+        step = loss - mean
+        mean += step / m
+        variance += (step * (loss - mean) - variance) / m
+        lean = mean - lateband.deviate(tau) * math.sqrt(variance / (m - 1.0)) if m > 1.5 else 0.0
+    return _new(Heights, (hq, hs, hn, mean, variance, lean))
 
 
 def _clip(e: float) -> float:

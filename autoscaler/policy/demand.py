@@ -36,7 +36,7 @@ from autoscaler.policy import memo
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.capacityspec import DemandSpec
 from autoscaler.policy.lasting import Lasting, after_tick
-from autoscaler.policy.levelbins import Bins, Relative
+from autoscaler.policy.levelbins import Bins, Heights, Relative
 from autoscaler.policy.mix import MIX_REQUESTS, Mix, add_counts
 
 if TYPE_CHECKING:
@@ -87,6 +87,9 @@ class DemandState(NamedTuple):
     counted: Series | None = None
     # the arrivals over the requests' time in the system, which are what is in flight (lasting.py)
     lasting: Lasting = Lasting()
+    # bin 0's errors as heights over the typical load, their quantile and the lean between them and
+    # the log ratios (levelbins.Heights, band.track): bin 0 plans on the heights while it is above 0
+    heights: Heights = Heights()
 
     def to_dict(self, codec: TimeCodec | None = None) -> dict[str, Any]:
         """JSON-ready, times through `codec` (statejson.TimeCodec; default: seconds)."""
@@ -222,6 +225,7 @@ def observe(
             spread,
             gate,
             lasted,
+            state.heights,
         ),
     )
     return new, _new(Estimate, (now_demand, growth))

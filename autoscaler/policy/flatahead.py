@@ -51,8 +51,13 @@ def width(
     n1: float,
     rq: float,
     rn: float,
+    hq: float,
+    lean: float,
 ) -> float:
-    """exp(band.band_quantile) for bin b, its pooled quantile (band.error_quantile) given."""
+    """band.band_width for bin b, its pooled quantile (band.error_quantile) given: exp(band_quantile),
+    or bin 0's heights' 1 + quantile where they lean so (hq, lean: levelbins.Heights)."""
+    if b == 0 and lean > 0.0:
+        return 1.0 + (hq if hq > 0.0 else 0.0)
     q = pooled
     if b < bins and not rn <= 0.0:
         scale, n_b = (scale0, n0) if b == 0 else (scale1, n1)
@@ -92,11 +97,13 @@ def start(
     scored1: float,
     ratio_quantile: float,
     ratios_scored: float,
+    height_quantile: float,
+    lean: float,
 ) -> tuple[float, float, float, float, float, float, float, float]:
     """(the typical demand's load, the level (demand.expected at 0: requests, prompt and output
     tokens) and its load, the dispersion over window_s (demand.dispersion), the band's width for
     bins 0 and 1) of a state: its series (rl, rt), mix (p, o), typical demand, spread (s2, sn),
-    pooled tracker and first two bins (as flatband.burst_test takes them)."""
+    pooled tracker, first two bins and bin 0's heights (as flatband.burst_test takes them)."""
     typical = load(a0, a1, b0, c0, k, min_rate, tr, tp, to)
     mr = rl + rt * 0.0
     if mr < 0.0:
@@ -112,8 +119,9 @@ def start(
             spread = MAX_DISPERSION
     w = prior_weight
     q = pooled(w, prior_error, scored, error_quantile)
-    width0 = width(q, w, 0, bins, scale0, scored0, scale1, scored1, ratio_quantile, ratios_scored)
-    width1 = width(q, w, 1, bins, scale0, scored0, scale1, scored1, ratio_quantile, ratios_scored)
+    hq = height_quantile
+    width0 = width(q, w, 0, bins, scale0, scored0, scale1, scored1, ratio_quantile, ratios_scored, hq, lean)
+    width1 = width(q, w, 1, bins, scale0, scored0, scale1, scored1, ratio_quantile, ratios_scored, hq, lean)
     return typical, mr, mp, mo, level, spread, width0, width1
 
 
@@ -136,9 +144,11 @@ def forecast(
     to: float,
     width0: float,
     width1: float,
+    lean: float,
 ) -> tuple[float, float, float, float, float, float, float]:
     """(the mean forecast h seconds ahead (demand.expected, damping tau), its load, the band's upper
-    over it (band.widened at its bin's width)), `typical` the typical demand's load."""
+    over it (band.widened at its bin's width, bin 0's read as a height where its heights' `lean`
+    is above 0)), `typical` the typical demand's load."""
     reach = tau * -math.expm1(-h / tau) if h > 0.0 else 0.0
     mr = rl + rt * reach
     if mr < 0.0:
@@ -146,8 +156,11 @@ def forecast(
     mp = mr * p
     mo = mr * o
     mean_load = load(a0, a1, b0, c0, k, min_rate, mr, mp, mo)
-    widening = width0 if mean_load < typical else width1  # levelbins.bin_of
-    high = (mean_load + typical) * widening - typical
+    if mean_load < typical and lean > 0.0:  # levelbins.bin_of: bin 0 on heights
+        high = mean_load + typical * (width0 - 1.0)
+    else:
+        widening = width0 if mean_load < typical else width1
+        high = (mean_load + typical) * widening - typical
     if mean_load > 1e-12:
         f = high / mean_load
         return mr, mp, mo, mean_load, mr * f, mp * f, mo * f

@@ -48,6 +48,8 @@ def burst_test(
     scored1: float,
     ratio_quantile: float,
     ratios_scored: float,
+    height_quantile: float,
+    lean: float,
     er: float,
     ep: float,
     eo: float,
@@ -57,7 +59,7 @@ def burst_test(
     after the state's sample, that upper's requests/s): the load's terms, the spec's damping and
     prior, the state's series (rl, rt), mix (p, o), typical demand, pooled tracker and its first
     two bins (levelbins.py: how many it has, each one's scale and count, the ratios' quantile and
-    count)."""
+    count) and bin 0's heights (their quantile and lean)."""
     # demand.expected
     reach = tau * -math.expm1(-h / tau) if h > 0.0 else 0.0
     mr = rl + rt * reach
@@ -72,9 +74,13 @@ def burst_test(
     w = prior_weight
     q = pooled(w, prior_error, scored, error_quantile)
     b = 0 if mean_load < typical else 1  # levelbins.bin_of
-    widening = width(q, w, b, bins, scale0, scored0, scale1, scored1, ratio_quantile, ratios_scored)
+    hq = height_quantile
+    widening = width(q, w, b, bins, scale0, scored0, scale1, scored1, ratio_quantile, ratios_scored, hq, lean)
     # band.widened
-    high = (mean_load + typical) * widening - typical
+    if b == 0 and lean > 0.0:
+        high = mean_load + typical * (widening - 1.0)
+    else:
+        high = (mean_load + typical) * widening - typical
     if mean_load > 1e-12:
         f = high / mean_load
         ur, up, uo = mr * f, mp * f, mo * f

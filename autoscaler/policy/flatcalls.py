@@ -88,6 +88,7 @@ def fold(
             out[8:10],
             _new(_SERIES, out[11:13]) if out[10] else None,
             _new(_LASTING, out[17:20]),
+            state.heights,
         ),
     )
     return new, _new(_ESTIMATE, (_new(_DEMAND, out[20:23]), out[23]))
@@ -106,6 +107,7 @@ def above_band(
     bins = prior.bins
     n = len(bins)
     relative = prior.relative
+    heights = prior.heights
     boxed: Boxed = terms
     band_terms: Boxed = band
     requests: Boxed = prior.requests
@@ -125,6 +127,7 @@ def above_band(
     got: tuple[bool, float] = flatband.kernel(
         a0, a1, b0, c0, k, min_rate, damping_s, now - prior.at, rl, rt, p, o, tr, tp, to,
         prior_weight, prior_error, prior.scored, prior.error_quantile,
-        n, s0, n0, s1, n1, relative.quantile, relative.scored, er, ep, eo, threshold,
+        n, s0, n0, s1, n1, relative.quantile, relative.scored, heights.quantile, heights.lean,
+        er, ep, eo, threshold,
     )  # fmt: skip
     return got

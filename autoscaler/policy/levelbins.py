@@ -40,6 +40,21 @@ class Relative(NamedTuple):
 Bins = tuple[tuple[float, float], ...]
 
 
+class Heights(NamedTuple):
+    """Bin 0's errors as heights over the typical load, (peak - forecast) / typical, beside their
+    log ratios (band.track): the heights' tracked quantile (as demand's pooled tracker), the
+    running mean and variance of the log band's quantile loss less the heights' band's on the same
+    forecasts, in typical loads, and `lean`, that mean less its standard error times the band's
+    quantile's deviate: above 0, bin 0 plans on the heights (band.band_width)."""
+
+    quantile: float = 0.0
+    scale: float = 0.0  # smoothed |height|: the tracker's step
+    scored: float = 0.0
+    mean: float = 0.0
+    variance: float = 0.0
+    lean: float = 0.0
+
+
 def bin_of(forecast_load: float, typical_load: float) -> int:
     """The bin of a forecast: made below the typical load (an idle gap, a burst's tail) or not."""
     return 0 if forecast_load < typical_load else 1

@@ -159,7 +159,7 @@ class Lookahead:
         """__init__'s typical load, level, its load, dispersion and both bins' band widths by
         `start`, flatahead.start's compiled copy; forecast_at's by `forecast`, flatahead.forecast's."""
         observed = self._observed
-        bins, relative = observed.bins, observed.relative
+        bins, relative, heights = observed.bins, observed.relative, observed.heights
         n = len(bins)
         # the arguments one by one, their tuples read as objects (flatcalls.py)
         boxed: Boxed = cap.terms
@@ -181,7 +181,7 @@ class Lookahead:
         out = start(
             a0, a1, b0, c0, k, min_rate, rl, rt, p, o, tr, tp, to, s2, sn, cap.ttft_s,
             prior_weight, prior_error, observed.scored, observed.error_quantile,
-            n, s0, n0, s1, n1, relative.quantile, relative.scored,
+            n, s0, n0, s1, n1, relative.quantile, relative.scored, heights.quantile, heights.lean,
         )  # fmt: skip
         typical_load = self.typical_load = out[0]
         self.mean_now = _new(_DEMAND, out[1:4])
@@ -191,7 +191,8 @@ class Lookahead:
         self._widths = [width0, width1]
         # forecast's copy, and its arguments after the horizon: the same at every horizon of the tick
         forecasting = (
-            a0, a1, b0, c0, k, min_rate, damping_s, rl, rt, p, o, typical_load, tr, tp, to, width0, width1
+            a0, a1, b0, c0, k, min_rate, damping_s, rl, rt, p, o, typical_load, tr, tp, to, width0, width1,
+            heights.lean,
         )  # fmt: skip
         self._forecasting = forecast, forecasting
 
@@ -216,7 +217,7 @@ class Lookahead:
             b = levelbins.bin_of(mean_load, typical)
             width = self._widths[b]
             if width is None:
-                width = self._widths[b] = math.exp(band.band_quantile(d, self._observed, mean_load, typical))
+                width = self._widths[b] = band.band_width(d, self._observed, mean_load, typical)
             got = mean, band.widened(self._observed, mean, mean_load, typical, width)
             self._forecasts[h] = got
             self._mean_loads[h] = mean_load
@@ -245,8 +246,7 @@ class Lookahead:
             b = levelbins.bin_of(mean_load, typical)
             width = self._widths[b]
             if width is None:  # forecast_at read the other bin's
-                q = band.band_quantile(self._demand, self._observed, mean_load, typical)
-                width = self._widths[b] = math.exp(q)
+                width = self._widths[b] = band.band_width(self._demand, self._observed, mean_load, typical)
             total = mean_load + typical
             share = typical / total if total > 0.0 else 1.0
             q = math.log(width) if width > 1.0 else 0.0

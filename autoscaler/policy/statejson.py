@@ -18,11 +18,11 @@ import reprlib
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from autoscaler.policy.band import MAX_ERROR, MAX_SCORED
+from autoscaler.policy.band import MAX_ERROR, MAX_HEIGHT, MAX_SCORED
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.demand import MAX_PENDING, DemandState, Series
 from autoscaler.policy.lasting import Lasting
-from autoscaler.policy.levelbins import BINS, MAX_RATIO, Relative
+from autoscaler.policy.levelbins import BINS, MAX_RATIO, Heights, Relative
 from autoscaler.policy.mix import Mix
 
 DEMAND_VERSION = 2  # 1 (positional lists) was never persisted by a release: it is refused
@@ -222,6 +222,14 @@ def demand_to_dict(state: DemandState, codec: TimeCodec = SECONDS) -> dict[str, 
             "rate": state.lasting.rate,
             "excess": state.lasting.excess,
         },
+        "heights": {
+            "quantile": state.heights.quantile,
+            "scale": state.heights.scale,
+            "scored": state.heights.scored,
+            "mean": state.heights.mean,
+            "variance": state.heights.variance,
+            "lean": state.heights.lean,
+        },
     }
 
 
@@ -273,6 +281,21 @@ def demand_from_dict(data: Any, codec: TimeCodec = SECONDS, path: str = "demand"
         if la is None
         else Lasting(la.number("timeInSystemS", low=0.0), la.number("rate"), la.number("excess"))
     )
+    he = r.child("heights") if "heights" in r.data else None  # an older state: none scored (log space)
+    heights = (
+        Heights()
+        if he is None
+        else Heights(
+            # the heights are clipped to ±MAX_HEIGHT; the quantile steps past them by less than its
+            # bound, and the lean is a mean of quantile losses between bands within them
+            he.number("quantile", low=-2 * MAX_HEIGHT, high=2 * MAX_HEIGHT),
+            he.number("scale", low=0.0, high=MAX_HEIGHT),
+            he.number("scored", low=0.0, high=MAX_SCORED),
+            he.number("mean"),
+            he.number("variance", low=0.0),
+            he.number("lean"),
+        )
+    )
     return DemandState(
         at,
         r.number("inflight"),  # as the readings came: no sign assumed of an engine's figures
@@ -293,4 +316,5 @@ def demand_from_dict(data: Any, codec: TimeCodec = SECONDS, path: str = "demand"
         # the gateway's count's own level; absent (an older state, or no reading): none yet
         _read_series(r.child("counted")) if "counted" in r.data else None,
         lasting,
+        heights,
     )
