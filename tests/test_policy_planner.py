@@ -224,6 +224,23 @@ def test_bursts_back_after_an_idle_spell_keep_part_of_their_capacity_between_the
     assert decisions[-1].desired_replicas < min(between)
 
 
+def test_the_demand_stage_says_when_bin_0_plans_on_heights() -> None:
+    """On/off traffic (bursts to 40/s for 30 s every 2 minutes, the gaps at 0.5-2/s) moves bin 0's
+    band to its heights over the typical load once their quantile loss is the lower at the band's
+    confidence (band.band_width); the demand stage's message says so at the decisions planned
+    there, and steady traffic never reads so."""
+    spec = planner_spec(demand=DemandSpec(prior_weight=8.0))
+    gaps = [0.5, 1.0, 2.0, 1.5]
+    rates = [r for k in range(60) for r in [40.0] * 2 + [gaps[k % 4]] * 6]
+    decisions, state = run_all(spec, 8, rates)
+    said = [d for d in decisions if d.stages[1].message.endswith("read as a height over it)")]
+    assert state.planner is not None and state.planner.demand is not None
+    assert state.planner.demand.heights.lean > 0.0
+    assert said and all(d.stages[1].name == "demand" for d in said)
+    steady, _ = run_all(spec, 8, [20.0] * len(rates))
+    assert not any("height" in d.stages[1].message for d in steady)
+
+
 def test_panic_sizes_on_this_ticks_demand_bounded_by_what_is_ready_in_time() -> None:
     """Steady at 10/s, then 100/s: ten times the band. 4 replicas of the seed load in 56 s, 5 in 70,
     so 4 start at once; the rest of what the forecast asks for is staggered as usual."""

@@ -135,14 +135,16 @@ def plan(
     mean_load = ahead.mean_load_at(horizon_s)
     upper_load = load(upper)
     widening = upper_load / mean_load if mean_load > 0.0 else math.inf
+    on_heights = mean_load < ahead.typical_load and dstate.heights.lean > 0.0  # band.band_width's bin 0
     # the band is scored on the smoothed level, not this tick's noisy estimate (band.track)
     level = ahead.level
     dstate = band.track(
         d, dstate, now, level, horizon_s, mean_load, ahead.typical_load, ahead.mean_now.requests
     )
     stages = planstages.forecast_stages(
-        have, needed, finished, est, horizon_s, mean, upper, widening, at_horizon, ahead, rounds, obs
-    )
+        have, needed, finished, est, horizon_s, mean, upper, widening, at_horizon, ahead, rounds, obs,
+        on_heights,
+    )  # fmt: skip
 
     # the reactive floor: upstream's proposal, capped while capacity is arriving within the horizon
     floor = 0

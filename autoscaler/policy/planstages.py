@@ -28,8 +28,10 @@ _new: Final = tuple.__new__
 # the stages' messages, formatted only when read (stage.Stage)
 _DEMAND_MESSAGE: Final = (
     "arrivals {:.3g}/s (finished {:.3g} + in-flight growth {:+.3g}), prompt {:.4g} tok/s,"
-    " output {:.4g} tok/s; in {:.0f} s: {:.3g}/s, upper {:.3g}/s (band x{:.3g})"
+    " output {:.4g} tok/s; in {:.0f} s: {:.3g}/s, upper {:.3g}/s (band x{:.3g}{})"
 )
+# where bin 0 plans on its heights (band.band_width): the band's clause says so
+_ON_HEIGHTS: Final = ", below the typical load read as a height over it"
 _CAPACITY_MESSAGE: Final = (
     "per replica at the SLO: prefill {:,.0f} tok/s, decode {:,.0f} tok/s, {:.3g} req/s at this mix"
     " (speed x{:.2f}); {:.3g}/s needs {}; arrivals' dispersion over the TTFT target {:.3g}"
@@ -67,8 +69,10 @@ def forecast_stages(
     ahead: Lookahead,
     rounds: int,
     obs: Observation,
+    on_heights: bool = False,
 ) -> list[Stage]:
-    """The demand, capacity and horizon stages' rows."""
+    """The demand, capacity and horizon stages' rows; `on_heights`: the upper is bin 0's height
+    over the typical load (band.band_width), not its log band."""
     r, pt, gt = est.now
     return [
         _new(
@@ -79,7 +83,18 @@ def forecast_stages(
                 have,
                 "DemandForecast",
                 _DEMAND_MESSAGE,
-                (r, finished, est.growth_per_s, pt, gt, horizon_s, mean.requests, upper.requests, widening),
+                (
+                    r,
+                    finished,
+                    est.growth_per_s,
+                    pt,
+                    gt,
+                    horizon_s,
+                    mean.requests,
+                    upper.requests,
+                    widening,
+                    _ON_HEIGHTS if on_heights else "",
+                ),
             ),
         ),
         _new(
