@@ -35,23 +35,41 @@ if len(DemandState._fields) != 18:  # track builds its result field by field
 def error_quantile(spec: DemandSpec, state: DemandState) -> float:
     """The quantile of the scored log errors, the prior's figure until errors were scored, blended
     by weight; never below 0 (the band never plans below the mean)."""
-    n = state.scored
-    w = spec.prior_weight
-    q = (w * spec.prior_error + n * state.error_quantile) / (w + n) if w + n > 0.0 else spec.prior_error
-    return q if q > 0.0 else 0.0
+    return _pooled(spec, state.error_quantile, state.scored)
 
 
 def band_quantile(spec: DemandSpec, state: DemandState, forecast_load: float, typical_load: float) -> float:
     """The error quantile a forecast of `forecast_load` is planned on: its bin's (levelbins.py),
     blended with the pooled one (error_quantile) by the errors it rests on as the pooled one is
     with the prior, so a bin with few leans on all of them; never below 0."""
-    pooled = error_quantile(spec, state)
-    got = levelbins.quantile(state.bins, state.relative, levelbins.bin_of(forecast_load, typical_load))
+    b = levelbins.bin_of(forecast_load, typical_load)
+    return _planned(spec, state.error_quantile, state.scored, state.bins, state.relative, b)
+
+
+def on_heights(state: DemandState, forecast_load: float, typical_load: float) -> bool:
+    """Whether a forecast of `forecast_load` plans on bin 0's heights: made below the typical load
+    (levelbins.bin_of's bin 0) while the heights' lean is above 0 (track)."""
+    return forecast_load < typical_load and state.heights.lean > 0.0
+
+
+def _pooled(spec: DemandSpec, q: float, n: float) -> float:
+    """error_quantile of a pooled tracker at quantile q over n scored errors."""
+    w = spec.prior_weight
+    q = (w * spec.prior_error + n * q) / (w + n) if w + n > 0.0 else spec.prior_error
+    return q if q > 0.0 else 0.0
+
+
+def _planned(
+    spec: DemandSpec, q: float, n: float, bins: levelbins.Bins, relative: levelbins.Relative, b: int
+) -> float:
+    """band_quantile of bin b from the trackers' fields (pooled quantile q over n errors, the bins)."""
+    pooled = _pooled(spec, q, n)
+    got = levelbins.quantile(bins, relative, b)
     if got is None:
         return pooled
-    own, n = got
+    own, m = got
     w = spec.prior_weight
-    q = (w * pooled + n * own) / (w + n)
+    q = (w * pooled + m * own) / (w + m)
     return q if q > 0.0 else 0.0
 
 
@@ -83,7 +101,7 @@ def band_width(spec: DemandSpec, state: DemandState, forecast_load: float, typic
     while its errors as heights over the typical load plan tighter than as log ratios (the heights'
     `lean` above 0, track), 1 + the heights' quantile (never below 0), which widened reads as the
     band's height over the level in typical loads."""
-    if forecast_load < typical_load and state.heights.lean > 0.0:  # levelbins.bin_of: bin 0
+    if on_heights(state, forecast_load, typical_load):
         hq = state.heights.quantile
         return 1.0 + (hq if hq > 0.0 else 0.0)
     return math.exp(band_quantile(spec, state, forecast_load, typical_load))
@@ -93,7 +111,7 @@ def widened(state: DemandState, mean: Demand, mean_load: float, typical: float, 
     """upper's band over `mean` (its load `mean_load`) at the width of its bin (band_width), which
     a caller with several forecasts of one state works out once a bin (lookahead.py): in log space,
     (mean + typical) x width - typical; in bin 0 planned on heights, mean + typical x (width - 1)."""
-    if mean_load < typical and state.heights.lean > 0.0:  # bin 0 on heights (band_width)
+    if on_heights(state, mean_load, typical):  # read as band_width gave it
         high = mean_load + typical * (width - 1.0)
     else:
         high = (mean_load + typical) * width - typical
@@ -296,14 +314,7 @@ def _heights(
     hq, hs, hn, mean, variance, lean = heights
     h = (peak - forecast) / offset
     h = MAX_HEIGHT if h > MAX_HEIGHT else -MAX_HEIGHT if h < -MAX_HEIGHT else h
-    w = spec.prior_weight
-    pooled = (w * spec.prior_error + scored * q) / (w + scored) if w + scored > 0.0 else spec.prior_error
-    ql = pooled if pooled > 0.0 else 0.0
-    got = levelbins.quantile(bins, relative, 0)
-    if got is not None:
-        own, n = got
-        ql = (w * ql + n * own) / (w + n)
-        ql = ql if ql > 0.0 else 0.0
+    ql = _planned(spec, q, scored, bins, relative, 0)  # band_quantile's for bin 0, as planned
     tau = spec.quantile
     above_log = (forecast / offset + 1.0) * math.expm1(ql)
     above_heights = hq if hq > 0.0 else 0.0

@@ -135,7 +135,7 @@ def plan(
     mean_load = ahead.mean_load_at(horizon_s)
     upper_load = load(upper)
     widening = upper_load / mean_load if mean_load > 0.0 else math.inf
-    on_heights = mean_load < ahead.typical_load and dstate.heights.lean > 0.0  # band.band_width's bin 0
+    on_heights = band.on_heights(dstate, mean_load, ahead.typical_load)
     # the band is scored on the smoothed level, not this tick's noisy estimate (band.track)
     level = ahead.level
     dstate = band.track(
