@@ -228,7 +228,9 @@ def test_the_demand_stage_says_when_bin_0_plans_on_heights() -> None:
     """On/off traffic (bursts to 40/s for 30 s every 2 minutes, the gaps at 0.5-2/s) moves bin 0's
     band to its heights over the typical load once their quantile loss is the lower at the band's
     confidence (band.band_width); the demand stage's message says so at the decisions planned
-    there, and steady traffic never reads so."""
+    there, and steady traffic never reads so. The lean here is +0.006, held up by a bin's first
+    error setting its scale (docs/policy-history.md, session 27, "A bin's first error held the
+    band")."""
     spec = planner_spec(demand=DemandSpec(prior_weight=8.0))
     gaps = [0.5, 1.0, 2.0, 1.5]
     rates = [r for k in range(60) for r in [40.0] * 2 + [gaps[k % 4]] * 6]
