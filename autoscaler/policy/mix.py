@@ -34,6 +34,11 @@ class Mix(NamedTuple):
     # spread is read over more requests than the mix, about its own mean prompt
     spread_requests: float = 0.0
     spread_prompt: float = 0.0
+    # generated tokens squared per request (an engine's output-length histogram; 0: none read yet)
+    # and the generated tokens per request over the same window: the outputs' spread, which sets
+    # the context a running request holds (capacity.py's context share)
+    output_sq: float = 0.0
+    spread_output: float = 0.0
 
     def lengths_cv2(self) -> float | None:
         """The prompt lengths' squared coefficient of variation about the mix's mean prompt, None
@@ -42,6 +47,17 @@ class Mix(NamedTuple):
         p, sq = self.prompt, self.prompt_sq
         square = self.spread_prompt * p
         if sq <= 0.0 or square <= 0.0:  # a subnormal prompt squares to 0
+            return None
+        return sq / square - 1.0
+
+    def outputs_cv2(self) -> float | None:
+        """The output lengths' squared coefficient of variation about the mix's mean output, None
+        without a histogram: read as lengths_cv2 is, E[o²] / (E[o]·o) - 1 over the spread's window,
+        so E[o²] / E[o] = o·(1 + cv²), the length-biased context a running request holds, keeps
+        the spread's scale as the mix moves."""
+        o, sq = self.output, self.output_sq
+        square = self.spread_output * o
+        if sq <= 0.0 or square <= 0.0:
             return None
         return sq / square - 1.0
 
@@ -54,9 +70,11 @@ def add_counts(
     output: float,
     prompt_sq: float | None,
     spread_window: float = SPREAD_REQUESTS,
+    output_sq: float | None = None,
 ) -> Mix:
     """The mix after `requests` more counted with `prompt` and `output` tokens (and `prompt_sq`
-    squared prompt tokens; None: not read, kept as it was), the weight of those counted before
+    squared prompt tokens, `output_sq` squared generated tokens; None: not read, kept as it was),
+    the weight of those counted before
     multiplied by `decay`: the ratio of the weighted sums, kept as the weight and the ratios. The
     lengths' spread forgets over `spread_window` requests (an argument, not only the constant, so a
     test can compare windows on the compiled core too, where constants are compiled in)."""
@@ -74,6 +92,7 @@ def add_counts(
         slow = decay
     weighed = mix.spread_requests * slow + requests
     sp, sq = mix.spread_prompt, mix.prompt_sq
+    so, osq = mix.spread_output, mix.output_sq
     if weighed > 0.0:
         sp = sp + (prompt - requests * sp) / weighed
         if prompt_sq is not None and requests > 0.0:
@@ -81,6 +100,22 @@ def add_counts(
             sq = prompt_sq / requests if sq <= 0.0 else sq + (prompt_sq - requests * sq) / weighed
             if sq < 0.0:
                 sq = 0.0
+        # the outputs' spread, the same way over the same weights
+        so = so + (output - requests * so) / weighed
+        if output_sq is not None and requests > 0.0:
+            osq = output_sq / requests if osq <= 0.0 else osq + (output_sq - requests * osq) / weighed
+            if osq < 0.0:
+                osq = 0.0
     return _new(
-        Mix, (counted, 0.0 if p < 0.0 else p, 0.0 if o < 0.0 else o, sq, weighed, 0.0 if sp < 0.0 else sp)
+        Mix,
+        (
+            counted,
+            0.0 if p < 0.0 else p,
+            0.0 if o < 0.0 else o,
+            sq,
+            weighed,
+            0.0 if sp < 0.0 else sp,
+            osq,
+            0.0 if so < 0.0 else so,
+        ),
     )

@@ -59,6 +59,7 @@ from replay.kernel.layout import (
     R_PART,
     R_PH,
     R_PQ,
+    R_OSQ,
     R_PSQ,
     R_PTOK,
     R_RPOS,
@@ -349,6 +350,7 @@ def _finish(q, r, t, qi, qf, ri, rf, g, lr):
     qi[q, Q_NEXT] = g[G_FREE]
     g[G_FREE] = q
     ri[r, R_FIN] += 1
+    ri[r, R_OSQ] += qi[q, Q_OUT] * qi[q, Q_OUT]
     g[G_INFLIGHT] -= 1
     g[G_FINISHED] += 1
     if t > rf[r, RF_LASTFIN]:
