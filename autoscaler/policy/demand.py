@@ -147,7 +147,17 @@ def observe(
         memo.remember(_tick_weights, (alpha, beta, period, dt), weights, 64)
     fused = _fused  # a global, read once
     if fused is not None:  # the arithmetic in one compiled call (flatcalls.fold), where installed
-        readings = (finished, prompt, generated, inflight, prompt_sq, window_s, arrived, arrived_window_s, output_sq)
+        readings = (
+            finished,
+            prompt,
+            generated,
+            inflight,
+            prompt_sq,
+            window_s,
+            arrived,
+            arrived_window_s,
+            output_sq,
+        )
         return fused(state, now, readings, weights)
     weight, b, typical_w = weights
     counted = finished * dt

@@ -42,7 +42,9 @@ def fold(
     """demand.observe past its guards (now after state.at), its `readings` (finished, prompt,
     generated, inflight, prompt_sq, window_s, arrived, arrived_window_s, output_sq) at the tick's weights, by
     flatdemand's kernel (flatdemand.install)."""
-    finished, prompt, generated, inflight, prompt_sq, window_s, arrived, arrived_window_s, output_sq = readings
+    finished, prompt, generated, inflight, prompt_sq, window_s, arrived, arrived_window_s, output_sq = (
+        readings
+    )
     gate, peaks = state.counted, state.peaks
     mix: Boxed = state.mix
     requests: Boxed = state.requests

@@ -265,7 +265,13 @@ class Lookahead:
             mix = self._observed.mix
             cv2 = self.shape.get("lengths_cv2", 1.0)
             lost = self._lost = capacity.idle_misses(
-                self._engine, self.slo, mix.prompt, mix.output, self.speed, cv2, self.shape.get("outputs_cv2", 1.0)
+                self._engine,
+                self.slo,
+                mix.prompt,
+                mix.output,
+                self.speed,
+                cv2,
+                self.shape.get("outputs_cv2", 1.0),
             )
         return lost
 

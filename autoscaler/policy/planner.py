@@ -104,7 +104,18 @@ def plan(
         arrived = _total(arrived_reading)
         arrived_window = arrived_reading.window_s if arrived_reading is not None else None
     dstate, est = demand.observe(
-        d, prior, now, finished, prompt, generated, inflight, squares, window, arrived, arrived_window, out_squares
+        d,
+        prior,
+        now,
+        finished,
+        prompt,
+        generated,
+        inflight,
+        squares,
+        window,
+        arrived,
+        arrived_window,
+        out_squares,
     )
 
     # capacity at the learned speed, and the horizon: the marginal replica's ready time
