@@ -296,6 +296,7 @@ class DemandModel(StrictModel):
     queue_metric: str | None = Field(default=None, alias="queueMetric", min_length=1)
     prompt_square_metric: str | None = Field(default=None, alias="promptSquareMetric", min_length=1)
     output_square_metric: str | None = Field(default=None, alias="outputSquareMetric", min_length=1)
+    output_sum_metric: str | None = Field(default=None, alias="outputSumMetric", min_length=1)
     arrival_rate_metric: str | None = Field(default=None, alias="arrivalRateMetric", min_length=1)
     alpha: float | None = None
     beta: float | None = None
@@ -314,6 +315,7 @@ class DemandModel(StrictModel):
             "queue_metric": "queue_metric",
             "prompt_square_metric": "prompt_square_metric",
             "output_square_metric": "output_square_metric",
+            "output_sum_metric": "output_sum_metric",
             "arrival_rate_metric": "arrival_rate_metric",
             "alpha": "alpha",
             "beta": "beta",
@@ -356,6 +358,7 @@ class CapacityModel(StrictModel):
             for key, value in (
                 ("promptSquareMetric", spec.demand.prompt_square_metric),
                 ("outputSquareMetric", spec.demand.output_square_metric),
+                ("outputSumMetric", spec.demand.output_sum_metric),
                 ("arrivalRateMetric", spec.demand.arrival_rate_metric),
             )
             if value is not None

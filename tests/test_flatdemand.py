@@ -69,6 +69,7 @@ readings = st.tuples(
     st.one_of(st.none(), positive),
     windows,
     st.one_of(st.none(), positive),  # the generated tokens² per second
+    st.one_of(st.none(), positive),  # the generated tokens per second of the requests finished
 )
 
 

@@ -30,6 +30,7 @@ EIGHT_B = ReplicaProfile(
     kv_cache_tokens=445_000,
 )
 SLO = SloTarget(ttft_s=2.0, tpot_s=0.1)
+SUM = "infscale_finished_output_token_rate"  # the output-length histograms' _sum, as a rate
 
 
 def test_the_share_and_the_age_are_the_geometrics_at_cv2_one_and_a_gammas_elsewhere() -> None:
@@ -74,15 +75,17 @@ def test_a_wider_output_spread_holds_more_context_and_needs_more_replicas() -> N
 
 
 def test_the_mix_keeps_the_outputs_second_moment_about_its_mean() -> None:
-    """Generated tokens squared, counted beside the tokens, give E[o²] per request over the spread's
-    window; a tick without the reading keeps it; none read: cv² None (the geometric's fallback)."""
+    """Generated tokens squared and generated tokens of the requests finished (the one histogram's
+    buckets and _sum), counted beside the tokens, give E[o²] / E[o]² over the spread's window; a
+    tick without the readings keeps it; none read, or the squares without the sum: cv² None (the
+    geometric's fallback)."""
     spec = DemandSpec()
     state, _ = demand.observe(spec, None, 0.0, 2.0, 2000.0, 2.0 * 460.0, 4.0)
     assert state.mix.outputs_cv2() is None
     # 2 req/s of outputs of mean 460 and E[o²] 948,000 (the stationary mix's: cv² 3.48)
     for i in range(1, 40):
         state, _ = demand.observe(
-            spec, state, 15.0 * i, 2.0, 2000.0, 920.0, 4.0, None, None, None, None, 2.0 * 948_000.0
+            spec, state, 15.0 * i, 2.0, 2000.0, 920.0, 4.0, None, None, None, None, 2.0 * 948_000.0, 920.0
         )
     cv2 = state.mix.outputs_cv2()
     assert cv2 == pytest.approx(948_000.0 / 460.0**2 - 1.0, rel=1e-6)
@@ -90,9 +93,35 @@ def test_the_mix_keeps_the_outputs_second_moment_about_its_mean() -> None:
     state, _ = demand.observe(spec, state, 15.0 * 40, 2.0, 2000.0, 920.0, 4.0)
     assert state.mix.outputs_cv2() == pytest.approx(cv2, rel=1e-6)
     assert mixes.Mix(5.0, 1000.0, 100.0).outputs_cv2() is None
+    lone, _ = demand.observe(spec, None, 0.0, 2.0, 2000.0, 920.0, 4.0)
+    for i in range(1, 10):
+        lone, _ = demand.observe(
+            spec, lone, 15.0 * i, 2.0, 2000.0, 920.0, 4.0, None, None, None, None, 2.0 * 948_000.0
+        )
+    assert lone.mix.outputs_cv2() is None
 
 
-def _capacity_stage(square_metric: str | None, cv2: float | None) -> int:
+def test_the_outputs_spread_is_read_about_the_finished_not_the_decoded() -> None:
+    """The generation counter counts tokens as they are decoded, the histogram when a request
+    finishes: long answers decoding through a window whose finishes are few read a mean output
+    far from the finished ones'. The cv² is the histogram's own E[o²] / E[o]² - 1, whatever the
+    generation counter says: constant 2,000-token answers read 0 while the decoded tokens per
+    finished request swing from a third to three times the finished mean."""
+    spec = DemandSpec()
+    state = None
+    o = 2000.0
+    for i in range(200):
+        finished = 0.2 if i % 2 else 1.0
+        decoded = (3.0 if i % 2 else 0.33) * finished * o
+        state, _ = demand.observe(
+            spec, state, 15.0 * i, finished, finished * 1000.0, decoded, 30.0,
+            None, None, None, None, finished * o * o, finished * o,
+        )  # fmt: skip
+        if i > 0:  # the first tick sets the state's clock
+            assert state.mix.outputs_cv2() == pytest.approx(0.0, abs=1e-9)
+
+
+def _capacity_stage(square_metric: str | None, cv2: float | None, sum_metric: str | None = SUM) -> int:
     """The capacity stage's count after a minute of 40 req/s of 1,000-token prompts and 1,500-token
     outputs (KV-bound on one-gpu-8b) whose lengths have `cv2` (None: no histogram published)."""
     spec = AutoscalerSpec(
@@ -101,7 +130,7 @@ def _capacity_stage(square_metric: str | None, cv2: float | None) -> int:
         capacity=CapacitySpec(
             profile=EIGHT_B,
             slo=SLO,
-            demand=DemandSpec(output_square_metric=square_metric),
+            demand=DemandSpec(output_square_metric=square_metric, output_sum_metric=sum_metric),
         ),
     )
     rate, o = 40.0, 1500.0
@@ -114,6 +143,7 @@ def _capacity_stage(square_metric: str | None, cv2: float | None) -> int:
     }
     if cv2 is not None:
         metrics["infscale_output_token_square_rate"] = MetricReading.of(rate * (1.0 + cv2) * o * o)
+        metrics[SUM] = MetricReading.of(rate * o)
     state = PolicyState()
     for i in range(5):
         decision, state = decide(spec, state, Observation(10, 10, 10, metrics=metrics), 1_000.0 + 15 * i)
@@ -122,12 +152,14 @@ def _capacity_stage(square_metric: str | None, cv2: float | None) -> int:
 
 
 def test_the_planner_sizes_with_the_output_lengths_the_engines_publish() -> None:
-    """The capacity stage reads the output square metric the spec names: wide outputs need more
-    replicas than narrow ones; unnamed, or named and not served, the geometric's (cv² 1)."""
+    """The capacity stage reads the output square and sum metrics the spec names: wide outputs
+    need more replicas than narrow ones; unnamed, or named and not served, or the squares without
+    the sum, the geometric's (cv² 1)."""
     fallback = _capacity_stage(None, None)
     assert _capacity_stage("infscale_output_token_square_rate", None) == fallback
     assert _capacity_stage(None, 3.0) == fallback  # served but not named: not read
     assert _capacity_stage("infscale_output_token_square_rate", 1.0) == fallback
+    assert _capacity_stage("infscale_output_token_square_rate", 3.0, None) == fallback  # squares alone
     narrow = _capacity_stage("infscale_output_token_square_rate", 0.25)
     wide = _capacity_stage("infscale_output_token_square_rate", 3.0)
     assert narrow < fallback < wide

@@ -53,6 +53,7 @@ def policy_states(rates: list[float], queues: list[float]) -> list[PlannerState]
         demand=demand.DemandSpec(
             prompt_square_metric="infscale_prompt_token_square_rate",
             output_square_metric="infscale_output_token_square_rate",
+            output_sum_metric="infscale_finished_output_token_rate",
             arrival_rate_metric="infscale_arrival_rate",
         )
     )
@@ -69,6 +70,7 @@ def policy_states(rates: list[float], queues: list[float]) -> list[PlannerState]
             "infscale_prompt_token_square_rate": MetricReading.of(rate * 2.5 * 300.0**2),
             # outputs of 150 tokens with cv² 3 (E[o²] = 4 · 150²)
             "infscale_output_token_square_rate": MetricReading.of(rate * 4.0 * 150.0**2),
+            "infscale_finished_output_token_rate": MetricReading.of(rate * 150.0),
             # the gateway's count, lost at times (its level then starts again)
             "infscale_arrival_rate": MetricReading.of(rate * 1.1)
             if queue != 5.0

@@ -96,6 +96,7 @@ class CapacityFacts:
     queue_metric: str | None
     prompt_square_metric: str | None
     output_square_metric: str | None
+    output_sum_metric: str | None
     arrival_rate_metric: str | None
 
 
@@ -125,5 +126,6 @@ def facts(cap: CapacitySpec) -> CapacityFacts:
         d.queue_metric,
         d.prompt_square_metric,
         d.output_square_metric,
+        d.output_sum_metric,
         d.arrival_rate_metric,
     )

@@ -125,10 +125,12 @@ def observe(
     arrived: float | None = None,
     arrived_window_s: float | None = None,
     output_sq: float | None = None,
+    output_sum: float | None = None,
 ) -> tuple[DemandState, Estimate]:
     """Fold one tick's readings (rates summed over pods, in-flight requests; `prompt_sq` the
     prompt tokens squared per second, None where no engine publishes prompt lengths; `output_sq`
-    the generated tokens squared per second, likewise for output lengths) into the
+    and `output_sum` the generated tokens squared and the generated tokens per second of the
+    requests finished, both from the output-length histogram, likewise for output lengths) into the
     state; `window_s`: the seconds the finished rate was measured over (None: the tick's own).
     `arrived`: the gateway's arrivals/s over `arrived_window_s`, the count the dispersion is read
     from, about a level of its own (None: no counter or no reading: finished + growth about the
@@ -157,6 +159,7 @@ def observe(
             arrived,
             arrived_window_s,
             output_sq,
+            output_sum,
         )
         return fused(state, now, readings, weights)
     weight, b, typical_w = weights
@@ -173,8 +176,9 @@ def observe(
             decay = lasting
     squares = None if prompt_sq is None else prompt_sq * dt
     out_squares = None if output_sq is None else output_sq * dt
+    out_sum = None if output_sum is None else output_sum * dt
     mix = add_counts(
-        state.mix, decay, counted, prompt * dt, generated * dt, squares, SPREAD_REQUESTS, out_squares
+        state.mix, decay, counted, prompt * dt, generated * dt, squares, SPREAD_REQUESTS, out_squares, out_sum
     )
     growth = (inflight - state.inflight) / dt
     arrivals = finished + growth

@@ -35,16 +35,29 @@ def fold(
     state: DemandState,
     now: float,
     readings: tuple[
-        float, float, float, float, float | None, float | None, float | None, float | None, float | None
+        float,
+        float,
+        float,
+        float,
+        float | None,
+        float | None,
+        float | None,
+        float | None,
+        float | None,
+        float | None,
     ],
     weights: tuple[float, float, float],
 ) -> tuple[DemandState, Estimate]:
     """demand.observe past its guards (now after state.at), its `readings` (finished, prompt,
-    generated, inflight, prompt_sq, window_s, arrived, arrived_window_s, output_sq) at the tick's weights, by
-    flatdemand's kernel (flatdemand.install)."""
-    finished, prompt, generated, inflight, prompt_sq, window_s, arrived, arrived_window_s, output_sq = (
+    generated, inflight, prompt_sq, window_s, arrived, arrived_window_s, output_sq, output_sum) at the
+    tick's weights, by flatdemand's kernel (flatdemand.install)."""
+    finished, prompt, generated, inflight, prompt_sq, window_s, arrived, arrived_window_s, output_sq, output_sum = (
         readings
     )
+    # the outputs' two moments are read as a pair (mix.add_counts)
+    out_pair = output_sq is not None and output_sum is not None
+    osq_read = output_sq if output_sq is not None and output_sum is not None else 0.0
+    osum_read = output_sum if output_sq is not None and output_sum is not None else 0.0
     gate, peaks = state.counted, state.peaks
     mix: Boxed = state.mix
     requests: Boxed = state.requests
@@ -71,7 +84,7 @@ def fold(
         0.0 if window_s is None else window_s,
         arrived is not None, 0.0 if arrived is None else arrived,
         0.0 if arrived_window_s is None else arrived_window_s,
-        output_sq is not None, 0.0 if output_sq is None else output_sq,
+        out_pair, osq_read, osum_read,
         weight, b, typical_w,
     )  # fmt: skip
     new = _new(

@@ -70,6 +70,7 @@ def tick(
     arrived_window_s: float,
     has_out_squares: bool,
     output_sq: float,
+    output_sum: float,
     weight: float,
     b: float,
     typical_w: float,
@@ -131,10 +132,15 @@ def tick(
                 sq = squares / requests if sq <= 0.0 else sq + (squares - requests * sq) / sr
                 if sq < 0.0:
                     sq = 0.0
-            so = so + (generated * dt - requests * so) / sr
             if has_out_squares and requests > 0.0:
                 out_squares = output_sq * dt
-                osq = out_squares / requests if osq <= 0.0 else osq + (out_squares - requests * osq) / sr
+                out_sum = output_sum * dt
+                if osq <= 0.0:
+                    osq = out_squares / requests
+                    so = out_sum / requests
+                else:
+                    osq = osq + (out_squares - requests * osq) / sr
+                    so = so + (out_sum - requests * so) / sr
                 if osq < 0.0:
                     osq = 0.0
         counted_mix = total

@@ -34,9 +34,11 @@ class Mix(NamedTuple):
     # spread is read over more requests than the mix, about its own mean prompt
     spread_requests: float = 0.0
     spread_prompt: float = 0.0
-    # generated tokens squared per request (an engine's output-length histogram; 0: none read yet)
-    # and the generated tokens per request over the same window: the outputs' spread, which sets
-    # the context a running request holds (capacity.py's context share)
+    # generated tokens squared per request and generated tokens per request, both from an engine's
+    # output-length histogram (its buckets and its _sum: counted when a request finishes; 0: none
+    # read yet) over the spread's window: the outputs' spread, which sets the context a running
+    # request holds (capacity.py's context share). Never the generation counter, which counts
+    # tokens as they are decoded: over a window, the two count different requests
     output_sq: float = 0.0
     spread_output: float = 0.0
 
@@ -51,12 +53,12 @@ class Mix(NamedTuple):
         return sq / square - 1.0
 
     def outputs_cv2(self) -> float | None:
-        """The output lengths' squared coefficient of variation about the mix's mean output, None
-        without a histogram: read as lengths_cv2 is, E[o²] / (E[o]·o) - 1 over the spread's window,
-        so E[o²] / E[o] = o·(1 + cv²), the length-biased context a running request holds, keeps
-        the spread's scale as the mix moves."""
-        o, sq = self.output, self.output_sq
-        square = self.spread_output * o
+        """The output lengths' squared coefficient of variation, None without a histogram: E[o²] /
+        E[o]² - 1 from the one histogram over the spread's window (both moments counted at the
+        requests' finish, the same requests), a ratio of scale, which the sizing applies to the
+        mix's mean output."""
+        so, sq = self.spread_output, self.output_sq
+        square = so * so
         if sq <= 0.0 or square <= 0.0:
             return None
         return sq / square - 1.0
@@ -71,10 +73,12 @@ def add_counts(
     prompt_sq: float | None,
     spread_window: float = SPREAD_REQUESTS,
     output_sq: float | None = None,
+    output_sum: float | None = None,
 ) -> Mix:
     """The mix after `requests` more counted with `prompt` and `output` tokens (and `prompt_sq`
-    squared prompt tokens, `output_sq` squared generated tokens; None: not read, kept as it was),
-    the weight of those counted before
+    squared prompt tokens; `output_sq` squared generated tokens and `output_sum` generated tokens
+    of the requests finished, both from the output-length histogram: read as a pair, None either:
+    not read, kept as they were), the weight of those counted before
     multiplied by `decay`: the ratio of the weighted sums, kept as the weight and the ratios. The
     lengths' spread forgets over `spread_window` requests (an argument, not only the constant, so a
     test can compare windows on the compiled core too, where constants are compiled in)."""
@@ -100,10 +104,13 @@ def add_counts(
             sq = prompt_sq / requests if sq <= 0.0 else sq + (prompt_sq - requests * sq) / weighed
             if sq < 0.0:
                 sq = 0.0
-        # the outputs' spread, the same way over the same weights
-        so = so + (output - requests * so) / weighed
-        if output_sq is not None and requests > 0.0:
-            osq = output_sq / requests if osq <= 0.0 else osq + (output_sq - requests * osq) / weighed
+        # the outputs' spread, the same way over the same weights, both moments from the histogram
+        if output_sq is not None and output_sum is not None and requests > 0.0:
+            if osq <= 0.0:
+                osq, so = output_sq / requests, output_sum / requests
+            else:
+                osq = osq + (output_sq - requests * osq) / weighed
+                so = so + (output_sum - requests * so) / weighed
             if osq < 0.0:
                 osq = 0.0
     return _new(

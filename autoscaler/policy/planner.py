@@ -94,8 +94,9 @@ def plan(
         inflight = prior.inflight if prior is not None else 0.0
     square_metric = cap.prompt_square_metric
     squares = _total(metrics.get(square_metric)) if square_metric is not None else None
-    output_metric = cap.output_square_metric
+    output_metric, output_sum_metric = cap.output_square_metric, cap.output_sum_metric
     out_squares = _total(metrics.get(output_metric)) if output_metric is not None else None
+    out_sum = _total(metrics.get(output_sum_metric)) if output_sum_metric is not None else None
     window = finished_reading.window_s if finished_reading is not None else None
     arrived, arrived_window = None, None
     arrival_metric = cap.arrival_rate_metric
@@ -116,6 +117,7 @@ def plan(
         arrived,
         arrived_window,
         out_squares,
+        out_sum,
     )
 
     # capacity at the learned speed, and the horizon: the marginal replica's ready time

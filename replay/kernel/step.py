@@ -56,6 +56,7 @@ from replay.kernel.layout import (
     R_NRUN,
     R_NWAIT,
     R_OSQ,
+    R_OSUM,
     R_P,
     R_PART,
     R_PH,
@@ -351,6 +352,7 @@ def _finish(q, r, t, qi, qf, ri, rf, g, lr):
     g[G_FREE] = q
     ri[r, R_FIN] += 1
     ri[r, R_OSQ] += qi[q, Q_OUT] * qi[q, Q_OUT]
+    ri[r, R_OSUM] += qi[q, Q_OUT]
     g[G_INFLIGHT] -= 1
     g[G_FINISHED] += 1
     if t > rf[r, RF_LASTFIN]:

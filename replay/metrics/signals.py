@@ -42,8 +42,8 @@ I64 = npt.NDArray[np.int64]
 
 # the columns of a pod's row in a scrape
 INFLIGHT, WAITING, RUNNING, KV_USAGE, REQUESTS, PROMPT_TOKENS, GENERATION_TOKENS, PROMPT_SQUARES = range(8)
-OUTPUT_SQUARES = 8
-COLUMNS = 9
+OUTPUT_SQUARES, OUTPUT_SUMS = 8, 9
+COLUMNS = 10
 # and of the gateway's
 ARRIVALS, PENDING = range(2)
 
@@ -83,6 +83,7 @@ METRICS: dict[str, Metric] = {
         Metric("infscale_generation_token_rate", Kind.RATE, GENERATION_TOKENS, Combine.SUM),
         Metric("infscale_prompt_token_square_rate", Kind.RATE, PROMPT_SQUARES, Combine.SUM),
         Metric("infscale_output_token_square_rate", Kind.RATE, OUTPUT_SQUARES, Combine.SUM),
+        Metric("infscale_finished_output_token_rate", Kind.RATE, OUTPUT_SUMS, Combine.SUM),
         Metric("infscale_arrival_rate", Kind.RATE, ARRIVALS, Combine.SUM, gateway=True),
         Metric("infscale_gateway_pending", Kind.GAUGE, PENDING, Combine.SUM, gateway=True),
     )

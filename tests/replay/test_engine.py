@@ -9,7 +9,15 @@ import numpy as np
 import pytest
 
 from replay.engine import Engine, RequestResults
-from replay.metrics.signals import COLUMNS, OUTPUT_SQUARES, PROMPT_SQUARES, PROMPT_TOKENS, REQUESTS
+from replay.metrics.signals import (
+    COLUMNS,
+    GENERATION_TOKENS,
+    OUTPUT_SQUARES,
+    OUTPUT_SUMS,
+    PROMPT_SQUARES,
+    PROMPT_TOKENS,
+    REQUESTS,
+)
 from replay.profiles import LLAMA_8B_H100, LLAMA_70B_TP4_H100, EngineProfile
 from replay.referencerun import ReferenceRun, reference_run
 from replay.trace import PrefixBlocks, Trace
@@ -333,8 +341,9 @@ def test_the_prompt_squares_counter_sums_the_square_of_every_prompt_counted() ->
 
 
 def test_the_output_squares_counter_sums_the_square_of_every_output_finished() -> None:
-    """The scrape's OUTPUT_SQUARES column (an engine's output-length histogram, which vLLM observes
-    as a request finishes) counts o² for every request the REQUESTS column counts, at every stop."""
+    """The scrape's OUTPUT_SQUARES and OUTPUT_SUMS columns (an engine's output-length histogram,
+    which vLLM observes as a request finishes) count o² and o for every request the REQUESTS
+    column counts, at every stop; the generation counter counts the tokens decoded, finished or not."""
     rng = np.random.default_rng(7)
     n = 200
     arrival = np.sort(rng.uniform(0, 30.0, n))
@@ -350,7 +359,10 @@ def test_the_output_squares_counter_sums_the_square_of_every_output_finished() -
         done = outputs[finished <= at]
         assert rows[k_stop, :, REQUESTS].sum() == len(done)
         assert rows[k_stop, :, OUTPUT_SQUARES].sum() == float((done * done).sum())
+        assert rows[k_stop, :, OUTPUT_SUMS].sum() == float(done.sum())
+        assert rows[k_stop, :, GENERATION_TOKENS].sum() >= float(done.sum())
     assert 0 < (finished <= stops[20]).sum() < (finished <= stops[-1]).sum()
+    assert (rows[:, :, GENERATION_TOKENS].sum(axis=1) > rows[:, :, OUTPUT_SUMS].sum(axis=1)).any()
 
 
 def test_fast_engine_equals_the_exact_one_with_prefix_caching() -> None:

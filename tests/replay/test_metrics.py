@@ -29,8 +29,9 @@ def row(
     gen: int = 0,
     squares: int = 0,
     output_squares: int = 0,
+    output_sums: int = 0,
 ) -> list[float]:
-    return [waiting + running, waiting, running, kv, requests, prompt, gen, squares, output_squares]
+    return [waiting + running, waiting, running, kv, requests, prompt, gen, squares, output_squares, output_sums]
 
 
 def scrape(
@@ -99,17 +100,23 @@ def test_direct_rates_need_two_rounds_and_read_a_drop_as_a_restart() -> None:
 
 
 def test_the_output_squares_read_as_a_rate_summed_over_pods() -> None:
-    """infscale_output_token_square_rate: Σ o² of the requests finished, per second, as the adapter
-    serves output_token_square_rate (the engines' output-length histograms)."""
+    """infscale_output_token_square_rate and infscale_finished_output_token_rate: Σ o² and Σ o of
+    the requests finished, per second, as the adapter serves output_token_square_rate and
+    finished_output_token_rate (the engines' output-length histograms' buckets and _sum)."""
     p = build_pipeline(MetricsSpec(), sync_period_s=15.0)
-    p.scrape(scrape(2.5, {0: row(requests=1, output_squares=400), 1: row()}))
+    p.scrape(scrape(2.5, {0: row(requests=1, output_squares=400, output_sums=20), 1: row()}))
     p.scrape(
         scrape(
             7.5,
-            {0: row(requests=3, output_squares=400 + 2 * 90_000), 1: row(requests=1, output_squares=10_000)},
+            {
+                0: row(requests=3, output_squares=400 + 2 * 90_000, output_sums=20 + 2 * 300),
+                1: row(requests=1, output_squares=10_000, output_sums=100),
+            },
         )
     )
     assert value(p.read("infscale_output_token_square_rate", 8.0)) == (2 * 90_000 + 10_000) / 5.0
+    # and their sum, the same histogram's _sum (counted at finish, not as decoded)
+    assert value(p.read("infscale_finished_output_token_rate", 8.0)) == (2 * 300 + 100) / 5.0
 
 
 def test_a_pod_that_left_rounds_gets_its_rate_from_its_own_last_round() -> None:
