@@ -78,9 +78,8 @@ def counters(t, r, qi, ri, rf, hist, pi):
         if pchunk > 0 and ext > 0:
             c1 = qi[part, Q_COMP] + pchunk
             used += cdiv(c1 + ext * pchunk, bs) - cdiv(c1, bs)
-    return (
-        ri[r, R_FIN], ri[r, R_PTOK], ri[r, R_PSQ], gen, ri[r, R_NWAIT], ri[r, R_NRUN], used, ri[r, R_OSQ], ri[r, R_OSUM]
-    )  # fmt: skip
+    fin, ptok, psq, osq, osum = ri[r, R_FIN], ri[r, R_PTOK], ri[r, R_PSQ], ri[r, R_OSQ], ri[r, R_OSUM]
+    return fin, ptok, psq, gen, ri[r, R_NWAIT], ri[r, R_NRUN], used, osq, osum
 
 
 @jit

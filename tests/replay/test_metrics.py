@@ -31,7 +31,8 @@ def row(
     output_squares: int = 0,
     output_sums: int = 0,
 ) -> list[float]:
-    return [waiting + running, waiting, running, kv, requests, prompt, gen, squares, output_squares, output_sums]
+    counts = [requests, prompt, gen, squares, output_squares, output_sums]
+    return [waiting + running, waiting, running, kv, *counts]
 
 
 def scrape(
