@@ -13,6 +13,11 @@ Normalized signals:
 - `request_rate`, `prompt_token_rate`, `generation_token_rate`: per-second rates of counters;
 - `prompt_token_square_rate`: Σ prompt tokens² per second, from the prompt-length histogram's
   buckets (adapter/histogram.py): with the two rates above, the prompt lengths' spread;
+- `output_token_square_rate`: Σ generated tokens² per second, from the output-length histogram's
+  buckets likewise: the output lengths' spread (the context a running request holds);
+- `finished_output_token_rate`: Σ generated tokens per second of the requests finished, the
+  output-length histogram's `_sum`: the mean the squares are read about, counted at a request's
+  finish as they are (vLLM's generation counter counts tokens as they are decoded);
 - `slot_usage`: JetStream's decode-slot occupancy (a 0–1 fraction; JetStream has no running count).
 - `arrival_rate`: requests/s reaching an inference gateway, from its request counter (a gateway's
   pods, not the engines': the demand stage's `arrivalRateMetric`, docs/policy.md).
@@ -37,6 +42,8 @@ class Signal(StrEnum):
     PROMPT_TOKEN_RATE = "prompt_token_rate"
     GENERATION_TOKEN_RATE = "generation_token_rate"
     PROMPT_TOKEN_SQUARE_RATE = "prompt_token_square_rate"
+    OUTPUT_TOKEN_SQUARE_RATE = "output_token_square_rate"
+    FINISHED_OUTPUT_TOKEN_RATE = "finished_output_token_rate"
     SLOT_USAGE = "slot_usage"
     ARRIVAL_RATE = "arrival_rate"
 
@@ -185,6 +192,8 @@ PRESETS: dict[str, EnginePreset] = {
                 Signal.PROMPT_TOKEN_RATE: rate(_s("vllm:prompt_tokens_total")),
                 Signal.GENERATION_TOKEN_RATE: rate(_s("vllm:generation_tokens_total")),
                 Signal.PROMPT_TOKEN_SQUARE_RATE: square_rate("vllm:request_prompt_tokens"),
+                Signal.OUTPUT_TOKEN_SQUARE_RATE: square_rate("vllm:request_generation_tokens"),
+                Signal.FINISHED_OUTPUT_TOKEN_RATE: rate(_s("vllm:request_generation_tokens_sum")),
             },
             model_label="model_name",
         ),
@@ -200,6 +209,8 @@ PRESETS: dict[str, EnginePreset] = {
                 Signal.PROMPT_TOKEN_RATE: rate(_s("tgi_request_input_length_sum")),
                 Signal.GENERATION_TOKEN_RATE: rate(_s("tgi_request_generated_tokens_sum")),
                 Signal.PROMPT_TOKEN_SQUARE_RATE: square_rate("tgi_request_input_length"),
+                Signal.OUTPUT_TOKEN_SQUARE_RATE: square_rate("tgi_request_generated_tokens"),
+                Signal.FINISHED_OUTPUT_TOKEN_RATE: rate(_s("tgi_request_generated_tokens_sum")),
             },
         ),
         EnginePreset(
@@ -253,6 +264,8 @@ PRESETS: dict[str, EnginePreset] = {
                 Signal.PROMPT_TOKEN_RATE: rate(_s("jetstream_request_input_length_sum")),
                 Signal.GENERATION_TOKEN_RATE: rate(_s("jetstream_request_output_length_sum")),
                 Signal.PROMPT_TOKEN_SQUARE_RATE: square_rate("jetstream_request_input_length"),
+                Signal.OUTPUT_TOKEN_SQUARE_RATE: square_rate("jetstream_request_output_length"),
+                Signal.FINISHED_OUTPUT_TOKEN_RATE: rate(_s("jetstream_request_output_length_sum")),
             },
             model_label="model_name",
         ),

@@ -295,6 +295,8 @@ class DemandModel(StrictModel):
     inflight_metric: str | None = Field(default=None, alias="inflightMetric", min_length=1)
     queue_metric: str | None = Field(default=None, alias="queueMetric", min_length=1)
     prompt_square_metric: str | None = Field(default=None, alias="promptSquareMetric", min_length=1)
+    output_square_metric: str | None = Field(default=None, alias="outputSquareMetric", min_length=1)
+    output_sum_metric: str | None = Field(default=None, alias="outputSumMetric", min_length=1)
     arrival_rate_metric: str | None = Field(default=None, alias="arrivalRateMetric", min_length=1)
     alpha: float | None = None
     beta: float | None = None
@@ -312,6 +314,8 @@ class DemandModel(StrictModel):
             "inflight_metric": "inflight_metric",
             "queue_metric": "queue_metric",
             "prompt_square_metric": "prompt_square_metric",
+            "output_square_metric": "output_square_metric",
+            "output_sum_metric": "output_sum_metric",
             "arrival_rate_metric": "arrival_rate_metric",
             "alpha": "alpha",
             "beta": "beta",
@@ -353,6 +357,8 @@ class CapacityModel(StrictModel):
             key: value
             for key, value in (
                 ("promptSquareMetric", spec.demand.prompt_square_metric),
+                ("outputSquareMetric", spec.demand.output_square_metric),
+                ("outputSumMetric", spec.demand.output_sum_metric),
                 ("arrivalRateMetric", spec.demand.arrival_rate_metric),
             )
             if value is not None

@@ -131,13 +131,16 @@ def _tokens(x: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
 
 
 def model_count(scenario: Scenario, trace: Trace, rate: float) -> int:
-    """The capacity model's count at the trace's own mix and prompt spread (as the engines'
-    histograms give it), under the replay's least-loaded router."""
+    """The capacity model's count at the trace's own mix and prompt and output spreads (as the
+    engines' histograms give them), under the replay's least-loaded router."""
     x = trace.input_tokens.astype(float)
+    y = trace.output_tokens.astype(float)
     profile = replica_profile(scenario.engine)
     cv2 = float((x * x).mean() / x.mean() ** 2 - 1.0)
-    shape = lengths.Shape(**lengths.spread(profile, float(x.mean()), cv2), least_loaded=True)
-    demand = Demand(rate, rate * float(x.mean()), rate * float(trace.output_tokens.mean()))
+    outputs_cv2 = float((y * y).mean() / y.mean() ** 2 - 1.0)
+    spread = lengths.with_outputs(lengths.spread(profile, float(x.mean()), cv2), outputs_cv2)
+    shape = lengths.Shape(**spread, least_loaded=True)
+    demand = Demand(rate, rate * float(x.mean()), rate * float(y.mean()))
     slo = slo_target(scenario)
     sizing = size(profile, slo, demand, **shape)
     return sizing.replicas

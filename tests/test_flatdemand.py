@@ -48,7 +48,7 @@ states = st.builds(
     ),
     st.floats(0.0, 1e5),
     positive,
-    st.builds(Mix, positive, positive, positive, positive),
+    st.builds(Mix, positive, positive, positive, positive, positive, positive, positive, positive),
     series,
     st.booleans(),
     st.builds(Demand, positive, positive, positive),
@@ -68,6 +68,8 @@ readings = st.tuples(
     windows,
     st.one_of(st.none(), positive),
     windows,
+    st.one_of(st.none(), positive),  # the generated tokens² per second
+    st.one_of(st.none(), positive),  # the generated tokens per second of the requests finished
 )
 
 
@@ -122,6 +124,7 @@ def test_a_run_of_ticks_folds_as_observe_folds_it(name: str, spec: DemandSpec, t
             5.0,
             rate * 1.1 if counter else None,
             5.0,
+            rate * 6e4 if counter else None,
         )
         if state is not None:
             _both(spec, state, now, *rest, kernel=KERNELS[name])

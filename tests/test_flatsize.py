@@ -84,7 +84,9 @@ def test_the_fused_sizing_is_burstsize_size_to_the_bit(
     _same(got, want)
 
 
-@pytest.mark.parametrize("shape", [{"least_loaded": True, "arrivals_index": 3.0}, {"lengths_cv2": 2.5}])
+@pytest.mark.parametrize(
+    "shape", [{"least_loaded": True, "arrivals_index": 3.0}, {"lengths_cv2": 2.5}, {"outputs_cv2": 3.0}]
+)
 def test_an_uncovered_shape_is_sized_by_burstsize_itself(shape: lengths.Shape) -> None:
     profile, slo, need = (
         ReplicaProfile(step_base_s=0.02, prefill_s_per_token=1e-4),
@@ -92,6 +94,7 @@ def test_an_uncovered_shape_is_sized_by_burstsize_itself(shape: lengths.Shape) -
         Demand(20.0, 2e4, 4e3),
     )
     assert not burstsize._flat_covers(shape)
+    assert burstsize._flat_covers({"service_cv2": 1.7, "lengths_cv2": 1.0, "outputs_cv2": 1.0})
     sizekernel.install()
     try:
         got = burstsize.size(profile, slo, need, 1.0, 100, 30.0, shape, 40.0, 25.0)

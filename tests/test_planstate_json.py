@@ -52,6 +52,8 @@ def policy_states(rates: list[float], queues: list[float]) -> list[PlannerState]
     spec = planner_spec(
         demand=demand.DemandSpec(
             prompt_square_metric="infscale_prompt_token_square_rate",
+            output_square_metric="infscale_output_token_square_rate",
+            output_sum_metric="infscale_finished_output_token_rate",
             arrival_rate_metric="infscale_arrival_rate",
         )
     )
@@ -66,6 +68,9 @@ def policy_states(rates: list[float], queues: list[float]) -> list[PlannerState]
             "infscale_inflight": MetricReading.of(rate * 2.0 + queue),
             # prompts of 300 tokens with cv² 1.5 (E[x²] = 2.5 · 300²)
             "infscale_prompt_token_square_rate": MetricReading.of(rate * 2.5 * 300.0**2),
+            # outputs of 150 tokens with cv² 3 (E[o²] = 4 · 150²)
+            "infscale_output_token_square_rate": MetricReading.of(rate * 4.0 * 150.0**2),
+            "infscale_finished_output_token_rate": MetricReading.of(rate * 150.0),
             # the gateway's count, lost at times (its level then starts again)
             "infscale_arrival_rate": MetricReading.of(rate * 1.1)
             if queue != 5.0
@@ -126,7 +131,16 @@ def demand_states(draw: st.DrawFn) -> DemandState:
     return DemandState(
         draw(times),
         draw(finite),
-        Mix(draw(positive), draw(positive), draw(positive), draw(st.sampled_from([0.0, 1.5e8]))),
+        Mix(
+            draw(positive),
+            draw(positive),
+            draw(positive),
+            draw(st.sampled_from([0.0, 1.5e8])),
+            draw(positive),
+            draw(positive),
+            draw(st.sampled_from([0.0, 9e4])),
+            draw(positive),
+        ),
         Series(draw(finite), draw(finite)),
         draw(st.booleans()),
         pending,
@@ -482,6 +496,28 @@ def test_an_older_mix_without_the_prompt_squares_reads_as_no_histogram() -> None
     assert state.demand is not None
     assert state.demand.mix.prompt_sq == 0.0 and state.demand.mix.lengths_cv2() is None
     assert state.demand.mix.prompt == mix["promptPerRequest"]
+
+
+def test_an_older_mix_without_the_output_squares_reads_as_no_histogram() -> None:
+    """A state saved before the outputs' spread (session 27): output_sq 0, which the sizing takes as
+    no histogram (outputs geometric, cv² 1), its window's mean output the mix's; the policy's own
+    states carry both, and read back the cv² they were saved with."""
+    doc = good()
+    mix = doc["demand"]["mix"]
+    assert mix["outputSquaredPerRequest"] > 0.0 and mix["spreadOutputPerRequest"] > 0.0
+    saved = PlannerState.from_dict(doc)
+    assert saved.demand is not None
+    cv2 = saved.demand.mix.outputs_cv2()
+    assert cv2 is not None and cv2 == pytest.approx(3.0, rel=1e-3)
+    del mix["outputSquaredPerRequest"], mix["spreadOutputPerRequest"]
+    state = PlannerState.from_dict(doc)
+    assert state.demand is not None
+    read = state.demand.mix
+    assert read.output_sq == 0.0 and read.outputs_cv2() is None
+    assert read.spread_output == mix["outputPerRequest"]
+    assert read._replace(
+        output_sq=saved.demand.mix.output_sq, spread_output=saved.demand.mix.spread_output
+    ) == (saved.demand.mix)
 
 
 def test_an_older_mix_without_the_spreads_window_reads_the_mixs_own() -> None:

@@ -62,9 +62,11 @@ def _size_before(
     lengths_cv2: float,
     least_loaded: bool = False,
     arrivals_index: float = 1.0,
+    outputs_cv2: float = 1.0,
 ) -> Sizing:
     """capacity.size as it was before the reuse (9e65c0e), over the same helpers but those it
-    changed (the wait budget, the decode rate: their min and max as the builtins)."""
+    changed (the wait budget, the decode rate: their min and max as the builtins); the outputs'
+    spread in the context as session 27 put it there."""
     c = capacity
     lam = demand.requests
     if lam < c.MIN_RATE:
@@ -73,7 +75,7 @@ def _size_before(
     o = max(demand.output_tokens / lam, 1.0)
     base = profile.step_base_s / speed
     a_token = profile.prefill_s_per_token + profile.prefill_s_per_attention_pair * 0.5 * (p + 1.0)
-    context = p + c.CONTEXT_OUTPUT_SHARE * o
+    context = p + lengths.context_share(outputs_cv2) * o
     d_token = profile.decode_s_per_request + profile.decode_s_per_context_token * context
     w = (a_token * p + d_token * o) / speed
     a = a_token / speed
@@ -86,7 +88,7 @@ def _size_before(
     seqs = float(profile.max_num_seqs)
     if profile.kv_cache_tokens is not None:  # the KV at its priced tail (tests/test_capacity.py checks it)
         kv = profile.kv_cache_tokens
-        spread = lengths_cv2 * p * p + c.CONTEXT_OUTPUT_SHARE * o * c.CONTEXT_OUTPUT_SHARE * o
+        spread = lengths_cv2 * p * p + lengths.age_variance(outputs_cv2) * o * o
         redo = profile.prefill_s_per_token + profile.prefill_s_per_attention_pair * 0.5 * (context + 1.0)
         redo_steps = redo * context / speed * (1.0 - rho_tpot) / base
         z = kvceiling.kv_z(1.0 - slo.attainment, spread, context, kv, redo_steps)
@@ -106,7 +108,9 @@ def _size_before(
         if slo.tpot_s is not None:
             idle_rate = replicarates.prefill_rate_of(profile, 0.0, o, base, w, a, d)
             tpot_tail = max(tail, c._idle_misses(p, idle_rate, beta, ttft_s - base, ttft_tokens, lengths_cv2))
-            tpot_n = lam / tailsearch.tpot_rate(profile, slo.tpot_s, tpot_tail, p, o, speed, lengths_cv2)
+            tpot_n = lam / tailsearch.tpot_rate(
+                profile, slo.tpot_s, tpot_tail, p, o, speed, lengths_cv2, outputs_cv2
+            )
             if tpot_n > n:
                 n, binding = tpot_n, "tpot"
         first = max(1, math.ceil(n - 1e-9))
@@ -187,12 +191,13 @@ def _burst_before(
     cs2 = shape.get("service_cv2", capacity.SERVICE_CV2)
     cv2 = shape.get("lengths_cv2", 1.0)
     router = shape.get("least_loaded", False), shape.get("arrivals_index", 1.0)
+    outputs = shape.get("outputs_cv2", 1.0)
     calls = 0
 
     def at(ca2: float) -> Sizing:
         nonlocal calls
         calls += 1
-        return _size_before(profile, slo, need, speed, limit, ca2, cs2, cv2, *router)
+        return _size_before(profile, slo, need, speed, limit, ca2, cs2, cv2, *router, outputs_cv2=outputs)
 
     got = at(1.0)
     lo = got.replicas
@@ -252,6 +257,14 @@ shapes = st.sampled_from(
         {"service_cv2": 0.2, "lengths_cv2": 0.1},
         {"least_loaded": True, "arrivals_index": 1.0},
         {"service_cv2": 1.7, "lengths_cv2": 2.5, "least_loaded": True, "arrivals_index": 30.0},
+        {"outputs_cv2": 3.5},
+        {
+            "service_cv2": 0.2,
+            "lengths_cv2": 0.1,
+            "outputs_cv2": 0.3,
+            "least_loaded": True,
+            "arrivals_index": 3.0,
+        },
     ]
 )
 
@@ -279,8 +292,11 @@ def test_one_sizer_at_several_ca2_sizes_each_as_size_did(
     cs2 = shape.get("service_cv2", capacity.SERVICE_CV2)
     cv2 = shape.get("lengths_cv2", 1.0)
     router = shape.get("least_loaded", False), shape.get("arrivals_index", 1.0)
+    outputs = shape.get("outputs_cv2", 1.0)
     for ca2 in cas:  # one sizer, in turn: what it keeps between calls must not depend on the ca²
-        assert at(ca2) == _size_before(profile, slo, d, speed, limit, ca2, cs2, cv2, *router)
+        assert at(ca2) == _size_before(
+            profile, slo, d, speed, limit, ca2, cs2, cv2, *router, outputs_cv2=outputs
+        )
         assert capacity.size(profile, slo, d, speed, limit, arrival_cv2=ca2, **shape) == at(ca2)
 
 

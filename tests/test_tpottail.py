@@ -45,6 +45,7 @@ def _cases(n_rates: int, n_sums: int, n_misses: int) -> dict[str, list[object]]:
             _log_uniform(rng, 2.0, 400.0),  # o
             _log_uniform(rng, 0.5, 2.0),  # speed
             rng.choice((1.0, _log_uniform(rng, 0.01, 20.0))),  # the prompt lengths' cv²
+            rng.choice((1.0, _log_uniform(rng, 0.01, 20.0))),  # the output lengths' cv²
         )
         if tpottail.rate(profile, *args) < math.inf:  # the bisection ran (interpreted: ~2 ms)
             rates.append({"profile": asdict(profile), "args": args})
@@ -88,8 +89,8 @@ def _bits(rate: Any, miss: Any, beyond: Any, cases: dict[str, list[Any]]) -> dic
             profile.prefill_first,
             float(profile.max_num_seqs),
         )
-        *args, cv2 = c["args"]
-        rates.append(float(rate(*fields, *args, 2.0, 0.5 * (1.0 + cv2))).hex())
+        *args, cv2, outputs_cv2 = c["args"]
+        rates.append(float(rate(*fields, *args, 2.0, 0.5 * (1.0 + cv2), 0.5 * (1.0 + outputs_cv2))).hex())
     return {
         "rates": rates,
         "misses": [float(miss(*m)).hex() for m in cases["misses"]],

@@ -165,8 +165,13 @@ def size(
 
 
 def _flat_covers(shape: lengths.Shape) -> bool:
-    """flatsize covers the random router and exponential prompt lengths (any prefill cs²)."""
-    return not shape.get("least_loaded", False) and shape.get("lengths_cv2", 1.0) == 1.0
+    """flatsize covers the random router, exponential prompt lengths (any prefill cs²) and
+    geometric output lengths (no output-length histogram)."""
+    return (
+        not shape.get("least_loaded", False)
+        and shape.get("lengths_cv2", 1.0) == 1.0
+        and shape.get("outputs_cv2", 1.0) == 1.0
+    )
 
 
 def thinned(

@@ -10,8 +10,9 @@ The model of one replica that receives x requests/s of p prompt and o output tok
 
   work      every request costs w = a·p + d·o GPU-seconds beyond the steps' fixed part, with a the
             prefill cost per token and d = b + c·L the decode cost per token (b per request in the
-            step, c per context token read, L the mean context a decode step reads: p + E[o²]/2E[o],
-            p + o for outputs geometric around their mean, CONTEXT_OUTPUT_SHARE);
+            step, c per context token read, L the mean context a decode step reads: p + E[o²]/2E[o]
+            = p + o·(1 + cv²)/2 at the outputs' cv² (the engines' output-length histograms), p + o
+            for outputs geometric around their mean without one, CONTEXT_OUTPUT_SHARE);
   step      in the steady state a step of length s holds x·p·s prefill tokens and x·o·s decodes
             (Little's law), so s = base + x·w·s, i.e. s = base / (1 - ρ) with ρ = x·w;
   TPOT      = s (one token per running request per step): s <= tpot  <=>  ρ <= 1 - base / tpot;
@@ -103,6 +104,7 @@ def size(
     arrival_cv2: float = 1.0,
     service_cv2: float = SERVICE_CV2,
     lengths_cv2: float = 1.0,
+    outputs_cv2: float = 1.0,
     least_loaded: bool = False,
     arrivals_index: float = 1.0,
     prefill_burst: float = 1.0,
@@ -114,7 +116,9 @@ def size(
     the prefill times' (the TTFT tail's decay takes both, as Kingman's G/G/1 heavy-traffic one,
     (ca² + cs²) / 2); `lengths_cv2` the prompt lengths' (the prompts too long for the TTFT even on
     an idle replica, and the chunks the TPOT tail's short requests meet); lengths.py derives the
-    second from the third where an engine publishes the lengths. `least_loaded`: the router sends
+    second from the third where an engine publishes the lengths. `outputs_cv2` the output lengths'
+    (the context a running request holds, p + o·(1 + cv²)/2, in the KV and the decode step's
+    reads; 1, the geometric, without a histogram). `least_loaded`: the router sends
     each request to the replica with the fewest in flight (capacityspec.Router.LEAST_REQUESTS;
     leastloaded.py), else at random; `arrivals_index` is then the arrivals' index of dispersion
     over the TTFT target (burstsize.py's), which spreads the requests in flight as it spreads the
@@ -129,6 +133,7 @@ def size(
         limit,
         service_cv2=service_cv2,
         lengths_cv2=lengths_cv2,
+        outputs_cv2=outputs_cv2,
         least_loaded=least_loaded,
         arrivals_index=arrivals_index,
         prefill_burst=prefill_burst,
@@ -145,6 +150,7 @@ def sizer(
     *,
     service_cv2: float = SERVICE_CV2,
     lengths_cv2: float = 1.0,
+    outputs_cv2: float = 1.0,
     least_loaded: bool = False,
     arrivals_index: float = 1.0,
     prefill_burst: float = 1.0,
@@ -163,7 +169,8 @@ def sizer(
     base = profile.step_base_s / speed
     # the per-token costs, once (work_per_request, prefill_rate and decode_rate in one place)
     a_token = profile.prefill_s_per_token + profile.prefill_s_per_attention_pair * 0.5 * (p + 1.0)
-    context = p + CONTEXT_OUTPUT_SHARE * o
+    share = lengths.context_share(outputs_cv2)  # CONTEXT_OUTPUT_SHARE at cv² 1
+    context = p + share * o
     d_token = profile.decode_s_per_request + profile.decode_s_per_context_token * context
     w = (a_token * p + d_token * o) / speed
     a = a_token / speed
@@ -179,7 +186,8 @@ def sizer(
     seqs = float(profile.max_num_seqs)
     if profile.kv_cache_tokens is not None:
         kv_tokens = profile.kv_cache_tokens
-        spread = lengths_cv2 * p * p + CONTEXT_OUTPUT_SHARE * o * CONTEXT_OUTPUT_SHARE * o
+        # the prompts' variance and the decoded tokens' age's (o² at cv² 1: the geometric's exponential age)
+        spread = lengths_cv2 * p * p + lengths.age_variance(outputs_cv2) * o * o
         # a preempted context's recompute: its prefill, attention over its own length, in steps at the target
         redo = profile.prefill_s_per_token + profile.prefill_s_per_attention_pair * 0.5 * (context + 1.0)
         redo_steps = redo * context / speed * (1.0 - rho_tpot) / base
@@ -209,7 +217,9 @@ def sizer(
     if slo.tpot_s is not None:  # the short outputs whose steps carry prompt chunks
         # as many may miss their TPOT as miss their TTFT on an idle replica, and at least the tail
         tpot_tail = idle_misses if idle_misses > tail else tail
-        tpot_n = lam / tailsearch.tpot_rate(profile, slo.tpot_s, tpot_tail, p, o, speed, lengths_cv2)
+        tpot_n = lam / tailsearch.tpot_rate(
+            profile, slo.tpot_s, tpot_tail, p, o, speed, lengths_cv2, outputs_cv2
+        )
         if tpot_n > n:
             n, binding = tpot_n, "tpot"
     first = math.ceil(n - 1e-9)
@@ -293,7 +303,13 @@ def sizer(
 
 
 def idle_misses(
-    e: Engine, slo: SloTarget, p: float, o: float, speed: float = 1.0, lengths_cv2: float = 1.0
+    e: Engine,
+    slo: SloTarget,
+    p: float,
+    o: float,
+    speed: float = 1.0,
+    lengths_cv2: float = 1.0,
+    outputs_cv2: float = 1.0,
 ) -> float:
     """The share of requests of mean prompt p (output o, lengths' cv² lengths_cv2) that miss their
     TTFT even on an idle replica: no fleet serves them in time (_idle_misses, as sizer reads it).
@@ -305,7 +321,8 @@ def idle_misses(
     base = e.step_base_s / speed
     pair = e.prefill_s_per_attention_pair
     a = (e.prefill_s_per_token + pair * 0.5 * (p + 1.0)) / speed
-    d = (e.decode_s_per_request + e.decode_s_per_context_token * (p + CONTEXT_OUTPUT_SHARE * o)) / speed
+    share = lengths.context_share(outputs_cv2)
+    d = (e.decode_s_per_request + e.decode_s_per_context_token * (p + share * o)) / speed
     rate = prefill_rate_at(0.0, o, base, 0.0, a, d, e.max_batched_tokens, e.prefill_first)
     return _idle_misses(p, rate, pair * 0.5 / speed, slo.ttft_s - base, slo.ttft_tokens_per_s, lengths_cv2)
 

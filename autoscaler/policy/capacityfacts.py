@@ -95,6 +95,8 @@ class CapacityFacts:
     inflight_metric: str
     queue_metric: str | None
     prompt_square_metric: str | None
+    output_square_metric: str | None
+    output_sum_metric: str | None
     arrival_rate_metric: str | None
 
 
@@ -123,5 +125,7 @@ def facts(cap: CapacitySpec) -> CapacityFacts:
         d.inflight_metric,
         d.queue_metric,
         d.prompt_square_metric,
+        d.output_square_metric,
+        d.output_sum_metric,
         d.arrival_rate_metric,
     )

@@ -107,6 +107,15 @@ class DemandSpec:
     # prompt_token_square_rate): the lengths' spread (lengths.py). None (the default: a catalog
     # without it would warn every sync), or no reading: exponential lengths, TTFT tail cs² 1
     prompt_square_metric: str | None = None
+    # Σ generated tokens² per second, from the engines' output-length histograms (the adapter's
+    # output_token_square_rate): the outputs' spread, the context a running request holds
+    # (capacity.py). None (the default), or no reading: outputs geometric around their mean (cv² 1)
+    output_square_metric: str | None = None
+    # Σ generated tokens per second of the requests finished, the same histograms' _sum (the
+    # adapter's finished_output_token_rate): the mean the squares are read about, counted when a
+    # request finishes as the squares are (the generation counter counts tokens as they are
+    # decoded). Read only with output_square_metric: either missing, cv² 1
+    output_sum_metric: str | None = None
     # the inference gateway's arrivals counter as a rate (the adapter's gateway preset): the count
     # the arrivals' dispersion is read from. None (the default: engines alone), or no reading: the
     # finishes + the in-flight growth, whose finishes come in clumps (docs/policy.md, "Defaults")
@@ -178,6 +187,10 @@ class CapacitySpec:
             names = (*names, d.queue_metric)
         if d.arrival_rate_metric is not None:
             names = (*names, d.arrival_rate_metric)
+        if d.output_square_metric is not None:
+            names = (*names, d.output_square_metric)
+        if d.output_sum_metric is not None:
+            names = (*names, d.output_sum_metric)
         return names if d.prompt_square_metric is None else (*names, d.prompt_square_metric)
 
 

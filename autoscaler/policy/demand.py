@@ -37,7 +37,7 @@ from autoscaler.policy.capacity import Demand
 from autoscaler.policy.capacityspec import DemandSpec
 from autoscaler.policy.lasting import Lasting, after_tick
 from autoscaler.policy.levelbins import Bins, Heights, Relative
-from autoscaler.policy.mix import MIX_REQUESTS, Mix, add_counts
+from autoscaler.policy.mix import MIX_REQUESTS, SPREAD_REQUESTS, Mix, add_counts
 
 if TYPE_CHECKING:
     from autoscaler.policy.statejson import TimeCodec
@@ -124,9 +124,13 @@ def observe(
     window_s: float | None = None,
     arrived: float | None = None,
     arrived_window_s: float | None = None,
+    output_sq: float | None = None,
+    output_sum: float | None = None,
 ) -> tuple[DemandState, Estimate]:
     """Fold one tick's readings (rates summed over pods, in-flight requests; `prompt_sq` the
-    prompt tokens squared per second, None where no engine publishes prompt lengths) into the
+    prompt tokens squared per second, None where no engine publishes prompt lengths; `output_sq`
+    and `output_sum` the generated tokens squared and the generated tokens per second of the
+    requests finished, both from the output-length histogram, likewise for output lengths) into the
     state; `window_s`: the seconds the finished rate was measured over (None: the tick's own).
     `arrived`: the gateway's arrivals/s over `arrived_window_s`, the count the dispersion is read
     from, about a level of its own (None: no counter or no reading: finished + growth about the
@@ -145,7 +149,18 @@ def observe(
         memo.remember(_tick_weights, (alpha, beta, period, dt), weights, 64)
     fused = _fused  # a global, read once
     if fused is not None:  # the arithmetic in one compiled call (flatcalls.fold), where installed
-        readings = (finished, prompt, generated, inflight, prompt_sq, window_s, arrived, arrived_window_s)
+        readings = (
+            finished,
+            prompt,
+            generated,
+            inflight,
+            prompt_sq,
+            window_s,
+            arrived,
+            arrived_window_s,
+            output_sq,
+            output_sum,
+        )
         return fused(state, now, readings, weights)
     weight, b, typical_w = weights
     counted = finished * dt
@@ -160,7 +175,11 @@ def observe(
         if decay < lasting:
             decay = lasting
     squares = None if prompt_sq is None else prompt_sq * dt
-    mix = add_counts(state.mix, decay, counted, prompt * dt, generated * dt, squares)
+    out_squares = None if output_sq is None else output_sq * dt
+    out_sum = None if output_sum is None else output_sum * dt
+    mix = add_counts(
+        state.mix, decay, counted, prompt * dt, generated * dt, squares, SPREAD_REQUESTS, out_squares, out_sum
+    )
     growth = (inflight - state.inflight) / dt
     arrivals = finished + growth
     arrivals = arrivals if arrivals > 0.0 else 0.0  # max(x, 0.0), NaN to 0, without the call

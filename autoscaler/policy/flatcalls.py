@@ -34,13 +34,29 @@ _ESTIMATE: Final = Estimate
 def fold(
     state: DemandState,
     now: float,
-    readings: tuple[float, float, float, float, float | None, float | None, float | None, float | None],
+    readings: tuple[
+        float,
+        float,
+        float,
+        float,
+        float | None,
+        float | None,
+        float | None,
+        float | None,
+        float | None,
+        float | None,
+    ],
     weights: tuple[float, float, float],
 ) -> tuple[DemandState, Estimate]:
     """demand.observe past its guards (now after state.at), its `readings` (finished, prompt,
-    generated, inflight, prompt_sq, window_s, arrived, arrived_window_s) at the tick's weights, by
-    flatdemand's kernel (flatdemand.install)."""
-    finished, prompt, generated, inflight, prompt_sq, window_s, arrived, arrived_window_s = readings
+    generated, inflight, prompt_sq, window_s, arrived, arrived_window_s, output_sq, output_sum) at the
+    tick's weights, by flatdemand's kernel (flatdemand.install)."""
+    finished, prompt, generated, inflight, prompt_sq, window_s = readings[:6]
+    arrived, arrived_window_s, output_sq, output_sum = readings[6:]
+    # the outputs' two moments are read as a pair (mix.add_counts)
+    out_pair = output_sq is not None and output_sum is not None
+    osq_read = output_sq if output_sq is not None and output_sum is not None else 0.0
+    osum_read = output_sum if output_sq is not None and output_sum is not None else 0.0
     gate, peaks = state.counted, state.peaks
     mix: Boxed = state.mix
     requests: Boxed = state.requests
@@ -48,7 +64,7 @@ def fold(
     counted: Boxed = gate or _NO_BIN
     typical: Boxed = state.typical
     lasted: Boxed = state.lasting
-    mix_r, mix_p, mix_o, mix_sq, spread_r, spread_p = mix
+    mix_r, mix_p, mix_o, mix_sq, spread_r, spread_p, mix_osq, spread_o = mix
     level, trend = requests
     s2, sn = spread
     gate_level, gate_trend = counted
@@ -56,7 +72,8 @@ def fold(
     lasting_time, lasting_rate, lasting_excess = lasted
     weight, b, typical_w = weights
     out = flatdemand._kernel(
-        state.at, state.inflight, mix_r, mix_p, mix_o, mix_sq, spread_r, spread_p, level, trend,
+        state.at, state.inflight, mix_r, mix_p, mix_o, mix_sq, spread_r, spread_p, mix_osq, spread_o,
+        level, trend,
         state.primed, s2, sn,
         gate is not None, gate_level, gate_trend,
         typical_r, typical_p, typical_o, state.typical_peak, bool(peaks), peaks[0][1] if peaks else 0.0,
@@ -66,6 +83,7 @@ def fold(
         0.0 if window_s is None else window_s,
         arrived is not None, 0.0 if arrived is None else arrived,
         0.0 if arrived_window_s is None else arrived_window_s,
+        out_pair, osq_read, osum_read,
         weight, b, typical_w,
     )  # fmt: skip
     new = _new(
@@ -73,25 +91,25 @@ def fold(
         (
             now,
             inflight,
-            _new(_MIX, out[0:6]),
-            _new(_SERIES, out[6:8]),
+            _new(_MIX, out[0:8]),
+            _new(_SERIES, out[8:10]),
             True,
             state.pending,
             state.error_quantile,
             state.error_scale,
             state.scored,
-            _new(_DEMAND, out[13:16]),
+            _new(_DEMAND, out[15:18]),
             peaks,
-            out[16],
+            out[18],
             state.bins,
             state.relative,
-            out[8:10],
-            _new(_SERIES, out[11:13]) if out[10] else None,
-            _new(_LASTING, out[17:20]),
+            out[10:12],
+            _new(_SERIES, out[13:15]) if out[12] else None,
+            _new(_LASTING, out[19:22]),
             state.heights,
         ),
     )
-    return new, _new(_ESTIMATE, (_new(_DEMAND, out[20:23]), out[23]))
+    return new, _new(_ESTIMATE, (_new(_DEMAND, out[22:25]), out[25]))
 
 
 def above_band(

@@ -38,6 +38,8 @@ def tick(
     mix_sq: float,
     spread_r: float,
     spread_p: float,
+    mix_osq: float,
+    spread_o: float,
     level: float,
     trend: float,
     primed: bool,
@@ -66,11 +68,14 @@ def tick(
     has_arrived: bool,
     arrived: float,
     arrived_window_s: float,
+    has_out_squares: bool,
+    output_sq: float,
+    output_sum: float,
     weight: float,
     b: float,
     typical_w: float,
 ) -> tuple[
-    float, float, float, float, float, float,
+    float, float, float, float, float, float, float, float,
     float, float,
     float, float,
     bool, float, float,
@@ -80,7 +85,7 @@ def tick(
     float, float, float, float,
 ]:  # fmt: skip
     """One tick after `at` (now > at) with the state's floats and this tick's readings, at the
-    tick's weights (demand.tick_weights): (the mix's six fields, the arrivals' level and trend,
+    tick's weights (demand.tick_weights): (the mix's eight fields, the arrivals' level and trend,
     the spread's two, the gateway series' flag, level and trend, the typical demand's three, the
     typical peak, the in-flight arrivals' three (lasting.py), this tick's demand's three and the
     in-flight growth), each as demand.observe worked it out."""
@@ -109,6 +114,7 @@ def tick(
     total = mix_requests * decay + requests
     if total <= 0.0:
         counted_mix, p, o, sq, sr, sp = mix_requests, mix_prompt, mix_output, mix_sq, spread_r, spread_p
+        osq, so = mix_osq, spread_o
     else:
         p = mix_prompt + (prompt * dt - requests * mix_prompt) / total
         o = mix_output + (generated * dt - requests * mix_output) / total
@@ -118,6 +124,7 @@ def tick(
             slow = decay
         sr = spread_r * slow + requests
         sp, sq = spread_p, mix_sq
+        so, osq = spread_o, mix_osq
         if sr > 0.0:
             sp = sp + (prompt * dt - requests * sp) / sr
             if has_squares and requests > 0.0:
@@ -125,6 +132,17 @@ def tick(
                 sq = squares / requests if sq <= 0.0 else sq + (squares - requests * sq) / sr
                 if sq < 0.0:
                     sq = 0.0
+            if has_out_squares and requests > 0.0:
+                out_squares = output_sq * dt
+                out_sum = output_sum * dt
+                if osq <= 0.0:
+                    osq = out_squares / requests
+                    so = out_sum / requests
+                else:
+                    osq = osq + (out_squares - requests * osq) / sr
+                    so = so + (out_sum - requests * so) / sr
+                if osq < 0.0:
+                    osq = 0.0
         counted_mix = total
         if p < 0.0:
             p = 0.0
@@ -132,6 +150,8 @@ def tick(
             o = 0.0
         if sp < 0.0:
             sp = 0.0
+        if so < 0.0:
+            so = 0.0
     growth = (inflight - was_inflight) / dt
     arrivals = finished + growth
     arrivals = arrivals if arrivals > 0.0 else 0.0
@@ -197,7 +217,7 @@ def tick(
     if has_peaks:
         typical_peak = top if top >= typical_peak else typical_peak + typical_w * (top - typical_peak)
     return (
-        counted_mix, p, o, sq, sr, sp,
+        counted_mix, p, o, sq, sr, sp, osq, so,
         new_level, new_trend,
         s2, sn,
         has_gate, gate_level, gate_trend,

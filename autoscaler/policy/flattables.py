@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from autoscaler.policy.tailsearch import TPOT_KEPT, TPOT_QUANTUM, TTFT_KEPT, TTFT_QUANTUM, split_servers
-from autoscaler.policy.tpottail import _rate, units
+from autoscaler.policy.tpottail import CONTEXT_OUTPUT_SHARE, _rate, units
 
 # as many slots as tailsearch keeps entries (powers of 2: a key's hash is masked to a slot)
 TPOT_SLOTS = TPOT_KEPT  # the TPOT tail's rates kept
@@ -103,6 +103,7 @@ def tpot_rate(c: Any, keys: Any, tail: float, p: float, o: float, speed: float) 
         math.exp(k3 / q),
         2.0,
         units(math.exp(0.0 / q)),
+        CONTEXT_OUTPUT_SHARE,
     )
     c[FIELDS + slot] = got
     keys[at], keys[at + 1], keys[at + 2], keys[at + 3], keys[at + 4] = 1, k0, k1, k2, k3

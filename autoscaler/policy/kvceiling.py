@@ -44,10 +44,11 @@ def kv_z(tail: float, spread: float, context: float, kv_tokens: float, redo_step
 
 def kv_requests(kv_tokens: float, context: float, spread: float, z: float) -> float:
     """Running requests a replica's KV holds at the tail z (kv_z): B contexts of mean `context` and
-    variance `spread` (the prompts' lengths_cv2·p², and the decoded tokens' exponential age of mean
-    CONTEXT_OUTPUT_SHARE·o) kept under kv_tokens at z standard deviations, L·B + z·√(spread·B) =
-    kv_tokens, a quadratic in √B. 1,000-token prompts and 1,500-token answers fill reference-70b's
-    440,000 tokens at 176 on average, 169 at reference-70b's priced z 0.85."""
+    variance `spread` (the prompts' lengths_cv2·p², and the decoded tokens' age, o² for geometric
+    outputs, lengths.age_variance·o² at the outputs' cv²) kept under kv_tokens at z standard
+    deviations, L·B + z·√(spread·B) = kv_tokens, a quadratic in √B. 1,000-token prompts and
+    1,500-token answers fill reference-70b's 440,000 tokens at 176 on average, 169 at
+    reference-70b's priced z 0.85 (geometric outputs)."""
     root = math.sqrt(z * z * spread + 4.0 * context * kv_tokens) - z * math.sqrt(spread)
     root = root / (2.0 * context)
     return root * root

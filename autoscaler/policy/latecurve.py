@@ -32,7 +32,7 @@ import math
 from collections.abc import Callable
 from typing import Final
 
-from autoscaler.policy import capacity, memo, replicarates, tpottail
+from autoscaler.policy import capacity, lengths, memo, replicarates, tpottail
 from autoscaler.policy.capacityspec import ReplicaProfile, SloTarget
 
 # the curve's points, in u = Λ / C: fine about C, where the late share turns, coarser above
@@ -69,8 +69,15 @@ _next_number: Final = itertools.count()
 
 
 def _steps(
-    slo: SloTarget, p: float, o: float, speed: float, cv2: float, service_cv2: float, persist_s: float
-) -> tuple[int, int, int, int, int, int]:
+    slo: SloTarget,
+    p: float,
+    o: float,
+    speed: float,
+    cv2: float,
+    service_cv2: float,
+    persist_s: float,
+    outputs_cv2: float = 1.0,
+) -> tuple[int, int, int, int, int, int, int]:
     """The mix, speed and persistence in steps of 1/16 in log, a curve's key after the profile and
     the SLO's number (the curve is made at exp(step / 16))."""
     q = _QUANTUM
@@ -82,6 +89,7 @@ def _steps(
         _round(math.log(cv2 if cv2 > 1e-3 else 1e-3) * q),
         _round(math.log(service_cv2 if service_cv2 > 1e-3 else 1e-3) * q),
         _round(math.log(spell) * q),
+        _round(math.log(outputs_cv2 if outputs_cv2 > 1e-3 else 1e-3) * q),
     )
 
 
@@ -128,11 +136,15 @@ def curve(
     cv2: float,
     service_cv2: float,
     persist_s: float = 0.0,
+    outputs_cv2: float = 1.0,
 ) -> tuple[tuple[object, ...], Curve | None]:
     """The late share of a window at u times C (the module's), cached by its key (the specs' number and
     _steps); None where the model has nothing to price (no prompt or no rate at which the tail is
-    met): the wall then; a window's rate persisting over `persist_s` seconds (persistence)."""
-    return curve_for(spec_number(profile, slo), profile, slo, p, o, speed, cv2, service_cv2, persist_s)
+    met): the wall then; a window's rate persisting over `persist_s` seconds (persistence); the
+    outputs' lengths of cv² `outputs_cv2` in the context a decode reads (lengths.context_share)."""
+    return curve_for(
+        spec_number(profile, slo), profile, slo, p, o, speed, cv2, service_cv2, persist_s, outputs_cv2
+    )
 
 
 def curve_for(
@@ -145,12 +157,15 @@ def curve_for(
     cv2: float,
     service_cv2: float,
     persist_s: float = 0.0,
+    outputs_cv2: float = 1.0,
 ) -> tuple[tuple[object, ...], Curve | None]:
     """curve, the specs' number given (spec_number(profile, slo), which a tick's asks looked up
     by identity, ~600 instructions each)."""
-    k_p, k_o, k_speed, k_cv2, k_service, k_spell = _steps(slo, p, o, speed, cv2, service_cv2, persist_s)
+    k_p, k_o, k_speed, k_cv2, k_service, k_spell, k_out = _steps(
+        slo, p, o, speed, cv2, service_cv2, persist_s, outputs_cv2
+    )
     # built as a tuple of its items: a starred one (`(number, *steps)`) is built through a list
-    key: tuple[object, ...] = (number, k_p, k_o, k_speed, k_cv2, k_service, k_spell)
+    key: tuple[object, ...] = (number, k_p, k_o, k_speed, k_cv2, k_service, k_spell, k_out)
     got = _curves.get(key, _MISSING)
     if got is _MISSING:
         # made at the key's own values (tailsearch's way), never at the first mix to land in its
@@ -166,6 +181,7 @@ def curve_for(
             math.exp(k_cv2 / q),
             math.exp(k_service / q),
             math.exp(k_spell / q),
+            math.exp(k_out / q),
         )
         got = memo.remember(_curves, key, made, 1024)
     return key, got
@@ -180,13 +196,15 @@ def _curve(
     cv2: float,
     service_cv2: float,
     persist_s: float = 0.0,
+    outputs_cv2: float = 1.0,
 ) -> Curve | None:
     if p < capacity.MIN_PROMPT_TOKENS:
         return None
     if o < 1.0:
         o = 1.0
     spell = persistence(slo, persist_s)
-    both = late_at(profile, slo, p, o, speed, cv2, service_cv2, spell)
+    both = late_at(profile, slo, p, o, speed, cv2, service_cv2, spell, outputs_cv2)
+    share = lengths.context_share(outputs_cv2)
 
     def late(x: float) -> float:
         ttft, tpot = both(x)
@@ -194,7 +212,7 @@ def _curve(
 
     tail = 1.0 - slo.attainment
     # r: the rate a replica serves with the SLO's tail late (late rises with x)
-    hi = 1.0 / (replicarates.work_per_request(profile, p, o, speed) + 1e-12)
+    hi = 1.0 / (replicarates.work_per_request(profile, p, o, speed, share) + 1e-12)
     if late(hi * 1e-6) > tail:
         return None
     lo = 0.0
@@ -219,7 +237,7 @@ def _curve(
     ttfts[-1], tpots[-1] = 1.0, 0.0  # past the last point: all late (a window past the prefill's work)
     # a request's decode at C: its o steps at the mean step there (capacity's step at a count)
     base = profile.step_base_s / speed
-    free = 1.0 - r * replicarates.work_per_request(profile, p, o, speed)
+    free = 1.0 - r * replicarates.work_per_request(profile, p, o, speed, share)
     decode_s = o * base / (free if free > 1e-3 else 1e-3)
     return (tuple(us), tuple(ttfts)), (tuple(us), tuple(tpots)), decode_s, spell
 
@@ -233,14 +251,16 @@ def late_at(
     cv2: float,
     service_cv2: float,
     spell_s: float | None = None,
+    outputs_cv2: float = 1.0,
 ) -> Callable[[float], tuple[float, float]]:
     """late(x): the shares of requests over their TTFT target and over their TPOT target at x
     requests/s a replica, Poisson arrivals, at this mix (the module's two tails, capacity.size's own),
-    x persisting over `spell_s` seconds (spell_wait; None: the TTFT target's)."""
+    x persisting over `spell_s` seconds (spell_wait; None: the TTFT target's), the outputs' cv²
+    `outputs_cv2` in the context a decode reads."""
     spell = slo.ttft_s if spell_s is None else spell_s
     base = profile.step_base_s / speed
     a = replicarates.prefill_token_s(profile, p) / speed
-    d = replicarates.decode_token_s(profile, p, o) / speed
+    d = replicarates.decode_token_s(profile, p, o, lengths.context_share(outputs_cv2)) / speed
     w = a * p + d * o
     budget = profile.max_batched_tokens
     has_budget = budget is not None

@@ -31,11 +31,12 @@ _tail_cache: dict[tuple[int, int], float] = {}  # cleared when it reaches 4096
 
 
 class Shape(TypedDict, total=False):
-    """capacity.size's keywords for what the mean leaves out: the prompt lengths' spread (here)
-    and the router with the arrivals' dispersion it sees (lookahead.py adds them)."""
+    """capacity.size's keywords for what the mean leaves out: the prompt and output lengths'
+    spreads (here) and the router with the arrivals' dispersion it sees (lookahead.py adds them)."""
 
     service_cv2: float
     lengths_cv2: float
+    outputs_cv2: float
     least_loaded: bool
     arrivals_index: float
 
@@ -53,6 +54,19 @@ def spread(profile: ReplicaProfile, p: float, cv2: float | None) -> Shape:
     alpha = profile.prefill_s_per_token
     beta = profile.prefill_s_per_attention_pair * 0.5
     return {"service_cv2": prefill_cv2(alpha, beta, p, c), "lengths_cv2": c}
+
+
+def with_outputs(shape: Shape, cv2: float | None) -> Shape:
+    """`shape` with the output lengths' cv² (None: not published, the geometric's 1, left out so
+    that capacity.size's default holds)."""
+    if cv2 is None:
+        return shape
+    return Shape(**shape, outputs_cv2=clip_cv2(cv2))
+
+
+def outputs_cv2(cv2: float | None) -> float:
+    """The output lengths' cv² the sizing reads (with_outputs): clipped, 1 where none is published."""
+    return 1.0 if cv2 is None else clip_cv2(cv2)
 
 
 def clip_cv2(cv2: float) -> float:
@@ -126,3 +140,21 @@ def upper_gamma(a: float, x: float) -> float:
         if abs(step - 1.0) < 1e-10:
             break
     return min(1.0, math.exp(log_front) * h)
+
+
+def context_share(outputs_cv2: float) -> float:
+    """Of the mean output o, the share in the mean context a running request holds and a decode
+    step reads, for output lengths of squared coefficient of variation outputs_cv2 (the engines'
+    output-length histograms; 1 without: the geometric, tpottail.CONTEXT_OUTPUT_SHARE to the bit):
+    E[o²] / (2·E[o]·o) = (1 + cv²) / 2."""
+    return 0.5 * (1.0 + outputs_cv2)
+
+
+def age_variance(outputs_cv2: float) -> float:
+    """The variance of a running request's decoded tokens (its age: a step meets requests as their
+    steps weigh, and a request at a uniform point of its own), over o², for gamma output lengths of
+    squared coefficient of variation outputs_cv2 (E[O^n] = o^n·Π_{i<n}(1 + i·cv²), the prompts'
+    family here): E[O³] / (3·E[O]) less the mean's square, (1 + c)·(1 + 2c) / 3 - ((1 + c) / 2)². 1 at
+    cv² 1, the exponential age of the geometric, exactly (kvceiling.py's spread)."""
+    share = context_share(outputs_cv2)
+    return share * (2.0 * (1.0 + 2.0 * outputs_cv2) / 3.0 - share)

@@ -100,6 +100,7 @@ class Lookahead:
         self.speed = speed
         self.limit = limit
         shape = lengths.spread(profile, observed.mix.prompt, observed.mix.lengths_cv2())
+        shape = lengths.with_outputs(shape, observed.mix.outputs_cv2())
         if cap.least_loaded:
             shape = lengths.Shape(**shape, least_loaded=True, arrivals_index=self.spread)
         self.shape = shape
@@ -127,6 +128,7 @@ class Lookahead:
                 shape.get("lengths_cv2", 1.0),
                 shape.get("service_cv2", capacity.SERVICE_CV2),
                 persist,
+                shape.get("outputs_cv2", 1.0),
             )
             if late is not None:
                 hold = burstprice.hold_rate(
@@ -263,7 +265,13 @@ class Lookahead:
             mix = self._observed.mix
             cv2 = self.shape.get("lengths_cv2", 1.0)
             lost = self._lost = capacity.idle_misses(
-                self._engine, self.slo, mix.prompt, mix.output, self.speed, cv2
+                self._engine,
+                self.slo,
+                mix.prompt,
+                mix.output,
+                self.speed,
+                cv2,
+                self.shape.get("outputs_cv2", 1.0),
             )
         return lost
 

@@ -34,6 +34,13 @@ class Mix(NamedTuple):
     # spread is read over more requests than the mix, about its own mean prompt
     spread_requests: float = 0.0
     spread_prompt: float = 0.0
+    # generated tokens squared per request and generated tokens per request, both from an engine's
+    # output-length histogram (its buckets and its _sum: counted when a request finishes; 0: none
+    # read yet) over the spread's window: the outputs' spread, which sets the context a running
+    # request holds (capacity.py's context share). Never the generation counter, which counts
+    # tokens as they are decoded: over a window, the two count different requests
+    output_sq: float = 0.0
+    spread_output: float = 0.0
 
     def lengths_cv2(self) -> float | None:
         """The prompt lengths' squared coefficient of variation about the mix's mean prompt, None
@@ -42,6 +49,17 @@ class Mix(NamedTuple):
         p, sq = self.prompt, self.prompt_sq
         square = self.spread_prompt * p
         if sq <= 0.0 or square <= 0.0:  # a subnormal prompt squares to 0
+            return None
+        return sq / square - 1.0
+
+    def outputs_cv2(self) -> float | None:
+        """The output lengths' squared coefficient of variation, None without a histogram: E[o²] /
+        E[o]² - 1 from the one histogram over the spread's window (both moments counted at the
+        requests' finish, the same requests), a ratio of scale, which the sizing applies to the
+        mix's mean output."""
+        so, sq = self.spread_output, self.output_sq
+        square = so * so
+        if sq <= 0.0 or square <= 0.0:
             return None
         return sq / square - 1.0
 
@@ -54,9 +72,13 @@ def add_counts(
     output: float,
     prompt_sq: float | None,
     spread_window: float = SPREAD_REQUESTS,
+    output_sq: float | None = None,
+    output_sum: float | None = None,
 ) -> Mix:
     """The mix after `requests` more counted with `prompt` and `output` tokens (and `prompt_sq`
-    squared prompt tokens; None: not read, kept as it was), the weight of those counted before
+    squared prompt tokens; `output_sq` squared generated tokens and `output_sum` generated tokens
+    of the requests finished, both from the output-length histogram: read as a pair, None either:
+    not read, kept as they were), the weight of those counted before
     multiplied by `decay`: the ratio of the weighted sums, kept as the weight and the ratios. The
     lengths' spread forgets over `spread_window` requests (an argument, not only the constant, so a
     test can compare windows on the compiled core too, where constants are compiled in)."""
@@ -74,6 +96,7 @@ def add_counts(
         slow = decay
     weighed = mix.spread_requests * slow + requests
     sp, sq = mix.spread_prompt, mix.prompt_sq
+    so, osq = mix.spread_output, mix.output_sq
     if weighed > 0.0:
         sp = sp + (prompt - requests * sp) / weighed
         if prompt_sq is not None and requests > 0.0:
@@ -81,6 +104,25 @@ def add_counts(
             sq = prompt_sq / requests if sq <= 0.0 else sq + (prompt_sq - requests * sq) / weighed
             if sq < 0.0:
                 sq = 0.0
+        # the outputs' spread, the same way over the same weights, both moments from the histogram
+        if output_sq is not None and output_sum is not None and requests > 0.0:
+            if osq <= 0.0:
+                osq, so = output_sq / requests, output_sum / requests
+            else:
+                osq = osq + (output_sq - requests * osq) / weighed
+                so = so + (output_sum - requests * so) / weighed
+            if osq < 0.0:
+                osq = 0.0
     return _new(
-        Mix, (counted, 0.0 if p < 0.0 else p, 0.0 if o < 0.0 else o, sq, weighed, 0.0 if sp < 0.0 else sp)
+        Mix,
+        (
+            counted,
+            0.0 if p < 0.0 else p,
+            0.0 if o < 0.0 else o,
+            sq,
+            weighed,
+            0.0 if sp < 0.0 else sp,
+            osq,
+            0.0 if so < 0.0 else so,
+        ),
     )

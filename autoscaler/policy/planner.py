@@ -29,6 +29,7 @@ from autoscaler.policy import (
     band,
     demand,
     horizon,
+    lengths,
     planstages,
     scaledown,
     scaledownstage,
@@ -93,6 +94,9 @@ def plan(
         inflight = prior.inflight if prior is not None else 0.0
     square_metric = cap.prompt_square_metric
     squares = _total(metrics.get(square_metric)) if square_metric is not None else None
+    output_metric, output_sum_metric = cap.output_square_metric, cap.output_sum_metric
+    out_squares = _total(metrics.get(output_metric)) if output_metric is not None else None
+    out_sum = _total(metrics.get(output_sum_metric)) if output_sum_metric is not None else None
     window = finished_reading.window_s if finished_reading is not None else None
     arrived, arrived_window = None, None
     arrival_metric = cap.arrival_rate_metric
@@ -101,11 +105,25 @@ def plan(
         arrived = _total(arrived_reading)
         arrived_window = arrived_reading.window_s if arrived_reading is not None else None
     dstate, est = demand.observe(
-        d, prior, now, finished, prompt, generated, inflight, squares, window, arrived, arrived_window
+        d,
+        prior,
+        now,
+        finished,
+        prompt,
+        generated,
+        inflight,
+        squares,
+        window,
+        arrived,
+        arrived_window,
+        out_squares,
+        out_sum,
     )
 
     # capacity at the learned speed, and the horizon: the marginal replica's ready time
-    speed_state = _learn_speed(cap, state.speed, obs, prompt, generated, finished)
+    # the outputs' spread the sizing reads (lengths.py), so the speed is learned at its work per request
+    outputs_cv2 = lengths.outputs_cv2(dstate.mix.outputs_cv2())
+    speed_state = _learn_speed(cap, state.speed, obs, prompt, generated, finished, outputs_cv2)
     speed = speedlearn.speed(speed_state, cap.learn_prior_weight)
     limit = spec.max_replicas
     if state.needs and state.needs[0][1] > limit:  # recorded under a higher bound (its front is its peak)
@@ -232,6 +250,7 @@ def _learn_speed(
     prompt: float,
     generated: float,
     finished: float,
+    outputs_cv2: float = 1.0,
 ) -> speedlearn.SpeedState:
     """The learned speed after this tick: learned only while every ready replica has a queue."""
     queue_metric = cap.queue_metric
@@ -247,5 +266,6 @@ def _learn_speed(
             generated_rate=generated,
             finished_rate=finished,
             ready=ready,
+            share=lengths.context_share(outputs_cv2),
         )
     return speed_state

@@ -50,14 +50,17 @@ def prefill_token_s(profile: ReplicaProfile, p: float) -> float:
     return profile.prefill_s_per_token + profile.prefill_s_per_attention_pair * 0.5 * (p + 1.0)
 
 
-def decode_token_s(profile: ReplicaProfile, p: float, o: float) -> float:
-    """One output token's decode cost: per request in the step, and reading the mean context."""
-    return profile.decode_s_per_request + profile.decode_s_per_context_token * (p + CONTEXT_OUTPUT_SHARE * o)
+def decode_token_s(profile: ReplicaProfile, p: float, o: float, share: float = CONTEXT_OUTPUT_SHARE) -> float:
+    """One output token's decode cost: per request in the step, and reading the mean context
+    (`share` of o in it: lengths.context_share at the outputs' cv², the geometric's 1 without)."""
+    return profile.decode_s_per_request + profile.decode_s_per_context_token * (p + share * o)
 
 
-def work_per_request(profile: ReplicaProfile, p: float, o: float, speed: float) -> float:
+def work_per_request(
+    profile: ReplicaProfile, p: float, o: float, speed: float, share: float = CONTEXT_OUTPUT_SHARE
+) -> float:
     """GPU-seconds one request costs beyond the steps' fixed part (a·p + d·o), at `speed`."""
-    return (prefill_token_s(profile, p) * p + decode_token_s(profile, p, o) * o) / speed
+    return (prefill_token_s(profile, p) * p + decode_token_s(profile, p, o, share) * o) / speed
 
 
 def prefill_rate(

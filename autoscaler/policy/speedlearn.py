@@ -21,6 +21,7 @@ from typing import Final, NamedTuple
 
 from autoscaler.policy import replicarates
 from autoscaler.policy.capacityspec import ReplicaProfile
+from autoscaler.policy.tpottail import CONTEXT_OUTPUT_SHARE
 
 SATURATED_TICKS: Final = 3  # consecutive saturated ticks at one ready count before a sample counts
 MAX_SPEED_STEP: Final = math.log(2.0)  # one sample moves the estimate by at most a factor 2
@@ -62,11 +63,14 @@ def learn(
     generated_rate: float,
     finished_rate: float,
     ready: int,
+    share: float = CONTEXT_OUTPUT_SHARE,
 ) -> SpeedState:
     """Fold one tick in (`queue`: the waiting total, None unknown). While every replica has a
     queue, a replica's work per second (profile seconds of prefill and decode it got through) is
     its speed times the share of a step that is not the fixed part, so achieved / that share is the
-    speed the profile should have."""
+    speed the profile should have (`share`: of the mean output in the context a decode reads, as
+    the sizing has it, lengths.context_share at the outputs' cv²: the speed learned is the profile's
+    at the sizing's own work per request)."""
     if queue is None or ready <= 0 or queue < ready or finished_rate <= 0.0:
         return _new(SpeedState, (state.log_ratio, state.samples, 0, 0, 0.0))
     if ready != state.ready:  # replicas joined or left: the backlog sits on the ones it came to
@@ -79,7 +83,7 @@ def learn(
     if o < 1.0:  # max(o, 1.0), without the builtin's call (as below)
         o = 1.0
     a = replicarates.prefill_token_s(profile, p)
-    achieved = (a * prompt_rate + replicarates.decode_token_s(profile, p, o) * generated_rate) / ready
+    achieved = (a * prompt_rate + replicarates.decode_token_s(profile, p, o, share) * generated_rate) / ready
     budget = profile.max_batched_tokens
     busy = 1.0
     if budget is not None:  # a saturated step carries a full token budget beside its fixed part

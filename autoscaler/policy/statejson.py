@@ -164,6 +164,11 @@ def _read_mix(r: Reader) -> Mix:
             m.number("spreadPromptPerRequest", low=0.0)
             if "spreadPromptPerRequest" in m.data
             else m.number("promptPerRequest", low=0.0),
+            # a state before the outputs' spread (session 27): none read, the geometric fallback
+            m.number("outputSquaredPerRequest", low=0.0) if "outputSquaredPerRequest" in m.data else 0.0,
+            m.number("spreadOutputPerRequest", low=0.0)
+            if "spreadOutputPerRequest" in m.data
+            else m.number("outputPerRequest", low=0.0),
         )
     # an older state: smoothed rates (finished/s, prompt and generated tokens/s), whose ratios were
     # the mix; it weighs no requests, so the next tick's counts replace it
@@ -193,6 +198,8 @@ def demand_to_dict(state: DemandState, codec: TimeCodec = SECONDS) -> dict[str, 
             "promptSquaredPerRequest": state.mix.prompt_sq,
             "spreadRequests": state.mix.spread_requests,
             "spreadPromptPerRequest": state.mix.spread_prompt,
+            "outputSquaredPerRequest": state.mix.output_sq,
+            "spreadOutputPerRequest": state.mix.spread_output,
         },
         "requests": _series(state.requests),
         "primed": state.primed,

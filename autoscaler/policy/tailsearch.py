@@ -61,12 +61,19 @@ _tpot_cache: dict[tuple[object, ...], float] = {}
 
 
 def tpot_rate(
-    profile: ReplicaProfile, tpot_s: float, tail: float, p: float, o: float, speed: float, cv2: float = 1.0
+    profile: ReplicaProfile,
+    tpot_s: float,
+    tail: float,
+    p: float,
+    o: float,
+    speed: float,
+    cv2: float = 1.0,
+    outputs_cv2: float = 1.0,
 ) -> float:
     """The most requests/s one replica serves with at most `tail` of them over `tpot_s` (inf when
     no request can miss it by the prefill it shares its steps with), for p-token prompts of
-    lengths' cv² `cv2` and o-token outputs at `speed`; cached on (tail, p, o, speed, cv2) rounded
-    to 1/16 in log scale (cv2 1, the exponential, exactly)."""
+    lengths' cv² `cv2` and o-token outputs of lengths' cv² `outputs_cv2` at `speed`; cached on
+    (tail, p, o, speed, cv2, outputs_cv2) rounded to 1/16 in log scale (cv² 1 exactly)."""
     key = (
         profile,
         tpot_s,
@@ -75,10 +82,11 @@ def tpot_rate(
         round(math.log(o) * TPOT_QUANTUM),
         round(math.log(speed) * TPOT_QUANTUM),
         round(math.log(cv2) * TPOT_QUANTUM),
+        round(math.log(outputs_cv2) * TPOT_QUANTUM),
     )
     got = _tpot_cache.get(key)
     if got is None:
-        tail_r, p_r, o_r, speed_r, cv2_r = (math.exp(k / TPOT_QUANTUM) for k in key[2:])
-        got = tpottail.rate(profile, tpot_s, min(tail_r, 1.0), p_r, max(o_r, 1.0), speed_r, cv2_r)
+        tail_r, p_r, o_r, speed_r, cv2_r, out_r = (math.exp(k / TPOT_QUANTUM) for k in key[2:])
+        got = tpottail.rate(profile, tpot_s, min(tail_r, 1.0), p_r, max(o_r, 1.0), speed_r, cv2_r, out_r)
         memo.remember(_tpot_cache, key, got, TPOT_KEPT)
     return got

@@ -10,7 +10,11 @@ m = (tpot - s0) / a (never when one step's token budget is below m). Those token
 prefill backlog it finds (the M/M/1 workload of the replica's prefill queue at utilization u: a
 geometric number of prompts) plus the prompts arriving during its first D - 1 steps (Poisson,
 x·(D - 1)·s of them, s the mean step: over D - 1 TPOT targets instead the model asked for 6
-replicas where the replay needs 4), outputs geometric with the mean o. Prompts are counted in
+replicas where the replay needs 4), outputs geometric with the mean o. The outputs' spread where
+an engine publishes it (lengths.context_share) sets the context a step reads, d, and not the
+outputs' lengths D here: the share that miss is of the short outputs, which a second moment does
+not tell (a gamma of Azure code's cv² 4.57 puts half its outputs at <= 4 tokens, where it has none:
+docs/policy.md, "How accurate the capacity model is"). Prompts are counted in
 units of p·(1 + c) / 2 tokens, c the lengths' cv² (lengths.py; 1 without a histogram: the
 exponential, to the bit): the backlog is then the M/G/1 workload with the TTFT tail's decay and
 the Pollaczek-Khinchine mean, the arrivals a compound Poisson sum of their mean and variance
@@ -33,25 +37,36 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from autoscaler.policy import lengths
 from autoscaler.policy.capacityspec import ReplicaProfile
 
 # of the mean output o in the mean context a decode step reads and the KV holds (capacity.py's
 # too): a request of o outputs reads p + o/2 on average over its steps and a step meets requests
 # as their steps weigh (by o), so p + E[o²] / (2·E[o]) = p + o·(1 + cv²) / 2: 1 for outputs
-# geometric around their mean, as this tail has them (0.5, all outputs equal, under-sized
-# 1,500-token reasoning outputs by 3 of 12 replicas: docs/policy.md, "Defaults and why")
+# geometric around their mean, as this tail has them, where no engine publishes the output lengths
+# (lengths.context_share at their cv² where one does; 0.5, all outputs equal, under-sized 1,500-token
+# reasoning outputs by 3 of 12 replicas: docs/policy.md, "Defaults and why")
 CONTEXT_OUTPUT_SHARE = 1.0
+
 TPOT_SERIES_MAX = 60.0  # a tail of more mean prompts than this is read off the normal approximation
 _EXACT_STEPS = 16  # output lengths summed one by one up to here, then over bins 1.25x wide
 
 
 def rate(
-    profile: ReplicaProfile, tpot_s: float, tail: float, p: float, o: float, speed: float, cv2: float = 1.0
+    profile: ReplicaProfile,
+    tpot_s: float,
+    tail: float,
+    p: float,
+    o: float,
+    speed: float,
+    cv2: float = 1.0,
+    outputs_cv2: float = 1.0,
 ) -> float:
     """The most requests/s one replica serves with at most `tail` of them over `tpot_s` (inf when
     no request can miss it by the prefill it shares its steps with), for p-token prompts of
     lengths' squared coefficient of variation `cv2` (1: exponential) and o-token outputs at
-    `speed` (o >= 1, 0 < tail <= 1)."""
+    `speed` (o >= 1, 0 < tail <= 1), the outputs' lengths of cv² `outputs_cv2` in the context a
+    decode step reads (lengths.context_share; the requests that miss stay geometric in their steps)."""
     budget = profile.max_batched_tokens
     return float(
         _kernel(
@@ -71,6 +86,7 @@ def rate(
             float(speed),
             2.0,
             units(float(cv2)),
+            lengths.context_share(float(outputs_cv2)),
         )
     )
 
@@ -98,13 +114,15 @@ def _rate(
     speed: float,
     two: float,
     unit: float,
+    share: float,
 ) -> float:
     """rate() on the profile's fields (`two` = 2.0, the variance's exponent, see the module; `unit`
-    the prompt's unit of tokens over p, (1 + cv²) / 2, see _miss)."""
+    the prompt's unit of tokens over p, (1 + cv²) / 2, see _miss; `share` the outputs' in the
+    context a decode step reads, lengths.context_share)."""
     base = base_s / speed
     # replicarates.prefill_token_s and decode_token_s, over the speed
     a = (prefill_s + attention_s * 0.5 * (p + 1.0)) / speed
-    d = (request_s + context_s * (p + CONTEXT_OUTPUT_SHARE * o)) / speed
+    d = (request_s + context_s * (p + share * o)) / speed
     w = a * p + d * o
     hi = (1.0 - base / tpot_s) / w  # the mean step at the target: longer outputs miss past it
     if hi <= 0.0:

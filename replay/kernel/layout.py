@@ -27,7 +27,13 @@ R_RPOS = 34
 # Σ prompt tokens² of the prompts prefilled (an engine's prompt-length histogram), and the merged
 # head step's share of it (as R_HPTOK)
 R_PSQ, R_HPSQ = 35, 36
-RI_COLUMNS = 37
+# Σ generated tokens² of the requests finished (an engine's output-length histogram, observed at a
+# request's finish as vLLM's vllm:request_generation_tokens; counted with R_FIN)
+R_OSQ = 37
+# Σ generated tokens of the requests finished (the same histogram's _sum, counted with R_FIN; the
+# generation counter R_GTOK counts tokens as they are decoded)
+R_OSUM = 38
+RI_COLUMNS = 39
 # per-replica float columns
 RF_T0, RF_D0, RF_G, RF_TEND, RF_LASTFIN = 0, 1, 2, 3, 4
 RF_COLUMNS = 5

@@ -23,6 +23,8 @@ from replay.kernel.layout import (
     R_NDEC,
     R_NRUN,
     R_NWAIT,
+    R_OSQ,
+    R_OSUM,
     R_P,
     R_PART,
     R_PSQ,
@@ -36,6 +38,8 @@ from replay.metrics.signals import (
     GENERATION_TOKENS,
     INFLIGHT,
     KV_USAGE,
+    OUTPUT_SQUARES,
+    OUTPUT_SUMS,
     PROMPT_SQUARES,
     PROMPT_TOKENS,
     REQUESTS,
@@ -47,7 +51,8 @@ from replay.metrics.signals import (
 @inline_jit
 def counters(t, r, qi, ri, rf, hist, pi):
     """Replica r's counters and gauges at t (inside a run: the steps that ended by t): finished,
-    prompt tokens, prompt tokens², generation tokens, waiting, running, KV blocks used."""
+    prompt tokens, prompt tokens², generation tokens, waiting, running, KV blocks used, generated
+    tokens² and generated tokens of the finished requests."""
     bs = pi[P_BS]
     gen = ri[r, R_GTOK]
     used = pi[P_BLOCKS] - ri[r, R_FREE]
@@ -60,6 +65,8 @@ def counters(t, r, qi, ri, rf, hist, pi):
             ri[r, R_NWAIT],
             ri[r, R_NRUN],
             used - ri[r, R_HUSED],
+            ri[r, R_OSQ],
+            ri[r, R_OSUM],
         )
     if ri[r, R_BUSY] == 1 and rf[r, RF_TEND] > t and t >= rf[r, RF_T0]:
         done = min(first_step_after(rf, r, t) - 1, ri[r, R_K])
@@ -71,14 +78,15 @@ def counters(t, r, qi, ri, rf, hist, pi):
         if pchunk > 0 and ext > 0:
             c1 = qi[part, Q_COMP] + pchunk
             used += cdiv(c1 + ext * pchunk, bs) - cdiv(c1, bs)
-    return ri[r, R_FIN], ri[r, R_PTOK], ri[r, R_PSQ], gen, ri[r, R_NWAIT], ri[r, R_NRUN], used
+    fin, ptok, psq, osq, osum = ri[r, R_FIN], ri[r, R_PTOK], ri[r, R_PSQ], ri[r, R_OSQ], ri[r, R_OSUM]
+    return fin, ptok, psq, gen, ri[r, R_NWAIT], ri[r, R_NRUN], used, osq, osum
 
 
 @jit
 def observe(t, n_replicas, qi, ri, rf, hist, pi, out):
     """Every replica's counters and gauges at t (counters), one column per replica."""
     for r in range(n_replicas):
-        fin, ptok, _, gen, nwait, nrun, used = counters(t, r, qi, ri, rf, hist, pi)
+        fin, ptok, _, gen, nwait, nrun, used, _, _ = counters(t, r, qi, ri, rf, hist, pi)
         out[0, r] = fin
         out[1, r] = ptok
         out[2, r] = gen
@@ -99,7 +107,7 @@ def pod_rows(t, ready, draining, qi, ri, rf, hist, pi, rows):
 @inline_jit
 def pod_row(t, r, qi, ri, rf, hist, pi, rows, i):
     """Replica r's scrape row at t (counters) in rows[i]."""
-    fin, ptok, psq, gen, nwait, nrun, used = counters(t, r, qi, ri, rf, hist, pi)
+    fin, ptok, psq, gen, nwait, nrun, used, osq, osum = counters(t, r, qi, ri, rf, hist, pi)
     rows[i, WAITING] = nwait
     rows[i, RUNNING] = nrun
     rows[i, INFLIGHT] = float(nwait) + float(nrun)
@@ -108,3 +116,5 @@ def pod_row(t, r, qi, ri, rf, hist, pi, rows, i):
     rows[i, PROMPT_TOKENS] = ptok
     rows[i, GENERATION_TOKENS] = gen
     rows[i, PROMPT_SQUARES] = psq
+    rows[i, OUTPUT_SQUARES] = osq
+    rows[i, OUTPUT_SUMS] = osum

@@ -55,6 +55,8 @@ from replay.kernel.layout import (
     R_NDEC,
     R_NRUN,
     R_NWAIT,
+    R_OSQ,
+    R_OSUM,
     R_P,
     R_PART,
     R_PH,
@@ -349,6 +351,8 @@ def _finish(q, r, t, qi, qf, ri, rf, g, lr):
     qi[q, Q_NEXT] = g[G_FREE]
     g[G_FREE] = q
     ri[r, R_FIN] += 1
+    ri[r, R_OSQ] += qi[q, Q_OUT] * qi[q, Q_OUT]
+    ri[r, R_OSUM] += qi[q, Q_OUT]
     g[G_INFLIGHT] -= 1
     g[G_FINISHED] += 1
     if t > rf[r, RF_LASTFIN]:

@@ -13,6 +13,7 @@ gauges and per-second rates of counters, one value per pod, combined across the 
 | infscale_prompt_token_rate | rate of vllm:prompt_tokens_total |
 | infscale_generation_token_rate | rate of vllm:generation_tokens_total |
 | infscale_prompt_token_square_rate | rate of Σ prompt tokens², from vllm:request_prompt_tokens's buckets |
+| infscale_output_token_square_rate | rate of Σ output tokens², vllm:request_generation_tokens's buckets |
 | infscale_arrival_rate | rate of requests reaching the router (the gateway's counter) |
 | infscale_gateway_pending | requests held at the gateway while no replica is ready (the gateway's gauge) |
 
@@ -41,7 +42,8 @@ I64 = npt.NDArray[np.int64]
 
 # the columns of a pod's row in a scrape
 INFLIGHT, WAITING, RUNNING, KV_USAGE, REQUESTS, PROMPT_TOKENS, GENERATION_TOKENS, PROMPT_SQUARES = range(8)
-COLUMNS = 8
+OUTPUT_SQUARES, OUTPUT_SUMS = 8, 9
+COLUMNS = 10
 # and of the gateway's
 ARRIVALS, PENDING = range(2)
 
@@ -80,6 +82,8 @@ METRICS: dict[str, Metric] = {
         Metric("infscale_prompt_token_rate", Kind.RATE, PROMPT_TOKENS, Combine.SUM),
         Metric("infscale_generation_token_rate", Kind.RATE, GENERATION_TOKENS, Combine.SUM),
         Metric("infscale_prompt_token_square_rate", Kind.RATE, PROMPT_SQUARES, Combine.SUM),
+        Metric("infscale_output_token_square_rate", Kind.RATE, OUTPUT_SQUARES, Combine.SUM),
+        Metric("infscale_finished_output_token_rate", Kind.RATE, OUTPUT_SUMS, Combine.SUM),
         Metric("infscale_arrival_rate", Kind.RATE, ARRIVALS, Combine.SUM, gateway=True),
         Metric("infscale_gateway_pending", Kind.GAUGE, PENDING, Combine.SUM, gateway=True),
     )

@@ -38,6 +38,10 @@ from replay.profiles import EngineProfile, Scenario
 QUEUE_METRIC = "infscale_queue_size"  # as the adapter serves it: waiting requests
 # Σ prompt tokens² per second, as the adapter serves it from the engines' prompt-length histograms
 PROMPT_SQUARE_METRIC = "infscale_prompt_token_square_rate"
+# Σ generated tokens² and Σ generated tokens per second of the requests finished, as the adapter
+# serves them from the engines' output-length histograms (buckets and _sum)
+OUTPUT_SQUARE_METRIC = "infscale_output_token_square_rate"
+OUTPUT_SUM_METRIC = "infscale_finished_output_token_rate"
 ARRIVAL_METRIC = "infscale_arrival_rate"  # the gateway's arrivals counter, as a rate
 TYPICAL_PROMPT_TOKENS = 1000.0  # sizes the queue floor's target: chat-like prompts (Azure conv ~1,150)
 
@@ -85,6 +89,8 @@ def predictive_spec(scenario: Scenario, params: PolicyParams) -> AutoscalerSpec:
             slo=slo_target(scenario),
             demand=DemandSpec(
                 prompt_square_metric=PROMPT_SQUARE_METRIC,
+                output_square_metric=OUTPUT_SQUARE_METRIC,
+                output_sum_metric=OUTPUT_SUM_METRIC,
                 arrival_rate_metric=ARRIVAL_METRIC,
             ),
             decision_period_s=scenario.sync_period_s,

@@ -47,7 +47,7 @@ def _entry(
 
 def _tick_value(name: str) -> object:
     # a tick one second after the state's, the readings' flags set
-    if name in {"primed", "has_gate", "has_peaks", "has_squares", "has_arrived"}:
+    if name in {"primed", "has_gate", "has_peaks", "has_squares", "has_arrived", "has_out_squares"}:
         return True
     return 2.0 if name == "now" else 1.0
 

@@ -80,6 +80,30 @@ def test_the_vllm_rule_reads_the_prompt_histogram_of_an_exposition() -> None:
     assert histogram_total(rule, parse_exposition("", wanted_names(get_preset("vllm")))) is None
 
 
+@pytest.mark.parametrize(
+    ("engine", "histogram"),
+    [
+        ("vllm", "vllm:request_generation_tokens"),
+        ("tgi", "tgi_request_generated_tokens"),
+        ("jetstream", "jetstream_request_output_length"),
+    ],
+)
+def test_the_output_rule_reads_the_engines_output_length_histogram(engine: str, histogram: str) -> None:
+    """output_token_square_rate: the same square rate over the output-length histogram (vLLM
+    observes a request's generated tokens when it finishes)."""
+    preset = get_preset(engine)
+    rule = preset.rule(Signal.OUTPUT_TOKEN_SQUARE_RATE)
+    text = (
+        f"# TYPE {histogram} histogram\n"
+        f'{histogram}_bucket{{model_name="m",le="1000.0"}} 4\n'
+        f'{histogram}_bucket{{model_name="m",le="+Inf"}} 4\n'
+        f'{histogram}_sum{{model_name="m"}} 1600\n'
+        f'{histogram}_count{{model_name="m"}} 4\n'
+    )
+    samples = parse_exposition(text, wanted_names(preset))
+    assert histogram_total(rule, samples) == pytest.approx(Moments(4 * 500.0, 4 * 1e6 / 3, 1600.0))
+
+
 def test_the_catalog_refuses_it_on_the_prometheus_source() -> None:
     base = {"engine": "vllm", "prometheus": {"url": "http://prometheus:9090"}}
     metric = {"name": "infscale_prompt_token_square_rate", "signal": "prompt_token_square_rate"}

@@ -9,7 +9,15 @@ import numpy as np
 import pytest
 
 from replay.engine import Engine, RequestResults
-from replay.metrics.signals import COLUMNS, PROMPT_SQUARES, PROMPT_TOKENS
+from replay.metrics.signals import (
+    COLUMNS,
+    GENERATION_TOKENS,
+    OUTPUT_SQUARES,
+    OUTPUT_SUMS,
+    PROMPT_SQUARES,
+    PROMPT_TOKENS,
+    REQUESTS,
+)
 from replay.profiles import LLAMA_8B_H100, LLAMA_70B_TP4_H100, EngineProfile
 from replay.referencerun import ReferenceRun, reference_run
 from replay.trace import PrefixBlocks, Trace
@@ -330,6 +338,31 @@ def test_the_prompt_squares_counter_sums_the_square_of_every_prompt_counted() ->
         assert rows[k_stop, :, PROMPT_TOKENS].sum() == seen.sum()
         assert rows[k_stop, :, PROMPT_SQUARES].sum() == float((seen * seen).sum())
     assert 0 < (first <= stops[20]).sum() < (first <= stops[-1]).sum()  # the stops saw counts grow
+
+
+def test_the_output_squares_counter_sums_the_square_of_every_output_finished() -> None:
+    """The scrape's OUTPUT_SQUARES and OUTPUT_SUMS columns (an engine's output-length histogram,
+    which vLLM observes as a request finishes) count o² and o for every request the REQUESTS
+    column counts, at every stop; the generation counter counts the tokens decoded, finished or not."""
+    rng = np.random.default_rng(7)
+    n = 200
+    arrival = np.sort(rng.uniform(0, 30.0, n))
+    outputs = rng.integers(1, 400, n).astype(np.int64)
+    trace = Trace("t", arrival, rng.integers(1, 4_000, n).astype(np.int64), outputs)
+    engine = Engine(P70, trace)
+    ready = np.arange(2, dtype=np.int64)
+    stops = np.arange(1.0, 60.0, 1.0)
+    rows = engine.run(60.0, np.arange(n, dtype=np.int64), ready, stops=stops)
+    assert rows is not None
+    finished = engine.results().finished_s
+    for k_stop, at in enumerate(stops):
+        done = outputs[finished <= at]
+        assert rows[k_stop, :, REQUESTS].sum() == len(done)
+        assert rows[k_stop, :, OUTPUT_SQUARES].sum() == float((done * done).sum())
+        assert rows[k_stop, :, OUTPUT_SUMS].sum() == float(done.sum())
+        assert rows[k_stop, :, GENERATION_TOKENS].sum() >= float(done.sum())
+    assert 0 < (finished <= stops[20]).sum() < (finished <= stops[-1]).sum()
+    assert (rows[:, :, GENERATION_TOKENS].sum(axis=1) > rows[:, :, OUTPUT_SUMS].sum(axis=1)).any()
 
 
 def test_fast_engine_equals_the_exact_one_with_prefix_caching() -> None:

@@ -28,8 +28,11 @@ def row(
     prompt: int = 0,
     gen: int = 0,
     squares: int = 0,
+    output_squares: int = 0,
+    output_sums: int = 0,
 ) -> list[float]:
-    return [waiting + running, waiting, running, kv, requests, prompt, gen, squares]
+    counts = [requests, prompt, gen, squares, output_squares, output_sums]
+    return [waiting + running, waiting, running, kv, *counts]
 
 
 def scrape(
@@ -88,12 +91,33 @@ def test_direct_rates_need_two_rounds_and_read_a_drop_as_a_restart() -> None:
     assert value(p.read("infscale_prompt_token_rate", 8.0)) == 400.0
     assert value(p.read("infscale_generation_token_rate", 8.0)) == 20.0
     assert value(p.read("infscale_arrival_rate", 8.0)) == 20.0
+    assert p.read("infscale_output_token_square_rate", 8.0).values_milli == (0,)  # none finished anew
     p.scrape(scrape(12.5, {0: row(requests=3), 1: row(requests=110)}, arrivals=260))
     assert value(p.read("infscale_request_rate", 13.0)) == pytest.approx(3 / 5 + 10 / 5)  # pod 0 restarted
     assert value(p.read("infscale_arrival_rate", 13.0)) == 12.0
     # a rate states the window it was measured over, as the adapter's answer does; a gauge none
     assert p.read("infscale_request_rate", 13.0).window_s == 5.0
     assert p.read("infscale_inflight", 13.0).window_s is None
+
+
+def test_the_output_squares_read_as_a_rate_summed_over_pods() -> None:
+    """infscale_output_token_square_rate and infscale_finished_output_token_rate: Σ o² and Σ o of
+    the requests finished, per second, as the adapter serves output_token_square_rate and
+    finished_output_token_rate (the engines' output-length histograms' buckets and _sum)."""
+    p = build_pipeline(MetricsSpec(), sync_period_s=15.0)
+    p.scrape(scrape(2.5, {0: row(requests=1, output_squares=400, output_sums=20), 1: row()}))
+    p.scrape(
+        scrape(
+            7.5,
+            {
+                0: row(requests=3, output_squares=400 + 2 * 90_000, output_sums=20 + 2 * 300),
+                1: row(requests=1, output_squares=10_000, output_sums=100),
+            },
+        )
+    )
+    assert value(p.read("infscale_output_token_square_rate", 8.0)) == (2 * 90_000 + 10_000) / 5.0
+    # and their sum, the same histogram's _sum (counted at finish, not as decoded)
+    assert value(p.read("infscale_finished_output_token_rate", 8.0)) == (2 * 300 + 100) / 5.0
 
 
 def test_a_pod_that_left_rounds_gets_its_rate_from_its_own_last_round() -> None:
