@@ -29,19 +29,22 @@ def test_minute_long_answers_do_not_churn_the_fleet() -> None:
     (9.0 an hour on seeds 2-9, 1.9 with it) and 0.19 points under the least fleet's SLO."""
     row = stationary.run_case("reference-70b", "long-outputs", 30)
     assert row.slo_attainment >= row.least_attainment
-    assert row.cold_starts <= 5
+    assert row.cold_starts <= 6
     assert row.mean_replicas <= row.least + 5.0
 
 
 def test_chat_settles_at_the_least_fleet() -> None:
     """Chat at 185/s on one-gpu-8b (least fleet 10): within about a replica, few cold starts. The
     need sits at the edge of 10 and 11, so which ticks cross it is the draw's: 2-4 cold starts an
-    hour on seeds 1-4 before the band left the level's noise out, 0-5 since (4 on this one); a
-    fleet that flaps starts one every break-even (54 s here), dozens an hour."""
+    hour on seeds 1-4 before the band left the level's noise out, 0-5 since; with the outputs'
+    spread read (chat's cv² 0.5: a running request holds p + 0.75·o, where the geometric said
+    p + o) the need sits nearer the edge, 6 on this seed and 3 / 2 / 1 on seeds 2-4
+    (docs/policy-history.md, session 27); a fleet that flaps starts one every break-even (54 s
+    here), dozens an hour."""
     row = stationary.run_case("one-gpu-8b", "chat", 10)
     assert row.slo_attainment >= 0.99
     assert row.mean_replicas <= row.least + 1.5
-    assert row.cold_starts <= 5
+    assert row.cold_starts <= 6
 
 
 def test_the_table_names_every_case_and_the_sums() -> None:
