@@ -14,6 +14,7 @@ gauges and per-second rates of counters, one value per pod, combined across the 
 | infscale_generation_token_rate | rate of vllm:generation_tokens_total |
 | infscale_prompt_token_square_rate | rate of Σ prompt tokens², from vllm:request_prompt_tokens's buckets |
 | infscale_output_token_square_rate | rate of Σ output tokens², vllm:request_generation_tokens's buckets |
+| infscale_finished_output_token_rate | rate of Σ finished requests' output tokens, its _sum |
 | infscale_arrival_rate | rate of requests reaching the router (the gateway's counter) |
 | infscale_gateway_pending | requests held at the gateway while no replica is ready (the gateway's gauge) |
 
