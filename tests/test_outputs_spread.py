@@ -12,23 +12,13 @@ import pytest
 from autoscaler.policy import capacity, demand, lengths, replicarates, speedlearn, tailsearch
 from autoscaler.policy import mix as mixes
 from autoscaler.policy.capacity import Demand
-from autoscaler.policy.capacityspec import CapacitySpec, DemandSpec, ReplicaProfile, SloTarget
+from autoscaler.policy.capacityspec import CapacitySpec, DemandSpec, SloTarget
 from autoscaler.policy.decide import decide
 from autoscaler.policy.observation import MetricReading, Observation
 from autoscaler.policy.spec import AutoscalerSpec, MetricSpec, TargetType
 from autoscaler.policy.state import PolicyState
+from tests.test_lengths import EIGHT_B  # one-gpu-8b's engine
 
-# one-gpu-8b's engine (replay/profiles.py LLAMA_8B_H100), as tests/test_lengths.py has it
-EIGHT_B = ReplicaProfile(
-    step_base_s=0.0065,
-    prefill_s_per_token=3.0e-5,
-    prefill_s_per_attention_pair=3.5e-9,
-    decode_s_per_request=1.5e-5,
-    decode_s_per_context_token=5.0e-8,
-    max_batched_tokens=8192,
-    max_num_seqs=1024,
-    kv_cache_tokens=445_000,
-)
 SLO = SloTarget(ttft_s=2.0, tpot_s=0.1)
 SUM = "infscale_finished_output_token_rate"  # the output-length histograms' _sum, as a rate
 

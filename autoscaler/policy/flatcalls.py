@@ -54,9 +54,9 @@ def fold(
     finished, prompt, generated, inflight, prompt_sq, window_s = readings[:6]
     arrived, arrived_window_s, output_sq, output_sum = readings[6:]
     # the outputs' two moments are read as a pair (mix.add_counts)
-    out_pair = output_sq is not None and output_sum is not None
-    osq_read = output_sq if output_sq is not None and output_sum is not None else 0.0
-    osum_read = output_sum if output_sq is not None and output_sum is not None else 0.0
+    out_pair, osq_read, osum_read = False, 0.0, 0.0
+    if output_sq is not None and output_sum is not None:
+        out_pair, osq_read, osum_read = True, output_sq, output_sum
     gate, peaks = state.counted, state.peaks
     mix: Boxed = state.mix
     requests: Boxed = state.requests

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 
 from replay.engine import Engine, RequestResults
@@ -319,19 +320,28 @@ def test_a_call_through_several_scrapes_gives_each_one_the_rows_of_a_call_ending
     assert a.preemptions.sum() > 0
 
 
+_STOPPED_N = 200  # requests over 30 s on two replicas, scraped every second for a minute
+
+
+def _run_with_stops(
+    rng: np.random.Generator, inputs: npt.NDArray[np.int64], outputs: npt.NDArray[np.int64]
+) -> tuple[Engine, npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Two P70 replicas serving _STOPPED_N requests arriving uniformly over 30 s, scraped at every
+    second up to 59 s: (the engine, its scrape rows per stop, the stops)."""
+    arrival = np.sort(rng.uniform(0, 30.0, _STOPPED_N))
+    engine = Engine(P70, Trace("t", arrival, inputs, outputs))
+    stops = np.arange(1.0, 60.0, 1.0)
+    rows = engine.run(60.0, np.arange(_STOPPED_N, dtype=np.int64), np.arange(2, dtype=np.int64), stops=stops)
+    assert rows is not None
+    return engine, rows, stops
+
+
 def test_the_prompt_squares_counter_sums_the_square_of_every_prompt_counted() -> None:
     """The scrape's PROMPT_SQUARES column (an engine's prompt-length histogram, as its second
     moment) counts x² for every prompt the PROMPT_TOKENS column counts x for, at every stop."""
     rng = np.random.default_rng(6)
-    n = 200
-    arrival = np.sort(rng.uniform(0, 30.0, n))
-    inputs = rng.integers(1, 20_000, n).astype(np.int64)
-    trace = Trace("t", arrival, inputs, rng.integers(1, 50, n).astype(np.int64))
-    engine = Engine(P70, trace)
-    ready = np.arange(2, dtype=np.int64)
-    stops = np.arange(1.0, 60.0, 1.0)
-    rows = engine.run(60.0, np.arange(n, dtype=np.int64), ready, stops=stops)
-    assert rows is not None
+    inputs = rng.integers(1, 20_000, _STOPPED_N).astype(np.int64)
+    engine, rows, stops = _run_with_stops(rng, inputs, rng.integers(1, 50, _STOPPED_N).astype(np.int64))
     first = engine.results().first_token_s
     for k_stop, at in enumerate(stops):
         seen = inputs[first <= at]  # prompts counted once their first token is out
@@ -345,15 +355,8 @@ def test_the_output_squares_counter_sums_the_square_of_every_output_finished() -
     which vLLM observes as a request finishes) count o² and o for every request the REQUESTS
     column counts, at every stop; the generation counter counts the tokens decoded, finished or not."""
     rng = np.random.default_rng(7)
-    n = 200
-    arrival = np.sort(rng.uniform(0, 30.0, n))
-    outputs = rng.integers(1, 400, n).astype(np.int64)
-    trace = Trace("t", arrival, rng.integers(1, 4_000, n).astype(np.int64), outputs)
-    engine = Engine(P70, trace)
-    ready = np.arange(2, dtype=np.int64)
-    stops = np.arange(1.0, 60.0, 1.0)
-    rows = engine.run(60.0, np.arange(n, dtype=np.int64), ready, stops=stops)
-    assert rows is not None
+    outputs = rng.integers(1, 400, _STOPPED_N).astype(np.int64)
+    engine, rows, stops = _run_with_stops(rng, rng.integers(1, 4_000, _STOPPED_N).astype(np.int64), outputs)
     finished = engine.results().finished_s
     for k_stop, at in enumerate(stops):
         done = outputs[finished <= at]
