@@ -134,9 +134,16 @@ def _goals_text(g: Mapping[str, Any]) -> str:
         parts.append(
             f"{g['slo_gap_to_clairvoyant_points']:.2f} points below clairvoyant at "
             f"{g['gpu_hours_vs_clairvoyant']:.2f}× its GPU-h "
-            f"({'met' if g['within_1_point_at_1_10x'] else 'not met'})"
+            f"({'met' if g['within_1_point_at_1_10x'] else 'not met'}"
+            + _also_met_by(g.get("baselines_within_1_point_at_1_10x"))
+            + ")"
         )
     return "; ".join(parts)
+
+
+def _also_met_by(names: Any) -> str:
+    """The baselines that meet the last goal too, after predictive's verdict on it."""
+    return f"; baselines within it: {', '.join(names)}" if names else ""
 
 
 def _tally_text(t: Mapping[str, Any]) -> str:
@@ -147,6 +154,17 @@ def _tally_text(t: Mapping[str, Any]) -> str:
         met = t["clairvoyant_meets"]
         text += ". The clairvoyant's own schedule, scored the same way: " + "; ".join(
             f"{met[key]} of {t['clairvoyant_cases']} {text}" for key, text in GOALS[:3]
+        )
+    near = t.get("baselines_within_1_point_at_1_10x")
+    if near is not None and t["clairvoyant_cases"]:
+        # whether a miss is one any policy here avoids without the future (static-peak has it: it
+        # is sized from the trace's own peak)
+        text += (
+            ". Within 1 point of the clairvoyant at ≤ 1.10× its GPU-h, the baselines: "
+            + (", ".join(f"{name} in {n}" for name, n in sorted(near.items())) or "none")
+            + (" (static-peak is sized from the trace's own peak)" if "static-peak" in near else "")
+            + f"; of the {t['within_1_point_at_1_10x_missed']} cases predictive misses, "
+            f"{t['within_1_point_at_1_10x_missed_by_every_baseline']} are missed by every baseline"
         )
     text += (
         f". Summed: SLO {t['slo_points']:,.2f} points, {t['gpu_hours']:,.1f} GPU-h, "

@@ -86,6 +86,7 @@ def test_case_table_deltas_front_and_goals() -> None:
     assert g["slo_gap_to_clairvoyant_points"] == pytest.approx(0.5)
     assert g["gpu_hours_vs_clairvoyant"] == pytest.approx(95 / 90)
     assert g["within_1_point_at_1_10x"]
+    assert g["baselines_within_1_point_at_1_10x"] == []  # hpa 1.5 points under, static-peak at 2.2×
     assert not g["clairvoyant_below_best_goodput"]  # 100 * 0.965 / 90 > hpa's 95 / 100
 
 
@@ -160,6 +161,41 @@ def test_the_sweep_collapses_where_slo_falls_five_points_below_its_shortest_star
     assert by["predictive"]["collapses_at_s"] is None  # 0.95 is 4 points below: holds
     assert s["startups_s"] == [30, 120, 300, 600]
     assert "| hpa | 99.0% | 97.0% | 93.0% | 50.0% | 300 s |" in markdown(_doc(rows))
+
+
+def test_the_tally_says_which_baselines_meet_the_last_goal_where_predictive_misses_it() -> None:
+    def case(trace: str, pred: tuple[float, float], peak: tuple[float, float]) -> list[dict[str, Any]]:
+        return [
+            row("hpa", 0.95, 100, trace=trace),
+            row("static-peak", *peak, trace=trace),
+            row("predictive", *pred, trace=trace),
+            row("clairvoyant", 0.99, 50, trace=trace),
+        ]
+
+    # a: static-peak within 1 point at 1.10× (0.8 points under at 1.08×), predictive 1.2× over; b: predictive
+    # within it; c: nobody (static-peak 1.01 points under, predictive at 1.3×)
+    rows = (
+        case("a", (0.995, 60), (0.982, 54))
+        + case("b", (0.985, 52), (0.99, 80))
+        + case("c", (0.99, 65), (0.9799, 50))
+    )
+    t = tables.case_tables(rows)
+    goals = {x["trace"]: x["goals"] for x in t}
+    assert goals["a"]["baselines_within_1_point_at_1_10x"] == ["static-peak"]
+    assert not goals["a"]["within_1_point_at_1_10x"]
+    assert goals["b"]["within_1_point_at_1_10x"] and goals["b"]["baselines_within_1_point_at_1_10x"] == []
+    assert goals["c"]["baselines_within_1_point_at_1_10x"] == []
+    tally = tables.goal_tally(t, [])
+    assert tally is not None
+    assert tally["baselines_within_1_point_at_1_10x"] == {"static-peak": 1}
+    assert tally["within_1_point_at_1_10x_missed"] == 2
+    assert tally["within_1_point_at_1_10x_missed_by_every_baseline"] == 1  # c
+    text = markdown(_doc(rows))
+    assert "(not met; baselines within it: static-peak)" in text
+    assert (
+        "the baselines: static-peak in 1 (static-peak is sized from the trace's own peak); of the 2 "
+        "cases predictive misses, 1 are missed by every baseline" in text
+    )
 
 
 def _doc(rows: list[dict[str, Any]]) -> dict[str, Any]:
