@@ -163,8 +163,8 @@ def _tally_text(t: Mapping[str, Any]) -> str:
             ". Within 1 point of the clairvoyant at ≤ 1.10× its GPU-h, the baselines: "
             + (", ".join(f"{name} in {n}" for name, n in sorted(near.items())) or "none")
             + (" (static-peak is sized from the trace's own peak)" if "static-peak" in near else "")
-            + f"; of the {t['within_1_point_at_1_10x_missed']} cases predictive misses, "
-            f"{t['within_1_point_at_1_10x_missed_by_every_baseline']} are missed by every baseline"
+            + f"; predictive misses it in {t['within_1_point_at_1_10x_missed']}, every baseline too in "
+            f"{t['within_1_point_at_1_10x_missed_by_every_baseline']} of those"
         )
     text += (
         f". Summed: SLO {t['slo_points']:,.2f} points, {t['gpu_hours']:,.1f} GPU-h, "
