@@ -51,8 +51,18 @@ def fold(
     """demand.observe past its guards (now after state.at), its `readings` (finished, prompt,
     generated, inflight, prompt_sq, window_s, arrived, arrived_window_s, output_sq, output_sum) at the
     tick's weights, by flatdemand's kernel (flatdemand.install)."""
-    finished, prompt, generated, inflight, prompt_sq, window_s = readings[:6]
-    arrived, arrived_window_s, output_sq, output_sum = readings[6:]
+    (
+        finished,
+        prompt,
+        generated,
+        inflight,
+        prompt_sq,
+        window_s,
+        arrived,
+        arrived_window_s,
+        output_sq,
+        output_sum,
+    ) = readings
     # the outputs' two moments are read as a pair (mix.add_counts)
     out_pair, osq_read, osum_read = False, 0.0, 0.0
     if output_sq is not None and output_sum is not None:

@@ -68,7 +68,7 @@ def tick(
     has_arrived: bool,
     arrived: float,
     arrived_window_s: float,
-    has_out_squares: bool,
+    has_outputs_pair: bool,
     output_sq: float,
     output_sum: float,
     weight: float,
@@ -132,7 +132,7 @@ def tick(
                 sq = squares / requests if sq <= 0.0 else sq + (squares - requests * sq) / sr
                 if sq < 0.0:
                     sq = 0.0
-            if has_out_squares and requests > 0.0:
+            if has_outputs_pair and requests > 0.0:
                 out_squares = output_sq * dt
                 out_sum = output_sum * dt
                 if osq <= 0.0:

@@ -5,7 +5,7 @@ tally and who wins where."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from replay.cells import ms
@@ -141,7 +141,7 @@ def _goals_text(g: Mapping[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def _also_met_by(names: Any) -> str:
+def _also_met_by(names: Sequence[str] | None) -> str:
     """The baselines that meet the last goal too, after predictive's verdict on it."""
     return f"; baselines within it: {', '.join(names)}" if names else ""
 
