@@ -118,8 +118,11 @@ def markdown(doc: Mapping[str, Any]) -> str:
 
 
 def _goals_text(g: Mapping[str, Any]) -> str:
+    margins = g.get("beaten_by_margins") or {}
     parts = [
-        "beaten by no baseline" if g["beaten_by_no_baseline"] else f"beaten by {', '.join(g['beaten_by'])}"
+        "beaten by no baseline"
+        if g["beaten_by_no_baseline"]
+        else "beaten by " + ", ".join(_beaten_text(name, margins.get(name)) for name in g["beaten_by"])
     ]
     if "slo_ge_hpa_at_le_hpa_gpu_hours" in g:
         parts.append(("" if g["slo_ge_hpa_at_le_hpa_gpu_hours"] else "not ") + "SLO ≥ hpa at ≤ hpa GPU-h")
@@ -139,6 +142,20 @@ def _goals_text(g: Mapping[str, Any]) -> str:
             + ")"
         )
     return "; ".join(parts)
+
+
+def _beaten_text(name: str, margin: Mapping[str, Any] | None) -> str:
+    """A baseline that beats predictive, and by how much where the margin is known."""
+    if margin is None:
+        return name
+    more = margin["requests"]
+    fewer = margin["gpu_hours"]
+    slo = f"{more:+,} request{'s' if abs(more) != 1 else ''} in time of {margin['of_requests']:,}"
+    if fewer >= 0.05:
+        cost = f"{fewer:.1f} GPU-h fewer"
+    else:
+        cost = "under 0.05 GPU-h fewer" if fewer > 0.0 else "the same GPU-h"
+    return f"{name} ({slo}, {cost})"
 
 
 def _also_met_by(names: Sequence[str] | None) -> str:
@@ -165,6 +182,13 @@ def _tally_text(t: Mapping[str, Any]) -> str:
             + (" (static-peak is sized from the trace's own peak)" if "static-peak" in near else "")
             + f"; predictive misses it in {t['within_1_point_at_1_10x_missed']}, every baseline too in "
             f"{t['within_1_point_at_1_10x_missed_by_every_baseline']} of those"
+        )
+    beaten = t.get("beaten")
+    if beaten:
+        # each with its margin: one request at the same GPU-hours is the replay's own spread
+        text += f". Beaten in {len(beaten)}: " + "; ".join(
+            f"{b['case']} by " + ", ".join(_beaten_text(name, m) for name, m in b["by"].items())
+            for b in beaten
         )
     text += (
         f". Summed: SLO {t['slo_points']:,.2f} points, {t['gpu_hours']:,.1f} GPU-h, "

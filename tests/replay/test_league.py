@@ -145,7 +145,38 @@ def test_goals_name_the_baseline_that_beats_predictive() -> None:
     g = t["goals"]
     assert not g["beaten_by_no_baseline"] and g["beaten_by"] == ["hpa"]  # the clairvoyant does not count
     assert not g["slo_ge_hpa_at_le_hpa_gpu_hours"] and not g["within_1_point_at_1_10x"]
-    assert "beaten by hpa" in markdown(_doc(rows))
+    # by one request of the case's 100 and 20 GPU-hours
+    assert g["beaten_by_margins"] == {"hpa": {"requests": 1, "of_requests": 100, "gpu_hours": 20}}
+    text = markdown(_doc(rows))
+    assert "beaten by hpa (+1 request in time of 100, 20.0 GPU-h fewer);" in text
+    assert "Beaten in 1: t × 1 s by hpa (+1 request in time of 100, 20.0 GPU-h fewer)." in text
+
+
+def test_the_margins_say_a_tie_on_one_axis() -> None:
+    # keda ties predictive's SLO at fewer GPU-hours, static-peak its GPU-hours at 3 more requests in
+    # time; the planner does not beat it (fewer requests in time)
+    rows = [
+        row("hpa", 0.90, 100),
+        row("keda", 0.97, 80),
+        row("static-peak", 1.0, 100),
+        row("planner", 0.96, 10),
+        row("predictive", 0.97, 100),
+        row("clairvoyant", 0.99, 50),
+    ]
+    (t,) = tables.case_tables(rows)
+    g = t["goals"]
+    assert g["beaten_by"] == ["keda", "static-peak"]
+    assert g["beaten_by_margins"] == {
+        "keda": {"requests": 0, "of_requests": 100, "gpu_hours": 20},
+        "static-peak": {"requests": 3, "of_requests": 100, "gpu_hours": 0},
+    }
+    tally = tables.goal_tally([t], [])
+    assert tally is not None and tally["beaten"] == [{"case": "t × 1 s", "by": g["beaten_by_margins"]}]
+    text = markdown(_doc(rows))
+    assert (
+        "beaten by keda (+0 requests in time of 100, 20.0 GPU-h fewer), static-peak (+3 requests in "
+        "time of 100, the same GPU-h)" in text
+    )
 
 
 def test_the_sweep_collapses_where_slo_falls_five_points_below_its_shortest_start_up() -> None:
