@@ -4,11 +4,13 @@ C (latecurve.py's curve), against the wall (burstsize.py)."""
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 from test_latecurve import CODE, _curve
 
 from autoscaler.policy import burstprice, burstsize, latecurve
+from replay.policies import holdkernel
 
 CONV = (1155.0, 211.0)  # Azure conv's prompt and output tokens a request
 
@@ -135,3 +137,37 @@ def test_the_planner_reads_the_persistence_from_the_counts_window() -> None:
             rate, ahead.spread, facts.ttft_s, burstprice.BUDGET * facts.tail, key, curve
         )
         assert ahead.hold == pytest.approx(want, rel=1e-9)
+
+
+def test_the_compiled_bisection_gives_the_bits_of_its_python_source() -> None:
+    """replay/policies/holdkernel.py compiles _bisect for the replay: every league number with a
+    bursts' hold depends on its bits (numba's lgamma is not CPython's, so ln Γ comes in)."""
+    rng = random.Random(7)
+    cases = 0
+    for scenario in ("one-gpu-8b", "reference-70b", "fast-load-70b"):
+        for _ in range(8):
+            p = math.exp(rng.uniform(math.log(200.0), math.log(15_000.0)))
+            o = math.exp(rng.uniform(math.log(5.0), math.log(1_000.0)))
+            _, curve = _curve(scenario, p, o, rng.choice((0.0, 5.0, 15.0)))
+            (us, ttfts), (vs, tpots), _, _ = curve
+            for _ in range(4):
+                k = math.exp(rng.uniform(math.log(1e-5), math.log(1e4)))
+                stretch = rng.choice((1.0, math.exp(rng.uniform(0.0, 3.0))))
+                budget = rng.choice((0.002, 0.01, 0.02, 0.04))
+                args = (k, budget, us, ttfts, vs, tpots, stretch, *burstprice._lgammas(k, stretch))
+                assert holdkernel.bisect(*args) == burstprice._bisect(*args)
+                cases += 1
+    assert cases == 96
+
+
+def test_the_installed_bisection_serves_the_hold() -> None:
+    key, curve = _curve("fast-load-70b", *CODE)
+    interpreted = burstprice.hold_rate(14.07, 112.0, 2.0, 0.02, key, curve)
+    burstprice._holds.clear()  # the hold is cached by the curve's key: bisected again below
+    holdkernel.install()
+    try:
+        assert burstprice._kernel is holdkernel.bisect
+        assert burstprice.hold_rate(14.07, 112.0, 2.0, 0.02, key, curve) == interpreted > 14.07
+    finally:
+        burstprice.use(None)
+        burstprice._holds.clear()

@@ -6,11 +6,13 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import random
 
 import pytest
 
-from autoscaler.policy import latecurve, lengths
+from autoscaler.policy import burstprice, latecurve, lengths
 from autoscaler.policy.capacityspec import SloTarget
+from replay.policies import holdkernel
 from replay.policies.predictive import replica_profile
 from replay.profiles import SCENARIOS
 
@@ -121,3 +123,29 @@ def test_a_cached_curve_is_its_keys_alone(scenario: str) -> None:
     assert at_step == first
     assert latecurve._curve(profile, SLO, p, o, 1.0, 1.0, 1.5, 7.0) != first  # p is not its step
     assert step != p
+
+
+def test_the_compiled_spell_wait_gives_the_bits_of_its_python_source() -> None:
+    """replay/policies/holdkernel.py compiles spell_wait for the replay: a curve's TTFT shares, and
+    every bursts' hold priced by them, depend on its bits (erfc, exp and log are the C library's)."""
+    compiled = holdkernel.compiled_spell_wait()
+    rng = random.Random(3)
+    for _ in range(3_000):
+        v = rng.choice((rng.uniform(0.0, 1.0), rng.uniform(0.9, 1.1), rng.uniform(1.0, 6.0)))
+        service = math.exp(rng.uniform(math.log(1e-3), math.log(5.0)))
+        cs2 = rng.uniform(0.0, 8.0)
+        slack = rng.choice((-0.1, 0.0, rng.uniform(0.0, 2.0), rng.uniform(0.0, 1e-3)))
+        spell = math.exp(rng.uniform(math.log(0.1), math.log(600.0)))
+        assert compiled(v, service, cs2, slack, spell) == latecurve.spell_wait(v, service, cs2, slack, spell)
+
+
+def test_the_installed_spell_wait_serves_the_curves() -> None:
+    profile = replica_profile(SCENARIOS["fast-load-70b"].engine)
+    interpreted = latecurve._curve(profile, SLO, *CODE, 1.0, 1.0, 1.3, 5.0)
+    holdkernel.install()
+    try:
+        assert latecurve._spell_wait is holdkernel.compiled_spell_wait()
+        assert latecurve._curve(profile, SLO, *CODE, 1.0, 1.0, 1.3, 5.0) == interpreted is not None
+    finally:
+        latecurve.use(None)
+        burstprice.use(None)

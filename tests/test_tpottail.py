@@ -121,3 +121,16 @@ def test_the_installed_kernel_serves_the_cores_rate() -> None:
         assert tpottail.rate(profile, 0.2, 0.01, 2048.0, 28.0, 1.0) == interpreted < math.inf
     finally:
         tpottail.use(None)
+
+
+def test_the_installed_kernel_serves_the_share_that_misses() -> None:
+    # latecurve's curves read tpottail.miss: the compiled _miss once installed, the same bits
+    args = (0.0185, 5.55e-5, 4e-5, 0.08, True, 8192.0, False, 1024.0, 0.2, 0.01, 2048.0, 28.0, 2.0, 1.0, 3.0)
+    interpreted = tpottail.miss(*args)
+    tailkernel.install()
+    try:
+        assert tpottail._miss_kernel is tailkernel.compiled_miss()
+        assert tpottail.miss(*args) == interpreted > 0.0
+    finally:
+        tpottail.use(None)
+    assert tpottail._miss_kernel is tpottail._miss

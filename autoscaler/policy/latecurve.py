@@ -15,7 +15,7 @@ a replica (r = C / n, u = Λ / C), Poisson within the window (as the held sizing
          Azure code's mix: 2.7×) absorbs a spell of twice C as queueing within the target; one with
          little (the 8B: 1.7×) does not.
   TPOT   the decodes' steps carry the window's prompt chunks: the per-request TPOT tail at x
-         (tpottail._miss, the share of requests over their TPOT), all of them past the mean step
+         (tpottail.miss, the share of requests over their TPOT), all of them past the mean step
          at the target; a decode of D seconds longer than the spell sees the rate over D, its D / S
          spells' mean (burstprice's scale θ·S / D).
 
@@ -23,6 +23,10 @@ so late(u) = min(1, TTFT miss + TPOT miss) at x = u·r, r the rate where that is
 curve's own C), kept at points of u (_POINTS) and cached by the curve's key (the mix and speed
 rounded as tailsearch.tpot_rate's, 1/16 in log). Nothing fitted: the two tails are capacity.size's
 own; docs/policy.md ("Defaults and why", burst hold).
+
+A curve reads both shares at ~100 points; the replay reads them by copies numba compiles from
+these sources (spell_wait here, tpottail.miss's _miss; replay/policies/holdkernel.py and
+tailkernel.py, installed with use()), with the same bits: tests/test_latecurve.py.
 """
 
 from __future__ import annotations
@@ -285,10 +289,10 @@ def late_at(
         slack = slo.ttft_s - service - step
         if slo.ttft_tokens_per_s is not None:
             slack += p / slo.ttft_tokens_per_s
-        ttft = spell_wait(v, service, service_cv2, slack, spell)
+        ttft = _spell_wait(v, service, service_cv2, slack, spell)
         tpot = 0.0
         if slo.tpot_s is not None:
-            tpot = tpottail._miss(
+            tpot = tpottail.miss(
                 base,
                 a,
                 d,
@@ -357,3 +361,14 @@ def window_wait(v: float, service: float, service_cv2: float, slack: float, wind
         second = math.exp(lift - 0.5 * z * z - math.log(z * math.sqrt(2.0 * math.pi)))
     got = first + second
     return got if got < 1.0 else 1.0
+
+
+SpellKernel = Callable[[float, float, float, float, float], float]
+_spell_wait: SpellKernel = spell_wait  # late_at's, replaced by a compiled copy in the replay (use)
+
+
+def use(kernel: SpellKernel | None) -> None:
+    """A curve's TTFT shares by `kernel`, a compiled copy of spell_wait giving its bits (None:
+    spell_wait): a curve reads ~100 of them, each the mean of 16 window_wait."""
+    global _spell_wait
+    _spell_wait = spell_wait if kernel is None else kernel

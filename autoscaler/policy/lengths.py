@@ -111,7 +111,15 @@ def upper_gamma(a: float, x: float) -> float:
     fraction (modified Lentz) above, each to a relative 1e-10 (Numerical Recipes, 6.2)."""
     if x <= 0.0:
         return 1.0
-    log_front = -x + a * math.log(x) - math.lgamma(a)
+    return upper_gamma_at(a, x, math.lgamma(a))
+
+
+def upper_gamma_at(a: float, x: float, lgamma_a: float) -> float:
+    """upper_gamma with ln Γ(a) given: a caller at one a and many x computes it once, and a numba
+    copy (replay/policies/holdkernel.py) gets Python's bits, which its own lgamma does not give."""
+    if x <= 0.0:
+        return 1.0
+    log_front = -x + a * math.log(x) - lgamma_a
     if x < a + 1.0:
         term = total = 1.0 / a
         ap = a

@@ -243,9 +243,35 @@ def _beyond(z: float, mu: float, u: float, two: float) -> float:
 
 RateKernel = Callable[..., float]
 _kernel: RateKernel = _rate
+_miss_kernel: RateKernel = _miss
 
 
-def use(kernel: RateKernel | None) -> None:
-    """Compute the tail with `kernel`, a compiled copy of _rate giving its bits (None: _rate)."""
-    global _kernel
+def use(kernel: RateKernel | None, miss: RateKernel | None = None) -> None:
+    """Compute the tail with `kernel`, a compiled copy of _rate giving its bits (None: _rate), and
+    the share that misses (miss()) with `miss`, one of _miss (None: _miss)."""
+    global _kernel, _miss_kernel
     _kernel = _rate if kernel is None else kernel
+    _miss_kernel = _miss if miss is None else miss
+
+
+def miss(
+    base: float,
+    a: float,
+    d: float,
+    w: float,
+    has_budget: bool,
+    budget: float,
+    prefill_first: bool,
+    seqs: float,
+    tpot_s: float,
+    tail: float,
+    p: float,
+    o: float,
+    two: float,
+    unit: float,
+    x: float,
+) -> float:
+    """_miss, by the compiled copy where one is installed (latecurve's curves read ~100 a curve)."""
+    return _miss_kernel(
+        base, a, d, w, has_budget, budget, prefill_first, seqs, tpot_s, tail, p, o, two, unit, x
+    )

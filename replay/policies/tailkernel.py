@@ -32,6 +32,12 @@ def compiled_rate() -> Any:
     return _compiled
 
 
+def compiled_miss() -> Any:
+    """tpottail._miss compiled, the copy compiled_rate calls (latecurve's curves read it too)."""
+    return compiled_rate().py_func.__globals__["_miss"]
+
+
 def install() -> None:
-    """The policy core's TPOT tail computed by the compiled copy from now on, in this process."""
-    tpottail.use(compiled_rate())
+    """The policy core's TPOT tail, and its share that misses, computed by the compiled copies
+    from now on, in this process."""
+    tpottail.use(compiled_rate(), compiled_miss())
