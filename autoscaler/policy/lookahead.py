@@ -46,6 +46,7 @@ class Lookahead:
         "_forecasting",
         "_forecasts",
         "_lost",
+        "_utilization",
         "_mean_loads",
         "_observed",
         "_planned",
@@ -155,6 +156,7 @@ class Lookahead:
         self._mean_loads: dict[float, float] = {}
         self._planned: dict[float, Demand] = {}
         self._lost: float | None = None
+        self._utilization: float | None = None
         self._sized: dict[float, Sizing] = {}
 
     def _start(self, start: Callable[..., Any], forecast: Callable[..., Any], cap: CapacityFacts) -> None:
@@ -252,10 +254,39 @@ class Lookahead:
             total = mean_load + typical
             share = typical / total if total > 0.0 else 1.0
             q = math.log(width) if width > 1.0 else 0.0
-            late = lateband.width(q, self.z, share, self.tail, self.idle_misses())
+            u = self.queue_utilization()
+            if u is None:
+                late = lateband.width(q, self.z, share, self.tail, self.idle_misses())
+            else:
+                late = lateband.queued_width(q, self.z, share, self.tail, u)
             got = upper if late is None else band.widened(self._observed, mean, mean_load, typical, late)
             self._planned[h] = got
         return got
+
+    def queue_utilization(self) -> float | None:
+        """The prefill utilization u_C a replica runs at where the count's TTFT tail meets the SLO,
+        at the level's demand and mix (its sizing without the bursts' hold), when the TTFT binds
+        there: the queue the overshoot past the count meets (lateband.queued_width). None where
+        another bound (TPOT, batch, KV) sets the count or no demand is read: the fluid overshoot."""
+        got = self._utilization
+        if got is None:
+            now = self.mean_now
+            u = -1.0
+            if now.requests > 0.0:
+                s = self.burst(now)
+                if s.binding == "ttft" and s.prefill_tokens_per_s > 0.0:
+                    u = s.requests_per_s * (now.prompt_tokens / now.requests) / s.prefill_tokens_per_s
+            got = self._utilization = u
+        return got if got >= 0.0 else None
+
+    def release_demand(self) -> Demand:
+        """The demand now the scale-down's release margin is read over: the band's upper, or where
+        the count prices the overshoot at the queue's tail (queue_utilization), the count's own
+        (planned_at): the upper there is no count's demand, and a fleet held to its need would
+        never come down to the count."""
+        if self.queue_utilization() is None:
+            return self.upper_at(0.0)
+        return self.planned_at(0.0)
 
     def idle_misses(self) -> float:
         """The share of requests no fleet serves in time (their prefill alone past the TTFT, at the
