@@ -265,12 +265,12 @@ class Lookahead:
 
     def queue_utilization(self) -> float | None:
         """The prefill utilization u_C a replica runs at where the count's TTFT tail meets the SLO,
-        at the level's demand and mix (its sizing without the bursts' hold), when the TTFT binds
-        there: the queue the overshoot past the count meets (lateband.queued_width). None where
-        another bound (TPOT, batch, KV) sets the count or no demand is read: the fluid overshoot."""
+        at the band's upper now (its sizing without the bursts' hold), when the TTFT binds there:
+        the queue the overshoot past the count meets (lateband.queued_width). None where another
+        bound (TPOT, batch, KV) sets the count or no demand is read: the fluid overshoot."""
         got = self._utilization
         if got is None:
-            now = self.mean_now
+            now = self.upper_at(0.0)
             u = -1.0
             if now.requests > 0.0:
                 s = self.burst(now)
