@@ -124,7 +124,7 @@ def _need_within_margin(ahead: Lookahead, have: int) -> int:
     need = ahead.need_at(0.0)
     if need >= have:
         return need
-    return ahead.sized(ahead.release_demand().scaled(1.0 + RELEASE_MARGIN)).replicas
+    return ahead.sized(ahead.upper_at(0.0).scaled(1.0 + RELEASE_MARGIN)).replicas
 
 
 def stage(
