@@ -282,8 +282,7 @@ def test_the_queued_grids_width_is_the_solved_one_within_half_a_per_cent() -> No
 def test_where_the_ttft_binds_the_overshoot_meets_the_queue_whatever_the_idle_misses() -> None:
     """Where the TTFT binds at the band's upper, the count prices the overshoot at the queue's tail
     of the requests a fleet can serve: below the upper even where the idle misses take the SLO's
-    whole allowance (the fluid rule's count is the upper there), and the scale-down's release
-    margin reads that count's demand."""
+    whole allowance (the fluid rule's count is the upper there)."""
     ahead, edge = _edge(5)
     mix = ahead._observed.mix
     prefill = mix.prompt * capacity.prefill_token_s(ahead.profile, mix.prompt)
@@ -298,11 +297,10 @@ def test_where_the_ttft_binds_the_overshoot_meets_the_queue_whatever_the_idle_mi
     planned = ahead.planned_at(60.0)
     assert mean.requests < planned.requests < upper.requests
     assert ahead.need_at(60.0) < ahead.sized(upper).replicas
-    assert ahead.release_demand() == ahead.planned_at(0.0)
 
 
 def test_where_another_bound_sets_the_count_the_overshoot_is_fluid() -> None:
     ahead, edge = _edge(5)
     _at(ahead, 0.0, edge * 1.01)
     assert ahead.burst(ahead.upper_at(0.0)).binding == "tpot"
-    assert ahead.queue_utilization() is None and ahead.release_demand() == ahead.upper_at(0.0)
+    assert ahead.queue_utilization() is None

@@ -32,15 +32,16 @@ measured the margin at). On a small fleet a step of the count is a sixth to a ha
 upper crossing a step by a sliver no longer buys the replica; on a large one the count is what a
 load 2-8 % under the upper needs.
 
-Where the TTFT binds at the band's upper, the overshoot meets a queue, not a wall (queued_width,
-docs/policy-history.md "The overshoot past the count at the queue's own tail", session 23, not on
-main): the count's replicas run their prefill at a utilization u_C where the capacity model's TTFT
-tail u·exp(-(1 - u)·κ) is ε, and a load x times the count's raises it to the tail at u_C·x,
-tail·x·exp(κ·u_C·(x - 1)), all late only from saturation (x = 1 / u_C). The late share is the
-lesser of that and the fluid share (late_at); the expected late share of the requests a fleet can
-serve is held within ε, the idle misses outside it (they are late at any count and any
-utilization). On Mooncake's mix u_C is 0.15-0.2 (the prefill times' heavy tail keeps the TTFT tail
-at ε only far below saturation): a load 25 % over the count is 1.5 % late, not the fluid 21 %.
+Where the TTFT binds at the band's upper, the overshoot meets a queue, not a wall (queued_width;
+docs/policy-history.md "The overshoot past the count at the queue's own tail", session 23, kept in
+session 29 with the scale-down's release margin at the band's upper, as before it): the count's
+replicas run their prefill at a utilization u_C where the capacity model's TTFT tail
+u·exp(-(1 - u)·κ) is ε, and a load x times the count's raises it to the tail at u_C·x,
+tail·x·exp(κ·u_C·(x - 1)), all late only from saturation (x = 1 / u_C). The late share is the lesser
+of that and the fluid share (late_at); the expected late share of the requests a fleet can serve is
+held within ε, the idle misses outside it (they are late at any count and any utilization). On
+Mooncake's mix u_C is 0.15-0.2 (the prefill times' heavy tail keeps the TTFT tail at ε only far
+below saturation): a load 25 % over the count is 1.5 % late, not the fluid 21 %.
 
 Pure arithmetic on floats; docs/policy.md ("Defaults and why": the count's demand).
 """

@@ -279,15 +279,6 @@ class Lookahead:
             got = self._utilization = u
         return got if got >= 0.0 else None
 
-    def release_demand(self) -> Demand:
-        """The demand now the scale-down's release margin is read over: the band's upper, or where
-        the count prices the overshoot at the queue's tail (queue_utilization), the count's own
-        (planned_at): the upper there is no count's demand, and a fleet held to its need would
-        never come down to the count."""
-        if self.queue_utilization() is None:
-            return self.upper_at(0.0)
-        return self.planned_at(0.0)
-
     def idle_misses(self) -> float:
         """The share of requests no fleet serves in time (their prefill alone past the TTFT, at the
         observed mix): the late share's allowance they spend first (lateband.py)."""

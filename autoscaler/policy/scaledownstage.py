@@ -118,9 +118,8 @@ def _needed_now_message(
 
 
 def _need_within_margin(ahead: Lookahead, have: int) -> int:
-    """The need now at a demand RELEASE_MARGIN above the band's (Lookahead.release_demand: the
-    count's own where the overshoot meets the queue); sized only when the need at the band's own is
-    below `have` (need_at's sizing is the tick's, shared)."""
+    """The need now at a demand RELEASE_MARGIN above the band's; sized only when the need at the
+    band's own is below `have` (need_at's sizing is the tick's, shared)."""
     need = ahead.need_at(0.0)
     if need >= have:
         return need
