@@ -285,7 +285,7 @@ def test_where_the_ttft_binds_the_overshoot_meets_the_queue_whatever_the_idle_mi
     whole allowance (the fluid rule's count is the upper there)."""
     ahead, edge = _edge(5)
     mix = ahead._observed.mix
-    prefill = mix.prompt * capacity.prefill_token_s(ahead.profile, mix.prompt)
+    prefill = mix.prompt * replicarates.prefill_token_s(ahead.profile, mix.prompt)
     # a TTFT target twice the mean prompt's prefill: 13.5 % of the prompts miss it idle
     ahead.slo = dataclasses.replace(ahead.slo, ttft_s=ahead.profile.step_base_s + 2.0 * prefill)
     ahead._lost = None
