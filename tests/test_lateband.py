@@ -219,3 +219,88 @@ def test_the_idle_misses_read_the_profiles_fields_from_its_engine(
             beta = pr.prefill_s_per_attention_pair * 0.5 / speed
             want = capacity._idle_misses(p, rate, beta, slo.ttft_s - base, slo.ttft_tokens_per_s, 1.2)
             assert capacity.idle_misses(replicarates.engine(pr), slo, p, o, speed, 1.2) == want
+
+
+# The overshoot at the count's queue (lateband.late_at, queued_width; lookahead.queue_utilization)
+
+
+@pytest.mark.parametrize("u", [0.05, 0.17, 0.5, 0.9])
+def test_the_late_share_is_the_lesser_of_the_fluid_and_the_queues_tail(u: float) -> None:
+    steep = lateband.steepness(u, TAIL)
+    # the queue's tail u·exp(-(1 - u)·κ) meets the SLO's at the count (x = 1)
+    kappa = steep / u
+    assert u * math.exp(-(1.0 - u) * kappa) == pytest.approx(TAIL)
+    for x in (0.3, 0.9, 1.0):  # below the count: the linear bound, as the fluid rule's
+        assert lateband.late_at(x, TAIL, steep, u) == pytest.approx(TAIL * x)
+    for x in (1.05, 1.3, 2.0, 0.99 / u, 1.01 / u, 3.0 / u):
+        fluid = 1.0 - (1.0 - TAIL) / x
+        queue = TAIL * x * math.exp(steep * (x - 1.0)) if x * u < 1.0 else 1.0
+        assert lateband.late_at(x, TAIL, steep, u) == pytest.approx(min(fluid, queue))
+    # a load 25 % over a count at Mooncake's u_C of 0.17: 1.5 % late, where the fluid says 20.8 %
+    if u == 0.17:
+        assert lateband.late_at(1.25, TAIL, steep, u) == pytest.approx(0.0145, abs=5e-4)
+
+
+def test_the_queued_integrals_are_the_quadratures() -> None:
+    """queued()'s 192-node midpoint rule against 200,000 nodes over ±12σ."""
+    for c, t, sigma, u in ((1.3, 0.0, 0.15, 0.17), (0.9, 0.4, 0.3, 0.5), (1.1, 0.1, 0.6, 0.05)):
+        steep = lateband.steepness(u, TAIL)
+        n = 200_000
+        lo, step = -12.0 * sigma, 24.0 * sigma / n
+        late = load = 0.0
+        for i in range(n):
+            y = lo + (i + 0.5) * step
+            lv = math.exp(y) - t
+            if lv > 0.0:
+                density = math.exp(-0.5 * (y / sigma) ** 2)
+                load += lv * density
+                late += lv * lateband.late_at(lv / c, TAIL, steep, u) * density
+        got_late, got_load = lateband.queued(c, t, sigma, TAIL, u)
+        assert got_late / got_load == pytest.approx(late / load, rel=2e-3)
+
+
+@pytest.mark.parametrize(("q", "t"), [(0.1, 0.0), (0.2, 0.3), (0.3, 0.0), (0.45, 0.1), (0.66, 0.0)])
+def test_the_queue_narrows_the_width_and_near_saturation_is_the_fluid_rule(q: float, t: float) -> None:
+    widths = [lateband.solve_queued(q, Z, t, TAIL, u) for u in (0.0, 0.1, 0.17, 0.3, 0.5, 0.7, 0.9, 0.97)]
+    assert all(w is not None for w in widths)
+    assert widths == sorted(widths)  # a busier queue saturates sooner past the count
+    fluid = lateband.solve(q, Z, t, TAIL)
+    assert fluid is not None and widths[-1] == pytest.approx(fluid, rel=2e-3)
+    assert widths[-1] <= math.exp(q)
+
+
+def test_the_queued_grids_width_is_the_solved_one_within_half_a_per_cent() -> None:
+    for q in (0.05, 0.27, 0.5, 0.8, 1.2):
+        for t in (0.0, 0.3, 0.62):
+            for u in (0.0, 0.04, 0.17, 0.33, 0.61, 0.9):
+                exact, grid = lateband.solve_queued(q, Z, t, TAIL, u), lateband.queued_width(q, Z, t, TAIL, u)
+                a = math.exp(q) if exact is None else exact
+                b = math.exp(q) if grid is None else grid
+                assert abs(math.log(b / a)) < 5e-3, (q, t, u, exact, grid)
+
+
+def test_where_the_ttft_binds_the_overshoot_meets_the_queue_whatever_the_idle_misses() -> None:
+    """Where the TTFT binds at the band's upper, the count prices the overshoot at the queue's tail
+    of the requests a fleet can serve: below the upper even where the idle misses take the SLO's
+    whole allowance (the fluid rule's count is the upper there)."""
+    ahead, edge = _edge(5)
+    mix = ahead._observed.mix
+    prefill = mix.prompt * replicarates.prefill_token_s(ahead.profile, mix.prompt)
+    # a TTFT target twice the mean prompt's prefill: 13.5 % of the prompts miss it idle
+    ahead.slo = dataclasses.replace(ahead.slo, ttft_s=ahead.profile.step_base_s + 2.0 * prefill)
+    ahead._lost = None
+    mean, upper = _at(ahead, 60.0, edge * 1.01)
+    _at(ahead, 0.0, edge * 1.01)
+    assert ahead.idle_misses() > TAIL
+    u = ahead.queue_utilization()
+    assert u is not None and 0.1 < u < 0.3
+    planned = ahead.planned_at(60.0)
+    assert mean.requests < planned.requests < upper.requests
+    assert ahead.need_at(60.0) < ahead.sized(upper).replicas
+
+
+def test_where_another_bound_sets_the_count_the_overshoot_is_fluid() -> None:
+    ahead, edge = _edge(5)
+    _at(ahead, 0.0, edge * 1.01)
+    assert ahead.burst(ahead.upper_at(0.0)).binding == "tpot"
+    assert ahead.queue_utilization() is None

@@ -104,8 +104,8 @@ def test_the_mix_keeps_the_prompts_second_moment_and_an_older_mix_has_none() -> 
     assert mixes.Mix(5.0, 1000.0, 100.0).lengths_cv2() is None
 
 
-def _capacity_stage(square_metric: str | None, cv2: float | None) -> int:
-    """The capacity stage's count after a minute of 6 req/s of 8,000-token prompts whose lengths
+def _capacity_stage(square_metric: str | None, cv2: float | None, rate: float = 6.0) -> int:
+    """The capacity stage's count after a minute of `rate` req/s of 8,000-token prompts whose lengths
     have `cv2` (None: the engines publish no histogram)."""
     spec = AutoscalerSpec(
         max_replicas=200,
@@ -116,7 +116,7 @@ def _capacity_stage(square_metric: str | None, cv2: float | None) -> int:
             demand=DemandSpec(prompt_square_metric=square_metric),
         ),
     )
-    rate, p = 6.0, 8000.0
+    p = 8000.0
     metrics = {
         "infscale_queue_size": MetricReading.of(0.0),
         "infscale_request_rate": MetricReading.of(rate),
@@ -135,12 +135,14 @@ def _capacity_stage(square_metric: str | None, cv2: float | None) -> int:
 
 def test_the_planner_sizes_with_the_lengths_the_engines_publish() -> None:
     """The capacity stage reads the square metric the spec names: wide lengths need more replicas
-    than narrow ones, and without the metric (unnamed, or named and not served) the exponential's."""
-    fallback = _capacity_stage(None, None)
-    assert _capacity_stage("infscale_prompt_token_square_rate", None) == fallback
-    assert _capacity_stage(None, 3.0) == fallback  # served but not named: not read
-    narrow = _capacity_stage("infscale_prompt_token_square_rate", 0.01)
-    wide = _capacity_stage("infscale_prompt_token_square_rate", 3.0)
+    than narrow ones, and without the metric (unnamed, or named and not served) the exponential's.
+    At 12 req/s: where the count prices the overshoot at its queue (the TTFT binds: lateband.py),
+    6 req/s sizes the exponential's and the narrow lengths at the same 5 replicas."""
+    fallback = _capacity_stage(None, None, 12.0)
+    assert _capacity_stage("infscale_prompt_token_square_rate", None, 12.0) == fallback
+    assert _capacity_stage(None, 3.0, 12.0) == fallback  # served but not named: not read
+    narrow = _capacity_stage("infscale_prompt_token_square_rate", 0.01, 12.0)
+    wide = _capacity_stage("infscale_prompt_token_square_rate", 3.0, 12.0)
     assert narrow < fallback < wide
 
 

@@ -32,6 +32,17 @@ measured the margin at). On a small fleet a step of the count is a sixth to a ha
 upper crossing a step by a sliver no longer buys the replica; on a large one the count is what a
 load 2-8 % under the upper needs.
 
+Where the TTFT binds at the band's upper, the overshoot meets a queue, not a wall (queued_width;
+docs/policy-history.md "The overshoot past the count at the queue's own tail", session 23, kept in
+session 29 with the scale-down's release margin at the band's upper, as before it): the count's
+replicas run their prefill at a utilization u_C where the capacity model's TTFT tail
+u·exp(-(1 - u)·κ) is ε, and a load x times the count's raises it to the tail at u_C·x,
+tail·x·exp(κ·u_C·(x - 1)), all late only from saturation (x = 1 / u_C). The late share is the lesser
+of that and the fluid share (late_at); the expected late share of the requests a fleet can serve is
+held within ε, the idle misses outside it (they are late at any count and any utilization). On
+Mooncake's mix u_C is 0.15-0.2 (the prefill times' heavy tail keeps the TTFT tail at ε only far
+below saturation): a load 25 % over the count is 1.5 % late, not the fluid 21 %.
+
 Pure arithmetic on floats; docs/policy.md ("Defaults and why": the count's demand).
 """
 
@@ -53,6 +64,10 @@ _T_GRID: Final = 32.0
 _S_MIN: Final = 1e-3  # σ below it: its share's (a band under 0.3 %)
 _L_GRID: Final = 32.0  # the idle misses λ / ε by 1/32: a third axis where λ > 0
 _shares: Final[dict[tuple[int, int, int, float, float], float]] = {}
+_U_GRID: Final = 32.0  # the prefill utilization at the count u_C by 1/32: the queue's axis
+_U_MAX: Final = 31.0 / 32.0  # u_C above it: its (the tail saturates past x = 1 / u_C)
+_NODES: Final = 192  # the midpoint rule's nodes over ln X in [-8σ, 8σ] (queued's)
+_queued_shares: Final[dict[tuple[int, int, int, float, float], float]] = {}
 
 
 def deviate(quantile: float) -> float:
@@ -160,3 +175,115 @@ def solve(q: float, z: float, typical_share: float, tail: float, lost: float = 0
         else:
             lo = mid
     return math.exp(hi * sigma)
+
+
+def steepness(utilization: float, tail: float) -> float:
+    """κ·u_C of the queue's tail W(u) = u·exp(-(1 - u)·κ) that meets `tail` at u_C: the tail at
+    u_C·x is then tail·x·exp(κ·u_C·(x - 1)) (0 in the limit u_C -> 0)."""
+    u = utilization
+    if u <= 0.0:
+        return 0.0
+    return u * math.log(u / tail) / (1.0 - u)
+
+
+def late_at(x: float, tail: float, steep: float, utilization: float) -> float:
+    """The late share of a load x times the capacity C: the lesser of the fluid share (past C the
+    excess late, C served at the tail; below it the tail at most tail·x) and the queue's own tail
+    at u_C·x (all late from saturation, x = 1 / u_C, on)."""
+    if x <= 1.0:
+        return tail * x
+    fluid = 1.0 - (1.0 - tail) / x
+    if x * utilization < 1.0:
+        queue = tail * x * math.exp(steep * (x - 1.0))
+        if queue < fluid:
+            return queue
+    return fluid
+
+
+def queued(c: float, t: float, sigma: float, tail: float, utilization: float) -> tuple[float, float]:
+    """(E[L·late_at(L / c); L > 0], E[L; L > 0]) for L = X - t, ln X normal(0, σ²), in units of
+    m + t: the late requests and the load, by the midpoint rule over ln X in [-8σ, 8σ]."""
+    steep = steepness(utilization, tail)
+    lo = -8.0 * sigma
+    step = 16.0 * sigma / _NODES
+    late = load = 0.0
+    for i in range(_NODES):
+        y = lo + (i + 0.5) * step
+        lv = math.exp(y) - t
+        if lv <= 0.0:
+            continue
+        density = math.exp(-0.5 * (y / sigma) ** 2)
+        load += lv * density
+        late += lv * late_at(lv / c, tail, steep, utilization) * density
+    return late, load
+
+
+def solve_queued(q: float, z: float, typical_share: float, tail: float, utilization: float) -> float | None:
+    """The least width exp(u·σ), u in [0, z], whose capacity's expected late share (queued) is
+    within `tail`; None where only the band's own upper (u = z) does. Bisection, as solve."""
+    if not (q > 0.0 and z > 0.0 and tail > 0.0):
+        return None
+    sigma = q / z
+    t = typical_share
+
+    def ok(cap: float) -> bool:
+        if cap <= 0.0:
+            return False
+        late, load = queued(cap, t, sigma, tail, utilization)
+        return late <= tail * load
+
+    if ok(1.0 - t):
+        return 1.0
+    if not ok(math.exp(q) - t):
+        return None
+    lo, hi = 0.0, z
+    for _ in range(_STEPS):
+        mid = 0.5 * (lo + hi)
+        if ok(math.exp(mid * sigma) - t):
+            hi = mid
+        else:
+            lo = mid
+    return math.exp(hi * sigma)
+
+
+def queued_width(q: float, z: float, typical_share: float, tail: float, utilization: float) -> float | None:
+    """solve_queued's width, u / z interpolated on the grid in (log σ, t, u_C by 1/32) solved once
+    a point; None where only the band's own upper does."""
+    if not (q > 0.0 and z > 0.0 and tail > 0.0):
+        return None
+    sigma = q / z
+    at = math.log(sigma if sigma > _S_MIN else _S_MIN) * _S_GRID
+    i = math.floor(at)
+    t = typical_share if typical_share < 1.0 else 1.0
+    tj = t * _T_GRID
+    j = math.floor(tj)
+    if j >= _T_GRID:
+        j = int(_T_GRID) - 1
+    u = utilization if utilization < _U_MAX else _U_MAX
+    if u < 0.0:
+        u = 0.0
+    uk = u * _U_GRID
+    k = math.floor(uk)
+    fi, fj, fk = at - i, tj - j, uk - k
+    share = _queued_plane(i, j, k, fi, fj, z, tail)
+    if fk > 0.0:
+        share += fk * (_queued_plane(i, j, k + 1, fi, fj, z, tail) - share)
+    if share >= 1.0:
+        return None
+    return math.exp(share * q)
+
+
+def _queued_plane(i: int, j: int, k: int, fi: float, fj: float, z: float, tail: float) -> float:
+    s00, s10 = _queued_share(i, j, k, z, tail), _queued_share(i + 1, j, k, z, tail)
+    s01, s11 = _queued_share(i, j + 1, k, z, tail), _queued_share(i + 1, j + 1, k, z, tail)
+    return (s00 + fi * (s10 - s00)) * (1.0 - fj) + (s01 + fi * (s11 - s01)) * fj
+
+
+def _queued_share(i: int, j: int, k: int, z: float, tail: float) -> float:
+    key = (i, j, k, z, tail)
+    got = _queued_shares.get(key)
+    if got is None:
+        sigma = math.exp(i / _S_GRID)
+        u = solve_queued(sigma * z, z, j / _T_GRID, tail, k / _U_GRID)
+        got = memo.remember(_queued_shares, key, 1.0 if u is None else math.log(u) / (sigma * z), 4096)
+    return got

@@ -50,6 +50,7 @@ class Lookahead:
         "_observed",
         "_planned",
         "_sized",
+        "_utilization",
         "_widths",
         "hold",
         "level",
@@ -155,6 +156,7 @@ class Lookahead:
         self._mean_loads: dict[float, float] = {}
         self._planned: dict[float, Demand] = {}
         self._lost: float | None = None
+        self._utilization: float | None = None
         self._sized: dict[float, Sizing] = {}
 
     def _start(self, start: Callable[..., Any], forecast: Callable[..., Any], cap: CapacityFacts) -> None:
@@ -252,10 +254,30 @@ class Lookahead:
             total = mean_load + typical
             share = typical / total if total > 0.0 else 1.0
             q = math.log(width) if width > 1.0 else 0.0
-            late = lateband.width(q, self.z, share, self.tail, self.idle_misses())
+            u = self.queue_utilization()
+            if u is None:
+                late = lateband.width(q, self.z, share, self.tail, self.idle_misses())
+            else:
+                late = lateband.queued_width(q, self.z, share, self.tail, u)
             got = upper if late is None else band.widened(self._observed, mean, mean_load, typical, late)
             self._planned[h] = got
         return got
+
+    def queue_utilization(self) -> float | None:
+        """The prefill utilization u_C a replica runs at where the count's TTFT tail meets the SLO,
+        at the band's upper now (its sizing without the bursts' hold), when the TTFT binds there:
+        the queue the overshoot past the count meets (lateband.queued_width). None where another
+        bound (TPOT, batch, KV) sets the count or no demand is read: the fluid overshoot."""
+        got = self._utilization
+        if got is None:
+            now = self.upper_at(0.0)
+            u = -1.0
+            if now.requests > 0.0:
+                s = self.burst(now)
+                if s.binding == "ttft" and s.prefill_tokens_per_s > 0.0:
+                    u = s.requests_per_s * (now.prompt_tokens / now.requests) / s.prefill_tokens_per_s
+            got = self._utilization = u
+        return got if got >= 0.0 else None
 
     def idle_misses(self) -> float:
         """The share of requests no fleet serves in time (their prefill alone past the TTFT, at the
