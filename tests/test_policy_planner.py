@@ -660,6 +660,12 @@ def test_bursty_arrivals_size_the_ttft_tail_on_their_dispersion_thinned_per_repl
     held = capacity.size(PROFILE, SLO, upper.scaled(hold / upper.requests))
     assert bursty.plan.needed == max(n, held.replicas)
     assert f"bursts held at {hold:.3g}/s" in stage.message
+    # the TTFT binds at the band's upper: the count prices the load past it at the prefill queue's
+    # tail (lateband.queued_width), and the stage says so with u_C; where the TPOT binds it does not
+    queued = "the load past the count late at the prefill queue's tail, u_C "
+    assert queued in stage.message and stage.args[-1].startswith("; the load")
+    assert 0.0 < float(stage.message.rsplit("u_C ", 1)[1].split(" ")[0]) < 1.0
+    assert queued not in next(s for s in calm.stages if s.name == "capacity").message
 
 
 def test_the_finished_rates_window_is_the_noise_the_arrivals_dispersion_leaves_out() -> None:

@@ -35,8 +35,11 @@ _ON_HEIGHTS: Final = ", below the typical load read as a height over it"
 _CAPACITY_MESSAGE: Final = (
     "per replica at the SLO: prefill {:,.0f} tok/s, decode {:,.0f} tok/s, {:.3g} req/s at this mix"
     " (speed x{:.2f}); {:.3g}/s needs {}; arrivals' dispersion over the TTFT target {:.3g}"
-    " (ca² {:.3g} a replica; bursts held at {:.3g}/s, {:.3g}/s over the requests' time in the system)"
+    " (ca² {:.3g} a replica; bursts held at {:.3g}/s, {:.3g}/s over the requests' time in the system){}"
 )
+# where the TTFT binds at the band's upper (Lookahead.queue_utilization): the count prices the load
+# past it at the prefill queue's own tail (lateband.queued_width), not as all late
+_QUEUED: Final = "; the load past the count late at the prefill queue's tail, u_C {:.2f} a replica"
 _HORIZON_MESSAGE: Final = (
     "replica {} of those asked for now is ready in {:.0f} s ({} loading now, {} round(s))"
 )
@@ -54,6 +57,11 @@ def _binding_reason(binding: str) -> str:
     if reason is None:
         reason = _BINDING_REASONS[binding] = f"{binding.upper()}Binds"
     return reason
+
+
+def _queued_clause(utilization: float | None) -> str:
+    """The capacity stage's last clause: empty where the overshoot is priced as all late."""
+    return "" if utilization is None else _QUEUED.format(utilization)
 
 
 def forecast_stages(
@@ -116,6 +124,7 @@ def forecast_stages(
                     burstsize.replica_cv2(ahead.spread, at_horizon.replicas),
                     ahead.hold,
                     ahead.lifetime_hold,
+                    _queued_clause(ahead.queue_utilization()),
                 ),
             ),
         ),
