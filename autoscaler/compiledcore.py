@@ -40,6 +40,7 @@ PYTHON_ONLY = frozenset(
         "flatahead",
         "flatband",
         "flatdemand",
+        "flathold",
         "flatsize",
         "flattables",
         "tailsearch",

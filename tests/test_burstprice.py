@@ -9,7 +9,7 @@ import random
 import pytest
 from test_latecurve import CODE, _curve
 
-from autoscaler.policy import burstprice, burstsize, latecurve
+from autoscaler.policy import burstprice, burstsize, flathold, latecurve
 from replay.policies import holdkernel
 
 CONV = (1155.0, 211.0)  # Azure conv's prompt and output tokens a request
@@ -140,7 +140,7 @@ def test_the_planner_reads_the_persistence_from_the_counts_window() -> None:
 
 
 def test_the_compiled_bisection_gives_the_bits_of_its_python_source() -> None:
-    """replay/policies/holdkernel.py compiles _bisect for the replay: every league number with a
+    """replay/policies/holdkernel.py compiles flathold.bisect for the replay: every league number with a
     bursts' hold depends on its bits (numba's lgamma is not CPython's, so ln Γ comes in)."""
     rng = random.Random(7)
     cases = 0
@@ -155,7 +155,7 @@ def test_the_compiled_bisection_gives_the_bits_of_its_python_source() -> None:
                 stretch = rng.choice((1.0, math.exp(rng.uniform(0.0, 3.0))))
                 budget = rng.choice((0.002, 0.01, 0.02, 0.04))
                 args = (k, budget, us, ttfts, vs, tpots, stretch, *burstprice._lgammas(k, stretch))
-                assert holdkernel.bisect(*args) == burstprice._bisect(*args)
+                assert holdkernel.bisect(*args) == flathold.bisect(*args)
                 cases += 1
     assert cases == 96
 

@@ -10,22 +10,20 @@ at u = Λ / C. The hold is the least C whose expected late share under the hold'
 and C / θ depends on k and the curve alone: bisected in log on burstsize's grid of k (1/16 apart in
 log) and interpolated, cached by the curve's key. docs/policy.md ("Defaults and why", burst hold).
 
-Pure Python, as the policy core is; the replay bisects by a copy numba compiles from this source
-(replay/policies/holdkernel.py, installed with use()): the curve's key follows the mix, so a replay
-misses the cache on most ticks, ~15 ms a bisection interpreted. So _bisect and its callees keep to
-what numba compiles to the same bits (tpottail.py): floats, the C library's exp and log, and ln Γ
-given (_lgammas: numba's lgamma is not CPython's). tests/test_burstprice.py holds the copy to them.
+The bisection and the expectation it reads are flathold.py's, Python in every build: the replay
+bisects by a copy numba compiles from that source (replay/policies/holdkernel.py, installed with
+use()), since the curve's key follows the mix and a replay misses the cache on most ticks, ~15 ms a
+bisection interpreted. tests/test_burstprice.py holds the copy to the source's bits.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Final
 
-from autoscaler.policy import memo
+from autoscaler.policy import flathold, memo
 from autoscaler.policy.latecurve import Curve
-from autoscaler.policy.lengths import upper_gamma_at
 
 # The priced late share may be twice the SLO's tail, burstsize.BURST_BUDGET's, as the league measured
 # it (at the tail itself one-gpu-8b's Azure code × 5.5 went over its goal C's GPU-hours: 23.4 where
@@ -57,53 +55,15 @@ def _expected(k: float, x: float, curve: Curve, stretch: float) -> float:
     """expected_late at shape k + 1 (rates over θ), C / θ = x and the decode `stretch` times the
     window: the TTFT tail over the window, the TPOT tail over the decode (shape k·stretch + 1)."""
     (us, ttfts), (vs, tpots), _, _ = curve
-    return _expected_at(k, x, us, ttfts, vs, tpots, stretch, *_lgammas(k, stretch))
+    return flathold.expected_at(k, x, us, ttfts, vs, tpots, stretch, *_lgammas(k, stretch))
 
 
 def _lgammas(k: float, stretch: float) -> tuple[float, float, float, float]:
-    """ln Γ of the four shapes _expected_at reads Q at: k + 1 and k + 2 over the window, k·stretch + 1
-    and k·stretch + 2 over the decode (each sum as _segments_at forms it, for the same bits)."""
+    """ln Γ of the four shapes flathold.expected_at reads Q at: k + 1 and k + 2 over the window,
+    k·stretch + 1 and k·stretch + 2 over the decode (each sum as segments_at forms it, the same bits)."""
     s = k + 1.0
     t = k * stretch + 1.0
     return math.lgamma(s), math.lgamma(s + 1.0), math.lgamma(t), math.lgamma(t + 1.0)
-
-
-def _expected_at(
-    k: float,
-    x: float,
-    us: Sequence[float],
-    ttfts: Sequence[float],
-    vs: Sequence[float],
-    tpots: Sequence[float],
-    stretch: float,
-    ln_s: float,
-    ln_s1: float,
-    ln_t: float,
-    ln_t1: float,
-) -> float:
-    """_expected on the curve's four point lists, the shapes' ln Γ given (_lgammas)."""
-    return _segments_at(k + 1.0, x, us, ttfts, ln_s, ln_s1) + _segments_at(
-        k * stretch + 1.0, x * stretch, vs, tpots, ln_t, ln_t1
-    )
-
-
-def _segments_at(
-    s: float, x: float, us: Sequence[float], shares: Sequence[float], ln_s: float, ln_s1: float
-) -> float:
-    """E[share(Λ / C)] at shape s (k + 1) and C / θ = x: closed per linear segment."""
-    total = 0.0
-    y0 = x * us[0]
-    q0 = upper_gamma_at(s, y0, ln_s)
-    q1 = upper_gamma_at(s + 1.0, y0, ln_s1)
-    for j in range(1, len(us)):
-        y1 = x * us[j]
-        r0 = upper_gamma_at(s, y1, ln_s)
-        r1 = upper_gamma_at(s + 1.0, y1, ln_s1)
-        slope = (shares[j] - shares[j - 1]) / (us[j] - us[j - 1])
-        at0 = shares[j - 1] - slope * us[j - 1]  # share = at0 + slope·u = at0 + (slope / x)·y
-        total += at0 * (q0 - r0) + slope / x * s * (q1 - r1)
-        q0, q1 = r0, r1
-    return total + shares[-1] * q0  # past the last point: its share (1)
 
 
 def hold_rate(
@@ -142,50 +102,17 @@ def _grid_x(key: tuple[object, ...], curve: Curve, i: int, budget: float, stretc
 
 
 def _hold_x(k: float, budget: float, curve: Curve, stretch: float) -> float:
-    """C / θ at shape k (_bisect, by the compiled copy where one is installed)."""
+    """C / θ at shape k (flathold.bisect, by the compiled copy where one is installed)."""
     (us, ttfts), (vs, tpots), _, _ = curve
     return _kernel(k, budget, us, ttfts, vs, tpots, stretch, *_lgammas(k, stretch))
 
 
-def _bisect(
-    k: float,
-    budget: float,
-    us: Sequence[float],
-    ttfts: Sequence[float],
-    vs: Sequence[float],
-    tpots: Sequence[float],
-    stretch: float,
-    ln_s: float,
-    ln_s1: float,
-    ln_t: float,
-    ln_t1: float,
-) -> float:
-    """C / θ at shape k: the expected late share falls as C rises, bisected in log to 1e-4."""
-    lo, hi = 1e-3, k + 10.0
-    while _expected_at(k, hi, us, ttfts, vs, tpots, stretch, ln_s, ln_s1, ln_t, ln_t1) > budget:
-        lo, hi = hi, hi * 2.0
-        if hi > 1e9:
-            return hi
-    while (
-        _expected_at(k, lo, us, ttfts, vs, tpots, stretch, ln_s, ln_s1, ln_t, ln_t1) <= budget and lo > 1e-9
-    ):
-        hi, lo = lo, lo * 0.5
-    for _ in range(60):
-        if hi / lo < 1.0001:
-            break
-        mid = math.sqrt(lo * hi)
-        if _expected_at(k, mid, us, ttfts, vs, tpots, stretch, ln_s, ln_s1, ln_t, ln_t1) <= budget:
-            hi = mid
-        else:
-            lo = mid
-    return hi
-
-
 BisectKernel = Callable[..., float]
-_kernel: BisectKernel = _bisect
+_kernel: BisectKernel = flathold.bisect
 
 
 def use(kernel: BisectKernel | None) -> None:
-    """Bisect the hold with `kernel`, a compiled copy of _bisect giving its bits (None: _bisect)."""
+    """Bisect the hold with `kernel`, a compiled copy of flathold.bisect giving its bits (None:
+    flathold.bisect)."""
     global _kernel
-    _kernel = _bisect if kernel is None else kernel
+    _kernel = flathold.bisect if kernel is None else kernel

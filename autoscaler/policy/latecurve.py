@@ -38,6 +38,7 @@ from typing import Final
 
 from autoscaler.policy import capacity, lengths, memo, replicarates, tpottail
 from autoscaler.policy.capacityspec import ReplicaProfile, SloTarget
+from autoscaler.policy.flathold import spell_wait, window_wait
 
 # the curve's points, in u = Λ / C: fine about C, where the late share turns, coarser above
 _POINTS: Final = (
@@ -50,15 +51,11 @@ _POINTS: Final = (
     *tuple(1.0 + 0.05 * i for i in range(1, 21)),
     *tuple(2.0 + 0.1 * i for i in range(1, 31)),
 )
-_SQRT2: Final = math.sqrt(2.0)
 _QUANTUM: Final = 16.0  # the curve's key: the mix and speed rounded to 1/16 in log (tailsearch's)
 Points = tuple[tuple[float, ...], tuple[float, ...]]  # u and a share late at u, rising to 1 at the last
 # the TTFT tail's points, the TPOT tail's, the decode's time at C (a request's o steps), seconds, and
 # the seconds a window's rate persists (persistence: the longer of the TTFT target and the count's)
 Curve = tuple[Points, Points, float, float]
-# the spell's TTFT is the mean of its first passages by the times its requests arrive in it: the
-# midpoint rule over this many points (the passage's chance is smooth in time, 0 at the spell's start)
-_SPELL_POINTS: Final = 16
 _curves: Final[dict[tuple[object, ...], Curve | None]] = {}
 # a curve's key names its profile and SLO by a number, one for each pair of values, found by the
 # objects' identity: hashing the frozen specs (their every field, each tick, for each table the key
@@ -314,54 +311,7 @@ def late_at(
     return late
 
 
-def spell_wait(v: float, service: float, service_cv2: float, slack: float, spell_s: float) -> float:
-    """The share of a spell's requests whose wait passes `slack`, the spell `spell_s` seconds at
-    prefill utilization v from an empty queue: a request t into it waits the queue's reflected
-    Brownian motion at t, which from empty is distributed as the free one's maximum over t
-    (window_wait at t), so the share is its mean over the spell's arrivals (uniform in t). Over a
-    spell long against the queue's relaxation below v = 1 it is Kingman's decay, above v = 1 all
-    but the first slack / (v - 1) seconds' requests; a spell no longer than the TTFT target is
-    absorbed as session 23's window was (its mean over the window, not its end)."""
-    if slack <= 0.0:
-        return 1.0
-    if v <= 0.0:
-        return 0.0
-    n = _SPELL_POINTS
-    step = spell_s / n
-    total = 0.0
-    for i in range(n):
-        total += window_wait(v, service, service_cv2, slack, (i + 0.5) * step)
-    return total / n
-
-
-def window_wait(v: float, service: float, service_cv2: float, slack: float, window_s: float) -> float:
-    """The chance that the prefill queue's wait passes `slack` within a window of `window_s` at
-    prefill utilization v (any, 1 and over too): the work the prompts bring, less the time served,
-    as a Brownian motion of drift v - 1 and variance v·service·(1 + cs²) a second (Poisson
-    arrivals of prefill times of mean `service` and squared cv cs²), its maximum over the window
-    past the slack (the first passage's closed form). Over a long window below v = 1 it is the
-    exponential decay exp(-2(1 - v)·slack / (v·service·(1 + cs²))), Kingman's, which capacity's
-    TTFT tail sizes at; over the TTFT target itself a window above the prefill's rate builds a
-    queue of only (v - 1)·W: the headroom absorbs it within the target."""
-    if slack <= 0.0:
-        return 1.0
-    if v <= 0.0:
-        return 0.0
-    mu = v - 1.0
-    var = v * service * (1.0 + service_cv2)
-    spread = math.sqrt(var * window_s)
-    first = 0.5 * math.erfc((slack - mu * window_s) / spread / _SQRT2)
-    z = (slack + mu * window_s) / spread
-    # exp(2·mu·slack / var)·Q(z), in logs where Q underflows (its exponent is then below 0)
-    lift = 2.0 * mu * slack / var
-    tail = 0.5 * math.erfc(z / _SQRT2)
-    if tail > 1e-300:
-        second = math.exp(lift + math.log(tail)) if lift + math.log(tail) < 0.0 else 1.0
-    else:
-        second = math.exp(lift - 0.5 * z * z - math.log(z * math.sqrt(2.0 * math.pi)))
-    got = first + second
-    return got if got < 1.0 else 1.0
-
+__all__ = ["spell_wait", "window_wait"]  # flathold's, read here as the curve's own
 
 SpellKernel = Callable[[float, float, float, float, float], float]
 _spell_wait: SpellKernel = spell_wait  # late_at's, replaced by a compiled copy in the replay (use)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from typing import Final, TypedDict
 
-from autoscaler.policy import memo
+from autoscaler.policy import flathold, memo
 from autoscaler.policy.capacityspec import ReplicaProfile
 
 MIN_CV2 = 0.01  # below it the lengths are as good as one length (a gamma of shape 100)
@@ -111,43 +111,7 @@ def upper_gamma(a: float, x: float) -> float:
     fraction (modified Lentz) above, each to a relative 1e-10 (Numerical Recipes, 6.2)."""
     if x <= 0.0:
         return 1.0
-    return upper_gamma_at(a, x, math.lgamma(a))
-
-
-def upper_gamma_at(a: float, x: float, lgamma_a: float) -> float:
-    """upper_gamma with ln Γ(a) given: a caller at one a and many x computes it once, and a numba
-    copy (replay/policies/holdkernel.py) gets Python's bits, which its own lgamma does not give."""
-    if x <= 0.0:
-        return 1.0
-    log_front = -x + a * math.log(x) - lgamma_a
-    if x < a + 1.0:
-        term = total = 1.0 / a
-        ap = a
-        for _ in range(500):
-            ap += 1.0
-            term *= x / ap
-            total += term
-            if abs(term) < abs(total) * 1e-10:
-                break
-        return max(0.0, 1.0 - total * math.exp(log_front))
-    tiny = 1e-300
-    b = x + 1.0 - a
-    c = 1.0 / tiny
-    d = 1.0 / b
-    h = d
-    for i in range(1, 500):
-        an = -i * (i - a)
-        b += 2.0
-        d = an * d + b
-        d = tiny if abs(d) < tiny else d
-        c = b + an / c
-        c = tiny if abs(c) < tiny else c
-        d = 1.0 / d
-        step = d * c
-        h *= step
-        if abs(step - 1.0) < 1e-10:
-            break
-    return min(1.0, math.exp(log_front) * h)
+    return flathold.upper_gamma_at(a, x, math.lgamma(a))
 
 
 def context_share(outputs_cv2: float) -> float:
