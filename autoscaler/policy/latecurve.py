@@ -38,7 +38,8 @@ from typing import Final
 
 from autoscaler.policy import capacity, lengths, memo, replicarates, tpottail
 from autoscaler.policy.capacityspec import ReplicaProfile, SloTarget
-from autoscaler.policy.flathold import spell_wait, window_wait
+from autoscaler.policy.flathold import spell_wait
+from autoscaler.policy.flathold import window_wait as window_wait  # the curve's own, re-exported
 
 # the curve's points, in u = Λ / C: fine about C, where the late share turns, coarser above
 _POINTS: Final = (
@@ -310,8 +311,6 @@ def late_at(
 
     return late
 
-
-__all__ = ["spell_wait", "window_wait"]  # flathold's, read here as the curve's own
 
 SpellKernel = Callable[[float, float, float, float, float], float]
 _spell_wait: SpellKernel = spell_wait  # late_at's, replaced by a compiled copy in the replay (use)
