@@ -49,6 +49,7 @@ Pure arithmetic on floats; docs/policy.md ("Defaults and why": the count's deman
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from statistics import NormalDist
 from typing import Final
 
@@ -65,9 +66,10 @@ _S_MIN: Final = 1e-3  # σ below it: its share's (a band under 0.3 %)
 _L_GRID: Final = 32.0  # the idle misses λ / ε by 1/32: a third axis where λ > 0
 _shares: Final[dict[tuple[int, int, int, float, float], float]] = {}
 _U_GRID: Final = 32.0  # the prefill utilization at the count u_C by 1/32: the queue's axis
-_U_MAX: Final = 31.0 / 32.0  # u_C above it: its (the tail saturates past x = 1 / u_C)
+_U_MAX: Final = 31.0 / 32.0  # u_C above it read as it (the tail saturates past x = 1 / u_C)
 _NODES: Final = 192  # the midpoint rule's nodes over ln X in [-8σ, 8σ] (queued's)
 _queued_shares: Final[dict[tuple[int, int, int, float, float], float]] = {}
+ShareAt = Callable[[int, int, int, float, float], float]  # a grid point's u / z (_share, _queued_share)
 
 
 def deviate(quantile: float) -> float:
@@ -118,6 +120,14 @@ def width(q: float, z: float, typical_share: float, tail: float, lost: float = 0
     does. `typical_share` is t / (m + t), in [0, 1]."""
     if not (q > 0.0 and z > 0.0 and tail > lost):
         return None
+    return _on_grid(q, z, typical_share, tail, lost / tail * _L_GRID if lost > 0.0 else 0.0, _share)
+
+
+def _on_grid(
+    q: float, z: float, typical_share: float, tail: float, third: float, share_at: ShareAt
+) -> float | None:
+    """exp(u·σ), u / z bilinear in (log σ, t) and linear in the third axis at `third` (in its grid's
+    steps), from share_at's points (each solved once); None where only the band's upper does."""
     sigma = q / z
     at = math.log(sigma if sigma > _S_MIN else _S_MIN) * _S_GRID
     i = math.floor(at)
@@ -127,23 +137,20 @@ def width(q: float, z: float, typical_share: float, tail: float, lost: float = 0
     if j >= _T_GRID:
         j = int(_T_GRID) - 1
     fi, fj = at - i, tj - j
-    k, fk = 0, 0.0
-    if lost > 0.0:
-        lk = lost / tail * _L_GRID
-        k = math.floor(lk)
-        fk = lk - k
-    share = _plane(i, j, k, fi, fj, z, tail)
+    k = math.floor(third)
+    fk = third - k
+    share = _plane(share_at, i, j, k, fi, fj, z, tail)
     if fk > 0.0:
-        share += fk * (_plane(i, j, k + 1, fi, fj, z, tail) - share)
+        share += fk * (_plane(share_at, i, j, k + 1, fi, fj, z, tail) - share)
     if share >= 1.0:
         return None
     return math.exp(share * q)
 
 
-def _plane(i: int, j: int, k: int, fi: float, fj: float, z: float, tail: float) -> float:
-    """The share u / z bilinear in (log σ, t) at the grid's k-th idle misses."""
-    s00, s10 = _share(i, j, k, z, tail), _share(i + 1, j, k, z, tail)
-    s01, s11 = _share(i, j + 1, k, z, tail), _share(i + 1, j + 1, k, z, tail)
+def _plane(share_at: ShareAt, i: int, j: int, k: int, fi: float, fj: float, z: float, tail: float) -> float:
+    """The share u / z bilinear in (log σ, t) at the third axis' k-th point."""
+    s00, s10 = share_at(i, j, k, z, tail), share_at(i + 1, j, k, z, tail)
+    s01, s11 = share_at(i, j + 1, k, z, tail), share_at(i + 1, j + 1, k, z, tail)
     return (s00 + fi * (s10 - s00)) * (1.0 - fj) + (s01 + fi * (s11 - s01)) * fj
 
 
@@ -163,14 +170,25 @@ def solve(q: float, z: float, typical_share: float, tail: float, lost: float = 0
         return None
     sigma = q / z
     t = typical_share
-    lo, hi = 0.0, z
-    if fits(*terms(1.0 - t, t, sigma), tail, lost):
+
+    def ok(cap: float) -> bool:
+        return fits(*terms(cap, t, sigma), tail, lost)
+
+    return _least_width(q, z, t, ok)
+
+
+def _least_width(q: float, z: float, t: float, ok: Callable[[float], bool]) -> float | None:
+    """exp(u·σ) for the least u in [0, z] whose capacity exp(u·σ) - t is ok (ok rises with it),
+    bisected; 1 where u = 0 is, None where only u = z is."""
+    if ok(1.0 - t):
         return 1.0
-    if not fits(*terms(math.exp(q) - t, t, sigma), tail, lost):
+    if not ok(math.exp(q) - t):
         return None
+    sigma = q / z
+    lo, hi = 0.0, z
     for _ in range(_STEPS):
         mid = 0.5 * (lo + hi)
-        if fits(*terms(math.exp(mid * sigma) - t, t, sigma), tail, lost):
+        if ok(math.exp(mid * sigma) - t):
             hi = mid
         else:
             lo = mid
@@ -232,18 +250,7 @@ def solve_queued(q: float, z: float, typical_share: float, tail: float, utilizat
         late, load = queued(cap, t, sigma, tail, utilization)
         return late <= tail * load
 
-    if ok(1.0 - t):
-        return 1.0
-    if not ok(math.exp(q) - t):
-        return None
-    lo, hi = 0.0, z
-    for _ in range(_STEPS):
-        mid = 0.5 * (lo + hi)
-        if ok(math.exp(mid * sigma) - t):
-            hi = mid
-        else:
-            lo = mid
-    return math.exp(hi * sigma)
+    return _least_width(q, z, t, ok)
 
 
 def queued_width(q: float, z: float, typical_share: float, tail: float, utilization: float) -> float | None:
@@ -251,32 +258,8 @@ def queued_width(q: float, z: float, typical_share: float, tail: float, utilizat
     a point; None where only the band's own upper does."""
     if not (q > 0.0 and z > 0.0 and tail > 0.0):
         return None
-    sigma = q / z
-    at = math.log(sigma if sigma > _S_MIN else _S_MIN) * _S_GRID
-    i = math.floor(at)
-    t = typical_share if typical_share < 1.0 else 1.0
-    tj = t * _T_GRID
-    j = math.floor(tj)
-    if j >= _T_GRID:
-        j = int(_T_GRID) - 1
     u = utilization if utilization < _U_MAX else _U_MAX
-    if u < 0.0:
-        u = 0.0
-    uk = u * _U_GRID
-    k = math.floor(uk)
-    fi, fj, fk = at - i, tj - j, uk - k
-    share = _queued_plane(i, j, k, fi, fj, z, tail)
-    if fk > 0.0:
-        share += fk * (_queued_plane(i, j, k + 1, fi, fj, z, tail) - share)
-    if share >= 1.0:
-        return None
-    return math.exp(share * q)
-
-
-def _queued_plane(i: int, j: int, k: int, fi: float, fj: float, z: float, tail: float) -> float:
-    s00, s10 = _queued_share(i, j, k, z, tail), _queued_share(i + 1, j, k, z, tail)
-    s01, s11 = _queued_share(i, j + 1, k, z, tail), _queued_share(i + 1, j + 1, k, z, tail)
-    return (s00 + fi * (s10 - s00)) * (1.0 - fj) + (s01 + fi * (s11 - s01)) * fj
+    return _on_grid(q, z, typical_share, tail, (u if u > 0.0 else 0.0) * _U_GRID, _queued_share)
 
 
 def _queued_share(i: int, j: int, k: int, z: float, tail: float) -> float:
