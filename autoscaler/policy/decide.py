@@ -124,7 +124,9 @@ def decide(
 
     proposals: dict[str, MetricProposal | MetricError] = {}
     readings: dict[str, MetricReading] = {}
-    observed = obs.metrics
+    metrics = obs.metrics
+    # a dict's get is compiled, a Mapping's a method call by name
+    observed = metrics if isinstance(metrics, dict) else dict(metrics)
     max_age_s = facts.max_metric_age_s
     status_replicas, ready_pods = obs.status_replicas, obs.ready_pods
     for metric, name in facts.metrics:

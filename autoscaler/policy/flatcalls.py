@@ -81,7 +81,7 @@ def fold(
     typical_r, typical_p, typical_o = typical
     lasting_time, lasting_rate, lasting_excess = lasted
     weight, b, typical_w = weights
-    out = flatdemand._kernel(
+    out: Boxed = flatdemand._kernel(
         state.at, state.inflight, mix_r, mix_p, mix_o, mix_sq, spread_r, spread_p, mix_osq, spread_o,
         level, trend,
         state.primed, s2, sn,
@@ -137,7 +137,6 @@ def above_band(
     relative = prior.relative
     heights = prior.heights
     boxed: Boxed = terms
-    band_terms: Boxed = band
     requests: Boxed = prior.requests
     mix: Boxed = prior.mix
     typical: Boxed = prior.typical
@@ -145,9 +144,9 @@ def above_band(
     second: Boxed = bins[1] if n > 1 else _NO_BIN
     now_seen: Boxed = seen
     a0, a1, b0, c0, k, min_rate = boxed
-    damping_s, prior_weight, prior_error = band_terms
+    damping_s, prior_weight, prior_error = band
     rl, rt = requests
-    _, p, o, *_ = mix
+    p, o = mix[1], mix[2]  # not starred: a compiled unpacking with a star copies the tuple to a list
     tr, tp, to = typical
     s0, n0 = first
     s1, n1 = second

@@ -167,7 +167,6 @@ class Lookahead:
         n = len(bins)
         # the arguments one by one, their tuples read as objects (flatcalls.py)
         boxed: Boxed = cap.terms
-        band_terms: Boxed = cap.band
         mix: Boxed = observed.mix
         requests: Boxed = observed.requests
         typical: Boxed = observed.typical
@@ -175,14 +174,14 @@ class Lookahead:
         first: Boxed = bins[0] if n else _NO_BIN
         second: Boxed = bins[1] if n > 1 else _NO_BIN
         a0, a1, b0, c0, k, min_rate = boxed
-        damping_s, prior_weight, prior_error = band_terms
-        _, p, o, *_ = mix
+        damping_s, prior_weight, prior_error = cap.band
+        p, o = mix[1], mix[2]  # not starred: a compiled unpacking with a star copies the tuple to a list
         rl, rt = requests
         tr, tp, to = typical
         s2, sn = spread
         s0, n0 = first
         s1, n1 = second
-        out = start(
+        out: Boxed = start(
             a0, a1, b0, c0, k, min_rate, rl, rt, p, o, tr, tp, to, s2, sn, cap.ttft_s,
             prior_weight, prior_error, observed.scored, observed.error_quantile,
             n, s0, n0, s1, n1, relative.quantile, relative.scored, heights.quantile, heights.lean,
@@ -206,7 +205,8 @@ class Lookahead:
         if got is None:
             fused = self._forecasting
             if fused is not None:  # the same in one compiled call (flatahead.forecast)
-                out = fused[0](h, *fused[1])
+                # one tuple of the arguments: `h, *fused[1]` a compiled call gathers in a list first
+                out: Boxed = fused[0](*((h,) + fused[1]))
                 got = self._forecasts[h] = _new(_DEMAND, out[:3]), _new(_DEMAND, out[4:])
                 self._mean_loads[h] = out[3]
                 return got
