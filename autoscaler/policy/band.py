@@ -28,6 +28,8 @@ MAX_SCORED: Final = levelbins.MAX_SCORED  # the prior's weight fades up to this 
 # bin 0's heights over the typical load are clipped where a forecast of 0's log ratio is: e^4 - 1
 MAX_HEIGHT: Final = 53.598150033144236  # math.expm1(MAX_ERROR), a literal for mypyc's Final
 _new: Final = tuple.__new__  # as demand.py: a NamedTuple built without its Python-level __new__
+_HEIGHTS: Final = Heights  # a C static in a compiled build, where a module's name is a dict lookup
+_DEMAND_STATE: Final = DemandState
 if len(DemandState._fields) != 18:  # track builds its result field by field
     raise AssertionError("band.track lists DemandState's 18 fields: update it with the state")
 
@@ -275,7 +277,7 @@ def track(
     # fields as they are: at, inflight, mix, requests, primed; typical; spread, counted, lasting)
     s = state
     return _new(
-        DemandState,
+        _DEMAND_STATE,
         (
             s[0], s[1], s[2], s[3], s[4], pending, q, scale, scored, s[9], peaks, typical_peak, bins,
             relative, s[14], s[15], s[16], heights,
@@ -328,7 +330,7 @@ def _heights(
         mean += step / m
         variance += (step * (loss - mean) - variance) / m
         lean = mean - lateband.deviate(tau) * math.sqrt(variance / (m - 1.0)) if m > 1.5 else 0.0
-    return _new(Heights, (hq, hs, hn, mean, variance, lean))
+    return _new(_HEIGHTS, (hq, hs, hn, mean, variance, lean))
 
 
 def _clip(e: float) -> float:

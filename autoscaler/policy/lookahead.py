@@ -29,6 +29,7 @@ from autoscaler.policy.capacity import Demand, Sizing
 from autoscaler.policy.capacityfacts import CapacityFacts
 from autoscaler.policy.demand import DemandState
 from autoscaler.policy.flatcalls import Boxed
+from autoscaler.policy.mix import lengths_cv2_of, outputs_cv2_of
 
 _new: Final = tuple.__new__  # as demand.py: a NamedTuple built without its Python-level __new__
 _NO_BIN: Final = (0.0, 0.0)  # a bin not scored yet, as flatahead takes it
@@ -97,11 +98,11 @@ class Lookahead:
         self._engine = cap.engine
         self.slo = cap.slo
         self.tail = cap.tail
-        self.z = lateband.peak_deviate(d.quantile)  # the band's quantile as the level's deviate
+        self.z = cap.peak_z  # the band's quantile as the level's deviate
         self.speed = speed
         self.limit = limit
-        shape = lengths.spread(profile, observed.mix.prompt, observed.mix.lengths_cv2())
-        shape = lengths.with_outputs(shape, observed.mix.outputs_cv2())
+        shape = lengths.spread(profile, observed.mix.prompt, lengths_cv2_of(observed.mix))
+        shape = lengths.with_outputs(shape, outputs_cv2_of(observed.mix))
         if cap.least_loaded:
             shape = lengths.Shape(**shape, least_loaded=True, arrivals_index=self.spread)
         self.shape = shape

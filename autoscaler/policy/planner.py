@@ -37,6 +37,7 @@ from autoscaler.policy import (
 )
 from autoscaler.policy.capacityfacts import CapacityFacts
 from autoscaler.policy.lookahead import Lookahead
+from autoscaler.policy.mix import outputs_cv2_of
 from autoscaler.policy.observation import MetricReading, Observation
 from autoscaler.policy.planstate import Outcome, Plan, PlannerState
 from autoscaler.policy.specfacts import SpecFacts
@@ -124,7 +125,7 @@ def plan(
 
     # capacity at the learned speed, and the horizon: the marginal replica's ready time
     # the outputs' spread the sizing reads (lengths.py), so the speed is learned at its work per request
-    outputs_cv2 = lengths.outputs_cv2(dstate.mix.outputs_cv2())
+    outputs_cv2 = lengths.outputs_cv2(outputs_cv2_of(dstate.mix))
     speed_state = _learn_speed(cap, state.speed, obs, metrics, prompt, generated, finished, outputs_cv2)
     speed = speedlearn.speed(speed_state, cap.learn_prior_weight)
     limit = spec.max_replicas
