@@ -53,7 +53,8 @@ def combine_metrics(
     best_metric = ""
     first_error: tuple[str, MetricError] | None = None
     invalid = 0
-    for name, proposal in proposals.items():
+    table = proposals if isinstance(proposals, dict) else dict(proposals)  # a dict's walk is compiled
+    for name, proposal in table.items():
         if isinstance(proposal, MetricError):
             invalid += 1
             if first_error is None:

@@ -52,7 +52,7 @@ def recreation(cold: ColdStartSpec | None, period: float, horizon_s: float) -> C
     cold-start model, the horizon's ready time stands for every one."""
     if cold is not None:
         got = _recreated.get(id(cold))  # memo.by_identity's hit inline: once a tick
-        recreated = (
+        recreated: dict[tuple[float, int], float] = (  # typed: a dict's get is compiled, Any's a call by name
             got[1] if got is not None and got[0] is cold else memo.by_identity(_recreated, cold, _new_memo)
         )
 
