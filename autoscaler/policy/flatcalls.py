@@ -132,7 +132,7 @@ def above_band(
 ) -> tuple[bool, float]:
     """flatband's kernel (flatband.use) for demand `seen` now against the band over `prior`
     (primed), at the load's terms and the band's (capacityfacts.load_terms, band_terms)."""
-    bins = prior.bins
+    bins: Boxed = prior.bins  # its pairs read as objects too (below)
     n = len(bins)
     relative = prior.relative
     heights = prior.heights

@@ -164,7 +164,8 @@ class Lookahead:
         """__init__'s typical load, level, its load, dispersion and both bins' band widths by
         `start`, flatahead.start's compiled copy; forecast_at's by `forecast`, flatahead.forecast's."""
         observed = self._observed
-        bins, relative, heights = observed.bins, observed.relative, observed.heights
+        relative, heights = observed.relative, observed.heights
+        bins: Boxed = observed.bins  # its pairs read as objects too (below)
         n = len(bins)
         # the arguments one by one, their tuples read as objects (flatcalls.py)
         boxed: Boxed = cap.terms
