@@ -45,6 +45,9 @@ class MetricsRecommendation(NamedTuple):
     condition: Condition  # ScalingActive
 
 
+_RECOMMENDED: Final = MetricsRecommendation  # a C static, compiled: a module name is a dict lookup
+
+
 def combine_metrics(
     proposals: Mapping[str, MetricProposal | MetricError], spec_replicas: int
 ) -> MetricsRecommendation:
@@ -83,7 +86,7 @@ def combine_metrics(
             f"the HPA was able to successfully calculate a replica count from external metric {best_metric}",
         )
         memo.remember(_VALID_METRIC, best_metric, valid, 1024)
-    return _new(MetricsRecommendation, (best, best_metric, proposals, valid))
+    return _new(_RECOMMENDED, (best, best_metric, proposals, valid))
 
 
 _VALID_METRIC: Final[dict[str, Condition]] = {}  # ScalingActive for each metric name (immutable, so shared)
