@@ -70,13 +70,12 @@ def fold(
     gate, peaks = state.counted, state.peaks
     mix: Boxed = state.mix
     requests: Boxed = state.requests
-    spread: Boxed = state.spread
     counted: Boxed = gate or _NO_BIN
     typical: Boxed = state.typical
     lasted: Boxed = state.lasting
     mix_r, mix_p, mix_o, mix_sq, spread_r, spread_p, mix_osq, spread_o = mix
     level, trend = requests
-    s2, sn = spread
+    s2, sn = state.spread  # a pair of floats: unpacked, not boxed into a new tuple first
     gate_level, gate_trend = counted
     typical_r, typical_p, typical_o = typical
     lasting_time, lasting_rate, lasting_excess = lasted
@@ -134,8 +133,8 @@ def above_band(
     (primed), at the load's terms and the band's (capacityfacts.load_terms, band_terms)."""
     bins: Boxed = prior.bins  # its pairs read as objects too (below)
     n = len(bins)
-    relative = prior.relative
-    heights = prior.heights
+    relative: Boxed = prior.relative
+    heights: Boxed = prior.heights
     boxed: Boxed = terms
     requests: Boxed = prior.requests
     mix: Boxed = prior.mix
@@ -151,10 +150,12 @@ def above_band(
     s0, n0 = first
     s1, n1 = second
     er, ep, eo = now_seen
+    rq, _, rn = relative
+    hq, _, _, _, _, lean = heights
     got: tuple[bool, float] = flatband.kernel(
         a0, a1, b0, c0, k, min_rate, damping_s, now - prior.at, rl, rt, p, o, tr, tp, to,
         prior_weight, prior_error, prior.scored, prior.error_quantile,
-        n, s0, n0, s1, n1, relative.quantile, relative.scored, heights.quantile, heights.lean,
+        n, s0, n0, s1, n1, rq, rn, hq, lean,
         er, ep, eo, threshold,
     )  # fmt: skip
     return got

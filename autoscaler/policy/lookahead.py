@@ -164,7 +164,6 @@ class Lookahead:
         """__init__'s typical load, level, its load, dispersion and both bins' band widths by
         `start`, flatahead.start's compiled copy; forecast_at's by `forecast`, flatahead.forecast's."""
         observed = self._observed
-        relative, heights = observed.relative, observed.heights
         bins: Boxed = observed.bins  # its pairs read as objects too (below)
         n = len(bins)
         # the arguments one by one, their tuples read as objects (flatcalls.py)
@@ -172,7 +171,8 @@ class Lookahead:
         mix: Boxed = observed.mix
         requests: Boxed = observed.requests
         typical: Boxed = observed.typical
-        spread: Boxed = observed.spread
+        relative: Boxed = observed.relative
+        heights: Boxed = observed.heights
         first: Boxed = bins[0] if n else _NO_BIN
         second: Boxed = bins[1] if n > 1 else _NO_BIN
         a0, a1, b0, c0, k, min_rate = boxed
@@ -180,13 +180,15 @@ class Lookahead:
         p, o = mix[1], mix[2]  # not starred: a compiled unpacking with a star copies the tuple to a list
         rl, rt = requests
         tr, tp, to = typical
-        s2, sn = spread
+        s2, sn = observed.spread  # a pair of floats: unpacked, not boxed into a new tuple first
         s0, n0 = first
         s1, n1 = second
+        rq, _, rn = relative
+        hq, _, _, _, _, lean = heights
         out: Boxed = start(
             a0, a1, b0, c0, k, min_rate, rl, rt, p, o, tr, tp, to, s2, sn, cap.ttft_s,
             prior_weight, prior_error, observed.scored, observed.error_quantile,
-            n, s0, n0, s1, n1, relative.quantile, relative.scored, heights.quantile, heights.lean,
+            n, s0, n0, s1, n1, rq, rn, hq, lean,
         )  # fmt: skip
         typical_load = self.typical_load = out[0]
         self.mean_now = _new(_DEMAND, out[1:4])
@@ -197,7 +199,7 @@ class Lookahead:
         # forecast's copy, and its arguments after the horizon: the same at every horizon of the tick
         forecasting = (
             a0, a1, b0, c0, k, min_rate, damping_s, rl, rt, p, o, typical_load, tr, tp, to, width0, width1,
-            heights.lean,
+            lean,
         )  # fmt: skip
         self._forecasting = forecast, forecasting
 
