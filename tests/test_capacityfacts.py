@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_specfacts import CAP, DEMAND, PROFILE
 
-from autoscaler.policy import capacityfacts, latecurve, replicarates
+from autoscaler.policy import capacityfacts, lateband, latecurve, replicarates
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.capacityspec import CapacitySpec, ReplicaProfile
 
@@ -49,6 +49,7 @@ def test_a_capacity_specs_facts_are_its_fields() -> None:
     assert got.demand is DEMAND and got.profile is PROFILE
     assert got.slo == CAP.planning_slo and got.ttft_s == 1.5  # the planning targets' (ttft share 0.5)
     assert got.tail == 1.0 - 0.95 and got.least_loaded
+    assert got.peak_z == lateband.peak_deviate(DEMAND.quantile)
     assert got.terms == capacityfacts.load_terms(PROFILE) and got.band == (90.0, 4.0, 0.2)
     assert got.engine == replicarates.engine(PROFILE)
     assert got.curve_specs == latecurve.spec_number(PROFILE, CAP.planning_slo)

@@ -28,6 +28,9 @@ MAX_SCORED: Final = levelbins.MAX_SCORED  # the prior's weight fades up to this 
 # bin 0's heights over the typical load are clipped where a forecast of 0's log ratio is: e^4 - 1
 MAX_HEIGHT: Final = 53.598150033144236  # math.expm1(MAX_ERROR), a literal for mypyc's Final
 _new: Final = tuple.__new__  # as demand.py: a NamedTuple built without its Python-level __new__
+_EXPM1: Final = math.expm1  # no mypyc primitive: read as a module's attribute at each call
+_HEIGHTS: Final = Heights  # a C static in a compiled build, where a module's name is a dict lookup
+_DEMAND_STATE: Final = DemandState
 if len(DemandState._fields) != 18:  # track builds its result field by field
     raise AssertionError("band.track lists DemandState's 18 fields: update it with the state")
 
@@ -275,7 +278,7 @@ def track(
     # fields as they are: at, inflight, mix, requests, primed; typical; spread, counted, lasting)
     s = state
     return _new(
-        DemandState,
+        _DEMAND_STATE,
         (
             s[0], s[1], s[2], s[3], s[4], pending, q, scale, scored, s[9], peaks, typical_peak, bins,
             relative, s[14], s[15], s[16], heights,
@@ -316,7 +319,7 @@ def _heights(
     h = MAX_HEIGHT if h > MAX_HEIGHT else -MAX_HEIGHT if h < -MAX_HEIGHT else h
     ql = _planned(spec, q, scored, bins, relative, 0)  # band_quantile's for bin 0, as planned
     tau = spec.quantile
-    above_log = (forecast / offset + 1.0) * math.expm1(ql)
+    above_log = (forecast / offset + 1.0) * _EXPM1(ql)
     above_heights = hq if hq > 0.0 else 0.0
     loss = (h - above_log) * (tau - (1.0 if h < above_log else 0.0))
     loss -= (h - above_heights) * (tau - (1.0 if h < above_heights else 0.0))
@@ -328,7 +331,7 @@ def _heights(
         mean += step / m
         variance += (step * (loss - mean) - variance) / m
         lean = mean - lateband.deviate(tau) * math.sqrt(variance / (m - 1.0)) if m > 1.5 else 0.0
-    return _new(Heights, (hq, hs, hn, mean, variance, lean))
+    return _new(_HEIGHTS, (hq, hs, hn, mean, variance, lean))
 
 
 def _clip(e: float) -> float:

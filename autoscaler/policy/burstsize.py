@@ -144,9 +144,10 @@ def size(
     are in flight, at need's mix. `shape`: capacity.size's keywords for the prompt lengths'
     spread and the router (lengths.Shape)."""
     lasting = lifetime_hold if lifetime_hold is not None and lifetime_hold <= hold else hold
-    if _flat is not None and (not shape or _flat_covers(shape)):
+    flat = _flat  # a module global read once: a dict lookup each time, compiled
+    if flat is not None and (not shape or _flat_covers(shape)):
         fused = flatkernel.sizing(
-            _flat, profile, slo, need, speed, limit, spread, shape.get("service_cv2", 1.0), hold, lasting
+            flat, profile, slo, need, speed, limit, spread, shape.get("service_cv2", 1.0), hold, lasting
         )
         if fused is not None:
             return fused

@@ -58,7 +58,7 @@ from autoscaler.policy.replicarates import (
 MIN_RATE = 1e-6  # requests/s below which a target is idle
 MIN_PROMPT_TOKENS = 1e-6  # a mean prompt below it is none: no prefill to queue (a restored state's
 # subnormal mix made the TTFT tail's slack infinite)
-SERVICE_CV2 = 1.0  # squared coefficient of variation of prefill times the TTFT tail assumes when
+SERVICE_CV2: Final = 1.0  # squared coefficient of variation of prefill times the TTFT tail assumes when
 # no engine publishes prompt lengths (lengths.py; docs/policy.md, "How accurate the capacity model is")
 CONTEXT_OUTPUT_SHARE = tpottail.CONTEXT_OUTPUT_SHARE  # p + this x o: the mean context a decode reads
 MIN_UTILIZATION = 0.05  # a TPOT target below one step at batch 1 cannot be met: plan replicas this light

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from autoscaler.policy import capacity, latecurve, replicarates
+from autoscaler.policy import capacity, lateband, latecurve, replicarates
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.capacityspec import CapacitySpec, DemandSpec, ReplicaProfile, Router, SloTarget
 
@@ -79,6 +79,7 @@ class CapacityFacts:
     curve_specs: int  # latecurve.spec_number(profile, slo): the late curves' key
     ttft_s: float  # slo's
     tail: float  # 1 - slo's attainment: the share of requests allowed to be late
+    peak_z: float  # lateband.peak_deviate of the demand's quantile
     least_loaded: bool  # the router is LEAST_REQUESTS
     load: Callable[[Demand], float]  # load_of for the profile
     terms: tuple[float, ...]  # load's (load_terms)
@@ -110,6 +111,7 @@ def facts(cap: CapacitySpec) -> CapacityFacts:
         latecurve.spec_number(cap.profile, slo),
         slo.ttft_s,
         1.0 - slo.attainment,
+        lateband.peak_deviate(d.quantile),
         cap.router == Router.LEAST_REQUESTS,
         _load_function(cap.profile),
         load_terms(cap.profile),

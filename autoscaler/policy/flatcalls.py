@@ -70,18 +70,17 @@ def fold(
     gate, peaks = state.counted, state.peaks
     mix: Boxed = state.mix
     requests: Boxed = state.requests
-    spread: Boxed = state.spread
     counted: Boxed = gate or _NO_BIN
     typical: Boxed = state.typical
     lasted: Boxed = state.lasting
     mix_r, mix_p, mix_o, mix_sq, spread_r, spread_p, mix_osq, spread_o = mix
     level, trend = requests
-    s2, sn = spread
+    s2, sn = state.spread  # a pair of floats: unpacked, not boxed into a new tuple first
     gate_level, gate_trend = counted
     typical_r, typical_p, typical_o = typical
     lasting_time, lasting_rate, lasting_excess = lasted
     weight, b, typical_w = weights
-    out = flatdemand._kernel(
+    out: Boxed = flatdemand._kernel(
         state.at, state.inflight, mix_r, mix_p, mix_o, mix_sq, spread_r, spread_p, mix_osq, spread_o,
         level, trend,
         state.primed, s2, sn,
@@ -132,12 +131,11 @@ def above_band(
 ) -> tuple[bool, float]:
     """flatband's kernel (flatband.use) for demand `seen` now against the band over `prior`
     (primed), at the load's terms and the band's (capacityfacts.load_terms, band_terms)."""
-    bins = prior.bins
+    bins: Boxed = prior.bins  # its pairs read as objects too (below)
     n = len(bins)
-    relative = prior.relative
-    heights = prior.heights
+    relative: Boxed = prior.relative
+    heights: Boxed = prior.heights
     boxed: Boxed = terms
-    band_terms: Boxed = band
     requests: Boxed = prior.requests
     mix: Boxed = prior.mix
     typical: Boxed = prior.typical
@@ -145,17 +143,19 @@ def above_band(
     second: Boxed = bins[1] if n > 1 else _NO_BIN
     now_seen: Boxed = seen
     a0, a1, b0, c0, k, min_rate = boxed
-    damping_s, prior_weight, prior_error = band_terms
+    damping_s, prior_weight, prior_error = band
     rl, rt = requests
-    _, p, o, *_ = mix
+    p, o = mix[1], mix[2]  # not starred: a compiled unpacking with a star copies the tuple to a list
     tr, tp, to = typical
     s0, n0 = first
     s1, n1 = second
     er, ep, eo = now_seen
+    rq, _, rn = relative
+    hq, _, _, _, _, lean = heights
     got: tuple[bool, float] = flatband.kernel(
         a0, a1, b0, c0, k, min_rate, damping_s, now - prior.at, rl, rt, p, o, tr, tp, to,
         prior_weight, prior_error, prior.scored, prior.error_quantile,
-        n, s0, n0, s1, n1, relative.quantile, relative.scored, heights.quantile, heights.lean,
+        n, s0, n0, s1, n1, rq, rn, hq, lean,
         er, ep, eo, threshold,
     )  # fmt: skip
     return got

@@ -38,7 +38,7 @@ def sizing(
     kernel: Kernel,
     profile: Any,
     slo: Any,
-    need: Any,
+    need: tuple[Any, ...],
     speed: Any,
     limit: Any,
     spread: Any,
@@ -60,8 +60,11 @@ def sizing(
             got = memo.remember(_packed, key, (kernel, profile, slo, floats, kernel.ints([0] * KEYS)), 256)
         _last = got
     r, prompt, output = need
+    size = kernel.size  # a NamedTuple's field read by index, compiled; called as a method, looked up by name
     try:
-        out = kernel.size(got[3], got[4], r, prompt, output, speed, limit, spread, service_cv2, hold, lasting)
+        out: tuple[Any, ...] = size(
+            got[3], got[4], r, prompt, output, speed, limit, spread, service_cv2, hold, lasting
+        )
     except (ArithmeticError, ValueError, TypeError):  # the Python path raises it again, or sizes
         return None  # arguments the compiled copy was not compiled for
     if out[0] == _UNCOVERED:

@@ -26,6 +26,7 @@ from autoscaler.policy.state import Recommendation, ScaleEvent
 # A NamedTuple built as tuple.__new__(cls, fields) skips its Python-level __new__ (~0.4 against
 # ~1.3 µs here): the values every decision builds are made so.
 _new: Final = tuple.__new__
+_RECOMMENDATION: Final = Recommendation  # a C static, compiled: a module name is a dict lookup
 
 
 class Condition(NamedTuple):
@@ -44,6 +45,9 @@ class MetricsRecommendation(NamedTuple):
     condition: Condition  # ScalingActive
 
 
+_RECOMMENDED: Final = MetricsRecommendation  # a C static, compiled: a module name is a dict lookup
+
+
 def combine_metrics(
     proposals: Mapping[str, MetricProposal | MetricError], spec_replicas: int
 ) -> MetricsRecommendation:
@@ -52,7 +56,8 @@ def combine_metrics(
     best_metric = ""
     first_error: tuple[str, MetricError] | None = None
     invalid = 0
-    for name, proposal in proposals.items():
+    table = proposals if isinstance(proposals, dict) else dict(proposals)  # a dict's walk is compiled
+    for name, proposal in table.items():
         if isinstance(proposal, MetricError):
             invalid += 1
             if first_error is None:
@@ -81,7 +86,7 @@ def combine_metrics(
             f"the HPA was able to successfully calculate a replica count from external metric {best_metric}",
         )
         memo.remember(_VALID_METRIC, best_metric, valid, 1024)
-    return _new(MetricsRecommendation, (best, best_metric, proposals, valid))
+    return _new(_RECOMMENDED, (best, best_metric, proposals, valid))
 
 
 _VALID_METRIC: Final[dict[str, Condition]] = {}  # ScalingActive for each metric name (immutable, so shared)
@@ -129,7 +134,7 @@ def stabilize_legacy(
         if at >= cutoff and replicas > stabilized:  # upstream: !Before(cutoff)
             stabilized = replicas
     cond = SCALE_DOWN_STABILIZED if stabilized != raw else READY_FOR_NEW_SCALE
-    return stabilized, _store(history, _new(Recommendation, (now, raw)), cutoff), cond
+    return stabilized, _store(history, _new(_RECOMMENDATION, (now, raw)), cutoff), cond
 
 
 def stabilize_behavior(
@@ -146,7 +151,8 @@ def stabilize_behavior(
     cutoff = down_cutoff if down_cutoff < up_cutoff else up_cutoff  # min(), without the builtin's call
     up_rec = down_rec = raw
     last = -1  # _store's slot: the last entry older than cutoff, found here rather than by a second walk
-    for i, (at, replicas) in enumerate(history):
+    kept = tuple(history)  # walked by index when compiled (a Sequence is iterated); concatenated below
+    for i, (at, replicas) in enumerate(kept):
         if at > up_cutoff and replicas < up_rec:  # upstream: After(cutoff), age < window
             up_rec = replicas
         if at > down_cutoff:
@@ -163,8 +169,7 @@ def stabilize_behavior(
         cond = READY_FOR_NEW_SCALE
     else:
         cond = SCALE_UP_STABILIZED if raw >= current else SCALE_DOWN_STABILIZED
-    new = _new(Recommendation, (now, raw))
-    kept = tuple(history)  # concatenated, not starred: levelbins.score
+    new = _new(_RECOMMENDATION, (now, raw))
     if last < 0:  # _store's result, its slot found above
         return stabilized, kept + (new,), cond  # noqa: RUF005
     return stabilized, kept[:last] + (new,) + kept[last + 1 :], cond  # noqa: RUF005

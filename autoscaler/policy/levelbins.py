@@ -55,6 +55,9 @@ class Heights(NamedTuple):
     lean: float = 0.0
 
 
+_RELATIVE: Final = Relative  # a C static in a compiled build, where a module's name is a dict lookup
+
+
 def bin_of(forecast_load: float, typical_load: float) -> int:
     """The bin of a forecast: made below the typical load (an idle gap, a burst's tail) or not."""
     return 0 if forecast_load < typical_load else 1
@@ -85,7 +88,7 @@ def score(bins: Bins, relative: Relative, b: int, e: float, q: float, above: boo
         rq, rs, rn = relative
         rs += SCALE_WEIGHT * (abs(r) - rs) if rn else abs(r)
         rq += (0.1 * rs + 1e-3) * (q - (1.0 if not above and r <= rq else 0.0))
-        relative = _new(Relative, (rq, rs, rn + 1.0 if rn < MAX_SCORED else rn))
+        relative = _new(_RELATIVE, (rq, rs, rn + 1.0 if rn < MAX_SCORED else rn))
     scale += SCALE_WEIGHT * (abs(e) - scale) if scored else abs(e)
     entry = (scale, scored + 1.0 if scored < MAX_SCORED else scored)
     # concatenated, not starred: a compiled build gathers starred items into a list, then a tuple

@@ -29,6 +29,7 @@ from autoscaler.policy.capacity import Demand, Sizing
 from autoscaler.policy.capacityfacts import CapacityFacts
 from autoscaler.policy.demand import DemandState
 from autoscaler.policy.flatcalls import Boxed
+from autoscaler.policy.mix import lengths_cv2_of, outputs_cv2_of
 
 _new: Final = tuple.__new__  # as demand.py: a NamedTuple built without its Python-level __new__
 _NO_BIN: Final = (0.0, 0.0)  # a bin not scored yet, as flatahead takes it
@@ -97,11 +98,11 @@ class Lookahead:
         self._engine = cap.engine
         self.slo = cap.slo
         self.tail = cap.tail
-        self.z = lateband.peak_deviate(d.quantile)  # the band's quantile as the level's deviate
+        self.z = cap.peak_z  # the band's quantile as the level's deviate
         self.speed = speed
         self.limit = limit
-        shape = lengths.spread(profile, observed.mix.prompt, observed.mix.lengths_cv2())
-        shape = lengths.with_outputs(shape, observed.mix.outputs_cv2())
+        shape = lengths.spread(profile, observed.mix.prompt, lengths_cv2_of(observed.mix))
+        shape = lengths.with_outputs(shape, outputs_cv2_of(observed.mix))
         if cap.least_loaded:
             shape = lengths.Shape(**shape, least_loaded=True, arrivals_index=self.spread)
         self.shape = shape
@@ -163,29 +164,31 @@ class Lookahead:
         """__init__'s typical load, level, its load, dispersion and both bins' band widths by
         `start`, flatahead.start's compiled copy; forecast_at's by `forecast`, flatahead.forecast's."""
         observed = self._observed
-        bins, relative, heights = observed.bins, observed.relative, observed.heights
+        bins: Boxed = observed.bins  # its pairs read as objects too (below)
         n = len(bins)
         # the arguments one by one, their tuples read as objects (flatcalls.py)
         boxed: Boxed = cap.terms
-        band_terms: Boxed = cap.band
         mix: Boxed = observed.mix
         requests: Boxed = observed.requests
         typical: Boxed = observed.typical
-        spread: Boxed = observed.spread
+        relative: Boxed = observed.relative
+        heights: Boxed = observed.heights
         first: Boxed = bins[0] if n else _NO_BIN
         second: Boxed = bins[1] if n > 1 else _NO_BIN
         a0, a1, b0, c0, k, min_rate = boxed
-        damping_s, prior_weight, prior_error = band_terms
-        _, p, o, *_ = mix
+        damping_s, prior_weight, prior_error = cap.band
+        p, o = mix[1], mix[2]  # not starred: a compiled unpacking with a star copies the tuple to a list
         rl, rt = requests
         tr, tp, to = typical
-        s2, sn = spread
+        s2, sn = observed.spread  # a pair of floats: unpacked, not boxed into a new tuple first
         s0, n0 = first
         s1, n1 = second
-        out = start(
+        rq, _, rn = relative
+        hq, _, _, _, _, lean = heights
+        out: Boxed = start(
             a0, a1, b0, c0, k, min_rate, rl, rt, p, o, tr, tp, to, s2, sn, cap.ttft_s,
             prior_weight, prior_error, observed.scored, observed.error_quantile,
-            n, s0, n0, s1, n1, relative.quantile, relative.scored, heights.quantile, heights.lean,
+            n, s0, n0, s1, n1, rq, rn, hq, lean,
         )  # fmt: skip
         typical_load = self.typical_load = out[0]
         self.mean_now = _new(_DEMAND, out[1:4])
@@ -196,7 +199,7 @@ class Lookahead:
         # forecast's copy, and its arguments after the horizon: the same at every horizon of the tick
         forecasting = (
             a0, a1, b0, c0, k, min_rate, damping_s, rl, rt, p, o, typical_load, tr, tp, to, width0, width1,
-            heights.lean,
+            lean,
         )  # fmt: skip
         self._forecasting = forecast, forecasting
 
@@ -206,7 +209,8 @@ class Lookahead:
         if got is None:
             fused = self._forecasting
             if fused is not None:  # the same in one compiled call (flatahead.forecast)
-                out = fused[0](h, *fused[1])
+                # one tuple of the arguments: `h, *fused[1]` a compiled call gathers in a list first
+                out: Boxed = fused[0](*((h,) + fused[1]))
                 got = self._forecasts[h] = _new(_DEMAND, out[:3]), _new(_DEMAND, out[4:])
                 self._mean_loads[h] = out[3]
                 return got

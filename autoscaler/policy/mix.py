@@ -43,25 +43,35 @@ class Mix(NamedTuple):
     spread_output: float = 0.0
 
     def lengths_cv2(self) -> float | None:
-        """The prompt lengths' squared coefficient of variation about the mix's mean prompt, None
-        without a histogram: the spread's E[x²] / E[x] (the residual's scale, over its own longer
-        window) is p·(1 + cv²), so the tail's waits keep the spread's scale as the mix moves."""
-        p, sq = self.prompt, self.prompt_sq
-        square = self.spread_prompt * p
-        if sq <= 0.0 or square <= 0.0:  # a subnormal prompt squares to 0
-            return None
-        return sq / square - 1.0
+        return lengths_cv2_of(self)
 
     def outputs_cv2(self) -> float | None:
-        """The output lengths' squared coefficient of variation, None without a histogram: E[o²] /
-        E[o]² - 1 from the one histogram over the spread's window (both moments counted at the
-        requests' finish, the same requests), a ratio of scale, which the sizing applies to the
-        mix's mean output."""
-        so, sq = self.spread_output, self.output_sq
-        square = so * so
-        if sq <= 0.0 or square <= 0.0:
-            return None
-        return sq / square - 1.0
+        return outputs_cv2_of(self)
+
+
+# the methods' bodies as functions, which a compiled caller calls natively (a NamedTuple's method
+# is a Python method call by name)
+def lengths_cv2_of(mix: Mix) -> float | None:
+    """The prompt lengths' squared coefficient of variation about the mix's mean prompt, None
+    without a histogram: the spread's E[x²] / E[x] (the residual's scale, over its own longer
+    window) is p·(1 + cv²), so the tail's waits keep the spread's scale as the mix moves."""
+    p, sq = mix.prompt, mix.prompt_sq
+    square = mix.spread_prompt * p
+    if sq <= 0.0 or square <= 0.0:  # a subnormal prompt squares to 0
+        return None
+    return sq / square - 1.0
+
+
+def outputs_cv2_of(mix: Mix) -> float | None:
+    """The output lengths' squared coefficient of variation, None without a histogram: E[o²] /
+    E[o]² - 1 from the one histogram over the spread's window (both moments counted at the
+    requests' finish, the same requests), a ratio of scale, which the sizing applies to the
+    mix's mean output."""
+    so, sq = mix.spread_output, mix.output_sq
+    square = so * so
+    if sq <= 0.0 or square <= 0.0:
+        return None
+    return sq / square - 1.0
 
 
 def add_counts(

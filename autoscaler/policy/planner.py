@@ -37,6 +37,7 @@ from autoscaler.policy import (
 )
 from autoscaler.policy.capacityfacts import CapacityFacts
 from autoscaler.policy.lookahead import Lookahead
+from autoscaler.policy.mix import outputs_cv2_of
 from autoscaler.policy.observation import MetricReading, Observation
 from autoscaler.policy.planstate import Outcome, Plan, PlannerState
 from autoscaler.policy.specfacts import SpecFacts
@@ -76,7 +77,9 @@ def plan(
     The specs are read from their facts (specfacts.py), kept once per spec."""
     state = state or PlannerState()
     d = cap.demand
-    metrics = obs.metrics
+    observed = obs.metrics
+    # a dict's get is compiled, a Mapping's a method call by name
+    metrics = observed if isinstance(observed, dict) else dict(observed)
     finished_reading = metrics.get(cap.request_rate_metric)
     finished = _total(finished_reading)
     prompt = _total(metrics.get(cap.prompt_token_rate_metric))
@@ -122,8 +125,8 @@ def plan(
 
     # capacity at the learned speed, and the horizon: the marginal replica's ready time
     # the outputs' spread the sizing reads (lengths.py), so the speed is learned at its work per request
-    outputs_cv2 = lengths.outputs_cv2(dstate.mix.outputs_cv2())
-    speed_state = _learn_speed(cap, state.speed, obs, prompt, generated, finished, outputs_cv2)
+    outputs_cv2 = lengths.outputs_cv2(outputs_cv2_of(dstate.mix))
+    speed_state = _learn_speed(cap, state.speed, obs, metrics, prompt, generated, finished, outputs_cv2)
     speed = speedlearn.speed(speed_state, cap.learn_prior_weight)
     limit = spec.max_replicas
     if state.needs and state.needs[0][1] > limit:  # recorded under a higher bound (its front is its peak)
@@ -247,14 +250,16 @@ def _learn_speed(
     cap: CapacityFacts,
     speed_state: speedlearn.SpeedState,
     obs: Observation,
+    metrics: dict[str, MetricReading],
     prompt: float,
     generated: float,
     finished: float,
     outputs_cv2: float = 1.0,
 ) -> speedlearn.SpeedState:
-    """The learned speed after this tick: learned only while every ready replica has a queue."""
+    """The learned speed after this tick: learned only while every ready replica has a queue
+    (`metrics`: obs.metrics as a dict)."""
     queue_metric = cap.queue_metric
-    queue = _total(obs.metrics.get(queue_metric)) if queue_metric is not None else None
+    queue = _total(metrics.get(queue_metric)) if queue_metric is not None else None
     ready = obs.ready_pods or 0
     saturated = queue is not None and ready > 0 and queue >= ready
     if cap.learn and (saturated or speed_state.saturated_ticks):  # else learn() returns it as it is

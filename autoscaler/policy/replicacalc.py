@@ -24,6 +24,9 @@ class MetricProposal(NamedTuple):
     current_milli: int  # what upstream reports: the sum (Value) or ceil(sum / status replicas) (AverageValue)
 
 
+_PROPOSAL: Final = MetricProposal  # a C static in a compiled build, where a module's name is a dict lookup
+
+
 class MetricError(NamedTuple):
     reason: str  # FailedGetExternalMetric
     message: str
@@ -81,7 +84,7 @@ def external_metric_replicas(
         per_pod = 0 if status_replicas == 0 else math.ceil(usage / status_replicas)
         if per_pod > MAX_INT64:  # min(), without the builtin's call
             per_pod = MAX_INT64
-        return _new(MetricProposal, (replicas, ratio, per_pod))
+        return _new(_PROPOSAL, (replicas, ratio, per_pod))
 
     ratio = usage / target
     if spec_replicas == 0:  # scale from zero: tolerance and readiness are skipped

@@ -24,6 +24,7 @@ from autoscaler.policy.stage import Stage
 
 # A NamedTuple built as tuple.__new__(cls, fields) skips its Python-level __new__ (planner.py)
 _new: Final = tuple.__new__
+_STAGE: Final = Stage  # a C static in a compiled build, where a module's name is a dict lookup
 FALL_TOLERANCE: Final = (
     0.1  # demand counts as fallen 10 % below its level at the last scale-up (the HPA's tolerance)
 )
@@ -51,7 +52,7 @@ def recreation(cold: ColdStartSpec | None, period: float, horizon_s: float) -> C
     cold-start model, the horizon's ready time stands for every one."""
     if cold is not None:
         got = _recreated.get(id(cold))  # memo.by_identity's hit inline: once a tick
-        recreated = (
+        recreated: dict[tuple[float, int], float] = (  # typed: a dict's get is compiled, Any's a call by name
             got[1] if got is not None and got[0] is cold else memo.by_identity(_recreated, cold, _new_memo)
         )
 
@@ -190,5 +191,5 @@ def stage(
         kept = scaledown.keep(have, now_count, later, state.needs, now, recreate, state.gaps, weight, drain)
         kept = scaledown.hold_found(kept, have, found, now, breakeven)
     if needed_now is None:
-        return _new(Stage, ("scale-down", target, kept.replicas, kept.reason, kept.template, kept.args))
-    return _new(Stage, ("scale-down", target, kept.replicas, kept.reason, _needed_now_message, needed_now))
+        return _new(_STAGE, ("scale-down", target, kept.replicas, kept.reason, kept.template, kept.args))
+    return _new(_STAGE, ("scale-down", target, kept.replicas, kept.reason, _needed_now_message, needed_now))

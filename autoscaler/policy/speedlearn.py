@@ -43,6 +43,7 @@ class SpeedState(NamedTuple):
 
 
 NO_SPEED = SpeedState(0.0, 0.0, 0)
+_SPEED_STATE: Final = SpeedState  # a C static in a compiled build, where a module's name is a dict lookup
 
 
 def speed(state: SpeedState, prior_weight: float) -> float:
@@ -72,12 +73,12 @@ def learn(
     the sizing has it, lengths.context_share at the outputs' cv²: the speed learned is the profile's
     at the sizing's own work per request)."""
     if queue is None or ready <= 0 or queue < ready or finished_rate <= 0.0:
-        return _new(SpeedState, (state.log_ratio, state.samples, 0, 0, 0.0))
+        return _new(_SPEED_STATE, (state.log_ratio, state.samples, 0, 0, 0.0))
     if ready != state.ready:  # replicas joined or left: the backlog sits on the ones it came to
-        return _new(SpeedState, (state.log_ratio, state.samples, 1, ready, queue))
+        return _new(_SPEED_STATE, (state.log_ratio, state.samples, 1, ready, queue))
     ticks = state.saturated_ticks + 1
     if ticks < SATURATED_TICKS or queue < state.queue:  # shrinking: perhaps one replica's backlog
-        return _new(SpeedState, (state.log_ratio, state.samples, ticks, ready, queue))
+        return _new(_SPEED_STATE, (state.log_ratio, state.samples, ticks, ready, queue))
     p = prompt_rate / finished_rate
     o = generated_rate / finished_rate
     if o < 1.0:  # max(o, 1.0), without the builtin's call (as below)
@@ -90,7 +91,7 @@ def learn(
         full = profile.step_base_s + a * budget
         busy = 1.0 - profile.step_base_s / full
     if achieved <= 0.0:
-        return _new(SpeedState, (state.log_ratio, state.samples, ticks, ready, queue))
+        return _new(_SPEED_STATE, (state.log_ratio, state.samples, ticks, ready, queue))
     sample = math.log(achieved / busy)
     mean = state.log_ratio
     if state.samples:
@@ -104,4 +105,4 @@ def learn(
     n = state.samples + 1.0
     if n > MAX_SPEED_SAMPLES:
         n = MAX_SPEED_SAMPLES
-    return _new(SpeedState, (mean + (sample - mean) / n, n, ticks, ready, queue))
+    return _new(_SPEED_STATE, (mean + (sample - mean) / n, n, ticks, ready, queue))
