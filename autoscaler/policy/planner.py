@@ -50,7 +50,6 @@ _new: Final = tuple.__new__
 # module-dict lookup at each use)
 _PLAN: Final = Plan
 _PLANNER_STATE: Final = PlannerState
-_OUTCOME: Final = Outcome
 
 
 def _total(reading: MetricReading | None) -> float | None:
@@ -243,7 +242,7 @@ def plan(
     next_state = _new(
         _PLANNER_STATE, (dstate, speed_state, needs, panic_state, started_for, gaps, typical_capacity, found)
     )
-    return _new(_OUTCOME, (tuple(stages), desired, result, next_state))
+    return Outcome(tuple(stages), desired, result, next_state)
 
 
 def _learn_speed(

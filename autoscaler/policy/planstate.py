@@ -4,7 +4,7 @@ with its JSON form (statejson.py has the reading rules), and what a decision saw
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, final
 
 from autoscaler.policy import demand, panic, speedlearn, statejson
 from autoscaler.policy.capacity import Demand, Sizing
@@ -159,8 +159,19 @@ class Plan(NamedTuple):
     panic: bool
 
 
-class Outcome(NamedTuple):
+@final
+class Outcome:
+    """What planner.plan returns to decide (a plain class: as demand.Estimate)."""
+
     stages: tuple[Stage, ...]
     replicas: int | None  # the recommendation; None: no demand data, the reactive path decides
     plan: Plan | None
     state: PlannerState
+
+    def __init__(
+        self, stages: tuple[Stage, ...], replicas: int | None, plan: Plan | None, state: PlannerState
+    ) -> None:
+        self.stages = stages
+        self.replicas = replicas
+        self.plan = plan
+        self.state = state
