@@ -38,6 +38,7 @@ from autoscaler.policy.capacityspec import DemandSpec
 from autoscaler.policy.lasting import Lasting, after_tick
 from autoscaler.policy.levelbins import Bins, Heights, Relative
 from autoscaler.policy.mix import MIX_REQUESTS, SPREAD_REQUESTS, Mix, add_counts
+from autoscaler.policy.record import Record
 
 if TYPE_CHECKING:
     from autoscaler.policy.statejson import TimeCodec
@@ -106,10 +107,10 @@ class DemandState(NamedTuple):
 
 
 @final
-class Estimate:
-    """This tick's demand as the counters and the in-flight growth show it (not smoothed). A plain
-    class with a NamedTuple's equality, hash and repr: compiled, it is built as a C struct (~150
-    instructions) where a NamedTuple goes through tuple.__new__ (~700)."""
+class Estimate(Record):
+    """This tick's demand as the counters and the in-flight growth show it (not smoothed)."""
+
+    FIELDS = ("now", "growth_per_s")
 
     now: Demand
     growth_per_s: float  # d(in flight)/dt that went into it
@@ -117,18 +118,6 @@ class Estimate:
     def __init__(self, now: Demand, growth_per_s: float) -> None:
         self.now = now
         self.growth_per_s = growth_per_s
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Estimate) and (self.now, self.growth_per_s) == (
-            other.now,
-            other.growth_per_s,
-        )
-
-    def __hash__(self) -> int:
-        return hash((self.now, self.growth_per_s))
-
-    def __repr__(self) -> str:
-        return f"Estimate(now={self.now!r}, growth_per_s={self.growth_per_s!r})"
 
 
 def observe(

@@ -8,6 +8,7 @@ from typing import Any, NamedTuple, final
 
 from autoscaler.policy import demand, panic, speedlearn, statejson
 from autoscaler.policy.capacity import Demand, Sizing
+from autoscaler.policy.record import Record
 from autoscaler.policy.scaledown import Found, Gaps, NeedHistory
 from autoscaler.policy.speedlearn import SpeedState
 from autoscaler.policy.stage import Stage
@@ -160,8 +161,10 @@ class Plan(NamedTuple):
 
 
 @final
-class Outcome:
-    """What planner.plan returns to decide (a plain class: as demand.Estimate)."""
+class Outcome(Record):
+    """What planner.plan returns to decide."""
+
+    FIELDS = ("stages", "replicas", "plan", "state")
 
     stages: tuple[Stage, ...]
     replicas: int | None  # the recommendation; None: no demand data, the reactive path decides

@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, final
 
+from autoscaler.policy.record import Record
+
 
 @final
-class Stage:
+class Stage(Record):
     """A stage's counts and reason, and its message kept as a template with its arguments.
 
     The message is formatted only when it is read (`message`, `to_dict`): the replay keeps every
@@ -17,10 +19,10 @@ class Stage:
     plain message when `args` is empty (never formatted: its braces stay as they are), or a
     function that `args` are passed to. The arguments must be immutable values.
 
-    A plain class with a NamedTuple's equality, hash and repr, not a NamedTuple: a decision
-    builds ~7, and compiled each is a C struct (~150 instructions) where a NamedTuple goes
-    through tuple.__new__ (~700).
+    A Record (record.py), not a NamedTuple: a decision builds ~7.
     """
+
+    FIELDS = ("name", "before", "after", "reason", "template", "args")
 
     name: str
     before: int  # the recommendation (replicas) before the stage ...
@@ -44,21 +46,6 @@ class Stage:
         self.reason = reason
         self.template = template
         self.args = args
-
-    def _values(self) -> tuple[str, int, int, str, str | Callable[..., str], tuple[Any, ...]]:
-        return (self.name, self.before, self.after, self.reason, self.template, self.args)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Stage) and self._values() == other._values()
-
-    def __hash__(self) -> int:
-        return hash(self._values())
-
-    def __repr__(self) -> str:
-        return (
-            f"Stage(name={self.name!r}, before={self.before!r}, after={self.after!r}, "
-            f"reason={self.reason!r}, template={self.template!r}, args={self.args!r})"
-        )
 
     @property
     def message(self) -> str:
