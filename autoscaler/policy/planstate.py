@@ -144,8 +144,23 @@ class PlannerState(NamedTuple):
         )
 
 
-class Plan(NamedTuple):
+@final
+class Plan(Record):
     """What the predictive stages saw and decided, for explain and the replay's decisions."""
+
+    FIELDS = (
+        "demand_now",
+        "forecast",
+        "upper",
+        "band",
+        "horizon_s",
+        "sizing",
+        "speed",
+        "needed",
+        "keep",
+        "start_now",
+        "panic",
+    )
 
     demand_now: Demand  # this tick's estimate from the counters and the in-flight growth
     forecast: Demand  # the mean forecast at the horizon
@@ -158,6 +173,32 @@ class Plan(NamedTuple):
     keep: int  # what rent-or-buy keeps (= current when not scaling down)
     start_now: int  # replicas this decision starts
     panic: bool
+
+    def __init__(
+        self,
+        demand_now: Demand,
+        forecast: Demand,
+        upper: Demand,
+        band: float,
+        horizon_s: float,
+        sizing: Sizing,
+        speed: float,
+        needed: int,
+        keep: int,
+        start_now: int,
+        panic: bool,
+    ) -> None:
+        self.demand_now = demand_now
+        self.forecast = forecast
+        self.upper = upper
+        self.band = band
+        self.horizon_s = horizon_s
+        self.sizing = sizing
+        self.speed = speed
+        self.needed = needed
+        self.keep = keep
+        self.start_now = start_now
+        self.panic = panic
 
 
 @final
