@@ -40,8 +40,8 @@ def _python(*args: object) -> Sizing:
 
 def _same(got: Sizing, want: Sizing) -> None:
     assert type(got) is Sizing
-    assert got[:2] == want[:2]
-    for g, w in zip(got[2:], want[2:], strict=True):
+    assert got.values()[:2] == want.values()[:2]
+    for g, w in zip(got.values()[2:], want.values()[2:], strict=True):
         assert type(g) is float
         assert math.copysign(1.0, g) == math.copysign(1.0, w) and (g == w or (g != g and w != w)), (got, want)
 

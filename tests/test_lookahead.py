@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_policy_planner import NOW, planner_spec
 
-from autoscaler.policy import band, burstsize, capacityfacts, demand, lookahead
+from autoscaler.policy import band, burstsize, capacity, capacityfacts, demand, lookahead
 
 
 def _ahead() -> lookahead.Lookahead:
@@ -31,7 +31,7 @@ def test_each_horizon_is_forecast_and_sized_once_a_tick() -> None:
     assert ahead.upper_at(300.0).requests > ahead.upper_at(0.0).requests  # the trend read ahead
     mean, upper = ahead.forecast_at(300.0)
     # read back from the tick's caches (a compiled build returns equal tuples, not the same ones)
-    ahead._sized[300.0] = at_300._replace(replicas=at_300.replicas + 7)
+    ahead._sized[300.0] = capacity.Sizing(at_300.replicas + 7, *at_300.values()[1:])
     ahead._forecasts[300.0] = (upper, mean)
     assert ahead.sizing_at(300.0).replicas == at_300.replicas + 7
     assert ahead.forecast_at(300.0) == (upper, mean) and ahead.need_at(300.0) == at_300.replicas + 7

@@ -23,8 +23,6 @@ from autoscaler.policy import (
 from autoscaler.policy.capacity import Demand, Sizing
 from autoscaler.policy.capacityspec import ReplicaProfile, SloTarget
 
-_new = tuple.__new__
-
 
 def _wait_budget_before(
     tail: float,
@@ -175,7 +173,7 @@ def _size_before(
     if rate_at != replicas:
         rate = replicarates.prefill_rate_of(profile, lam / replicas, o, base, w, a, d)
     decode = _decode_rate_before(profile, slo, base, d, seqs)
-    return _new(Sizing, (replicas, binding, rate, decode, lam / replicas, lam * w / replicas))
+    return Sizing(replicas, binding, rate, decode, lam / replicas, lam * w / replicas)
 
 
 def _burst_before(
@@ -220,9 +218,8 @@ def _burst_before(
     if best.replicas >= hi:
         return best, calls
     share = best.replicas / hi
-    return best._replace(
-        replicas=hi, requests_per_s=best.requests_per_s * share, utilization=best.utilization * share
-    ), calls
+    _, binding, prefill, decode, requests, utilization = best.values()
+    return Sizing(hi, binding, prefill, decode, requests * share, utilization * share), calls
 
 
 profiles = st.builds(

@@ -210,6 +210,11 @@ def thinned(
         return best
     # fewer suffice at hi's ca², but not at their own: hi replicas, each serving its share
     share = best.replicas / hi
-    return best._replace(
-        replicas=hi, requests_per_s=best.requests_per_s * share, utilization=best.utilization * share
+    return Sizing(
+        hi,
+        best.binding,
+        best.prefill_tokens_per_s,
+        best.decode_tokens_per_s,
+        best.requests_per_s * share,
+        best.utilization * share,
     )

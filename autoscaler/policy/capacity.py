@@ -40,11 +40,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Final, NamedTuple
+from typing import Final, NamedTuple, final
 
 from autoscaler.policy import leastloaded, lengths, tailsearch, tpottail
 from autoscaler.policy.capacityspec import ReplicaProfile, SloTarget
 from autoscaler.policy.kvceiling import kv_requests, kv_z
+from autoscaler.policy.record import Record
 from autoscaler.policy.replicarates import (
     MAX_UTILIZATION,
     Engine,
@@ -65,7 +66,7 @@ MIN_UTILIZATION = 0.05  # a TPOT target below one step at batch 1 cannot be met:
 MIN_SLACK_SHARE = 0.25  # when the mean request cannot meet its TTFT even idle, plan as if it may
 # wait this share of its own prefill: more replicas would not make it meet the target
 # A NamedTuple built as tuple.__new__(cls, fields) skips its Python-level __new__ (~0.4 against
-# ~1.3 µs here): the Demand and Sizing values a tick builds are made so. On the sizing's path the
+# ~1.3 µs here): the Demand values a tick builds are made so (Sizing is a Record). On the sizing's path the
 # min and max of two values are conditionals that return what the builtin would (a builtin call
 # costs ~4x the comparison; a sizer made ~13 a tick).
 _new: Final = tuple.__new__
@@ -83,8 +84,18 @@ class Demand(NamedTuple):
         return _new(Demand, (r * factor, p * factor, o * factor))
 
 
-class Sizing(NamedTuple):
+@final
+class Sizing(Record):
     """The replicas a demand needs and what each one serves at the SLO (at this demand's mix)."""
+
+    FIELDS = (
+        "replicas",
+        "binding",
+        "prefill_tokens_per_s",
+        "decode_tokens_per_s",
+        "requests_per_s",
+        "utilization",
+    )
 
     replicas: int
     binding: str  # the constraint that set the count: ttft, tpot, batch, kv or idle
@@ -92,6 +103,22 @@ class Sizing(NamedTuple):
     decode_tokens_per_s: float  # one replica's decode throughput at the TPOT target
     requests_per_s: float  # one replica's share of the demand at `replicas` (0 when idle)
     utilization: float  # ρ of one replica at `replicas`
+
+    def __init__(
+        self,
+        replicas: int,
+        binding: str,
+        prefill_tokens_per_s: float,
+        decode_tokens_per_s: float,
+        requests_per_s: float,
+        utilization: float,
+    ) -> None:
+        self.replicas = replicas
+        self.binding = binding
+        self.prefill_tokens_per_s = prefill_tokens_per_s
+        self.decode_tokens_per_s = decode_tokens_per_s
+        self.requests_per_s = requests_per_s
+        self.utilization = utilization
 
 
 def size(
@@ -205,7 +232,7 @@ def sizer(
     if p < MIN_PROMPT_TOKENS:
         replicas = min(max(1, math.ceil(n - 1e-9)), limit)
         rate = prefill_rate_of(profile, lam / replicas, o, base, w, a, d)
-        fixed = _new(Sizing, (replicas, binding, rate, decode, lam / replicas, load / replicas))
+        fixed = Sizing(replicas, binding, rate, decode, lam / replicas, load / replicas)
         return lambda arrival_cv2: fixed
     tail = 1.0 - slo.attainment
     beta = profile.prefill_s_per_attention_pair * 0.5 / speed
@@ -297,7 +324,7 @@ def sizer(
         if limit < replicas:
             replicas = limit
         rate = t[0] if rate_at == replicas else prefill_rate_of(profile, lam / replicas, o, base, w, a, d)
-        return _new(Sizing, (replicas, bound, rate, decode, lam / replicas, load / replicas))
+        return Sizing(replicas, bound, rate, decode, lam / replicas, load / replicas)
 
     return at
 

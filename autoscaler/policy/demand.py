@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, final
 
 from autoscaler.policy import memo
 from autoscaler.policy.capacity import Demand
@@ -38,6 +38,7 @@ from autoscaler.policy.capacityspec import DemandSpec
 from autoscaler.policy.lasting import Lasting, after_tick
 from autoscaler.policy.levelbins import Bins, Heights, Relative
 from autoscaler.policy.mix import MIX_REQUESTS, SPREAD_REQUESTS, Mix, add_counts
+from autoscaler.policy.record import Record
 
 if TYPE_CHECKING:
     from autoscaler.policy.statejson import TimeCodec
@@ -105,11 +106,18 @@ class DemandState(NamedTuple):
         return statejson.demand_from_dict(data, codec or statejson.SECONDS)
 
 
-class Estimate(NamedTuple):
+@final
+class Estimate(Record):
     """This tick's demand as the counters and the in-flight growth show it (not smoothed)."""
+
+    FIELDS = ("now", "growth_per_s")
 
     now: Demand
     growth_per_s: float  # d(in flight)/dt that went into it
+
+    def __init__(self, now: Demand, growth_per_s: float) -> None:
+        self.now = now
+        self.growth_per_s = growth_per_s
 
 
 def observe(
@@ -251,7 +259,7 @@ def observe(
             state.heights,
         ),
     )
-    return new, _new(Estimate, (now_demand, growth))
+    return new, Estimate(now_demand, growth)
 
 
 def mix_window_s(finished: float, inflight: float, typical_s: float = 0.0) -> float:

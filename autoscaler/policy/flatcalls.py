@@ -28,7 +28,6 @@ _MIX: Final = Mix
 _SERIES: Final = Series
 _DEMAND: Final = Demand
 _LASTING: Final = Lasting
-_ESTIMATE: Final = Estimate
 
 
 def fold(
@@ -118,7 +117,7 @@ def fold(
             state.heights,
         ),
     )
-    return new, _new(_ESTIMATE, (_new(_DEMAND, out[22:25]), out[25]))
+    return new, Estimate(_new(_DEMAND, out[22:25]), out[25])
 
 
 def above_band(

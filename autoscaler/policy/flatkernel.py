@@ -25,8 +25,6 @@ class Kernel(NamedTuple):
 PYTHON = Kernel(size, list, list)
 # what sizing() reads each call, as C statics in a compiled build (an imported name is a
 # module-dict lookup at each use)
-_new: Final = tuple.__new__
-_SIZING: Final = Sizing
 _BINDINGS: Final = BINDINGS
 _UNCOVERED: Final = UNCOVERED
 # a kernel's tables for a profile and SLO, by their identities (memo.py); the last one used first
@@ -69,4 +67,4 @@ def sizing(
         return None  # arguments the compiled copy was not compiled for
     if out[0] == _UNCOVERED:
         return None
-    return _new(_SIZING, (out[0], _BINDINGS[out[1]], out[2], out[3], out[4], out[5]))
+    return Sizing(out[0], _BINDINGS[out[1]], out[2], out[3], out[4], out[5])

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Final, NamedTuple
+from typing import Final, NamedTuple, final
 
 from autoscaler.policy import memo
+from autoscaler.policy.record import Record
 from autoscaler.policy.replicacalc import MAX_INT32, MIN_INT32, MetricError, MetricProposal
 from autoscaler.policy.spec import (
     LEGACY_SCALE_UP_MINIMUM,
@@ -36,16 +37,28 @@ class Condition(NamedTuple):
     message: str
 
 
-class MetricsRecommendation(NamedTuple):
+@final
+class MetricsRecommendation(Record):
     """The max over all metrics, or why there is none (upstream's computeReplicasForMetrics)."""
+
+    FIELDS = ("replicas", "metric", "proposals", "condition")
 
     replicas: int | None  # None: no usable recommendation, do not scale
     metric: str  # the first metric that reached the maximum
     proposals: Mapping[str, MetricProposal | MetricError]
     condition: Condition  # ScalingActive
 
-
-_RECOMMENDED: Final = MetricsRecommendation  # a C static, compiled: a module name is a dict lookup
+    def __init__(
+        self,
+        replicas: int | None,
+        metric: str,
+        proposals: Mapping[str, MetricProposal | MetricError],
+        condition: Condition,
+    ) -> None:
+        self.replicas = replicas
+        self.metric = metric
+        self.proposals = proposals
+        self.condition = condition
 
 
 def combine_metrics(
@@ -86,7 +99,7 @@ def combine_metrics(
             f"the HPA was able to successfully calculate a replica count from external metric {best_metric}",
         )
         memo.remember(_VALID_METRIC, best_metric, valid, 1024)
-    return _new(_RECOMMENDED, (best, best_metric, proposals, valid))
+    return MetricsRecommendation(best, best_metric, proposals, valid)
 
 
 _VALID_METRIC: Final[dict[str, Condition]] = {}  # ScalingActive for each metric name (immutable, so shared)

@@ -48,9 +48,7 @@ from autoscaler.policy.stage import Stage
 _new: Final = tuple.__new__
 # the classes plan() builds each tick, as C statics in a compiled build (an imported name is a
 # module-dict lookup at each use)
-_PLAN: Final = Plan
 _PLANNER_STATE: Final = PlannerState
-_OUTCOME: Final = Outcome
 
 
 def _total(reading: MetricReading | None) -> float | None:
@@ -238,12 +236,11 @@ def plan(
     # a need above the bound is recorded as the bound: no burst brings back more (scaledown.bounded)
     recorded = limit if limit < target else target  # min(), without the builtin's call
     needs, gaps = scaledown.record(state.needs, state.gaps, now, recorded, longest)
-    figures = (est.now, mean, upper, widening, horizon_s, at_horizon, speed, needed, keep, start, in_panic)
-    result = _new(_PLAN, figures)
+    result = Plan(est.now, mean, upper, widening, horizon_s, at_horizon, speed, needed, keep, start, in_panic)
     next_state = _new(
         _PLANNER_STATE, (dstate, speed_state, needs, panic_state, started_for, gaps, typical_capacity, found)
     )
-    return _new(_OUTCOME, (tuple(stages), desired, result, next_state))
+    return Outcome(tuple(stages), desired, result, next_state)
 
 
 def _learn_speed(

@@ -24,7 +24,6 @@ from autoscaler.policy.stage import Stage
 # A NamedTuple built as tuple.__new__(cls, fields) skips its Python-level __new__: a third of the
 # cost of cls(*fields) (~0.4 against ~1.3 µs here), and plan() builds a dozen a tick.
 _new: Final = tuple.__new__
-_STAGE: Final = Stage  # a C static in a compiled build, where an imported name is a dict lookup
 
 # the stages' messages, formatted only when read (stage.Stage)
 _DEMAND_MESSAGE: Final = (
@@ -84,61 +83,52 @@ def forecast_stages(
     over the typical load (band.band_width), not its log band."""
     r, pt, gt = est.now
     return [
-        _new(
-            _STAGE,
+        Stage(
+            "demand",
+            have,
+            have,
+            "DemandForecast",
+            _DEMAND_MESSAGE,
             (
-                "demand",
-                have,
-                have,
-                "DemandForecast",
-                _DEMAND_MESSAGE,
-                (
-                    r,
-                    finished,
-                    est.growth_per_s,
-                    pt,
-                    gt,
-                    horizon_s,
-                    mean.requests,
-                    upper.requests,
-                    widening,
-                    _ON_HEIGHTS if on_heights else "",
-                ),
+                r,
+                finished,
+                est.growth_per_s,
+                pt,
+                gt,
+                horizon_s,
+                mean.requests,
+                upper.requests,
+                widening,
+                _ON_HEIGHTS if on_heights else "",
             ),
         ),
-        _new(
-            _STAGE,
+        Stage(
+            "capacity",
+            have,
+            needed,
+            _binding_reason(at_horizon.binding),
+            _CAPACITY_MESSAGE,
             (
-                "capacity",
-                have,
+                at_horizon.prefill_tokens_per_s,
+                at_horizon.decode_tokens_per_s,
+                at_horizon.requests_per_s,
+                ahead.speed,
+                ahead.planned_at(horizon_s).requests,  # the demand sized: the late share's
                 needed,
-                _binding_reason(at_horizon.binding),
-                _CAPACITY_MESSAGE,
-                (
-                    at_horizon.prefill_tokens_per_s,
-                    at_horizon.decode_tokens_per_s,
-                    at_horizon.requests_per_s,
-                    ahead.speed,
-                    ahead.planned_at(horizon_s).requests,  # the demand sized: the late share's
-                    needed,
-                    ahead.spread,
-                    burstsize.replica_cv2(ahead.spread, at_horizon.replicas),
-                    ahead.hold,
-                    ahead.lifetime_hold,
-                    _queued_clause(ahead.queue_utilization()),
-                ),
+                ahead.spread,
+                burstsize.replica_cv2(ahead.spread, at_horizon.replicas),
+                ahead.hold,
+                ahead.lifetime_hold,
+                _queued_clause(ahead.queue_utilization()),
             ),
         ),
-        _new(
-            _STAGE,
-            (
-                "horizon",
-                needed,
-                needed,
-                "MarginalReplica",
-                _HORIZON_MESSAGE,
-                (needed - have if needed - have > 1 else 1, horizon_s, len(obs.loading_remaining_gb), rounds),
-            ),
+        Stage(
+            "horizon",
+            needed,
+            needed,
+            "MarginalReplica",
+            _HORIZON_MESSAGE,
+            (needed - have if needed - have > 1 else 1, horizon_s, len(obs.loading_remaining_gb), rounds),
         ),
     ]
 
@@ -210,17 +200,13 @@ def scale_up_stage(
     # Unconfirmed only when the wait is what holds replicas back (not maxReplicas: a
     # reactive floor above it leaves no deficit on the first decision, with no need before)
     if confirmed != target and deficit <= 0:
-        return _new(
-            _STAGE,
-            (
-                "scale-up",
-                target,
-                have,
-                "Unconfirmed",
-                "{} needed at the horizon, {} at the decision before: started when a second"
-                " decision needs them",
-                (target, state.needs[-1][1]),
-            ),
+        return Stage(
+            "scale-up",
+            target,
+            have,
+            "Unconfirmed",
+            "{} needed at the horizon, {} at the decision before: started when a second decision needs them",
+            (target, state.needs[-1][1]),
         )
     start, why = scaleup.starts_now(cold, deficit, cluster, period) if cold else (deficit, "")
     if burst_extra > start:  # a burst does not wait: what can be ready in time starts at once
@@ -229,4 +215,4 @@ def scale_up_stage(
     reason = "StaggeredStart" if start < deficit else "StartAll"
     if confirmed < target:
         why = f"{why}; {target - confirmed} more when the next decision needs them too"
-    return _new(_STAGE, ("scale-up", target, have + start, reason, why, ()))
+    return Stage("scale-up", target, have + start, reason, why, ())

@@ -4,10 +4,11 @@ with its JSON form (statejson.py has the reading rules), and what a decision saw
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, final
 
 from autoscaler.policy import demand, panic, speedlearn, statejson
 from autoscaler.policy.capacity import Demand, Sizing
+from autoscaler.policy.record import Record
 from autoscaler.policy.scaledown import Found, Gaps, NeedHistory
 from autoscaler.policy.speedlearn import SpeedState
 from autoscaler.policy.stage import Stage
@@ -143,8 +144,23 @@ class PlannerState(NamedTuple):
         )
 
 
-class Plan(NamedTuple):
+@final
+class Plan(Record):
     """What the predictive stages saw and decided, for explain and the replay's decisions."""
+
+    FIELDS = (
+        "demand_now",
+        "forecast",
+        "upper",
+        "band",
+        "horizon_s",
+        "sizing",
+        "speed",
+        "needed",
+        "keep",
+        "start_now",
+        "panic",
+    )
 
     demand_now: Demand  # this tick's estimate from the counters and the in-flight growth
     forecast: Demand  # the mean forecast at the horizon
@@ -158,9 +174,48 @@ class Plan(NamedTuple):
     start_now: int  # replicas this decision starts
     panic: bool
 
+    def __init__(
+        self,
+        demand_now: Demand,
+        forecast: Demand,
+        upper: Demand,
+        band: float,
+        horizon_s: float,
+        sizing: Sizing,
+        speed: float,
+        needed: int,
+        keep: int,
+        start_now: int,
+        panic: bool,
+    ) -> None:
+        self.demand_now = demand_now
+        self.forecast = forecast
+        self.upper = upper
+        self.band = band
+        self.horizon_s = horizon_s
+        self.sizing = sizing
+        self.speed = speed
+        self.needed = needed
+        self.keep = keep
+        self.start_now = start_now
+        self.panic = panic
 
-class Outcome(NamedTuple):
+
+@final
+class Outcome(Record):
+    """What planner.plan returns to decide."""
+
+    FIELDS = ("stages", "replicas", "plan", "state")
+
     stages: tuple[Stage, ...]
     replicas: int | None  # the recommendation; None: no demand data, the reactive path decides
     plan: Plan | None
     state: PlannerState
+
+    def __init__(
+        self, stages: tuple[Stage, ...], replicas: int | None, plan: Plan | None, state: PlannerState
+    ) -> None:
+        self.stages = stages
+        self.replicas = replicas
+        self.plan = plan
+        self.state = state

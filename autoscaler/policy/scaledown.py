@@ -54,9 +54,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Final, NamedTuple
+from typing import Final, final
 
 from autoscaler.policy.demand import typical_weight
+from autoscaler.policy.record import Record
 
 TRUST: Final = 0.5  # λ: 1.5x the hindsight optimum when the forecast is right, 3x at worst
 _EULER: Final = 0.5772156649015329  # the Euler–Mascheroni constant: H_n ≈ ln n + γ + 1/2n − 1/12n²
@@ -67,11 +68,20 @@ Gaps = tuple[float, ...]  # gaps[L - 1]: seconds from level L's last need to the
 Found = tuple[float, int]  # (time, replicas): the fleet found at first sight (hold_found)
 
 
-class Keep(NamedTuple):
+@final
+class Keep(Record):
+    FIELDS = ("replicas", "reason", "template", "args")
+
     replicas: int
     reason: str
     template: str  # the stage message as a Stage template, formatted only when read
-    args: tuple[object, ...] = ()
+    args: tuple[object, ...]
+
+    def __init__(self, replicas: int, reason: str, template: str, args: tuple[object, ...] = ()) -> None:
+        self.replicas = replicas
+        self.reason = reason
+        self.template = template
+        self.args = args
 
 
 def remember(history: NeedHistory, now: float, need: int, keep_s: float) -> NeedHistory:

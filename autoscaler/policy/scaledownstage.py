@@ -24,7 +24,6 @@ from autoscaler.policy.stage import Stage
 
 # A NamedTuple built as tuple.__new__(cls, fields) skips its Python-level __new__ (planner.py)
 _new: Final = tuple.__new__
-_STAGE: Final = Stage  # a C static in a compiled build, where a module's name is a dict lookup
 FALL_TOLERANCE: Final = (
     0.1  # demand counts as fallen 10 % below its level at the last scale-up (the HPA's tolerance)
 )
@@ -191,5 +190,5 @@ def stage(
         kept = scaledown.keep(have, now_count, later, state.needs, now, recreate, state.gaps, weight, drain)
         kept = scaledown.hold_found(kept, have, found, now, breakeven)
     if needed_now is None:
-        return _new(_STAGE, ("scale-down", target, kept.replicas, kept.reason, kept.template, kept.args))
-    return _new(_STAGE, ("scale-down", target, kept.replicas, kept.reason, _needed_now_message, needed_now))
+        return Stage("scale-down", target, kept.replicas, kept.reason, kept.template, kept.args)
+    return Stage("scale-down", target, kept.replicas, kept.reason, _needed_now_message, needed_now)

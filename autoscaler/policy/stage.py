@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any, final
+
+from autoscaler.policy.record import Record
 
 
-class Stage(NamedTuple):
+@final
+class Stage(Record):
     """A stage's counts and reason, and its message kept as a template with its arguments.
 
     The message is formatted only when it is read (`message`, `to_dict`): the replay keeps every
@@ -15,14 +18,34 @@ class Stage(NamedTuple):
     fields are filled from `args` (the same format specs as an f-string, so the same text), a
     plain message when `args` is empty (never formatted: its braces stay as they are), or a
     function that `args` are passed to. The arguments must be immutable values.
+
+    A Record (record.py), not a NamedTuple: a decision builds ~7.
     """
+
+    FIELDS = ("name", "before", "after", "reason", "template", "args")
 
     name: str
     before: int  # the recommendation (replicas) before the stage ...
     after: int  # ... and after it
     reason: str  # a CamelCase word, as Kubernetes condition reasons
-    template: str | Callable[..., str] = ""
-    args: tuple[Any, ...] = ()
+    template: str | Callable[..., str]
+    args: tuple[Any, ...]
+
+    def __init__(
+        self,
+        name: str,
+        before: int,
+        after: int,
+        reason: str,
+        template: str | Callable[..., str] = "",
+        args: tuple[Any, ...] = (),
+    ) -> None:
+        self.name = name
+        self.before = before
+        self.after = after
+        self.reason = reason
+        self.template = template
+        self.args = args
 
     @property
     def message(self) -> str:
