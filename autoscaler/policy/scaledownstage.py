@@ -22,8 +22,6 @@ from autoscaler.policy.scaledown import Found
 from autoscaler.policy.spec import ColdStartSpec
 from autoscaler.policy.stage import Stage
 
-# A NamedTuple built as tuple.__new__(cls, fields) skips its Python-level __new__ (planner.py)
-_new: Final = tuple.__new__
 FALL_TOLERANCE: Final = (
     0.1  # demand counts as fallen 10 % below its level at the last scale-up (the HPA's tolerance)
 )
