@@ -1,9 +1,9 @@
 """The marginal replica on the plateau (docs/policy-history.md, session 21, "The plateau"): per count
 n, the model's misses under the least-requests router, the prompts no fleet serves in time F
-(capacity.idle_misses), the waits past their slack W(n) (leastloaded.wait_tail at capacity.sizer's
+(idlemiss.idle_misses), the waits past their slack W(n) (leastloaded.wait_tail at capacity.sizer's
 terms) and the TPOT tail T(n) (tpottail._miss at λ/n), and the next replica's gain
 W(n) + T(n) - W(n+1) - T(n+1) beside its share of the SLO's allowance, ε/(n+1); and the least n
-whose W + T (not W alone) fits the waits' budget (capacity._wait_budget, at most ε). Run from the
+whose W + T (not W alone) fits the waits' budget (idlemiss.wait_budget, at most ε). Run from the
 repository's root: .venv/bin/python probes/plateau_margin.py
 """
 
@@ -29,7 +29,7 @@ from test_capacity_vs_replay import (
     stationary,
 )
 
-from autoscaler.policy import capacity, leastloaded, replicarates, tpottail
+from autoscaler.policy import capacity, idlemiss, leastloaded, replicarates, tpottail
 
 # rate, mean prompt, mean output, scenario, the gamma's shape (cv² 1 / shape)
 CASES = {
@@ -45,7 +45,7 @@ class Model(NamedTuple):
     count: int  # capacity.size's, least-loaded
     lost: float  # F
     eps: float
-    share: float  # the waits' budget: capacity._wait_budget, at most ε under this router
+    share: float  # the waits' budget: idlemiss.wait_budget, at most ε under this router
     misses: Callable[[int], tuple[float, float]]  # n -> (W, T)
 
 
@@ -65,7 +65,7 @@ def model(lam: float, prompt: float, output: float, scenario: Scenario, shapes: 
     load = lam * w
     budget = pr.max_batched_tokens
     eps = 1.0 - slo.attainment
-    lost = capacity.idle_misses(replicarates.engine(pr), slo, p, o, 1.0, cv2)
+    lost = idlemiss.idle_misses(replicarates.engine(pr), slo, p, o, 1.0, cv2)
     departing = leastloaded.departing(lam, base, p, budget)
 
     def misses(n: int) -> tuple[float, float]:

@@ -1,7 +1,7 @@
 """The plateau of static fleets where no fleet reaches 99 % (docs/policy.md, "How accurate the
 capacity model is", "With the lengths' spread"): per count, the replay's SLO, TTFT and TPOT
 attainment beside the model's counts (random and least-loaded router) and the prompts too long for
-the TTFT on an idle replica (capacity.idle_misses). Run from the repository's root:
+the TTFT on an idle replica (idlemiss.idle_misses). Run from the repository's root:
     .venv/bin/python probes/plateau_static.py CASE N [N ...]   (CASE 2k, 8k, mooncake-8b or mooncake-70b)
 """
 
@@ -24,7 +24,7 @@ from test_capacity_vs_replay import (  # noqa: E402
     stationary,
 )
 
-from autoscaler.policy import capacity  # noqa: E402
+from autoscaler.policy import idlemiss  # noqa: E402
 
 
 def main() -> None:
@@ -41,7 +41,7 @@ def main() -> None:
         size(profile, slo, demand, **spread).replicas,
         "least-loaded",
         size(profile, slo, demand, **spread, least_loaded=True).replicas,
-        "idle misses {:.4f}".format(capacity.idle_misses(profile, slo, p, o, 1.0, spread["lengths_cv2"])),
+        "idle misses {:.4f}".format(idlemiss.idle_misses(profile, slo, p, o, 1.0, spread["lengths_cv2"])),
         flush=True,
     )
     for n in map(int, sys.argv[2:]):

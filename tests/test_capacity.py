@@ -10,7 +10,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from autoscaler.policy import capacity, kvceiling, lengths, replicarates, tailsearch, tpottail
+from autoscaler.policy import capacity, idlemiss, kvceiling, lengths, replicarates, tailsearch, tpottail
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.capacityspec import ReplicaProfile, SloTarget
 
@@ -175,13 +175,13 @@ def test_ttft_binds_for_long_prompts_and_needs_more_than_the_work() -> None:
     # on an idle replica (27 %), so the waits may miss as often; a length-aware target that every
     # prompt can meet plans the full 1 % wait tail instead, and needs more
     lost = math.exp(-(2.0 - 0.03) * 8000 / 12_000)
-    assert capacity._wait_budget(0.01, 12_000, 8000.0, 0.0, 2.0 - 0.03, None) == pytest.approx(lost)
+    assert idlemiss.wait_budget(0.01, 12_000, 8000.0, 0.0, 2.0 - 0.03, None) == pytest.approx(lost)
     aware = capacity.size(
         ReplicaProfile(step_base_s=0.03, prefill_s_per_token=1 / 8000, max_num_seqs=1024),
         SloTarget(2.0, None, ttft_tokens_per_s=8000),
         d,
     )
-    assert capacity._wait_budget(0.01, 12_000, 8000.0, 0.0, 2.0 - 0.03, 8000.0) == 0.01
+    assert idlemiss.wait_budget(0.01, 12_000, 8000.0, 0.0, 2.0 - 0.03, 8000.0) == 0.01
     assert aware.replicas > s.replicas
 
 
@@ -201,7 +201,7 @@ def test_the_wait_budget_is_the_tail_less_the_unavoidable_misses() -> None:
     room = 2.0
     for lost in (0.0, 0.002, 0.005, 0.02, 0.3):
         p = 8000.0 * room / -math.log(lost) if lost else 1e-9  # exp(-room·rate / p) = lost
-        budget = capacity._wait_budget(0.01, p, 8000.0, 0.0, room, None)
+        budget = idlemiss.wait_budget(0.01, p, 8000.0, 0.0, room, None)
         assert budget == pytest.approx(max(0.01 - lost, lost), rel=1e-9, abs=1e-12)
 
 

@@ -9,7 +9,7 @@ import math
 import pytest
 from test_lookahead import _ahead
 
-from autoscaler.policy import band, capacity, lateband, levelbins, replicarates
+from autoscaler.policy import band, idlemiss, lateband, levelbins, replicarates
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.capacityspec import SloTarget
 from autoscaler.policy.lookahead import Lookahead
@@ -191,12 +191,12 @@ def test_the_idle_misses_of_a_mix(p: float, cv2: float, low: float, high: float)
     # Mooncake's mix on one-gpu-8b's engine (22 % of its prompts past 2 s alone; the model's gamma
     # 19 %) and Azure conv's (none)
     profile = replica_profile(LLAMA_8B_H100)
-    lost = capacity.idle_misses(
+    lost = idlemiss.idle_misses(
         replicarates.engine(profile), SloTarget(ttft_s=2.0, tpot_s=0.2), p, 150.0, 1.0, cv2
     )
     assert low < lost < high
     assert (
-        capacity.idle_misses(replicarates.engine(profile), SloTarget(ttft_s=2.0, tpot_s=0.2), 0.0, 150.0)
+        idlemiss.idle_misses(replicarates.engine(profile), SloTarget(ttft_s=2.0, tpot_s=0.2), 0.0, 150.0)
         == 0.0
     )
 
@@ -207,7 +207,7 @@ def test_the_idle_misses_of_a_mix(p: float, cv2: float, low: float, high: float)
 def test_the_idle_misses_read_the_profiles_fields_from_its_engine(
     scenario: str, p: float, o: float, speed: float
 ) -> None:
-    # capacity.idle_misses reads the profile's fields from its Engine (a compiled class): the same
+    # idlemiss.idle_misses reads the profile's fields from its Engine (a compiled class): the same
     # arithmetic as the profile's own functions
     profile = replica_profile(SCENARIOS[scenario].engine)
     for first in (False, True):
@@ -217,8 +217,8 @@ def test_the_idle_misses_read_the_profiles_fields_from_its_engine(
             base = pr.step_base_s / speed
             rate = replicarates.prefill_rate(pr, 0.0, p, max(o, 1.0), base, 0.0, speed)
             beta = pr.prefill_s_per_attention_pair * 0.5 / speed
-            want = capacity._idle_misses(p, rate, beta, slo.ttft_s - base, slo.ttft_tokens_per_s, 1.2)
-            assert capacity.idle_misses(replicarates.engine(pr), slo, p, o, speed, 1.2) == want
+            want = idlemiss.misses_at(p, rate, beta, slo.ttft_s - base, slo.ttft_tokens_per_s, 1.2)
+            assert idlemiss.idle_misses(replicarates.engine(pr), slo, p, o, speed, 1.2) == want
 
 
 # The overshoot at the count's queue (lateband.late_at, queued_width; lookahead.queue_utilization)

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from autoscaler.policy import capacity, demand, lengths, replicarates, speedlearn, tailsearch
+from autoscaler.policy import capacity, demand, idlemiss, lengths, replicarates, speedlearn, tailsearch
 from autoscaler.policy import mix as mixes
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.capacityspec import CapacitySpec, DemandSpec, SloTarget
@@ -48,7 +48,7 @@ def test_without_a_histogram_the_sizing_is_the_geometrics_to_the_bit() -> None:
         EIGHT_B, 0.1, 0.01, 3000.0, 10.0, 1.0, 2.0
     )
     e = replicarates.engine(EIGHT_B)
-    assert capacity.idle_misses(e, SLO, 8000.0, 200.0, 1.0, 1.5, 1.0) == capacity.idle_misses(
+    assert idlemiss.idle_misses(e, SLO, 8000.0, 200.0, 1.0, 1.5, 1.0) == idlemiss.idle_misses(
         e, SLO, 8000.0, 200.0, 1.0, 1.5
     )
 

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from autoscaler.policy import (
     burstsize,
     capacity,
+    idlemiss,
     kvceiling,
     leastloaded,
     lengths,
@@ -35,10 +36,10 @@ def _wait_budget_before(
     idle_rate: float,
     idle_room_s: float,
 ) -> float:
-    lost = capacity._idle_misses(p, rate, beta, room_s, ttft_tokens, cv2)
+    lost = idlemiss.misses_at(p, rate, beta, room_s, ttft_tokens, cv2)
     if lost <= tail - lost:
         return tail - lost
-    return max(tail - lost, capacity._idle_misses(p, idle_rate, beta, idle_room_s, ttft_tokens, cv2))
+    return max(tail - lost, idlemiss.misses_at(p, idle_rate, beta, idle_room_s, ttft_tokens, cv2))
 
 
 def _decode_rate_before(profile: ReplicaProfile, slo: SloTarget, base: float, d: float, seqs: float) -> float:
@@ -105,7 +106,9 @@ def _size_before(
         ttft_tokens = slo.ttft_tokens_per_s
         if slo.tpot_s is not None:
             idle_rate = replicarates.prefill_rate_of(profile, 0.0, o, base, w, a, d)
-            tpot_tail = max(tail, c._idle_misses(p, idle_rate, beta, ttft_s - base, ttft_tokens, lengths_cv2))
+            tpot_tail = max(
+                tail, idlemiss.misses_at(p, idle_rate, beta, ttft_s - base, ttft_tokens, lengths_cv2)
+            )
             tpot_n = lam / tailsearch.tpot_rate(
                 profile, slo.tpot_s, tpot_tail, p, o, speed, lengths_cv2, outputs_cv2
             )

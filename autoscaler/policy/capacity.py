@@ -42,23 +42,20 @@ import math
 from collections.abc import Callable
 from typing import Final, NamedTuple, final
 
-from autoscaler.policy import leastloaded, lengths, tailsearch, tpottail
+from autoscaler.policy import idlemiss, leastloaded, lengths, tailsearch, tpottail
 from autoscaler.policy.capacityspec import ReplicaProfile, SloTarget
 from autoscaler.policy.kvceiling import kv_requests, kv_z
 from autoscaler.policy.record import Record
 from autoscaler.policy.replicarates import (
     MAX_UTILIZATION,
-    Engine,
     decode_rate,
     decode_rate_of,
     prefill_rate,
-    prefill_rate_at,
     prefill_rate_of,
 )
 
 MIN_RATE = 1e-6  # requests/s below which a target is idle
-MIN_PROMPT_TOKENS = 1e-6  # a mean prompt below it is none: no prefill to queue (a restored state's
-# subnormal mix made the TTFT tail's slack infinite)
+MIN_PROMPT_TOKENS = idlemiss.MIN_PROMPT_TOKENS
 SERVICE_CV2: Final = 1.0  # squared coefficient of variation of prefill times the TTFT tail assumes when
 # no engine publishes prompt lengths (lengths.py; docs/policy.md, "How accurate the capacity model is")
 CONTEXT_OUTPUT_SHARE = tpottail.CONTEXT_OUTPUT_SHARE  # p + this x o: the mean context a decode reads
@@ -240,7 +237,7 @@ def sizer(
     ttft_tokens = slo.ttft_tokens_per_s
     # the requests that miss their TTFT even on an idle replica: no fleet serves them in time
     idle_rate = prefill_rate_of(profile, 0.0, o, base, w, a, d)
-    idle_misses = _idle_misses(p, idle_rate, beta, ttft_s - base, ttft_tokens, lengths_cv2)
+    idle_misses = idlemiss.misses_at(p, idle_rate, beta, ttft_s - base, ttft_tokens, lengths_cv2)
     if slo.tpot_s is not None:  # the short outputs whose steps carry prompt chunks
         # as many may miss their TPOT as miss their TTFT on an idle replica, and at least the tail
         tpot_tail = idle_misses if idle_misses > tail else tail
@@ -265,7 +262,9 @@ def sizer(
             slack += p / ttft_tokens
         if slack < MIN_SLACK_SHARE * service:
             slack = MIN_SLACK_SHARE * service
-        budget = _wait_budget(tail, p, rate, beta, ttft_s - step, ttft_tokens, lengths_cv2, idle_misses)
+        budget = idlemiss.wait_budget(
+            tail, p, rate, beta, ttft_s - step, ttft_tokens, lengths_cv2, idle_misses
+        )
         if least_loaded and budget > tail:  # a tail that falls as the replay's: the waits keep at most it
             budget = tail
         return rate, lam * service * prefill_burst, slack / service * 2.0, budget
@@ -327,81 +326,6 @@ def sizer(
         return Sizing(replicas, bound, rate, decode, lam / replicas, load / replicas)
 
     return at
-
-
-def idle_misses(
-    e: Engine,
-    slo: SloTarget,
-    p: float,
-    o: float,
-    speed: float = 1.0,
-    lengths_cv2: float = 1.0,
-    outputs_cv2: float = 1.0,
-) -> float:
-    """The share of requests of mean prompt p (output o, lengths' cv² lengths_cv2) that miss their
-    TTFT even on an idle replica: no fleet serves them in time (_idle_misses, as sizer reads it).
-    The engine's fields as prefill_token_s, decode_token_s and prefill_rate_of read the profile's
-    (tests/test_lateband.py holds the two to the bit)."""
-    if p < MIN_PROMPT_TOKENS:
-        return 0.0
-    o = o if o > 1.0 else 1.0
-    base = e.step_base_s / speed
-    pair = e.prefill_s_per_attention_pair
-    a = (e.prefill_s_per_token + pair * 0.5 * (p + 1.0)) / speed
-    share = lengths.context_share(outputs_cv2)
-    d = (e.decode_s_per_request + e.decode_s_per_context_token * (p + share * o)) / speed
-    rate = prefill_rate_at(0.0, o, base, 0.0, a, d, e.max_batched_tokens, e.prefill_first)
-    return _idle_misses(p, rate, pair * 0.5 / speed, slo.ttft_s - base, slo.ttft_tokens_per_s, lengths_cv2)
-
-
-def _wait_budget(
-    tail: float,
-    p: float,
-    rate: float,
-    beta: float,
-    room_s: float,
-    ttft_tokens: float | None,
-    lengths_cv2: float = 1.0,
-    idle: float | None = None,
-) -> float:
-    """The share of requests whose wait may exceed its slack: the attainment's tail less the
-    requests that miss their TTFT with no wait at this count's prefill `rate` and `room_s`
-    (_idle_misses). Once those take half of the tail or more, the waits may miss as often as the
-    requests that miss on an *idle* replica do (`idle`, _idle_misses there; at most doubling the
-    misses no fleet avoids): a 1 % tail planned where more miss anyway buys replicas and little
-    SLO (Mooncake x 0.52 on one-gpu-8b, where a fifth of the prompts cannot meet 2 s: 14.3 GPU-h for
-    77.9 % with the 1 % tail, 3.1 for 75.3 % with this budget; the HPA 52.8 % at 2). Read at this
-    count's load instead, the allowance grew with the demand and a larger demand could be sized
-    fewer replicas (tests/test_capacity.py's monotonicity property)."""
-    lost = _idle_misses(p, rate, beta, room_s, ttft_tokens, lengths_cv2)
-    budget = tail - lost
-    if lost > budget:
-        if idle is not None:
-            lost = idle
-        if lost > budget:
-            budget = lost
-    return budget
-
-
-def _idle_misses(
-    p: float, rate: float, beta: float, room_s: float, ttft_tokens: float | None, lengths_cv2: float = 1.0
-) -> float:
-    """The share of requests that miss their TTFT even on an idle replica. A prompt of x tokens
-    takes α·x + β·x² to prefill (β the attention's per pair, α the rest, so that p tokens take
-    p / rate) of the room_s its target leaves after the first step (plus x / ttft_tokens if the
-    target grows with the prompt); x is gamma with mean p and squared coefficient of variation
-    lengths_cv2 (lengths.py; 1: exponential, what counters alone allow)."""
-    alpha = 1.0 / rate - beta * p - (1.0 / ttft_tokens if ttft_tokens is not None else 0.0)
-    if room_s <= 0.0:
-        return 1.0
-    if beta > 0.0:
-        longest = (math.sqrt(alpha * alpha + 4.0 * beta * room_s) - alpha) / (2.0 * beta)
-        return lengths.longer_share(longest, p, lengths_cv2)
-    if alpha > 0.0:
-        if lengths_cv2 == 1.0:
-            return math.exp(-room_s / (alpha * p))
-        return lengths.longer_share(room_s / alpha, p, lengths_cv2)
-    return 0.0
 
 
 def _idle(profile: ReplicaProfile, slo: SloTarget, speed: float) -> Sizing:

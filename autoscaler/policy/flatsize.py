@@ -77,7 +77,7 @@ def _decode(c: Any, base: float, d: float, seqs: float) -> float:
 
 
 def _idle_misses(c: Any, p: float, rate: float, beta: float, room_s: float) -> float:
-    """capacity._idle_misses for exponential prompt lengths (lengths_cv2 1)."""
+    """idlemiss.misses_at for exponential prompt lengths (lengths_cv2 1)."""
     alpha = 1.0 / rate - beta * p - (1.0 / c[TOKENS] if c[HAS_TOKENS] != 0.0 else 0.0)
     if room_s <= 0.0:
         return 1.0
@@ -118,7 +118,7 @@ def _terms(
         slack += p / c[TOKENS]
     if slack < MIN_SLACK_SHARE * service:
         slack = MIN_SLACK_SHARE * service
-    lost = _idle_misses(c, p, rate, beta, ttft_s - step)  # capacity._wait_budget
+    lost = _idle_misses(c, p, rate, beta, ttft_s - step)  # idlemiss.wait_budget
     budget = tail - lost
     if lost > budget:  # as many may wait as miss on an idle replica, not at this count's load
         idle = _idle_misses(c, p, _prefill(c, 0.0, o, base, w, a, d), beta, ttft_s - base)

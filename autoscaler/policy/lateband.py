@@ -20,7 +20,7 @@ A fleet of capacity C (the load it serves at the SLO) facing L:
             exponential factor only falls as u falls (capacity.py). So ε·(1 - L / C) of L's
             requests is allowance left unused.
   always    the requests whose prefill alone is past the TTFT target (a share λ of every load,
-            capacity.idle_misses) are late at any fleet size: they spend the allowance first.
+            idlemiss.idle_misses) are late at any fleet size: they spend the allowance first.
 The expected late share is within ε when (1 - ε)·E[(L - C)+] <= ε·E[L·(1 - L / C); 0 < L <= C]
 - λ·E[L; 0 < L <= C]: the overshoot's late requests spend the allowance the queue and the prompts
 no replica serves in time leave unused below capacity, the same rule at every fleet size. Where λ

@@ -19,6 +19,7 @@ from autoscaler.policy import (
     capacity,
     demand,
     flatahead,
+    idlemiss,
     lasting,
     lateband,
     latecurve,
@@ -290,7 +291,7 @@ class Lookahead:
         if lost is None:
             mix = self._observed.mix
             cv2 = self.shape.get("lengths_cv2", 1.0)
-            lost = self._lost = capacity.idle_misses(
+            lost = self._lost = idlemiss.idle_misses(
                 self._engine,
                 self.slo,
                 mix.prompt,
