@@ -9,7 +9,9 @@ requests, the requests and the mean ready replicas. A probe, not part of the pol
 
 e.g. `traces/servegen_reason_deepseek-r1.tar.gz servegen 0.097 reference-70b 1
 predictive,hpa,clairvoyant` (the holdouts at seed 1, docs/policy.md "Traffic it was not tuned on");
-START_S and END_S as `--start-s` and `--end-s` (the m-mid and m-small holdouts: 39600 50400).
+START_S and END_S as `--start-s` and `--end-s` (the m-mid and m-small holdouts: 39600 50400). TRACE
+`embedded` is the embedded synthetic trace of that seed (`make demo`'s; FORMAT and RATE_SCALE ignored):
+`embedded - 1 reference-70b 0 predictive,hpa,clairvoyant 0 7200 600`.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import numpy as np
 from replay.cli import run_policy
 from replay.policies.params import PolicyParams
 from replay.profiles import SCENARIOS
-from replay.traces import load_trace
+from replay.traces import default_trace, load_trace
 from replay.warmup import resolve_warmup
 
 FILL_S = 60.0  # a request routed this soon after its replica became ready is part of the start's fill
@@ -32,7 +34,10 @@ def main(argv: list[str]) -> None:
     start_s, end_s = (float(argv[6]), float(argv[7])) if len(argv) > 7 else (0.0, None)
     bucket_s = float(argv[8]) if len(argv) > 8 else 3600.0
     scenario = SCENARIOS[name]
-    trace = load_trace(path, fmt, start_s=start_s, end_s=end_s, rate_scale=float(scale), seed=int(seed))
+    if path == "embedded":  # the embedded synthetic trace (replay.traces.default_trace), FORMAT ignored
+        trace = default_trace(int(seed))
+    else:
+        trace = load_trace(path, fmt, start_s=start_s, end_s=end_s, rate_scale=float(scale), seed=int(seed))
     params = PolicyParams()
     warmup = resolve_warmup(None, scenario, params.downscale_window_s)
     ttft_s = scenario.slo.ttft_s
