@@ -16,6 +16,7 @@ from autoscaler.policy.planstate import Outcome, Plan, PlannerState
 from autoscaler.policy.record import Record
 from autoscaler.policy.replicacalc import MetricProposal
 from autoscaler.policy.scaledown import Keep
+from autoscaler.policy.speedlearn import SpeedState
 from autoscaler.policy.stage import Stage
 
 _SIZING = Sizing(3, "ttft", 15_000.0, 4_000.0, 2.5, 0.4)
@@ -35,6 +36,8 @@ INSTANCES: list[Record] = [
     ),
     MetricProposal(4, 1.2, 3_000),
     Keep(3, "KeepRecurring", "replica {} came back", (3,)),
+    SpeedState(-0.25, 12.0, 2, 4, 6.5),
+    PlannerState(None, SpeedState(-0.25, 12.0, 2), ((100.0, 3),), started_for=2.5, gaps=(30.0,)),
 ]
 
 
@@ -56,6 +59,14 @@ def test_every_field_is_in_fields_and_reads_back(value: Record) -> None:
     if annotations:  # the sources keep them; a compiled class may not
         fields = tuple(name for name in annotations if name != "FIELDS")
         assert fields == cls.FIELDS, f"{cls.__name__}: FIELDS {cls.FIELDS} against its annotations {fields}"
+
+
+def test_replace_is_a_namedtuples() -> None:
+    state = SpeedState(-0.25, 12.0, 2, 4, 6.5)
+    assert state._replace(ready=5, queue=1.0) == SpeedState(-0.25, 12.0, 2, 5, 1.0)
+    assert state == SpeedState(-0.25, 12.0, 2, 4, 6.5)  # a copy: the value itself unchanged
+    with pytest.raises(ValueError, match="unexpected field names: \\['speed'\\]"):
+        state._replace(speed=1.0)
 
 
 def test_a_record_differs_from_another_class_and_from_a_tuple_of_its_values() -> None:
