@@ -132,8 +132,7 @@ def above_band(
     (primed), at the load's terms and the band's (capacityfacts.load_terms, band_terms)."""
     bins: Boxed = prior.bins  # its pairs read as objects too (below)
     n = len(bins)
-    relative: Boxed = prior.relative
-    heights: Boxed = prior.heights
+    relative, heights = prior.relative, prior.heights
     boxed: Boxed = terms
     requests: Boxed = prior.requests
     mix: Boxed = prior.mix
@@ -149,8 +148,7 @@ def above_band(
     s0, n0 = first
     s1, n1 = second
     er, ep, eo = now_seen
-    rq, _, rn = relative
-    hq, _, _, _, _, lean = heights
+    rq, rn, hq, lean = relative.quantile, relative.scored, heights.quantile, heights.lean
     got: tuple[bool, float] = flatband.kernel(
         a0, a1, b0, c0, k, min_rate, damping_s, now - prior.at, rl, rt, p, o, tr, tp, to,
         prior_weight, prior_error, prior.scored, prior.error_quantile,
