@@ -12,6 +12,7 @@ import pytest
 from autoscaler.policy.capacity import Demand, Sizing
 from autoscaler.policy.demand import Estimate
 from autoscaler.policy.hpa import Condition, MetricsRecommendation
+from autoscaler.policy.lasting import Lasting
 from autoscaler.policy.levelbins import Heights, Relative
 from autoscaler.policy.planstate import Outcome, Plan, PlannerState
 from autoscaler.policy.record import Record
@@ -39,6 +40,7 @@ INSTANCES: list[Record] = [
     Keep(3, "KeepRecurring", "replica {} came back", (3,)),
     SpeedState(-0.25, 12.0, 2, 4, 6.5),
     Relative(0.5, 0.25, 30.0),
+    Lasting(40.0, 2.5, 0.75),
     Heights(1.5, 0.75, 60.0, 0.125, 0.0625, -0.5),
     PlannerState(None, SpeedState(-0.25, 12.0, 2), ((100.0, 3),), started_for=2.5, gaps=(30.0,)),
 ]

@@ -27,7 +27,6 @@ _STATE: Final = DemandState
 _MIX: Final = Mix
 _SERIES: Final = Series
 _DEMAND: Final = Demand
-_LASTING: Final = Lasting
 
 
 def fold(
@@ -71,13 +70,13 @@ def fold(
     requests: Boxed = state.requests
     counted: Boxed = gate or _NO_BIN
     typical: Boxed = state.typical
-    lasted: Boxed = state.lasting
+    lasted = state.lasting
     mix_r, mix_p, mix_o, mix_sq, spread_r, spread_p, mix_osq, spread_o = mix
     level, trend = requests
     s2, sn = state.spread  # a pair of floats: unpacked, not boxed into a new tuple first
     gate_level, gate_trend = counted
     typical_r, typical_p, typical_o = typical
-    lasting_time, lasting_rate, lasting_excess = lasted
+    lasting_time, lasting_rate, lasting_excess = lasted.time_s, lasted.rate, lasted.excess
     weight, b, typical_w = weights
     out: Boxed = flatdemand._kernel(
         state.at, state.inflight, mix_r, mix_p, mix_o, mix_sq, spread_r, spread_p, mix_osq, spread_o,
@@ -113,7 +112,7 @@ def fold(
             state.relative,
             out[10:12],
             _new(_SERIES, out[13:15]) if out[12] else None,
-            _new(_LASTING, out[19:22]),
+            Lasting(out[19], out[20], out[21]),
             state.heights,
         ),
     )
