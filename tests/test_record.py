@@ -10,10 +10,11 @@ import inspect
 import pytest
 
 from autoscaler.policy.capacity import Demand, Sizing
-from autoscaler.policy.demand import Estimate
+from autoscaler.policy.demand import DemandState, Estimate, Series
 from autoscaler.policy.hpa import Condition, MetricsRecommendation
 from autoscaler.policy.lasting import Lasting
 from autoscaler.policy.levelbins import Heights, Relative
+from autoscaler.policy.mix import Mix
 from autoscaler.policy.planstate import Outcome, Plan, PlannerState
 from autoscaler.policy.record import Record
 from autoscaler.policy.replicacalc import MetricProposal
@@ -41,6 +42,23 @@ INSTANCES: list[Record] = [
     SpeedState(-0.25, 12.0, 2, 4, 6.5),
     Relative(0.5, 0.25, 30.0),
     Lasting(40.0, 2.5, 0.75),
+    DemandState(
+        100.0,
+        4.0,
+        Mix(400.0, 900.0, 150.0),
+        Series(2.5, 0.0),
+        True,
+        ((85.0, 145.0, 3.0, 1),),
+        0.5,
+        0.25,
+        30.0,
+        _DEMAND,
+        ((90.0, 3.5),),
+        3.5,
+        ((0.25, 30.0), (0.5, 12.0)),
+        Relative(0.5, 0.25, 30.0),
+        (0.5, 2.0),
+    ),
     Heights(1.5, 0.75, 60.0, 0.125, 0.0625, -0.5),
     PlannerState(None, SpeedState(-0.25, 12.0, 2), ((100.0, 3),), started_for=2.5, gaps=(30.0,)),
 ]

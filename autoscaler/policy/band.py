@@ -27,10 +27,8 @@ MAX_ERROR: Final = 4.0  # |log ratio| beyond e^4 = 55x counts as e^4: one outage
 MAX_SCORED: Final = levelbins.MAX_SCORED  # the prior's weight fades up to this many scored errors
 # bin 0's heights over the typical load are clipped where a forecast of 0's log ratio is: e^4 - 1
 MAX_HEIGHT: Final = 53.598150033144236  # math.expm1(MAX_ERROR), a literal for mypyc's Final
-_new: Final = tuple.__new__  # as demand.py: a NamedTuple built without its Python-level __new__
 _EXPM1: Final = math.expm1  # no mypyc primitive: read as a module's attribute at each call
-_DEMAND_STATE: Final = DemandState
-if len(DemandState._fields) != 18:  # track builds its result field by field
+if len(DemandState.FIELDS) != 18:  # track builds its result field by field
     raise AssertionError("band.track lists DemandState's 18 fields: update it with the state")
 
 
@@ -273,15 +271,12 @@ def track(
     if cut:
         peaks = peaks[cut:]
     # state._replace(pending=..., error_quantile=..., error_scale=..., scored=..., peaks=...,
-    # typical_peak=..., bins=..., relative=..., heights=...), built directly as one tuple (the other
-    # fields as they are: at, inflight, mix, requests, primed; typical; spread, counted, lasting)
+    # typical_peak=..., bins=..., relative=..., heights=...), built directly (the other fields as
+    # they are: at, inflight, mix, requests, primed; typical; spread, counted, lasting)
     s = state
-    return _new(
-        _DEMAND_STATE,
-        (
-            s[0], s[1], s[2], s[3], s[4], pending, q, scale, scored, s[9], peaks, typical_peak, bins,
-            relative, s[14], s[15], s[16], heights,
-        ),
+    return DemandState(
+        s.at, s.inflight, s.mix, s.requests, s.primed, pending, q, scale, scored, s.typical, peaks,
+        typical_peak, bins, relative, s.spread, s.counted, s.lasting, heights,
     )  # fmt: skip
 
 

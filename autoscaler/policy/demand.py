@@ -23,7 +23,7 @@ The forecaster's own errors are scored online and give the band planned on (band
 kept for them lives here, in DemandState. docs/policy.md ("The predictive stages", "Defaults and
 why") has the details and the defaults' reasons.
 
-Pure: no clock, no I/O; times are seconds on the caller's clock. State is a NamedTuple value.
+Pure: no clock, no I/O; times are seconds on the caller's clock. State is a value (a Record).
 """
 
 from __future__ import annotations
@@ -54,12 +54,41 @@ MIX_LIFETIMES = 2.0
 _new: Final = tuple.__new__
 
 
+_NO_RELATIVE = Relative()
+_NO_LASTING = Lasting()
+_NO_HEIGHTS = Heights()
+
+
 class Series(NamedTuple):
     level: float
     trend: float  # per second
 
 
-class DemandState(NamedTuple):
+@final
+class DemandState(Record):
+    """A Record (record.py), not a NamedTuple: a tick builds two (observe, band.track)."""
+
+    FIELDS = (
+        "at",
+        "inflight",
+        "mix",
+        "requests",
+        "primed",
+        "pending",
+        "error_quantile",
+        "error_scale",
+        "scored",
+        "typical",
+        "peaks",
+        "typical_peak",
+        "bins",
+        "relative",
+        "spread",
+        "counted",
+        "lasting",
+        "heights",
+    )
+
     at: float  # the last sample's time
     inflight: float  # the last in-flight reading (its growth is demand the counters miss)
     mix: Mix  # tokens per request
@@ -72,25 +101,65 @@ class DemandState(NamedTuple):
     error_scale: float  # smoothed |log ratio|: the quantile tracker's step
     scored: float  # forecasts scored so far (capped at MAX_SCORED)
     typical: Demand  # the demand averaged over TYPICAL_HALF_LIFE_S: the band's offset and mix at idle
-    peaks: tuple[tuple[float, float], ...] = ()  # (time, load) with loads falling: window maxima
+    peaks: tuple[tuple[float, float], ...]  # (time, load) with loads falling: window maxima
     # the level's peak over the scored horizon (peaks[0]), averaged as `typical` but rising at once
     # to a new peak: how high the bursts typically go (scaledown.slo_weight)
-    typical_peak: float = 0.0
+    typical_peak: float
     # per bin of the level a forecast was made at, its errors' mean |log ratio| and count, and the
     # tracked quantile of error / that scale: a bin's band (levelbins.py); () until scored
-    bins: Bins = ()
-    relative: Relative = Relative()
+    bins: Bins
+    relative: Relative
     # the arrivals' counts per tick against the level's one-step forecast, (squared residual, count)
     # averaged as `typical`: their ratio is the index of dispersion (dispersion()); (0, 0): none yet
-    spread: tuple[float, float] = (0.0, 0.0)
+    spread: tuple[float, float]
     # the gateway's arrivals count (observe's `arrived`) as a level and trend of its own, which its
     # counts are the dispersion's misses about; None: no reading last tick (or no counter)
-    counted: Series | None = None
+    counted: Series | None
     # the arrivals over the requests' time in the system, which are what is in flight (lasting.py)
-    lasting: Lasting = Lasting()
+    lasting: Lasting
     # bin 0's errors as heights over the typical load, their quantile and the lean between them and
     # the log ratios (levelbins.Heights, band.track): bin 0 plans on the heights while it is above 0
-    heights: Heights = Heights()
+    heights: Heights
+
+    def __init__(
+        self,
+        at: float,
+        inflight: float,
+        mix: Mix,
+        requests: Series,
+        primed: bool,
+        pending: tuple[tuple[float, float, float, int], ...],
+        error_quantile: float,
+        error_scale: float,
+        scored: float,
+        typical: Demand,
+        peaks: tuple[tuple[float, float], ...] = (),
+        typical_peak: float = 0.0,
+        bins: Bins = (),
+        relative: Relative = _NO_RELATIVE,
+        spread: tuple[float, float] = (0.0, 0.0),
+        counted: Series | None = None,
+        lasting: Lasting = _NO_LASTING,
+        heights: Heights = _NO_HEIGHTS,
+    ) -> None:
+        self.at = at
+        self.inflight = inflight
+        self.mix = mix
+        self.requests = requests
+        self.primed = primed
+        self.pending = pending
+        self.error_quantile = error_quantile
+        self.error_scale = error_scale
+        self.scored = scored
+        self.typical = typical
+        self.peaks = peaks
+        self.typical_peak = typical_peak
+        self.bins = bins
+        self.relative = relative
+        self.spread = spread
+        self.counted = counted
+        self.lasting = lasting
+        self.heights = heights
 
     def to_dict(self, codec: TimeCodec | None = None) -> dict[str, Any]:
         """JSON-ready, times through `codec` (statejson.TimeCodec; default: seconds)."""
@@ -236,28 +305,25 @@ def observe(
         typical.requests,
         typical_w,
     )
-    new = _new(
-        DemandState,
-        (
-            now,
-            inflight,
-            mix,
-            req,
-            True,
-            state.pending,
-            state.error_quantile,
-            state.error_scale,
-            state.scored,
-            typical,
-            state.peaks,  # the levels the pending forecasts are scored against (track)
-            _toward_peak(state.typical_peak, state.peaks, typical_w),
-            state.bins,
-            state.relative,
-            spread,
-            gate,
-            lasted,
-            state.heights,
-        ),
+    new = DemandState(
+        now,
+        inflight,
+        mix,
+        req,
+        True,
+        state.pending,
+        state.error_quantile,
+        state.error_scale,
+        state.scored,
+        typical,
+        state.peaks,  # the levels the pending forecasts are scored against (track)
+        _toward_peak(state.typical_peak, state.peaks, typical_w),
+        state.bins,
+        state.relative,
+        spread,
+        gate,
+        lasted,
+        state.heights,
     )
     return new, Estimate(now_demand, growth)
 

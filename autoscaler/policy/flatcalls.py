@@ -23,7 +23,6 @@ _NO_BIN: Final = (0.0, 0.0)  # a bin not scored yet, as the kernels take it
 # then boxed again for the kernel's call
 Boxed = tuple[Any, ...]
 # the classes built, as C statics in a compiled build (an imported name is a module-dict lookup)
-_STATE: Final = DemandState
 _MIX: Final = Mix
 _SERIES: Final = Series
 _DEMAND: Final = Demand
@@ -93,28 +92,25 @@ def fold(
         out_pair, osq_read, osum_read,
         weight, b, typical_w,
     )  # fmt: skip
-    new = _new(
-        _STATE,
-        (
-            now,
-            inflight,
-            _new(_MIX, out[0:8]),
-            _new(_SERIES, out[8:10]),
-            True,
-            state.pending,
-            state.error_quantile,
-            state.error_scale,
-            state.scored,
-            _new(_DEMAND, out[15:18]),
-            peaks,
-            out[18],
-            state.bins,
-            state.relative,
-            out[10:12],
-            _new(_SERIES, out[13:15]) if out[12] else None,
-            Lasting(out[19], out[20], out[21]),
-            state.heights,
-        ),
+    new = DemandState(
+        now,
+        inflight,
+        _new(_MIX, out[0:8]),
+        _new(_SERIES, out[8:10]),
+        True,
+        state.pending,
+        state.error_quantile,
+        state.error_scale,
+        state.scored,
+        _new(_DEMAND, out[15:18]),
+        peaks,
+        out[18],
+        state.bins,
+        state.relative,
+        out[10:12],
+        _new(_SERIES, out[13:15]) if out[12] else None,
+        Lasting(out[19], out[20], out[21]),
+        state.heights,
     )
     return new, Estimate(_new(_DEMAND, out[22:25]), out[25])
 
