@@ -42,6 +42,7 @@ INSTANCES: list[Record] = [
     SpeedState(-0.25, 12.0, 2, 4, 6.5),
     Relative(0.5, 0.25, 30.0),
     Lasting(40.0, 2.5, 0.75),
+    Series(2.5, -0.125),
     DemandState(
         100.0,
         4.0,

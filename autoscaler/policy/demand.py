@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final, NamedTuple, final
+from typing import TYPE_CHECKING, Any, Final, final
 
 from autoscaler.policy import memo
 from autoscaler.policy.capacity import Demand
@@ -59,9 +59,18 @@ _NO_LASTING = Lasting()
 _NO_HEIGHTS = Heights()
 
 
-class Series(NamedTuple):
+@final
+class Series(Record):
+    """A level and its trend (Holt's). A Record (record.py): a tick builds one or two."""
+
+    FIELDS = ("level", "trend")
+
     level: float
     trend: float  # per second
+
+    def __init__(self, level: float, trend: float) -> None:
+        self.level = level
+        self.trend = trend
 
 
 @final
@@ -273,9 +282,10 @@ def observe(
         # requests end together), which read as bursts (docs/policy.md, arrivalRateMetric); each
         # count about its own level, whose error the miss's weight allows for
         if gate is not None and arrived is not None:
-            (rl, rt), count, count_window = gate, arrived, arrived_window_s
+            about, count, count_window = gate, arrived, arrived_window_s
         else:
-            (rl, rt), count, count_window = state.requests, arrivals, window_s
+            about, count, count_window = state.requests, arrivals, window_s
+        rl, rt = about.level, about.trend
         ahead = (rl + rt * dt) * dt  # the count the level expected this tick
         if ahead < 0.0:
             ahead = 0.0
@@ -291,7 +301,7 @@ def observe(
     if arrived is None:
         gate = None
     elif gate is None:  # its first reading: a level to count the next ones about
-        gate = _new(Series, (arrived, 0.0))
+        gate = Series(arrived, 0.0)
     else:
         gate = _holt(gate, arrived, dt, weight, b, True)
     typical = _toward(state.typical, now_demand, typical_w)
@@ -458,17 +468,17 @@ def _weight(base: float, dt: float, period: float) -> float:
 
 
 def _holt(s: Series, y: float, dt: float, a: float, b: float, primed: bool) -> Series:
-    old_level, old_trend = s
+    old_level, old_trend = s.level, s.trend
     if not primed:  # the trend starts at 0: the first sample misses the in-flight growth (it
         # has no earlier gauge to difference), so the first difference is the fleet's start, not
         # the demand's (103 -> 380 req/s in a tick on Poisson traffic forecast 2,580 ten minutes on)
-        return _new(Series, (y, 0.0))
+        return Series(y, 0.0)
     predicted = old_level + old_trend * dt
     level = predicted + a * (y - predicted)
     if level < 0.0:
         level = 0.0  # demand is never negative: a trend that overshot zero starts from zero
     trend = old_trend + b * ((level - old_level) / dt - old_trend)
-    return _new(Series, (level, trend))
+    return Series(level, trend)
 
 
 def expected(spec: DemandSpec, state: DemandState, horizon_s: float) -> Demand:
@@ -476,8 +486,8 @@ def expected(spec: DemandSpec, state: DemandState, horizon_s: float) -> Demand:
     0) at the mix."""
     tau = spec.damping_s
     reach = tau * -math.expm1(-horizon_s / tau) if horizon_s > 0.0 else 0.0
-    rl, rt = state.requests
-    r = rl + rt * reach
+    requests = state.requests
+    r = requests.level + requests.trend * reach
     if r < 0.0:
         r = 0.0
     _, p, o, *_ = state.mix

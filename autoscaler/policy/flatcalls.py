@@ -24,7 +24,6 @@ _NO_BIN: Final = (0.0, 0.0)  # a bin not scored yet, as the kernels take it
 Boxed = tuple[Any, ...]
 # the classes built, as C statics in a compiled build (an imported name is a module-dict lookup)
 _MIX: Final = Mix
-_SERIES: Final = Series
 _DEMAND: Final = Demand
 
 
@@ -66,14 +65,12 @@ def fold(
         out_pair, osq_read, osum_read = True, output_sq, output_sum
     gate, peaks = state.counted, state.peaks
     mix: Boxed = state.mix
-    requests: Boxed = state.requests
-    counted: Boxed = gate or _NO_BIN
     typical: Boxed = state.typical
     lasted = state.lasting
     mix_r, mix_p, mix_o, mix_sq, spread_r, spread_p, mix_osq, spread_o = mix
-    level, trend = requests
+    level, trend = state.requests.level, state.requests.trend
     s2, sn = state.spread  # a pair of floats: unpacked, not boxed into a new tuple first
-    gate_level, gate_trend = counted
+    gate_level, gate_trend = (0.0, 0.0) if gate is None else (gate.level, gate.trend)
     typical_r, typical_p, typical_o = typical
     lasting_time, lasting_rate, lasting_excess = lasted.time_s, lasted.rate, lasted.excess
     weight, b, typical_w = weights
@@ -96,7 +93,7 @@ def fold(
         now,
         inflight,
         _new(_MIX, out[0:8]),
-        _new(_SERIES, out[8:10]),
+        Series(out[8], out[9]),
         True,
         state.pending,
         state.error_quantile,
@@ -108,7 +105,7 @@ def fold(
         state.bins,
         state.relative,
         out[10:12],
-        _new(_SERIES, out[13:15]) if out[12] else None,
+        Series(out[13], out[14]) if out[12] else None,
         Lasting(out[19], out[20], out[21]),
         state.heights,
     )
@@ -129,7 +126,6 @@ def above_band(
     n = len(bins)
     relative, heights = prior.relative, prior.heights
     boxed: Boxed = terms
-    requests: Boxed = prior.requests
     mix: Boxed = prior.mix
     typical: Boxed = prior.typical
     first: Boxed = bins[0] if n else _NO_BIN
@@ -137,7 +133,7 @@ def above_band(
     now_seen: Boxed = seen
     a0, a1, b0, c0, k, min_rate = boxed
     damping_s, prior_weight, prior_error = band
-    rl, rt = requests
+    rl, rt = prior.requests.level, prior.requests.trend
     p, o = mix[1], mix[2]  # not starred: a compiled unpacking with a star copies the tuple to a list
     tr, tp, to = typical
     s0, n0 = first

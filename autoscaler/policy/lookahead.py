@@ -169,7 +169,6 @@ class Lookahead:
         # the arguments one by one, their tuples read as objects (flatcalls.py)
         boxed: Boxed = cap.terms
         mix: Boxed = observed.mix
-        requests: Boxed = observed.requests
         typical: Boxed = observed.typical
         relative, heights = observed.relative, observed.heights
         first: Boxed = bins[0] if n else _NO_BIN
@@ -177,7 +176,7 @@ class Lookahead:
         a0, a1, b0, c0, k, min_rate = boxed
         damping_s, prior_weight, prior_error = cap.band
         p, o = mix[1], mix[2]  # not starred: a compiled unpacking with a star copies the tuple to a list
-        rl, rt = requests
+        rl, rt = observed.requests.level, observed.requests.trend
         tr, tp, to = typical
         s2, sn = observed.spread  # a pair of floats: unpacked, not boxed into a new tuple first
         s0, n0 = first
