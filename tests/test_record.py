@@ -43,6 +43,7 @@ INSTANCES: list[Record] = [
     Relative(0.5, 0.25, 30.0),
     Lasting(40.0, 2.5, 0.75),
     Series(2.5, -0.125),
+    Mix(400.0, 900.0, 150.0, 1.6e6, 1_800.0, 950.0, 4.5e4, 160.0),
     DemandState(
         100.0,
         4.0,

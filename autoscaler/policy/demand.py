@@ -490,5 +490,5 @@ def expected(spec: DemandSpec, state: DemandState, horizon_s: float) -> Demand:
     r = requests.level + requests.trend * reach
     if r < 0.0:
         r = 0.0
-    _, p, o, *_ = state.mix
-    return _new(Demand, (r, r * p, r * o))
+    mix = state.mix
+    return _new(Demand, (r, r * mix.prompt, r * mix.output))

@@ -23,7 +23,6 @@ _NO_BIN: Final = (0.0, 0.0)  # a bin not scored yet, as the kernels take it
 # then boxed again for the kernel's call
 Boxed = tuple[Any, ...]
 # the classes built, as C statics in a compiled build (an imported name is a module-dict lookup)
-_MIX: Final = Mix
 _DEMAND: Final = Demand
 
 
@@ -64,10 +63,9 @@ def fold(
     if output_sq is not None and output_sum is not None:
         out_pair, osq_read, osum_read = True, output_sq, output_sum
     gate, peaks = state.counted, state.peaks
-    mix: Boxed = state.mix
+    mix = state.mix
     typical: Boxed = state.typical
     lasted = state.lasting
-    mix_r, mix_p, mix_o, mix_sq, spread_r, spread_p, mix_osq, spread_o = mix
     level, trend = state.requests.level, state.requests.trend
     s2, sn = state.spread  # a pair of floats: unpacked, not boxed into a new tuple first
     gate_level, gate_trend = (0.0, 0.0) if gate is None else (gate.level, gate.trend)
@@ -75,7 +73,8 @@ def fold(
     lasting_time, lasting_rate, lasting_excess = lasted.time_s, lasted.rate, lasted.excess
     weight, b, typical_w = weights
     out: Boxed = flatdemand._kernel(
-        state.at, state.inflight, mix_r, mix_p, mix_o, mix_sq, spread_r, spread_p, mix_osq, spread_o,
+        state.at, state.inflight, mix.requests, mix.prompt, mix.output, mix.prompt_sq, mix.spread_requests,
+        mix.spread_prompt, mix.output_sq, mix.spread_output,
         level, trend,
         state.primed, s2, sn,
         gate is not None, gate_level, gate_trend,
@@ -92,7 +91,7 @@ def fold(
     new = DemandState(
         now,
         inflight,
-        _new(_MIX, out[0:8]),
+        Mix(out[0], out[1], out[2], out[3], out[4], out[5], out[6], out[7]),
         Series(out[8], out[9]),
         True,
         state.pending,
@@ -126,7 +125,6 @@ def above_band(
     n = len(bins)
     relative, heights = prior.relative, prior.heights
     boxed: Boxed = terms
-    mix: Boxed = prior.mix
     typical: Boxed = prior.typical
     first: Boxed = bins[0] if n else _NO_BIN
     second: Boxed = bins[1] if n > 1 else _NO_BIN
@@ -134,7 +132,7 @@ def above_band(
     a0, a1, b0, c0, k, min_rate = boxed
     damping_s, prior_weight, prior_error = band
     rl, rt = prior.requests.level, prior.requests.trend
-    p, o = mix[1], mix[2]  # not starred: a compiled unpacking with a star copies the tuple to a list
+    p, o = prior.mix.prompt, prior.mix.output
     tr, tp, to = typical
     s0, n0 = first
     s1, n1 = second
