@@ -21,6 +21,7 @@ from autoscaler.policy.replicacalc import MetricProposal
 from autoscaler.policy.scaledown import Keep
 from autoscaler.policy.speedlearn import SpeedState
 from autoscaler.policy.stage import Stage
+from autoscaler.policy.state import Recommendation
 
 _SIZING = Sizing(3, "ttft", 15_000.0, 4_000.0, 2.5, 0.4)
 _DEMAND = Demand(7.5, 7_500.0, 1_500.0)
@@ -40,6 +41,7 @@ INSTANCES: list[Record] = [
     MetricProposal(4, 1.2, 3_000),
     Keep(3, "KeepRecurring", "replica {} came back", (3,)),
     SpeedState(-0.25, 12.0, 2, 4, 6.5),
+    Recommendation(100.0, 3),
     Relative(0.5, 0.25, 30.0),
     Lasting(40.0, 2.5, 0.75),
     Series(2.5, -0.125),
