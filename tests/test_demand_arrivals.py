@@ -77,7 +77,7 @@ def test_a_reading_moves_the_dispersion_not_the_level() -> None:
     first, _ = demand.observe(
         SPEC, state, 30.0, 5.0, 5000.0, 1000.0, 40.0, arrived=5.0, arrived_window_s=15.0
     )
-    assert first.spread == plain.spread and first.counted == (5.0, 0.0)
+    assert first.spread == plain.spread and first.counted == demand.Series(5.0, 0.0)
     # the arrivals in flight too are the gateway's (lasting.py), the rest the finishes + the growth
     assert first.lasting.rate == 5.0 < plain.lasting.rate
     assert first._replace(counted=None, lasting=plain.lasting) == plain

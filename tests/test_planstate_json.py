@@ -464,7 +464,7 @@ def test_an_older_demand_state_without_the_counted_level_starts_one_at_the_next_
     metrics = {**STEADY, "infscale_arrival_rate": MetricReading.of(33.0)}
     _, policy = decide(spec, policy, obs(4, metrics), state.demand.at + 15)
     assert policy.planner is not None and policy.planner.demand is not None
-    assert policy.planner.demand.counted == (33.0, 0.0)
+    assert policy.planner.demand.counted == Series(33.0, 0.0)
 
 
 def test_an_older_demand_state_without_the_lasting_rate_reads_it_afresh_at_the_next_reading() -> None:

@@ -297,7 +297,7 @@ def test_planner_state_without_the_fields_added_later_reads_with_their_defaults(
     doc["speed"] = {"logRatio": -0.1, "samples": 5.0, "saturatedTicks": 2}  # before the run's ready, queue
     del doc["gaps"]
     read = PlannerState.from_dict(doc)
-    assert read.speed == (-0.1, 5.0, 2, 0, 0.0)
+    assert read.speed.values() == (-0.1, 5.0, 2, 0, 0.0)
     assert read.gaps == () and read.needs == state.planner.needs and read.demand == state.planner.demand
     doc["speed"]["ready"] = 2.5
     with pytest.raises(ValueError, match=r"planner.speed.ready: expected an integer in \[0, \d+\], got 2.5"):

@@ -60,7 +60,7 @@ def test_unsaturated_ticks_teach_nothing_and_reset_the_count() -> None:
     state = saturated_samples(PROFILE, 0.5, 10)
     for queue in (None, 3.0):  # no reading; fewer waiting than replicas
         after = tick(state, 0.5, queue=queue)
-        assert after == (state.log_ratio, state.samples, 0, 0, 0.0)
+        assert after.values() == (state.log_ratio, state.samples, 0, 0, 0.0)
 
 
 def test_a_new_ready_count_starts_the_count_again() -> None:

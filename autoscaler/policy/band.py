@@ -27,11 +27,8 @@ MAX_ERROR: Final = 4.0  # |log ratio| beyond e^4 = 55x counts as e^4: one outage
 MAX_SCORED: Final = levelbins.MAX_SCORED  # the prior's weight fades up to this many scored errors
 # bin 0's heights over the typical load are clipped where a forecast of 0's log ratio is: e^4 - 1
 MAX_HEIGHT: Final = 53.598150033144236  # math.expm1(MAX_ERROR), a literal for mypyc's Final
-_new: Final = tuple.__new__  # as demand.py: a NamedTuple built without its Python-level __new__
 _EXPM1: Final = math.expm1  # no mypyc primitive: read as a module's attribute at each call
-_HEIGHTS: Final = Heights  # a C static in a compiled build, where a module's name is a dict lookup
-_DEMAND_STATE: Final = DemandState
-if len(DemandState._fields) != 18:  # track builds its result field by field
+if len(DemandState.FIELDS) != 18:  # track builds its result field by field
     raise AssertionError("band.track lists DemandState's 18 fields: update it with the state")
 
 
@@ -274,15 +271,12 @@ def track(
     if cut:
         peaks = peaks[cut:]
     # state._replace(pending=..., error_quantile=..., error_scale=..., scored=..., peaks=...,
-    # typical_peak=..., bins=..., relative=..., heights=...), built directly as one tuple (the other
-    # fields as they are: at, inflight, mix, requests, primed; typical; spread, counted, lasting)
+    # typical_peak=..., bins=..., relative=..., heights=...), built directly (the other fields as
+    # they are: at, inflight, mix, requests, primed; typical; spread, counted, lasting)
     s = state
-    return _new(
-        _DEMAND_STATE,
-        (
-            s[0], s[1], s[2], s[3], s[4], pending, q, scale, scored, s[9], peaks, typical_peak, bins,
-            relative, s[14], s[15], s[16], heights,
-        ),
+    return DemandState(
+        s.at, s.inflight, s.mix, s.requests, s.primed, pending, q, scale, scored, s.typical, peaks,
+        typical_peak, bins, relative, s.spread, s.counted, s.lasting, heights,
     )  # fmt: skip
 
 
@@ -314,7 +308,8 @@ def _heights(
     its standard error times the band's quantile's normal deviate (2.05 at 0.98): bin 0 moves to
     the heights when their band scores better at the band's own confidence, not on a mean that
     hovers about 0 (Mooncake's and ServeGen's steady troughs crossed it back and forth)."""
-    hq, hs, hn, mean, variance, lean = heights
+    hq, hs, hn = heights.quantile, heights.scale, heights.scored
+    mean, variance, lean = heights.mean, heights.variance, heights.lean
     h = (peak - forecast) / offset
     h = MAX_HEIGHT if h > MAX_HEIGHT else -MAX_HEIGHT if h < -MAX_HEIGHT else h
     ql = _planned(spec, q, scored, bins, relative, 0)  # band_quantile's for bin 0, as planned
@@ -331,7 +326,7 @@ def _heights(
         mean += step / m
         variance += (step * (loss - mean) - variance) / m
         lean = mean - lateband.deviate(tau) * math.sqrt(variance / (m - 1.0)) if m > 1.5 else 0.0
-    return _new(_HEIGHTS, (hq, hs, hn, mean, variance, lean))
+    return Heights(hq, hs, hn, mean, variance, lean)
 
 
 def _clip(e: float) -> float:

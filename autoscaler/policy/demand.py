@@ -20,28 +20,28 @@ constant damping_s, so no horizon extrapolates without bound), in Wright's irreg
 forecast.py's Holt; the tokens follow them at the mix, which has no trend of its own (a token
 series of its own had one, and on Mooncake's long prompts its noise swung the sizing 11 -> 41).
 The forecaster's own errors are scored online and give the band planned on (band.py); the state
-kept for them lives here, in DemandState. docs/policy.md ("The predictive stages", "Defaults and
-why") has the details and the defaults' reasons.
+kept for them lives in DemandState (demandstate.py). docs/policy.md ("The predictive stages",
+"Defaults and why") has the details and the defaults' reasons.
 
-Pure: no clock, no I/O; times are seconds on the caller's clock. State is a NamedTuple value.
+Pure: no clock, no I/O; times are seconds on the caller's clock. State is a value (demandstate.py).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final, NamedTuple, final
+from collections.abc import Callable
+from typing import Final
 
 from autoscaler.policy import memo
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.capacityspec import DemandSpec
-from autoscaler.policy.lasting import Lasting, after_tick
-from autoscaler.policy.levelbins import Bins, Heights, Relative
-from autoscaler.policy.mix import MIX_REQUESTS, SPREAD_REQUESTS, Mix, add_counts
-from autoscaler.policy.record import Record
 
-if TYPE_CHECKING:
-    from autoscaler.policy.statejson import TimeCodec
+# the state's values, in a module of their own (demandstate.py), re-exported: callers read them here
+from autoscaler.policy.demandstate import DemandState as DemandState
+from autoscaler.policy.demandstate import Estimate as Estimate
+from autoscaler.policy.demandstate import Series as Series
+from autoscaler.policy.lasting import after_tick
+from autoscaler.policy.mix import MIX_REQUESTS, SPREAD_REQUESTS, Mix, add_counts
 
 MAX_PENDING: Final = 48  # forecasts awaiting their target time: one every horizon / 32 at most
 TYPICAL_HALF_LIFE_S: Final = 600.0  # the typical demand forgets half of itself in 10 minutes
@@ -49,75 +49,9 @@ TYPICAL_HALF_LIFE_S: Final = 600.0  # the typical demand forgets half of itself 
 # at most TYPICAL_HALF_LIFE_S): the prompt counter counts a request when it starts, the finished one
 # when it ends, so over a shorter window their ratio swings with the arrivals (docs/policy.md)
 MIX_LIFETIMES = 2.0
-# A NamedTuple built as tuple.__new__(cls, fields) skips its Python-level __new__ (~0.4 against
-# ~1.3 µs here): the values a tick builds are made so (a dozen a tick).
+# A NamedTuple (Demand) built as tuple.__new__(cls, fields) skips its Python-level __new__ (~0.4
+# against ~1.3 µs here): the Demands a tick builds are made so.
 _new: Final = tuple.__new__
-
-
-class Series(NamedTuple):
-    level: float
-    trend: float  # per second
-
-
-class DemandState(NamedTuple):
-    at: float  # the last sample's time
-    inflight: float  # the last in-flight reading (its growth is demand the counters miss)
-    mix: Mix  # tokens per request
-    requests: Series  # arrivals/s
-    primed: bool  # a second sample gave the trends a start
-    # (made at, target time, forecast load, its levelbins bin), oldest first; load -1: scored
-    # early (track); bin -1: made before the bins (an older state), scored into the pooled alone
-    pending: tuple[tuple[float, float, float, int], ...]
-    error_quantile: float  # tracked quantile of log(actual / forecast), every forecast pooled
-    error_scale: float  # smoothed |log ratio|: the quantile tracker's step
-    scored: float  # forecasts scored so far (capped at MAX_SCORED)
-    typical: Demand  # the demand averaged over TYPICAL_HALF_LIFE_S: the band's offset and mix at idle
-    peaks: tuple[tuple[float, float], ...] = ()  # (time, load) with loads falling: window maxima
-    # the level's peak over the scored horizon (peaks[0]), averaged as `typical` but rising at once
-    # to a new peak: how high the bursts typically go (scaledown.slo_weight)
-    typical_peak: float = 0.0
-    # per bin of the level a forecast was made at, its errors' mean |log ratio| and count, and the
-    # tracked quantile of error / that scale: a bin's band (levelbins.py); () until scored
-    bins: Bins = ()
-    relative: Relative = Relative()
-    # the arrivals' counts per tick against the level's one-step forecast, (squared residual, count)
-    # averaged as `typical`: their ratio is the index of dispersion (dispersion()); (0, 0): none yet
-    spread: tuple[float, float] = (0.0, 0.0)
-    # the gateway's arrivals count (observe's `arrived`) as a level and trend of its own, which its
-    # counts are the dispersion's misses about; None: no reading last tick (or no counter)
-    counted: Series | None = None
-    # the arrivals over the requests' time in the system, which are what is in flight (lasting.py)
-    lasting: Lasting = Lasting()
-    # bin 0's errors as heights over the typical load, their quantile and the lean between them and
-    # the log ratios (levelbins.Heights, band.track): bin 0 plans on the heights while it is above 0
-    heights: Heights = Heights()
-
-    def to_dict(self, codec: TimeCodec | None = None) -> dict[str, Any]:
-        """JSON-ready, times through `codec` (statejson.TimeCodec; default: seconds)."""
-        from autoscaler.policy import statejson  # it reads this module's types
-
-        return statejson.demand_to_dict(self, codec or statejson.SECONDS)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], codec: TimeCodec | None = None) -> DemandState:
-        """Parse to_dict output; a malformed field raises ValueError naming it (statejson.py)."""
-        from autoscaler.policy import statejson
-
-        return statejson.demand_from_dict(data, codec or statejson.SECONDS)
-
-
-@final
-class Estimate(Record):
-    """This tick's demand as the counters and the in-flight growth show it (not smoothed)."""
-
-    FIELDS = ("now", "growth_per_s")
-
-    now: Demand
-    growth_per_s: float  # d(in flight)/dt that went into it
-
-    def __init__(self, now: Demand, growth_per_s: float) -> None:
-        self.now = now
-        self.growth_per_s = growth_per_s
 
 
 def observe(
@@ -204,9 +138,10 @@ def observe(
         # requests end together), which read as bursts (docs/policy.md, arrivalRateMetric); each
         # count about its own level, whose error the miss's weight allows for
         if gate is not None and arrived is not None:
-            (rl, rt), count, count_window = gate, arrived, arrived_window_s
+            about, count, count_window = gate, arrived, arrived_window_s
         else:
-            (rl, rt), count, count_window = state.requests, arrivals, window_s
+            about, count, count_window = state.requests, arrivals, window_s
+        rl, rt = about.level, about.trend
         ahead = (rl + rt * dt) * dt  # the count the level expected this tick
         if ahead < 0.0:
             ahead = 0.0
@@ -222,7 +157,7 @@ def observe(
     if arrived is None:
         gate = None
     elif gate is None:  # its first reading: a level to count the next ones about
-        gate = _new(Series, (arrived, 0.0))
+        gate = Series(arrived, 0.0)
     else:
         gate = _holt(gate, arrived, dt, weight, b, True)
     typical = _toward(state.typical, now_demand, typical_w)
@@ -236,28 +171,25 @@ def observe(
         typical.requests,
         typical_w,
     )
-    new = _new(
-        DemandState,
-        (
-            now,
-            inflight,
-            mix,
-            req,
-            True,
-            state.pending,
-            state.error_quantile,
-            state.error_scale,
-            state.scored,
-            typical,
-            state.peaks,  # the levels the pending forecasts are scored against (track)
-            _toward_peak(state.typical_peak, state.peaks, typical_w),
-            state.bins,
-            state.relative,
-            spread,
-            gate,
-            lasted,
-            state.heights,
-        ),
+    new = DemandState(
+        now,
+        inflight,
+        mix,
+        req,
+        True,
+        state.pending,
+        state.error_quantile,
+        state.error_scale,
+        state.scored,
+        typical,
+        state.peaks,  # the levels the pending forecasts are scored against (track)
+        _toward_peak(state.typical_peak, state.peaks, typical_w),
+        state.bins,
+        state.relative,
+        spread,
+        gate,
+        lasted,
+        state.heights,
     )
     return new, Estimate(now_demand, growth)
 
@@ -392,17 +324,17 @@ def _weight(base: float, dt: float, period: float) -> float:
 
 
 def _holt(s: Series, y: float, dt: float, a: float, b: float, primed: bool) -> Series:
-    old_level, old_trend = s
+    old_level, old_trend = s.level, s.trend
     if not primed:  # the trend starts at 0: the first sample misses the in-flight growth (it
         # has no earlier gauge to difference), so the first difference is the fleet's start, not
         # the demand's (103 -> 380 req/s in a tick on Poisson traffic forecast 2,580 ten minutes on)
-        return _new(Series, (y, 0.0))
+        return Series(y, 0.0)
     predicted = old_level + old_trend * dt
     level = predicted + a * (y - predicted)
     if level < 0.0:
         level = 0.0  # demand is never negative: a trend that overshot zero starts from zero
     trend = old_trend + b * ((level - old_level) / dt - old_trend)
-    return _new(Series, (level, trend))
+    return Series(level, trend)
 
 
 def expected(spec: DemandSpec, state: DemandState, horizon_s: float) -> Demand:
@@ -410,9 +342,9 @@ def expected(spec: DemandSpec, state: DemandState, horizon_s: float) -> Demand:
     0) at the mix."""
     tau = spec.damping_s
     reach = tau * -math.expm1(-horizon_s / tau) if horizon_s > 0.0 else 0.0
-    rl, rt = state.requests
-    r = rl + rt * reach
+    requests = state.requests
+    r = requests.level + requests.trend * reach
     if r < 0.0:
         r = 0.0
-    _, p, o, *_ = state.mix
-    return _new(Demand, (r, r * p, r * o))
+    mix = state.mix
+    return _new(Demand, (r, r * mix.prompt, r * mix.output))

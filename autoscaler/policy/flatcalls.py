@@ -23,11 +23,7 @@ _NO_BIN: Final = (0.0, 0.0)  # a bin not scored yet, as the kernels take it
 # then boxed again for the kernel's call
 Boxed = tuple[Any, ...]
 # the classes built, as C statics in a compiled build (an imported name is a module-dict lookup)
-_STATE: Final = DemandState
-_MIX: Final = Mix
-_SERIES: Final = Series
 _DEMAND: Final = Demand
-_LASTING: Final = Lasting
 
 
 def fold(
@@ -67,20 +63,18 @@ def fold(
     if output_sq is not None and output_sum is not None:
         out_pair, osq_read, osum_read = True, output_sq, output_sum
     gate, peaks = state.counted, state.peaks
-    mix: Boxed = state.mix
-    requests: Boxed = state.requests
-    counted: Boxed = gate or _NO_BIN
+    mix = state.mix
     typical: Boxed = state.typical
-    lasted: Boxed = state.lasting
-    mix_r, mix_p, mix_o, mix_sq, spread_r, spread_p, mix_osq, spread_o = mix
-    level, trend = requests
+    lasted = state.lasting
+    level, trend = state.requests.level, state.requests.trend
     s2, sn = state.spread  # a pair of floats: unpacked, not boxed into a new tuple first
-    gate_level, gate_trend = counted
+    gate_level, gate_trend = (0.0, 0.0) if gate is None else (gate.level, gate.trend)
     typical_r, typical_p, typical_o = typical
-    lasting_time, lasting_rate, lasting_excess = lasted
+    lasting_time, lasting_rate, lasting_excess = lasted.time_s, lasted.rate, lasted.excess
     weight, b, typical_w = weights
     out: Boxed = flatdemand._kernel(
-        state.at, state.inflight, mix_r, mix_p, mix_o, mix_sq, spread_r, spread_p, mix_osq, spread_o,
+        state.at, state.inflight, mix.requests, mix.prompt, mix.output, mix.prompt_sq, mix.spread_requests,
+        mix.spread_prompt, mix.output_sq, mix.spread_output,
         level, trend,
         state.primed, s2, sn,
         gate is not None, gate_level, gate_trend,
@@ -94,28 +88,25 @@ def fold(
         out_pair, osq_read, osum_read,
         weight, b, typical_w,
     )  # fmt: skip
-    new = _new(
-        _STATE,
-        (
-            now,
-            inflight,
-            _new(_MIX, out[0:8]),
-            _new(_SERIES, out[8:10]),
-            True,
-            state.pending,
-            state.error_quantile,
-            state.error_scale,
-            state.scored,
-            _new(_DEMAND, out[15:18]),
-            peaks,
-            out[18],
-            state.bins,
-            state.relative,
-            out[10:12],
-            _new(_SERIES, out[13:15]) if out[12] else None,
-            _new(_LASTING, out[19:22]),
-            state.heights,
-        ),
+    new = DemandState(
+        now,
+        inflight,
+        Mix(out[0], out[1], out[2], out[3], out[4], out[5], out[6], out[7]),
+        Series(out[8], out[9]),
+        True,
+        state.pending,
+        state.error_quantile,
+        state.error_scale,
+        state.scored,
+        _new(_DEMAND, out[15:18]),
+        peaks,
+        out[18],
+        state.bins,
+        state.relative,
+        out[10:12],
+        Series(out[13], out[14]) if out[12] else None,
+        Lasting(out[19], out[20], out[21]),
+        state.heights,
     )
     return new, Estimate(_new(_DEMAND, out[22:25]), out[25])
 
@@ -132,25 +123,21 @@ def above_band(
     (primed), at the load's terms and the band's (capacityfacts.load_terms, band_terms)."""
     bins: Boxed = prior.bins  # its pairs read as objects too (below)
     n = len(bins)
-    relative: Boxed = prior.relative
-    heights: Boxed = prior.heights
+    relative, heights = prior.relative, prior.heights
     boxed: Boxed = terms
-    requests: Boxed = prior.requests
-    mix: Boxed = prior.mix
     typical: Boxed = prior.typical
     first: Boxed = bins[0] if n else _NO_BIN
     second: Boxed = bins[1] if n > 1 else _NO_BIN
     now_seen: Boxed = seen
     a0, a1, b0, c0, k, min_rate = boxed
     damping_s, prior_weight, prior_error = band
-    rl, rt = requests
-    p, o = mix[1], mix[2]  # not starred: a compiled unpacking with a star copies the tuple to a list
+    rl, rt = prior.requests.level, prior.requests.trend
+    p, o = prior.mix.prompt, prior.mix.output
     tr, tp, to = typical
     s0, n0 = first
     s1, n1 = second
     er, ep, eo = now_seen
-    rq, _, rn = relative
-    hq, _, _, _, _, lean = heights
+    rq, rn, hq, lean = relative.quantile, relative.scored, heights.quantile, heights.lean
     got: tuple[bool, float] = flatband.kernel(
         a0, a1, b0, c0, k, min_rate, damping_s, now - prior.at, rl, rt, p, o, tr, tp, to,
         prior_weight, prior_error, prior.scored, prior.error_quantile,

@@ -12,21 +12,29 @@ Poisson counts would show, averaged as the typical demand. Pure arithmetic on fl
 from __future__ import annotations
 
 import math
-from typing import Final, NamedTuple
+from typing import final
+
+from autoscaler.policy.record import Record
 
 LONGEST_S = 600.0  # a time in the system kept at most the typical demand's half-life (also while
 # nothing finishes): the rate's average forgets no slower than the typical one it is read against
 
 
-_new: Final = tuple.__new__  # as demand.py: a NamedTuple built without its Python-level __new__, once a tick
+@final
+class Lasting(Record):
+    """The arrivals as the requests in flight see them; all 0 before the first reading. A Record
+    (record.py), not a NamedTuple: a tick builds one."""
 
+    FIELDS = ("time_s", "rate", "excess")
 
-class Lasting(NamedTuple):
-    """The arrivals as the requests in flight see them; all 0 before the first reading."""
+    time_s: float  # in flight / finished per second, averaged as `typical`
+    rate: float  # arrivals/s averaged over the last time_s (exponential weights)
+    excess: float  # (rate - typical)² less a Poisson count's, averaged as `typical`
 
-    time_s: float = 0.0  # in flight / finished per second, averaged as `typical`
-    rate: float = 0.0  # arrivals/s averaged over the last time_s (exponential weights)
-    excess: float = 0.0  # (rate - typical)² less a Poisson count's, averaged as `typical`
+    def __init__(self, time_s: float = 0.0, rate: float = 0.0, excess: float = 0.0) -> None:
+        self.time_s = time_s
+        self.rate = rate
+        self.excess = excess
 
 
 def time_in_system_s(finished: float, inflight: float) -> float:
@@ -59,7 +67,7 @@ def after_tick(
     poisson = u / (2.0 - u) * typical_rate / dt
     deviation = rate - typical_rate
     excess = old.excess + typical_w * (deviation * deviation - poisson - old.excess)
-    return _new(Lasting, (time_s, rate, excess))
+    return Lasting(time_s, rate, excess)
 
 
 def index(lasting: Lasting, rate: float) -> float:

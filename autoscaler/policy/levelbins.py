@@ -17,7 +17,9 @@ Pure: values in, values out. Errors are demand.py's log ratios, clipped to ±MAX
 
 from __future__ import annotations
 
-from typing import Final, NamedTuple
+from typing import Final, final
+
+from autoscaler.policy.record import Record
 
 BINS: Final = 2  # made below the typical load, and at or above it
 SCALE_WEIGHT: Final = 0.05  # a bin's mean |error| moves by this share of each error (demand's error_scale)
@@ -25,37 +27,60 @@ MAX_RATIO: Final = 8.0  # |error / scale| beyond 8 counts as 8: the first errors
 MAX_SCORED: Final = 1000.0  # counts of scored errors stop here: they only weigh against a prior (demand.py)
 
 
-_new: Final = tuple.__new__  # as demand.py: a NamedTuple built without its Python-level __new__
+@final
+class Relative(Record):
+    """The tracked quantile of error / its bin's scale (a stochastic approximation, as demand's).
+    A Record (record.py), not a NamedTuple: score() builds one a tick."""
 
+    FIELDS = ("quantile", "scale", "scored")
 
-class Relative(NamedTuple):
-    """The tracked quantile of error / its bin's scale (a stochastic approximation, as demand's)."""
+    quantile: float
+    scale: float  # smoothed |ratio|: the tracker's step
+    scored: float
 
-    quantile: float = 0.0
-    scale: float = 0.0  # smoothed |ratio|: the tracker's step
-    scored: float = 0.0
+    def __init__(self, quantile: float = 0.0, scale: float = 0.0, scored: float = 0.0) -> None:
+        self.quantile = quantile
+        self.scale = scale
+        self.scored = scored
 
 
 # per bin (scale: the mean |log error| of its forecasts, scored: how many)
 Bins = tuple[tuple[float, float], ...]
 
 
-class Heights(NamedTuple):
+@final
+class Heights(Record):
     """Bin 0's errors as heights over the typical load, (peak - forecast) / typical, beside their
     log ratios (band.track): the heights' tracked quantile (as demand's pooled tracker), the
     running mean and variance of the log band's quantile loss less the heights' band's on the same
     forecasts, in typical loads, and `lean`, that mean less its standard error times the band's
-    quantile's deviate: above 0, bin 0 plans on the heights (band.band_width)."""
+    quantile's deviate: above 0, bin 0 plans on the heights (band.band_width). A Record, as
+    Relative."""
 
-    quantile: float = 0.0
-    scale: float = 0.0  # smoothed |height|: the tracker's step
-    scored: float = 0.0
-    mean: float = 0.0
-    variance: float = 0.0
-    lean: float = 0.0
+    FIELDS = ("quantile", "scale", "scored", "mean", "variance", "lean")
 
+    quantile: float
+    scale: float  # smoothed |height|: the tracker's step
+    scored: float
+    mean: float
+    variance: float
+    lean: float
 
-_RELATIVE: Final = Relative  # a C static in a compiled build, where a module's name is a dict lookup
+    def __init__(
+        self,
+        quantile: float = 0.0,
+        scale: float = 0.0,
+        scored: float = 0.0,
+        mean: float = 0.0,
+        variance: float = 0.0,
+        lean: float = 0.0,
+    ) -> None:
+        self.quantile = quantile
+        self.scale = scale
+        self.scored = scored
+        self.mean = mean
+        self.variance = variance
+        self.lean = lean
 
 
 def bin_of(forecast_load: float, typical_load: float) -> int:
@@ -85,10 +110,10 @@ def score(bins: Bins, relative: Relative, b: int, e: float, q: float, above: boo
     if scored > 0.0 and scale > 1e-9:
         r = e / scale
         r = MAX_RATIO if r > MAX_RATIO else -MAX_RATIO if r < -MAX_RATIO else r
-        rq, rs, rn = relative
+        rq, rs, rn = relative.quantile, relative.scale, relative.scored
         rs += SCALE_WEIGHT * (abs(r) - rs) if rn else abs(r)
         rq += (0.1 * rs + 1e-3) * (q - (1.0 if not above and r <= rq else 0.0))
-        relative = _new(_RELATIVE, (rq, rs, rn + 1.0 if rn < MAX_SCORED else rn))
+        relative = Relative(rq, rs, rn + 1.0 if rn < MAX_SCORED else rn)
     scale += SCALE_WEIGHT * (abs(e) - scale) if scored else abs(e)
     entry = (scale, scored + 1.0 if scored < MAX_SCORED else scored)
     # concatenated, not starred: a compiled build gathers starred items into a list, then a tuple

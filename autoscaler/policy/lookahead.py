@@ -169,23 +169,19 @@ class Lookahead:
         n = len(bins)
         # the arguments one by one, their tuples read as objects (flatcalls.py)
         boxed: Boxed = cap.terms
-        mix: Boxed = observed.mix
-        requests: Boxed = observed.requests
         typical: Boxed = observed.typical
-        relative: Boxed = observed.relative
-        heights: Boxed = observed.heights
+        relative, heights = observed.relative, observed.heights
         first: Boxed = bins[0] if n else _NO_BIN
         second: Boxed = bins[1] if n > 1 else _NO_BIN
         a0, a1, b0, c0, k, min_rate = boxed
         damping_s, prior_weight, prior_error = cap.band
-        p, o = mix[1], mix[2]  # not starred: a compiled unpacking with a star copies the tuple to a list
-        rl, rt = requests
+        p, o = observed.mix.prompt, observed.mix.output
+        rl, rt = observed.requests.level, observed.requests.trend
         tr, tp, to = typical
         s2, sn = observed.spread  # a pair of floats: unpacked, not boxed into a new tuple first
         s0, n0 = first
         s1, n1 = second
-        rq, _, rn = relative
-        hq, _, _, _, _, lean = heights
+        rq, rn, hq, lean = relative.quantile, relative.scored, heights.quantile, heights.lean
         out: Boxed = start(
             a0, a1, b0, c0, k, min_rate, rl, rt, p, o, tr, tp, to, s2, sn, cap.ttft_s,
             prior_weight, prior_error, observed.scored, observed.error_quantile,

@@ -9,7 +9,9 @@ spread window) has the windows' reasons.
 from __future__ import annotations
 
 import math
-from typing import Final, NamedTuple
+from typing import Final, final
+
+from autoscaler.policy.record import Record
 
 # The mix weighs a request exp(-requests counted since / MIX_REQUESTS): ~2 x 400 requests' worth,
 # a standard error of 5 % on lengths of cs^2 2 (docs/policy.md, "Defaults and why")
@@ -18,29 +20,61 @@ MIX_REQUESTS: Final = 400.0
 # square's standard error is the mix's mean's (5 % at cs² 2) over (m4/m2² - 1) / cs² = 5.3 times the
 # requests (a gamma's moments), so one long prompt does not swing the TTFT tail (docs/policy.md)
 SPREAD_REQUESTS: Final = 2_000.0
-_new: Final = tuple.__new__  # as demand.py: built without the NamedTuple's Python-level __new__
 
 
-class Mix(NamedTuple):
-    """Tokens per request: weighted sums of the tokens counted over the requests counted."""
+@final
+class Mix(Record):
+    """Tokens per request: weighted sums of the tokens counted over the requests counted. A
+    Record (record.py), not a NamedTuple: a tick builds one."""
+
+    FIELDS = (
+        "requests",
+        "prompt",
+        "output",
+        "prompt_sq",
+        "spread_requests",
+        "spread_prompt",
+        "output_sq",
+        "spread_output",
+    )
 
     requests: float  # the requests counted, weighted (about MIX_REQUESTS once that many were)
     prompt: float  # prompt tokens per request
     output: float  # generated tokens per request
     # prompt tokens squared per request (an engine's prompt-length histogram; 0: none read yet):
     # with `spread_prompt`, the lengths' spread the TTFT tail needs (lengths.py)
-    prompt_sq: float = 0.0
+    prompt_sq: float
     # ... the requests it weighs (about SPREAD_REQUESTS) and their prompt tokens per request: the
     # spread is read over more requests than the mix, about its own mean prompt
-    spread_requests: float = 0.0
-    spread_prompt: float = 0.0
+    spread_requests: float
+    spread_prompt: float
     # generated tokens squared per request and generated tokens per request, both from an engine's
     # output-length histogram (its buckets and its _sum: counted when a request finishes; 0: none
     # read yet) over the spread's window: the outputs' spread, which sets the context a running
     # request holds (capacity.py's context share). Never the generation counter, which counts
     # tokens as they are decoded: over a window, the two count different requests
-    output_sq: float = 0.0
-    spread_output: float = 0.0
+    output_sq: float
+    spread_output: float
+
+    def __init__(
+        self,
+        requests: float,
+        prompt: float,
+        output: float,
+        prompt_sq: float = 0.0,
+        spread_requests: float = 0.0,
+        spread_prompt: float = 0.0,
+        output_sq: float = 0.0,
+        spread_output: float = 0.0,
+    ) -> None:
+        self.requests = requests
+        self.prompt = prompt
+        self.output = output
+        self.prompt_sq = prompt_sq
+        self.spread_requests = spread_requests
+        self.spread_prompt = spread_prompt
+        self.output_sq = output_sq
+        self.spread_output = spread_output
 
     def lengths_cv2(self) -> float | None:
         return lengths_cv2_of(self)
@@ -49,8 +83,7 @@ class Mix(NamedTuple):
         return outputs_cv2_of(self)
 
 
-# the methods' bodies as functions, which a compiled caller calls natively (a NamedTuple's method
-# is a Python method call by name)
+# the methods' bodies as functions, which a compiled caller calls natively
 def lengths_cv2_of(mix: Mix) -> float | None:
     """The prompt lengths' squared coefficient of variation about the mix's mean prompt, None
     without a histogram: the spread's E[x²] / E[x] (the residual's scale, over its own longer
@@ -123,16 +156,13 @@ def add_counts(
                 so = so + (output_sum - requests * so) / weighed
             if osq < 0.0:
                 osq = 0.0
-    return _new(
-        Mix,
-        (
-            counted,
-            0.0 if p < 0.0 else p,
-            0.0 if o < 0.0 else o,
-            sq,
-            weighed,
-            0.0 if sp < 0.0 else sp,
-            osq,
-            0.0 if so < 0.0 else so,
-        ),
+    return Mix(
+        counted,
+        0.0 if p < 0.0 else p,
+        0.0 if o < 0.0 else o,
+        sq,
+        weighed,
+        0.0 if sp < 0.0 else sp,
+        osq,
+        0.0 if so < 0.0 else so,
     )

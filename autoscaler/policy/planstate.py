@@ -4,10 +4,12 @@ with its JSON form (statejson.py has the reading rules), and what a decision saw
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, final
+from typing import Any, final
 
-from autoscaler.policy import demand, panic, speedlearn, statejson
+from autoscaler.policy import speedlearn, statejson
 from autoscaler.policy.capacity import Demand, Sizing
+from autoscaler.policy.demand import DemandState
+from autoscaler.policy.panic import PanicState
 from autoscaler.policy.record import Record
 from autoscaler.policy.scaledown import Found, Gaps, NeedHistory
 from autoscaler.policy.speedlearn import SpeedState
@@ -26,16 +28,44 @@ MAX_GAP_S = 1e9  # a gap is at most the longest scale-down window (scaledown.rec
 MAX_LOG_SPEED = 50.0
 
 
-class PlannerState(NamedTuple):
-    demand: demand.DemandState | None = None
-    speed: SpeedState = speedlearn.NO_SPEED
-    needs: NeedHistory = ()
-    panic: panic.PanicState = panic.PanicState(None, 0.0)
-    started_for: float = 0.0  # the mean demand's load when replicas were last started
-    gaps: Gaps = ()  # each level's last idle gap between needs (scaledown.recur)
+_NO_PANIC = PanicState(None, 0.0)
+
+
+@final
+class PlannerState(Record):
+    """A Record (record.py), not a NamedTuple: a decision builds one."""
+
+    FIELDS = ("demand", "speed", "needs", "panic", "started_for", "gaps", "typical_capacity", "found")
+
+    demand: DemandState | None
+    speed: SpeedState
+    needs: NeedHistory
+    panic: PanicState
+    started_for: float  # the mean demand's load when replicas were last started
+    gaps: Gaps  # each level's last idle gap between needs (scaledown.recur)
     # the fleet's capacity at the SLO in load units, averaged as the demand's typical (scaledown weight)
-    typical_capacity: float = 0.0
-    found: Found | None = None  # (time, replicas) found at first sight, while held (scaledown.hold_found)
+    typical_capacity: float
+    found: Found | None  # (time, replicas) found at first sight, while held (scaledown.hold_found)
+
+    def __init__(
+        self,
+        demand: DemandState | None = None,
+        speed: SpeedState = speedlearn.NO_SPEED,
+        needs: NeedHistory = (),
+        panic: PanicState = _NO_PANIC,
+        started_for: float = 0.0,
+        gaps: Gaps = (),
+        typical_capacity: float = 0.0,
+        found: Found | None = None,
+    ) -> None:
+        self.demand = demand
+        self.speed = speed
+        self.needs = needs
+        self.panic = panic
+        self.started_for = started_for
+        self.gaps = gaps
+        self.typical_capacity = typical_capacity
+        self.found = found
 
     def to_dict(self, codec: TimeCodec = SECONDS) -> dict[str, Any]:
         """JSON-ready, times through `codec`, within the bounds from_dict reads (bounded()). What
@@ -121,7 +151,7 @@ class PlannerState(NamedTuple):
         state_panic = fresh.panic
         if "panic" in r.data:
             p = r.child("panic")
-            state_panic = panic.PanicState(p.time("since", nullable=True), p.moment("last"))
+            state_panic = PanicState(p.time("since", nullable=True), p.moment("last"))
         started_for = r.number("startedFor") if "startedFor" in r.data else fresh.started_for
         gaps = r.numbers("gaps", MAX_LEVELS, low=0.0, high=MAX_GAP_S, default=[])
         peak = needs[0][1] if needs else 0

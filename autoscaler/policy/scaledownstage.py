@@ -32,12 +32,13 @@ FALL_TOLERANCE: Final = (
 # drift and far below a real fall (FALL_TOLERANCE, the HPA's 10 %).
 RELEASE_MARGIN: Final = 0.02
 
-# horizon.recreate_s(cold, m, period_s) by (period_s, m), per cold-start spec: its lru_cache hashes
-# the spec at every call (~3 µs a hash here, several calls a tick)
+# horizon.recreate_s(cold, m, period_s) by period_s, then m, per cold-start spec: its lru_cache
+# hashes the spec at every call (~3 µs a hash here, several calls a tick); the period looked up once
+# a tick, m at each call (a (float, int) key costs ~300 instructions a lookup, compiled; an int ~70)
 _recreated: Final[memo.Table] = {}
 
 
-def _new_memo(cold: ColdStartSpec) -> dict[tuple[float, int], float]:
+def _new_memo(cold: ColdStartSpec) -> dict[float, dict[int, float]]:
     return {}
 
 
@@ -49,14 +50,17 @@ def recreation(cold: ColdStartSpec | None, period: float, horizon_s: float) -> C
     cold-start model, the horizon's ready time stands for every one."""
     if cold is not None:
         got = _recreated.get(id(cold))  # memo.by_identity's hit inline: once a tick
-        recreated: dict[tuple[float, int], float] = (  # typed: a dict's get is compiled, Any's a call by name
+        by_period: dict[float, dict[int, float]] = (  # typed: a dict's get is compiled, Any's a call by name
             got[1] if got is not None and got[0] is cold else memo.by_identity(_recreated, cold, _new_memo)
         )
+        recreated = by_period.get(period)
+        if recreated is None:
+            recreated = by_period[period] = {}
 
         def recreate(m: int) -> float:
-            got = recreated.get((period, m))
+            got = recreated.get(m)
             if got is None:
-                got = recreated[period, m] = horizon.recreate_s(cold, m, period) + period
+                got = recreated[m] = horizon.recreate_s(cold, m, period) + period
             return got
 
     else:

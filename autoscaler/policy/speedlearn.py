@@ -17,33 +17,42 @@ alike under a random one). docs/policy-history.md ("The learned speed on bursty 
 from __future__ import annotations
 
 import math
-from typing import Final, NamedTuple
+from typing import Final, final
 
 from autoscaler.policy import replicarates
 from autoscaler.policy.capacityspec import ReplicaProfile
+from autoscaler.policy.record import Record
 from autoscaler.policy.tpottail import CONTEXT_OUTPUT_SHARE
 
 SATURATED_TICKS: Final = 3  # consecutive saturated ticks at one ready count before a sample counts
 MAX_SPEED_STEP: Final = math.log(2.0)  # one sample moves the estimate by at most a factor 2
 MAX_SPEED_SAMPLES: Final = 100.0  # then it is an exponential average over the last ~100 samples
-# A NamedTuple built as tuple.__new__(cls, fields) skips its Python-level __new__ (~0.4 against
-# ~1.3 µs here): learn() builds one a tick while the fleet is saturated.
-_new: Final = tuple.__new__
 
 
-class SpeedState(NamedTuple):
+@final
+class SpeedState(Record):
     """What saturated replicas achieved, relative to the profile (log scale), and the saturated
-    run in progress."""
+    run in progress. A Record (record.py), not a NamedTuple: learn() builds one a tick."""
+
+    FIELDS = ("log_ratio", "samples", "saturated_ticks", "ready", "queue")
 
     log_ratio: float  # mean of the clipped log(achieved / profile) over the samples
     samples: float
     saturated_ticks: int  # consecutive ticks with a queue of one a replica, at `ready` replicas
-    ready: int = 0  # the ready count of that run
-    queue: float = 0.0  # the waiting total at its last tick
+    ready: int  # the ready count of that run
+    queue: float  # the waiting total at its last tick
+
+    def __init__(
+        self, log_ratio: float, samples: float, saturated_ticks: int, ready: int = 0, queue: float = 0.0
+    ) -> None:
+        self.log_ratio = log_ratio
+        self.samples = samples
+        self.saturated_ticks = saturated_ticks
+        self.ready = ready
+        self.queue = queue
 
 
 NO_SPEED = SpeedState(0.0, 0.0, 0)
-_SPEED_STATE: Final = SpeedState  # a C static in a compiled build, where a module's name is a dict lookup
 
 
 def speed(state: SpeedState, prior_weight: float) -> float:
@@ -73,12 +82,12 @@ def learn(
     the sizing has it, lengths.context_share at the outputs' cv²: the speed learned is the profile's
     at the sizing's own work per request)."""
     if queue is None or ready <= 0 or queue < ready or finished_rate <= 0.0:
-        return _new(_SPEED_STATE, (state.log_ratio, state.samples, 0, 0, 0.0))
+        return SpeedState(state.log_ratio, state.samples, 0, 0, 0.0)
     if ready != state.ready:  # replicas joined or left: the backlog sits on the ones it came to
-        return _new(_SPEED_STATE, (state.log_ratio, state.samples, 1, ready, queue))
+        return SpeedState(state.log_ratio, state.samples, 1, ready, queue)
     ticks = state.saturated_ticks + 1
     if ticks < SATURATED_TICKS or queue < state.queue:  # shrinking: perhaps one replica's backlog
-        return _new(_SPEED_STATE, (state.log_ratio, state.samples, ticks, ready, queue))
+        return SpeedState(state.log_ratio, state.samples, ticks, ready, queue)
     p = prompt_rate / finished_rate
     o = generated_rate / finished_rate
     if o < 1.0:  # max(o, 1.0), without the builtin's call (as below)
@@ -91,7 +100,7 @@ def learn(
         full = profile.step_base_s + a * budget
         busy = 1.0 - profile.step_base_s / full
     if achieved <= 0.0:
-        return _new(_SPEED_STATE, (state.log_ratio, state.samples, ticks, ready, queue))
+        return SpeedState(state.log_ratio, state.samples, ticks, ready, queue)
     sample = math.log(achieved / busy)
     mean = state.log_ratio
     if state.samples:
@@ -105,4 +114,4 @@ def learn(
     n = state.samples + 1.0
     if n > MAX_SPEED_SAMPLES:
         n = MAX_SPEED_SAMPLES
-    return _new(_SPEED_STATE, (mean + (sample - mean) / n, n, ticks, ready, queue))
+    return SpeedState(mean + (sample - mean) / n, n, ticks, ready, queue)

@@ -3,24 +3,36 @@
 Upstream HPA keeps the same things in controller memory and loses them on restart; keeping them
 in a value lets a restarted controller (or the replay) carry on exactly where it stopped.
 
-The small values made every tick (here, in hpa.py, replicacalc.py and decide.py) are NamedTuples rather than
-frozen dataclasses: a frozen dataclass costs ~1 µs to build against ~0.3 µs, and a tick builds
-dozens of them (bench/bench_policy.py).
+The small values made every tick (here, in hpa.py, replicacalc.py and decide.py) are NamedTuples, or
+record.Records where compiled code builds them, rather than frozen dataclasses: a frozen
+dataclass costs ~1 µs to build against ~0.3 µs, and a tick builds dozens of them
+(bench/bench_policy.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, final
+
+from autoscaler.policy.record import Record
 
 if TYPE_CHECKING:
     from autoscaler.policy.planstate import PlannerState
 
 
-class Recommendation(NamedTuple):
+@final
+class Recommendation(Record):
+    """A Record (record.py), not a NamedTuple: a decision stores one."""
+
+    FIELDS = ("at", "replicas")
+
     at: float  # seconds
     replicas: int
+
+    def __init__(self, at: float, replicas: int) -> None:
+        self.at = at
+        self.replicas = replicas
 
 
 class ScaleEvent(NamedTuple):
