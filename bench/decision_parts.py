@@ -119,7 +119,7 @@ def main() -> None:
     def horizon_reads() -> None:
         for (args, _), (found, _) in zip(kept["Lookahead"], kept["find"], strict=True):
             ahead = lookahead.Lookahead(*args)
-            h, _, _ = horizon.find(found[0], found[1], found[2], ahead.need_at, *found[4:])
+            h, _, _, _ = horizon.find(found[0], found[1], found[2], ahead.need_at, *found[4:])
             ahead.sizing_at(h), ahead.forecast_at(h), ahead.mean_load_at(h)
 
     rows.append(("a Lookahead and its horizon (find, sizing_at, forecast_at)", 1.0, _best(horizon_reads)))

@@ -43,16 +43,17 @@ def test_closed_form_is_the_integral(
     scenario: str, rate: float, theta: float, c: float, persist_s: float
 ) -> None:
     _, curve = _curve(scenario, *CONV, persist_s)  # decodes of ~25-30 s: the TPOT over the decode's rate
-    ttft, tpot, decode_s, spell_s = curve
+    ttft, tpot, decode_s, spell_s, _ = curve
     assert spell_s == pytest.approx(max(2.0, persist_s), rel=0.032)  # made at its key's step, 1/16 in log
     stretch = decode_s / spell_s  # the decode's spells of the rate
     assert stretch > 5.0
     got = burstprice.expected_late(c, rate, theta, curve, 2.0)
     want = _by_quadrature(c, rate, theta, ttft) + _by_quadrature(c, rate, theta / stretch, tpot)
     assert got == pytest.approx(want, rel=2e-3, abs=1e-6)
-    _, (ttft, tpot, decode_s, spell_s) = _curve(scenario, *CODE, persist_s)  # decodes within a spell
+    _, code = _curve(scenario, *CODE, persist_s)  # decodes within a spell
+    ttft, tpot, decode_s = code[0], code[1], code[2]
     assert decode_s < 2.0
-    got = burstprice.expected_late(c, rate, theta, (ttft, tpot, decode_s, spell_s), 2.0)
+    got = burstprice.expected_late(c, rate, theta, code, 2.0)
     want = _by_quadrature(c, rate, theta, ttft) + _by_quadrature(c, rate, theta, tpot)
     assert got == pytest.approx(want, rel=2e-3, abs=1e-6)
 
@@ -149,7 +150,7 @@ def test_the_compiled_bisection_gives_the_bits_of_its_python_source() -> None:
             p = math.exp(rng.uniform(math.log(200.0), math.log(15_000.0)))
             o = math.exp(rng.uniform(math.log(5.0), math.log(1_000.0)))
             _, curve = _curve(scenario, p, o, rng.choice((0.0, 5.0, 15.0)))
-            (us, ttfts), (vs, tpots), _, _ = curve
+            (us, ttfts), (vs, tpots) = curve[0], curve[1]
             for _ in range(4):
                 k = math.exp(rng.uniform(math.log(1e-5), math.log(1e4)))
                 stretch = rng.choice((1.0, math.exp(rng.uniform(0.0, 3.0))))

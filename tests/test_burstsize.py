@@ -128,3 +128,29 @@ def test_an_idle_target_holds_nothing_for_its_bursts() -> None:
     ahead = lookahead.Lookahead(capacityfacts.facts(cap), state, 1.0, spec.max_replicas)
     assert ahead.spread > 1.0 and ahead.typical_load < burstsize.IDLE_LOAD
     assert ahead.hold == 0.0
+
+
+def test_a_curves_hold_takes_the_curves_own_count_where_that_is_fewer() -> None:
+    """A hold priced by a late curve is in the curve's units: a fleet of n replicas serves n·r at the
+    SLO (r, the curve's rate a replica, burstprice.py), so its prompts take hold / r replicas. The
+    steady sizing at the hold's rate reads the burst as a rate that lasts (capacity's queueing tail
+    at it), so it is kept only where it asks for fewer (it knows the router's pooling, the curve not);
+    never fewer than the requests in flight at the lasting rate ask for."""
+    need = Demand(14.0, 14.0 * 2_000.0, 14.0 * 30.0)
+
+    def sized(per_replica: float) -> capacity.Sizing:
+        return burstsize.size(PROFILE, SLO, need, 1.0, 1_000, 90.0, {}, 150.0, 20.0, per_replica)
+
+    steady = sized(0.0)
+    lasting = burstsize.size(PROFILE, SLO, need, 1.0, 1_000, 90.0, {}, 20.0, 20.0)
+    assert lasting.replicas + 2 < steady.replicas
+    between = lasting.replicas + 1
+    got = sized(150.0 / between)
+    assert got.replicas == between
+    # each replica serves its share of the demand, at the lasting sizing's rates
+    assert got.requests_per_s == pytest.approx(lasting.requests_per_s * lasting.replicas / between)
+    assert got.prefill_tokens_per_s == lasting.prefill_tokens_per_s
+    assert sized(150.0 / (steady.replicas + 5)) == steady  # the curve asks for more: the steady count
+    assert sized(1e6) == lasting  # a curve that holds nothing more: the requests in flight
+    counts = [sized(150.0 / k).replicas for k in range(1, 3 * steady.replicas)]
+    assert counts == sorted(counts)  # fewer replicas a curve's r asks for, never more

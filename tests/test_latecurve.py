@@ -32,7 +32,7 @@ def _curve(
 
 @pytest.mark.parametrize("scenario", ["fast-load-70b", "one-gpu-8b"])
 def test_curve_rises_to_one_from_the_tail_at_c(scenario: str) -> None:
-    _, ((us, ttft), (_, tpot), _, _) = _curve(scenario, *CODE)
+    _, ((us, ttft), (_, tpot), *_) = _curve(scenario, *CODE)
     assert us[0] == 0.0 and ttft[0] == 0.0 and tpot[0] == 0.0
     assert all(b >= a for a, b in itertools.pairwise(ttft))
     late = [a + b for a, b in zip(ttft, tpot, strict=True)]
@@ -40,6 +40,22 @@ def test_curve_rises_to_one_from_the_tail_at_c(scenario: str) -> None:
     at_c = us.index(1.0)
     assert late[at_c] == pytest.approx(1.0 - SLO.attainment, rel=1e-3)  # C: the SLO's tail late
     assert ttft[-1] == 1.0 and tpot[-1] == 0.0  # past the last point all late, once
+
+
+@pytest.mark.parametrize("scenario", ["fast-load-70b", "one-gpu-8b", "reference-70b"])
+def test_the_curve_carries_the_rate_a_replica_serves_at_c(scenario: str) -> None:
+    """The curve's last field is r, the requests/s one replica serves with the SLO's tail late (its
+    u = 1): a hold in the curve's units takes hold / r replicas (burstsize.size)."""
+    profile = replica_profile(SCENARIOS[scenario].engine)
+    for p, o in (CODE, (1_500.0, 3_200.0), (12_000.0, 300.0)):
+        shape = lengths.spread(profile, p, 1.0)
+        spell = latecurve.persistence(SLO, 0.0)
+        points = latecurve._curve(profile, SLO, p, o, 1.0, 1.0, shape["service_cv2"])  # at this mix itself
+        assert points is not None
+        r = points[4]
+        late = latecurve.late_at(profile, SLO, p, o, 1.0, 1.0, shape["service_cv2"], spell)
+        tail = 1.0 - SLO.attainment
+        assert sum(late(r * 0.999)) <= tail < sum(late(r * 1.001))
 
 
 def test_window_wait_is_kingmans_over_a_long_window() -> None:

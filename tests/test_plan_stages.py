@@ -27,7 +27,7 @@ def test_the_marginal_replica_waits_for_the_ones_before_it() -> None:
 def test_the_horizon_is_the_ready_time_of_the_last_replica_needed_then() -> None:
     """4 more: 4 x 14 s of loads, and a 1 s gap between them (each starts at the first decision
     after the previous is done: 14 s loads, decisions every 15 s)."""
-    h, n, rounds = horizon.find(SEED, 2, 100, lambda t: 6, COLD, None)
+    h, n, rounds, _ = horizon.find(SEED, 2, 100, lambda t: 6, COLD, None)
     assert (h, n) == (pytest.approx(4 * 14.0 + 3 * 1.0), 6)
     assert rounds == 2
     assert horizon.find(SEED, 2, 100, lambda t: 6, COLD, None, period_s=7.0)[0] == pytest.approx(56.0)
@@ -148,22 +148,41 @@ def test_pacing_is_the_storage_idle_between_loads_staggered_by_decisions() -> No
 def test_a_need_that_grows_with_the_horizon_is_followed_but_stops() -> None:
     """Need = 1 per 10 s of horizon: 14 s -> 2, 29 s -> 3, 44 s -> 5, 74 s -> 8, then the rounds stop
     (in the policy the damped forecast bounds the need whatever the horizon)."""
-    h, n, rounds = horizon.find(SEED, 0, 1000, lambda t: int(t // 10) + 1, COLD, None)
+    h, n, rounds, _ = horizon.find(SEED, 0, 1000, lambda t: int(t // 10) + 1, COLD, None)
     assert (h, n, rounds) == (pytest.approx(74.0), 8, horizon.MAX_ROUNDS)
 
 
+def test_the_lead_is_the_horizon_of_one_replica_whatever_is_asked() -> None:
+    """find's lead, what the band is scored at, is its first horizon (its horizon where no more are
+    needed): one replica started now, its ready time on this cluster (the caller's lead where it
+    gives one), however many the need asks for."""
+    for cluster, lead in (
+        (COLD, None),
+        (WARM, None),
+        (((), (), (), (140.0,) * 7, (), ()), None),
+        (COLD, 100.0),
+    ):
+        one = horizon.find(SEED, 0, 1000, lambda t: 0, cluster, lead)
+        assert one[3] == one[0]
+        many = horizon.find(SEED, 0, 1000, lambda t: 40, cluster, lead)
+        assert many[3] == pytest.approx(one[0])
+        assert many[0] > one[0]  # forty loads share the storage: the marginal one is later, the lead is not
+    assert horizon.find(None, 1, 10, lambda t: 40, COLD, 30.0)[3] == 30.0
+    assert horizon.find(None, 1, 10, lambda t: 40, COLD, None)[3] == 0.0
+
+
 def test_room_caps_the_marginal_replica() -> None:
-    h, n, _ = horizon.find(SEED, 2, 3, lambda t: 50, COLD, None)
+    h, n, _, _ = horizon.find(SEED, 2, 3, lambda t: 50, COLD, None)
     assert h == pytest.approx(3 * 14.0 + 2 * 1.0) and n == 50
 
 
 def test_a_callers_lead_time_replaces_the_first_replicas_and_keeps_the_sharing() -> None:
-    h, _, _ = horizon.find(SEED, 0, 10, lambda t: 3, COLD, 100.0)
+    h, _, _, _ = horizon.find(SEED, 0, 10, lambda t: 3, COLD, 100.0)
     assert h == pytest.approx(100.0 + 3 * 14.0 - 14.0 + 2 * 1.0)
 
 
 def test_without_a_cold_start_model_the_horizon_is_the_fixed_lead_time() -> None:
-    assert horizon.find(None, 1, 10, lambda t: 4, COLD, 30.0) == (30.0, 4, 1)
+    assert horizon.find(None, 1, 10, lambda t: 4, COLD, 30.0) == (30.0, 4, 1, 30.0)
 
 
 def test_recreating_a_released_replica_skips_provisioning_and_pull() -> None:

@@ -54,7 +54,7 @@ def _stretch(curve: Curve, window_s: float) -> float:
 def _expected(k: float, x: float, curve: Curve, stretch: float) -> float:
     """expected_late at shape k + 1 (rates over θ), C / θ = x and the decode `stretch` times the
     window: the TTFT tail over the window, the TPOT tail over the decode (shape k·stretch + 1)."""
-    (us, ttfts), (vs, tpots), _, _ = curve
+    (us, ttfts), (vs, tpots) = curve[0], curve[1]
     return flathold.expected_at(k, x, us, ttfts, vs, tpots, stretch, *_lgammas(k, stretch))
 
 
@@ -103,7 +103,7 @@ def _grid_x(key: tuple[object, ...], curve: Curve, i: int, budget: float, stretc
 
 def _hold_x(k: float, budget: float, curve: Curve, stretch: float) -> float:
     """C / θ at shape k (flathold.bisect, by the compiled copy where one is installed)."""
-    (us, ttfts), (vs, tpots), _, _ = curve
+    (us, ttfts), (vs, tpots) = curve[0], curve[1]
     return _kernel(k, budget, us, ttfts, vs, tpots, stretch, *_lgammas(k, stretch))
 
 

@@ -21,7 +21,12 @@ Two things follow from it:
                 Where the capacity model gives a curve, the window's late share is its own two
                 tails' at u = Λ / C instead of the wall (latecurve.py: the prefill queue within the
                 TTFT target, the TPOT tail over the decode; burstprice.py prices the hold by it),
-                at the same budget; hold_rate here is the wall's, for a mix with no curve.
+                at the same budget; hold_rate here is the wall's, for a mix with no curve. A
+                curve's hold is in the curve's units, r a replica (its rate at the SLO's tail
+                within the spell): its prompts take hold / r replicas where that is fewer than
+                their steady sizing at the hold's rate, which reads a burst of seconds as a rate
+                that lasts (DeepSeek-R1's quiet hours, prefill cs² 30: 9 replicas where the curve
+                says 5; docs/policy.md, burst hold).
   lifetime      the hold over W sets the prompts' queue (the TTFT side); the requests in flight
                 (the batch and KV ceilings, the decodes' load: Little's law) are the arrivals over
                 their time in the system T, held over T: a burst of seconds adds its own requests
@@ -137,13 +142,50 @@ def size(
     shape: lengths.Shape,
     hold: float = 0.0,
     lifetime_hold: float | None = None,
+    hold_per_replica: float = 0.0,
 ) -> Sizing:
     """The least n that serves `need` within the SLO at the ca² n replicas see (replica_cv2), and
     at least the count whose prompts queue at `hold` requests/s (hold_rate over the TTFT target)
     while `lifetime_hold` (over the requests' time in the system, at most `hold`; None: `hold`)
     are in flight, at need's mix. `shape`: capacity.size's keywords for the prompt lengths'
-    spread and the router (lengths.Shape)."""
+    spread and the router (lengths.Shape). `hold_per_replica` > 0: the hold is a late curve's
+    (burstprice.py), in the curve's units (n replicas serve n·r at the SLO, r = hold_per_replica),
+    so its prompts take hold / r replicas, with at least those the lasting rate asks for; the
+    sizing of the prompts queueing at `hold` in capacity's steady tail reads the burst as a rate
+    that lasts, and is kept only where it asks for fewer (it knows the router's pooling, the curve
+    does not)."""
     lasting = lifetime_hold if lifetime_hold is not None and lifetime_hold <= hold else hold
+    steady = _size(profile, slo, need, speed, limit, spread, shape, hold, lasting)
+    if hold_per_replica > 0.0 and hold > 0.0:
+        n = math.ceil(hold / hold_per_replica - 1e-9)
+        if n >= steady.replicas:
+            return steady
+        held = _size(profile, slo, need, speed, limit, spread, shape, lasting, lasting)
+        if n <= held.replicas:
+            return held
+        share = held.replicas / n
+        return Sizing(
+            n,
+            held.binding,
+            held.prefill_tokens_per_s,
+            held.decode_tokens_per_s,
+            held.requests_per_s * share,
+            held.utilization * share,
+        )
+    return steady
+
+
+def _size(
+    profile: ReplicaProfile,
+    slo: SloTarget,
+    need: Demand,
+    speed: float,
+    limit: int,
+    spread: float,
+    shape: lengths.Shape,
+    hold: float,
+    lasting: float,
+) -> Sizing:
     flat = _flat  # a module global read once: a dict lookup each time, compiled
     if flat is not None and (not shape or _flat_covers(shape)):
         fused = flatkernel.sizing(

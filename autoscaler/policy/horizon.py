@@ -78,9 +78,12 @@ def find(
     cluster: Cluster,
     lead_s: float | None,
     period_s: float = 15.0,
-) -> tuple[float, int, int]:
-    """(horizon s, replicas needed then, rounds): the ready time of the marginal replica and the need
-    at that time, with `have` replicas counted (ready or starting) and at most `room` more.
+) -> tuple[float, int, int, float]:
+    """(horizon s, replicas needed then, rounds, lead s): the ready time of the marginal replica and
+    the need at that time, with `have` replicas counted (ready or starting) and at most `room` more,
+    and the first round's horizon, one replica's ready time: the band is scored at that lead
+    (planner.py), since the marginal replica also waits for the loads the policy itself asks for, and
+    scored at that wait the band widened with what it asked (docs/policy.md, "band scored at").
 
     `lead_s` is the caller's time to ready of one more replica started now (a learned startup
     quantile, the replay's own projection) or the spec's fixed one; it replaces the model's for the
@@ -89,14 +92,14 @@ def find(
     """
     if cold is None:
         horizon = lead_s or 0.0
-        return horizon, need_at(horizon), 1
+        return horizon, need_at(horizon), 1, horizon
     # on the stagger's exact schedule, as the later ones: the offset is the caller's correction
     # of the model, not the gap between the model's two arithmetics
     got = _staggers.get(id(cold))  # memo.by_identity's hit inline: once a tick
     stagger = got[1] if got is not None and got[0] is cold else memo.by_identity(_staggers, cold, _stagger_of)
     first = stagger(1, cluster, period_s, True)[0]
     offset = 0.0 if lead_s is None else lead_s - first
-    horizon = first + offset
+    horizon = lead = first + offset
     need = need_at(horizon)
     rounds = 1
     while rounds < MAX_ROUNDS:
@@ -114,7 +117,7 @@ def find(
         if again <= need:
             break
         need = again
-    return horizon, need, rounds
+    return horizon, need, rounds, lead
 
 
 _staggers: Final[memo.Table] = {}  # by cold-start spec (memo.py)

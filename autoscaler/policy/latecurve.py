@@ -54,9 +54,10 @@ _POINTS: Final = (
 )
 _QUANTUM: Final = 16.0  # the curve's key: the mix and speed rounded to 1/16 in log (tailsearch's)
 Points = tuple[tuple[float, ...], tuple[float, ...]]  # u and a share late at u, rising to 1 at the last
-# the TTFT tail's points, the TPOT tail's, the decode's time at C (a request's o steps), seconds, and
-# the seconds a window's rate persists (persistence: the longer of the TTFT target and the count's)
-Curve = tuple[Points, Points, float, float]
+# the TTFT tail's points, the TPOT tail's, the decode's time at C (a request's o steps), seconds,
+# the seconds a window's rate persists (persistence: the longer of the TTFT target and the count's),
+# and r, the requests/s a replica serves with the SLO's tail late (u = 1 a replica)
+Curve = tuple[Points, Points, float, float, float]
 _curves: Final[dict[tuple[object, ...], Curve | None]] = {}
 # a curve's key names its profile and SLO by a number, one for each pair of values, found by the
 # objects' identity: hashing the frozen specs (their every field, each tick, for each table the key
@@ -64,7 +65,7 @@ _curves: Final[dict[tuple[object, ...], Curve | None]] = {}
 # (the table grows by the distinct specs a process sees, a handful), so the curves are cached and
 # evicted as when keyed by the specs themselves, and a curve is shared by equal copies
 # _curves' miss (None is a curve's value); Optional, so compiled it is an object compared by identity
-_MISSING: Final[Curve | None] = (((), ()), ((), ()), 0.0, 0.0)
+_MISSING: Final[Curve | None] = (((), ()), ((), ()), 0.0, 0.0, 0.0)
 _spec_numbers: Final[dict[tuple[ReplicaProfile, SloTarget], int]] = {}
 _spec_ids: Final[dict[tuple[int, int], tuple[ReplicaProfile, SloTarget, int]]] = {}
 _next_number: Final = itertools.count()
@@ -241,7 +242,7 @@ def _curve(
     base = profile.step_base_s / speed
     free = 1.0 - r * replicarates.work_per_request(profile, p, o, speed, share)
     decode_s = o * base / (free if free > 1e-3 else 1e-3)
-    return (tuple(us), tuple(ttfts)), (tuple(us), tuple(tpots)), decode_s, spell
+    return (tuple(us), tuple(ttfts)), (tuple(us), tuple(tpots)), decode_s, spell, r
 
 
 def late_at(

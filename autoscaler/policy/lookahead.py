@@ -55,6 +55,7 @@ class Lookahead:
         "_utilization",
         "_widths",
         "hold",
+        "hold_per_replica",
         "level",
         "lifetime_hold",
         "limit",
@@ -116,6 +117,7 @@ class Lookahead:
             rate = self.mean_now.requests
         idle = self.typical_load < burstsize.IDLE_LOAD and self.level < burstsize.IDLE_LOAD
         hold = 0.0
+        self.hold_per_replica = 0.0  # the late curve's r, where it priced the hold (burstsize.size)
         if not idle:  # priced by the capacity model's own late share where it has one (latecurve.py)
             # the seconds the rate the dispersion counts was read over (the metric's window; the
             # tick's where it has none): its excess persists over them (latecurve.persistence)
@@ -142,6 +144,7 @@ class Lookahead:
                     key,
                     late,
                 )
+                self.hold_per_replica = late[4]
             else:
                 hold = burstsize.hold_rate(rate, self.spread, cap.ttft_s, burstsize.BURST_BUDGET * cap.tail)
         self.hold = hold
@@ -316,6 +319,7 @@ class Lookahead:
             self.shape,
             self.hold,
             self.lifetime_hold,
+            self.hold_per_replica,
         )
 
     def need_at(self, h: float) -> int:

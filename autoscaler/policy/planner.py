@@ -139,7 +139,9 @@ def plan(
         obs.upcoming_loads_s,
         coming,
     )
-    horizon_s, needed, rounds = horizon.find(cold, have, limit - have, ahead.need_at, cluster, lead_s, period)
+    horizon_s, needed, rounds, scored_s = horizon.find(
+        cold, have, limit - have, ahead.need_at, cluster, lead_s, period
+    )
     at_horizon = ahead.sizing_at(horizon_s)
     mean, upper = ahead.forecast_at(horizon_s)
     load = ahead.load
@@ -147,10 +149,12 @@ def plan(
     upper_load = load(upper)
     widening = upper_load / mean_load if mean_load > 0.0 else math.inf
     on_heights = band.on_heights(dstate, mean_load, ahead.typical_load)
-    # the band is scored on the smoothed level, not this tick's noisy estimate (band.track)
+    # the band is scored on the smoothed level, not this tick's noisy estimate (band.track), one
+    # replica's lead ahead: the marginal replica's wait is the policy's own asks (horizon.find)
     level = ahead.level
+    scored_load = mean_load if scored_s == horizon_s else ahead.mean_load_at(scored_s)
     dstate = band.track(
-        d, dstate, now, level, horizon_s, mean_load, ahead.typical_load, ahead.mean_now.requests
+        d, dstate, now, level, scored_s, scored_load, ahead.typical_load, ahead.mean_now.requests
     )
     stages = planstages.forecast_stages(
         have, needed, finished, est, horizon_s, mean, upper, widening, at_horizon, ahead, rounds, obs,

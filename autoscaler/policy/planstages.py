@@ -31,8 +31,10 @@ _ON_HEIGHTS: Final = ", below the typical load read as a height over it"
 _CAPACITY_MESSAGE: Final = (
     "per replica at the SLO: prefill {:,.0f} tok/s, decode {:,.0f} tok/s, {:.3g} req/s at this mix"
     " (speed x{:.2f}); {:.3g}/s needs {}; arrivals' dispersion over the TTFT target {:.3g}"
-    " (ca² {:.3g} a replica; bursts held at {:.3g}/s, {:.3g}/s over the requests' time in the system){}"
+    " (ca² {:.3g} a replica; bursts held at {:.3g}/s{}, {:.3g}/s over the requests' time in the system){}"
 )
+# where the late curve priced the hold: its own rate a replica, which its prompts are counted at
+_CURVE_RATE: Final = " (the late curve's {:.3g}/s a replica)"
 # where the TTFT binds at the band's upper (Lookahead.queue_utilization): the count prices the load
 # past it at the prefill queue's own tail (lateband.queued_width), not as all late
 _QUEUED: Final = "; the load past the count late at the prefill queue's tail, u_C {:.2f} a replica"
@@ -114,6 +116,7 @@ def forecast_stages(
                 ahead.spread,
                 burstsize.replica_cv2(ahead.spread, at_horizon.replicas),
                 ahead.hold,
+                _CURVE_RATE.format(ahead.hold_per_replica) if ahead.hold_per_replica > 0.0 else "",
                 ahead.lifetime_hold,
                 _queued_clause(ahead.queue_utilization()),
             ),

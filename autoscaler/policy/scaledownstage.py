@@ -110,11 +110,14 @@ def _needed_now_message(
     shape: lengths.Shape,
     hold: float = 0.0,
     lifetime_hold: float | None = None,
+    hold_per_replica: float = 0.0,
 ) -> str:
     """The stage's message when as many replicas are needed now as there are: keep()'s NeededNow
     template, whose one argument is the need now, which plan() did not size (need_at(0.0), at
     least the floor)."""
-    sized = burstsize.size(profile, slo, upper_now, speed, limit, spread, shape, hold, lifetime_hold)
+    sized = burstsize.size(
+        profile, slo, upper_now, speed, limit, spread, shape, hold, lifetime_hold, hold_per_replica
+    )
     need_now = max(sized.replicas, floor)
     return template.format(need_now)
 
@@ -175,6 +178,7 @@ def stage(
             ahead.shape,
             ahead.hold,
             ahead.lifetime_hold,
+            ahead.hold_per_replica,
         )
     elif (margin_count := _need_within_margin(ahead, have)) >= have:
         kept = scaledown.Keep(
