@@ -152,5 +152,6 @@ def test_a_curves_hold_takes_the_curves_own_count_where_that_is_fewer() -> None:
     assert got.prefill_tokens_per_s == lasting.prefill_tokens_per_s
     assert sized(150.0 / (steady.replicas + 5)) == steady  # the curve asks for more: the steady count
     assert sized(1e6) == lasting  # a curve that holds nothing more: the requests in flight
+    assert sized(5e-324) == steady  # a subnormal r (hold / r overflows): the steady sizing, no error
     counts = [sized(150.0 / k).replicas for k in range(1, 3 * steady.replicas)]
     assert counts == sorted(counts)  # fewer replicas a curve's r asks for, never more

@@ -157,7 +157,10 @@ def size(
     lasting = lifetime_hold if lifetime_hold is not None and lifetime_hold <= hold else hold
     steady = _size(profile, slo, need, speed, limit, spread, shape, hold, lasting)
     if hold_per_replica > 0.0 and hold > 0.0:
-        n = math.ceil(hold / hold_per_replica - 1e-9)
+        count = hold / hold_per_replica
+        if not count < limit:  # past the bound (or no number: a subnormal r): the steady sizing
+            return steady
+        n = math.ceil(count - 1e-9)
         if n >= steady.replicas:
             return steady
         held = _size(profile, slo, need, speed, limit, spread, shape, lasting, lasting)
