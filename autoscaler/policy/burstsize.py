@@ -164,18 +164,21 @@ def size(
         if n >= steady.replicas:
             return steady
         held = _size(profile, slo, need, speed, limit, spread, shape, lasting, lasting)
-        if n <= held.replicas:
-            return held
-        share = held.replicas / n
-        return Sizing(
-            n,
-            held.binding,
-            held.prefill_tokens_per_s,
-            held.decode_tokens_per_s,
-            held.requests_per_s * share,
-            held.utilization * share,
-        )
+        return held if n <= held.replicas else _spread(held, n)
     return steady
+
+
+def _spread(sizing: Sizing, n: int) -> Sizing:
+    """`sizing` on n replicas (more than its own count), each serving its share of what they serve."""
+    share = sizing.replicas / n
+    return Sizing(
+        n,
+        sizing.binding,
+        sizing.prefill_tokens_per_s,
+        sizing.decode_tokens_per_s,
+        sizing.requests_per_s * share,
+        sizing.utilization * share,
+    )
 
 
 def _size(
@@ -253,13 +256,4 @@ def thinned(
         best = at(replica_cv2(spread, hi))
     if best.replicas >= hi:
         return best
-    # fewer suffice at hi's ca², but not at their own: hi replicas, each serving its share
-    share = best.replicas / hi
-    return Sizing(
-        hi,
-        best.binding,
-        best.prefill_tokens_per_s,
-        best.decode_tokens_per_s,
-        best.requests_per_s * share,
-        best.utilization * share,
-    )
+    return _spread(best, hi)  # fewer suffice at hi's ca², but not at their own

@@ -152,6 +152,7 @@ def plan(
     # the band is scored on the smoothed level, not this tick's noisy estimate (band.track), one
     # replica's lead ahead: the marginal replica's wait is the policy's own asks (horizon.find)
     level = ahead.level
+    # (the lead is the horizon on most ticks: mean_load, without the float-keyed memo's lookup)
     scored_load = mean_load if scored_s == horizon_s else ahead.mean_load_at(scored_s)
     dstate = band.track(
         d, dstate, now, level, scored_s, scored_load, ahead.typical_load, ahead.mean_now.requests
