@@ -298,6 +298,7 @@ class DemandModel(StrictModel):
     output_square_metric: str | None = Field(default=None, alias="outputSquareMetric", min_length=1)
     output_sum_metric: str | None = Field(default=None, alias="outputSumMetric", min_length=1)
     arrival_rate_metric: str | None = Field(default=None, alias="arrivalRateMetric", min_length=1)
+    kv_usage_metric: str | None = Field(default=None, alias="kvUsageMetric", min_length=1)
     alpha: float | None = None
     beta: float | None = None
     smoothing_period_seconds: float | None = Field(default=None, alias="smoothingPeriodSeconds")
@@ -317,6 +318,7 @@ class DemandModel(StrictModel):
             "output_square_metric": "output_square_metric",
             "output_sum_metric": "output_sum_metric",
             "arrival_rate_metric": "arrival_rate_metric",
+            "kv_usage_metric": "kv_usage_metric",
             "alpha": "alpha",
             "beta": "beta",
             "smoothing_period_seconds": "smoothing_period_s",
@@ -345,9 +347,9 @@ class CapacityModel(StrictModel):
 
     @classmethod
     def document_of(cls, spec: CapacitySpec) -> dict[str, Any]:
-        """The capacity block (profile, slo, decision period, the prompt lengths' and the gateway's
-        arrivals metrics if set) that parses back into `spec`'s; the rest of demand and learning
-        keep their defaults."""
+        """The capacity block (profile, slo, decision period, the lengths', the gateway's arrivals
+        and the KV usage metrics if set) that parses back into `spec`'s; the rest of demand and
+        learning keep their defaults."""
         doc: dict[str, Any] = {
             "profile": _document(ReplicaProfileModel, spec.profile, _PROFILE_NAMES),
             "slo": _document(SloTargetModel, spec.slo, _SLO_NAMES),
@@ -360,6 +362,7 @@ class CapacityModel(StrictModel):
                 ("outputSquareMetric", spec.demand.output_square_metric),
                 ("outputSumMetric", spec.demand.output_sum_metric),
                 ("arrivalRateMetric", spec.demand.arrival_rate_metric),
+                ("kvUsageMetric", spec.demand.kv_usage_metric),
             )
             if value is not None
         }

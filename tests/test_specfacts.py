@@ -29,6 +29,7 @@ DEMAND = DemandSpec(
     queue_metric="q",
     prompt_square_metric="s",
     arrival_rate_metric="a",
+    kv_usage_metric="k",
     damping_s=90.0,
     prior_weight=4.0,
     prior_error=0.2,

@@ -6,9 +6,11 @@ import math
 
 import pytest
 
-from autoscaler.policy import speedlearn
-from autoscaler.policy.capacityspec import ReplicaProfile
+from autoscaler.policy import capacityfacts, planner, speedlearn
+from autoscaler.policy.capacityspec import CapacitySpec, DemandSpec, ReplicaProfile
+from autoscaler.policy.observation import MetricReading, Observation
 from autoscaler.policy.speedlearn import SpeedState
+from autoscaler.specsections import CapacityModel, DemandModel
 
 # reference-70b as the replay had it: prefill 8,000 tok/s with priority, decode 30 ms + 0.2 ms a request
 PROFILE = ReplicaProfile(
@@ -92,3 +94,39 @@ def test_one_wild_sample_moves_the_speed_at_most_a_factor_two() -> None:
         PROFILE, state, queue=8.0, prompt_rate=1e9, generated_rate=1e9, finished_rate=1e6, ready=4
     )
     assert wild.log_ratio - state.log_ratio <= math.log(2.0) / wild.samples + 1e-12
+
+
+def test_a_full_kv_cache_is_no_sample() -> None:
+    """A fleet at its KV ceiling preempts and recomputes what its token counters do not count, so
+    its work per replica reads as a slow engine (capacity.demand.kvUsageMetric): with the fullest
+    pod's usage at KV_FULL or above the tick is no sample, below it (or without a reading) it is."""
+    cap = capacityfacts.facts(
+        CapacitySpec(profile=PROFILE, demand=DemandSpec(queue_metric="q", kv_usage_metric="kv"))
+    )
+    assert "kv" in CapacitySpec(profile=PROFILE, demand=DemandSpec(kv_usage_metric="kv")).metric_names
+    assert "kv" not in CapacitySpec(profile=PROFILE, demand=DemandSpec(queue_metric="kv0")).metric_names
+    p, o = 1000.0, 200.0
+    finished = 4 * 0.5 / (PROFILE.prefill_s_per_token * p + PROFILE.decode_s_per_request * o)
+    obs = Observation(spec_replicas=4, status_replicas=4, ready_pods=4)
+
+    def run(kv: MetricReading | None) -> SpeedState:
+        metrics = {"q": MetricReading((8000,))} | ({} if kv is None else {"kv": kv})
+        state = speedlearn.NO_SPEED
+        for _ in range(speedlearn.SATURATED_TICKS + 2):
+            state = planner._learn_speed(cap, state, obs, metrics, finished * p, finished * o, finished)
+        return state
+
+    full = round(1000 * speedlearn.KV_FULL)
+    assert run(MetricReading((full,))).samples == 0  # a mean over the pods at the ceiling
+    assert run(MetricReading((500, full))).samples == 0  # one pod a item: the fullest one's
+    for kv in (None, MetricReading((full - 1,)), MetricReading(None, error="no reading")):
+        learned = run(kv)
+        assert learned.samples == 3 and speedlearn.speed(learned, 8.0) < 1.0
+    with pytest.raises(ValueError, match="kv_usage_metric"):
+        DemandSpec(kv_usage_metric="")
+    model = DemandModel.model_validate({"kvUsageMetric": "infscale_kv_cache_usage"})
+    assert model.to_spec().kv_usage_metric == "infscale_kv_cache_usage"
+    with pytest.raises(ValueError, match="kvUsageMetric"):
+        DemandModel.model_validate({"kvUsageMetric": ""})
+    spec = CapacitySpec(profile=PROFILE, demand=DemandSpec(kv_usage_metric="infscale_kv_cache_usage"))
+    assert CapacityModel.model_validate(CapacityModel.document_of(spec)).to_spec().demand == spec.demand

@@ -99,6 +99,7 @@ class CapacityFacts:
     output_square_metric: str | None
     output_sum_metric: str | None
     arrival_rate_metric: str | None
+    kv_usage_metric: str | None
 
 
 def facts(cap: CapacitySpec) -> CapacityFacts:
@@ -130,4 +131,5 @@ def facts(cap: CapacitySpec) -> CapacityFacts:
         d.output_square_metric,
         d.output_sum_metric,
         d.arrival_rate_metric,
+        d.kv_usage_metric,
     )

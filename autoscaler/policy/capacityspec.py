@@ -120,6 +120,11 @@ class DemandSpec:
     # the arrivals' dispersion is read from. None (the default: engines alone), or no reading: the
     # finishes + the in-flight growth, whose finishes come in clumps (docs/policy.md, "Defaults")
     arrival_rate_metric: str | None = None
+    # the engines' KV cache usage, a 0-1 gauge (the adapter's kv_cache_usage: the mean over the pods,
+    # or one item a pod): a tick at which it is at speedlearn.KV_FULL or above is no speed sample
+    # (preempted requests are recomputed, work the token counters do not count). None (the
+    # default), or no reading: every saturated tick is a sample
+    kv_usage_metric: str | None = None
     alpha: float = 0.3  # level weight of a sample smoothing_period_s after the last (policy.md, Defaults)
     beta: float = 0.05  # trend weight, same gap: a trend must persist minutes to count
     smoothing_period_s: float = 15.0  # the HPA sync period
@@ -132,6 +137,8 @@ class DemandSpec:
         own = "capacity.demand"
         if self.arrival_rate_metric == "":
             raise ValueError(f"{own}.arrival_rate_metric: a metric name, or None (not read)")
+        if self.kv_usage_metric == "":
+            raise ValueError(f"{own}.kv_usage_metric: a metric name, or None (not read)")
         _check_range(own, "alpha", self.alpha, 1e-3, 1.0, "in [0.001, 1]")
         _check_range(own, "beta", self.beta, 0.0, 1.0, "in [0, 1]")
         _check_range(own, "smoothing_period_s", self.smoothing_period_s, 1e-3, 1e6, "in [0.001, 1e6] s")
@@ -191,6 +198,8 @@ class CapacitySpec:
             names = (*names, d.output_square_metric)
         if d.output_sum_metric is not None:
             names = (*names, d.output_sum_metric)
+        if d.kv_usage_metric is not None:
+            names = (*names, d.kv_usage_metric)
         return names if d.prompt_square_metric is None else (*names, d.prompt_square_metric)
 
 

@@ -53,6 +53,16 @@ def _total(reading: MetricReading | None) -> float | None:
     return (values[0] if len(values) == 1 else sum(values)) / 1000.0
 
 
+def _highest(reading: MetricReading | None) -> float | None:
+    """The highest item of a gauge (a catalog with one item a pod: the fullest pod's)."""
+    if reading is None:
+        return None
+    values = reading.values_milli
+    if not values:
+        return None
+    return (values[0] if len(values) == 1 else max(values)) / 1000.0
+
+
 def plan(
     spec: SpecFacts,
     cap: CapacityFacts,
@@ -254,6 +264,11 @@ def _learn_speed(
     (`metrics`: obs.metrics as a dict)."""
     queue_metric = cap.queue_metric
     queue = _total(metrics.get(queue_metric)) if queue_metric is not None else None
+    kv_metric = cap.kv_usage_metric
+    if kv_metric is not None and queue is not None:
+        kv = _highest(metrics.get(kv_metric))
+        if kv is not None and kv >= speedlearn.KV_FULL:  # preempting: the counters miss the recomputes
+            queue = None
     ready = obs.ready_pods or 0
     saturated = queue is not None and ready > 0 and queue >= ready
     if cap.learn and (saturated or speed_state.saturated_ticks):  # else learn() returns it as it is

@@ -27,6 +27,10 @@ from autoscaler.policy.tpottail import CONTEXT_OUTPUT_SHARE
 SATURATED_TICKS: Final = 3  # consecutive saturated ticks at one ready count before a sample counts
 MAX_SPEED_STEP: Final = math.log(2.0)  # one sample moves the estimate by at most a factor 2
 MAX_SPEED_SAMPLES: Final = 100.0  # then it is an exponential average over the last ~100 samples
+# KV cache usage (0-1) from which a tick is no sample: the engine preempts when a step's blocks do
+# not fit and recomputes the preempted prompts, work its token counters do not count, so a fleet at
+# its KV ceiling reads as a slow engine (docs/policy.md, "Defaults and why": learned-speed sample)
+KV_FULL: Final = 0.95
 
 
 @final
