@@ -264,13 +264,15 @@ def _learn_speed(
     (`metrics`: obs.metrics as a dict)."""
     queue_metric = cap.queue_metric
     queue = _total(metrics.get(queue_metric)) if queue_metric is not None else None
+    ready = obs.ready_pods or 0
+    saturated = queue is not None and ready > 0 and queue >= ready
     kv_metric = cap.kv_usage_metric
-    if kv_metric is not None and queue is not None:
+    # read on saturated ticks alone: an unsaturated one ends the run in learn() either way
+    if saturated and kv_metric is not None:
         kv = _highest(metrics.get(kv_metric))
         if kv is not None and kv >= speedlearn.KV_FULL:  # preempting: the counters miss the recomputes
             queue = None
-    ready = obs.ready_pods or 0
-    saturated = queue is not None and ready > 0 and queue >= ready
+            saturated = False
     if cap.learn and (saturated or speed_state.saturated_ticks):  # else learn() returns it as it is
         speed_state = speedlearn.learn(
             cap.profile,
