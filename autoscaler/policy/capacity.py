@@ -270,6 +270,9 @@ def sizer(
         return rate, lam * service * prefill_burst, slack / service * 2.0, budget
 
     first_terms = terms(first)
+    # prompts spread wider than the exponential: the residual's tail is fatter than the heavy-traffic
+    # decay at light load (at cv² 1 it never is, and the sizing is as before)
+    spread_lengths = lengths_cv2 > 1.0
     decoding = lam * o * base  # leastloaded.servers' terms
     departing = leastloaded.departing(lam, base, p, profile.max_batched_tokens) if least_loaded else 0.0
 
@@ -278,6 +281,16 @@ def sizer(
         _, offered, slack2, budget = t
         slack_services = slack2 / (arrival_cv2 + service_cv2)
         ttft_n = tailsearch.ttft_servers(offered, slack_services, budget)  # the random router's count
+        residual = 0.0
+        if spread_lengths:  # at light load a wait is one long prompt's residual: u·P(R > slack)
+            rate = t[0]
+            residual = lengths.residual_share(
+                0.5 * slack2 * p / rate, p, 1.0 / rate - beta * p, beta, lengths_cv2
+            )
+            if budget > 0.0:
+                light = math.ceil(offered * residual / budget - 1e-9)
+                if light > ttft_n:
+                    ttft_n = light
         if least_loaded:
             ttft_n = leastloaded.servers(
                 offered,
@@ -289,6 +302,7 @@ def sizer(
                 ttft_n,
                 service_cv2,
                 departing,
+                residual,
             )
         return ttft_n
 
