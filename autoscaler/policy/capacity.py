@@ -29,11 +29,14 @@ The model of one replica that receives x requests/s of p prompt and o output tok
             decay rate of M/G/1 for service times of squared coefficient of variation cs²: from
             the prompt lengths' spread where engines publish it, lengths.py, else 1). A request
             meets its TTFT when its wait fits the slack left after its own prefill and first
-            step; the count is the least
-            n whose tail at that slack is at most 1 - attainment. A pooled M/G/n queue (Erlang C)
-            under-sized long prompts by 2-5 replicas (3 req/s of 8,000 tokens: 4 where the replay
-            needs 9; tests/replay/test_capacity_vs_replay.py). A least-requests router pools the
-            prefills part of the way, further the more replicas there are: leastloaded.py.
+            step; the count is the least n whose tail at that slack is at most 1 - attainment.
+            At light load on prompts spread wider than the exponential a wait is one long prompt's
+            residual instead, u·P(R > slack) with R the prefill's residual (lengths.residual_share;
+            tests/replay/test_light_traffic_wait_vs_replay.py), where that is larger. A pooled
+            M/G/n queue (Erlang C) under-sized long prompts by 2-5 replicas (3 req/s of 8,000
+            tokens: 4 where the replay needs 9; tests/replay/test_capacity_vs_replay.py). A
+            least-requests router pools the prefills part of the way, further the more replicas
+            there are: leastloaded.py.
 """
 
 from __future__ import annotations
