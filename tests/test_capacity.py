@@ -268,7 +268,9 @@ def test_the_tpot_tail_follows_the_prompt_lengths_spread() -> None:
     spread = tpottail.rate(VLLM_70B, 0.2, 0.01, 2048.0, 28.0, 1.0, 2.0)
     narrow = tpottail.rate(VLLM_70B, 0.2, 0.01, 2048.0, 28.0, 1.0, 0.25)
     assert narrow > 1.2 * exp and spread < 0.8 * exp
-    slo = SloTarget(ttft_s=2.0, tpot_s=0.2)
+    # a TTFT target the long prompts' residual does not bind at (at 2 s it does since session 35:
+    # a wait behind one long prompt's quadratic prefill, capacity.py's light-traffic tail)
+    slo = SloTarget(ttft_s=10.0, tpot_s=0.2)
     shape = lengths.spread(VLLM_70B, 2048.0, 2.0)
     sized = capacity.size(VLLM_70B, slo, demand(10.0, 2048.0, 28.0), **shape)
     assert sized.binding == "tpot"

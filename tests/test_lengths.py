@@ -183,3 +183,22 @@ def test_one_long_prompt_moves_the_spread_a_quarter_of_what_it_moves_over_the_mi
     assert before == pytest.approx(1.0, rel=1e-3) and mix_before == pytest.approx(1.0, rel=1e-3)
     assert mix_after - mix_before > 10.0  # one 100,000-token prompt in ~500 requests: cv² ~14
     assert 0.0 < after - before < 0.3 * (mix_after - mix_before)
+
+
+@pytest.mark.parametrize(
+    ("wait_s", "p", "cv2"),
+    [(1.9, 691.0, 10.57), (1.5, 2048.0, 2.0), (0.5, 300.0, 4.0), (3.0, 12_000.0, 1.44)],
+)
+def test_the_residual_share_is_a_sampled_prefills_past_the_wait(wait_s: float, p: float, cv2: float) -> None:
+    """P(R > t) = E[(S - t)+] / E[S] for S = α·x + β·x² over gamma lengths, against the mean of
+    a million sampled prefills (DeepSeek-R1's busiest hour first: 691-token prompts of cv² 10.6 on
+    reference-70b's coefficients)."""
+    alpha, beta = 1.0 / 16_000.0 - 4.4e-9 * p, 4.4e-9
+    rng = np.random.default_rng(7)
+    x = rng.gamma(1.0 / cv2, p * cv2, 1_000_000)
+    s = alpha * x + beta * x * x
+    sampled = float(np.maximum(s - wait_s, 0.0).mean() / s.mean())
+    got = lengths.residual_share(wait_s, p, alpha, beta, cv2)
+    assert got == pytest.approx(sampled, rel=0.05, abs=1e-6)
+    assert lengths.residual_share(0.0, p, alpha, beta, cv2) == 1.0
+    assert lengths.residual_share(2.0 * wait_s, p, alpha, beta, cv2) < got  # falls with the wait

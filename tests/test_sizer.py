@@ -131,11 +131,21 @@ def _size_before(
             budget = _wait_budget_before(
                 tail, p, rate, beta, ttft_s - step, ttft_tokens, lengths_cv2, idle_rate, ttft_s - base
             )
+            # the light-traffic tail (session 35): u·P(R > slack), a wait behind one long prompt
+            residual = 0.0
+            random_n = None
+            if lengths_cv2 > 1.0:
+                residual = lengths.residual_share(slack, p, 1.0 / rate - beta * p, beta, lengths_cv2)
             if not least_loaded:
-                return tailsearch.ttft_servers(offered, slack_services, budget), rate
+                random_n = tailsearch.ttft_servers(offered, slack_services, budget)
+                if residual > 0.0 and budget > 0.0:
+                    random_n = max(random_n, math.ceil(offered * residual / budget - 1e-9))
+                return random_n, rate
             if budget > tail:
                 budget = tail
             most = tailsearch.ttft_servers(offered, slack_services, budget)
+            if residual > 0.0 and budget > 0.0:
+                most = max(most, math.ceil(offered * residual / budget - 1e-9))
             chunks = 1.0
             if profile.max_batched_tokens is not None:
                 chunks = max(1.0, p / profile.max_batched_tokens)
@@ -149,6 +159,7 @@ def _size_before(
                 most,
                 service_cv2,
                 lam * base * chunks,
+                residual,
             )
             return got, rate
 

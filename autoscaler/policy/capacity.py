@@ -29,11 +29,14 @@ The model of one replica that receives x requests/s of p prompt and o output tok
             decay rate of M/G/1 for service times of squared coefficient of variation cs²: from
             the prompt lengths' spread where engines publish it, lengths.py, else 1). A request
             meets its TTFT when its wait fits the slack left after its own prefill and first
-            step; the count is the least
-            n whose tail at that slack is at most 1 - attainment. A pooled M/G/n queue (Erlang C)
-            under-sized long prompts by 2-5 replicas (3 req/s of 8,000 tokens: 4 where the replay
-            needs 9; tests/replay/test_capacity_vs_replay.py). A least-requests router pools the
-            prefills part of the way, further the more replicas there are: leastloaded.py.
+            step; the count is the least n whose tail at that slack is at most 1 - attainment.
+            At light load on prompts spread wider than the exponential a wait is one long prompt's
+            residual instead, u·P(R > slack) with R the prefill's residual (lengths.residual_share;
+            tests/replay/test_light_traffic_wait_vs_replay.py), where that is larger. A pooled
+            M/G/n queue (Erlang C) under-sized long prompts by 2-5 replicas (3 req/s of 8,000
+            tokens: 4 where the replay needs 9; tests/replay/test_capacity_vs_replay.py). A
+            least-requests router pools the prefills part of the way, further the more replicas
+            there are: leastloaded.py.
 """
 
 from __future__ import annotations
@@ -270,6 +273,9 @@ def sizer(
         return rate, lam * service * prefill_burst, slack / service * 2.0, budget
 
     first_terms = terms(first)
+    # prompts spread wider than the exponential: the residual's tail is fatter than the heavy-traffic
+    # decay at light load (at cv² 1 it never is, and the sizing is as before)
+    spread_lengths = lengths_cv2 > 1.0
     decoding = lam * o * base  # leastloaded.servers' terms
     departing = leastloaded.departing(lam, base, p, profile.max_batched_tokens) if least_loaded else 0.0
 
@@ -278,6 +284,16 @@ def sizer(
         _, offered, slack2, budget = t
         slack_services = slack2 / (arrival_cv2 + service_cv2)
         ttft_n = tailsearch.ttft_servers(offered, slack_services, budget)  # the random router's count
+        residual = 0.0
+        if spread_lengths:  # at light load a wait is one long prompt's residual: u·P(R > slack)
+            rate = t[0]
+            residual = lengths.residual_share(
+                0.5 * slack2 * p / rate, p, 1.0 / rate - beta * p, beta, lengths_cv2
+            )
+            if budget > 0.0:
+                light = math.ceil(offered * residual / budget - 1e-9)
+                if light > ttft_n:
+                    ttft_n = light
         if least_loaded:
             ttft_n = leastloaded.servers(
                 offered,
@@ -289,6 +305,7 @@ def sizer(
                 ttft_n,
                 service_cv2,
                 departing,
+                residual,
             )
         return ttft_n
 

@@ -45,22 +45,24 @@ def servers(
     most: int,
     cs2: float = 1.0,
     departing: float = 0.0,
+    residual: float = 0.0,
 ) -> int:
     """The least n (at most `most`, the random router's count, where the factor's 1 already fits)
     whose wait tail (wait_tail) at the slack (in the tail's mean service times, as capacity's) is at
     most `tail`; `offered` = λ·E[S], `decoding` = λ·o·base, `rho` = λ·w (capacity.size's terms),
     `index` the arrivals' index of dispersion (1: Poisson), `cs2` the prefill times' squared
-    coefficient of variation and `departing` = λ·base·k (pooled's own departures).
+    coefficient of variation, `departing` = λ·base·k (pooled's own departures) and `residual` the
+    share of a prefill's residual past the slack (the light-traffic tail, lengths.residual_share).
     The tail falls with n, so n is bisected; cached on the inputs rounded to 1/256 in log scale."""
     log, q = math.log, _QUANTUM
-    inputs = (offered, slack_services, tail, decoding, rho, index, cs2, departing)
+    inputs = (offered, slack_services, tail, decoding, rho, index, cs2, departing, residual)
     steps = tuple(round(log(v) * q) if v > 0.0 else None for v in inputs)
     key = (steps, most)
     got = _cache.get(key)
     if got is None:
         rounded = [0.0 if k is None else math.exp(k / q) for k in steps]
-        o, s, t, d, r, i, c, g = rounded
-        got = _bisect(o, s, t, d, r, i, c, g, most)
+        o, s, t, d, r, i, c, g, x = rounded
+        got = _bisect(o, s, t, d, r, i, c, g, most, x)
         memo.remember(_cache, key, got, 8192)
     return got
 
@@ -75,6 +77,7 @@ def _bisect(
     cs2: float,
     departing: float,
     most: int,
+    residual: float = 0.0,
 ) -> int:
     lo = math.floor(offered)  # u >= 1 there: never fits
     hi = most
@@ -82,7 +85,7 @@ def _bisect(
         return hi
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if mid > 0 and wait_tail(mid, offered, slack, decoding, rho, index, cs2, departing) <= tail:
+        if mid > 0 and wait_tail(mid, offered, slack, decoding, rho, index, cs2, departing, residual) <= tail:
             hi = mid
         else:
             lo = mid
@@ -98,15 +101,19 @@ def wait_tail(
     index: float = 1.0,
     cs2: float = 1.0,
     departing: float = 0.0,
+    residual: float = 0.0,
 ) -> float:
     """The share of requests that wait past `slack` at n replicas under a least-loaded router: the
-    per-replica tail u·exp(-(1 - u)·slack) times the smaller of two factors, each the share of its
+    per-replica tail u·exp(-(1 - u)·slack), or at light load u·residual where that is larger (one
+    long prompt's residual past the slack), times the smaller of two factors, each the share of its
     prefill during which a prefilling replica can still be picked: few_held (every replica holds a
     request) and pooled (the one it took its prompt with has been cancelled)."""
     u = offered / n
     if u >= 1.0:
         return 1.0
     per_replica = u * math.exp(-(1.0 - u) * slack)
+    if u * residual > per_replica:
+        per_replica = u * residual
     if index < 1.0:
         index = 1.0
     factor = pooled(n, offered, rho, index, cs2, departing)

@@ -28,6 +28,7 @@ MIN_CV2 = 0.01  # below it the lengths are as good as one length (a gamma of sha
 MAX_CV2 = 20.0  # above it a handful of huge prompts dominate: no gamma describes them better
 _QUANTUM = 256.0  # the tail is cached on its inputs rounded to 1/256 in log scale (0.4 %)
 _tail_cache: dict[tuple[int, int], float] = {}  # cleared when it reaches 4096
+_residual_cache: dict[tuple[int | None, ...], float] = {}  # residual_share's, by its rounded inputs
 
 
 class Shape(TypedDict, total=False):
@@ -103,6 +104,39 @@ def longer_share(longest: float, p: float, cv2: float) -> float:
         shape = 1.0 / math.exp(key[0] / _QUANTUM)
         got = upper_gamma(shape, math.exp(key[1] / _QUANTUM) * shape)
         memo.remember(_tail_cache, key, got, 4096)
+    return got
+
+
+def residual_share(wait_s: float, p: float, alpha: float, beta: float, cv2: float) -> float:
+    """P(R > wait_s): the share of a prefill's residual R (what is left of the prompt in prefill when
+    a request arrives) past wait_s, for gamma prompt lengths X of mean p and squared coefficient of
+    variation cv2, a prompt of x tokens taking S = α·x + β·x² (β the attention's per pair):
+    E[(S - t)+] / E[S], with x* the length whose prefill is t, z = x*·k / p (k = 1 / cv2) and the
+    gamma's partial moments E[X^j; X > x*] = E[X^j]·Q(k + j, z). The light-traffic wait tail is
+    u·P(R > t) (capacity.py): a request waits behind one long prompt, whose quadratic attention
+    makes the residual's tail far fatter than the heavy-traffic decay on spread prompts. Cached on
+    its inputs rounded to 1/256 in log scale."""
+    if wait_s <= 0.0:
+        return 1.0
+    inputs = (wait_s, p, alpha, beta, cv2)
+    key = tuple(round(math.log(v) * _QUANTUM) if v > 0.0 else None for v in inputs)
+    got = _residual_cache.get(key)
+    if got is None:
+        w, m, a, b, c = (0.0 if k is None else math.exp(k / _QUANTUM) for k in key)
+        if b > 0.0:
+            longest = (math.sqrt(a * a + 4.0 * b * w) - a) / (2.0 * b)
+        else:
+            longest = w / a if a > 0.0 else math.inf
+        k = 1.0 / c
+        mean = a * m + b * m * m * (1.0 + c)
+        if longest == math.inf or mean <= 0.0:
+            got = 0.0
+        else:
+            z = longest * k / m
+            past = a * m * upper_gamma(k + 1.0, z) + b * m * m * (1.0 + c) * upper_gamma(k + 2.0, z)
+            got = (past - w * upper_gamma(k, z)) / mean
+            got = 0.0 if got < 0.0 else (1.0 if got > 1.0 else got)
+        memo.remember(_residual_cache, key, got, 4096)
     return got
 
 
