@@ -131,21 +131,18 @@ def _size_before(
             budget = _wait_budget_before(
                 tail, p, rate, beta, ttft_s - step, ttft_tokens, lengths_cv2, idle_rate, ttft_s - base
             )
-            # the light-traffic tail (session 35): u·P(R > slack), a wait behind one long prompt
+            if least_loaded and budget > tail:
+                budget = tail
+            # the random router's count, at least the light-traffic tail's (session 35):
+            # u·P(R > slack) within the budget, a wait behind one long prompt's residual
+            most = tailsearch.ttft_servers(offered, slack_services, budget)
             residual = 0.0
-            random_n = None
             if lengths_cv2 > 1.0:
                 residual = lengths.residual_share(slack, p, 1.0 / rate - beta * p, beta, lengths_cv2)
+                if budget > 0.0:
+                    most = max(most, math.ceil(offered * residual / budget - 1e-9))
             if not least_loaded:
-                random_n = tailsearch.ttft_servers(offered, slack_services, budget)
-                if residual > 0.0 and budget > 0.0:
-                    random_n = max(random_n, math.ceil(offered * residual / budget - 1e-9))
-                return random_n, rate
-            if budget > tail:
-                budget = tail
-            most = tailsearch.ttft_servers(offered, slack_services, budget)
-            if residual > 0.0 and budget > 0.0:
-                most = max(most, math.ceil(offered * residual / budget - 1e-9))
+                return most, rate
             chunks = 1.0
             if profile.max_batched_tokens is not None:
                 chunks = max(1.0, p / profile.max_batched_tokens)

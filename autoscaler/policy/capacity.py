@@ -253,9 +253,14 @@ def sizer(
     if first < 1:
         first = 1
 
-    def terms(replicas: int) -> tuple[float, float, float, float]:
+    # prompts spread wider than the exponential: the residual's tail is fatter than the heavy-traffic
+    # decay at light load (at cv² 1 it never is, and the sizing is as before)
+    spread_lengths = lengths_cv2 > 1.0
+
+    def terms(replicas: int) -> tuple[float, float, float, float, float]:
         """The TTFT search's terms at a count: the prefill rate, the offered load, the slack in
-        mean prefills times 2 (the tail's decay divides it by ca² + cs²) and the wait budget."""
+        mean prefills times 2 (the tail's decay divides it by ca² + cs²), the wait budget and the
+        share of a prefill's residual past the slack (the light-traffic tail; 0 at cv² <= 1)."""
         rate = prefill_rate_of(profile, lam / replicas, o, base, w, a, d)
         service = p / rate
         free = 1.0 - load / replicas
@@ -270,30 +275,27 @@ def sizer(
         )
         if least_loaded and budget > tail:  # a tail that falls as the replay's: the waits keep at most it
             budget = tail
-        return rate, lam * service * prefill_burst, slack / service * 2.0, budget
-
-    first_terms = terms(first)
-    # prompts spread wider than the exponential: the residual's tail is fatter than the heavy-traffic
-    # decay at light load (at cv² 1 it never is, and the sizing is as before)
-    spread_lengths = lengths_cv2 > 1.0
-    decoding = lam * o * base  # leastloaded.servers' terms
-    departing = leastloaded.departing(lam, base, p, profile.max_batched_tokens) if least_loaded else 0.0
-
-    def asks(t: tuple[float, float, float, float], arrival_cv2: float) -> int:
-        """The count a count's terms `t` ask for: the least whose TTFT tail fits at those terms."""
-        _, offered, slack2, budget = t
-        slack_services = slack2 / (arrival_cv2 + service_cv2)
-        ttft_n = tailsearch.ttft_servers(offered, slack_services, budget)  # the random router's count
+        slack2 = slack / service * 2.0
         residual = 0.0
         if spread_lengths:  # at light load a wait is one long prompt's residual: u·P(R > slack)
-            rate = t[0]
             residual = lengths.residual_share(
                 0.5 * slack2 * p / rate, p, 1.0 / rate - beta * p, beta, lengths_cv2
             )
-            if budget > 0.0:
-                light = math.ceil(offered * residual / budget - 1e-9)
-                if light > ttft_n:
-                    ttft_n = light
+        return rate, lam * service * prefill_burst, slack2, budget, residual
+
+    first_terms = terms(first)
+    decoding = lam * o * base  # leastloaded.servers' terms
+    departing = leastloaded.departing(lam, base, p, profile.max_batched_tokens) if least_loaded else 0.0
+
+    def asks(t: tuple[float, float, float, float, float], arrival_cv2: float) -> int:
+        """The count a count's terms `t` ask for: the least whose TTFT tail fits at those terms."""
+        _, offered, slack2, budget, residual = t
+        slack_services = slack2 / (arrival_cv2 + service_cv2)
+        ttft_n = tailsearch.ttft_servers(offered, slack_services, budget)  # the random router's count
+        if residual > 0.0 and budget > 0.0:  # u·P(R > slack) within the budget
+            light = math.ceil(offered * residual / budget - 1e-9)
+            if light > ttft_n:
+                ttft_n = light
         if least_loaded:
             ttft_n = leastloaded.servers(
                 offered,
