@@ -278,9 +278,7 @@ def sizer(
         slack2 = slack / service * 2.0
         residual = 0.0
         if spread_lengths:  # at light load a wait is one long prompt's residual: u·P(R > slack)
-            residual = lengths.residual_share(
-                0.5 * slack2 * p / rate, p, 1.0 / rate - beta * p, beta, lengths_cv2
-            )
+            residual = lengths.residual_share(slack, p, 1.0 / rate - beta * p, beta, lengths_cv2)
         return rate, lam * service * prefill_burst, slack2, budget, residual
 
     first_terms = terms(first)
