@@ -100,7 +100,9 @@ def test_the_time_line_reaches_every_part_of_the_state() -> None:
     """The property above is not vacuous: its states hold forecasts, peaks, a need history, gaps,
     a learned speed and a panic."""
     rates = [5.0] * 20 + [200.0] * 4 + [60.0] * 30 + [1.0] * 60 + [120.0] * 6 + [2.0] * 40
-    queues = [0.0] * 20 + [400.0] * 8 + [50.0] * 30 + [0.0] * 102
+    # the backlog that began on 2 replicas stands while the fleet grows (no sample); the one at the
+    # end begins on the 44 it finds, which it saturates (samples)
+    queues = [0.0] * 20 + [400.0] * 8 + [50.0] * 30 + [0.0] * 82 + [50.0] * 8 + [0.0] * 12
     states = policy_states(rates, queues)
     assert any(s.demand is not None and s.demand.pending and s.demand.peaks for s in states)
     assert any(s.demand is not None and len(s.demand.bins) == 2 and s.demand.relative.scored for s in states)
@@ -109,6 +111,7 @@ def test_the_time_line_reaches_every_part_of_the_state() -> None:
     assert any(s.demand is not None and s.demand.lasting.excess != 0.0 for s in states)
     assert any(len(s.needs) > 2 for s in states) and any(s.gaps for s in states)
     assert any(s.speed.samples > 0 for s in states) and any(s.panic.since is not None for s in states)
+    assert any(s.speed.backlog_ready for s in states)
     assert states[0].found == (NOW, 2) and states[-1].found is None  # held at first, then forgotten
     assert all(through_json(s, STATUS_TIMES) == s for s in states)
 

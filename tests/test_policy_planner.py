@@ -306,13 +306,18 @@ def test_planner_state_without_the_fields_added_later_reads_with_their_defaults(
     _, state = run(planner_spec(), 3, [10.0, 12.0, 30.0, 5.0])
     assert state.planner is not None
     doc = state.planner.to_dict()
-    doc["speed"] = {"logRatio": -0.1, "samples": 5.0, "saturatedTicks": 2}  # before the run's ready, queue
+    # before the run's ready and queue, and the backlog's start
+    doc["speed"] = {"logRatio": -0.1, "samples": 5.0, "saturatedTicks": 2}
     del doc["gaps"]
     read = PlannerState.from_dict(doc)
-    assert read.speed.values() == (-0.1, 5.0, 2, 0, 0.0)
+    assert read.speed.values() == (-0.1, 5.0, 2, 0, 0.0, 0)
     assert read.gaps == () and read.needs == state.planner.needs and read.demand == state.planner.demand
     doc["speed"]["ready"] = 2.5
     with pytest.raises(ValueError, match=r"planner.speed.ready: expected an integer in \[0, \d+\], got 2.5"):
+        PlannerState.from_dict(doc)
+    doc["speed"]["ready"] = 2
+    doc["speed"]["backlogReady"] = -1
+    with pytest.raises(ValueError, match=r"planner.speed.backlogReady: expected an integer in \[0, \d+\]"):
         PlannerState.from_dict(doc)
 
 

@@ -60,21 +60,41 @@ def test_speed_converges_to_what_saturated_replicas_achieve() -> None:
 
 def test_unsaturated_ticks_teach_nothing_and_reset_the_count() -> None:
     state = saturated_samples(PROFILE, 0.5, 10)
-    for queue in (None, 3.0):  # no reading; fewer waiting than replicas
+    assert state.backlog_ready == 4
+    # no reading: the backlog's start is kept; fewer waiting than replicas: the backlog is over
+    for queue, backlog in ((None, 4), (3.0, 0)):
         after = tick(state, 0.5, queue=queue)
-        assert after.values() == (state.log_ratio, state.samples, 0, 0, 0.0)
+        assert after.values() == (state.log_ratio, state.samples, 0, 0, 0.0, backlog)
 
 
-def test_a_new_ready_count_starts_the_count_again() -> None:
-    """Replicas that just joined have none of the backlog: the fleet's work per replica would be
-    that of the replicas it sits on, shared out over all of them."""
+def test_replicas_that_join_a_standing_backlog_stop_the_samples_until_it_drains() -> None:
+    """Replicas that joined hold none of the backlog: the fleet's work per replica is that of the
+    replicas it sits on, shared out over all of them, for as long as it takes to drain, however
+    many ticks the total stays above one a replica (the 6 -> 12 drain read x0.50 on ServeGen
+    m-small). Below one a replica the placement is even again, and the next run counts."""
     state = saturated_samples(PROFILE, 1.0, 10)
-    joined = tick(state, 0.25, ready=16, queue=900.0)
-    assert (joined.samples, joined.saturated_ticks, joined.ready) == (state.samples, 1, 16)
-    joined = tick(joined, 0.25, ready=16, queue=900.0)
-    assert joined.samples == state.samples  # two ticks at 16: still not three
-    joined = tick(joined, 1.0, ready=16, queue=900.0)
-    assert joined.samples == state.samples + 1
+    joined = state
+    for _ in range(40):  # ten minutes of the backlog draining on the four it came to
+        joined = tick(joined, 0.25, ready=16, queue=900.0)
+    assert (joined.log_ratio, joined.samples, joined.backlog_ready) == (state.log_ratio, state.samples, 4)
+    drained = tick(joined, 0.25, ready=16, queue=15.0)
+    assert (drained.samples, drained.backlog_ready) == (state.samples, 0)
+    for _ in range(speedlearn.SATURATED_TICKS):  # a new backlog, begun at 16: its own run
+        drained = tick(drained, 1.0, ready=16, queue=900.0)
+    assert (drained.samples, drained.backlog_ready) == (state.samples + 1, 16)
+
+
+def test_replicas_that_leave_keep_the_backlog_on_the_rest() -> None:
+    """Fewer ready than the backlog began at: the rest all hold it, so samples count again after
+    a new run of three ticks at that count."""
+    state = saturated_samples(PROFILE, 1.0, 10)
+    left = tick(state, 1.0, ready=3, queue=900.0)
+    assert (left.samples, left.saturated_ticks, left.backlog_ready) == (state.samples, 1, 3)
+    for _ in range(speedlearn.SATURATED_TICKS - 1):
+        left = tick(left, 1.0, ready=3, queue=900.0)
+    assert left.samples == state.samples + 1
+    rejoined = tick(left, 1.0, ready=4, queue=900.0)  # back to four: one of them holds none of it
+    assert (rejoined.samples, rejoined.saturated_ticks, rejoined.backlog_ready) == (left.samples, 0, 3)
 
 
 def test_a_shrinking_queue_teaches_nothing_but_keeps_the_run() -> None:

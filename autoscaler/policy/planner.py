@@ -267,13 +267,13 @@ def _learn_speed(
     ready = obs.ready_pods or 0
     saturated = queue is not None and ready > 0 and queue >= ready
     kv_metric = cap.kv_usage_metric
+    kv_full = False
     # read on saturated ticks alone: an unsaturated one ends the run in learn() either way
     if saturated and kv_metric is not None:
         kv = _highest(metrics.get(kv_metric))
-        if kv is not None and kv >= speedlearn.KV_FULL:  # preempting: the counters miss the recomputes
-            queue = None
-            saturated = False
-    if cap.learn and (saturated or speed_state.saturated_ticks):  # else learn() returns it as it is
+        kv_full = kv is not None and kv >= speedlearn.KV_FULL  # preempting: the counters miss the recomputes
+    # else learn() would return it as it is; a standing backlog is read every tick (its end is news)
+    if cap.learn and (saturated or speed_state.saturated_ticks or speed_state.backlog_ready):
         speed_state = speedlearn.learn(
             cap.profile,
             speed_state,
@@ -283,5 +283,6 @@ def _learn_speed(
             finished_rate=finished,
             ready=ready,
             share=lengths.context_share(outputs_cv2),
+            kv_full=kv_full,
         )
     return speed_state

@@ -89,6 +89,7 @@ class PlannerState(Record):
                 "saturatedTicks": sp.saturated_ticks,
                 "ready": sp.ready,
                 "queue": sp.queue,
+                "backlogReady": sp.backlog_ready,
             },
             "needs": [{"at": t(at), "replicas": n} for at, n in s.needs],
             "panic": panic_state,
@@ -141,6 +142,7 @@ class PlannerState(Record):
                 sp.integer("saturatedTicks", default=0),
                 sp.integer("ready", default=0),
                 sp.number("queue", low=0.0) if "queue" in sp.data else 0.0,
+                sp.integer("backlogReady", default=0),
             )
         needs: list[tuple[float, int]] = []
         for e in r.items("needs", MAX_LEVELS + 1, default=[]):

@@ -12,6 +12,13 @@ drained their own, idle while the total still exceeds one a replica, and the fle
 replica then understates the speed by up to the share saturated. A total that is not shrinking
 means the replicas taking the arrivals queue too (the least loaded, under a balancing router; all
 alike under a random one). docs/policy-history.md ("The learned speed on bursty traffic") has the figures.
+
+So a standing backlog remembers the ready count it began at (backlog_ready), and while more
+replicas are ready than that, no tick is a sample, however long the total stays above one a
+replica: the ones that joined hold none of it. The backlog ends when the waiting total falls
+below one a replica (placement is even again from there). A fleet that grew 6 -> 12 through a
+backlog read x0.50 from the drain on the six (ServeGen m-small, docs/policy-history.md, "The
+learned speed after a backlog"), where the engine is the profile.
 """
 
 from __future__ import annotations
@@ -38,22 +45,30 @@ class SpeedState(Record):
     """What saturated replicas achieved, relative to the profile (log scale), and the saturated
     run in progress. A Record (record.py), not a NamedTuple: learn() builds one a tick."""
 
-    FIELDS = ("log_ratio", "samples", "saturated_ticks", "ready", "queue")
+    FIELDS = ("log_ratio", "samples", "saturated_ticks", "ready", "queue", "backlog_ready")
 
     log_ratio: float  # mean of the clipped log(achieved / profile) over the samples
     samples: float
     saturated_ticks: int  # consecutive ticks with a queue of one a replica, at `ready` replicas
     ready: int  # the ready count of that run
     queue: float  # the waiting total at its last tick
+    backlog_ready: int  # the ready count when the standing backlog began (0: none stands)
 
     def __init__(
-        self, log_ratio: float, samples: float, saturated_ticks: int, ready: int = 0, queue: float = 0.0
+        self,
+        log_ratio: float,
+        samples: float,
+        saturated_ticks: int,
+        ready: int = 0,
+        queue: float = 0.0,
+        backlog_ready: int = 0,
     ) -> None:
         self.log_ratio = log_ratio
         self.samples = samples
         self.saturated_ticks = saturated_ticks
         self.ready = ready
         self.queue = queue
+        self.backlog_ready = backlog_ready
 
 
 NO_SPEED = SpeedState(0.0, 0.0, 0)
@@ -78,20 +93,28 @@ def learn(
     finished_rate: float,
     ready: int,
     share: float = CONTEXT_OUTPUT_SHARE,
+    kv_full: bool = False,
 ) -> SpeedState:
     """Fold one tick in (`queue`: the waiting total, None unknown). While every replica has a
     queue, a replica's work per second (profile seconds of prefill and decode it got through) is
     its speed times the share of a step that is not the fixed part, so achieved / that share is the
     speed the profile should have (`share`: of the mean output in the context a decode reads, as
     the sizing has it, lengths.context_share at the outputs' cv²: the speed learned is the profile's
-    at the sizing's own work per request)."""
-    if queue is None or ready <= 0 or queue < ready or finished_rate <= 0.0:
-        return SpeedState(state.log_ratio, state.samples, 0, 0, 0.0)
-    if ready != state.ready:  # replicas joined or left: the backlog sits on the ones it came to
-        return SpeedState(state.log_ratio, state.samples, 1, ready, queue)
+    at the sizing's own work per request). `kv_full`: a pod's KV cache at KV_FULL, no sample."""
+    backlog = state.backlog_ready
+    if queue is not None and ready > 0:
+        if queue < ready:  # drained: placement is even again
+            backlog = 0
+        elif backlog == 0 or ready < backlog:  # min(backlog, ready) once one stands
+            backlog = ready
+    if kv_full or queue is None or ready <= 0 or queue < ready or finished_rate <= 0.0 or ready > backlog:
+        # (ready > backlog: replicas joined the standing backlog, which sits on the others)
+        return SpeedState(state.log_ratio, state.samples, 0, 0, 0.0, backlog)
+    if ready != state.ready:  # a new run, or replicas left: three ticks at this count first
+        return SpeedState(state.log_ratio, state.samples, 1, ready, queue, backlog)
     ticks = state.saturated_ticks + 1
     if ticks < SATURATED_TICKS or queue < state.queue:  # shrinking: perhaps one replica's backlog
-        return SpeedState(state.log_ratio, state.samples, ticks, ready, queue)
+        return SpeedState(state.log_ratio, state.samples, ticks, ready, queue, backlog)
     p = prompt_rate / finished_rate
     o = generated_rate / finished_rate
     if o < 1.0:  # max(o, 1.0), without the builtin's call (as below)
@@ -104,7 +127,7 @@ def learn(
         full = profile.step_base_s + a * budget
         busy = 1.0 - profile.step_base_s / full
     if achieved <= 0.0:
-        return SpeedState(state.log_ratio, state.samples, ticks, ready, queue)
+        return SpeedState(state.log_ratio, state.samples, ticks, ready, queue, backlog)
     sample = math.log(achieved / busy)
     mean = state.log_ratio
     if state.samples:
@@ -118,4 +141,4 @@ def learn(
     n = state.samples + 1.0
     if n > MAX_SPEED_SAMPLES:
         n = MAX_SPEED_SAMPLES
-    return SpeedState(mean + (sample - mean) / n, n, ticks, ready, queue)
+    return SpeedState(mean + (sample - mean) / n, n, ticks, ready, queue, backlog)

@@ -51,7 +51,7 @@ def largest_planner() -> PlannerState:
     )
     return PlannerState(
         d,
-        SpeedState(-0.123456789012345, MAX_SPEED_SAMPLES, 123456, MAX_LEVELS, x),
+        SpeedState(-0.123456789012345, MAX_SPEED_SAMPLES, 123456, MAX_LEVELS, x, MAX_LEVELS),
         tuple((T + i * 15.123456789, MAX_LEVELS - i) for i in range(MAX_LEVELS + 1)),
         PanicState(T, T + 1.5),
         x,
