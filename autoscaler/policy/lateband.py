@@ -139,18 +139,49 @@ def _on_grid(
     fi, fj = at - i, tj - j
     k = math.floor(third)
     fk = third - k
-    share = _plane(share_at, i, j, k, fi, fj, z, tail)
+    cells = _cells_of(share_at, z, tail)
+    share = _plane(_cell(cells, share_at, i, j, k, z, tail), fi, fj)
     if fk > 0.0:
-        share += fk * (_plane(share_at, i, j, k + 1, fi, fj, z, tail) - share)
+        share += fk * (_plane(_cell(cells, share_at, i, j, k + 1, z, tail), fi, fj) - share)
     if share >= 1.0:
         return None
     return math.exp(share * q)
 
 
-def _plane(share_at: ShareAt, i: int, j: int, k: int, fi: float, fj: float, z: float, tail: float) -> float:
-    """The share u / z bilinear in (log σ, t) at the third axis' k-th point."""
-    s00, s10 = share_at(i, j, k, z, tail), share_at(i + 1, j, k, z, tail)
-    s01, s11 = share_at(i, j + 1, k, z, tail), share_at(i + 1, j + 1, k, z, tail)
+# a grid cell's corners' u / z: at (i, j), (i + 1, j), (i, j + 1) and (i + 1, j + 1)
+Cell = tuple[float, float, float, float]
+_cell_tables: Final[dict[tuple[ShareAt, float, float], dict[int, Cell]]] = {}
+
+
+def _cells_of(share_at: ShareAt, z: float, tail: float) -> dict[int, Cell]:
+    """The cells share_at's points were read into, for one (z, tail): a tick reads up to eight
+    points, each a 5-tuple key hashed (two floats) where one int key a cell is hashed here."""
+    key = (share_at, z, tail)
+    got = _cell_tables.get(key)
+    if got is None:
+        got = memo.remember(_cell_tables, key, {}, 64)
+    return got
+
+
+def _cell(cells: dict[int, Cell], share_at: ShareAt, i: int, j: int, k: int, z: float, tail: float) -> Cell:
+    """The cell at (i, j) on the third axis' k-th plane: j and k below 64 (the t and third grids
+    end at 32 and 33), so (i·64 + j)·64 + k is one cell's alone."""
+    key = (i * 64 + j) * 64 + k
+    got = cells.get(key)
+    if got is None:
+        got = (
+            share_at(i, j, k, z, tail),
+            share_at(i + 1, j, k, z, tail),
+            share_at(i, j + 1, k, z, tail),
+            share_at(i + 1, j + 1, k, z, tail),
+        )
+        got = memo.remember(cells, key, got, 4096)
+    return got
+
+
+def _plane(cell: Cell, fi: float, fj: float) -> float:
+    """The share u / z bilinear in (log σ, t) in a cell."""
+    s00, s10, s01, s11 = cell
     return (s00 + fi * (s10 - s00)) * (1.0 - fj) + (s01 + fi * (s11 - s01)) * fj
 
 
