@@ -34,14 +34,56 @@ def ttft_servers(offered: float, slack_services: float, budget: float) -> int:
     return got
 
 
+_GRID = 1048576.0  # 2^20: the bisection's points k / 2^20 (its hi - lo after 20 halvings)
+_LAST = 1048575  # the highest k it reaches (it never tests u = 1)
+
+
 def split_servers(offered: float, slack_services: float, tail: float) -> int:
     """Least n with u·exp(-(1 - u)·slack) <= tail at u = offered / n (slack in the wait tail's
     mean service times): n M/G/1 queues each fed 1/n of the load. The tail rises with u, so the
-    largest u that fits is found by bisection (to 1e-6) and n = ceil(offered / u)."""
+    largest u that fits, to 2^-20 (utilization), gives n = ceil(offered / u)."""
     if offered <= 0.0:
         return 1
     if tail >= 1.0:
         return math.floor(offered) + 1  # any utilization below 1 fits
+    u = utilization(slack_services, tail)
+    if u <= 0.0:
+        u = 1e-6
+    return max(1, math.ceil(offered / u - 1e-9))
+
+
+def utilization(slack_services: float, tail: float) -> float:
+    """bisect_utilization's u, the largest k / 2^20 below 1 whose tail fits, found by Newton's
+    method on the tail's log and then checked at that point and the next: ~6 tails where
+    bisection works out 20 (the TTFT search misses on about half of a tick's sizings). Newton's
+    answer only picks the point; the checks are bisection's own comparisons, so the u is
+    bisection's wherever the computed tail rises with u (tests/test_tailsearch.py)."""
+    s = slack_services
+    if not (0.0 < tail < 1.0 and 0.0 <= s < 1e300):  # a tail that falls somewhere, or no number
+        return bisect_utilization(s, tail)
+    exp = math.exp
+    # h(v) = v + (e^v - 1)·s - ln tail, v = ln u, rises and is convex: from v = 0, where h is
+    # -ln tail > 0, Newton's steps fall to the root without passing it
+    v, target = 0.0, math.log(tail)
+    for _ in range(60):
+        e = exp(v)
+        step = (v + (e - 1.0) * s - target) / (1.0 + s * e)
+        v -= step
+        if step < 1e-10:
+            break
+    k = math.floor(exp(v) * _GRID)
+    if k > _LAST:
+        k = _LAST
+    while k > 0 and k / _GRID * exp(-(1.0 - k / _GRID) * s) > tail:
+        k -= 1
+    while k < _LAST and (k + 1) / _GRID * exp(-(1.0 - (k + 1) / _GRID) * s) <= tail:
+        k += 1
+    return k / _GRID
+
+
+def bisect_utilization(slack_services: float, tail: float) -> float:
+    """The largest u = k / 2^20 below 1 with u·exp(-(1 - u)·slack) <= tail, by bisection over
+    [0, 1] (0 where none does): split_servers' reference, and its path for a falling tail."""
     lo, hi = 0.0, 1.0
     exp = math.exp
     for _ in range(20):  # hi - lo = 2^-k exactly after k halvings: 2^-20 is the first below 1e-6
@@ -50,9 +92,7 @@ def split_servers(offered: float, slack_services: float, tail: float) -> int:
             lo = u
         else:
             hi = u
-    if lo <= 0.0:
-        lo = 1e-6
-    return max(1, math.ceil(offered / lo - 1e-9))
+    return lo
 
 
 TPOT_QUANTUM = 16.0  # the TPOT tail's rate is cached on the mix and speed rounded to 1/16 in log (6 %)

@@ -49,6 +49,21 @@ def _ints(values: list[int]) -> Any:
     return np.array(values, dtype=np.int64)
 
 
+_searches: dict[str, Any] = {}
+
+
+def searches() -> dict[str, Any]:
+    """tailsearch's split_servers, utilization and bisect_utilization compiled, each calling the
+    others' compiled copies by name (from numba's on-disk cache after the first time)."""
+    if not _searches:
+        jit = numba.njit(cache=True)
+        scope = dict(vars(tailsearch))
+        for name in ("bisect_utilization", "utilization", "split_servers"):
+            scope[name] = jit(types.FunctionType(getattr(tailsearch, name).__code__, scope, name))
+            _searches[name] = scope[name]
+    return _searches
+
+
 def compiled() -> flatkernel.Kernel:
     """flatsize.size compiled (loaded from numba's on-disk cache after the first time)."""
     global _compiled, _dispatcher
@@ -58,7 +73,7 @@ def compiled() -> flatkernel.Kernel:
         scope["_rate"] = compiled_rate()
         scope["prefill_rate"] = jit(tpottail.prefill_rate)
         scope["units"] = jit(tpottail.units)
-        scope["split_servers"] = jit(tailsearch.split_servers)
+        scope["split_servers"] = searches()["split_servers"]
         for name in _CALLEES:
             code = getattr(flatsize, name).__code__
             scope[name] = jit(types.FunctionType(code, scope, name))
