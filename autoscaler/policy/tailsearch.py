@@ -63,13 +63,14 @@ def utilization(slack_services: float, tail: float) -> float:
         return bisect_utilization(s, tail)
     exp = math.exp
     # h(v) = v + (e^v - 1)·s - ln tail, v = ln u, rises and is convex: from v = 0, where h is
-    # -ln tail > 0, Newton's steps fall to the root without passing it
+    # -ln tail > 0, Newton's steps fall to the root without passing it, and a step under 1e-6 leaves
+    # v within ~1e-12 of it (the checks below move k by the rest)
     v, target = 0.0, math.log(tail)
     for _ in range(60):
         e = exp(v)
         step = (v + (e - 1.0) * s - target) / (1.0 + s * e)
         v -= step
-        if step < 1e-10:
+        if step < 1e-6:
             break
     k = math.floor(exp(v) * _GRID)
     if k > _LAST:
