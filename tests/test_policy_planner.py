@@ -680,8 +680,9 @@ def test_bursty_arrivals_size_the_ttft_tail_on_their_dispersion_thinned_per_repl
     # the TTFT binds at the band's upper: the count prices the load past it at the prefill queue's
     # tail (lateband.queued_width), and the stage says so with u_C; where the TPOT binds it does not
     queued = "the load past the count late at the prefill queue's tail, u_C "
-    assert queued in stage.message and stage.args[-1].startswith("; the load")
-    assert 0.0 < float(stage.message.rsplit("u_C ", 1)[1].split(" ")[0]) < 1.0
+    utilization = stage.args[-1]
+    assert queued in stage.message and 0.0 < utilization < 1.0
+    assert f"u_C {utilization:.2f} a replica" in stage.message
     assert queued not in next(s for s in calm.stages if s.name == "capacity").message
 
 

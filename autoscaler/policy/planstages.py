@@ -57,9 +57,38 @@ def _binding_reason(binding: str) -> str:
     return reason
 
 
-def _queued_clause(utilization: float | None) -> str:
-    """The capacity stage's last clause: empty where the overshoot is priced as all late."""
-    return "" if utilization is None else _QUEUED.format(utilization)
+def _capacity_message(
+    prefill: float,
+    decode: float,
+    requests: float,
+    speed: float,
+    sized: float,
+    needed: int,
+    spread: float,
+    replica_cv2: float,
+    hold: float,
+    hold_per_replica: float,
+    lifetime_hold: float,
+    utilization: float | None,
+) -> str:
+    """The capacity stage's message, its clauses chosen when it is read (Stage.message): a
+    decision builds it and most are never read."""
+    curve = _CURVE_RATE.format(hold_per_replica) if hold_per_replica > 0.0 else ""
+    queued = "" if utilization is None else _QUEUED.format(utilization)
+    return _CAPACITY_MESSAGE.format(
+        prefill,
+        decode,
+        requests,
+        speed,
+        sized,
+        needed,
+        spread,
+        replica_cv2,
+        hold,
+        curve,
+        lifetime_hold,
+        queued,
+    )
 
 
 def forecast_stages(
@@ -105,7 +134,7 @@ def forecast_stages(
             have,
             needed,
             _binding_reason(at_horizon.binding),
-            _CAPACITY_MESSAGE,
+            _capacity_message,
             (
                 at_horizon.prefill_tokens_per_s,
                 at_horizon.decode_tokens_per_s,
@@ -116,9 +145,9 @@ def forecast_stages(
                 ahead.spread,
                 burstsize.replica_cv2(ahead.spread, at_horizon.replicas),
                 ahead.hold,
-                _CURVE_RATE.format(ahead.hold_per_replica) if ahead.hold_per_replica > 0.0 else "",
+                ahead.hold_per_replica,
                 ahead.lifetime_hold,
-                _queued_clause(ahead.queue_utilization()),
+                ahead.queue_utilization(),
             ),
         ),
         Stage(
