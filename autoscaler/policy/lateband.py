@@ -164,8 +164,8 @@ def _cells_of(share_at: ShareAt, z: float, tail: float) -> dict[int, Cell]:
 
 
 def _cell(cells: dict[int, Cell], share_at: ShareAt, i: int, j: int, k: int, z: float, tail: float) -> Cell:
-    """The cell at (i, j) on the third axis' k-th plane: j and k below 64 (the t and third grids
-    end at 32 and 33), so (i·64 + j)·64 + k is one cell's alone."""
+    """The cell at (i, j) on the third axis' k-th plane: j below 32 and k at most 32 (the t grid's
+    and the third axis' points), so (i·64 + j)·64 + k is one cell's alone."""
     key = (i * 64 + j) * 64 + k
     got = cells.get(key)
     if got is None:

@@ -54,8 +54,8 @@ def split_servers(offered: float, slack_services: float, tail: float) -> int:
 
 def utilization(slack_services: float, tail: float) -> float:
     """bisect_utilization's u, the largest k / 2^20 below 1 whose tail fits, found by Newton's
-    method on the tail's log and then checked at that point and the next: ~6 tails where
-    bisection works out 20 (the TTFT search misses on about half of a tick's sizings). Newton's
+    method on the tail's log and then checked at that point and the next: ~7 exps where bisection
+    works out 20 tails (the TTFT search misses on about half of a tick's sizings). Newton's
     answer only picks the point; the checks are bisection's own comparisons, so the u is
     bisection's wherever the computed tail rises with u (tests/test_tailsearch.py)."""
     s = slack_services
