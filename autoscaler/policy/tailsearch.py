@@ -56,7 +56,7 @@ def utilization(slack_services: float, tail: float) -> float:
     """bisect_utilization's u, the largest k / 2^20 below 1 whose tail fits, found by Newton's
     method on the tail's log and then checked at that point and the next: ~7 exps where bisection
     works out 20 tails (the TTFT search misses on about half of a tick's sizings). Newton's
-    answer only picks the point; the checks are bisection's own comparisons, so the u is
+    answer only picks the point; the checks are bisection's own comparisons (_fits), so the u is
     bisection's wherever the computed tail rises with u (tests/test_tailsearch.py)."""
     s = slack_services
     if not (0.0 < tail < 1.0 and 0.0 <= s < 1e300):  # a tail that falls somewhere, or no number
@@ -75,9 +75,9 @@ def utilization(slack_services: float, tail: float) -> float:
     k = math.floor(exp(v) * _GRID)
     if k > _LAST:
         k = _LAST
-    while k > 0 and k / _GRID * exp(-(1.0 - k / _GRID) * s) > tail:
+    while k > 0 and not _fits(k / _GRID, s, tail):
         k -= 1
-    while k < _LAST and (k + 1) / _GRID * exp(-(1.0 - (k + 1) / _GRID) * s) <= tail:
+    while k < _LAST and _fits((k + 1) / _GRID, s, tail):
         k += 1
     return k / _GRID
 
@@ -86,14 +86,19 @@ def bisect_utilization(slack_services: float, tail: float) -> float:
     """The largest u = k / 2^20 below 1 with u·exp(-(1 - u)·slack) <= tail, by bisection over
     [0, 1] (0 where none does): split_servers' reference, and its path for a falling tail."""
     lo, hi = 0.0, 1.0
-    exp = math.exp
     for _ in range(20):  # hi - lo = 2^-k exactly after k halvings: 2^-20 is the first below 1e-6
         u = 0.5 * (lo + hi)
-        if u * exp(-(1.0 - u) * slack_services) <= tail:
+        if _fits(u, slack_services, tail):
             lo = u
         else:
             hi = u
     return lo
+
+
+def _fits(u: float, slack_services: float, tail: float) -> bool:
+    """Whether the wait tail u·exp(-(1 - u)·slack) at utilization u is within `tail`: the one
+    comparison both searches make, so utilization's checks are bisection's own."""
+    return u * math.exp(-(1.0 - u) * slack_services) <= tail
 
 
 TPOT_QUANTUM = 16.0  # the TPOT tail's rate is cached on the mix and speed rounded to 1/16 in log (6 %)

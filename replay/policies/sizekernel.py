@@ -53,12 +53,12 @@ _searches: dict[str, Any] = {}
 
 
 def searches() -> dict[str, Any]:
-    """tailsearch's split_servers, utilization and bisect_utilization compiled, each calling the
-    others' compiled copies by name (from numba's on-disk cache after the first time)."""
+    """tailsearch's split_servers, utilization, bisect_utilization and their _fits compiled, each
+    calling the others' compiled copies by name (from numba's on-disk cache after the first time)."""
     if not _searches:
         jit = numba.njit(cache=True)
         scope = dict(vars(tailsearch))
-        for name in ("bisect_utilization", "utilization", "split_servers"):
+        for name in ("_fits", "bisect_utilization", "utilization", "split_servers"):
             scope[name] = jit(types.FunctionType(getattr(tailsearch, name).__code__, scope, name))
             _searches[name] = scope[name]
     return _searches
