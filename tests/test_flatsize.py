@@ -119,7 +119,7 @@ def test_an_input_the_python_path_raises_on_raises_it() -> None:
 
 def test_the_tpot_rates_table_keeps_the_rate_of_the_key_in_its_slot() -> None:
     profile, slo = ReplicaProfile(step_base_s=0.02, prefill_s_per_token=1e-4), SloTarget()
-    c = flattables.consts(profile, slo) + [0.0] * flattables.TPOT_SLOTS
+    c = flattables.consts(profile, slo) + [0.0] * flattables.TABLE_FLOATS
     keys = [0] * flattables.KEYS
     want = tailsearch.tpot_rate(profile, 0.2, 0.01, 200.0, 100.0, 1.0)
     assert flattables.tpot_rate(c, keys, 0.01, 200.0, 100.0, 1.0) == want
@@ -131,16 +131,39 @@ def test_the_tpot_rates_table_keeps_the_rate_of_the_key_in_its_slot() -> None:
 
 
 def test_the_ttft_searches_table_keeps_the_count_of_the_key_in_its_slot() -> None:
+    profile, slo = ReplicaProfile(step_base_s=0.02, prefill_s_per_token=1e-4), SloTarget()
+    c = flattables.consts(profile, slo) + [0.0] * flattables.TABLE_FLOATS
     keys = [0] * flattables.KEYS
     want = tailsearch.ttft_servers(12.0, 40.0, 0.01)
-    assert flattables.ttft_servers(keys, 12.0, 40.0, 0.01) == want
-    first = 5 * flattables.TPOT_SLOTS
-    at = next(i for i in range(first, flattables.KEYS, 5) if keys[i] == 1)
+    assert flattables.ttft_servers(c, keys, 12.0, 40.0, 0.01) == want
+    first, shares = 5 * flattables.TPOT_SLOTS, 5 * (flattables.TPOT_SLOTS + flattables.TTFT_SLOTS)
+    at = next(i for i in range(first, shares, 5) if keys[i] == 1)
     keys[at + 4] = -1  # a hit reads the table
-    assert flattables.ttft_servers(keys, 12.0, 40.0, 0.01) == -1
+    assert flattables.ttft_servers(c, keys, 12.0, 40.0, 0.01) == -1
     keys[at + 1] += 1  # another key in the slot: searched again
-    assert flattables.ttft_servers(keys, 12.0, 40.0, 0.01) == want
-    assert flattables.ttft_servers(keys, 0.0, -1.0, 0.01) == tailsearch.ttft_servers(0.0, -1.0, 0.01)
+    assert flattables.ttft_servers(c, keys, 12.0, 40.0, 0.01) == want
+    assert flattables.ttft_servers(c, keys, 0.0, -1.0, 0.01) == tailsearch.ttft_servers(0.0, -1.0, 0.01)
+
+
+def test_the_utilizations_table_serves_another_load_at_the_same_slack_and_tail() -> None:
+    profile, slo = ReplicaProfile(step_base_s=0.02, prefill_s_per_token=1e-4), SloTarget()
+    c = flattables.consts(profile, slo) + [0.0] * flattables.TABLE_FLOATS
+    keys = [0] * flattables.KEYS
+    assert flattables.ttft_servers(c, keys, 12.0, 40.0, 0.01) == tailsearch.split_servers(
+        *(math.exp(round(math.log(x) * 256.0) / 256.0) for x in (12.0, 40.0, 0.01))
+    )
+    first = 5 * (flattables.TPOT_SLOTS + flattables.TTFT_SLOTS)
+    (at,) = [i for i in range(first, flattables.KEYS, 3) if keys[i] == 1]
+    slot = (at - first) // 3
+    u = c[flattables.FIELDS + flattables.TPOT_SLOTS + slot]
+    assert 0.0 < u < 1.0
+    c[flattables.FIELDS + flattables.TPOT_SLOTS + slot] = 0.5  # a hit divides by the kept utilization
+    assert flattables.ttft_servers(c, keys, 30.0, 40.0, 0.01) == 61  # its load's step: exp(871 / 256) = 30.03
+    keys[at + 2] += 1  # another tail in the slot: searched again
+    assert flattables.ttft_servers(c, keys, 31.0, 40.0, 0.01) == tailsearch.ttft_servers(31.0, 40.0, 0.01)
+    assert c[flattables.FIELDS + flattables.TPOT_SLOTS + slot] == u
+    # a tail of 1 or more fits any utilization below 1: floor(load) + 1, as split_servers counts
+    assert flattables.ttft_servers(c, keys, 7.5, 40.0, 1.0) == tailsearch.split_servers(7.5, 40.0, 1.0) == 8
 
 
 def test_a_count_past_an_int64_is_sized_by_burstsize_itself() -> None:

@@ -59,3 +59,35 @@ def test_the_count_is_the_load_over_the_largest_utilization_that_fits(name: str)
         above = u + 2**-20
         assert u * math.exp(-(1.0 - u) * slack) <= tail < above * math.exp(-(1.0 - above) * slack)
         assert split_servers(offered, slack, tail) == max(1, math.ceil(offered / u - 1e-9))
+
+
+def _rounded(x: float) -> float:
+    """An input as ttft_servers searches at it: its step of 1/256 in log scale (0 for x <= 0)."""
+    q = tailsearch.TTFT_QUANTUM
+    return math.exp(round(math.log(x) * q) / q) if x > 0.0 else 0.0
+
+
+def test_the_kept_utilization_gives_the_searchs_count_at_every_load() -> None:
+    """ttft_servers keeps the utilization by the slack's and the tail's steps alone and divides each
+    load by it: the count split_servers works out at the rounded inputs, in Python and in the
+    sizing kernel's table (flattables.ttft_servers), where most loads meet a utilization kept."""
+    from autoscaler.policy import flattables
+    from autoscaler.policy.capacityspec import ReplicaProfile, SloTarget
+
+    rng = random.Random(11)
+    pairs = [(math.exp(rng.uniform(-5.0, 6.0)), math.exp(rng.uniform(-12.0, 0.3))) for _ in range(40)]
+    pairs += [(-1.0, 0.01), (0.0, 0.2), (3.0, 0.0), (3.0, 1.0), (3.0, 5.0)]
+    c = (
+        flattables.consts(ReplicaProfile(step_base_s=0.02, prefill_s_per_token=1e-4), SloTarget())
+        + [0.0] * flattables.TABLE_FLOATS
+    )
+    keys = [0] * flattables.KEYS
+    tailsearch._ttft_cache.clear()
+    tailsearch._share_cache.clear()
+    for _ in range(4_000):
+        slack, tail = rng.choice(pairs)
+        offered = rng.choice([0.0, -2.0, math.exp(rng.uniform(-8.0, 9.0))])
+        want = tailsearch.split_servers(_rounded(offered), _rounded(slack), _rounded(tail))
+        assert tailsearch.ttft_servers(offered, slack, tail) == want, (offered, slack, tail)
+        assert flattables.ttft_servers(c, keys, offered, slack, tail) == want, (offered, slack, tail)
+    assert len(tailsearch._share_cache) <= len(pairs) < len(tailsearch._ttft_cache)

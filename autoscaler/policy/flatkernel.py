@@ -10,7 +10,7 @@ from typing import Any, Final, NamedTuple
 from autoscaler.policy import memo
 from autoscaler.policy.capacity import Sizing
 from autoscaler.policy.flatsize import BINDINGS, UNCOVERED, size
-from autoscaler.policy.flattables import KEYS, TPOT_SLOTS, consts
+from autoscaler.policy.flattables import KEYS, TABLE_FLOATS, consts
 
 
 class Kernel(NamedTuple):
@@ -18,7 +18,7 @@ class Kernel(NamedTuple):
     compiled one in burstsize; tests use this module's own, uncompiled)."""
 
     size: Callable[..., Any]
-    floats: Callable[[list[float]], Any]  # the consts and the TPOT table's values, as the copy takes them
+    floats: Callable[[list[float]], Any]  # the consts and the tables' values, as the copy takes them
     ints: Callable[[list[int]], Any]  # the tables' keys (and the TTFT searches' counts)
 
 
@@ -54,7 +54,7 @@ def sizing(
         key = (id(kernel), id(profile), id(slo))
         got = _packed.get(key, got)
         if got[0] is not kernel or got[1] is not profile or got[2] is not slo:
-            floats = kernel.floats(consts(profile, slo) + [0.0] * TPOT_SLOTS)
+            floats = kernel.floats(consts(profile, slo) + [0.0] * TABLE_FLOATS)
             got = memo.remember(_packed, key, (kernel, profile, slo, floats, kernel.ints([0] * KEYS)), 256)
         _last = got
     r, prompt, output = need

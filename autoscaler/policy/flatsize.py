@@ -4,10 +4,10 @@ A tick sizes one or two demands (lookahead.py), each through ~40 Python calls (c
 its helpers, burstsize's bisection over the ca² and the hold): a quarter of a decision's
 instructions. This is the same arithmetic, operation for operation, on the profile's and the
 SLO's fields packed once per spec (flattables.consts), returning the Sizing's fields; it calls the
-core's own split_servers, tpottail.prefill_rate and tpottail._rate by their global names, which the
-compiled copy replaces with compiled ones. The TTFT search runs at its rounded inputs as
-tailsearch.ttft_servers does, and it and the TPOT tail's rate are kept in tables on tailsearch's
-rounded keys (flattables.ttft_servers, flattables.tpot_rate). Shapes it
+core's own tailsearch.tail_share and servers_at, tpottail.prefill_rate and tpottail._rate by their
+global names, which the compiled copy replaces with compiled ones. The TTFT search runs at its
+rounded inputs as tailsearch.ttft_servers does, and it, its utilization and the TPOT tail's rate
+are kept in tables on tailsearch's rounded keys (flattables.ttft_servers, flattables.tpot_rate). Shapes it
 does not cover (a least-loaded router, gamma prompt lengths: their tails need CPython's own
 lgamma, which numba's differs from; an output-length histogram's cv², which the engines that
 publish one publish with the prompt lengths') and inputs the Python path would raise on return UNCOVERED,
@@ -272,14 +272,14 @@ def _at(c: Any, keys: Any, s: Any, arrival_cv2: float, service_cv2: float, limit
     replicas, bound = first, binding
     rate_at = first
     # capacity.sizer's at(): the least count asking no more than itself, bisected
-    ask = _asks(keys, offered, slack2, budget, arrival_cv2, service_cv2)
+    ask = _asks(c, keys, offered, slack2, budget, arrival_cv2, service_cv2)
     if ask < 0:
         return _UNCOVERED_RESULT
     if ask > first:
         bound = 4
         rate, offered, slack2, budget = _terms(c, ask, lam, p, o, base, w, a, d, load, tail, beta, burst)
         rate_at = ask
-        again = _asks(keys, offered, slack2, budget, arrival_cv2, service_cv2)
+        again = _asks(c, keys, offered, slack2, budget, arrival_cv2, service_cv2)
         if again < 0:
             return _UNCOVERED_RESULT
         if again > ask:
@@ -291,7 +291,7 @@ def _at(c: Any, keys: Any, s: Any, arrival_cv2: float, service_cv2: float, limit
                 m_rate, offered, slack2, budget = _terms(
                     c, mid, lam, p, o, base, w, a, d, load, tail, beta, burst
                 )
-                got = _asks(keys, offered, slack2, budget, arrival_cv2, service_cv2)
+                got = _asks(c, keys, offered, slack2, budget, arrival_cv2, service_cv2)
                 if got < 0:
                     return _UNCOVERED_RESULT
                 if got <= mid:
@@ -307,13 +307,13 @@ def _at(c: Any, keys: Any, s: Any, arrival_cv2: float, service_cv2: float, limit
 
 
 def _asks(
-    keys: Any, offered: float, slack2: float, budget: float, arrival_cv2: float, service_cv2: float
+    c: Any, keys: Any, offered: float, slack2: float, budget: float, arrival_cv2: float, service_cv2: float
 ) -> int:
     """capacity.sizer's asks() for the random router; -1 where the tail is not covered."""
     slack_services = slack2 / (arrival_cv2 + service_cv2)
     if not (offered < _MOST and _finite(slack_services) and _finite(budget)):
         return -1
-    return ttft_servers(keys, offered, slack_services, budget)
+    return ttft_servers(c, keys, offered, slack_services, budget)
 
 
 def _thinned(

@@ -5,13 +5,23 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from autoscaler.policy.tailsearch import TPOT_KEPT, TPOT_QUANTUM, TTFT_KEPT, TTFT_QUANTUM, split_servers
+from autoscaler.policy.tailsearch import (
+    SHARE_KEPT,
+    TPOT_KEPT,
+    TPOT_QUANTUM,
+    TTFT_KEPT,
+    TTFT_QUANTUM,
+    servers_at,
+    tail_share,
+)
 from autoscaler.policy.tpottail import CONTEXT_OUTPUT_SHARE, _rate, units
 
 # as many slots as tailsearch keeps entries (powers of 2: a key's hash is masked to a slot)
 TPOT_SLOTS = TPOT_KEPT  # the TPOT tail's rates kept
 TTFT_SLOTS = TTFT_KEPT  # the TTFT searches kept
-KEYS = 5 * (TPOT_SLOTS + TTFT_SLOTS)  # the tables' ints
+SHARE_SLOTS = SHARE_KEPT  # the TTFT searches' utilizations kept
+KEYS = 5 * (TPOT_SLOTS + TTFT_SLOTS) + 3 * SHARE_SLOTS  # the tables' ints
+TABLE_FLOATS = TPOT_SLOTS + SHARE_SLOTS  # the floats the tables keep after the consts
 _NO_STEP = -(1 << 62)  # a TTFT search's step for an input <= 0 (capacity's None)
 
 # consts: the profile's and the SLO's fields as floats (flags 0.0 / 1.0), by these indices
@@ -45,9 +55,11 @@ def consts(profile: Any, slo: Any) -> list[float]:
     ]
 
 
-def ttft_servers(keys: Any, offered: float, slack_services: float, budget: float) -> int:
+def ttft_servers(c: Any, keys: Any, offered: float, slack_services: float, budget: float) -> int:
     """tailsearch.ttft_servers, kept in a direct-mapped table after the TPOT tail's (tpot_rate):
-    5 ints a slot, a flag, the three steps (_NO_STEP for capacity's None) and the count."""
+    5 ints a slot, a flag, the three steps (_NO_STEP for capacity's None) and the count; and the
+    utilization it divides by in one after it, on the slack's and the tail's steps (3 ints a slot,
+    a flag and the two steps; its value in c after the TPOT tail's rates: _share)."""
     q, log = TTFT_QUANTUM, math.log
     k0 = round(log(offered) * q) if offered > 0.0 else _NO_STEP
     k1 = round(log(slack_services) * q) if slack_services > 0.0 else _NO_STEP
@@ -56,12 +68,24 @@ def ttft_servers(keys: Any, offered: float, slack_services: float, budget: float
     at = 5 * (TPOT_SLOTS + slot)
     if keys[at] == 1 and keys[at + 1] == k0 and keys[at + 2] == k1 and keys[at + 3] == k2:
         return int(keys[at + 4])
-    got = split_servers(
-        0.0 if k0 == _NO_STEP else math.exp(k0 / q),
+    got = 1 if k0 == _NO_STEP else servers_at(math.exp(k0 / q), _share(c, keys, k1, k2))
+    keys[at], keys[at + 1], keys[at + 2], keys[at + 3], keys[at + 4] = 1, k0, k1, k2, got
+    return got
+
+
+def _share(c: Any, keys: Any, k1: int, k2: int) -> float:
+    """tailsearch.tail_share at the slack's and the tail's steps, kept in its table (ttft_servers)."""
+    slot = ((k1 * 19349663) ^ (k2 * 83492791)) & (SHARE_SLOTS - 1)
+    at = 5 * (TPOT_SLOTS + TTFT_SLOTS) + 3 * slot
+    if keys[at] == 1 and keys[at + 1] == k1 and keys[at + 2] == k2:
+        return float(c[FIELDS + TPOT_SLOTS + slot])
+    q = TTFT_QUANTUM
+    got = tail_share(
         0.0 if k1 == _NO_STEP else math.exp(k1 / q),
         0.0 if k2 == _NO_STEP else math.exp(k2 / q),
     )
-    keys[at], keys[at + 1], keys[at + 2], keys[at + 3], keys[at + 4] = 1, k0, k1, k2, got
+    c[FIELDS + TPOT_SLOTS + slot] = got
+    keys[at], keys[at + 1], keys[at + 2] = 1, k1, k2
     return got
 
 

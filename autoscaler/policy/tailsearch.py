@@ -9,13 +9,17 @@ from autoscaler.policy.capacityspec import ReplicaProfile
 
 TTFT_QUANTUM = 256.0  # the TTFT search is cached on its inputs rounded to 1/256 in log scale (0.4 %)
 TTFT_KEPT = 8192  # the TTFT searches kept (memo.remember clears the table when it holds as many)
+SHARE_KEPT = 4096  # the utilizations kept, by the slack's and the tail's steps alone
 _ttft_cache: dict[tuple[int | None, int | None, int | None], int] = {}
+_share_cache: dict[tuple[int | None, int | None], float] = {}
 
 
 def ttft_servers(offered: float, slack_services: float, budget: float) -> int:
     """split_servers on its inputs rounded to 1/256 in log scale, cached on the steps k of
     exp(k / 256) (small ints hash faster than floats, and the exps are paid once per entry); None
-    stands for an input <= 0, which is taken as 0."""
+    stands for an input <= 0, which is taken as 0. The utilization it divides the load by depends
+    on the slack and the tail alone, which a tick's sizings share where their loads differ (on the
+    bench's ticks ~99 % of the searches the first table misses), so it is kept apart, on their steps."""
     log, q = math.log, TTFT_QUANTUM
     key = (
         round(log(offered) * q) if offered > 0.0 else None,
@@ -25,17 +29,25 @@ def ttft_servers(offered: float, slack_services: float, budget: float) -> int:
     got = _ttft_cache.get(key)
     if got is None:
         k_offered, k_slack, k_budget = key
-        got = split_servers(
-            0.0 if k_offered is None else math.exp(k_offered / q),
-            0.0 if k_slack is None else math.exp(k_slack / q),
-            0.0 if k_budget is None else math.exp(k_budget / q),
-        )
+        if k_offered is None:
+            got = 1  # split_servers' count for no load, whatever the tail
+        else:
+            shared = (k_slack, k_budget)
+            share = _share_cache.get(shared)
+            if share is None:
+                share = tail_share(
+                    0.0 if k_slack is None else math.exp(k_slack / q),
+                    0.0 if k_budget is None else math.exp(k_budget / q),
+                )
+                memo.remember(_share_cache, shared, share, SHARE_KEPT)
+            got = servers_at(math.exp(k_offered / q), share)
         memo.remember(_ttft_cache, key, got, TTFT_KEPT)
     return got
 
 
 _GRID = 1048576.0  # 2^20: the bisection's points k / 2^20 (its hi - lo after 20 halvings)
 _LAST = 1048575  # the highest k it reaches (it never tests u = 1)
+_ANY = -1.0  # tail_share's answer for a tail of 1 or more: any utilization below 1 fits
 
 
 def split_servers(offered: float, slack_services: float, tail: float) -> int:
@@ -44,12 +56,23 @@ def split_servers(offered: float, slack_services: float, tail: float) -> int:
     largest u that fits, to 2^-20 (utilization), gives n = ceil(offered / u)."""
     if offered <= 0.0:
         return 1
+    return servers_at(offered, tail_share(slack_services, tail))
+
+
+def tail_share(slack_services: float, tail: float) -> float:
+    """The utilization split_servers divides the load by: utilization's, 1e-6 where none fits, _ANY
+    for a tail of 1 or more. A function of the slack and the tail alone (ttft_servers keeps it)."""
     if tail >= 1.0:
-        return math.floor(offered) + 1  # any utilization below 1 fits
+        return _ANY
     u = utilization(slack_services, tail)
-    if u <= 0.0:
-        u = 1e-6
-    return max(1, math.ceil(offered / u - 1e-9))
+    return u if u > 0.0 else 1e-6
+
+
+def servers_at(offered: float, share: float) -> int:
+    """split_servers' count for a load `offered` > 0 at tail_share's `share`."""
+    if share == _ANY:
+        return math.floor(offered) + 1
+    return max(1, math.ceil(offered / share - 1e-9))
 
 
 def utilization(slack_services: float, tail: float) -> float:

@@ -29,6 +29,7 @@ _CALLEES = (  # flatsize's and the flattables' it imports, callees first
     "_prefill",
     "_decode",
     "_idle_misses",
+    "_share",
     "ttft_servers",
     "tpot_rate",
     "_terms",
@@ -53,12 +54,14 @@ _searches: dict[str, Any] = {}
 
 
 def searches() -> dict[str, Any]:
-    """tailsearch's split_servers, utilization, bisect_utilization and their _fits compiled, each
-    calling the others' compiled copies by name (from numba's on-disk cache after the first time)."""
+    """tailsearch's split_servers, its tail_share and servers_at, utilization, bisect_utilization
+    and their _fits compiled, each calling the others' compiled copies by name (from numba's
+    on-disk cache after the first time)."""
     if not _searches:
         jit = numba.njit(cache=True)
         scope = dict(vars(tailsearch))
-        for name in ("_fits", "bisect_utilization", "utilization", "split_servers"):
+        names = ("_fits", "bisect_utilization", "utilization", "tail_share", "servers_at", "split_servers")
+        for name in names:
             scope[name] = jit(types.FunctionType(getattr(tailsearch, name).__code__, scope, name))
             _searches[name] = scope[name]
     return _searches
@@ -73,13 +76,14 @@ def compiled() -> flatkernel.Kernel:
         scope["_rate"] = compiled_rate()
         scope["prefill_rate"] = jit(tpottail.prefill_rate)
         scope["units"] = jit(tpottail.units)
-        scope["split_servers"] = searches()["split_servers"]
+        scope["tail_share"] = searches()["tail_share"]
+        scope["servers_at"] = searches()["servers_at"]
         for name in _CALLEES:
-            code = getattr(flatsize, name).__code__
+            code = scope[name].__code__  # the Python function, flatsize's or flattables'
             scope[name] = jit(types.FunctionType(code, scope, name))
         size = scope["size"]
         # compile now, on the bench's profile at the signature burstsize passes (floats, an int limit)
-        floats = _floats([0.01] * flattables.FIELDS + [0.0] * flattables.TPOT_SLOTS)
+        floats = _floats([0.01] * flattables.FIELDS + [0.0] * flattables.TABLE_FLOATS)
         size(floats, _ints([0] * flattables.KEYS), 1.0, 1.0, 1.0, 1.0, 1, 1.0, 1.0, 0.0, 0.0)
         # ... and called at that signature's entry point, not through the dispatcher, which works
         # the 11 arguments' types out each call (~0.51 against ~0.38 µs): no compile later, on a
