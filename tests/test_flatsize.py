@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoscaler.policy import burstsize, flatkernel, flattables, lengths, tailsearch
+from autoscaler.policy import burstsize, flatkernel, flatsize, flattables, lengths, tailsearch
 from autoscaler.policy.capacity import Demand, Sizing
 from autoscaler.policy.capacityspec import ReplicaProfile, SloTarget
 from replay.policies import sizekernel
@@ -202,3 +202,46 @@ def test_a_subnormal_rate_with_a_hold_is_sized_as_no_hold(name: str, rate: float
     _same(got, want)
     for shape in ({"least_loaded": True, "arrivals_index": 3.0}, {"lengths_cv2": 2.5}):  # the Python path's
         assert _python(profile, slo, need, 1.0, 64, 1.0, shape, 40.0, 25.0).binding == "idle"
+
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_a_need_sized_at_two_holds_is_each_holds_sizing(name: str) -> None:
+    """burstsize.size sizes a need at its steady hold, then at its lasting one: the second call
+    reads the thinned sizing the first kept (flatsize._thinned_kept), and each is burstsize's."""
+    kernel = KERNELS[name]
+    profile, slo = ReplicaProfile(step_base_s=0.02, prefill_s_per_token=1e-4), SloTarget()
+    needs = [Demand(20.0, 2e4, 4e3), Demand(20.0, 2e4, 4e3), Demand(35.0, 1e4, 9e3), Demand(0.0, 0.0, 0.0)]
+    for need in needs:
+        for spread, limit in ((30.0, 100), (30.0, 7), (4.0, 100)):
+            for hold, lasting in ((60.0, 40.0), (40.0, 40.0), (0.0, 0.0), (60.0, 40.0)):
+                got = flatkernel.sizing(kernel, profile, slo, need, 1.0, limit, spread, 1.0, hold, lasting)
+                assert got is not None
+                _same(got, _python(profile, slo, need, 1.0, limit, spread, {}, hold, lasting))
+    sizekernel.install()
+    try:  # a late curve's hold of 2 replicas under the steady count: sized again at the lasting hold
+        got = burstsize.size(profile, slo, needs[0], 1.0, 100, 30.0, {}, 60.0, 40.0, 30.0)
+    finally:
+        burstsize.use(None)
+    _same(got, _python(profile, slo, needs[0], 1.0, 100, 30.0, {}, 60.0, 40.0, 30.0))
+
+
+def test_the_kept_thinned_sizing_is_read_for_the_same_inputs_alone() -> None:
+    profile, slo = ReplicaProfile(step_base_s=0.02, prefill_s_per_token=1e-4), SloTarget()
+    c = flattables.consts(profile, slo) + [0.0] * flattables.TABLE_FLOATS
+    keys = [0] * flattables.KEYS
+    args = (20.0, 2e4, 4e3, 1.0, 100, 30.0, 1.0)
+    want = flatsize._thinned(c, keys, *args)
+    assert flatsize._thinned_kept(c, keys, *args) == want
+    at = flattables.KEPT_FLOATS
+    assert c[at : at + 6] == [20.0, 2e4, 4e3, 1.0, 30.0, 1.0]
+    assert keys[flattables.KEPT_KEYS : flattables.KEPT_KEYS + 2] == [1, 100]
+    c[at + 6] = 999.0  # a hit reads what was kept
+    assert flatsize._thinned_kept(c, keys, *args)[0] == 999
+    assert flatsize._thinned_kept(c, keys, 20.0, 2e4, 4e3, 1.0, 99, 30.0, 1.0)[0] != 999  # another limit
+    assert c[at + 6] == want[0] and keys[flattables.KEPT_KEYS + 1] == 99
+    c[at + 6] = 999.0
+    assert flatsize._thinned_kept(c, keys, 20.0, 2e4, 4e3, 1.0, 99, 30.0, 1.0 + 2**-52)[0] != 999
+    # an input not positive is never kept (-0.0 equals 0.0, and its sizing may differ)
+    zero = (0.0, 0.0, 0.0, 1.0, 100, 30.0, 1.0)
+    assert flatsize._thinned_kept(c, keys, *zero) == flatsize._thinned(c, keys, *zero)
+    assert c[at] == 20.0

@@ -37,6 +37,8 @@ from autoscaler.policy.flattables import (
     HAS_KV,
     HAS_TOKENS,
     HAS_TPOT,
+    KEPT_FLOATS,
+    KEPT_KEYS,
     KV,
     PREFILL,
     PREFILL_FIRST,
@@ -358,6 +360,57 @@ def _thinned(
     return hi, best[1], best[2], best[3], best[4] * share, best[5] * share
 
 
+def _thinned_kept(
+    c: Any,
+    keys: Any,
+    lam: float,
+    prompt: float,
+    output: float,
+    speed: float,
+    limit: int,
+    spread: float,
+    service_cv2: float,
+) -> Any:
+    """_thinned, the last one kept in the tables (flattables.KEPT_KEYS, KEPT_FLOATS): burstsize.size
+    sizes a need at its steady hold and again at its lasting one, two calls whose thinned sizing,
+    most of each, is the same. Kept for positive inputs alone, whose floats are equal only where
+    their bits are (no -0.0, no NaN)."""
+    at, k = KEPT_FLOATS, KEPT_KEYS
+    kept = lam > 0.0 and prompt > 0.0 and output > 0.0 and speed > 0.0 and spread > 0.0 and service_cv2 > 0.0
+    if (
+        kept
+        and keys[k] == 1
+        and keys[k + 1] == limit
+        and c[at] == lam
+        and c[at + 1] == prompt
+        and c[at + 2] == output
+        and c[at + 3] == speed
+        and c[at + 4] == spread
+        and c[at + 5] == service_cv2
+    ):
+        return int(c[at + 6]), int(c[at + 7]), c[at + 8], c[at + 9], c[at + 10], c[at + 11]
+    got = _thinned(c, keys, lam, prompt, output, speed, limit, spread, service_cv2)
+    if kept:
+        c[at], c[at + 1], c[at + 2], c[at + 3], c[at + 4], c[at + 5] = (
+            lam,
+            prompt,
+            output,
+            speed,
+            spread,
+            service_cv2,
+        )
+        c[at + 6], c[at + 7], c[at + 8], c[at + 9], c[at + 10], c[at + 11] = (
+            float(got[0]),
+            float(got[1]),
+            got[2],
+            got[3],
+            got[4],
+            got[5],
+        )
+        keys[k], keys[k + 1] = 1, limit
+    return got
+
+
 def size(
     c: Any,
     keys: Any,
@@ -374,7 +427,7 @@ def size(
     """burstsize.size at exponential prompt lengths and a random router, in flat floats (`lasting`:
     its lifetime hold, at most `hold`): the Sizing's fields, its binding by its code in BINDINGS,
     replicas UNCOVERED where burstsize.size must size it itself."""
-    got = _thinned(c, keys, lam, prompt, output, speed, limit, spread, service_cv2)
+    got = _thinned_kept(c, keys, lam, prompt, output, speed, limit, spread, service_cv2)
     if got[0] == UNCOVERED or hold <= lam or lam <= 0.0:
         return got
     if lasting < lam:

@@ -20,8 +20,11 @@ from autoscaler.policy.tpottail import CONTEXT_OUTPUT_SHARE, _rate, units
 TPOT_SLOTS = TPOT_KEPT  # the TPOT tail's rates kept
 TTFT_SLOTS = TTFT_KEPT  # the TTFT searches kept
 SHARE_SLOTS = SHARE_KEPT  # the TTFT searches' utilizations kept
-KEYS = 5 * (TPOT_SLOTS + TTFT_SLOTS) + 3 * SHARE_SLOTS  # the tables' ints
-TABLE_FLOATS = TPOT_SLOTS + SHARE_SLOTS  # the floats the tables keep after the consts
+# the last thinned sizing's (flatsize._thinned_kept): its int inputs (a flag, the limit) after the
+# tables' ints, its 6 float inputs and its 6 outputs after the tables' floats
+KEPT_KEYS = 5 * (TPOT_SLOTS + TTFT_SLOTS) + 3 * SHARE_SLOTS
+KEYS = KEPT_KEYS + 2  # the tables' ints
+TABLE_FLOATS = TPOT_SLOTS + SHARE_SLOTS + 12  # the floats the tables keep after the consts
 _NO_STEP = -(1 << 62)  # a TTFT search's step for an input <= 0 (capacity's None)
 
 # consts: the profile's and the SLO's fields as floats (flags 0.0 / 1.0), by these indices
@@ -29,6 +32,7 @@ BASE, PREFILL, ATTENTION, REQUEST, CONTEXT = 0, 1, 2, 3, 4
 HAS_BUDGET, BUDGET, PREFILL_FIRST, SEQS, HAS_KV, KV = 5, 6, 7, 8, 9, 10
 HAS_TPOT, TPOT, TTFT, HAS_TOKENS, TOKENS, ATTAINMENT = 11, 12, 13, 14, 15, 16
 FIELDS = 17
+KEPT_FLOATS = FIELDS + TPOT_SLOTS + SHARE_SLOTS  # the last thinned sizing's floats (KEPT_KEYS)
 
 
 def consts(profile: Any, slo: Any) -> list[float]:

@@ -38,6 +38,7 @@ _CALLEES = (  # flatsize's and the flattables' it imports, callees first
     "_asks",
     "_at",
     "_thinned",
+    "_thinned_kept",
     "size",
 )
 
