@@ -18,8 +18,9 @@ def ttft_servers(offered: float, slack_services: float, budget: float) -> int:
     """split_servers on its inputs rounded to 1/256 in log scale, cached on the steps k of
     exp(k / 256) (small ints hash faster than floats, and the exps are paid once per entry); None
     stands for an input <= 0, which is taken as 0. The utilization it divides the load by depends
-    on the slack and the tail alone, which a tick's sizings share where their loads differ (on the
-    bench's ticks ~99 % of the searches the first table misses), so it is kept apart, on their steps."""
+    on the slack and the tail alone, and a tick's sizings search at new loads but few slacks and
+    tails (on the bench's ticks half the searches miss this table, and 99 % meet a slack and tail
+    seen before), so the utilization is kept apart, on their steps (tail_share)."""
     log, q = math.log, TTFT_QUANTUM
     key = (
         round(log(offered) * q) if offered > 0.0 else None,
