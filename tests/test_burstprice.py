@@ -172,3 +172,30 @@ def test_the_installed_bisection_serves_the_hold() -> None:
     finally:
         burstprice.use(None)
         burstprice._holds.clear()
+
+
+def _fresh_hold(*args: object) -> float:
+    """hold_rate with no grid table kept (every point worked out anew)."""
+    burstprice._holds.clear()
+    burstprice._last = ((), math.nan, math.nan, {})
+    return burstprice.hold_rate(*args)  # type: ignore[arg-type]
+
+
+def test_the_grids_tables_are_kept_by_curve_budget_and_stretch() -> None:
+    """A table per (curve key, budget, stretch), the last one read first: interleaved curves,
+    budgets and windows each read their own. Azure conv's decode (26 s) outlasts the spell its
+    rate persists (2 s), so windows of 2-10 s stretch it differently (13.2 to 2.6) while the
+    spread keeps the shape k, the grid point read, the same."""
+    curves = [_curve("fast-load-70b", *CODE), _curve("one-gpu-8b", *CODE), _curve("fast-load-70b", *CONV)]
+    assert len({burstprice._stretch(curves[2][1], w) for w in (2.0, 5.0, 10.0)}) == 3
+    rng = random.Random(5)
+    asks = []
+    for _ in range(80):
+        j = rng.randrange(3)
+        window = rng.choice([2.0, 5.0, 10.0, 30.0])
+        rate = rng.choice([3.0, 14.07, rng.uniform(0.5, 40.0)])
+        asks.append((rate, 1.0 + 25.0 * window, window, rng.choice([0.01, 0.02]), j))  # θ = 25
+    burstprice._holds.clear()
+    kept = [burstprice.hold_rate(r, s, w, b, *curves[j]) for r, s, w, b, j in asks]
+    for got, (r, s, w, b, j) in zip(kept, asks, strict=True):
+        assert got == _fresh_hold(r, s, w, b, *curves[j]), (r, s, w, b, j)
