@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoscaler.policy import tailsearch
+from autoscaler.policy import flattables, tailsearch
+from autoscaler.policy.capacityspec import ReplicaProfile, SloTarget
 from replay.policies import sizekernel
 
 IMPLEMENTATIONS = {
@@ -71,9 +72,6 @@ def test_the_kept_utilization_gives_the_searchs_count_at_every_load() -> None:
     """ttft_servers keeps the utilization by the slack's and the tail's steps alone and divides each
     load by it: the count split_servers works out at the rounded inputs, in Python and in the
     sizing kernel's table (flattables.ttft_servers), where most loads meet a utilization kept."""
-    from autoscaler.policy import flattables
-    from autoscaler.policy.capacityspec import ReplicaProfile, SloTarget
-
     rng = random.Random(11)
     pairs = [(math.exp(rng.uniform(-5.0, 6.0)), math.exp(rng.uniform(-12.0, 0.3))) for _ in range(40)]
     pairs += [(-1.0, 0.01), (0.0, 0.2), (3.0, 0.0), (3.0, 1.0), (3.0, 5.0)]
