@@ -152,7 +152,8 @@ def main() -> None:
     sized_ahead.sizing_at(150.0)  # the profile's and SLO's tables, packed for the kernel
     upper = sized_ahead.upper_at(150.0)
     table = flatkernel._last
-    sized = (table[3], table[4], *upper, 1.0, 64, 2.0, 1.0, 0.0, 0.0)
+    u = upper
+    sized = (table[3], table[4], u.requests, u.prompt_tokens, u.output_tokens, 1.0, 64, 2.0, 1.0, 0.0, 0.0)
     _line(
         "the fused sizing's call",
         {

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Final, NamedTuple, final
+from typing import Final, final
 
 from autoscaler.policy import idlemiss, leastloaded, lengths, tailsearch, tpottail
 from autoscaler.policy.capacityspec import ReplicaProfile, SloTarget
@@ -65,23 +65,28 @@ CONTEXT_OUTPUT_SHARE = tpottail.CONTEXT_OUTPUT_SHARE  # p + this x o: the mean c
 MIN_UTILIZATION = 0.05  # a TPOT target below one step at batch 1 cannot be met: plan replicas this light
 MIN_SLACK_SHARE = 0.25  # when the mean request cannot meet its TTFT even idle, plan as if it may
 # wait this share of its own prefill: more replicas would not make it meet the target
-# A NamedTuple built as tuple.__new__(cls, fields) skips its Python-level __new__ (~0.4 against
-# ~1.3 µs here): the Demand values a tick builds are made so (Sizing is a Record). On the sizing's path the
-# min and max of two values are conditionals that return what the builtin would (a builtin call
-# costs ~4x the comparison; a sizer made ~13 a tick).
-_new: Final = tuple.__new__
+# On the sizing's path the min and max of two values are conditionals that return what the builtin
+# would (a builtin call costs ~4x the comparison; a sizer made ~13 a tick).
 
 
-class Demand(NamedTuple):
-    """Exogenous demand on the whole target, per second."""
+@final
+class Demand(Record):
+    """Exogenous demand on the whole target, per second. A Record, not a NamedTuple: a tick builds
+    ~9 (record.py: a C struct set in place, where tuple.__new__ built an argument tuple first)."""
+
+    FIELDS = ("requests", "prompt_tokens", "output_tokens")
 
     requests: float
     prompt_tokens: float
     output_tokens: float
 
+    def __init__(self, requests: float, prompt_tokens: float, output_tokens: float) -> None:
+        self.requests = requests
+        self.prompt_tokens = prompt_tokens
+        self.output_tokens = output_tokens
+
     def scaled(self, factor: float) -> Demand:
-        r, p, o = self
-        return _new(Demand, (r * factor, p * factor, o * factor))
+        return Demand(self.requests * factor, self.prompt_tokens * factor, self.output_tokens * factor)
 
 
 @final

@@ -38,7 +38,7 @@ def _load_function(profile: ReplicaProfile) -> Callable[[Demand], float]:
     min_rate = capacity.MIN_RATE
 
     def load(d: Demand) -> float:
-        r, prompt, output = d
+        r, prompt, output = d.requests, d.prompt_tokens, d.output_tokens
         if r < min_rate:
             return a0 * prompt
         p = prompt / r

@@ -17,13 +17,10 @@ from autoscaler.policy.demand import DemandState, Estimate, Series
 from autoscaler.policy.lasting import Lasting
 from autoscaler.policy.mix import Mix
 
-_new: Final = tuple.__new__  # as demand.py: a NamedTuple built without its Python-level __new__
 _NO_BIN: Final = (0.0, 0.0)  # a bin not scored yet, as the kernels take it
 # the state's tuples read as objects: compiled, a float read as a float is unboxed from its tuple,
 # then boxed again for the kernel's call
 Boxed = tuple[Any, ...]
-# the classes built, as C statics in a compiled build (an imported name is a module-dict lookup)
-_DEMAND: Final = Demand
 
 
 def fold(
@@ -64,12 +61,12 @@ def fold(
         out_pair, osq_read, osum_read = True, output_sq, output_sum
     gate, peaks = state.counted, state.peaks
     mix = state.mix
-    typical: Boxed = state.typical
     lasted = state.lasting
     level, trend = state.requests.level, state.requests.trend
     s2, sn = state.spread  # a pair of floats: unpacked, not boxed into a new tuple first
     gate_level, gate_trend = (0.0, 0.0) if gate is None else (gate.level, gate.trend)
-    typical_r, typical_p, typical_o = typical
+    typical = state.typical
+    typical_r, typical_p, typical_o = typical.requests, typical.prompt_tokens, typical.output_tokens
     lasting_time, lasting_rate, lasting_excess = lasted.time_s, lasted.rate, lasted.excess
     weight, b, typical_w = weights
     out: Boxed = flatdemand._kernel(
@@ -98,7 +95,7 @@ def fold(
         state.error_quantile,
         state.error_scale,
         state.scored,
-        _new(_DEMAND, out[15:18]),
+        Demand(out[15], out[16], out[17]),
         peaks,
         out[18],
         state.bins,
@@ -108,7 +105,7 @@ def fold(
         Lasting(out[19], out[20], out[21]),
         state.heights,
     )
-    return new, Estimate(_new(_DEMAND, out[22:25]), out[25])
+    return new, Estimate(Demand(out[22], out[23], out[24]), out[25])
 
 
 def above_band(
@@ -125,18 +122,17 @@ def above_band(
     n = len(bins)
     relative, heights = prior.relative, prior.heights
     boxed: Boxed = terms
-    typical: Boxed = prior.typical
     first: Boxed = bins[0] if n else _NO_BIN
     second: Boxed = bins[1] if n > 1 else _NO_BIN
-    now_seen: Boxed = seen
     a0, a1, b0, c0, k, min_rate = boxed
     damping_s, prior_weight, prior_error = band
     rl, rt = prior.requests.level, prior.requests.trend
     p, o = prior.mix.prompt, prior.mix.output
-    tr, tp, to = typical
+    typical = prior.typical
+    tr, tp, to = typical.requests, typical.prompt_tokens, typical.output_tokens
     s0, n0 = first
     s1, n1 = second
-    er, ep, eo = now_seen
+    er, ep, eo = seen.requests, seen.prompt_tokens, seen.output_tokens
     rq, rn, hq, lean = relative.quantile, relative.scored, heights.quantile, heights.lean
     got: tuple[bool, float] = flatband.kernel(
         a0, a1, b0, c0, k, min_rate, damping_s, now - prior.at, rl, rt, p, o, tr, tp, to,

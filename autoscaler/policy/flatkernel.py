@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any, Final, NamedTuple
 
 from autoscaler.policy import memo
-from autoscaler.policy.capacity import Sizing
+from autoscaler.policy.capacity import Demand, Sizing
 from autoscaler.policy.flatsize import BINDINGS, UNCOVERED, size
 from autoscaler.policy.flattables import KEYS, TABLE_FLOATS, consts
 
@@ -36,7 +36,7 @@ def sizing(
     kernel: Kernel,
     profile: Any,
     slo: Any,
-    need: tuple[Any, ...],
+    need: Demand,
     speed: Any,
     limit: Any,
     spread: Any,
@@ -57,7 +57,7 @@ def sizing(
             floats = kernel.floats(consts(profile, slo) + [0.0] * TABLE_FLOATS)
             got = memo.remember(_packed, key, (kernel, profile, slo, floats, kernel.ints([0] * KEYS)), 256)
         _last = got
-    r, prompt, output = need
+    r, prompt, output = need.requests, need.prompt_tokens, need.output_tokens
     size = kernel.size  # a NamedTuple's field read by index, compiled; called as a method, looked up by name
     try:
         out: tuple[Any, ...] = size(

@@ -32,9 +32,7 @@ from autoscaler.policy.demand import DemandState
 from autoscaler.policy.flatcalls import Boxed
 from autoscaler.policy.mix import lengths_cv2_of, outputs_cv2_of
 
-_new: Final = tuple.__new__  # as demand.py: a NamedTuple built without its Python-level __new__
 _NO_BIN: Final = (0.0, 0.0)  # a bin not scored yet, as flatahead takes it
-_DEMAND: Final = Demand  # a C static in a compiled build, where an imported name is a dict lookup
 
 
 class Lookahead:
@@ -172,7 +170,6 @@ class Lookahead:
         n = len(bins)
         # the arguments one by one, their tuples read as objects (flatcalls.py)
         boxed: Boxed = cap.terms
-        typical: Boxed = observed.typical
         relative, heights = observed.relative, observed.heights
         first: Boxed = bins[0] if n else _NO_BIN
         second: Boxed = bins[1] if n > 1 else _NO_BIN
@@ -180,7 +177,8 @@ class Lookahead:
         damping_s, prior_weight, prior_error = cap.band
         p, o = observed.mix.prompt, observed.mix.output
         rl, rt = observed.requests.level, observed.requests.trend
-        tr, tp, to = typical
+        typical = observed.typical
+        tr, tp, to = typical.requests, typical.prompt_tokens, typical.output_tokens
         s2, sn = observed.spread  # a pair of floats: unpacked, not boxed into a new tuple first
         s0, n0 = first
         s1, n1 = second
@@ -191,7 +189,7 @@ class Lookahead:
             n, s0, n0, s1, n1, rq, rn, hq, lean,
         )  # fmt: skip
         typical_load = self.typical_load = out[0]
-        self.mean_now = _new(_DEMAND, out[1:4])
+        self.mean_now = Demand(out[1], out[2], out[3])
         self.level = out[4]
         self.spread = out[5]
         width0, width1 = out[6], out[7]
@@ -211,7 +209,7 @@ class Lookahead:
             if fused is not None:  # the same in one compiled call (flatahead.forecast)
                 # one tuple of the arguments: `h, *fused[1]` a compiled call gathers in a list first
                 out: Boxed = fused[0](*((h,) + fused[1]))
-                got = self._forecasts[h] = _new(_DEMAND, out[:3]), _new(_DEMAND, out[4:])
+                got = self._forecasts[h] = Demand(out[0], out[1], out[2]), Demand(out[4], out[5], out[6])
                 self._mean_loads[h] = out[3]
                 return got
             d = self._demand

@@ -108,7 +108,8 @@ def forecast_stages(
 ) -> list[Stage]:
     """The demand, capacity and horizon stages' rows; `on_heights`: the upper is bin 0's height
     over the typical load (band.band_width), not its log band."""
-    r, pt, gt = est.now
+    now = est.now
+    r, pt, gt = now.requests, now.prompt_tokens, now.output_tokens
     return [
         Stage(
             "demand",
@@ -195,7 +196,7 @@ def panic_stage(
         max(target, have + burst_extra),
         "BurstAboveBand",
         _PANIC_MESSAGE,
-        (est.now[0], threshold, allowed, burst.replicas, burst_extra, within),
+        (est.now.requests, threshold, allowed, burst.replicas, burst_extra, within),
     )
     return panic_state, burst_extra, in_panic, burst_stage
 
