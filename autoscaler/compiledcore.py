@@ -8,11 +8,13 @@ activate() before anything imports the core, as do the tests' conftest and `pyth
 another Python is an error naming the fix, never a silent fall back to the sources.
 
 Left as Python (PYTHON_ONLY): the modules numba compiles from their source (it reads their
-functions' bytecode), and those whose compiled form behaves differently: the specs' dataclasses
-(compiled, they check their fields' types when built, before check_spec can name the bad field,
-and a frozen one cannot be deep-copied), startup.py (Startups clones itself by `__new__`, which a
-compiled class answers with its `__init__`) and coldstart.py (compiled typed arguments raise
-TypeError before check_spec names the field).
+functions' bytecode: the sizing's kernel and its callees, the demand's tick; flatahead's and
+flatband's are compiled, replay/policies/tickkernel.py reading their files), and those whose
+compiled form behaves differently: the specs' dataclasses (compiled, they check their fields'
+types when built, before check_spec can name the bad field, and a frozen one cannot be
+deep-copied), startup.py (Startups clones itself by `__new__`, which a compiled class answers with
+its `__init__`) and coldstart.py (compiled typed arguments raise TypeError before check_spec names
+the field).
 """
 
 from __future__ import annotations
@@ -37,8 +39,6 @@ PYTHON_ONLY = frozenset(
     {
         "__init__",
         # numba's sources
-        "flatahead",
-        "flatband",
         "flatdemand",
         "flathold",
         "flatsize",

@@ -262,12 +262,19 @@ def install_sizing(argv: list[str]) -> str:
     absent): what ran."""
     if "--python" in argv:
         return "the sizing in pure Python (--python)"
+    from autoscaler.policy import flatahead
+
     try:
         from replay.policies import sizekernel, tickkernel
     except ImportError:
         return "the sizing in pure Python (numba is not installed)"
     sizekernel.install()
-    tickkernel.install()
+    tickkernel.install()  # none under the compiled core (--mypyc): its own arithmetic costs less
+    if flatahead.kernels is None:
+        return (
+            "the sizing compiled by numba (replay/policies/sizekernel.py; installed before the rows;"
+            " the compiled core's own per-tick arithmetic, not tickkernel.py's copies; --python: without)"
+        )
     return (
         "the sizing and the per-tick arithmetic compiled (replay/policies/sizekernel.py, tickkernel.py:"
         " the demand's tick, the panic's test, the Lookahead's forecasts; installed before the rows;"

@@ -52,12 +52,13 @@ def decisions(ticks: int, kernels: bool) -> dict[str, Any]:
     if kernels:
         b.install_sizing([])
         flat = burstsize._flat
-        assert flat is not None and flatahead.kernels is not None
+        assert flat is not None
         burstsize.use(flat._replace(size=_counted(calls, "sizing", flat.size)))
-        flatdemand.install(_counted(calls, "demand tick", flatdemand._kernel))
-        flatband.use(_counted(calls, "panic test", flatband.kernel))
-        start, forecast = flatahead.kernels
-        flatahead.use((_counted(calls, "lookahead start", start), _counted(calls, "forecast", forecast)))
+        if flatahead.kernels is not None:  # the per-tick copies: on the Python core alone (tickkernel.py)
+            flatdemand.install(_counted(calls, "demand tick", flatdemand._kernel))
+            flatband.use(_counted(calls, "panic test", flatband.kernel))
+            start, forecast = flatahead.kernels
+            flatahead.use((_counted(calls, "lookahead start", start), _counted(calls, "forecast", forecast)))
     loads = b.observations(b.DIGEST_TICKS)
     digests = {}
     for name, spec in b.SCENARIOS.items():
