@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, final
 
 from autoscaler.policy import (
     band,
@@ -35,21 +35,33 @@ from autoscaler.policy.mix import lengths_cv2_of, outputs_cv2_of
 _NO_BIN: Final = (0.0, 0.0)  # a bin not scored yet, as flatahead takes it
 
 
+@final
+class _Horizon:
+    """What a tick read at one horizon: the forecast (its mean, the mean's load and the band's
+    upper), and once asked for, the demand the count is sized at and its sizing."""
+
+    __slots__ = ("mean", "mean_load", "planned", "sized", "upper")
+
+    def __init__(self, mean: Demand, upper: Demand, mean_load: float) -> None:
+        self.mean = mean
+        self.upper = upper
+        self.mean_load = mean_load
+        self.planned: Demand | None = None
+        self.sized: Sizing | None = None
+
+
 class Lookahead:
     """The forecast (mean, upper band) and the sizing of the upper band h seconds after this
     tick's sample, each h once a tick, read from the demand state before this tick's errors are
     scored (band.track, in planner.py), at the learned speed, at most `limit` replicas."""
 
     __slots__ = (
+        "_at",
         "_demand",
         "_engine",
         "_forecasting",
-        "_forecasts",
         "_lost",
-        "_mean_loads",
         "_observed",
-        "_planned",
-        "_sized",
         "_utilization",
         "_widths",
         "hold",
@@ -155,12 +167,9 @@ class Lookahead:
             in_flight = burstsize.hold_rate(rate, lasting.index(lasted, rate), lasted.time_s, cap.tail)
             if in_flight < hold:
                 self.lifetime_hold = in_flight
-        self._forecasts: dict[float, tuple[Demand, Demand]] = {}
-        self._mean_loads: dict[float, float] = {}
-        self._planned: dict[float, Demand] = {}
+        self._at: dict[float, _Horizon] = {}  # what the tick read at each horizon asked for
         self._lost: float | None = None
         self._utilization: float | None = None
-        self._sized: dict[float, Sizing] = {}
 
     def _start(self, start: Callable[..., Any], forecast: Callable[..., Any], cap: CapacityFacts) -> None:
         """__init__'s typical load, level, its load, dispersion and both bins' band widths by
@@ -203,14 +212,19 @@ class Lookahead:
 
     def forecast_at(self, h: float) -> tuple[Demand, Demand]:
         """(mean, upper band) h seconds ahead."""
-        got = self._forecasts.get(h)
+        at = self._horizon(h)
+        return at.mean, at.upper
+
+    def _horizon(self, h: float) -> _Horizon:
+        """The forecast h seconds ahead, read once a tick (one float-keyed lookup for all it keeps)."""
+        got = self._at.get(h)
         if got is None:
             fused = self._forecasting
             if fused is not None:  # the same in one compiled call (flatahead.forecast)
                 # one tuple of the arguments: `h, *fused[1]` a compiled call gathers in a list first
                 out: Boxed = fused[0](*((h,) + fused[1]))
-                got = self._forecasts[h] = Demand(out[0], out[1], out[2]), Demand(out[4], out[5], out[6])
-                self._mean_loads[h] = out[3]
+                got = _Horizon(Demand(out[0], out[1], out[2]), Demand(out[4], out[5], out[6]), out[3])
+                self._at[h] = got
                 return got
             d = self._demand
             if h == 0.0:
@@ -224,30 +238,27 @@ class Lookahead:
             width = self._widths[b]
             if width is None:
                 width = self._widths[b] = band.band_width(d, self._observed, mean_load, typical)
-            got = mean, band.widened(self._observed, mean, mean_load, typical, width)
-            self._forecasts[h] = got
-            self._mean_loads[h] = mean_load
+            got = _Horizon(mean, band.widened(self._observed, mean, mean_load, typical, width), mean_load)
+            self._at[h] = got
         return got
 
     def mean_load_at(self, h: float) -> float:
         """load() of the mean forecast h seconds ahead (forecast_at's)."""
-        got = self._mean_loads.get(h)
-        if got is None:
-            self.forecast_at(h)
-            got = self._mean_loads[h]
-        return got
+        return self._horizon(h).mean_load
 
     def upper_at(self, h: float) -> Demand:
-        return self.forecast_at(h)[1]
+        return self._horizon(h).upper
 
     def planned_at(self, h: float) -> Demand:
         """The demand h seconds ahead the count is sized at: the least capacity whose expected late
         share under the band's distribution fits the SLO's unused allowance (lateband.py), at
         most the band's upper."""
-        got = self._planned.get(h)
+        return self._planned(self._horizon(h))
+
+    def _planned(self, at: _Horizon) -> Demand:
+        got = at.planned
         if got is None:
-            mean, upper = self.forecast_at(h)
-            mean_load = self._mean_loads[h]
+            mean, upper, mean_load = at.mean, at.upper, at.mean_load
             typical = self.typical_load
             b = levelbins.bin_of(mean_load, typical)
             width = self._widths[b]
@@ -262,7 +273,7 @@ class Lookahead:
             else:
                 late = lateband.queued_width(q, self.z, share, self.tail, u)
             got = upper if late is None else band.widened(self._observed, mean, mean_load, typical, late)
-            self._planned[h] = got
+            at.planned = got
         return got
 
     def queue_utilization(self) -> float | None:
@@ -300,9 +311,10 @@ class Lookahead:
         return lost
 
     def sizing_at(self, h: float) -> Sizing:
-        got = self._sized.get(h)
+        at = self._horizon(h)
+        got = at.sized
         if got is None:
-            got = self._sized[h] = self.sized(self.planned_at(h))
+            got = at.sized = self.sized(self._planned(at))
         return got
 
     def sized(self, d: Demand) -> Sizing:
