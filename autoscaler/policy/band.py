@@ -229,16 +229,18 @@ def track(
     if i >= 0 and pending[i][0] >= since:
         top = level_now + offset
         early = None
-        widths: dict[int, float] = {}  # exp of each bin's tracked quantile, until a score moves them
+        # exp of each bin's tracked quantile (bin b at b + 1, -1 the unbinned), until a score moves
+        # them; 0.0 not worked out yet (an exp is never 0 at the clipped errors' quantiles)
+        widths = [0.0] * (levelbins.BINS + 1)
         while i >= 0:
             made, target, forecast, b = pending[i]
             if not made >= since:  # NaN too, as the loop's test was
                 break
             if forecast >= 0.0:
-                width = widths.get(b)
-                if width is None:
+                width = widths[b + 1]
+                if width == 0.0:
                     got = levelbins.quantile(bins, relative, b) if b >= 0 else None
-                    width = widths[b] = math.exp(q if got is None else got[0])
+                    width = widths[b + 1] = math.exp(q if got is None else got[0])
                 on_heights = b == 0 and heights.lean > 0.0
                 hq = heights.quantile if heights.quantile > 0.0 else 0.0
                 band_top = forecast + offset * (1.0 + hq) if on_heights else (forecast + offset) * width
@@ -252,7 +254,7 @@ def track(
                     if b >= 0:
                         above = not on_heights or top > (forecast + offset) * width
                         bins, relative = levelbins.score(bins, relative, b, _clip(e), spec.quantile, above)
-                    widths.clear()
+                    widths = [0.0] * (levelbins.BINS + 1)
                     if early is None:
                         early = list(pending)
                     early[i] = (made, target, -1.0, b)

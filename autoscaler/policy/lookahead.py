@@ -40,14 +40,18 @@ class _Horizon:
     """What a tick read at one horizon: the forecast (its mean, the mean's load and the band's
     upper), and once asked for, the demand the count is sized at and its sizing."""
 
-    __slots__ = ("mean", "mean_load", "planned", "sized", "upper")
+    __slots__ = ("h", "mean", "mean_load", "planned", "sized", "upper")
 
-    def __init__(self, mean: Demand, upper: Demand, mean_load: float) -> None:
+    def __init__(self, h: float, mean: Demand, upper: Demand, mean_load: float) -> None:
+        self.h = h
         self.mean = mean
         self.upper = upper
         self.mean_load = mean_load
         self.planned: Demand | None = None
         self.sized: Sizing | None = None
+
+
+_NONE: Final = _Horizon(math.nan, Demand(0.0, 0.0, 0.0), Demand(0.0, 0.0, 0.0), 0.0)  # no horizon read yet
 
 
 class Lookahead:
@@ -60,6 +64,7 @@ class Lookahead:
         "_demand",
         "_engine",
         "_forecasting",
+        "_last",
         "_lost",
         "_observed",
         "_utilization",
@@ -168,6 +173,7 @@ class Lookahead:
             if in_flight < hold:
                 self.lifetime_hold = in_flight
         self._at: dict[float, _Horizon] = {}  # what the tick read at each horizon asked for
+        self._last = _NONE  # the horizon read last
         self._lost: float | None = None
         self._utilization: float | None = None
 
@@ -216,15 +222,19 @@ class Lookahead:
         return at.mean, at.upper
 
     def _horizon(self, h: float) -> _Horizon:
-        """The forecast h seconds ahead, read once a tick (one float-keyed lookup for all it keeps)."""
+        """The forecast h seconds ahead, read once a tick (one float-keyed lookup for all it keeps;
+        the horizon read last compared first: a tick asks for one horizon several times in a row)."""
+        last = self._last
+        if last.h == h:
+            return last
         got = self._at.get(h)
         if got is None:
             fused = self._forecasting
             if fused is not None:  # the same in one compiled call (flatahead.forecast)
                 # one tuple of the arguments: `h, *fused[1]` a compiled call gathers in a list first
                 out: Boxed = fused[0](*((h,) + fused[1]))
-                got = _Horizon(Demand(out[0], out[1], out[2]), Demand(out[4], out[5], out[6]), out[3])
-                self._at[h] = got
+                got = _Horizon(h, Demand(out[0], out[1], out[2]), Demand(out[4], out[5], out[6]), out[3])
+                self._at[h] = self._last = got
                 return got
             d = self._demand
             if h == 0.0:
@@ -238,8 +248,9 @@ class Lookahead:
             width = self._widths[b]
             if width is None:
                 width = self._widths[b] = band.band_width(d, self._observed, mean_load, typical)
-            got = _Horizon(mean, band.widened(self._observed, mean, mean_load, typical, width), mean_load)
+            got = _Horizon(h, mean, band.widened(self._observed, mean, mean_load, typical, width), mean_load)
             self._at[h] = got
+        self._last = got
         return got
 
     def mean_load_at(self, h: float) -> float:
