@@ -9,7 +9,7 @@ import math
 import pytest
 from test_lookahead import _ahead
 
-from autoscaler.policy import band, idlemiss, lateband, levelbins, replicarates
+from autoscaler.policy import band, idlemiss, lateband, levelbins, lookahead, replicarates
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.capacityspec import SloTarget
 from autoscaler.policy.lookahead import Lookahead
@@ -86,10 +86,7 @@ def _at(ahead: Lookahead, h: float, rate: float) -> tuple[Demand, Demand]:
     width = ahead._widths[levelbins.bin_of(mean_load, typical)]
     assert width is not None and width > 1.0
     upper = band.widened(observed, mean, mean_load, typical, width)
-    ahead._forecasts[h] = (mean, upper)
-    ahead._mean_loads[h] = mean_load
-    ahead._planned.pop(h, None)
-    ahead._sized.pop(h, None)
+    ahead._at[h] = ahead._last = lookahead._Horizon(h, mean, upper, mean_load)  # nothing planned or sized
     return mean, upper
 
 

@@ -31,8 +31,9 @@ def test_each_horizon_is_forecast_and_sized_once_a_tick() -> None:
     assert ahead.upper_at(300.0).requests > ahead.upper_at(0.0).requests  # the trend read ahead
     mean, upper = ahead.forecast_at(300.0)
     # read back from the tick's caches (a compiled build returns equal tuples, not the same ones)
-    ahead._sized[300.0] = capacity.Sizing(at_300.replicas + 7, *at_300.values()[1:])
-    ahead._forecasts[300.0] = (upper, mean)
+    kept = ahead._at[300.0]  # what the tick read at 300 s, one record
+    kept.sized = capacity.Sizing(at_300.replicas + 7, *at_300.values()[1:])
+    kept.mean, kept.upper = upper, mean
     assert ahead.sizing_at(300.0).replicas == at_300.replicas + 7
     assert ahead.forecast_at(300.0) == (upper, mean) and ahead.need_at(300.0) == at_300.replicas + 7
 
