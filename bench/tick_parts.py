@@ -152,8 +152,8 @@ def main() -> None:
     sized_ahead.sizing_at(150.0)  # the profile's and SLO's tables, packed for the kernel
     upper = sized_ahead.upper_at(150.0)
     table = flatkernel._last
-    u = upper
-    sized = (table[3], table[4], u.requests, u.prompt_tokens, u.output_tokens, 1.0, 64, 2.0, 1.0, 0.0, 0.0)
+    r, prompt, output = upper.requests, upper.prompt_tokens, upper.output_tokens
+    sized = (table[3], table[4], r, prompt, output, 1.0, 64, 2.0, 1.0, 0.0, 0.0)
     _line(
         "the fused sizing's call",
         {
