@@ -176,8 +176,7 @@ def test_the_installed_bisection_serves_the_hold() -> None:
 
 def _fresh_hold(*args: object) -> float:
     """hold_rate with no grid table kept (every point worked out anew)."""
-    burstprice._holds.clear()
-    burstprice._last = ((), math.nan, math.nan, {})
+    burstprice._holds.clear()  # the last table read too
     return burstprice.hold_rate(*args)  # type: ignore[arg-type]
 
 

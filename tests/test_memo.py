@@ -1,5 +1,5 @@
 """memo.remember: a bounded table, cleared when full; memo.by_identity: one value per object, by
-identity, never handed to another object."""
+identity, never handed to another object; memo.Tables: a table per (key, a, b), the last first."""
 
 from __future__ import annotations
 
@@ -36,3 +36,19 @@ def test_remember_stores_and_clears_a_full_table_first() -> None:
     assert table == {"a": 1, "b": 2}
     assert memo.remember(table, "c", 3, size=2) == 3
     assert table == {"c": 3}
+
+
+def test_tables_one_per_key_and_floats_the_last_read_first_and_bounded() -> None:
+    tables: memo.Tables[float] = memo.Tables(3)
+    first = tables.of(("curve", 1), 0.01, 2.0)
+    first[4] = 0.5
+    assert tables.of(("curve", 1), 0.01, 2.0) is first  # the last one, by an equal key built anew
+    others = [tables.of(("curve", 2), 0.01, 2.0), tables.of(("curve", 1), 0.02, 2.0)]
+    assert all(t == {} and t is not first for t in others) and others[0] is not others[1]
+    assert tables.of(("curve", 1), 0.01, 2.0) is first  # found in the dict, not as the last one
+    assert len(tables.tables) == 3
+    fourth = tables.of(("curve", 1), 0.01, 5.0)  # the bound reached: the others dropped first
+    assert fourth == {} and len(tables.tables) == 1
+    assert tables.of(("curve", 1), 0.01, 2.0) == {}  # worked out again
+    tables.clear()
+    assert tables.tables == {} and tables.of(("curve", 1), 0.01, 2.0) == {}  # the last one dropped too

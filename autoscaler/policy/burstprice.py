@@ -32,9 +32,9 @@ BUDGET: Final = 2.0
 _GRID: Final = 16.0  # the shape's grid in log k (burstsize's)
 _K_MIN: Final = 1e-6
 _K_MAX: Final = 1e6
-# C / θ by grid point, a table per (curve key, budget, stretch); the last one read first (_table)
-_holds: Final[dict[tuple[object, ...], dict[int, float]]] = {}
-_last: tuple[object, float, float, dict[int, float]] = ((), math.nan, math.nan, {})
+# C / θ by grid point, a table per (curve key, budget, stretch): a tick's curve key is built anew,
+# so compared with the last one read, not hashed with its floats at each point (memo.Tables)
+_holds: Final[memo.Tables[float]] = memo.Tables(64)
 
 
 def expected_late(c: float, rate: float, theta: float, curve: Curve, window_s: float) -> float:
@@ -89,26 +89,11 @@ def hold_rate(
     at = math.log(k if k > _K_MIN else _K_MIN) * _GRID
     i = math.floor(at)
     stretch = _stretch(curve, window_s)
-    table = _table(key, budget, stretch)
+    table = _holds.of(key, budget, stretch)
     below = _grid_x(table, curve, i, budget, stretch)
     above = _grid_x(table, curve, i + 1, budget, stretch)
     held = (below + (at - i) * (above - below)) * theta
     return held if held > rate else rate
-
-
-def _table(key: tuple[object, ...], budget: float, stretch: float) -> dict[int, float]:
-    """The grid's table for a curve key, budget and stretch: the last one read where it is this
-    one (a tick's key is built anew, so compared, not hashed with its floats at each point)."""
-    global _last
-    last = _last
-    if last[1] == budget and last[2] == stretch and last[0] == key:
-        return last[3]
-    full = (key, budget, stretch)
-    table = _holds.get(full)
-    if table is None:
-        table = memo.remember(_holds, full, {}, 64)
-    _last = (key, budget, stretch, table)
-    return table
 
 
 def _grid_x(table: dict[int, float], curve: Curve, i: int, budget: float, stretch: float) -> float:

@@ -139,7 +139,7 @@ def _on_grid(
     fi, fj = at - i, tj - j
     k = math.floor(third)
     fk = third - k
-    cells = _cells_of(share_at, z, tail)
+    cells = _cell_tables.of(share_at, z, tail)
     share = _plane(_cell(cells, share_at, i, j, k, z, tail), fi, fj)
     if fk > 0.0:
         share += fk * (_plane(_cell(cells, share_at, i, j, k + 1, z, tail), fi, fj) - share)
@@ -150,25 +150,10 @@ def _on_grid(
 
 # a grid cell's corners' u / z: at (i, j), (i + 1, j), (i, j + 1) and (i + 1, j + 1)
 Cell = tuple[float, float, float, float]
-_cell_tables: Final[dict[tuple[ShareAt, float, float], dict[int, Cell]]] = {}
-_last_cells: tuple[object, float, float, dict[int, Cell]] = (None, math.nan, math.nan, {})
-
-
-def _cells_of(share_at: ShareAt, z: float, tail: float) -> dict[int, Cell]:
-    """The cells share_at's points were read into, for one (z, tail): a tick reads up to eight
-    points, each a 5-tuple key hashed (two floats) where one int key a cell is hashed here. The
-    last table read is compared first: a spec's z and tail are the same every tick, and hashing
-    the key's two floats cost more than the rest of a read."""
-    global _last_cells
-    last = _last_cells
-    if last[0] is share_at and last[1] == z and last[2] == tail:
-        return last[3]
-    key = (share_at, z, tail)
-    got = _cell_tables.get(key)
-    if got is None:
-        got = memo.remember(_cell_tables, key, {}, 64)
-    _last_cells = (share_at, z, tail, got)
-    return got
+# the cells share_at's points were read into, for each (z, tail): a tick reads up to eight points,
+# each a 5-tuple key hashed (two floats) where one int key a cell is hashed here; a spec's z and
+# tail are the same every tick, so the last table read is compared first (memo.Tables)
+_cell_tables: Final[memo.Tables[Cell]] = memo.Tables(64)
 
 
 def _cell(cells: dict[int, Cell], share_at: ShareAt, i: int, j: int, k: int, z: float, tail: float) -> Cell:

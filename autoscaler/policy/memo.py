@@ -1,5 +1,6 @@
 """Bounded memo tables: `remember` stores a result in a dict that is cleared when full, and
-`by_identity` keeps values worked out once per immutable object, found by the object's identity.
+`by_identity` keeps values worked out once per immutable object, found by the object's identity;
+`Tables` keeps tables of grid points by a key and two floats, the last one read compared first.
 
 A memo table holds pure results (a search on rounded inputs, a spec's derived values), so
 clearing it costs recomputation, never a different answer; clearing the whole table when it holds
@@ -15,11 +16,13 @@ made every tick reads its hit inline (`got = table.get(id(obj))`, `got[0] is obj
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 K = TypeVar("K")
 V = TypeVar("V")
+T = TypeVar("T")
 
 Table = dict[int, tuple[Any, Any]]
 
@@ -41,3 +44,32 @@ def by_identity(table: Table, obj: K, make: Callable[[K], V], size: int = 256) -
     value = make(obj)
     remember(table, id(obj), (obj, value), size)
     return value
+
+
+class Tables(Generic[T]):
+    """Tables of a grid's points by (key, a, b), under a dict cleared when it holds `size` tables
+    (remember). A tick reads the same table several times and builds its key anew, so the last one
+    read is compared first: hashing the key's floats at each read cost more than the rest of it
+    (burstprice's hold grid, lateband's cells)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.tables: dict[tuple[object, float, float], dict[int, T]] = {}
+        self.last: tuple[object, float, float, dict[int, T]] = (None, math.nan, math.nan, {})
+
+    def clear(self) -> None:
+        """Every table dropped, the last one read too (worked out again when next asked for)."""
+        self.tables.clear()
+        self.last = (None, math.nan, math.nan, {})
+
+    def of(self, key: object, a: float, b: float) -> dict[int, T]:
+        """The table for (key, a, b), empty the first time it is asked for."""
+        last = self.last
+        if last[1] == a and last[2] == b and last[0] == key:
+            return last[3]
+        full = (key, a, b)
+        table = self.tables.get(full)
+        if table is None:
+            table = remember(self.tables, full, {}, self.size)
+        self.last = (key, a, b, table)
+        return table
