@@ -62,9 +62,10 @@ def test_unsaturated_ticks_teach_nothing_and_reset_the_count() -> None:
     state = saturated_samples(PROFILE, 0.5, 10)
     assert state.backlog_ready == 4
     # no reading: the backlog's start is kept; fewer waiting than replicas: the backlog is over
-    for queue, backlog in ((None, 4), (3.0, 0)):
+    assert state.backlog_ticks == 10
+    for queue, backlog, stood in ((None, 4, 11), (3.0, 0, 0)):
         after = tick(state, 0.5, queue=queue)
-        assert after.values() == (state.log_ratio, state.samples, 0, 0, 0.0, backlog)
+        assert after.values() == (state.log_ratio, state.samples, 0, 0, 0.0, backlog, stood)
 
 
 def test_replicas_that_join_a_standing_backlog_stop_the_samples_until_it_drains() -> None:
@@ -77,8 +78,9 @@ def test_replicas_that_join_a_standing_backlog_stop_the_samples_until_it_drains(
     for _ in range(40):  # ten minutes of the backlog draining on the four it came to
         joined = tick(joined, 0.25, ready=16, queue=900.0)
     assert (joined.log_ratio, joined.samples, joined.backlog_ready) == (state.log_ratio, state.samples, 4)
+    assert joined.backlog_ticks == 50  # the ticks it has stood: the planner's backlog stage reads them
     drained = tick(joined, 0.25, ready=16, queue=15.0)
-    assert (drained.samples, drained.backlog_ready) == (state.samples, 0)
+    assert (drained.samples, drained.backlog_ready, drained.backlog_ticks) == (state.samples, 0, 0)
     for _ in range(speedlearn.SATURATED_TICKS):  # a new backlog, begun at 16: its own run
         drained = tick(drained, 1.0, ready=16, queue=900.0)
     assert (drained.samples, drained.backlog_ready) == (state.samples + 1, 16)

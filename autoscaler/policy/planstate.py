@@ -90,6 +90,7 @@ class PlannerState(Record):
                 "ready": sp.ready,
                 "queue": sp.queue,
                 "backlogReady": sp.backlog_ready,
+                "backlogTicks": sp.backlog_ticks,
             },
             "needs": [{"at": t(at), "replicas": n} for at, n in s.needs],
             "panic": panic_state,
@@ -143,6 +144,7 @@ class PlannerState(Record):
                 sp.integer("ready", default=0),
                 sp.number("queue", low=0.0) if "queue" in sp.data else 0.0,
                 sp.integer("backlogReady", default=0),
+                sp.integer("backlogTicks", default=0),
             )
         needs: list[tuple[float, int]] = []
         for e in r.items("needs", MAX_LEVELS + 1, default=[]):

@@ -19,6 +19,10 @@ replica: the ones that joined hold none of it. The backlog ends when the waiting
 below one a replica (placement is even again from there). A fleet that grew 6 -> 12 through a
 backlog read x0.50 from the drain on the six (ServeGen m-small, docs/policy-history.md, "The
 learned speed after a backlog"), where the engine is the profile.
+
+It also keeps the ticks the backlog has stood (backlog_ticks, tracked with learning off too): past
+one replica's lead, the planner counts the arrivals beside the replicas that hold it
+(planstages.backlog_stage).
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ class SpeedState(Record):
     """What saturated replicas achieved, relative to the profile (log scale), and the saturated
     run in progress. A Record (record.py), not a NamedTuple: learn() builds one a tick."""
 
-    FIELDS = ("log_ratio", "samples", "saturated_ticks", "ready", "queue", "backlog_ready")
+    FIELDS = ("log_ratio", "samples", "saturated_ticks", "ready", "queue", "backlog_ready", "backlog_ticks")
 
     log_ratio: float  # mean of the clipped log(achieved / profile) over the samples
     samples: float
@@ -53,6 +57,7 @@ class SpeedState(Record):
     ready: int  # the ready count of that run
     queue: float  # the waiting total at its last tick
     backlog_ready: int  # the ready count when the standing backlog began (0: none stands)
+    backlog_ticks: int  # the ticks it has stood (0: none stands)
 
     def __init__(
         self,
@@ -62,6 +67,7 @@ class SpeedState(Record):
         ready: int = 0,
         queue: float = 0.0,
         backlog_ready: int = 0,
+        backlog_ticks: int = 0,
     ) -> None:
         self.log_ratio = log_ratio
         self.samples = samples
@@ -69,6 +75,7 @@ class SpeedState(Record):
         self.ready = ready
         self.queue = queue
         self.backlog_ready = backlog_ready
+        self.backlog_ticks = backlog_ticks
 
 
 NO_SPEED = SpeedState(0.0, 0.0, 0)
@@ -81,6 +88,19 @@ def speed(state: SpeedState, prior_weight: float) -> float:
     if n <= 0.0:
         return 1.0
     return math.exp(n / (n + prior_weight) * state.log_ratio)
+
+
+def backlog_after(state: SpeedState, queue: float | None, ready: int) -> tuple[int, int]:
+    """(backlog_ready, backlog_ticks) after a tick with `queue` waiting in all (None: unknown) on
+    `ready` replicas: a backlog stands from the tick at least one waits a replica, on the fewest
+    ready since, until fewer than one a replica wait (placement is even again)."""
+    backlog = state.backlog_ready
+    if queue is not None and ready > 0:
+        if queue < ready:  # drained: placement is even again
+            backlog = 0
+        elif backlog == 0 or ready < backlog:  # min(backlog, ready) once one stands
+            backlog = ready
+    return backlog, (state.backlog_ticks + 1 if backlog else 0)
 
 
 def learn(
@@ -101,20 +121,15 @@ def learn(
     speed the profile should have (`share`: of the mean output in the context a decode reads, as
     the sizing has it, lengths.context_share at the outputs' cv²: the speed learned is the profile's
     at the sizing's own work per request). `kv_full`: a pod's KV cache at KV_FULL, no sample."""
-    backlog = state.backlog_ready
-    if queue is not None and ready > 0:
-        if queue < ready:  # drained: placement is even again
-            backlog = 0
-        elif backlog == 0 or ready < backlog:  # min(backlog, ready) once one stands
-            backlog = ready
+    backlog, stood = backlog_after(state, queue, ready)
     if kv_full or queue is None or ready <= 0 or queue < ready or finished_rate <= 0.0 or ready > backlog:
         # (ready > backlog: replicas joined the standing backlog, which sits on the others)
-        return SpeedState(state.log_ratio, state.samples, 0, 0, 0.0, backlog)
+        return SpeedState(state.log_ratio, state.samples, 0, 0, 0.0, backlog, stood)
     if ready != state.ready:  # a new run, or replicas left: three ticks at this count first
-        return SpeedState(state.log_ratio, state.samples, 1, ready, queue, backlog)
+        return SpeedState(state.log_ratio, state.samples, 1, ready, queue, backlog, stood)
     ticks = state.saturated_ticks + 1
     if ticks < SATURATED_TICKS or queue < state.queue:  # shrinking: perhaps one replica's backlog
-        return SpeedState(state.log_ratio, state.samples, ticks, ready, queue, backlog)
+        return SpeedState(state.log_ratio, state.samples, ticks, ready, queue, backlog, stood)
     p = prompt_rate / finished_rate
     o = generated_rate / finished_rate
     if o < 1.0:  # max(o, 1.0), without the builtin's call (as below)
@@ -127,7 +142,7 @@ def learn(
         full = profile.step_base_s + a * budget
         busy = 1.0 - profile.step_base_s / full
     if achieved <= 0.0:
-        return SpeedState(state.log_ratio, state.samples, ticks, ready, queue, backlog)
+        return SpeedState(state.log_ratio, state.samples, ticks, ready, queue, backlog, stood)
     sample = math.log(achieved / busy)
     mean = state.log_ratio
     if state.samples:
@@ -141,4 +156,4 @@ def learn(
     n = state.samples + 1.0
     if n > MAX_SPEED_SAMPLES:
         n = MAX_SPEED_SAMPLES
-    return SpeedState(mean + (sample - mean) / n, n, ticks, ready, queue, backlog)
+    return SpeedState(mean + (sample - mean) / n, n, ticks, ready, queue, backlog, stood)
