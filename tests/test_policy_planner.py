@@ -5,6 +5,7 @@ no runaway while replicas load)."""
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import replace
 
 import numpy as np
@@ -306,11 +307,11 @@ def test_planner_state_without_the_fields_added_later_reads_with_their_defaults(
     _, state = run(planner_spec(), 3, [10.0, 12.0, 30.0, 5.0])
     assert state.planner is not None
     doc = state.planner.to_dict()
-    # before the run's ready and queue, and the backlog's start
+    # before the run's ready and queue, and the backlog's start and length
     doc["speed"] = {"logRatio": -0.1, "samples": 5.0, "saturatedTicks": 2}
     del doc["gaps"]
     read = PlannerState.from_dict(doc)
-    assert read.speed.values() == (-0.1, 5.0, 2, 0, 0.0, 0)
+    assert read.speed.values() == (-0.1, 5.0, 2, 0, 0.0, 0, 0)
     assert read.gaps == () and read.needs == state.planner.needs and read.demand == state.planner.demand
     doc["speed"]["ready"] = 2.5
     with pytest.raises(ValueError, match=r"planner.speed.ready: expected an integer in \[0, \d+\], got 2.5"):
@@ -723,3 +724,73 @@ def test_a_need_history_above_max_replicas_prices_re_creations_at_the_bound() ->
         return d.desired_replicas, [row for row in table(d) if row[0] == "scale-down"]
 
     assert scale_down(4_000) == scale_down(100)
+
+
+def _backlog_run(waiting: float, ticks: int, *, starting: bool = True, learn: bool = True) -> list[Decision]:
+    """4 of 5 replicas ready (the fifth starting, so the reactive floor waits for it) under a
+    standing queue of `waiting` prompts of 100 tokens, 8 requests/s arriving: `ticks` decisions."""
+    spec = planner_spec(learn=learn)
+    state, decisions = PolicyState(), []
+    for i in range(ticks):
+        now = NOW + 15 * i
+        metrics = readings(8.0, queue=waiting, inflight=waiting + 40.0)
+        arriving = (now + 10.0,) if starting else ()
+        decision, state = decide(
+            spec, state, Observation(5, 5, 4, metrics=metrics, starting_ready_at=arriving), now
+        )
+        decisions.append(decision)
+    return decisions
+
+
+def test_arrivals_are_counted_beside_the_replicas_a_standing_backlog_holds() -> None:
+    """8,000 waiting prompts of 100 tokens are 31 s of prefill for each of the 4 ready replicas
+    (at the speed learned from their saturation, x0.64 of 10,000 tokens/s), past the 10 s TTFT
+    target, and the queue is theirs: the 8/s arriving need their own count beside them. Not at
+    once (a backlog a lead time drains is a burst's, which the band and the hold answer), but once
+    it has stood longer than one replica's lead."""
+    decisions = _backlog_run(8000.0, 6)
+    first, last = decisions[0], decisions[-1]
+    assert "backlog" not in [s.name for s in first.stages]
+    backlog = next(s for s in last.stages if s.name == "backlog")
+    capacity = next(s for s in last.stages if s.name == "capacity")
+    assert backlog.reason == "BacklogHeld"
+    assert backlog.after == 4 + capacity.after > backlog.before
+    assert last.desired_replicas > 5
+    # the wait is at the capacity stage's prefill rate at the horizon (6,431 tok/s at the learned speed)
+    prefill = float(re.search(r"prefill ([\d,]+) tok/s", capacity.message)[1].replace(",", ""))  # type: ignore[index]
+    wait = re.search(r"its 8000 waiting requests are ([\d.]+) s of prefill a ready replica", backlog.message)
+    assert wait is not None and float(wait[1]) == pytest.approx(8000 * 100 / (4 * prefill), rel=1e-3)
+    assert float(wait[1]) > 10.0
+    assert backlog.message.startswith("4 replica(s) hold a backlog standing 75 s")
+
+
+def test_the_backlog_is_tracked_where_no_speed_is_learned() -> None:
+    """With `learn` off the speed stays the profile's (10,000 prefill tokens/s), and the backlog
+    stage fires all the same: 8,000 prompts of 100 tokens are 20 s of prefill a ready replica."""
+    d = _backlog_run(8000.0, 6, learn=False)[-1]
+    assert d.plan is not None and d.plan.speed == 1.0
+    backlog = next(s for s in d.stages if s.name == "backlog")
+    capacity = next(s for s in d.stages if s.name == "capacity")
+    assert backlog.after == 4 + capacity.after
+    assert "its 8000 waiting requests are 20.0 s of prefill a ready replica" in backlog.message
+
+
+def test_a_backlog_that_keeps_new_prompts_within_the_ttft_target_adds_nothing() -> None:
+    """2,000 waiting prompts are 8 s of prefill a replica (at x0.64): within the 10 s target,
+    however long it stands."""
+    decisions = _backlog_run(2000.0, 8)
+    assert all("backlog" not in [s.name for s in d.stages] for d in decisions)
+
+
+def test_the_backlog_is_remembered_in_the_planner_state() -> None:
+    spec = planner_spec()
+    state = PolicyState()
+    for i in range(4):
+        metrics = readings(8.0, queue=8000.0, inflight=8040.0)
+        _, state = decide(spec, state, Observation(5, 5, 4, metrics=metrics), NOW + 15 * i)
+    assert state.planner is not None
+    speed = state.planner.speed
+    assert (speed.backlog_ready, speed.backlog_ticks) == (4, 4)
+    doc = state.planner.to_dict()
+    assert doc["speed"]["backlogTicks"] == 4
+    assert PlannerState.from_dict(doc).speed == speed

@@ -181,6 +181,21 @@ def plan(
             if arriving:
                 floor = have
     target = floor if floor > needed else needed  # max(), without the builtin's call
+    backlog = planstages.backlog_stage(
+        cap,
+        speed_state,
+        metrics,
+        obs.ready_pods,
+        dstate.mix.prompt,
+        at_horizon,
+        needed,
+        target,
+        limit,
+        scored_s,
+    )
+    if backlog is not None:
+        stages.append(backlog)
+        target = backlog.after
 
     panic_state, burst_extra, in_panic, burst_stage = planstages.panic_stage(
         cap, cold, cluster, ahead, prior, state.panic, est, have, target, now
@@ -260,8 +275,8 @@ def _learn_speed(
     finished: float,
     outputs_cv2: float = 1.0,
 ) -> speedlearn.SpeedState:
-    """The learned speed after this tick: learned only while every ready replica has a queue
-    (`metrics`: obs.metrics as a dict)."""
+    """The learned speed after this tick, learned only while every ready replica has a queue, and
+    the standing backlog it tracks, with `learn` off too (`metrics`: obs.metrics as a dict)."""
     queue_metric = cap.queue_metric
     queue = _total(metrics.get(queue_metric)) if queue_metric is not None else None
     ready = obs.ready_pods or 0
@@ -284,5 +299,11 @@ def _learn_speed(
             ready=ready,
             share=lengths.context_share(outputs_cv2),
             kv_full=kv_full,
+        )
+    elif not cap.learn and (saturated or speed_state.backlog_ready):
+        # no speed learned, but the backlog is tracked all the same: the backlog stage reads it
+        held, stood = speedlearn.backlog_after(speed_state, queue, ready)
+        speed_state = speedlearn.SpeedState(
+            speed_state.log_ratio, speed_state.samples, 0, 0, 0.0, held, stood
         )
     return speed_state

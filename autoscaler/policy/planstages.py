@@ -15,10 +15,11 @@ from autoscaler.policy.capacityfacts import CapacityFacts
 from autoscaler.policy.clusterview import Cluster
 from autoscaler.policy.demand import DemandState, Estimate
 from autoscaler.policy.lookahead import Lookahead
-from autoscaler.policy.observation import Observation
+from autoscaler.policy.observation import MetricReading, Observation
 from autoscaler.policy.panic import PanicState
 from autoscaler.policy.planstate import PlannerState
 from autoscaler.policy.spec import ColdStartSpec
+from autoscaler.policy.speedlearn import SpeedState
 from autoscaler.policy.stage import Stage
 
 # the stages' messages, formatted only when read (stage.Stage)
@@ -40,6 +41,10 @@ _CURVE_RATE: Final = " (the late curve's {:.3g}/s a replica)"
 _QUEUED: Final = "; the load past the count late at the prefill queue's tail, u_C {:.2f} a replica"
 _HORIZON_MESSAGE: Final = (
     "replica {} of those asked for now is ready in {:.0f} s ({} loading now, {} round(s))"
+)
+_BACKLOG_MESSAGE: Final = (
+    "{} replica(s) hold a backlog standing {:.0f} s: its {:.0f} waiting requests are {:.1f} s of"
+    " prefill a ready replica, past the {:g} s TTFT target; the {} the arrivals need counted beside them"
 )
 _PANIC_MESSAGE: Final = (
     "{:.3g}/s now is over {:g}x the band's {:.3g}/s: {} needed, {} can be ready within {:.0f} s"
@@ -199,6 +204,51 @@ def panic_stage(
         (est.now.requests, threshold, allowed, burst.replicas, burst_extra, within),
     )
     return panic_state, burst_extra, in_panic, burst_stage
+
+
+def backlog_stage(
+    cap: CapacityFacts,
+    speed: SpeedState,
+    metrics: dict[str, MetricReading],
+    ready: int | None,
+    prompt: float,
+    at_horizon: Sizing,
+    needed: int,
+    target: int,
+    limit: int,
+    lead_s: float,
+) -> Stage | None:
+    """The arrivals counted beside the replicas that hold a standing backlog, where its waiting
+    requests alone are more than the TTFT target of prefill a ready replica and it has stood longer
+    than one replica's lead (None otherwise). An engine's waiting queue is its own (speedlearn.py): those
+    replicas serve the backlog, not the arrivals, and a backlog that fills their KV caches makes
+    them slower still (preemptions recompute), so the count the arrivals need must run beside
+    them, or the backlog grows while the count says enough (docs/policy.md, "Defaults and why")."""
+    held = speed.backlog_ready
+    stood_s = (speed.backlog_ticks - 1) * cap.decision_period_s  # since the first tick that saw it
+    prefill = at_horizon.prefill_tokens_per_s
+    if not held or stood_s <= lead_s or prefill <= 0.0 or not ready or cap.queue_metric is None:
+        return None
+    reading = metrics.get(cap.queue_metric)
+    if reading is None or not reading.values_milli:
+        return None
+    waiting = sum(reading.values_milli) / 1000.0
+    wait_s = waiting * prompt / (ready * prefill)  # its prefill, a ready replica's share
+    if not wait_s > cap.ttft_s:
+        return None
+    beside = held + needed
+    if beside > limit:
+        beside = limit
+    if beside <= target:
+        return None
+    return Stage(
+        "backlog",
+        target,
+        beside,
+        "BacklogHeld",
+        _BACKLOG_MESSAGE,
+        (held, stood_s, waiting, wait_s, cap.ttft_s, needed),
+    )
 
 
 def scale_up_stage(
