@@ -135,7 +135,10 @@ def test_a_full_kv_cache_is_no_sample() -> None:
         metrics = {"q": MetricReading((8000,))} | ({} if kv is None else {"kv": kv})
         state = speedlearn.NO_SPEED
         for _ in range(speedlearn.SATURATED_TICKS + 2):
-            state = planner._learn_speed(cap, state, obs, metrics, finished * p, finished * o, finished)
+            queue = planner._total(metrics["q"])  # the waiting total, as plan() reads it
+            state = planner._learn_speed(
+                cap, state, obs, metrics, queue, finished * p, finished * o, finished
+            )
         return state
 
     full = round(1000 * speedlearn.KV_FULL)

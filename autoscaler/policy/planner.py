@@ -126,7 +126,11 @@ def plan(
     # capacity at the learned speed, and the horizon: the marginal replica's ready time
     # the outputs' spread the sizing reads (lengths.py), so the speed is learned at its work per request
     outputs_cv2 = lengths.outputs_cv2(outputs_cv2_of(dstate.mix))
-    speed_state = _learn_speed(cap, state.speed, obs, metrics, prompt, generated, finished, outputs_cv2)
+    # the waiting total, read once: the speed's saturation and the backlog stage both read it
+    queue = _total(metrics.get(cap.queue_metric)) if cap.queue_metric is not None else None
+    speed_state = _learn_speed(
+        cap, state.speed, obs, metrics, queue, prompt, generated, finished, outputs_cv2
+    )
     speed = speedlearn.speed(speed_state, cap.learn_prior_weight)
     limit = spec.max_replicas
     if state.needs and state.needs[0][1] > limit:  # recorded under a higher bound (its front is its peak)
@@ -184,7 +188,7 @@ def plan(
     backlog = planstages.backlog_stage(
         cap,
         speed_state,
-        metrics,
+        queue,
         obs.ready_pods,
         dstate.mix.prompt,
         at_horizon,
@@ -270,15 +274,15 @@ def _learn_speed(
     speed_state: speedlearn.SpeedState,
     obs: Observation,
     metrics: dict[str, MetricReading],
+    queue: float | None,
     prompt: float,
     generated: float,
     finished: float,
     outputs_cv2: float = 1.0,
 ) -> speedlearn.SpeedState:
     """The learned speed after this tick, learned only while every ready replica has a queue, and
-    the standing backlog it tracks, with `learn` off too (`metrics`: obs.metrics as a dict)."""
-    queue_metric = cap.queue_metric
-    queue = _total(metrics.get(queue_metric)) if queue_metric is not None else None
+    the standing backlog it tracks, with `learn` off too (`metrics`: obs.metrics as a dict;
+    `queue`: the waiting total, None unread)."""
     ready = obs.ready_pods or 0
     saturated = queue is not None and ready > 0 and queue >= ready
     kv_metric = cap.kv_usage_metric

@@ -15,7 +15,7 @@ from autoscaler.policy.capacityfacts import CapacityFacts
 from autoscaler.policy.clusterview import Cluster
 from autoscaler.policy.demand import DemandState, Estimate
 from autoscaler.policy.lookahead import Lookahead
-from autoscaler.policy.observation import MetricReading, Observation
+from autoscaler.policy.observation import Observation
 from autoscaler.policy.panic import PanicState
 from autoscaler.policy.planstate import PlannerState
 from autoscaler.policy.spec import ColdStartSpec
@@ -209,7 +209,7 @@ def panic_stage(
 def backlog_stage(
     cap: CapacityFacts,
     speed: SpeedState,
-    metrics: dict[str, MetricReading],
+    waiting: float | None,
     ready: int | None,
     prompt: float,
     at_horizon: Sizing,
@@ -223,16 +223,13 @@ def backlog_stage(
     than one replica's lead (None otherwise). An engine's waiting queue is its own (speedlearn.py): those
     replicas serve the backlog, not the arrivals, and a backlog that fills their KV caches makes
     them slower still (preemptions recompute), so the count the arrivals need must run beside
-    them, or the backlog grows while the count says enough (docs/policy.md, "Defaults and why")."""
+    them, or the backlog grows while the count says enough (docs/policy.md, "Defaults and why").
+    `waiting`: the waiting total (None unread)."""
     held = speed.backlog_ready
     stood_s = (speed.backlog_ticks - 1) * cap.decision_period_s  # since the first tick that saw it
     prefill = at_horizon.prefill_tokens_per_s
-    if not held or stood_s <= lead_s or prefill <= 0.0 or not ready or cap.queue_metric is None:
+    if not held or stood_s <= lead_s or prefill <= 0.0 or not ready or waiting is None:
         return None
-    reading = metrics.get(cap.queue_metric)
-    if reading is None or not reading.values_milli:
-        return None
-    waiting = sum(reading.values_milli) / 1000.0
     wait_s = waiting * prompt / (ready * prefill)  # its prefill, a ready replica's share
     if not wait_s > cap.ttft_s:
         return None
