@@ -1,5 +1,6 @@
 """Probe (session 31): the engines' KV cache usage at each tick the learned speed takes a sample, on
-one trace, with the speed after it (docs/policy.md, "Defaults and why": learned-speed sample).
+one trace, with the speed after it and (session 42) the requests waiting a replica and the mean
+prompt (docs/policy.md, "Defaults and why": learned-speed sample).
 The replay's predictive reads `infscale_kv_cache_usage` beside its own metrics here (the mean over
 the pods, as the adapter's catalog serves it); its decisions are the policy's own. A probe, not part
 of the policy.
@@ -62,7 +63,12 @@ def main(argv: list[str]) -> None:
         if (new.samples, new.log_ratio) != (state.samples, state.log_ratio):
             usage = _usage(metrics.get(KV))
             speed = speedlearn.speed(new, cap.learn_prior_weight)
-            print(f"sample at {clock[0] - epoch:8.0f} s: speed x{speed:.2f}, KV cache usage {usage}")
+            queue, prompt, _, finished = args[:4]
+            ready = obs.ready_pods or 0
+            print(
+                f"sample at {clock[0] - epoch:8.0f} s: speed x{speed:.2f}, KV cache usage {usage},"
+                f" {queue / ready:.1f} waiting a replica, mean prompt {prompt / finished:.0f} tokens"
+            )
         return new
 
     planner.plan = timed_plan  # type: ignore[assignment]
