@@ -726,7 +726,7 @@ def test_a_need_history_above_max_replicas_prices_re_creations_at_the_bound() ->
     assert scale_down(4_000) == scale_down(100)
 
 
-def _backlog_run(waiting: float, ticks: int, *, starting: bool = True, learn: bool = True) -> list[Decision]:
+def _backlog_run(waiting: float, ticks: int, *, learn: bool = True) -> list[Decision]:
     """4 of 5 replicas ready (the fifth starting, so the reactive floor waits for it) under a
     standing queue of `waiting` prompts of 100 tokens, 8 requests/s arriving: `ticks` decisions."""
     spec = planner_spec(learn=learn)
@@ -734,9 +734,8 @@ def _backlog_run(waiting: float, ticks: int, *, starting: bool = True, learn: bo
     for i in range(ticks):
         now = NOW + 15 * i
         metrics = readings(8.0, queue=waiting, inflight=waiting + 40.0)
-        arriving = (now + 10.0,) if starting else ()
         decision, state = decide(
-            spec, state, Observation(5, 5, 4, metrics=metrics, starting_ready_at=arriving), now
+            spec, state, Observation(5, 5, 4, metrics=metrics, starting_ready_at=(now + 10.0,)), now
         )
         decisions.append(decision)
     return decisions
