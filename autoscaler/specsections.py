@@ -306,6 +306,7 @@ class DemandModel(StrictModel):
     quantile: float | None = None
     prior_error: float | None = Field(default=None, alias="priorError")
     prior_weight: float | None = Field(default=None, alias="priorWeight")
+    level_requests: float | None = Field(default=None, alias="levelRequests")
 
     def to_spec(self) -> DemandSpec:
         names = {
@@ -326,6 +327,7 @@ class DemandModel(StrictModel):
             "quantile": "quantile",
             "prior_error": "prior_error",
             "prior_weight": "prior_weight",
+            "level_requests": "level_requests",
         }
         return DemandSpec(**_given(self, names))
 

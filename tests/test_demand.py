@@ -277,11 +277,11 @@ def test_a_burst_inside_the_horizon_is_scored_through_observe_and_track() -> Non
     """20/s, one tick at 60/s, back to 20/s, inside a 60 s horizon: the forecasts of 20 made at 0
     and 15 are scored against the burst's 60, not the 20 of their due ticks, and at the burst's
     tick (it is above their band, the error quantile 0 so far: whatever comes, their error is
-    above it), not a horizon later. alpha 1 makes the level the sample and beta 0 keeps the trend
-    at its first difference (0), so every forecast is 20; the first scored error sets the error
-    scale to its size. The log ratio is offset by the typical load (about 20 here, see
-    band.upper): log((60 + T) / (20 + T)), log(60 / 20) at T = 0."""
-    spec = DemandSpec(alpha=1.0, beta=0.0)
+    above it), not a horizon later. alpha 1 at any rate (level_requests 0) makes the level the
+    sample and beta 0 keeps the trend at its first difference (0), so every forecast is 20; the
+    first scored error sets the error scale to its size. The log ratio is offset by the typical
+    load (about 20 here, see band.upper): log((60 + T) / (20 + T)), log(60 / 20) at T = 0."""
+    spec = DemandSpec(alpha=1.0, beta=0.0, level_requests=0.0)
     state: demand.DemandState | None = None
     for at in (0.0, 15.0):
         state, _ = tick(spec, state, at, 20.0, 60.0)
@@ -315,11 +315,11 @@ def test_the_band_learns_a_recurring_burst_through_observe_and_track() -> None:
 
 
 def test_the_typical_peak_rises_with_a_burst_at_once_and_fades_with_the_typical() -> None:
-    """20/s, one tick at 60/s, then 20/s again (alpha 1: the level is the sample, a 60 s horizon):
-    the typical peak is 60 from the burst's tick on; once the windows holding the burst have been
-    scored the window maximum is 20, and the typical peak decays towards it with the typical's
-    half-life (600 s: halfway after 10 minutes). A state from before the field reads as 0."""
-    spec = DemandSpec(alpha=1.0, beta=0.0)
+    """20/s, one tick at 60/s, then 20/s again (alpha 1 at any rate: the level is the sample, a 60 s
+    horizon): the typical peak is 60 from the burst's tick on; once the windows holding the burst
+    have been scored the window maximum is 20, and the typical peak decays towards it with the
+    typical's half-life (600 s: halfway after 10 minutes). A state from before the field reads as 0."""
+    spec = DemandSpec(alpha=1.0, beta=0.0, level_requests=0.0)
     state: demand.DemandState | None = None
     for i in range(4):
         state, _ = tick(spec, state, 15.0 * i, 20.0, 60.0)

@@ -19,7 +19,7 @@ from typing import Final
 from autoscaler.policy import lateband, levelbins, levelnoise
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.capacityspec import DemandSpec
-from autoscaler.policy.demand import MAX_PENDING, DemandState
+from autoscaler.policy.demand import MAX_PENDING, DemandState, level_alpha
 from autoscaler.policy.levelbins import Heights
 
 MAX_SCORED_HORIZON_S: Final = 600.0  # a longer horizon is scored at 600 s: the band must adapt within minutes
@@ -177,7 +177,10 @@ def track(
     """
     scored_at = MAX_SCORED_HORIZON_S if horizon_s > MAX_SCORED_HORIZON_S else horizon_s  # min(), no call
     typical_peak = state.typical_peak if state.typical_peak >= level_now else level_now  # a new peak at once
-    noise = levelnoise.peak_excess(spec.alpha, spec.smoothing_period_s, rate, scored_at)
+    period = spec.smoothing_period_s
+    at = state.typical.requests if state.typical.requests > rate else rate  # as demand.observe reads it
+    weight = level_alpha(spec.alpha, period, at, spec.level_requests)
+    noise = levelnoise.peak_excess(weight, period, rate, scored_at)
     level_now = level_now * (1.0 - noise) if noise < 1.0 else 0.0
     peaks = state.peaks
     pending = state.pending

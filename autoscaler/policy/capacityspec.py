@@ -132,6 +132,9 @@ class DemandSpec:
     quantile: float = 0.98  # plan on this upper quantile of the forecast (docs/policy.md, "Defaults")
     prior_error: float = 0.3  # the error quantile assumed before errors were scored (band.upper)
     prior_weight: float = 8.0  # scored errors that weigh as much as the prior
+    # the fewest requests the level averages: below alpha's window's worth, a longer window
+    # (demand.level_alpha: 5 % Poisson noise, the mix's 400); 0: alpha's window at any rate
+    level_requests: float = 400.0
 
     def __post_init__(self) -> None:
         own = "capacity.demand"
@@ -146,6 +149,7 @@ class DemandSpec:
         _check_range(own, "quantile", self.quantile, 0.5, 0.999, "in [0.5, 0.999]")
         _check_range(own, "prior_error", self.prior_error, 0.0, 5.0, "in [0, 5]")
         _check_range(own, "prior_weight", self.prior_weight, 0.0, 1e6, "in [0, 1e6]")
+        _check_range(own, "level_requests", self.level_requests, 0.0, 1e9, "in [0, 1e9]")
 
 
 @dataclass(frozen=True, slots=True)

@@ -90,6 +90,12 @@ def observe(
             memo.remember(_tick_weights, (alpha, beta, period, dt), kept, 64)
         weights = kept
         _last_weights[0] = (alpha, beta, period, dt, weights)
+    rate = state.requests.level
+    if rate < state.typical.requests:
+        rate = state.typical.requests
+    slower = level_alpha(alpha, period, rate, spec.level_requests)
+    if slower < alpha:  # too few requests a tick for alpha's window: a longer one (level_alpha)
+        weights = (_weight(slower, dt, period), weights[1], weights[2])
     fused = _fused  # a global, read once
     if fused is not None:  # the arithmetic in one compiled call (flatcalls.fold), where installed
         readings = (
@@ -306,6 +312,22 @@ _tick_weights: Final[dict[tuple[float, float, float, float], tuple[float, float,
 _last_weights: Final[list[tuple[float, float, float, float, tuple[float, float, float]]]] = [
     (math.nan, math.nan, math.nan, math.nan, (0.0, 0.0, 0.0))
 ]
+
+
+def level_alpha(alpha: float, period_s: float, rate: float, requests: float) -> float:
+    """The level's weight a period at `rate` requests/s: alpha, or less where alpha's window would
+    average fewer than `requests` requests (DemandSpec.level_requests; 0: alpha). An exponential
+    average of weight w a period holds (2 - w) / w periods' counts, so w / (2 - w) <=
+    rate·period / requests. The level at a few requests a period swung with its counts (Mooncake
+    x 0.52: a steady 2 req/s forecast at 1.2-2.9 tick to tick), and the fleet, sized up at once and
+    released slowly, rode the swings' tops (docs/policy.md, "Defaults and why"). At 0 req/s the
+    level stands still: observe reads the level or the typical demand, the higher, and the typical
+    moves at any rate."""
+    if requests <= 0.0:
+        return alpha
+    x = rate * period_s / requests
+    floor = 2.0 * x / (1.0 + x)
+    return floor if floor < alpha else alpha
 
 
 def tick_weights(alpha: float, beta: float, period: float, dt: float) -> tuple[float, float, float]:
