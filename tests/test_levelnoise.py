@@ -158,3 +158,44 @@ def test_level_requests_is_read_from_the_crd_and_checked() -> None:
     assert DemandModel.model_validate({"levelRequests": 1000}).to_spec() == DemandSpec(level_requests=1000.0)
     with pytest.raises(ValueError, match="level_requests"):
         DemandModel.model_validate({"levelRequests": -1}).to_spec()
+
+
+def read_spread(rate: float, window_s: float | None, ticks: int = 4_000) -> float:
+    """The level's relative standard deviation when each 15 s tick reads the finishes as a rate
+    over the last 5 s (3 times a tick count's variance), told the window (`window_s`) or not."""
+    rng = np.random.default_rng(9)
+    dt = SPEC.smoothing_period_s
+    state: demand.DemandState | None = None
+    levels = []
+    for i in range(ticks):
+        finished = rng.poisson(rate * 5.0) / 5.0
+        state, _ = demand.observe(
+            SPEC, state, dt * i, finished, finished * 1000.0, finished * 100.0, 0.0, None, window_s
+        )
+        levels.append(state.requests.level)
+    return float(np.std(levels[300:]) / rate)
+
+
+def test_a_rate_read_over_part_of_the_tick_counts_its_own_noise() -> None:
+    """demand.level_alpha_at: a 5 s rate read each 15 s tick carries 3 times a count's variance
+    (demand.read_variance), so the level holds 1,200 counted requests for 400 requests' precision:
+    ~5 % at 3 req/s where, told nothing of the window, it averages 400 and keeps ~9 %. A window as
+    long as the tick, or none, counts them as Poisson's."""
+    assert 0.04 < read_spread(3.0, 5.0) < 0.065 < 0.075 < read_spread(3.0, None) < 0.11
+    state, _ = demand.observe(SPEC, None, 0.0, 3.0, 3000.0, 300.0, 0.0)
+    for window, requests in ((5.0, 1200.0), (15.0, 400.0), (60.0, 400.0), (None, 400.0)):
+        w = demand.level_alpha_at(SPEC, state, 15.0, window)
+        assert 3.0 * 15.0 * (2.0 - w) / w == pytest.approx(requests)
+
+
+def test_the_band_takes_off_the_noise_of_the_level_observe_made() -> None:
+    """band.track's `alpha` is the weight observe applied (the planner passes level_alpha_at's): a
+    slower level's peak over a horizon is less noise above the rate, so less is taken off."""
+    state, _ = demand.observe(SPEC, None, 0.0, 3.0, 3000.0, 300.0, 0.0)
+    slow = demand.level_alpha_at(SPEC, state, 15.0, 5.0)
+    plain = demand.level_alpha_at(SPEC, state, 15.0, None)
+    assert slow < plain < SPEC.alpha
+    by_slow = band.track(SPEC, state, 0.0, 3.0, 300.0, 3.0, 3.0, 3.0, slow)
+    by_plain = band.track(SPEC, state, 0.0, 3.0, 300.0, 3.0, 3.0, 3.0, plain)
+    assert by_plain.peaks[-1][1] < by_slow.peaks[-1][1] < 3.0
+    assert band.track(SPEC, state, 0.0, 3.0, 300.0, 3.0, 3.0, 3.0).peaks == by_plain.peaks

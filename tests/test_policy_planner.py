@@ -690,8 +690,9 @@ def test_bursty_arrivals_size_the_ttft_tail_on_their_dispersion_thinned_per_repl
 def test_the_finished_rates_window_is_the_noise_the_arrivals_dispersion_leaves_out() -> None:
     """The same counts read through a 5 s rate at 15 s ticks: a Poisson count's variance reads 3
     times its mean there, so the planner's state keeps 2 mean counts less excess a tick than with
-    no window said (the tick's own, as before)."""
-    spec = planner_spec()
+    no window said (the tick's own, as before). The level at alpha's window either way (at 10 req/s
+    the 5 s read would lengthen it: demand.level_alpha_at, tested in test_levelnoise.py)."""
+    spec = planner_spec(demand=replace(FIXED_BAND, level_requests=0.0))
     rng = np.random.default_rng(0)
     counts = rng.poisson(150.0, 60)
     states = []

@@ -151,11 +151,14 @@ def track(
     load_ahead: float,
     typical_load: float,
     rate: float = 0.0,
+    alpha: float | None = None,
 ) -> DemandState:
     """Score the forecasts due by now, and keep `load_ahead` (the mean forecast horizon_s ahead)
     to be scored when its time comes; `level_now` is the load of the demand's smoothed level
     after this tick's sample, loads in one unit, `typical_load` the typical demand's (the log
-    ratios' offset, see `upper`), `rate` the level's arrivals per second.
+    ratios' offset, see `upper`), `rate` the level's arrivals per second, `alpha` the level's weight
+    a period as observe applied it this tick (demand.level_alpha_at; None: at `rate`, read as
+    Poisson counts).
 
     A forecast made at t for t + h is scored against the *peak* level over (t, t + h]: capacity
     asked for at t arrives at t + h at the earliest and what is released at t comes back no
@@ -178,9 +181,10 @@ def track(
     scored_at = MAX_SCORED_HORIZON_S if horizon_s > MAX_SCORED_HORIZON_S else horizon_s  # min(), no call
     typical_peak = state.typical_peak if state.typical_peak >= level_now else level_now  # a new peak at once
     period = spec.smoothing_period_s
-    at = state.typical.requests if state.typical.requests > rate else rate  # as demand.observe reads it
-    weight = level_alpha(spec.alpha, period, at, spec.level_requests)
-    noise = levelnoise.peak_excess(weight, period, rate, scored_at)
+    if alpha is None:  # the level's weight at its rate, its counts read as Poisson's
+        at = state.typical.requests if state.typical.requests > rate else rate
+        alpha = level_alpha(spec.alpha, period, at, spec.level_requests)
+    noise = levelnoise.peak_excess(alpha, period, rate, scored_at)
     level_now = level_now * (1.0 - noise) if noise < 1.0 else 0.0
     peaks = state.peaks
     pending = state.pending

@@ -90,10 +90,7 @@ def observe(
             memo.remember(_tick_weights, (alpha, beta, period, dt), kept, 64)
         weights = kept
         _last_weights[0] = (alpha, beta, period, dt, weights)
-    rate = state.requests.level
-    if rate < state.typical.requests:
-        rate = state.typical.requests
-    slower = level_alpha(alpha, period, rate, spec.level_requests)
+    slower = level_alpha_at(spec, state, dt, window_s)
     if slower < alpha:  # too few requests a tick for alpha's window: a longer one (level_alpha)
         weights = (_weight(slower, dt, period), weights[1], weights[2])
     fused = _fused  # a global, read once
@@ -328,6 +325,19 @@ def level_alpha(alpha: float, period_s: float, rate: float, requests: float) -> 
     x = rate * period_s / requests
     floor = 2.0 * x / (1.0 + x)
     return floor if floor < alpha else alpha
+
+
+def level_alpha_at(spec: DemandSpec, state: DemandState, dt: float, window_s: float | None) -> float:
+    """The level's weight a period that observe applies to the tick dt after `state` (level_alpha):
+    at the level's rate or the typical demand's, the higher, and with the requests counted at the
+    tick's estimate's own noise. Its finishes read as a rate over window_s shorter than the tick
+    carry read_variance times a Poisson count's variance (3 at a 5 s rate a 15 s tick), so the
+    level holds that many times `level_requests` counted requests for the same precision."""
+    rate = state.requests.level
+    if rate < state.typical.requests:
+        rate = state.typical.requests
+    requests = spec.level_requests * read_variance(dt, window_s)
+    return level_alpha(spec.alpha, spec.smoothing_period_s, rate, requests)
 
 
 def tick_weights(alpha: float, beta: float, period: float, dt: float) -> tuple[float, float, float]:

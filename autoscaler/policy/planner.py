@@ -107,6 +107,10 @@ def plan(
         arrived_reading = metrics.get(arrival_metric)
         arrived = _total(arrived_reading)
         arrived_window = arrived_reading.window_s if arrived_reading is not None else None
+    # the level's weight this tick, as observe applies it: the band takes off that level's noise
+    level_alpha = d.alpha
+    if prior is not None and now > prior.at:
+        level_alpha = demand.level_alpha_at(d, prior, now - prior.at, window)
     dstate, est = demand.observe(
         d,
         prior,
@@ -169,8 +173,9 @@ def plan(
     # (the lead is the horizon on most ticks: mean_load, without the float-keyed memo's lookup)
     scored_load = mean_load if scored_s == horizon_s else ahead.mean_load_at(scored_s)
     dstate = band.track(
-        d, dstate, now, level, scored_s, scored_load, ahead.typical_load, ahead.mean_now.requests
-    )
+        d, dstate, now, level, scored_s, scored_load, ahead.typical_load, ahead.mean_now.requests,
+        level_alpha,
+    )  # fmt: skip
     stages = planstages.forecast_stages(
         have, needed, finished, est, horizon_s, mean, upper, widening, at_horizon, ahead, rounds, obs,
         on_heights,
