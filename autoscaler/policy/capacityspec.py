@@ -132,8 +132,9 @@ class DemandSpec:
     quantile: float = 0.98  # plan on this upper quantile of the forecast (docs/policy.md, "Defaults")
     prior_error: float = 0.3  # the error quantile assumed before errors were scored (band.upper)
     prior_weight: float = 8.0  # scored errors that weigh as much as the prior
-    # the fewest requests the level averages: below alpha's window's worth, a longer window
-    # (demand.level_alpha: 5 % Poisson noise, the mix's 400); 0: alpha's window at any rate
+    # the fewest requests' worth of counts the level averages (a 5 % Poisson noise, the mix's 400),
+    # counted at the read's own noise: below alpha's window's worth, a longer window
+    # (demand.level_alpha_at); 0: alpha's window at any rate
     level_requests: float = 400.0
 
     def __post_init__(self) -> None:

@@ -91,7 +91,7 @@ def observe(
         weights = kept
         _last_weights[0] = (alpha, beta, period, dt, weights)
     slower = level_alpha_at(spec, state, dt, window_s)
-    if slower < alpha:  # too few requests a tick for alpha's window: a longer one (level_alpha)
+    if slower < alpha:  # too few requests a tick for alpha's window: a longer one (level_alpha_at)
         weights = (_weight(slower, dt, period), weights[1], weights[2])
     fused = _fused  # a global, read once
     if fused is not None:  # the arithmetic in one compiled call (flatcalls.fold), where installed
