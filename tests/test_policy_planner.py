@@ -131,6 +131,18 @@ def test_steady_demand_the_stage_table() -> None:
     assert d.lead_time_s == 14.0
 
 
+def test_the_demand_stage_says_when_the_level_averages_longer_than_alphas_window() -> None:
+    """At 1 req/s alpha's window (0.5 a 15 s period: 3 periods) holds ~45 requests, under the 400 of
+    levelRequests: the level runs at the w with w / (2 - w) = 15 / 400, and the demand stage's
+    message says so; at 40 req/s alpha's window holds 1,800 and the message has no such clause."""
+    slow, _ = run(planner_spec(), 8, [1.0] * 3)
+    message = next(s.message for s in slow.stages if s.name == "demand")
+    assert message.endswith("; the level at 0.072 a period, not alpha's 0.5: alpha's window holds under 400"
+                            " requests' worth of counts")  # fmt: skip
+    steady, _ = run(planner_spec(), 8, [40.0] * 3)
+    assert next(s.message for s in steady.stages if s.name == "demand").endswith(")")
+
+
 def test_without_demand_readings_the_reactive_proposal_decides() -> None:
     spec = planner_spec()
     d, _ = decide(spec, PolicyState(), obs(4, {QUEUE: MetricReading.of(96)}), NOW)

@@ -176,9 +176,10 @@ def plan(
         d, dstate, now, level, scored_s, scored_load, ahead.typical_load, ahead.mean_now.requests,
         level_alpha,
     )  # fmt: skip
+    slower = (level_alpha, d.alpha, d.level_requests) if level_alpha < d.alpha else None
     stages = planstages.forecast_stages(
         have, needed, finished, est, horizon_s, mean, upper, widening, at_horizon, ahead, rounds, obs,
-        on_heights,
+        on_heights, slower,
     )  # fmt: skip
 
     # the reactive floor: upstream's proposal, capped while capacity is arriving within the horizon

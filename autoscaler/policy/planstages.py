@@ -25,7 +25,12 @@ from autoscaler.policy.stage import Stage
 # the stages' messages, formatted only when read (stage.Stage)
 _DEMAND_MESSAGE: Final = (
     "arrivals {:.3g}/s (finished {:.3g} + in-flight growth {:+.3g}), prompt {:.4g} tok/s,"
-    " output {:.4g} tok/s; in {:.0f} s: {:.3g}/s, upper {:.3g}/s (band x{:.3g}{})"
+    " output {:.4g} tok/s; in {:.0f} s: {:.3g}/s, upper {:.3g}/s (band x{:.3g}{}){}"
+)
+# where the level averages longer than alpha's window (demand.level_alpha_at): the clause says so
+_SLOWER_LEVEL: Final = (
+    "; the level at {:.2g} a period, not alpha's {:.2g}: alpha's window holds under {:,.0f} requests'"
+    " worth of counts"
 )
 # where bin 0 plans on its heights (band.band_width): the band's clause says so
 _ON_HEIGHTS: Final = ", below the typical load read as a height over it"
@@ -110,9 +115,11 @@ def forecast_stages(
     rounds: int,
     obs: Observation,
     on_heights: bool = False,
+    slower_level: tuple[float, float, float] | None = None,
 ) -> list[Stage]:
     """The demand, capacity and horizon stages' rows; `on_heights`: the upper is bin 0's height
-    over the typical load (band.band_width), not its log band."""
+    over the typical load (band.band_width), not its log band; `slower_level`: (the level's weight
+    a period, alpha, levelRequests) where the weight is below alpha (demand.level_alpha_at)."""
     now = est.now
     r, pt, gt = now.requests, now.prompt_tokens, now.output_tokens
     return [
@@ -133,6 +140,7 @@ def forecast_stages(
                 upper.requests,
                 widening,
                 _ON_HEIGHTS if on_heights else "",
+                "" if slower_level is None else _SLOWER_LEVEL.format(*slower_level),
             ),
         ),
         Stage(
