@@ -102,6 +102,18 @@ def _load_core(args_list: list[str]) -> str | None:
     return None
 
 
+def _reader_gone() -> int:
+    """stdout's reader went away (`infscale replay explain ... | head`): nothing more to write, and
+    no traceback for it. stdout is pointed at devnull so the interpreter's flush at exit does not
+    raise again (the recipe of Python's signal module docs); 1, as that recipe exits."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):  # a stdout without a descriptor (a test's)
+        pass
+    return 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     completing = _completing()
@@ -119,6 +131,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     module = importlib.import_module(COMMANDS[args.command][0])
     try:
         code: int = module.run(args)
+        sys.stdout.flush()  # here, not at exit: a reader gone away is answered below
+    except BrokenPipeError:
+        return _reader_gone()
     except Exception as exc:
         pydantic = sys.modules.get("pydantic")  # a ValidationError means pydantic is loaded already
         if pydantic is None or not isinstance(exc, pydantic.ValidationError):

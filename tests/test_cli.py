@@ -255,3 +255,19 @@ def test_every_replay_command_takes_output_and_reads_it() -> None:
     for name, (module, _) in replay_cli.MODULE_COMMANDS.items():
         source = inspect.getsource(importlib.import_module(module).run)
         assert "output" in source, f"replay {name}: run() ignores args.output"
+
+
+def test_a_reader_that_goes_away_ends_the_command_without_a_traceback() -> None:
+    """`infscale ... | head`: the pipe's reader closes before the command has written; the command
+    ends with 1 and says nothing, where it printed BrokenPipeError's traceback (and again at exit)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "infscale", "completion", "bash"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # gone before the first write
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 1
+    assert err == ""
