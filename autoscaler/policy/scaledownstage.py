@@ -2,7 +2,7 @@
 
 A tick that starts no replica decides here what is kept: nothing within a panic's window, the
 loading ones while demand has not fallen since they were asked for, all of them while the need
-at a demand RELEASE_MARGIN above the band's is still as many, else one replica at a time while
+at a demand RELEASE_MARGIN above the count's is still as many, else one replica at a time while
 keeping it is cheaper than re-creating it (scaledown.keep), the fleet found at first sight
 held one re-creation (scaledown.hold_found). The re-creation times and the break-evens priced
 from them are worked out here for the whole tick: the needs' history is cut at the deepest one.
@@ -29,7 +29,8 @@ FALL_TOLERANCE: Final = (
 # function of the band, which keeps narrowing slowly as the prior's weight fades (band.py; 1.2 %
 # of the upper band between the 160th and 1,000th scored forecast on a constant demand), so a fleet
 # whose need sits on a step would give up a replica hours after it settled. 2 % is above that
-# drift and far below a real fall (FALL_TOLERANCE, the HPA's 10 %).
+# drift and far below a real fall (FALL_TOLERANCE, the HPA's 10 %). The margin is over the demand
+# the count is sized at (Lookahead.planned_at), the need's own, not the band's upper (session 43).
 RELEASE_MARGIN: Final = 0.02
 
 # horizon.recreate_s(cold, m, period_s) by period_s, then m, per cold-start spec: its lru_cache
@@ -123,12 +124,13 @@ def _needed_now_message(
 
 
 def _need_within_margin(ahead: Lookahead, have: int) -> int:
-    """The need now at a demand RELEASE_MARGIN above the band's; sized only when the need at the
-    band's own is below `have` (need_at's sizing is the tick's, shared)."""
+    """The need now at a demand RELEASE_MARGIN above the count's (the demand need_at sizes, at most
+    the band's upper); sized only when the need itself is below `have` (need_at's sizing is the
+    tick's, shared)."""
     need = ahead.need_at(0.0)
     if need >= have:
         return need
-    return ahead.sized(ahead.upper_at(0.0).scaled(1.0 + RELEASE_MARGIN)).replicas
+    return ahead.sized(ahead.planned_at(0.0).scaled(1.0 + RELEASE_MARGIN)).replicas
 
 
 def stage(
@@ -184,7 +186,7 @@ def stage(
         kept = scaledown.Keep(
             have,
             "WithinReleaseMargin",
-            "{} needed at a demand {:.0f} % above the band's: a replica is released for a fall of"
+            "{} needed at a demand {:.0f} % above the count's: a replica is released for a fall of"
             " demand, not for the band's narrowing",
             (margin_count, 100.0 * RELEASE_MARGIN),
         )
