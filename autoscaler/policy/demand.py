@@ -65,6 +65,7 @@ def observe(
     arrived_window_s: float | None = None,
     output_sq: float | None = None,
     output_sum: float | None = None,
+    level_alpha: float | None = None,
 ) -> tuple[DemandState, Estimate]:
     """Fold one tick's readings (rates summed over pods, in-flight requests; `prompt_sq` the
     prompt tokens squared per second, None where no engine publishes prompt lengths; `output_sq`
@@ -73,7 +74,8 @@ def observe(
     state; `window_s`: the seconds the finished rate was measured over (None: the tick's own).
     `arrived`: the gateway's arrivals/s over `arrived_window_s`, the count the dispersion is read
     from, about a level of its own (None: no counter or no reading: finished + growth about the
-    level, which they set)."""
+    level, which they set). `level_alpha`: the level's weight a period for this tick, where the
+    caller has worked it out (level_alpha_at, as the planner does for band.track); None: here."""
     if state is None or now < state.at:  # first sight, or a clock that stepped back: start over
         est = Estimate(Demand(finished, prompt, generated), 0.0)
         return _start(now, finished, prompt, generated, inflight), est
@@ -90,7 +92,7 @@ def observe(
             memo.remember(_tick_weights, (alpha, beta, period, dt), kept, 64)
         weights = kept
         _last_weights[0] = (alpha, beta, period, dt, weights)
-    slower = level_alpha_at(spec, state, dt, window_s)
+    slower = level_alpha_at(spec, state, dt, window_s) if level_alpha is None else level_alpha
     if slower < alpha:  # too few requests a tick for alpha's window: a longer one (level_alpha_at)
         weights = (_weight(slower, dt, period), weights[1], weights[2])
     fused = _fused  # a global, read once

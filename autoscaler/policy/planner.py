@@ -107,7 +107,8 @@ def plan(
         arrived_reading = metrics.get(arrival_metric)
         arrived = _total(arrived_reading)
         arrived_window = arrived_reading.window_s if arrived_reading is not None else None
-    # the level's weight this tick, as observe applies it: the band takes off that level's noise
+    # the level's weight this tick, worked out once: observe applies it, the band takes off the
+    # noise of that level
     level_alpha = d.alpha
     if prior is not None and now > prior.at:
         level_alpha = demand.level_alpha_at(d, prior, now - prior.at, window)
@@ -125,6 +126,7 @@ def plan(
         arrived_window,
         out_squares,
         out_sum,
+        level_alpha,
     )
 
     # capacity at the learned speed, and the horizon: the marginal replica's ready time
