@@ -85,7 +85,8 @@ def parse_items(data: Any, now: float) -> MetricList:
 
 def reading_of(answer: MetricList, now: float) -> MetricReading:
     """The policy's reading: values in milli-units, the newest sample's age (the answer's own
-    age when it carries no timestamps) and the longest rate window an item gives (None: none does)."""
+    age when it carries no timestamps), the longest rate window an item gives (None: none does)
+    and each item's labels."""
     if answer.items is None:
         return MetricReading.failed(answer.error)
     stamps = [i.timestamp for i in answer.items if i.timestamp is not None]
@@ -95,6 +96,7 @@ def reading_of(answer: MetricList, now: float) -> MetricReading:
         tuple(i.value_milli for i in answer.items),
         age_s=max(0.0, now - newest),
         window_s=float(max(windows)) if windows else None,
+        labels=tuple(i.labels for i in answer.items),
     )
 
 

@@ -20,6 +20,9 @@ class MetricReading(NamedTuple):
     # the seconds a rate was measured over (the API's `window`): its noise at the caller's period
     # (demand.observe); None: a gauge, or not said
     window_s: float | None = None
+    # each item's metricLabels, in the order of values_milli (empty: not given): a histogram's
+    # bucket rates are one item per `le` bound (the prefill-time tail, prefilltail.py)
+    labels: tuple[Mapping[str, str], ...] = ()
 
     @classmethod
     def of(cls, *values: float) -> MetricReading:
