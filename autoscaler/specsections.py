@@ -299,6 +299,7 @@ class DemandModel(StrictModel):
     output_sum_metric: str | None = Field(default=None, alias="outputSumMetric", min_length=1)
     arrival_rate_metric: str | None = Field(default=None, alias="arrivalRateMetric", min_length=1)
     kv_usage_metric: str | None = Field(default=None, alias="kvUsageMetric", min_length=1)
+    prefill_time_metric: str | None = Field(default=None, alias="prefillTimeMetric", min_length=1)
     alpha: float | None = None
     beta: float | None = None
     smoothing_period_seconds: float | None = Field(default=None, alias="smoothingPeriodSeconds")
@@ -320,6 +321,7 @@ class DemandModel(StrictModel):
             "output_sum_metric": "output_sum_metric",
             "arrival_rate_metric": "arrival_rate_metric",
             "kv_usage_metric": "kv_usage_metric",
+            "prefill_time_metric": "prefill_time_metric",
             "alpha": "alpha",
             "beta": "beta",
             "smoothing_period_seconds": "smoothing_period_s",
@@ -365,6 +367,7 @@ class CapacityModel(StrictModel):
                 ("outputSumMetric", spec.demand.output_sum_metric),
                 ("arrivalRateMetric", spec.demand.arrival_rate_metric),
                 ("kvUsageMetric", spec.demand.kv_usage_metric),
+                ("prefillTimeMetric", spec.demand.prefill_time_metric),
             )
             if value is not None
         }

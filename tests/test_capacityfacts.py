@@ -64,6 +64,7 @@ def test_a_capacity_specs_facts_are_its_fields() -> None:
         got.prompt_square_metric,
         got.arrival_rate_metric,
         got.kv_usage_metric,
+        got.prefill_time_metric,
     )
-    assert names == ("r", "p", "g", "i", "q", "s", "a", "k")
+    assert names == ("r", "p", "g", "i", "q", "s", "a", "k", "h")
     assert not capacityfacts.facts(CapacitySpec(profile=PROFILE)).least_loaded

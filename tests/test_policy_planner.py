@@ -693,7 +693,7 @@ def test_bursty_arrivals_size_the_ttft_tail_on_their_dispersion_thinned_per_repl
     # the TTFT binds at the band's upper: the count prices the load past it at the prefill queue's
     # tail (lateband.queued_width), and the stage says so with u_C; where the TPOT binds it does not
     queued = "the load past the count late at the prefill queue's tail, u_C "
-    utilization = stage.args[-1]
+    utilization = stage.args[11]  # before the holds past the TTFT target (prefilltail)
     assert queued in stage.message and 0.0 < utilization < 1.0
     assert f"u_C {utilization:.2f} a replica" in stage.message
     assert queued not in next(s for s in calm.stages if s.name == "capacity").message

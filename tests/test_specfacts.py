@@ -30,6 +30,7 @@ DEMAND = DemandSpec(
     prompt_square_metric="s",
     arrival_rate_metric="a",
     kv_usage_metric="k",
+    prefill_time_metric="h",
     damping_s=90.0,
     prior_weight=4.0,
     prior_error=0.2,

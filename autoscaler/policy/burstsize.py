@@ -215,11 +215,12 @@ def _size(
 
 def _flat_covers(shape: lengths.Shape) -> bool:
     """flatsize covers the random router, exponential prompt lengths (any prefill cs²) and
-    geometric output lengths (no output-length histogram)."""
+    geometric output lengths (no output-length histogram), without a prefill-time histogram."""
     return (
         not shape.get("least_loaded", False)
         and shape.get("lengths_cv2", 1.0) == 1.0
         and shape.get("outputs_cv2", 1.0) == 1.0
+        and "prefill_tail" not in shape
     )
 
 

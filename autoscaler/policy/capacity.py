@@ -32,7 +32,8 @@ The model of one replica that receives x requests/s of p prompt and o output tok
             step; the count is the least n whose tail at that slack is at most 1 - attainment.
             At light load on prompts spread wider than the exponential a wait is one long prompt's
             residual instead, u·P(R > slack) with R the prefill's residual (lengths.residual_share;
-            tests/replay/test_light_traffic_wait_vs_replay.py), where that is larger. A pooled
+            tests/replay/test_light_traffic_wait_vs_replay.py), where that is larger; its share
+            from the engines' prefill-time histograms where they show a fatter tail (prefilltail.py). A pooled
             M/G/n queue (Erlang C) under-sized long prompts by 2-5 replicas (3 req/s of 8,000
             tokens: 4 where the replay needs 9; tests/replay/test_capacity_vs_replay.py). A
             least-requests router pools the prefills part of the way, further the more replicas
@@ -45,9 +46,10 @@ import math
 from collections.abc import Callable
 from typing import Final, final
 
-from autoscaler.policy import idlemiss, leastloaded, lengths, tailsearch, tpottail
+from autoscaler.policy import idlemiss, leastloaded, lengths, prefilltail, tailsearch, tpottail
 from autoscaler.policy.capacityspec import ReplicaProfile, SloTarget
 from autoscaler.policy.kvceiling import kv_requests, kv_z
+from autoscaler.policy.prefilltail import PrefillTail
 from autoscaler.policy.record import Record
 from autoscaler.policy.replicarates import (
     MAX_UTILIZATION,
@@ -140,6 +142,7 @@ def size(
     least_loaded: bool = False,
     arrivals_index: float = 1.0,
     prefill_burst: float = 1.0,
+    prefill_tail: PrefillTail | None = None,
 ) -> Sizing:
     """The least replica count (at most `limit`) that serves `demand` within the SLO.
 
@@ -169,6 +172,7 @@ def size(
         least_loaded=least_loaded,
         arrivals_index=arrivals_index,
         prefill_burst=prefill_burst,
+        prefill_tail=prefill_tail,
     )
     return at(arrival_cv2)
 
@@ -186,6 +190,7 @@ def sizer(
     least_loaded: bool = False,
     arrivals_index: float = 1.0,
     prefill_burst: float = 1.0,
+    prefill_tail: PrefillTail | None = None,
 ) -> Callable[[float], Sizing]:
     """size() as a function of arrival_cv2 (burstsize.py sizes one demand at several): what does
     not depend on it (the decode bound, the TPOT tail and its idle misses, the TTFT search's terms
@@ -284,6 +289,10 @@ def sizer(
         residual = 0.0
         if spread_lengths:  # at light load a wait is one long prompt's residual: u·P(R > slack)
             residual = lengths.residual_share(slack, p, 1.0 / rate - beta * p, beta, lengths_cv2)
+        if prefill_tail is not None:  # the holds the engines measured, where past the gamma's
+            held = prefilltail.excess_s(prefill_tail, slack) / service
+            if held > residual:
+                residual = held
         return rate, lam * service * prefill_burst, slack2, budget, residual
 
     first_terms = terms(first)

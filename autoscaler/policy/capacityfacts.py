@@ -100,6 +100,7 @@ class CapacityFacts:
     output_sum_metric: str | None
     arrival_rate_metric: str | None
     kv_usage_metric: str | None
+    prefill_time_metric: str | None
 
 
 def facts(cap: CapacitySpec) -> CapacityFacts:
@@ -132,4 +133,5 @@ def facts(cap: CapacitySpec) -> CapacityFacts:
         d.output_sum_metric,
         d.arrival_rate_metric,
         d.kv_usage_metric,
+        d.prefill_time_metric,
     )

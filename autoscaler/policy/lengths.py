@@ -23,6 +23,7 @@ from typing import Final, TypedDict
 
 from autoscaler.policy import flathold, memo
 from autoscaler.policy.capacityspec import ReplicaProfile
+from autoscaler.policy.prefilltail import PrefillTail
 
 MIN_CV2 = 0.01  # below it the lengths are as good as one length (a gamma of shape 100)
 MAX_CV2 = 20.0  # above it a handful of huge prompts dominate: no gamma describes them better
@@ -33,13 +34,15 @@ _residual_cache: dict[tuple[int | None, ...], float] = {}  # residual_share's, b
 
 class Shape(TypedDict, total=False):
     """capacity.size's keywords for what the mean leaves out: the prompt and output lengths'
-    spreads (here) and the router with the arrivals' dispersion it sees (lookahead.py adds them)."""
+    spreads (here), the router with the arrivals' dispersion it sees and the prefill times' far
+    tail (lookahead.py adds them)."""
 
     service_cv2: float
     lengths_cv2: float
     outputs_cv2: float
     least_loaded: bool
     arrivals_index: float
+    prefill_tail: PrefillTail  # the engines' prefill-time histograms (prefilltail.py)
 
 
 _NONE: Final[Shape] = {}  # no histogram: capacity.size's defaults (exponential, cs² 1)

@@ -25,12 +25,14 @@ from autoscaler.policy import (
     latecurve,
     lengths,
     levelbins,
+    prefilltail,
 )
 from autoscaler.policy.capacity import Demand, Sizing
 from autoscaler.policy.capacityfacts import CapacityFacts
 from autoscaler.policy.demand import DemandState
 from autoscaler.policy.flatcalls import Boxed
 from autoscaler.policy.mix import lengths_cv2_of, outputs_cv2_of
+from autoscaler.policy.prefilltail import PrefillTail
 
 _NO_BIN: Final = (0.0, 0.0)  # a bin not scored yet, as flatahead takes it
 
@@ -93,6 +95,7 @@ class Lookahead:
         speed: float,
         limit: int,
         count_s: float | None = None,
+        prefill_tail: PrefillTail | None = None,
     ) -> None:
         d = cap.demand
         profile = cap.profile
@@ -122,6 +125,8 @@ class Lookahead:
         shape = lengths.with_outputs(shape, outputs_cv2_of(observed.mix))
         if cap.least_loaded:
             shape = lengths.Shape(**shape, least_loaded=True, arrivals_index=self.spread)
+        if prefill_tail is not None and prefill_tail.total > 0.0:
+            shape = lengths.Shape(**shape, prefill_tail=prefill_tail)
         self.shape = shape
         # the requests/s held for bursts (burstsize.hold_rate): about the typical rate, over which
         # the dispersion is counted, or the level where that is higher; none for an idle target
@@ -286,6 +291,12 @@ class Lookahead:
             got = upper if late is None else band.widened(self._observed, mean, mean_load, typical, late)
             at.planned = got
         return got
+
+    def held_past(self) -> float:
+        """The share of prefills past the TTFT target in the engines' prefill-time histograms
+        (prefilltail.py; 0 without them): the capacity stage's words."""
+        tail = self.shape.get("prefill_tail")
+        return 0.0 if tail is None else prefilltail.past_share(tail, self.slo.ttft_s)
 
     def queue_utilization(self) -> float | None:
         """The prefill utilization u_C a replica runs at where the count's TTFT tail meets the SLO,

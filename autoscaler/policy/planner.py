@@ -30,6 +30,7 @@ from autoscaler.policy import (
     horizon,
     lengths,
     planstages,
+    prefilltail,
     scaledown,
     scaledownstage,
     speedlearn,
@@ -145,7 +146,12 @@ def plan(
     # the arrivals, the finishes' otherwise (None: the tick's), which the bursts' hold reads the
     # rate's excess as persisting over (latecurve.persistence)
     count_s = arrived_window if arrived is not None else window
-    ahead = Lookahead(cap, dstate, speed, limit, count_s)
+    # the prefill times' far tail (prefilltail.py): the holds one long prompt puts on a replica
+    prefill_tail = state.prefill_tail
+    tail_metric = cap.prefill_time_metric
+    if tail_metric is not None:
+        prefill_tail = prefilltail.track(prefill_tail, metrics.get(tail_metric), now, cap.decision_period_s)
+    ahead = Lookahead(cap, dstate, speed, limit, count_s, prefill_tail)
     cold = spec.cold_start
     period = cap.decision_period_s
     # the nodes on their way with room for a replica (a generator made only when any is listed)
@@ -272,7 +278,7 @@ def plan(
     needs, gaps = scaledown.record(state.needs, state.gaps, now, recorded, longest)
     result = Plan(est.now, mean, upper, widening, horizon_s, at_horizon, speed, needed, keep, start, in_panic)
     next_state = PlannerState(
-        dstate, speed_state, needs, panic_state, started_for, gaps, typical_capacity, found
+        dstate, speed_state, needs, panic_state, started_for, gaps, typical_capacity, found, prefill_tail
     )
     return Outcome(tuple(stages), desired, result, next_state)
 

@@ -37,13 +37,16 @@ _ON_HEIGHTS: Final = ", below the typical load read as a height over it"
 _CAPACITY_MESSAGE: Final = (
     "per replica at the SLO: prefill {:,.0f} tok/s, decode {:,.0f} tok/s, {:.3g} req/s at this mix"
     " (speed x{:.2f}); {:.3g}/s needs {}; arrivals' dispersion over the TTFT target {:.3g}"
-    " (ca² {:.3g} a replica; bursts held at {:.3g}/s{}, {:.3g}/s over the requests' time in the system){}"
+    " (ca² {:.3g} a replica; bursts held at {:.3g}/s{}, {:.3g}/s over the requests' time in the system){}{}"
 )
 # where the late curve priced the hold: its own rate a replica, which its prompts are counted at
 _CURVE_RATE: Final = " (the late curve's {:.3g}/s a replica)"
 # where the TTFT binds at the band's upper (Lookahead.queue_utilization): the count prices the load
 # past it at the prefill queue's own tail (lateband.queued_width), not as all late
 _QUEUED: Final = "; the load past the count late at the prefill queue's tail, u_C {:.2f} a replica"
+# where the engines' prefill-time histograms show prefills past the TTFT target (prefilltail.py):
+# the holds one long prompt puts on a replica, which the light-load tail waits out
+_HELD: Final = "; {:.3g} % of prefills hold a replica past the TTFT target (the engines' histograms)"
 _HORIZON_MESSAGE: Final = (
     "replica {} of those asked for now is ready in {:.0f} s ({} loading now, {} round(s))"
 )
@@ -80,11 +83,13 @@ def _capacity_message(
     hold_per_replica: float,
     lifetime_hold: float,
     utilization: float | None,
+    held_past: float = 0.0,
 ) -> str:
     """The capacity stage's message, its clauses chosen when it is read (Stage.message): a
     decision builds it and most are never read."""
     curve = _CURVE_RATE.format(hold_per_replica) if hold_per_replica > 0.0 else ""
     queued = "" if utilization is None else _QUEUED.format(utilization)
+    held = _HELD.format(100.0 * held_past) if held_past > 0.0 else ""
     return _CAPACITY_MESSAGE.format(
         prefill,
         decode,
@@ -98,6 +103,7 @@ def _capacity_message(
         curve,
         lifetime_hold,
         queued,
+        held,
     )
 
 
@@ -162,6 +168,7 @@ def forecast_stages(
                 ahead.hold_per_replica,
                 ahead.lifetime_hold,
                 ahead.queue_utilization(),
+                ahead.held_past(),
             ),
         ),
         Stage(

@@ -4,12 +4,14 @@ with its JSON form (statejson.py has the reading rules), and what a decision saw
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, final
 
-from autoscaler.policy import speedlearn, statejson
+from autoscaler.policy import prefilltail, speedlearn, statejson
 from autoscaler.policy.capacity import Demand, Sizing
 from autoscaler.policy.demand import DemandState
 from autoscaler.policy.panic import PanicState
+from autoscaler.policy.prefilltail import PrefillTail
 from autoscaler.policy.record import Record
 from autoscaler.policy.scaledown import Found, Gaps, NeedHistory
 from autoscaler.policy.speedlearn import SpeedState
@@ -26,6 +28,7 @@ MAX_LEVELS = 4096
 MAX_GAP_S = 1e9  # a gap is at most the longest scale-down window (scaledown.recur): far below this
 # |log(speed / profile)| of a replica: e^50 is beyond any engine; larger overflows math.exp
 MAX_LOG_SPEED = 50.0
+MAX_BOUND_S = 1e7  # a prefill-time bound past 115 days is no histogram's
 
 
 _NO_PANIC = PanicState(None, 0.0)
@@ -35,7 +38,17 @@ _NO_PANIC = PanicState(None, 0.0)
 class PlannerState(Record):
     """A Record (record.py), not a NamedTuple: a decision builds one."""
 
-    FIELDS = ("demand", "speed", "needs", "panic", "started_for", "gaps", "typical_capacity", "found")
+    FIELDS = (
+        "demand",
+        "speed",
+        "needs",
+        "panic",
+        "started_for",
+        "gaps",
+        "typical_capacity",
+        "found",
+        "prefill_tail",
+    )
 
     demand: DemandState | None
     speed: SpeedState
@@ -46,6 +59,7 @@ class PlannerState(Record):
     # the fleet's capacity at the SLO in load units, averaged as the demand's typical (scaledown weight)
     typical_capacity: float
     found: Found | None  # (time, replicas) found at first sight, while held (scaledown.hold_found)
+    prefill_tail: PrefillTail | None  # the engines' prefill times' far tail (prefilltail.py)
 
     def __init__(
         self,
@@ -57,6 +71,7 @@ class PlannerState(Record):
         gaps: Gaps = (),
         typical_capacity: float = 0.0,
         found: Found | None = None,
+        prefill_tail: PrefillTail | None = None,
     ) -> None:
         self.demand = demand
         self.speed = speed
@@ -66,6 +81,7 @@ class PlannerState(Record):
         self.gaps = gaps
         self.typical_capacity = typical_capacity
         self.found = found
+        self.prefill_tail = prefill_tail
 
     def to_dict(self, codec: TimeCodec = SECONDS) -> dict[str, Any]:
         """JSON-ready, times through `codec`, within the bounds from_dict reads (bounded()). What
@@ -81,6 +97,14 @@ class PlannerState(Record):
             panic_state["since"] = t(s.panic.since)
         if s.found is not None:
             out["found"] = {"at": t(s.found[0]), "replicas": s.found[1]}
+        if s.prefill_tail is not None:
+            tail = s.prefill_tail
+            out["prefillTail"] = {
+                "at": t(tail.at),
+                "bounds": list(tail.bounds),
+                "over": list(tail.over),
+                "total": tail.total,
+            }
         return {
             **out,
             "speed": {
@@ -166,6 +190,9 @@ class PlannerState(Record):
         if "found" in r.data:
             f = r.child("found")
             found = (f.moment("at"), f.integer("replicas", high=MAX_LEVELS))
+        prefill_tail = None
+        if "prefillTail" in r.data:
+            prefill_tail = _read_prefill_tail(r.child("prefillTail"))
         return cls(
             state_demand,
             speed,
@@ -175,7 +202,21 @@ class PlannerState(Record):
             tuple(gaps[:peak]),
             typical_capacity,
             found,
+            prefill_tail,
         )
+
+
+def _read_prefill_tail(r: Reader) -> PrefillTail:
+    """The tail as to_dict wrote it: bounds increasing and finite (at most prefilltail.MAX_BOUNDS),
+    as many averages as bounds, none above the total."""
+    bounds = r.numbers("bounds", prefilltail.MAX_BOUNDS, low=1e-9, high=MAX_BOUND_S)
+    if any(b >= c for b, c in itertools.pairwise(bounds)):
+        raise r.fail("bounds", "expected increasing bounds", bounds)
+    total = r.number("total", low=0.0)
+    over = r.numbers("over", prefilltail.MAX_BOUNDS, low=0.0, high=total)
+    if len(over) != len(bounds):
+        raise r.fail("over", f"expected {len(bounds)} values, one a bound", over)
+    return PrefillTail(r.moment("at"), tuple(bounds), tuple(over), total)
 
 
 @final

@@ -1,0 +1,265 @@
+"""prefilltail.py: the engines' prefill-time histograms read as the far tail of the holds one long
+prompt puts on a replica; leastloaded.held_share, the waits behind a hold; and what they size."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from autoscaler.policy import capacity, leastloaded, prefilltail
+from autoscaler.policy.capacity import Demand
+from autoscaler.policy.capacityspec import ReplicaProfile, SloTarget
+from autoscaler.policy.observation import MetricReading
+from autoscaler.policy.prefilltail import BucketsError, PrefillTail
+
+# vLLM's bounds for vllm:request_prefill_time_seconds, as prometheus_client writes them
+VLLM_LE = (
+    "0.3", "0.5", "0.8", "1.0", "1.5", "2.0", "2.5", "5.0", "10.0", "15.0", "20.0", "30.0", "40.0",
+    "50.0", "60.0", "120.0", "240.0", "480.0", "960.0", "1920.0", "7680.0", "+Inf",
+)  # fmt: skip
+
+
+def histogram(prefill_s: np.ndarray, seconds: float = 1.0) -> MetricReading:
+    """The bucket rates an engine's histogram of these prefill times gives over `seconds`."""
+    rates = [float(np.sum(prefill_s <= float(le))) / seconds for le in VLLM_LE]
+    return MetricReading(
+        tuple(math.ceil(r * 1000 - 1e-6) for r in rates),
+        window_s=seconds,
+        labels=tuple({"le": le} for le in VLLM_LE),
+    )
+
+
+def test_a_vllm_histogram_reads_as_the_share_past_each_bound() -> None:
+    times = np.array([0.1] * 990 + [0.4] * 5 + [3.0] * 4 + [12.0])
+    bounds, over, total = prefilltail.buckets(histogram(times))
+    assert bounds[:3] == (0.3, 0.5, 0.8) and len(bounds) == 21 and bounds[-1] == 7680.0
+    assert total == 1000.0
+    assert over[0] == 10.0 and over[1] == 5.0 and over[6] == 5.0  # past 0.3, 0.5 and 2.5 s
+    assert over[7] == 1.0 and over[8] == 1.0 and over[9] == 0.0  # past 5, 10 and 15 s
+
+
+def test_items_in_any_order_and_a_falling_cumulative_rate_read_as_counts_never_falling() -> None:
+    """Two pods' rates read at different moments can sum to a bucket below a lower one's."""
+    reading = MetricReading(
+        (1000, 900, 950, 400),
+        labels=({"le": "+Inf"}, {"le": "2.5"}, {"le": "1.0"}, {"le": "0.3"}),
+    )
+    bounds, over, total = prefilltail.buckets(reading)
+    assert bounds == (0.3, 1.0, 2.5) and total == 1.0
+    assert over == pytest.approx((0.6, 0.05, 0.05))  # 0.9 at 2.5 s read as 1.0 s's 0.95
+
+
+@pytest.mark.parametrize(
+    ("reading", "problem"),
+    [
+        (MetricReading.failed("the adapter is down"), "the adapter is down"),
+        (MetricReading((1, 2)), "2 items but 0 with labels"),
+        (MetricReading((1, 2), labels=({"le": "1"}, {"bucket": "+Inf"})), "without an `le` label"),
+        (MetricReading((1, 2), labels=({"le": "one"}, {"le": "+Inf"})), "`le` is not a number: 'one'"),
+        (MetricReading((1, 2), labels=({"le": "-1"}, {"le": "+Inf"})), "a finite number of seconds > 0"),
+        (MetricReading((1, 2), labels=({"le": "NaN"}, {"le": "+Inf"})), "a finite number of seconds > 0"),
+        (MetricReading((1, 2), labels=({"le": "1"}, {"le": "2"})), "no `le`=\\+Inf item"),
+        (MetricReading((1, 1, 2), labels=({"le": "1"}, {"le": "1.0"}, {"le": "+Inf"})), "1 s comes twice"),
+        (MetricReading((-1, 2), labels=({"le": "1"}, {"le": "+Inf"})), "a bucket rate is finite and >= 0"),
+    ],
+)
+def test_a_reading_that_is_no_histogram_names_its_problem(reading: MetricReading, problem: str) -> None:
+    with pytest.raises(BucketsError, match=problem):
+        prefilltail.buckets(reading)
+
+
+def test_the_excess_past_the_slack_is_exact_for_holds_spread_evenly_over_their_buckets() -> None:
+    """E[(S - τ)+] from the bounds alone, against the samples': holds uniform within (2.5, 5] and
+    (5, 10], the bulk below the first bound, and τ inside a bucket, at a bound and past the holds."""
+    rng = np.random.default_rng(7)
+    times = np.concatenate(
+        (rng.uniform(0.0, 0.3, 200_000), rng.uniform(2.5, 5.0, 30_000), rng.uniform(5.0, 10.0, 10_000))
+    )
+    tail = prefilltail.track(None, histogram(times), 0.0, 15.0)
+    assert tail is not None
+    for slack in (1.9, 2.5, 4.0, 7.5, 12.0):
+        exact = float(np.maximum(times - slack, 0.0).mean())
+        # the bulk's own excess below 0.3 s never counts: τ is past it
+        assert prefilltail.excess_s(tail, slack) == pytest.approx(exact, rel=0.03, abs=1e-9)
+    assert prefilltail.past_share(tail, 2.5) == pytest.approx(40_000 / len(times), rel=1e-3)
+    assert prefilltail.past_share(tail, 7.5) == pytest.approx(5_000 / len(times), rel=0.03)
+
+
+def test_no_prefill_seen_has_no_excess() -> None:
+    empty = PrefillTail(0.0, (1.0, 2.0), (0.0, 0.0), 0.0)
+    assert prefilltail.excess_s(empty, 0.5) == 0.0 and prefilltail.past_share(empty, 0.5) == 0.0
+
+
+def test_the_shares_are_averaged_over_the_memory_from_the_first_tick() -> None:
+    """Each tick weighs w = 1 - exp(-dt / MEMORY_S) against what came before (the first too, from
+    0): a tick with a hold then one without read as (1 - w)·its share / (2 - w), about half; a
+    failed or malformed read keeps the average; a histogram with other bounds starts afresh."""
+    hold = histogram(np.array([0.1] * 99 + [4.0]))
+    calm = histogram(np.array([0.1] * 100))
+    one = prefilltail.track(None, hold, 100.0, 15.0)
+    two = prefilltail.track(one, calm, 115.0, 15.0)
+    assert one is not None and two is not None and two.at == 115.0
+    assert prefilltail.past_share(one, 2.5) == pytest.approx(0.01)
+    w = -math.expm1(-15.0 / prefilltail.MEMORY_S)
+    assert prefilltail.past_share(two, 2.5) == pytest.approx((1 - w) * 0.01 / (2 - w))
+    assert prefilltail.track(two, MetricReading.failed("timeout"), 130.0, 15.0) is two
+    assert prefilltail.track(two, MetricReading((5,)), 130.0, 15.0) is two  # no labels
+    assert prefilltail.track(two, None, 130.0, 15.0) is two
+    other = MetricReading((900, 1000), labels=({"le": "1.0"}, {"le": "+Inf"}))
+    fresh = prefilltail.track(two, other, 130.0, 15.0)
+    assert (
+        fresh is not None
+        and fresh.bounds == (1.0,)
+        and prefilltail.past_share(fresh, 1.0) == pytest.approx(0.1)
+    )
+    # a tick an hour long weighs 1 - 1/e against all before it
+    later = prefilltail.track(two, calm, 115.0 + prefilltail.MEMORY_S, 15.0)
+    assert later is not None and two is not None
+    before = prefilltail.past_share(two, 2.5)
+    keep = math.exp(-1.0)
+    assert prefilltail.past_share(later, 2.5) == pytest.approx(
+        keep * before * two.total / (keep * two.total + (1 - keep) * 100.0)
+    )
+
+
+def test_the_wait_behind_a_hold_falls_as_the_router_sends_the_held_replica_less() -> None:
+    """u·residual / (n - u): one replica's backlog behind the hold at n = 1, the λ/n² the router
+    still sends the held replica from n = 2 on."""
+    u1, residual = 0.39, 0.042
+    assert leastloaded.held_share(1, u1, residual) == pytest.approx(u1 * residual / (1 - u1))
+    shares = [leastloaded.held_share(n, u1 / n, residual) for n in range(1, 9)]
+    assert all(a > b for a, b in itertools.pairwise(shares))
+    assert shares[1] == pytest.approx(u1 / 2 * residual / (2 - u1 / 2))
+    assert leastloaded.held_share(3, 0.1, 0.0) == 0.0
+
+
+# reference-70b's engine (replay/profiles.py LLAMA_70B_TP4_H100) and ServeGen m-large's mix
+REFERENCE_70B = ReplicaProfile(
+    step_base_s=0.0185,
+    prefill_s_per_token=5.55e-5,
+    prefill_s_per_attention_pair=8.85e-9,
+    decode_s_per_request=4.0e-5,
+    decode_s_per_context_token=3.3e-8,
+    max_batched_tokens=8192,
+    kv_cache_tokens=440_000,
+)
+M_LARGE = Demand(9.5, 9.5 * 665.0, 9.5 * 140.0)
+
+
+def test_holds_of_four_seconds_size_a_second_replica_where_the_gamma_saw_one() -> None:
+    """0.09 % of prefills at 4 s (m-large's 24,000-token prompts on a 70B replica; the replay's
+    late share at one replica is 6.7 %): one replica where the prompt lengths' gamma alone says so,
+    two with the engines' histogram; holds shorter than the slack change nothing."""
+    slo = SloTarget(ttft_s=2.0, tpot_s=0.2)
+    shape = {"lengths_cv2": 1.85, "least_loaded": True, "arrivals_index": 1.5}
+
+    def count(tail: PrefillTail | None) -> int:
+        return capacity.size(REFERENCE_70B, slo, M_LARGE, prefill_tail=tail, **shape).replicas  # type: ignore[arg-type]
+
+    def tail_of(hold_s: float) -> PrefillTail:
+        times = np.array([0.05] * 99_910 + [hold_s] * 90)
+        got = prefilltail.track(None, histogram(times), 0.0, 15.0)
+        assert got is not None
+        return got
+
+    assert count(None) == 1
+    assert count(tail_of(1.2)) == 1
+    assert count(tail_of(4.0)) == 2
+
+
+HIST = "infscale_prefill_time_bucket_rate"
+
+
+def test_the_planner_reads_the_histogram_into_its_state_and_says_so_in_the_capacity_stage() -> None:
+    """decide() with capacity.demand.prefillTimeMetric: the tail is kept in the planner's state
+    (and through its JSON, as the controller persists it), the capacity stage says how many
+    prefills hold a replica past the TTFT target, and the count at m-large's mix is one more; a
+    spec without the metric never reads it."""
+    from test_policy_planner import NOW, obs, readings
+
+    from autoscaler.policy.capacityspec import CapacitySpec, DemandSpec
+    from autoscaler.policy.decide import decide
+    from autoscaler.policy.planstate import PlannerState
+    from autoscaler.policy.spec import AutoscalerSpec, MetricSpec, TargetType
+    from autoscaler.policy.state import PolicyState
+    from autoscaler.specsections import CapacityModel
+
+    def spec(metric: str | None) -> AutoscalerSpec:
+        cap = CapacitySpec(
+            profile=REFERENCE_70B,
+            slo=SloTarget(ttft_s=2.0, tpot_s=0.2),
+            demand=DemandSpec(prefill_time_metric=metric, prompt_square_metric="sq"),
+            plan_tpot_share=1.0,
+            plan_ttft_share=1.0,
+        )
+        return AutoscalerSpec(
+            max_replicas=8,
+            metrics=(MetricSpec("infscale_queue_size", TargetType.AVERAGE_VALUE, 16_000),),
+            capacity=cap,
+        )
+
+    holds = np.array([0.05] * 99_910 + [4.0] * 90)
+    metrics = readings(9.5, prompt=665.0, output=140.0) | {
+        "sq": MetricReading.of(9.5 * 665.0**2 * (1 + 1.85)),
+        HIST: histogram(holds, seconds=100_000 / 9.5),
+    }
+
+    def last(metric: str | None) -> tuple[int, str, PolicyState]:
+        state = PolicyState()
+        for i in range(8):
+            decision, state = decide(spec(metric), state, obs(1, metrics), NOW + 15 * i)
+        stage = next(s for s in decision.stages if s.name == "capacity")
+        return stage.after, stage.message, state
+
+    without, said_without, plain = last(None)
+    with_tail, said, state = last(HIST)
+    assert (without, with_tail) == (1, 2)
+    assert "% of prefills hold a replica past the TTFT target" not in said_without
+    # 0.09 %, read from rates in the API's milli-units: 0.008 of 9.5 prefills/s
+    assert "; 0.0842 % of prefills hold a replica past the TTFT target (the engines' histograms)" in said
+    assert HIST in spec(HIST).capacity.metric_names and HIST not in spec(None).capacity.metric_names  # type: ignore[union-attr]
+    planner_state = state.planner
+    assert planner_state is not None and planner_state.prefill_tail is not None
+    assert plain.planner is not None and plain.planner.prefill_tail is None
+    doc = planner_state.to_dict()
+    assert set(doc["prefillTail"]) == {"at", "bounds", "over", "total"}
+    assert PlannerState.from_dict(doc) == planner_state
+    model = CapacityModel.model_validate(CapacityModel.document_of(spec(HIST).capacity))  # type: ignore[arg-type]
+    assert model.to_spec().demand.prefill_time_metric == HIST
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"bounds": [2.0, 1.0], "over": [0.0, 0.0]}, "increasing bounds"),
+        ({"bounds": [1.0], "over": [0.5, 0.1]}, "expected 1 values"),
+        ({"over": [5.0, 0.0]}, "planner.prefillTail.over"),
+        ({"total": -1.0}, "planner.prefillTail.total"),
+        ({"bounds": [0.0, 1.0]}, "planner.prefillTail.bounds"),
+    ],
+)
+def test_a_malformed_tail_in_the_state_is_refused_naming_its_field(
+    change: dict[str, object], problem: str
+) -> None:
+    from autoscaler.policy.planstate import PlannerState
+
+    state = PlannerState(prefill_tail=PrefillTail(10.0, (1.0, 2.0), (0.5, 0.1), 2.0))
+    doc = state.to_dict()
+    assert PlannerState.from_dict(doc) == state
+    with pytest.raises(ValueError, match=problem):
+        PlannerState.from_dict({**doc, "prefillTail": {**doc["prefillTail"], **change}})
+
+
+def test_the_spec_field_is_a_metric_name_or_unset() -> None:
+    from autoscaler.policy.capacityspec import DemandSpec
+    from autoscaler.specsections import DemandModel
+
+    with pytest.raises(ValueError, match="prefill_time_metric"):
+        DemandSpec(prefill_time_metric="")
+    with pytest.raises(ValueError, match="prefillTimeMetric"):
+        DemandModel.model_validate({"prefillTimeMetric": ""})
+    assert DemandModel.model_validate({"prefillTimeMetric": HIST}).to_spec().prefill_time_metric == HIST
+    assert DemandModel.model_validate({}).to_spec().prefill_time_metric is None
