@@ -21,7 +21,7 @@ from adapter.backend import MetricSample, NoData, SourceUnavailable, UnknownMetr
 from adapter.catalogconfig import Aggregation, CatalogSettings, MetricSpec, SourceKind
 from adapter.lru import LRU
 from adapter.presetread import combine
-from adapter.presets import Signal, get_preset, value_problem
+from adapter.presets import LE, Signal, get_preset, item_labels, value_problem
 from adapter.sources import NAMESPACE, PodValue, Source, SourceError, SourceReading
 from adapter.telemetry import Telemetry
 from common.selector import Selector
@@ -36,7 +36,7 @@ def aggregate(
 
     Values from endpoints without a namespace are served in every namespace, under the requested one.
     One item per label group: the HPA sums the items a selector matches, so duplicates would double
-    count.
+    count. A histogram's bucket rates group by `le` too (presets.item_labels), in bound order.
     """
     groups: dict[tuple[tuple[str, str], ...], list[PodValue]] = {}
     for v in values:
@@ -45,7 +45,7 @@ def aggregate(
         key = tuple((name, labels[name]) for name in label_names if name in labels)
         groups.setdefault(key, []).append(v)
     out = []
-    for key, members in sorted(groups.items()):
+    for key, members in sorted(groups.items(), key=lambda group: _order(group[0])):
         value = combine([m.value for m in members], how)
         windows = [m.window_s for m in members if m.window_s is not None]
         out.append(
@@ -57,6 +57,16 @@ def aggregate(
             )
         )
     return out
+
+
+def _order(key: tuple[tuple[str, str], ...]) -> tuple[tuple[tuple[str, str], ...], float]:
+    """Label groups by their labels, then by their bound as a number ("2.5" before "10.0")."""
+    bound = dict(key).get(LE)
+    try:
+        upper = math.inf if bound is None else float(bound)
+    except ValueError:  # the sources let no such bound through
+        upper = math.inf
+    return tuple(kv for kv in key if kv[0] != LE), upper
 
 
 # --- the backend ---------------------------------------------------------------------------------
@@ -100,6 +110,12 @@ class Catalog:
     ) -> None:
         self._settings = settings
         self._metrics = {m.name: m for m in settings.metric_specs()}
+        preset = get_preset(settings.engine)
+        # the labels each metric's items are served under: the catalog's, a histogram's bound
+        self._labels = {
+            m.name: (*settings.labels, *(item_labels(preset.rule(m.signal)) if m.signal else ()))
+            for m in self._metrics.values()
+        }
         self._sources = sources
         self._telemetry = telemetry
         self._clock = clock
@@ -142,7 +158,9 @@ class Catalog:
         except SourceError as exc:
             raise SourceUnavailable(f"unable to fetch metric {spec.name}: {exc}") from exc
         values, invalid = valid_values(reading.values, spec.signal)
-        samples = tuple(aggregate(values, namespace, self._settings.labels, spec.aggregation))
+        for reason, count in reading.invalid.items():  # what the source refused before any value
+            invalid[reason] = invalid.get(reason, 0) + count
+        samples = tuple(aggregate(values, namespace, self._labels[spec.name], spec.aggregation))
         # nothing fresh stays nothing fresh until a scrape lands (a new generation)
         oldest = min((v.timestamp for v in values), default=math.inf)
         answer = _Answer(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from adapter import histogram
+from adapter import buckets, histogram
 from adapter.exposition import Sample, Samples
 from adapter.presets import Combine, EnginePreset, Kind, Rule, Series, Term
 
@@ -15,12 +15,12 @@ def wanted_names(preset: EnginePreset) -> frozenset[str]:
     return frozenset(names | {f"{n}_total" for n in names})
 
 
-def _find(samples: Samples, series: Series) -> list[Sample]:
+def _find(samples: Samples, series: Series, keep_nan: bool = False) -> list[Sample]:
     for name in (series.name, f"{series.name}_total"):  # see parse_exposition on `_total`
         found = [
             s
             for s in samples.get(name, ())
-            if all(s.labels.get(k) == v for k, v in series.match.items()) and s.value == s.value  # not NaN
+            if all(s.labels.get(k) == v for k, v in series.match.items()) and (keep_nan or s.value == s.value)
         ]
         if found:
             return found
@@ -45,7 +45,7 @@ def combine(values: Sequence[float], how: Combine) -> float:
     return max(values)
 
 
-_COUNTERS = frozenset({Kind.RATE, Kind.SQUARE_RATE})
+_COUNTERS = frozenset({Kind.RATE, Kind.SQUARE_RATE, Kind.BUCKET_RATE})
 
 
 def is_counter(rule: Rule) -> bool:
@@ -92,6 +92,19 @@ def histogram_total(rule: Rule, samples: Samples) -> histogram.Moments | None:
     if estimated is None:
         return None
     return histogram.Moments(*estimated, sum(s.value for s in sums))
+
+
+def bucket_counts(rule: Rule, samples: Samples) -> buckets.Buckets | None:
+    """The cumulative counts behind a BUCKET_RATE rule, for buckets.rates_between across two
+    scrapes; None when the engine exposes no such histogram. Raises buckets.BucketError for one
+    that is malformed (a NaN bucket too: a gap in the bounds is no histogram)."""
+    if rule.kind is not Kind.BUCKET_RATE:
+        raise ValueError(f"bucket_counts() needs a bucket_rate rule, got {rule.kind.value}")
+    for alternative in rule.terms[0].alternatives:
+        found = _find(samples, alternative, keep_nan=True)
+        if found:
+            return buckets.counts_of(found)
+    return None
 
 
 def counter_rate(previous: float, previous_t: float, current: float, current_t: float) -> float | None:

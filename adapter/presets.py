@@ -18,6 +18,11 @@ Normalized signals:
 - `finished_output_token_rate`: Σ generated tokens per second of the requests finished, the
   output-length histogram's `_sum`: the mean the squares are read about, counted at a request's
   finish as they are (vLLM's generation counter counts tokens as they are decoded);
+- `prefill_time_bucket_rate`: per-second rates of the per-request prefill-time histogram's
+  cumulative buckets, one item per `le` bound as the engine spells it (adapter/buckets.py): how
+  often a prefill ends within each bound, `+Inf` every prefill; the far tail is how often one long
+  prompt holds a replica past the TTFT target. vLLM only: TGI times prefill per batch, not per
+  request, and SGLang, Triton, TensorRT-LLM, JetStream and llama.cpp have no prefill-time histogram;
 - `slot_usage`: JetStream's decode-slot occupancy (a 0–1 fraction; JetStream has no running count).
 - `arrival_rate`: requests/s reaching an inference gateway, from its request counter (a gateway's
   pods, not the engines': the demand stage's `arrivalRateMetric`, docs/policy.md).
@@ -44,6 +49,7 @@ class Signal(StrEnum):
     PROMPT_TOKEN_SQUARE_RATE = "prompt_token_square_rate"
     OUTPUT_TOKEN_SQUARE_RATE = "output_token_square_rate"
     FINISHED_OUTPUT_TOKEN_RATE = "finished_output_token_rate"
+    PREFILL_TIME_BUCKET_RATE = "prefill_time_bucket_rate"
     SLOT_USAGE = "slot_usage"
     ARRIVAL_RATE = "arrival_rate"
 
@@ -88,6 +94,12 @@ class Kind(StrEnum):
     RATE = "rate"  # per-second increase of a counter between two scrapes
     # per-second increase of Σ x² over a histogram's observations, from its buckets (histogram.py)
     SQUARE_RATE = "square_rate"
+    # per-second increase of each cumulative `_bucket` series of a histogram: one value per bound
+    BUCKET_RATE = "bucket_rate"
+
+
+# The label that tells a BUCKET_RATE signal's values of one pod apart: its histogram bound.
+LE = "le"
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +123,8 @@ class Rule:
     """How to compute one signal of one pod.
 
     GAUGE and RATE: the sum of `terms`, each the `combine` of its samples. RATIO: terms[0] ÷ terms[1],
-    each summed over the pod's series first.
+    each summed over the pod's series first. BUCKET_RATE: one term, a histogram's `_bucket` series,
+    summed per bound over the pod's series.
     """
 
     kind: Kind
@@ -159,6 +172,17 @@ def square_rate(name: str) -> Rule:
     return Rule(Kind.SQUARE_RATE, (Term((_s(f"{name}_bucket"),)), Term((_s(f"{name}_sum"),))))
 
 
+def bucket_rate(name: str) -> Rule:
+    """Each cumulative bucket of the histogram named `name` as a rate: its `_bucket` series."""
+    return Rule(Kind.BUCKET_RATE, (Term((_s(f"{name}_bucket"),)),))
+
+
+def item_labels(rule: Rule) -> tuple[str, ...]:
+    """Labels beside the pod's that a signal's items are served under: a BUCKET_RATE signal is one
+    item per bound (`le`), the others one item per pod group."""
+    return (LE,) if rule.kind is Kind.BUCKET_RATE else ()
+
+
 def _with_inflight(preset: EnginePreset) -> EnginePreset:
     """Add `inflight` = the queue's terms + the batch's terms, when both are plain summed gauges."""
     queue, batch = preset.rules.get(Signal.QUEUE_SIZE), preset.rules.get(Signal.BATCH_SIZE)
@@ -194,6 +218,8 @@ PRESETS: dict[str, EnginePreset] = {
                 Signal.PROMPT_TOKEN_SQUARE_RATE: square_rate("vllm:request_prompt_tokens"),
                 Signal.OUTPUT_TOKEN_SQUARE_RATE: square_rate("vllm:request_generation_tokens"),
                 Signal.FINISHED_OUTPUT_TOKEN_RATE: rate(_s("vllm:request_generation_tokens_sum")),
+                # V1: first token - first scheduled, observed as the request finishes (loggers.py)
+                Signal.PREFILL_TIME_BUCKET_RATE: bucket_rate("vllm:request_prefill_time_seconds"),
             },
             model_label="model_name",
         ),

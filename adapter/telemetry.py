@@ -100,7 +100,9 @@ class Telemetry:
         self.invalid_exclusions = Counter(
             "infscale_adapter_invalid_pods_excluded",
             "Pods left out of a metric read because their value is no valid reading of the signal, by "
-            "reason: not_finite, out_of_range, negative, above_one (a fraction over 1).",
+            "reason: not_finite, out_of_range, negative, above_one (a fraction over 1); a histogram's "
+            "bucket rates also le_missing, le_not_numeric, duplicate_le, not_cumulative, no_inf_bucket, "
+            "bucket_layouts_differ (adapter/buckets.py).",
             ["metric", "reason"],
             registry=self.registry,
         )

@@ -11,7 +11,7 @@ pods and matches label selectors, so the two sources give the same answer for th
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from adapter.presets import Signal
@@ -42,6 +42,9 @@ class SourceReading:
     stale: int = 0  # pods left out because their last good scrape is older than max-age
     failing: int = 0  # pods whose last scrape failed
     targets: int = 0  # pods known to the source
+    # pods left out because what they expose is no reading of the signal (a malformed
+    # histogram), by reason; the catalog counts them beside the values it finds invalid
+    invalid: Mapping[str, int] = field(default_factory=dict)
 
 
 class SourceError(Exception):

@@ -16,13 +16,15 @@ import json
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 import httpx
 
-from adapter.presets import Combine, EnginePreset, Kind, Rule, Series, Signal, Term
+from adapter.buckets import BucketError, in_bound_order
+from adapter.presets import LE, Combine, EnginePreset, Kind, Rule, Series, Signal, Term
 from adapter.sources import (
     DEPLOYMENT,
     MODEL,
@@ -55,6 +57,8 @@ def _term(term: Term, kind: Kind, combine: Combine, by: str, window_s: int) -> s
     for alt in term.alternatives:
         if kind is Kind.RATE:
             parts.append(f"sum by ({by}) (rate({_selector(alt)}[{window_s}s]))")
+        elif kind is Kind.BUCKET_RATE:  # per bound: summed over a pod's series of each `le`
+            parts.append(f"sum by ({by}, {LE}) (rate({_selector(alt)}[{window_s}s]))")
         else:
             parts.append(f"{_AGGREGATOR[combine]} by ({by}) ({_selector(alt)})")
     # `or` keeps a pod's first alternative and adds pods that only have a later one (old names)
@@ -62,7 +66,8 @@ def _term(term: Term, kind: Kind, combine: Combine, by: str, window_s: int) -> s
 
 
 def promql_for(rule: Rule, by: Sequence[str], window_s: int) -> str:
-    """A PromQL expression with one series per pod (grouped `by` these labels) computing `rule`."""
+    """A PromQL expression with one series per pod (grouped `by` these labels) computing `rule`;
+    a BUCKET_RATE rule's, one per pod and `le` bound."""
     grouping = ", ".join(by)
     if rule.kind is Kind.SQUARE_RATE:  # the catalog refuses it on this source (adapter/histogram.py)
         raise ValueError("a histogram's Σ x² has no PromQL: it weighs buckets by their `le` bounds")
@@ -95,7 +100,7 @@ class PrometheusSource:
         self._clock = clock
         self._client = client
         self._owns_client = client is None
-        self._cache: dict[tuple[Signal | None, str | None], tuple[float, list[PodValue]]] = {}
+        self._cache: dict[tuple[Signal | None, str | None], tuple[float, _Checked]] = {}
         # Prometheus label name -> the canonical name the catalog serves
         self._rename = {
             settings.namespace_label: NAMESPACE,
@@ -132,21 +137,34 @@ class PrometheusSource:
         key = (signal, query)
         cached = self._cache.get(key)
         if cached is not None and now - cached[0] <= self._settings.cache_ttl_s:
-            values = cached[1]
+            checked = cached[1]
         else:
             if query is not None:
-                promql = query
+                checked = _Checked(await self.instant_query(query), ())
             elif signal is not None:
-                promql = self.query_for(signal)
+                checked = await self._signal(signal)
             else:
                 raise SourceError("a prometheus metric needs a signal or a query")
-            values = await self.instant_query(promql)
-            self._cache[key] = (now, values)
-        mine = tuple(v for v in values if in_namespace(v.labels, namespace))
-        return SourceReading(mine, targets=len(mine))
+            self._cache[key] = (now, checked)
+        mine = tuple(v for v in checked.values if in_namespace(v.labels, namespace))
+        invalid: dict[str, int] = {}
+        for labels, reason in checked.refused:
+            if in_namespace(labels, namespace):
+                invalid[reason] = invalid.get(reason, 0) + 1
+        # a pod is one series, or one per bound (BUCKET_RATE)
+        pods = {tuple(sorted((k, x) for k, x in v.labels.items() if k != LE)) for v in mine}
+        return SourceReading(mine, targets=len(pods) + sum(invalid.values()), invalid=invalid)
 
-    async def instant_query(self, promql: str) -> list[PodValue]:
-        """Evaluate `promql` now; one PodValue per result series. Raises SourceError."""
+    async def _signal(self, signal: Signal) -> _Checked:
+        if self._preset.rule(signal).kind is not Kind.BUCKET_RATE:
+            return _Checked(await self.instant_query(self.query_for(signal)), ())
+        # a NaN bound kept: left out, it would be a gap in the pod's histogram nobody could see
+        values = await self.instant_query(self.query_for(signal), keep_non_finite=True)
+        return _histograms(values, self._settings.rate_window_s)
+
+    async def instant_query(self, promql: str, keep_non_finite: bool = False) -> list[PodValue]:
+        """Evaluate `promql` now; one PodValue per result series (NaN and ±Inf ones only when asked
+        to keep them). Raises SourceError."""
         assert self._client is not None, "use PrometheusSource as an async context manager"
         url = self._settings.url.rstrip("/") + "/api/v1/query"
         headers = self._auth_headers()
@@ -161,7 +179,7 @@ class PrometheusSource:
             raise SourceError(f"Prometheus at {self._settings.url}: {type(exc).__name__}: {exc}") from exc
         finally:
             self._telemetry.scrape_duration_s.labels(SOURCE).observe(time.perf_counter() - started)
-        return self._parse(promql, response)
+        return self._parse(promql, response, keep_non_finite)
 
     def _auth_headers(self) -> dict[str, str]:
         """Read for every query (at most one per cache_ttl_s per metric): projected
@@ -175,7 +193,7 @@ class PrometheusSource:
             raise SourceError(f"cannot read Prometheus bearer token file {path}: {exc}") from exc
         return {"Authorization": f"Bearer {token}"}
 
-    def _parse(self, promql: str, response: httpx.Response) -> list[PodValue]:
+    def _parse(self, promql: str, response: httpx.Response, keep_non_finite: bool) -> list[PodValue]:
         try:
             body = response.json()
         except ValueError:
@@ -197,9 +215,11 @@ class PrometheusSource:
             raise SourceError(
                 f"query {promql!r} returned a {data.get('resultType')!r}; an instant vector is needed"
             )
-        return [v for item in data.get("result") or () if (v := self._value(promql, item)) is not None]
+        values = (self._value(promql, item) for item in data.get("result") or ())
+        # NaN or ±Inf has no Quantity form: no data, never a made-up 0
+        return [v for v in values if keep_non_finite or math.isfinite(v.value)]
 
-    def _value(self, promql: str, item: Mapping[str, Any]) -> PodValue | None:
+    def _value(self, promql: str, item: Mapping[str, Any]) -> PodValue:
         try:
             timestamp, text = item["value"]
             value = float(text)
@@ -211,6 +231,31 @@ class PrometheusSource:
             timestamp = float(timestamp)
         except (KeyError, TypeError, ValueError) as exc:
             raise SourceError(f"query {promql!r}: malformed result item {item!r}") from exc
-        if not math.isfinite(value):  # NaN or ±Inf has no Quantity form: no data, never a made-up 0
-            return None
         return PodValue(labels, value, timestamp)
+
+
+@dataclass(frozen=True, slots=True)
+class _Checked:
+    """One query's answer: the values served, and the pods refused with why (their labels, reason)."""
+
+    values: list[PodValue]
+    refused: tuple[tuple[Mapping[str, str], str], ...]
+
+
+def _histograms(values: Sequence[PodValue], window_s: int) -> _Checked:
+    """A BUCKET_RATE query's values, one per pod and bound, checked pod by pod as the scrape
+    source checks counts (adapter/buckets.py): a pod whose bounds are no histogram's is refused
+    whole, never served a tail that is not there. Values carry the rate window."""
+    pods: dict[tuple[tuple[str, str], ...], list[PodValue]] = {}
+    for v in values:
+        pods.setdefault(tuple(sorted((k, x) for k, x in v.labels.items() if k != LE)), []).append(v)
+    served: list[PodValue] = []
+    refused: list[tuple[Mapping[str, str], str]] = []
+    for key, members in pods.items():
+        try:
+            in_bound_order((m.labels.get(LE), m.value) for m in members)
+        except BucketError as exc:
+            refused.append((dict(key), exc.problem.value))
+            continue
+        served.extend(PodValue(m.labels, m.value, m.timestamp, window_s) for m in members)
+    return _Checked(served, tuple(refused))

@@ -23,9 +23,11 @@ from typing import TYPE_CHECKING, Protocol, Self
 
 import aiohttp
 
+from adapter.buckets import BucketError, Buckets, rates_between
 from adapter.exposition import ExpositionError, ExpositionParser, Samples
 from adapter.histogram import Moments, square_rate
 from adapter.presetread import (
+    bucket_counts,
     counter_rate,
     counter_total,
     gauge_value,
@@ -34,7 +36,7 @@ from adapter.presetread import (
     model_of,
     wanted_names,
 )
-from adapter.presets import EnginePreset, Kind, Signal
+from adapter.presets import LE, EnginePreset, Kind, Signal
 from adapter.sources import DEPLOYMENT, MODEL, NAMESPACE, PodValue, SourceError, SourceReading, in_namespace
 from adapter.telemetry import Telemetry
 
@@ -86,9 +88,12 @@ class PodObservation:
 
     t: float
     gauges: Mapping[Signal, float]
-    counters: Mapping[Signal, float | Moments]  # Moments: a histogram's (SQUARE_RATE rules)
+    # Moments: a histogram's (SQUARE_RATE rules); Buckets: its cumulative counts (BUCKET_RATE)
+    counters: Mapping[Signal, float | Moments | Buckets]
     rates: Mapping[Signal, tuple[float, int]]  # rate per second, window in whole seconds
     model: str | None
+    bucket_rates: Mapping[Signal, tuple[Buckets, int]] = field(default_factory=dict)  # per bound
+    problems: Mapping[Signal, str] = field(default_factory=dict)  # why a signal was refused
 
 
 def observe(
@@ -96,10 +101,25 @@ def observe(
 ) -> PodObservation:
     """One pod's signals from one scrape. Rates need the previous good scrape of the same pod."""
     gauges: dict[Signal, float] = {}
-    counters: dict[Signal, float | Moments] = {}
+    counters: dict[Signal, float | Moments | Buckets] = {}
     rates: dict[Signal, tuple[float, int]] = {}
+    bucket_rates: dict[Signal, tuple[Buckets, int]] = {}
+    problems: dict[Signal, str] = {}
     for signal, rule in preset.rules.items():
-        if rule.kind is Kind.SQUARE_RATE:
+        if rule.kind is Kind.BUCKET_RATE:
+            try:
+                counts = bucket_counts(rule, samples)
+                if counts is None:
+                    continue
+                counters[signal] = counts  # kept when the rates below are refused: the next scrape's pair
+                before = previous.counters.get(signal) if previous is not None else None
+                if previous is not None and isinstance(before, Buckets):
+                    per_bound = rates_between(before, previous.t, counts, t)
+                    if per_bound is not None:
+                        bucket_rates[signal] = (per_bound, max(1, round(t - previous.t)))
+            except BucketError as exc:
+                problems[signal] = exc.problem.value
+        elif rule.kind is Kind.SQUARE_RATE:
             moments = histogram_total(rule, samples)
             if moments is None or not all(math.isfinite(v) and v >= 0 for v in moments):
                 continue
@@ -123,7 +143,7 @@ def observe(
             value = gauge_value(rule, samples)
             if value is not None:
                 gauges[signal] = value
-    return PodObservation(t, gauges, counters, rates, model_of(preset, samples))
+    return PodObservation(t, gauges, counters, rates, model_of(preset, samples), bucket_rates, problems)
 
 
 @dataclass(slots=True)
@@ -343,8 +363,10 @@ class ScrapeSource:
     ) -> SourceReading:
         if signal is None or query is not None:
             raise SourceError("the scrape source serves engine signals, not PromQL queries")
-        is_rate = is_counter(self._preset.rule(signal))
+        rule = self._preset.rule(signal)
+        is_rate = is_counter(rule)
         values: list[PodValue] = []
+        invalid: dict[str, int] = {}
         known = stale = failing = 0
         for target in self.targets():
             if not in_namespace(target.labels, namespace):
@@ -361,7 +383,16 @@ class ScrapeSource:
             labels = dict(target.labels)
             if good.model is not None:
                 labels[MODEL] = good.model
-            if is_rate:
+            if rule.kind is Kind.BUCKET_RATE:
+                if (problem := good.problems.get(signal)) is not None:
+                    invalid[problem] = invalid.get(problem, 0) + 1
+                elif signal in good.bucket_rates:
+                    per_bound, window = good.bucket_rates[signal]
+                    values.extend(
+                        PodValue({**labels, LE: le}, value, good.t, window)
+                        for le, value in zip(per_bound.bounds, per_bound.values, strict=True)
+                    )
+            elif is_rate:
                 if signal in good.rates:
                     value, window = good.rates[signal]
                     values.append(PodValue(labels, value, good.t, window))
@@ -369,4 +400,4 @@ class ScrapeSource:
                 values.append(PodValue(labels, good.gauges[signal], good.t))
         if known and not self._first_round_done:
             raise SourceError(f"the first scrape round over {known} pods has not ended yet")
-        return SourceReading(tuple(values), stale=stale, failing=failing, targets=known)
+        return SourceReading(tuple(values), stale=stale, failing=failing, targets=known, invalid=invalid)

@@ -37,6 +37,20 @@ vllm:time_to_first_token_seconds_bucket{engine="0",le="0.1",model_name="meta-lla
 vllm:time_to_first_token_seconds_bucket{engine="0",le="+Inf",model_name="meta-llama/Llama-3.1-8B-Instruct"} 20.0
 vllm:time_to_first_token_seconds_count{engine="0",model_name="meta-llama/Llama-3.1-8B-Instruct"} 20.0
 vllm:time_to_first_token_seconds_sum{engine="0",model_name="meta-llama/Llama-3.1-8B-Instruct"} 3.7
+# HELP vllm:request_prefill_time_seconds Histogram of time spent in PREFILL phase for request.
+# TYPE vllm:request_prefill_time_seconds histogram
+vllm:request_prefill_time_seconds_bucket{engine="0",le="0.3",model_name="meta-llama/Llama-3.1-8B-Instruct"} 70.0
+vllm:request_prefill_time_seconds_bucket{engine="0",le="2.5",model_name="meta-llama/Llama-3.1-8B-Instruct"} 96.0
+vllm:request_prefill_time_seconds_bucket{engine="0",le="10.0",model_name="meta-llama/Llama-3.1-8B-Instruct"} 99.0
+vllm:request_prefill_time_seconds_bucket{engine="0",le="+Inf",model_name="meta-llama/Llama-3.1-8B-Instruct"} 100.0
+vllm:request_prefill_time_seconds_count{engine="0",model_name="meta-llama/Llama-3.1-8B-Instruct"} 100.0
+vllm:request_prefill_time_seconds_sum{engine="0",model_name="meta-llama/Llama-3.1-8B-Instruct"} 61.5
+vllm:request_prefill_time_seconds_bucket{engine="1",le="0.3",model_name="meta-llama/Llama-3.1-8B-Instruct"} 30.0
+vllm:request_prefill_time_seconds_bucket{engine="1",le="2.5",model_name="meta-llama/Llama-3.1-8B-Instruct"} 40.0
+vllm:request_prefill_time_seconds_bucket{engine="1",le="10.0",model_name="meta-llama/Llama-3.1-8B-Instruct"} 40.0
+vllm:request_prefill_time_seconds_bucket{engine="1",le="+Inf",model_name="meta-llama/Llama-3.1-8B-Instruct"} 41.0
+vllm:request_prefill_time_seconds_count{engine="1",model_name="meta-llama/Llama-3.1-8B-Instruct"} 41.0
+vllm:request_prefill_time_seconds_sum{engine="1",model_name="meta-llama/Llama-3.1-8B-Instruct"} 30.0
 """
 
 # V0 engine, before v0.9: model_name only, the old KV-cache name

@@ -536,3 +536,43 @@ async def test_build_catalog_stops_its_loops(engines: list[str]) -> None:
         started = {t.get_name() for t in asyncio.all_tasks() - before}
         assert "infscale-scrape-loop" in started
     assert not [t for t in asyncio.all_tasks() if t.get_name().startswith("infscale-") and not t.done()]
+
+
+PREFILL = {"name": "infscale_prefill_time_bucket_rate", "signal": "prefill_time_bucket_rate"}
+
+
+async def test_prefill_bucket_rates_are_one_item_per_bound_summed_over_pods_in_bound_order() -> None:
+    """Two llama pods (rates 0.5 / 0.7 / 0.9 and 0.25 / 0.25 / 0.5 per bound) and one qwen pod;
+    items per (deployment, bound), the bound as exposed, lowest first ("10.0" after "2.5")."""
+    pods = {
+        "llama-0": ("llama", (0.5, 0.7, 0.9)),
+        "llama-1": ("llama", (0.25, 0.25, 0.5)),
+        "qwen-0": ("qwen", (0, 0, 1)),
+    }
+    values = tuple(
+        pv(rate, t=190, window=10, deployment=deployment, pod=pod, le=le)
+        for pod, (deployment, rates) in pods.items()
+        for le, rate in zip(("+Inf", "2.5", "10.0"), (rates[2], rates[0], rates[1]), strict=True)
+    )
+    catalog = catalog_with(SourceReading(values, targets=3), metrics=[PREFILL])
+    got = await catalog.read(
+        "default", "infscale_prefill_time_bucket_rate", parse_selector("deployment=llama")
+    )
+    assert [(s.labels, s.value, s.window_s) for s in got] == [
+        ({"namespace": "default", "deployment": "llama", "le": "2.5"}, 0.75, 10),
+        ({"namespace": "default", "deployment": "llama", "le": "10.0"}, 0.95, 10),
+        ({"namespace": "default", "deployment": "llama", "le": "+Inf"}, 1.4, 10),
+    ]
+
+
+async def test_pods_a_source_refused_are_counted_and_named_when_nothing_else_is_left() -> None:
+    telemetry = Telemetry(lambda: 200.0)
+    reading = SourceReading((), targets=2, invalid={"not_cumulative": 1, "no_inf_bucket": 1})
+    catalog = catalog_with(reading, telemetry, metrics=[PREFILL])
+    with pytest.raises(NoData, match=r"2 with invalid values \(1 no inf bucket, 1 not cumulative\)"):
+        await catalog.read("default", "infscale_prefill_time_bucket_rate", EVERYTHING)
+    excluded = telemetry.registry.get_sample_value(
+        "infscale_adapter_invalid_pods_excluded_total",
+        {"metric": "infscale_prefill_time_bucket_rate", "reason": "not_cumulative"},
+    )
+    assert excluded == 1

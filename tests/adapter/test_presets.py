@@ -7,6 +7,7 @@ from engine_fixtures import EPP, EPP_V0, JETSTREAM, LLAMACPP, SGLANG, TGI, TRITO
 
 from adapter.exposition import parse_exposition
 from adapter.presetread import (
+    bucket_counts,
     counter_rate,
     counter_total,
     gauge_value,
@@ -61,7 +62,11 @@ def test_line_filter_changes_nothing_the_preset_reads(engine: str, text: str) ->
     preset = PRESETS[engine]
     full, filtered = parse_exposition(text), parse_exposition(text, wanted_names(preset))
     for rule in preset.rules.values():
-        read = {Kind.RATE: counter_total, Kind.SQUARE_RATE: histogram_total}.get(rule.kind, gauge_value)
+        read = {
+            Kind.RATE: counter_total,
+            Kind.SQUARE_RATE: histogram_total,
+            Kind.BUCKET_RATE: bucket_counts,
+        }.get(rule.kind, gauge_value)
         assert read(rule, filtered) == read(rule, full)
     assert model_of(preset, filtered) == model_of(preset, full)
 

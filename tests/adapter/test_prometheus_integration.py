@@ -39,6 +39,18 @@ METRICS = [
     ("infscale_kv_cache_max", "kv_cache_usage", "max"),
 ]
 RATE = ("infscale_request_rate", "request_rate", "sum")
+# every pod's prefills per second ending within each bound, in real time (+Inf: all of them)
+PREFILLS_PER_S = {"0.3": 6.0, "2.5": 9.0, "+Inf": REQUESTS_PER_S}
+PREFILL = ("infscale_prefill_time_bucket_rate", "prefill_time_bucket_rate", "sum")
+
+
+def prefill_histogram(elapsed_s: float, model: str) -> str:
+    labels = f'engine="0",model_name="{model}"'
+    lines = [
+        f'vllm:request_prefill_time_seconds_bucket{{{labels},le="{le}"}} {rate * elapsed_s}'
+        for le, rate in PREFILLS_PER_S.items()
+    ]
+    return "\n".join(["# TYPE vllm:request_prefill_time_seconds histogram", *lines, ""])
 
 
 @dataclass(frozen=True)
@@ -53,8 +65,9 @@ async def engines() -> AsyncIterator[Engines]:
 
     async def metrics(request: web.Request) -> web.Response:
         waiting, running, kv, model = PODS[request.match_info["pod"]][2]
-        successes = REQUESTS_PER_S * (time.monotonic() - started)
-        return web.Response(text=vllm_text(waiting, running, kv, model=model, success=successes))
+        elapsed = time.monotonic() - started
+        text = vllm_text(waiting, running, kv, model=model, success=REQUESTS_PER_S * elapsed)
+        return web.Response(text=text + prefill_histogram(elapsed, model))
 
     app.router.add_get("/{pod}/metrics", metrics)
     runner = web.AppRunner(app)
@@ -82,7 +95,9 @@ def catalog_settings(engines: Engines, prometheus_url: str | None) -> CatalogSet
     if prometheus_url is None:  # direct scraping of the same endpoints, labelled as Prometheus labels them
         return CatalogSettings.model_validate(
             {
-                "metrics": [{"name": n, "signal": s, "aggregation": a} for n, s, a in [*METRICS, RATE]],
+                "metrics": [
+                    {"name": n, "signal": s, "aggregation": a} for n, s, a in [*METRICS, RATE, PREFILL]
+                ],
                 "endpoints": [
                     {
                         "url": url,
@@ -99,7 +114,7 @@ def catalog_settings(engines: Engines, prometheus_url: str | None) -> CatalogSet
         {
             "metrics": [
                 {"name": n, "signal": s, "aggregation": a, "source": "prometheus"}
-                for n, s, a in [*METRICS, RATE]
+                for n, s, a in [*METRICS, RATE, PREFILL]
             ]
             + [{"name": "broken", "source": "prometheus", "query": "sum by (x) (up"}],
             # a short window: Prometheus scrapes every 0.5 s, so 3 s holds ~6 samples
@@ -202,3 +217,44 @@ async def test_prometheus_source_agrees_with_direct_scraping(engines: Engines, p
     assert scraped["serving", "infscale_kv_cache_usage"] == [(llama, 0.6), (qwen, 0.9)]
     assert scraped["serving", "infscale_kv_cache_max"] == [(llama, 0.7), (qwen, 0.9)]
     assert scraped["batch", "infscale_batch_size"] == [({**llama, "namespace": "batch"}, 1.0)]
+
+
+async def _prefill_rates(settings: CatalogSettings) -> dict[tuple[str, str], tuple[float, int | None]]:
+    """infscale_prefill_time_bucket_rate per (deployment, le) in `serving`, once it is the true
+    rate per bound (as _rates waits for the request rate), with each item's window."""
+    expected = {
+        (deployment, le): pods * rate
+        for deployment, pods in (("llama", 2), ("qwen", 1))
+        for le, rate in PREFILLS_PER_S.items()
+    }
+    got: dict[tuple[str, str], tuple[float, int | None]] = {}
+    async with build_catalog(settings, Telemetry()) as catalog:
+
+        async def settled() -> bool:
+            try:
+                samples = await catalog.read("serving", PREFILL[0], EVERYTHING)
+            except (NoData, SourceUnavailable):
+                return False
+            got.clear()
+            got.update({(s.labels["deployment"], s.labels["le"]): (s.value, s.window_s) for s in samples})
+            return got.keys() == expected.keys() and all(
+                got[k][0] == pytest.approx(v, rel=0.15) for k, v in expected.items()
+            )
+
+        await until(settled, "the true prefill rates per bound")
+    return got
+
+
+async def test_prefill_bucket_rates_settle_on_the_true_rate_per_bound_through_both_sources(
+    engines: Engines, prometheus: str
+) -> None:
+    """Every pod's histogram grows 6, 9 and 10 prefills a second at le 0.3, 2.5 and +Inf: summed
+    per deployment and bound, llama's two pods 12, 18, 20 and qwen's 6, 9, 10, whether the adapter
+    scrapes them (window: the seconds between its scrapes) or Prometheus' rate() reads them
+    (window: rate_window_s)."""
+    direct = await _prefill_rates(catalog_settings(engines, None))
+    via_prometheus = await _prefill_rates(catalog_settings(engines, prometheus))
+    order = [(d, le) for d in ("llama", "qwen") for le in PREFILLS_PER_S]
+    assert list(direct) == list(via_prometheus) == order  # lowest bound first, "+Inf" last
+    assert {window for _, window in via_prometheus.values()} == {3}
+    assert all(window is not None and window >= 1 for _, window in direct.values())

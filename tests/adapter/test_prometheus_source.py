@@ -58,6 +58,13 @@ BY = ["namespace", "pod", "deployment", "model_name"]
             id="rate over the window",
         ),
         pytest.param(
+            "vllm",
+            Signal.PREFILL_TIME_BUCKET_RATE,
+            "sum by (namespace, pod, deployment, model_name, le)"
+            " (rate(vllm:request_prefill_time_seconds_bucket[60s]))",
+            id="bucket rates per pod and bound",
+        ),
+        pytest.param(
             "jetstream",
             Signal.QUEUE_SIZE,
             "((sum by (namespace, pod, deployment, model_name) (jetstream_prefill_backlog_size))"
@@ -224,3 +231,44 @@ async def test_a_rotated_bearer_token_is_sent_and_an_unreadable_one_is_a_source_
         with pytest.raises(SourceError, match="cannot read Prometheus bearer token file"):
             await source.read(Signal.QUEUE_SIZE, None, "ns", 102.0, 30.0)
     assert [c.request.headers["Authorization"] for c in route.calls] == ["Bearer first", "Bearer rotated"]
+
+
+def pod(name: str, le: str | None, namespace: str = "serving") -> dict[str, str]:
+    labels = {"namespace": namespace, "pod": name, "app": "llama", "model_name": "m"}
+    return labels if le is None else {**labels, "le": le}
+
+
+@respx.mock
+async def test_bucket_rates_are_checked_pod_by_pod_and_carry_the_window(source: PrometheusSource) -> None:
+    """Each hostile pod is refused whole with its reason; the healthy one is served with its
+    bounds as Prometheus holds them and the rate window; a pod in another namespace is not counted."""
+    respx.post(QUERY_URL).respond(
+        json=vector(
+            (pod("ok", "0.3"), "0.5"),
+            (pod("ok", "+Inf"), "0.75"),
+            (pod("ok", "2.5"), "0.5"),
+            (pod("decreasing", "0.3"), "2"),
+            (pod("decreasing", "+Inf"), "1"),
+            (pod("no-inf", "0.3"), "1"),
+            (pod("word", "slow"), "1"),
+            (pod("word", "+Inf"), "1"),
+            (pod("no-le", None), "1"),
+            (pod("nan", "0.3"), "NaN"),
+            (pod("nan", "+Inf"), "1"),
+            (pod("elsewhere", "0.3", namespace="batch"), "5"),
+        )
+    )
+    reading = await source.read(Signal.PREFILL_TIME_BUCKET_RATE, None, "serving", 100.0, 30.0)
+    assert sorted((v.labels["pod"], v.labels["le"], v.value, v.window_s) for v in reading.values) == [
+        ("ok", "+Inf", 0.75, 60),
+        ("ok", "0.3", 0.5, 60),
+        ("ok", "2.5", 0.5, 60),
+    ]
+    assert reading.invalid == {
+        "not_cumulative": 1,
+        "no_inf_bucket": 1,
+        "le_not_numeric": 1,
+        "le_missing": 1,
+        "not_finite": 1,
+    }
+    assert reading.targets == 6

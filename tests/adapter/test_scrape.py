@@ -567,3 +567,74 @@ async def test_the_prompt_square_rate_comes_from_the_histograms_deltas(
     engines.respond("a", text=vllm_text(0, 0, 0))  # the histogram gone (an engine without it)
     await source.scrape_round()
     assert (await read(source, Signal.PROMPT_TOKEN_SQUARE_RATE, now=1020.0)).values == ()
+
+
+def _prefill_histogram(counts: dict[str, int], engine: str = "0") -> str:
+    """vLLM's prefill-time histogram of one data-parallel engine: cumulative count per bound."""
+    labels = f'engine="{engine}",model_name="m"'
+    lines = [
+        f'vllm:request_prefill_time_seconds_bucket{{{labels},le="{le}"}} {c}.0' for le, c in counts.items()
+    ]
+    return "\n".join(["# TYPE vllm:request_prefill_time_seconds histogram", *lines, ""])
+
+
+async def test_prefill_bucket_rates_are_one_value_per_bound_from_the_histograms_deltas(
+    make_source: MakeSource, engines: Engines, clock: ManualClock
+) -> None:
+    """Two data-parallel engines; over 10 s engine 0 sees 5 prefills within 0.3 s and 1 over 2.5 s,
+    engine 1 one of 2 s: per bound 0.5, 0.6, 0.7 per second, as exposed ("+Inf" = every prefill)."""
+
+    def text(zero: tuple[int, int, int], one: tuple[int, int, int]) -> str:
+        bounds = ("0.3", "2.5", "+Inf")
+        return (
+            vllm_text(0, 0, 0)
+            + _prefill_histogram(dict(zip(bounds, zero, strict=True)), "0")
+            + _prefill_histogram(dict(zip(bounds, one, strict=True)), "1")
+        )
+
+    source = await make_source(engines.respond("a", text=text((10, 12, 12), (3, 3, 4))))
+    await source.scrape_round()
+    assert (await read(source, Signal.PREFILL_TIME_BUCKET_RATE, now=1000.0)).values == ()  # one scrape
+    clock.set(1010.0)
+    engines.respond("a", text=text((15, 17, 18), (3, 4, 5)))
+    await source.scrape_round()
+    reading = await read(source, Signal.PREFILL_TIME_BUCKET_RATE, now=1010.0)
+    got = [(v.labels["le"], v.value, v.window_s, v.labels["model"]) for v in reading.values]
+    assert got == [("0.3", 0.5, 10, "m"), ("2.5", 0.6, 10, "m"), ("+Inf", 0.7, 10, "m")]
+    clock.set(1015.0)
+    engines.respond("a", text=text((2, 2, 3), (0, 0, 0)))  # restarted: 2 within 0.3 s, 1 beyond
+    await source.scrape_round()
+    reading = await read(source, Signal.PREFILL_TIME_BUCKET_RATE, now=1015.0)
+    assert [(v.labels["le"], v.value) for v in reading.values] == [("0.3", 0.4), ("2.5", 0.4), ("+Inf", 0.6)]
+
+
+@pytest.mark.parametrize(
+    ("bad", "reason"),
+    [
+        pytest.param(_prefill_histogram({"0.3": 5, "+Inf": 3}), "not_cumulative", id="not cumulative"),
+        pytest.param(_prefill_histogram({"0.3": 1, "2.5": 3}), "no_inf_bucket", id="no +Inf bucket"),
+        pytest.param(_prefill_histogram({"slow": 1, "+Inf": 3}), "le_not_numeric", id="le not a number"),
+        pytest.param(
+            'vllm:request_prefill_time_seconds_bucket{model_name="m"} 3.0\n', "le_missing", id="no le label"
+        ),
+        pytest.param(
+            'vllm:request_prefill_time_seconds_bucket{le="0.3"} NaN\n'
+            'vllm:request_prefill_time_seconds_bucket{le="+Inf"} 3.0\n',
+            "not_finite",
+            id="NaN bucket",
+        ),
+    ],
+)
+async def test_a_malformed_prefill_histogram_leaves_its_pod_out_naming_why(
+    make_source: MakeSource, engines: Engines, clock: ManualClock, bad: str, reason: str
+) -> None:
+    good = vllm_text(0, 0, 0) + _prefill_histogram({"0.3": 1, "+Inf": 1})
+    source = await make_source(engines.respond("good", text=good), engines.respond("bad", text=bad))
+    await source.scrape_round()
+    clock.set(1005.0)
+    engines.respond("good", text=vllm_text(0, 0, 0) + _prefill_histogram({"0.3": 6, "+Inf": 11}))
+    await source.scrape_round()
+    reading = await read(source, Signal.PREFILL_TIME_BUCKET_RATE, now=1005.0)
+    assert [(v.labels["le"], v.value) for v in reading.values] == [("0.3", 1.0), ("+Inf", 2.0)]
+    assert reading.invalid == {reason: 1}
+    assert source.error_of(engines.url("bad")) is None  # its other signals are still read
