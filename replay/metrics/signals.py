@@ -44,7 +44,16 @@ I64 = npt.NDArray[np.int64]
 # the columns of a pod's row in a scrape
 INFLIGHT, WAITING, RUNNING, KV_USAGE, REQUESTS, PROMPT_TOKENS, GENERATION_TOKENS, PROMPT_SQUARES = range(8)
 OUTPUT_SQUARES, OUTPUT_SUMS = 8, 9
-COLUMNS = 10
+# vLLM's prefill-time histogram (vllm:request_prefill_time_seconds: first token - first scheduled,
+# observed at a request's first token) has these bucket bounds, then +Inf; a pod's row holds its
+# cumulative buckets (le) from column PREFILL_TIME on, in bound order, +Inf (every first token) last
+PREFILL_TIME_BOUNDS: Final = (
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
+    480.0, 960.0, 1920.0, 7680.0,
+)  # fmt: skip
+PREFILL_TIME_BUCKETS: Final = len(PREFILL_TIME_BOUNDS) + 1
+PREFILL_TIME = 10
+COLUMNS = PREFILL_TIME + PREFILL_TIME_BUCKETS
 # and of the gateway's
 ARRIVALS, PENDING = range(2)
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from replay.metrics import PER_POD, ClusterScrape, DirectPath, MetricsSpec, PrometheusPath, build_pipeline
-from replay.metrics.signals import COLUMNS, UnknownMetricError
+from replay.metrics.signals import COLUMNS, PREFILL_TIME_BUCKETS, UnknownMetricError
 from replay.metrics.spec import mid_phase
 from tests.prometheus_server import PROMETHEUS, backfill, prometheus, prometheus_version
 
@@ -30,9 +30,12 @@ def row(
     squares: int = 0,
     output_squares: int = 0,
     output_sums: int = 0,
+    prefill: list[int] | None = None,  # the prefill-time histogram's cumulative buckets, +Inf last
 ) -> list[float]:
     counts = [requests, prompt, gen, squares, output_squares, output_sums]
-    return [waiting + running, waiting, running, kv, *counts]
+    buckets = prefill or [0] * PREFILL_TIME_BUCKETS
+    assert len(buckets) == PREFILL_TIME_BUCKETS
+    return [waiting + running, waiting, running, kv, *counts, *buckets]
 
 
 def scrape(
