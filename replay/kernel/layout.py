@@ -36,7 +36,7 @@ R_OSQ = 37
 # generation counter R_GTOK counts tokens as they are decoded)
 R_OSUM = 38
 # the prefill times' histogram (vllm:request_prefill_time_seconds: first token - first scheduled,
-# QF_FIRST - QF_ADMIT, observed at a request's first token with R_PTOK): per bucket of signals.py's
+# QF_FIRST - QF_ADMIT, counted at a request's first token with R_PTOK): per bucket of signals.py's
 # PREFILL_TIME_BOUNDS, the first tokens whose prefill time is in (the bound before, the bound], the
 # last beyond every bound (a scrape cumulates them, as `le` buckets); from column R_PFT on
 R_PFT = 39
