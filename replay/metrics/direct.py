@@ -153,7 +153,7 @@ class DirectPipeline:
                 np.zeros(0) if prev is None else counter_rates(np.array([prev[1]]), prev[0], arrived, r.t)
             )
         elif m.kind is Kind.RATE:
-            values = r.rates()[m.columns]  # a row per column of the metric (one per bucket)
+            values = r.rates()[m.columns]  # a bucketed metric's: one row per bucket
         else:
             values = r.rows[:, m.columns].T
         # a rate is the increase between a pod's last two rounds: over one scrape interval

@@ -128,11 +128,11 @@ class PrometheusPipeline:
         return reading(values, m, aggregation, 0.0, self.spec.rate_window_s)
 
     def _evaluate(self, m: Metric, at: float) -> F64:
-        """The per-pod values of `m`'s PromQL query evaluated at `at` (the adapter's promql_for):
-        one row per column of `m` (a bucketed metric's: one per bucket, each its own rate())."""
+        """The per-pod values of `m`'s PromQL query evaluated at `at` (the adapter's promql_for); a
+        bucketed metric's one row per bucket, each bucket its own rate()."""
         spec, semantics = self.spec, self._semantics
         series = [self._gateway] if m.gateway else list(self._series.values())
-        columns = range(m.columns.start, m.columns.stop)
+        columns = range(m.column, m.column + (len(m.labels) or 1))
         out = []
         for s in series:
             if m.kind is Kind.GAUGE:
@@ -148,7 +148,8 @@ class PrometheusPipeline:
                 got = [r for r in rates if r is not None]  # every column or none: the same samples
                 if len(got) == len(columns):
                     out.append(got)
-        return np.array(out, dtype=np.float64).reshape(len(out), len(columns)).T
+        values = np.array(out, dtype=np.float64).reshape(len(out), len(columns)).T
+        return values if m.labels else values[0]
 
 
 def _append(series: _Series, t: float, row: list[float]) -> None:

@@ -91,11 +91,13 @@ class Metric:
     # a bucketed metric: one column and one item per bucket from `column` on, each item's labels
     # (its `le`) in bound order; (): one column, one item without labels
     labels: tuple[Mapping[str, str], ...] = field(default=(), compare=False)
+    # what a row or a table of rates is indexed with: `column`, or a bucketed metric's columns (a
+    # slice: the values then come one row per bucket)
+    columns: int | slice = field(init=False, compare=False)
 
-    @property
-    def columns(self) -> slice:
-        """Its columns of a row: `column`, or one per bucket."""
-        return slice(self.column, self.column + (len(self.labels) or 1))
+    def __post_init__(self) -> None:
+        columns = slice(self.column, self.column + len(self.labels)) if self.labels else self.column
+        object.__setattr__(self, "columns", columns)
 
 
 def le_label(bound: float) -> str:
@@ -199,32 +201,35 @@ def reading(
     """The items the External Metrics API would return for `m`: one combined item, or one per pod
     (see Aggregation), or for a bucketed metric one combined item per bucket with its labels;
     milli-units rounded up, as the HPA's Quantity.MilliValue, a rate with the `window` it was
-    measured over (None for a gauge). `values`: the pods' values, one row per column of `m` (a
-    one-column metric's may be one flat row). No value: a failed read (the adapter answers "no
-    fresh data", never 0)."""
-    if not np.size(values):
-        return MetricReading.failed(f"no data for {m.name}")
-    if aggregation == PER_POD:
+    measured over (None for a gauge). `values`: the pods' values, a bucketed metric's one row per
+    bucket (as indexed with m.columns). No value: a failed read (the adapter answers "no fresh
+    data", never 0)."""
+    combine = m.combine if aggregation is None or aggregation == PER_POD else Combine(aggregation)
+    if m.labels:
+        per_bucket = np.reshape(values, (len(m.labels), -1))
+        if not per_bucket.shape[1]:
+            return MetricReading.failed(f"no data for {m.name}")
         _check_aggregation(m, aggregation)
-        items = [float(v) for v in np.ravel(values)]
+        items = np.asarray(_combined(per_bucket, combine)).tolist()
+    elif not len(values):
+        return MetricReading.failed(f"no data for {m.name}")
+    elif aggregation == PER_POD:
+        items = [float(v) for v in values]
     else:
-        combine = m.combine if aggregation is None else Combine(aggregation)
-        if m.labels:
-            items = [_combined(pods, combine) for pods in np.reshape(values, (len(m.labels), -1))]
-        else:
-            items = [_combined(np.ravel(values), combine)]
+        items = [float(_combined(values, combine))]
     window = window_s if m.kind is not Kind.GAUGE else None
     milli = tuple(math.ceil(v * 1000 - 1e-6) for v in items)
     return MetricReading(milli, age_s=age_s, window_s=window, labels=m.labels)
 
 
-def _combined(values: F64 | list[float], combine: Combine) -> float:
-    # the ufuncs' reductions themselves: np.sum, np.mean and np.max's results, without their wrappers
+def _combined(values: F64 | list[float], combine: Combine) -> F64 | float:
+    """The pods' values combined: along the last axis (one per bucket of a 2-D table). The ufuncs'
+    reductions themselves: np.sum, np.mean and np.max's results, without their wrappers."""
     if combine is Combine.SUM:
-        return float(np.add.reduce(values))
+        return np.add.reduce(values, axis=-1)  # type: ignore[no-any-return]
     if combine is Combine.MEAN:
-        return float(np.add.reduce(values)) / len(values)
-    return float(np.maximum.reduce(values))
+        return np.add.reduce(values, axis=-1) / np.shape(values)[-1]  # type: ignore[no-any-return]
+    return np.maximum.reduce(values, axis=-1)  # type: ignore[no-any-return]
 
 
 def live_reading(scrape: ClusterScrape, name: str, aggregation: Aggregation = PER_POD) -> MetricReading:
