@@ -179,6 +179,7 @@ class Engine:
             layout.R_WTAIL,
             layout.R_PART,
             layout.R_HFIRST,
+            layout.R_HQ,
             layout.R_LRU_HEAD,
             layout.R_LRU_TAIL,
             layout.R_RPOS,
@@ -221,7 +222,7 @@ class Engine:
         to `targets`, or each to the least-loaded replica of `ready` (oldest first on a tie), and
         run every replica up to `until`. Requests the engine refuses (too long) are skipped.
         With `stops` (ascending times before `until`): the ready pods' rows at each (len(stops) x
-        len(ready) x 7, pod_rows' with no draining pod), as if the run had ended there; the
+        len(ready) x COLUMNS, pod_rows' with no draining pod), as if the run had ended there; the
         scrapes of an interval in one call."""
         if len(ids):
             self._grow_slots(int(self._g[layout.G_INFLIGHT]) + len(ids))
@@ -306,7 +307,9 @@ class Engine:
         replay/metrics/signals.py), in one compiled pass."""
         self._grow(n_replicas)
         rows = np.empty((len(ready) + len(draining), COLUMNS))
-        kernel.pod_rows(self.now, ready, draining, self._qi, self._ri, self._rf, self._hist, self._pi, rows)
+        kernel.pod_rows(
+            self.now, ready, draining, self._qi, self._qf, self._ri, self._rf, self._hist, self._pi, rows
+        )
         return rows
 
     def scrape(self, n_replicas: int) -> EngineScrape:

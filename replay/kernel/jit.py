@@ -3,7 +3,9 @@ every module inlines.
 
 numba checks a cached function against its own file only (its docs, "Cache invalidation"), while
 the kernel's functions inline each other across modules and freeze layout.py's constants: a change
-to one module must invalidate them all, so the cache's stamp here is the whole package's source.
+to one module must invalidate them all, so the cache's stamp here is the whole package's source,
+and that of replay/metrics/signals.py, whose constants the kernel freezes too (a scrape row's
+columns, the prefill-time histogram's bounds).
 The policy core's numba twins (replay/policies/*kernel.py compile autoscaler/policy's flat*
 functions with the others as callees, and freeze constants such as kvceiling's) are stamped the
 same way, by the whole core's source: a stale caller would otherwise keep an old callee's code.
@@ -23,18 +25,20 @@ import autoscaler.policy
 
 PACKAGE = Path(__file__).resolve().parent
 POLICY_CORE = Path(autoscaler.policy.__file__).resolve().parent  # the compiled core's .py stay here too
+# modules outside the package whose constants the kernel's functions freeze
+KERNEL_ALSO = (PACKAGE.parent / "metrics" / "signals.py",)
 
 
-def package_stamp(folder: Path = PACKAGE) -> str:
-    """A digest of every module of the package, in name order."""
+def package_stamp(folder: Path = PACKAGE, also: tuple[Path, ...] = ()) -> str:
+    """A digest of every module of the package, in name order, then of the modules `also`."""
     digest = hashlib.sha256()
-    for path in sorted(folder.glob("*.py")):
+    for path in [*sorted(folder.glob("*.py")), *also]:
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
 
 
-_STAMPS = {folder: package_stamp(folder) for folder in (PACKAGE, POLICY_CORE)}
+_STAMPS = {PACKAGE: package_stamp(PACKAGE, KERNEL_ALSO), POLICY_CORE: package_stamp(POLICY_CORE)}
 # InTreeCacheLocator lost its underscore in numba 0.61
 _InTree: Any = vars(caching).get("InTreeCacheLocator") or vars(caching)["_InTreeCacheLocator"]
 

@@ -1,6 +1,8 @@
 """The kernel's arrays, column by column: what replay/engine.py allocates and every compiled
 function reads. numba freezes these values into the code it compiles (jit.py's cache stamp covers
-this file for that reason)."""
+this file for that reason, and signals.py, whose bucket count it takes)."""
+
+from replay.metrics.signals import PREFILL_TIME_BUCKETS
 
 # int columns of a request in flight (its slot, a row of `qi`, reused once it finished)
 Q_IN, Q_OUT, Q_STATE, Q_GEN, Q_COMP, Q_BLOCKS, Q_DECBASE = 0, 1, 2, 3, 4, 5, 6
@@ -33,7 +35,17 @@ R_OSQ = 37
 # Σ generated tokens of the requests finished (the same histogram's _sum, counted with R_FIN; the
 # generation counter R_GTOK counts tokens as they are decoded)
 R_OSUM = 38
-RI_COLUMNS = 39
+# the prefill times' histogram (vllm:request_prefill_time_seconds: first token - first scheduled,
+# QF_FIRST - QF_ADMIT, counted at a request's first token with R_PTOK): per bucket of signals.py's
+# PREFILL_TIME_BOUNDS, the first tokens whose prefill time is in (the bound before, the bound], the
+# last beyond every bound (a scrape cumulates them, as `le` buckets); from column R_PFT on
+R_PFT = 39
+# a merged head step's first request (its R_HFIRST): the head's first tokens, which a scrape during
+# it must not see yet, are those of it and of the running requests after it whose first token is
+# at the head step's end (scrape.py finds them there rather than advance() keeping a copy of every
+# bucket per head step, as R_HPSQ for the squares)
+R_HQ = R_PFT + PREFILL_TIME_BUCKETS
+RI_COLUMNS = R_HQ + 1
 # per-replica float columns
 RF_T0, RF_D0, RF_G, RF_TEND, RF_LASTFIN = 0, 1, 2, 3, 4
 RF_COLUMNS = 5

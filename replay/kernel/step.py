@@ -59,6 +59,7 @@ from replay.kernel.layout import (
     R_OSUM,
     R_P,
     R_PART,
+    R_PFT,
     R_PH,
     R_PQ,
     R_PSQ,
@@ -79,6 +80,9 @@ from replay.kernel.layout import (
 )
 from replay.kernel.prefix import prefix_hit, prefix_use
 from replay.kernel.queues import dec_add, dec_cum, dec_remove, preempt, run_append, run_remove, wait_pop
+from replay.metrics.signals import PREFILL_TIME_BOUNDS
+
+_BOUNDS = np.array(PREFILL_TIME_BOUNDS)  # numba freezes it into the code (a constant array)
 
 
 @inline_jit
@@ -314,6 +318,7 @@ def end_run(r, qi, qf, ri, rf, hist, hk, hr, pi, poff, pids, hslot, lkey, lprev,
             qf[req, QF_FIRST] = t_end
             ri[r, R_PTOK] += qi[q, Q_IN]
             ri[r, R_PSQ] += qi[q, Q_IN] * qi[q, Q_IN]
+            ri[r, R_PFT + prefill_bucket(t_end - qf[req, QF_ADMIT])] += 1
             if pi[P_PREFIX] == 1:
                 full = min(poff[req + 1] - poff[req], qi[q, Q_IN] // pi[P_PBT])
                 prefix_use(qi, ri, poff, pids, hslot, lkey, lprev, lnext, pi, r, q, full, True)
@@ -337,6 +342,16 @@ def end_run(r, qi, qf, ri, rf, hist, hk, hr, pi, poff, pids, hslot, lkey, lprev,
     ri[r, R_BUSY] = 0
     ri[r, R_K] = 0
     ri[r, R_HEAD] = 0
+
+
+@inline_jit
+def prefill_bucket(seconds):
+    """The prefill-time bucket of `seconds`: the first bound it is <= to (a histogram's `le`), or
+    len(bounds), beyond them all. Most prefills take less than the first bound: one comparison."""
+    b = 0
+    while b < len(_BOUNDS) and seconds > _BOUNDS[b]:
+        b += 1
+    return b
 
 
 @inline_jit

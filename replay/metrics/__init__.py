@@ -11,7 +11,8 @@ The loop asks the pipeline when its next scrape is due (`next_scrape_s`) and end
 the pipeline samples the engines at exactly that time, per scrape, never per tick; a read at `now`
 returns what that path would return at `now`, staleness included. The metrics are signals.py's.
 The replay's cluster is one deployment: every label selector a policy could give matches all of it,
-so a read takes only how to combine the pods (their sum, mean or max, or one item per pod).
+so a read takes only how to combine the pods (their sum, mean or max, or one item per pod); a
+bucketed metric (a histogram's buckets) reads one combined item per bucket, labelled `le`.
 """
 
 from __future__ import annotations
@@ -21,13 +22,22 @@ from typing import Protocol
 from autoscaler.policy.observation import MetricReading
 from replay.metrics.direct import DirectPipeline
 from replay.metrics.prometheus import PrometheusPipeline
-from replay.metrics.signals import METRICS, PER_POD, Aggregation, ClusterScrape, cluster_scrape, live_reading
+from replay.metrics.signals import (
+    METRICS,
+    PER_POD,
+    Aggregation,
+    AggregationError,
+    ClusterScrape,
+    cluster_scrape,
+    live_reading,
+)
 from replay.metrics.spec import DirectPath, MetricsError, MetricsSpec, PathKind, PrometheusPath
 
 __all__ = [
     "METRICS",
     "PER_POD",
     "Aggregation",
+    "AggregationError",
     "ClusterScrape",
     "DirectPath",
     "MetricPipeline",

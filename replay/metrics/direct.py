@@ -136,7 +136,7 @@ class DirectPipeline:
             rounds.popleft()
 
     def read(self, name: str, now: float, aggregation: Aggregation = None) -> MetricReading:
-        m = metric(name)
+        m = metric(name, aggregation)
         self._drop_hidden(now)
         rounds = self._rounds
         if not rounds or rounds[0].t > now - self.spec.delay_s:
@@ -153,8 +153,8 @@ class DirectPipeline:
                 np.zeros(0) if prev is None else counter_rates(np.array([prev[1]]), prev[0], arrived, r.t)
             )
         elif m.kind is Kind.RATE:
-            values = r.rates()[m.column]
+            values = r.rates()[m.columns]  # a bucketed metric's: one row per bucket
         else:
-            values = r.rows[:, m.column]
+            values = r.rows[:, m.columns].T
         # a rate is the increase between a pod's last two rounds: over one scrape interval
         return reading(values, m, aggregation, age, self.spec.scrape_interval_s)

@@ -108,7 +108,7 @@ class PrometheusPipeline:
             _trim(self._gateway, horizon)
 
     def read(self, name: str, now: float, aggregation: Aggregation = None) -> MetricReading:
-        m = metric(name)
+        m = metric(name, aggregation)
         cached = self._cache.get(name)
         if cached is not None and now - cached[0] <= self.spec.cache_ttl_s:
             return reading(cached[1], m, aggregation, now - cached[0], self.spec.rate_window_s)
@@ -128,10 +128,11 @@ class PrometheusPipeline:
         return reading(values, m, aggregation, 0.0, self.spec.rate_window_s)
 
     def _evaluate(self, m: Metric, at: float) -> F64:
-        """The per-pod values of `m`'s PromQL query evaluated at `at` (the adapter's promql_for)."""
+        """The per-pod values of `m`'s PromQL query evaluated at `at` (the adapter's promql_for); a
+        bucketed metric's one row per bucket, each bucket its own rate()."""
         spec, semantics = self.spec, self._semantics
         series = [self._gateway] if m.gateway else list(self._series.values())
-        column = m.column
+        columns = range(m.column, m.column + (len(m.labels) or 1))
         out = []
         for s in series:
             if m.kind is Kind.GAUGE:
@@ -139,12 +140,16 @@ class PrometheusPipeline:
                     continue
                 i = promql.instant(s.times, at, spec.lookback_s, semantics)
                 if i is not None:
-                    out.append(s.columns[column][i])
+                    out.append([s.columns[c][i] for c in columns])
             else:  # a range vector keeps a gone series' samples: its rate lingers
-                r = promql.rate(s.times, s.columns[column], at, spec.rate_window_s, semantics)
-                if r is not None:
-                    out.append(r)
-        return np.array(out, dtype=np.float64)
+                rates = [
+                    promql.rate(s.times, s.columns[c], at, spec.rate_window_s, semantics) for c in columns
+                ]
+                got = [r for r in rates if r is not None]  # every column or none: the same samples
+                if len(got) == len(columns):
+                    out.append(got)
+        values = np.array(out, dtype=np.float64).reshape(len(out), len(columns)).T
+        return values if m.labels else values[0]
 
 
 def _append(series: _Series, t: float, row: list[float]) -> None:

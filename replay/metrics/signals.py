@@ -15,8 +15,14 @@ gauges and per-second rates of counters, one value per pod, combined across the 
 | infscale_prompt_token_square_rate | rate of Σ prompt tokens², from vllm:request_prompt_tokens's buckets |
 | infscale_output_token_square_rate | rate of Σ output tokens², vllm:request_generation_tokens's buckets |
 | infscale_finished_output_token_rate | rate of Σ finished requests' output tokens, its _sum |
+| infscale_prefill_time_bucket_rate | rate of each vllm:request_prefill_time_seconds_bucket, one per `le` |
 | infscale_arrival_rate | rate of requests reaching the router (the gateway's counter) |
 | infscale_gateway_pending | requests held at the gateway while no replica is ready (the gateway's gauge) |
+
+A bucketed metric (a histogram's buckets: infscale_prefill_time_bucket_rate) is a metric of several
+columns: one item per bucket, in bound order, each with its `le` label, every item combined across
+pods as a one-column metric's single item is; it cannot also be read per pod (one item per pod and
+bucket would need a second label the reading does not carry).
 
 The last two are the inference gateway's /metrics (e.g. the Gateway API Inference Extension's
 inference_objective_request_total; Knative's activator and KEDA's HTTP interceptor hold requests
@@ -29,8 +35,10 @@ processed rate + d(queue)/dt). Only the gateway's counter sees arrivals as they 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from enum import Enum, StrEnum
+from types import MappingProxyType
 from typing import Final, Literal
 
 import numpy as np
@@ -44,7 +52,17 @@ I64 = npt.NDArray[np.int64]
 # the columns of a pod's row in a scrape
 INFLIGHT, WAITING, RUNNING, KV_USAGE, REQUESTS, PROMPT_TOKENS, GENERATION_TOKENS, PROMPT_SQUARES = range(8)
 OUTPUT_SQUARES, OUTPUT_SUMS = 8, 9
-COLUMNS = 10
+# vLLM's prefill-time histogram (vllm:request_prefill_time_seconds: first token - first scheduled)
+# has these bucket bounds, then +Inf; a pod's row holds its cumulative buckets (le) from column
+# PREFILL_TIME on, in bound order, +Inf last. The replay's engines count a request at its first
+# token, as the emulator does (vLLM V1 observes it when the request finishes, later by its decode)
+PREFILL_TIME_BOUNDS: Final = (
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
+    480.0, 960.0, 1920.0, 7680.0,
+)  # fmt: skip
+PREFILL_TIME_BUCKETS: Final = len(PREFILL_TIME_BOUNDS) + 1
+PREFILL_TIME = 10
+COLUMNS = PREFILL_TIME + PREFILL_TIME_BUCKETS
 # and of the gateway's
 ARRIVALS, PENDING = range(2)
 
@@ -67,9 +85,29 @@ class Kind(Enum):
 class Metric:
     name: str
     kind: Kind
-    column: int  # of a pod's row, or of the gateway's
+    column: int  # of a pod's row, or of the gateway's (a bucketed metric's first)
     combine: Combine  # across pods, as the adapter's catalog aggregation
     gateway: bool = False  # the gateway's series, not the pods'
+    # a bucketed metric: one column and one item per bucket from `column` on, each item's labels
+    # (its `le`) in bound order; (): one column, one item without labels
+    labels: tuple[Mapping[str, str], ...] = field(default=(), compare=False)
+    # what a row or a table of rates is indexed with: `column`, or a bucketed metric's columns (a
+    # slice: the values then come one row per bucket)
+    columns: int | slice = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        columns = slice(self.column, self.column + len(self.labels)) if self.labels else self.column
+        object.__setattr__(self, "columns", columns)
+
+
+def le_label(bound: float) -> str:
+    """A bucket bound as prometheus_client writes it in `le` (below 1e6: "0.3", "1.0", "+Inf")."""
+    return "+Inf" if math.isinf(bound) else repr(float(bound))
+
+
+def bucket_labels(bounds: tuple[float, ...]) -> tuple[Mapping[str, str], ...]:
+    """The items' labels of a histogram's buckets: `le` of each bound, then +Inf."""
+    return tuple(MappingProxyType({"le": le_label(b)}) for b in (*bounds, math.inf))
 
 
 METRICS: dict[str, Metric] = {
@@ -85,6 +123,13 @@ METRICS: dict[str, Metric] = {
         Metric("infscale_prompt_token_square_rate", Kind.RATE, PROMPT_SQUARES, Combine.SUM),
         Metric("infscale_output_token_square_rate", Kind.RATE, OUTPUT_SQUARES, Combine.SUM),
         Metric("infscale_finished_output_token_rate", Kind.RATE, OUTPUT_SUMS, Combine.SUM),
+        Metric(
+            "infscale_prefill_time_bucket_rate",
+            Kind.RATE,
+            PREFILL_TIME,
+            Combine.SUM,
+            labels=bucket_labels(PREFILL_TIME_BOUNDS),
+        ),
         Metric("infscale_arrival_rate", Kind.RATE, ARRIVALS, Combine.SUM, gateway=True),
         Metric("infscale_gateway_pending", Kind.GAUGE, PENDING, Combine.SUM, gateway=True),
     )
@@ -101,11 +146,26 @@ class UnknownMetricError(KeyError):
     pass
 
 
-def metric(name: str) -> Metric:
+class AggregationError(ValueError):
+    """A read asked for an aggregation the metric cannot be read with."""
+
+
+def metric(name: str, aggregation: Aggregation = None) -> Metric:
+    """The metric `name`, checked against the aggregation a read asks for."""
     try:
-        return METRICS[name]
+        m = METRICS[name]
     except KeyError:
         raise UnknownMetricError(f"no metric {name!r} in the replay (known: {', '.join(METRICS)})") from None
+    _check_aggregation(m, aggregation)
+    return m
+
+
+def _check_aggregation(m: Metric, aggregation: Aggregation) -> None:
+    if aggregation == PER_POD and m.labels:
+        raise AggregationError(
+            f"{m.name} is read one item per bucket (le): it cannot also be read per pod; "
+            "read it combined (its own sum, or a Combine)"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,35 +199,46 @@ def reading(
     window_s: float | None = None,
 ) -> MetricReading:
     """The items the External Metrics API would return for `m`: one combined item, or one per pod
-    (see Aggregation); milli-units rounded up, as the HPA's Quantity.MilliValue, a rate with the
-    `window` it was measured over (None for a gauge). No value: a failed read (the adapter answers
-    "no fresh data", never 0)."""
-    if not len(values):
+    (see Aggregation), or for a bucketed metric one combined item per bucket with its labels;
+    milli-units rounded up, as the HPA's Quantity.MilliValue, a rate with the `window` it was
+    measured over (None for a gauge). `values`: the pods' values, a bucketed metric's one row per
+    bucket (as indexed with m.columns). No value: a failed read (the adapter answers "no fresh
+    data", never 0)."""
+    combine = m.combine if aggregation is None or aggregation == PER_POD else Combine(aggregation)
+    if m.labels:
+        per_bucket = np.reshape(values, (len(m.labels), -1))
+        if not per_bucket.shape[1]:
+            return MetricReading.failed(f"no data for {m.name}")
+        _check_aggregation(m, aggregation)
+        items = np.asarray(_combined(per_bucket, combine)).tolist()
+    elif not len(values):
         return MetricReading.failed(f"no data for {m.name}")
-    if aggregation == PER_POD:
+    elif aggregation == PER_POD:
         items = [float(v) for v in values]
     else:
-        items = [_combined(values, m.combine if aggregation is None else Combine(aggregation))]
+        items = [float(_combined(values, combine))]
     window = window_s if m.kind is not Kind.GAUGE else None
-    return MetricReading(tuple(math.ceil(v * 1000 - 1e-6) for v in items), age_s=age_s, window_s=window)
+    milli = tuple(math.ceil(v * 1000 - 1e-6) for v in items)
+    return MetricReading(milli, age_s=age_s, window_s=window, labels=m.labels)
 
 
-def _combined(values: F64 | list[float], combine: Combine) -> float:
-    # the ufuncs' reductions themselves: np.sum, np.mean and np.max's results, without their wrappers
+def _combined(values: F64 | list[float], combine: Combine) -> F64 | float:
+    """The pods' values combined: along the last axis (one per bucket of a 2-D table). The ufuncs'
+    reductions themselves: np.sum, np.mean and np.max's results, without their wrappers."""
     if combine is Combine.SUM:
-        return float(np.add.reduce(values))
+        return np.add.reduce(values, axis=-1)  # type: ignore[no-any-return]
     if combine is Combine.MEAN:
-        return float(np.add.reduce(values)) / len(values)
-    return float(np.maximum.reduce(values))
+        return np.add.reduce(values, axis=-1) / np.shape(values)[-1]  # type: ignore[no-any-return]
+    return np.maximum.reduce(values, axis=-1)  # type: ignore[no-any-return]
 
 
 def live_reading(scrape: ClusterScrape, name: str, aggregation: Aggregation = PER_POD) -> MetricReading:
     """A gauge read straight from the cluster now, one item per ready pod (Knative's autoscaler
     scrapes each ready pod's queue-proxy every second; its activator holds the pending requests,
     one item): no rates."""
-    m = metric(name)
+    m = metric(name, aggregation)
     if m.kind is not Kind.GAUGE:
         return MetricReading.failed(f"{name} is a rate: it needs two scrapes, not a live read")
     if m.gateway:
         return reading([scrape.gateway[m.column]], m, aggregation, 0.0)
-    return reading(scrape.rows[: len(scrape.ready), m.column], m, aggregation, 0.0)
+    return reading(scrape.rows[: len(scrape.ready), m.columns].T, m, aggregation, 0.0)

@@ -10,11 +10,15 @@ import numpy.typing as npt
 import pytest
 
 from replay.engine import Engine, RequestResults
+from replay.kernel import layout
 from replay.metrics.signals import (
     COLUMNS,
     GENERATION_TOKENS,
     OUTPUT_SQUARES,
     OUTPUT_SUMS,
+    PREFILL_TIME,
+    PREFILL_TIME_BOUNDS,
+    PREFILL_TIME_BUCKETS,
     PROMPT_SQUARES,
     PROMPT_TOKENS,
     REQUESTS,
@@ -366,6 +370,81 @@ def test_the_output_squares_counter_sums_the_square_of_every_output_finished() -
         assert rows[k_stop, :, GENERATION_TOKENS].sum() >= float(done.sum())
     assert 0 < (finished <= stops[20]).sum() < (finished <= stops[-1]).sum()
     assert (rows[:, :, GENERATION_TOKENS].sum(axis=1) > rows[:, :, OUTPUT_SUMS].sum(axis=1)).any()
+
+
+def prefill_histogram(results: RequestResults, replicas: int, at: float = np.inf) -> npt.NDArray[np.int64]:
+    """Per replica, vLLM's prefill-time histogram of the first tokens out by `at`, from the
+    requests' results: the count of first token - first scheduled <= each bound, then all."""
+    seconds = results.first_token_s - results.admitted_s
+    out = np.zeros((replicas, PREFILL_TIME_BUCKETS), dtype=np.int64)
+    for r in range(replicas):
+        mine = seconds[(results.replica == r) & (results.first_token_s <= at)]
+        out[r] = [*((mine <= bound).sum() for bound in PREFILL_TIME_BOUNDS), len(mine)]
+    return out
+
+
+def test_the_prefill_time_buckets_count_each_replicas_prefill_times_by_bound() -> None:
+    """At the end of a run, each pod's prefill-time columns (vllm:request_prefill_time_seconds's
+    cumulative buckets) are the histogram of its requests' first token - first scheduled times,
+    preempted prefills (which keep their first scheduled time) included."""
+    rng = np.random.default_rng(11)
+    n, replicas = 600, 3
+    arrival = np.sort(rng.uniform(0, 60.0, n))
+    inputs, outputs = rng.integers(1, 16_000, n), rng.integers(1, 400, n)
+    trace = Trace("t", arrival, inputs.astype(np.int64), outputs.astype(np.int64))
+    engine = Engine(replace(P70, kv_budget_tokens=40_000), trace)
+    ready = np.arange(replicas, dtype=np.int64)
+    t, sent = 0.0, 0
+    while sent < n or engine.in_flight:
+        upto = int(np.searchsorted(arrival, t + 5.0, side="left"))
+        engine.run(t + 5.0, np.arange(sent, upto, dtype=np.int64), ready)
+        sent, t = upto, t + 5.0
+    rows = engine.pod_rows(replicas, ready, ready[:0])
+    results = engine.results()
+    want = prefill_histogram(results, replicas)
+    np.testing.assert_array_equal(rows[:, PREFILL_TIME : PREFILL_TIME + PREFILL_TIME_BUCKETS], want)
+    assert want[:, -1].sum() == n and results.preemptions.sum() > 0
+    assert len(np.unique(want.sum(axis=0))) >= 12  # the prefill times span a dozen buckets
+
+
+def test_the_prefill_time_buckets_count_the_first_tokens_out_by_each_scrape() -> None:
+    """Scraped at every second of a run, each pod's prefill-time buckets count the first tokens
+    out by then, as the prompt-token counter does."""
+    rng = np.random.default_rng(12)
+    inputs = rng.integers(1, 6_000, _STOPPED_N).astype(np.int64)
+    engine, rows, stops = _run_with_stops(rng, inputs, rng.integers(1, 50, _STOPPED_N).astype(np.int64))
+    results = engine.results()
+    for k_stop, at in enumerate(stops):
+        want = prefill_histogram(results, 2, at)
+        np.testing.assert_array_equal(
+            rows[k_stop, :, PREFILL_TIME : PREFILL_TIME + PREFILL_TIME_BUCKETS], want
+        )
+        assert (
+            rows[k_stop, :, PREFILL_TIME + PREFILL_TIME_BUCKETS - 1].sum()
+            == (results.first_token_s <= at).sum()
+        )
+    final = prefill_histogram(results, 2)
+    assert 0 < final[:, 0].sum() < final[:, -1].sum()  # some prefills took longer than the first bound
+
+
+def test_a_scrape_inside_a_merged_head_step_counts_no_prefill_time_of_its_end() -> None:
+    """A prompt chunked over three 0.25 s steps, beside a short one prefilled in the first: its
+    last chunk's step is planned with the run after it (a merged head step), so the engine has
+    already applied its first token; a scrape inside that step counts only the short prompt's
+    prefill time (0.25 s), one after it the long one's (0.75 s) too, from le=0.8 on."""
+    p = replace(STEPS, step_base_s=0.25, max_num_batched_tokens=16, kv_budget_tokens=1_024)
+    engine = Engine(p, Trace("head", np.zeros(2), np.array([4, 40]), np.array([100, 10])))
+    one, none = np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    engine.run(0.6, np.arange(2), targets=np.zeros(2, dtype=np.int64))
+    assert engine._ri[0, layout.R_HEAD] == 1 and engine._rf[0, layout.RF_T0] == 0.75  # inside the head step
+    buckets = slice(PREFILL_TIME, PREFILL_TIME + PREFILL_TIME_BUCKETS)
+    inside = engine.pod_rows(1, one, none)[0, buckets]
+    assert inside.tolist() == [1] * PREFILL_TIME_BUCKETS
+    engine.run(0.75, none)
+    after = engine.pod_rows(1, one, none)[0, buckets]
+    assert after.tolist() == [1, 1] + [2] * (PREFILL_TIME_BUCKETS - 2)  # le 0.3, 0.5; then 0.8 ...
+    results = engine.results()
+    assert (results.first_token_s - results.admitted_s).tolist() == [0.25, 0.75]
 
 
 def test_fast_engine_equals_the_exact_one_with_prefix_caching() -> None:

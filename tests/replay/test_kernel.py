@@ -10,7 +10,7 @@ import numpy as np
 from numba.core.dispatcher import Dispatcher
 
 from replay.kernel import events, heaps, jit, prefix, queues, scrape, step
-from replay.kernel.jit import PACKAGE, POLICY_CORE, PackageCacheLocator, package_stamp
+from replay.kernel.jit import KERNEL_ALSO, PACKAGE, POLICY_CORE, PackageCacheLocator, package_stamp
 from replay.kernel.layout import P_HT
 
 
@@ -44,8 +44,8 @@ def test_prefix_hash_table_finds_inserts_and_deletes_as_a_dict_does() -> None:
 
 def test_every_kernel_function_is_cached_under_the_whole_packages_stamp(tmp_path: Path) -> None:
     """numba checks a cached function against its own file only; the kernel's modules inline each
-    other's functions and freeze layout.py's constants, so a change to any module must make every
-    cached function stale (replay/kernel/jit.py)."""
+    other's functions and freeze layout.py's constants (and replay/metrics/signals.py's), so a
+    change to any of those modules must make every cached function stale (replay/kernel/jit.py)."""
     dispatchers = [
         obj
         for module in (events, heaps, jit, prefix, queues, scrape, step)
@@ -56,16 +56,19 @@ def test_every_kernel_function_is_cached_under_the_whole_packages_stamp(tmp_path
     for dispatcher in dispatchers:
         locator = dispatcher._cache._impl.locator
         assert isinstance(locator, PackageCacheLocator)
-        assert locator.get_source_stamp() == package_stamp()
-    for source in PACKAGE.glob("*.py"):
-        shutil.copy(source, tmp_path / source.name)
-    before = package_stamp(tmp_path)
-    assert before == package_stamp()
-    for name in ("layout.py", "heaps.py"):
-        edited = tmp_path / name
+        assert locator.get_source_stamp() == package_stamp(PACKAGE, KERNEL_ALSO)
+    for source in [*PACKAGE.glob("*.py"), *KERNEL_ALSO]:
+        (tmp_path / source.parent.name).mkdir(exist_ok=True)
+        shutil.copy(source, tmp_path / source.parent.name / source.name)
+    package = tmp_path / PACKAGE.name
+    also = tuple(tmp_path / p.parent.name / p.name for p in KERNEL_ALSO)
+    before = package_stamp(package, also)
+    assert before == package_stamp(PACKAGE, KERNEL_ALSO) != package_stamp(PACKAGE)
+    assert [p.name for p in also] == ["signals.py"]
+    for edited in (package / "layout.py", package / "heaps.py", *also):
         original = edited.read_text()
         edited.write_text(original + "# edited\n")
-        assert package_stamp(tmp_path) != before
+        assert package_stamp(package, also) != before
         edited.write_text(original)
 
 

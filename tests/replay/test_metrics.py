@@ -13,7 +13,14 @@ import numpy as np
 import pytest
 
 from replay.metrics import PER_POD, ClusterScrape, DirectPath, MetricsSpec, PrometheusPath, build_pipeline
-from replay.metrics.signals import COLUMNS, UnknownMetricError
+from replay.metrics.signals import (
+    COLUMNS,
+    PREFILL_TIME_BOUNDS,
+    PREFILL_TIME_BUCKETS,
+    AggregationError,
+    Combine,
+    UnknownMetricError,
+)
 from replay.metrics.spec import mid_phase
 from tests.prometheus_server import PROMETHEUS, backfill, prometheus, prometheus_version
 
@@ -30,9 +37,12 @@ def row(
     squares: int = 0,
     output_squares: int = 0,
     output_sums: int = 0,
+    prefill: list[int] | None = None,  # the prefill-time histogram's cumulative buckets, +Inf last
 ) -> list[float]:
     counts = [requests, prompt, gen, squares, output_squares, output_sums]
-    return [waiting + running, waiting, running, kv, *counts]
+    buckets = prefill or [0] * PREFILL_TIME_BUCKETS
+    assert len(buckets) == PREFILL_TIME_BUCKETS
+    return [waiting + running, waiting, running, kv, *counts, *buckets]
 
 
 def scrape(
@@ -143,6 +153,78 @@ def test_direct_delay_and_max_age() -> None:
     assert value(p.read("infscale_inflight", 1.0)) == 4.0
     stale = p.read("infscale_inflight", 30.5)
     assert stale.values_milli is None and "30 s old" in stale.error  # the adapter's max_age_s
+
+
+# --- the prefill-time histogram's buckets (a bucketed metric) -------------------------------------
+
+PREFILL_BUCKETS = "infscale_prefill_time_bucket_rate"
+LE = [
+    "0.3", "0.5", "0.8", "1.0", "1.5", "2.0", "2.5", "5.0", "10.0", "15.0", "20.0", "30.0", "40.0", "50.0",
+    "60.0", "120.0", "240.0", "480.0", "960.0", "1920.0", "7680.0", "+Inf",
+]  # fmt: skip
+
+
+def test_the_prefill_time_buckets_are_vllms_written_as_prometheus_client_writes_them() -> None:
+    from replay.emulate.metrics import _VLLM_REQUEST, _go_float
+
+    assert PREFILL_TIME_BOUNDS == _VLLM_REQUEST  # the emulator's vllm:request_prefill_time_seconds
+    assert [_go_float(b) for b in (*PREFILL_TIME_BOUNDS, float("inf"))] == LE
+    assert len(LE) == PREFILL_TIME_BUCKETS
+
+
+def test_direct_reads_each_prefill_time_bucket_as_a_rate_summed_over_pods() -> None:
+    """One item per bucket, in bound order, labelled le: per bucket the two pods' increases between
+    their rounds over the 5 s apart, summed."""
+    p = build_pipeline(MetricsSpec(), sync_period_s=15.0)
+    first0 = [0, 0, 1, 1, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 4]
+    last0 = [2, 3, 5, 6, 8, 8, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 11]
+    first1 = [10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 12]
+    last1 = [11, 14, 19, 20, 20, 21, 21, 22, 22, 22, 22, 22, 22, 22, 22, 22, 22, 22, 22, 22, 22, 25]
+    p.scrape(scrape(2.5, {0: row(prefill=first0), 1: row(prefill=first1)}))
+    assert p.read(PREFILL_BUCKETS, 3.0).values_milli is None  # one round: no rate
+    p.scrape(scrape(7.5, {0: row(prefill=last0), 1: row(prefill=last1)}))
+    got = p.read(PREFILL_BUCKETS, 8.0)
+    assert got.values_milli is not None and len(got.values_milli) == len(LE)
+    assert [dict(item) for item in got.labels] == [{"le": le} for le in LE]
+    want = [(b0 - a0 + b1 - a1) / 5 for a0, b0, a1, b1 in zip(first0, last0, first1, last1, strict=True)]
+    assert [v / 1000 for v in got.values_milli] == pytest.approx(want, abs=1e-3)
+    assert got.values_milli[0] == 600 and got.values_milli[-1] == 4_000  # (2 + 1) / 5 and (7 + 13) / 5
+    assert got.window_s == 5.0
+    biggest = p.read(PREFILL_BUCKETS, 8.0, Combine.MAX)  # any combination applies bucket by bucket
+    assert biggest.values_milli is not None and biggest.values_milli[-1] == 2_600  # pod 1's 13 / 5
+    with pytest.raises(AggregationError, match="one item per bucket"):
+        p.read(PREFILL_BUCKETS, 8.0, PER_POD)
+    assert p.read("infscale_request_rate", 8.0).labels == ()  # a one-column metric: one item, no labels
+
+
+def test_prometheus_reads_each_prefill_time_bucket_as_promqls_rate_summed_over_pods() -> None:
+    """Per bucket, rate(bucket[120s]) of each pod, summed: two samples 30 s apart read at the
+    second. Pod 0 is new (its buckets start at 0): each rate is extrapolated to the zero point only,
+    increase / 120. Pod 1's samples start at least half their increase up: extrapolated by half an
+    interval (15 s) before the first, increase x 45 / 30 / 120 = increase / 80."""
+    spec = MetricsSpec(
+        path="prometheus",
+        prometheus=PrometheusPath(scrape_interval_s=30.0, offset_step_s=0.0, rate_window_s=120.0),
+    )
+    p = build_pipeline(spec, sync_period_s=15.0)
+    assert p.next_scrape_s == 7.5
+    increase0 = [min(k, 15) for k in range(PREFILL_TIME_BUCKETS)]
+    first1 = [10 * (k + 1) for k in range(PREFILL_TIME_BUCKETS)]
+    increase1 = [min(2 * k, 30) for k in range(PREFILL_TIME_BUCKETS)]
+    last1 = [a + d for a, d in zip(first1, increase1, strict=True)]
+    p.scrape(scrape(7.5, {0: row(), 1: row(prefill=first1)}))
+    assert p.read(PREFILL_BUCKETS, 8.0).values_milli is None  # one sample: no rate
+    p.scrape(scrape(37.5, {0: row(prefill=increase0), 1: row(prefill=last1)}))
+    got = p.read(PREFILL_BUCKETS, 37.5)
+    assert got.values_milli is not None and len(got.values_milli) == len(LE)
+    assert [dict(item) for item in got.labels] == [{"le": le} for le in LE]
+    want = [d0 / 120 + d1 / 80 for d0, d1 in zip(increase0, increase1, strict=True)]
+    assert [v / 1000 for v in got.values_milli] == pytest.approx(want, abs=1e-3)
+    assert got.window_s == 120.0
+    cached = p.read(PREFILL_BUCKETS, 40.0)  # the adapter's answer from 37.5, reused for 5 s
+    assert (cached.values_milli, cached.labels, cached.age_s) == (got.values_milli, got.labels, 2.5)
+    with pytest.raises(AggregationError, match="cannot also be read per pod"):
+        p.read(PREFILL_BUCKETS, 40.0, PER_POD)
 
 
 # --- prometheus -------------------------------------------------------------------------------------
