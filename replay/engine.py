@@ -179,7 +179,6 @@ class Engine:
             layout.R_WTAIL,
             layout.R_PART,
             layout.R_HFIRST,
-            layout.R_HQ,
             layout.R_LRU_HEAD,
             layout.R_LRU_TAIL,
             layout.R_RPOS,
@@ -307,9 +306,7 @@ class Engine:
         replay/metrics/signals.py), in one compiled pass."""
         self._grow(n_replicas)
         rows = np.empty((len(ready) + len(draining), COLUMNS))
-        kernel.pod_rows(
-            self.now, ready, draining, self._qi, self._qf, self._ri, self._rf, self._hist, self._pi, rows
-        )
+        kernel.pod_rows(self.now, ready, draining, self._qi, self._ri, self._rf, self._hist, self._pi, rows)
         return rows
 
     def scrape(self, n_replicas: int) -> EngineScrape:

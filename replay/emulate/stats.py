@@ -109,13 +109,13 @@ class EngineStats:
                 self.prompt_tokens += r.input_tokens  # counted at the first token, as vLLM V1
                 self._observe(Hist.TTFT, r.first_token_s - r.arrival_s)
                 self._observe(Hist.QUEUE, r.admitted_s - r.arrival_s)
-                self._observe(Hist.PREFILL, r.first_token_s - r.admitted_s)
             else:
                 self._observe(Hist.ITL, r.last_token_s - r.prev_token_s)
             if r.generated >= r.output_tokens:
                 self.requests_finished += 1
                 self._observe(Hist.E2E, r.finished_s - r.arrival_s)
                 self._observe(Hist.DECODE, r.finished_s - r.first_token_s)
+                self._observe(Hist.PREFILL, r.first_token_s - r.admitted_s)  # at the finish, as vLLM V1
                 self._observe(Hist.INFERENCE, r.finished_s - r.admitted_s)
                 self._observe(Hist.PROMPT_TOKENS, r.input_tokens)
                 self._observe(Hist.GENERATION_TOKENS, r.output_tokens)

@@ -31,11 +31,9 @@ from replay.kernel.layout import (
     R_FREE,
     R_GTOK,
     R_HEAD,
-    R_HFIRST,
     R_HGTOK,
     R_HPSQ,
     R_HPTOK,
-    R_HQ,
     R_HUSED,
     R_K,
     R_MERGE,
@@ -121,7 +119,7 @@ def advance(
             # a stop: what a call that ended there would have done is done (its events up to it,
             # its arrivals before it)
             for i in range(nr):
-                pod_row(stops[si], ready[i], qi, qf, ri, rf, hist, pi, srows, si * nr + i)
+                pod_row(stops[si], ready[i], qi, ri, rf, hist, pi, srows, si * nr + i)
             si += 1
             continue
         if take_ev:
@@ -209,13 +207,11 @@ def advance(
             psq = 0
             gtok = 0
             free = 0
-            hq = -1
             while True:
                 if stage > 0:
                     ptok = ri[r, R_PTOK]
                     psq = ri[r, R_PSQ]
                     gtok = ri[r, R_GTOK]
-                    hq = ri[r, R_HFIRST]
                     end_run(r, qi, qf, ri, rf, hist, hk, hr, pi, poff, pids, hslot, lkey, lprev, lnext, g, lr)
                     tp = rf[r, RF_TEND]
                     free = ri[r, R_FREE]
@@ -249,7 +245,6 @@ def advance(
                     ri[r, R_HPSQ] = ri[r, R_PSQ] - psq
                     ri[r, R_HGTOK] = ri[r, R_GTOK] - gtok
                     ri[r, R_HUSED] = free - ri[r, R_FREE]
-                    ri[r, R_HQ] = hq  # its first tokens' prefill times: scrape.py finds them from it
                     break
                 if ri[r, R_MERGE] == 0:
                     break

@@ -36,16 +36,12 @@ R_OSQ = 37
 # generation counter R_GTOK counts tokens as they are decoded)
 R_OSUM = 38
 # the prefill times' histogram (vllm:request_prefill_time_seconds: first token - first scheduled,
-# QF_FIRST - QF_ADMIT, counted at a request's first token with R_PTOK): per bucket of signals.py's
-# PREFILL_TIME_BOUNDS, the first tokens whose prefill time is in (the bound before, the bound], the
-# last beyond every bound (a scrape cumulates them, as `le` buckets); from column R_PFT on
+# QF_FIRST - QF_ADMIT, observed at a request's finish as vLLM V1 does; counted with R_FIN): per
+# bucket of signals.py's PREFILL_TIME_BOUNDS, the requests finished whose prefill time is in (the
+# bound before, the bound], the last beyond every bound (a scrape cumulates them, as `le` buckets);
+# from column R_PFT on
 R_PFT = 39
-# a merged head step's first request (its R_HFIRST): the head's first tokens, which a scrape during
-# it must not see yet, are those of it and of the running requests after it whose first token is
-# at the head step's end (scrape.py finds them there rather than advance() keeping a copy of every
-# bucket per head step, as R_HPSQ for the squares)
-R_HQ = R_PFT + PREFILL_TIME_BUCKETS
-RI_COLUMNS = R_HQ + 1
+RI_COLUMNS = R_PFT + PREFILL_TIME_BUCKETS
 # per-replica float columns
 RF_T0, RF_D0, RF_G, RF_TEND, RF_LASTFIN = 0, 1, 2, 3, 4
 RF_COLUMNS = 5

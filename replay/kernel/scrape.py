@@ -8,10 +8,6 @@ from replay.kernel.layout import (
     P_BLOCKS,
     P_BS,
     Q_COMP,
-    Q_NEXT,
-    Q_REQ,
-    QF_ADMIT,
-    QF_FIRST,
     R_BUSY,
     R_DECADV,
     R_DS,
@@ -22,7 +18,6 @@ from replay.kernel.layout import (
     R_HGTOK,
     R_HPSQ,
     R_HPTOK,
-    R_HQ,
     R_HUSED,
     R_K,
     R_NDEC,
@@ -39,7 +34,7 @@ from replay.kernel.layout import (
     RF_TEND,
 )
 from replay.kernel.queues import dec_cum
-from replay.kernel.step import first_step_after, prefill_bucket
+from replay.kernel.step import first_step_after
 from replay.metrics.signals import (
     GENERATION_TOKENS,
     INFLIGHT,
@@ -64,7 +59,7 @@ def counters(t, r, qi, ri, rf, hist, pi):
     bs = pi[P_BS]
     gen = ri[r, R_GTOK]
     used = pi[P_BLOCKS] - ri[r, R_FREE]
-    if in_head(t, r, ri, rf):
+    if in_head(t, r, ri, rf):  # a merged head step finishes no request (step.py's plan, R_MERGE)
         return (
             ri[r, R_FIN],
             ri[r, R_PTOK] - ri[r, R_HPTOK],
@@ -110,17 +105,17 @@ def observe(t, n_replicas, qi, ri, rf, hist, pi, out):
 
 
 @jit
-def pod_rows(t, ready, draining, qi, qf, ri, rf, hist, pi, rows):
+def pod_rows(t, ready, draining, qi, ri, rf, hist, pi, rows):
     """One scrape's rows in replay/metrics/signals.py's columns, ready pods first, then draining
     ones."""
     nr = len(ready)
     for i in range(nr + len(draining)):
-        pod_row(t, ready[i] if i < nr else draining[i - nr], qi, qf, ri, rf, hist, pi, rows, i)
+        pod_row(t, ready[i] if i < nr else draining[i - nr], qi, ri, rf, hist, pi, rows, i)
 
 
 @inline_jit
-def pod_row(t, r, qi, qf, ri, rf, hist, pi, rows, i):
-    """Replica r's scrape row at t (counters, prefill_times) in rows[i]."""
+def pod_row(t, r, qi, ri, rf, hist, pi, rows, i):
+    """Replica r's scrape row at t (counters, and the prefill-time histogram) in rows[i]."""
     fin, ptok, psq, gen, nwait, nrun, used, osq, osum = counters(t, r, qi, ri, rf, hist, pi)
     rows[i, WAITING] = nwait
     rows[i, RUNNING] = nrun
@@ -132,23 +127,9 @@ def pod_row(t, r, qi, qf, ri, rf, hist, pi, rows, i):
     rows[i, PROMPT_SQUARES] = psq
     rows[i, OUTPUT_SQUARES] = osq
     rows[i, OUTPUT_SUMS] = osum
-    prefill_times(t, r, qi, qf, ri, rf, rows, i)
-
-
-@inline_jit
-def prefill_times(t, r, qi, qf, ri, rf, rows, i):
-    """Replica r's prefill-time histogram at t, cumulative (`le`, +Inf last), in rows[i]: within a
-    merged head step, without the first tokens at its end (layout.py's R_HQ)."""
+    # the prefill-time histogram, cumulative (`le`, +Inf last): counted at the finishes, with R_FIN
+    # (exact at any t, as it is: finishes happen at a run's end, and never in a merged head step)
     n = 0
     for b in range(PREFILL_TIME_BUCKETS):
         n += ri[r, R_PFT + b]
         rows[i, PREFILL_TIME + b] = n
-    if in_head(t, r, ri, rf):
-        end = rf[r, RF_T0]
-        q = ri[r, R_HQ]
-        while q >= 0:
-            req = qi[q, Q_REQ]
-            if qf[req, QF_FIRST] == end:
-                for b in range(prefill_bucket(end - qf[req, QF_ADMIT]), PREFILL_TIME_BUCKETS):
-                    rows[i, PREFILL_TIME + b] -= 1
-            q = qi[q, Q_NEXT]

@@ -318,7 +318,6 @@ def end_run(r, qi, qf, ri, rf, hist, hk, hr, pi, poff, pids, hslot, lkey, lprev,
             qf[req, QF_FIRST] = t_end
             ri[r, R_PTOK] += qi[q, Q_IN]
             ri[r, R_PSQ] += qi[q, Q_IN] * qi[q, Q_IN]
-            ri[r, R_PFT + prefill_bucket(t_end - qf[req, QF_ADMIT])] += 1
             if pi[P_PREFIX] == 1:
                 full = min(poff[req + 1] - poff[req], qi[q, Q_IN] // pi[P_PBT])
                 prefix_use(qi, ri, poff, pids, hslot, lkey, lprev, lnext, pi, r, q, full, True)
@@ -368,6 +367,8 @@ def _finish(q, r, t, qi, qf, ri, rf, g, lr):
     ri[r, R_FIN] += 1
     ri[r, R_OSQ] += qi[q, Q_OUT] * qi[q, Q_OUT]
     ri[r, R_OSUM] += qi[q, Q_OUT]
+    req = qi[q, Q_REQ]  # its prefill time, observed at its finish as vLLM V1 does
+    ri[r, R_PFT + prefill_bucket(qf[req, QF_FIRST] - qf[req, QF_ADMIT])] += 1
     g[G_INFLIGHT] -= 1
     g[G_FINISHED] += 1
     if t > rf[r, RF_LASTFIN]:

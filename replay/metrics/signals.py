@@ -22,7 +22,8 @@ gauges and per-second rates of counters, one value per pod, combined across the 
 A bucketed metric (a histogram's buckets: infscale_prefill_time_bucket_rate) is a metric of several
 columns: one item per bucket, in bound order, each with its `le` label, every item combined across
 pods as a one-column metric's single item is; it cannot also be read per pod (one item per pod and
-bucket would need a second label the reading does not carry).
+bucket would need a second label the reading does not carry). Its histogram is observed at a
+request's finish, as vLLM V1 does.
 
 The last two are the inference gateway's /metrics (e.g. the Gateway API Inference Extension's
 inference_objective_request_total; Knative's activator and KEDA's HTTP interceptor hold requests
@@ -54,8 +55,9 @@ INFLIGHT, WAITING, RUNNING, KV_USAGE, REQUESTS, PROMPT_TOKENS, GENERATION_TOKENS
 OUTPUT_SQUARES, OUTPUT_SUMS = 8, 9
 # vLLM's prefill-time histogram (vllm:request_prefill_time_seconds: first token - first scheduled)
 # has these bucket bounds, then +Inf; a pod's row holds its cumulative buckets (le) from column
-# PREFILL_TIME on, in bound order, +Inf last. The replay's engines count a request at its first
-# token, as the emulator does (vLLM V1 observes it when the request finishes, later by its decode)
+# PREFILL_TIME on, in bound order, +Inf last. Observed at a request's finish, as vLLM V1 does
+# (loggers.py, for each of iteration_stats.finished_requests), by the replay's engines and the
+# emulator
 PREFILL_TIME_BOUNDS: Final = (
     0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
     480.0, 960.0, 1920.0, 7680.0,

@@ -12,6 +12,7 @@ import pytest
 
 from common.clock import ManualClock
 from replay.emulate.batching import EngineLoop, Gauges, Request, RequestRejected, Step, run_virtual, step_kind
+from replay.emulate.stats import EngineStats, Hist
 from replay.engine import Engine
 from replay.profiles import LLAMA_70B_TP4_H100, EngineProfile
 from replay.scheduler import StepScheduler
@@ -51,6 +52,26 @@ def test_a_request_alone_follows_the_step_formulas(
     assert r.first_token_s - 2.0 == pytest.approx(ttft)
     assert r.finished_s - 2.0 == pytest.approx(ttft + decode)
     assert r.admitted_s == 2.0 and r.generated == output_tokens
+
+
+def test_the_prefill_time_histogram_observes_a_request_at_its_finish_as_vllm_v1() -> None:
+    """vllm:request_prefill_time_seconds (first token - first scheduled) is observed with the other
+    per-request histograms when a request finishes (vLLM V1's loggers.py, for each of
+    iteration_stats.finished_requests), not at its first token, as TTFT is."""
+    core = StepScheduler(FAST)
+    stats = EngineStats({Hist.PREFILL: (0.001, 1.0), Hist.TTFT: (1.0,)})
+    requests = [core.submit(100, 1, 0.0), core.submit(100, 3, 0.0)]
+    t, steps = 0.0, 0
+    while not core.idle:
+        step = core.schedule(t)
+        assert step is not None
+        stats.on_work(step, core.complete(step))
+        t, steps = step.end_s, steps + 1
+        finished = [r for r in requests if r.finished_s <= t]
+        assert stats.hists[Hist.TTFT].count == 2  # both first tokens came out of the first step
+        assert stats.hists[Hist.PREFILL].count == len(finished)
+        assert stats.hists[Hist.PREFILL].total == sum(r.first_token_s - r.admitted_s for r in finished)
+    assert steps == 3 and stats.hists[Hist.PREFILL].counts == [0, 2, 0]
 
 
 def test_kv_blocks_admit_only_what_fits_and_refuse_the_impossible() -> None:

@@ -373,12 +373,13 @@ def test_the_output_squares_counter_sums_the_square_of_every_output_finished() -
 
 
 def prefill_histogram(results: RequestResults, replicas: int, at: float = np.inf) -> npt.NDArray[np.int64]:
-    """Per replica, vLLM's prefill-time histogram of the first tokens out by `at`, from the
-    requests' results: the count of first token - first scheduled <= each bound, then all."""
+    """Per replica, vLLM's prefill-time histogram of the requests finished by `at` (vLLM V1
+    observes it at a request's finish), from the requests' results: the count of first token -
+    first scheduled <= each bound, then all."""
     seconds = results.first_token_s - results.admitted_s
     out = np.zeros((replicas, PREFILL_TIME_BUCKETS), dtype=np.int64)
     for r in range(replicas):
-        mine = seconds[(results.replica == r) & (results.first_token_s <= at)]
+        mine = seconds[(results.replica == r) & (results.finished_s <= at)]
         out[r] = [*((mine <= bound).sum() for bound in PREFILL_TIME_BOUNDS), len(mine)]
     return out
 
@@ -407,9 +408,10 @@ def test_the_prefill_time_buckets_count_each_replicas_prefill_times_by_bound() -
     assert len(np.unique(want.sum(axis=0))) >= 12  # the prefill times span a dozen buckets
 
 
-def test_the_prefill_time_buckets_count_the_first_tokens_out_by_each_scrape() -> None:
-    """Scraped at every second of a run, each pod's prefill-time buckets count the first tokens
-    out by then, as the prompt-token counter does."""
+def test_the_prefill_time_buckets_count_the_requests_finished_by_each_scrape() -> None:
+    """Scraped at every second of a run, each pod's prefill-time buckets count the requests
+    finished by then (vLLM V1 observes the histogram at a request's finish), as the finished
+    requests' counter does."""
     rng = np.random.default_rng(12)
     inputs = rng.integers(1, 6_000, _STOPPED_N).astype(np.int64)
     engine, rows, stops = _run_with_stops(rng, inputs, rng.integers(1, 50, _STOPPED_N).astype(np.int64))
@@ -419,32 +421,38 @@ def test_the_prefill_time_buckets_count_the_first_tokens_out_by_each_scrape() ->
         np.testing.assert_array_equal(
             rows[k_stop, :, PREFILL_TIME : PREFILL_TIME + PREFILL_TIME_BUCKETS], want
         )
-        assert (
-            rows[k_stop, :, PREFILL_TIME + PREFILL_TIME_BUCKETS - 1].sum()
-            == (results.first_token_s <= at).sum()
+        np.testing.assert_array_equal(
+            rows[k_stop, :, PREFILL_TIME + PREFILL_TIME_BUCKETS - 1], rows[k_stop, :, REQUESTS]
         )
     final = prefill_histogram(results, 2)
     assert 0 < final[:, 0].sum() < final[:, -1].sum()  # some prefills took longer than the first bound
+    # the first tokens run ahead of the finishes: a scrape that counted them would differ
+    assert any((results.first_token_s <= at).sum() > (results.finished_s <= at).sum() for at in stops)
 
 
-def test_a_scrape_inside_a_merged_head_step_counts_no_prefill_time_of_its_end() -> None:
-    """A prompt chunked over three 0.25 s steps, beside a short one prefilled in the first: its
-    last chunk's step is planned with the run after it (a merged head step), so the engine has
-    already applied its first token; a scrape inside that step counts only the short prompt's
-    prefill time (0.25 s), one after it the long one's (0.75 s) too, from le=0.8 on."""
+@pytest.mark.parametrize("short_output", [3, 4])
+def test_a_request_finishing_at_a_steps_end_keeps_it_out_of_a_merged_head_step(short_output: int) -> None:
+    """A prompt chunked over three 0.25 s steps, beside a short one prefilled in the first and then
+    decoding. When the short one's third token, at the third step's end, finishes it, that step is
+    not merged with the run after it (a scrape inside a merged head step sees the counters of
+    before it, which holds for the finishes only because none happens there): a scrape inside it
+    counts no prefill time, one at its end the short one's (0.25 s). With a fourth token to go,
+    the same step is merged, and nothing finishes by its end."""
     p = replace(STEPS, step_base_s=0.25, max_num_batched_tokens=16, kv_budget_tokens=1_024)
-    engine = Engine(p, Trace("head", np.zeros(2), np.array([4, 40]), np.array([100, 10])))
+    engine = Engine(p, Trace("head", np.zeros(2), np.array([4, 40]), np.array([short_output, 10])))
     one, none = np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64)
     engine.run(0.6, np.arange(2), targets=np.zeros(2, dtype=np.int64))
-    assert engine._ri[0, layout.R_HEAD] == 1 and engine._rf[0, layout.RF_T0] == 0.75  # inside the head step
+    merged = short_output == 4
+    assert engine._ri[0, layout.R_HEAD] == merged  # the step [0.5, 0.75] is a merged head step
+    assert engine._rf[0, layout.RF_T0 if merged else layout.RF_TEND] == 0.75
     buckets = slice(PREFILL_TIME, PREFILL_TIME + PREFILL_TIME_BUCKETS)
-    inside = engine.pod_rows(1, one, none)[0, buckets]
-    assert inside.tolist() == [1] * PREFILL_TIME_BUCKETS
+    assert engine.pod_rows(1, one, none)[0, buckets].tolist() == [0] * PREFILL_TIME_BUCKETS
     engine.run(0.75, none)
     after = engine.pod_rows(1, one, none)[0, buckets]
-    assert after.tolist() == [1, 1] + [2] * (PREFILL_TIME_BUCKETS - 2)  # le 0.3, 0.5; then 0.8 ...
+    assert after.tolist() == [0 if merged else 1] * PREFILL_TIME_BUCKETS
     results = engine.results()
     assert (results.first_token_s - results.admitted_s).tolist() == [0.25, 0.75]
+    assert np.isnan(results.finished_s[0]) if merged else results.finished_s[0] == 0.75
 
 
 def test_fast_engine_equals_the_exact_one_with_prefix_caching() -> None:
