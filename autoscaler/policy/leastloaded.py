@@ -122,30 +122,30 @@ def wait_tail(
     if index < 1.0:
         index = 1.0
     factor = pooled(n, offered, rho, index, cs2, departing)
+    few = 1.0
     if n > rho:
         few = few_held(n, offered, decoding, rho, index)
         if few < factor:
             factor = few
     queued = factor * per_replica
-    held = held_share(n, u, residual)
+    held = held_share(n, u, residual, few)
     return held if held > queued else queued
 
 
-def held_share(n: int, u: float, residual: float) -> float:
+def held_share(n: int, u: float, residual: float, few: float = 1.0) -> float:
     """The share of requests that wait past the slack behind one long prefill (a hold), u the
     prefill utilization a replica and `residual` the share of a prefill past the slack
-    (E[(S - slack)+] / E[S]): u·residual / (n - u). At one replica every arrival meets the hold,
-    and the ones after it queue behind the backlog it left, which drains at 1 - u: u·residual /
-    (1 - u) (an arrival x into a hold of S waits S - (1 - u)·x). From two replicas on the router
-    sends the held replica only what keeps it level with the others, whose counts rise by λ/n a
-    second among n while it serves none: λ/n² of the arrivals, u·residual / n of them late (the
-    held replica's own backlog, u/n, in the denominator). On ServeGen m-large's 4 s holds at
-    9.8 req/s (reference-70b) this is 0.87x the replay's late requests a hold at 1-4 replicas:
-    33.6 / 5.7 / 2.4 / 1.3 against 37 / 6.8 / 2.7 / 1.5 (docs/policy.md, "The prefill times'
-    far tail")."""
+    (E[(S - slack)+] / E[S]): u·residual / (n - u), times few_held's factor. At one replica every
+    arrival meets the hold, and the ones after it queue behind the backlog it left, which drains
+    at 1 - u: u·residual / (1 - u) (an arrival x into a hold of S waits S - (1 - u)·x). From two
+    replicas on the router sends the held replica only what keeps it level with the others, whose
+    counts rise by λ/n a second among n while it serves none: λ/n² of the arrivals, u·residual / n
+    of them late (the held replica's own backlog, u/n, in the denominator); and where replicas hold
+    about one request (Mooncake), only while every replica holds one (`few`, few_held's factor: 1
+    where they hold many). Against the replay's static fleets, tests/replay/test_held_wait_vs_replay.py."""
     if residual <= 0.0:
         return 0.0
-    return u * residual / (n - u)
+    return few * u * residual / (n - u)
 
 
 def few_held(n: int, offered: float, decoding: float, rho: float, index: float) -> float:
