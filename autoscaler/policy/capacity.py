@@ -251,6 +251,10 @@ def sizer(
     # the requests that miss their TTFT even on an idle replica: no fleet serves them in time
     idle_rate = prefill_rate_of(profile, 0.0, o, base, w, a, d)
     idle_misses = idlemiss.misses_at(p, idle_rate, beta, ttft_s - base, ttft_tokens, lengths_cv2)
+    # the prefills the engines measured past the target itself are missed at any count as well
+    measured = prefilltail.missed(prefill_tail, ttft_s, ttft_tokens)
+    if measured > idle_misses:
+        idle_misses = measured
     if slo.tpot_s is not None:  # the short outputs whose steps carry prompt chunks
         # as many may miss their TPOT as miss their TTFT on an idle replica, and at least the tail
         tpot_tail = idle_misses if idle_misses > tail else tail
@@ -281,7 +285,7 @@ def sizer(
         if slack < MIN_SLACK_SHARE * service:
             slack = MIN_SLACK_SHARE * service
         budget = idlemiss.wait_budget(
-            tail, p, rate, beta, ttft_s - step, ttft_tokens, lengths_cv2, idle_misses
+            tail, p, rate, beta, ttft_s - step, ttft_tokens, lengths_cv2, idle_misses, measured
         )
         if least_loaded and budget > tail:  # a tail that falls as the replay's: the waits keep at most it
             budget = tail

@@ -53,6 +53,7 @@ def wait_budget(
     ttft_tokens: float | None,
     lengths_cv2: float = 1.0,
     idle: float | None = None,
+    measured: float = 0.0,
 ) -> float:
     """The share of requests whose wait may exceed its slack: the attainment's tail less the
     requests that miss their TTFT with no wait at this count's prefill `rate` and `room_s`
@@ -62,8 +63,11 @@ def wait_budget(
     SLO (Mooncake x 0.52 on one-gpu-8b, where a fifth of the prompts cannot meet 2 s: 14.3 GPU-h for
     77.9 % with the 1 % tail, 3.1 for 75.3 % with this budget; the HPA 52.8 % at 2). Read at this
     count's load instead, the allowance grew with the demand and a larger demand could be sized
-    fewer replicas (tests/test_capacity.py's monotonicity property)."""
+    fewer replicas (tests/test_capacity.py's monotonicity property). `measured`: the share of
+    prefills the engines' histograms show past the target (prefilltail.missed), at least lost."""
     lost = misses_at(p, rate, beta, room_s, ttft_tokens, lengths_cv2)
+    if measured > lost:
+        lost = measured
     budget = tail - lost
     if lost > budget:
         if idle is not None:

@@ -316,12 +316,13 @@ class Lookahead:
 
     def idle_misses(self) -> float:
         """The share of requests no fleet serves in time (their prefill alone past the TTFT, at the
-        observed mix): the late share's allowance they spend first (lateband.py)."""
+        observed mix, or the share the engines' prefill-time histograms show past it where more):
+        the late share's allowance they spend first (lateband.py)."""
         lost = self._lost
         if lost is None:
             mix = self._observed.mix
             cv2 = self.shape.get("lengths_cv2", 1.0)
-            lost = self._lost = idlemiss.idle_misses(
+            lost = idlemiss.idle_misses(
                 self._engine,
                 self.slo,
                 mix.prompt,
@@ -330,6 +331,12 @@ class Lookahead:
                 cv2,
                 self.shape.get("outputs_cv2", 1.0),
             )
+            measured = prefilltail.missed(
+                self.shape.get("prefill_tail"), self.slo.ttft_s, self.slo.ttft_tokens_per_s
+            )
+            if measured > lost:
+                lost = measured
+            self._lost = lost
         return lost
 
     def sizing_at(self, h: float) -> Sizing:

@@ -135,6 +135,15 @@ def excess_s(tail: PrefillTail, slack_s: float) -> float:
     return got
 
 
+def missed(tail: PrefillTail | None, ttft_s: float, ttft_tokens: float | None) -> float:
+    """The share of prefills past the TTFT target itself: requests no fleet serves in time, as
+    idlemiss reads them from the prompt lengths' gamma (0 without a tail, or with a token-aware
+    target, which a long prompt's own length extends and the histogram does not show)."""
+    if tail is None or ttft_tokens is not None:
+        return 0.0
+    return past_share(tail, ttft_s)
+
+
 def past_share(tail: PrefillTail, slack_s: float) -> float:
     """P(S > slack), the survival at the slack on the same lines: for the capacity stage's words."""
     total = tail.total
