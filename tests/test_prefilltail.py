@@ -263,3 +263,39 @@ def test_the_spec_field_is_a_metric_name_or_unset() -> None:
         DemandModel.model_validate({"prefillTimeMetric": ""})
     assert DemandModel.model_validate({"prefillTimeMetric": HIST}).to_spec().prefill_time_metric == HIST
     assert DemandModel.model_validate({}).to_spec().prefill_time_metric is None
+
+
+def test_the_prefills_past_the_target_are_missed_at_any_count_and_set_the_waits_budget() -> None:
+    """The share of prefills the histograms show past the TTFT target is read as the requests no
+    fleet serves in time (idlemiss's): none without a tail or with a token-aware target (a long
+    prompt's own length extends it); and the waits' budget takes it as lost, doubling it where it
+    is half the tail or more (idlemiss.wait_budget's rule)."""
+    from autoscaler.policy import idlemiss
+
+    times = np.array([0.05] * 970 + [3.0] * 30)  # 3 % past a 2 s target
+    tail = prefilltail.track(None, histogram(times), 0.0, 15.0)
+    assert prefilltail.missed(tail, 2.0, None) == pytest.approx(0.03)
+    assert prefilltail.missed(tail, 2.0, 5_000.0) == 0.0 and prefilltail.missed(None, 2.0, None) == 0.0
+    args = (0.01, 600.0, 20_000.0, 4e-9, 1.9, None, 1.0)
+    assert idlemiss.wait_budget(*args) == pytest.approx(0.01, abs=1e-6)  # short prompts: none lost
+    assert idlemiss.wait_budget(*args, 0.03, 0.002) == pytest.approx(0.008, abs=1e-6)
+    assert idlemiss.wait_budget(*args, 0.03, 0.03) == pytest.approx(0.03)  # as many again may wait
+
+
+def test_holds_past_the_target_are_priced_within_the_budget_their_own_misses_leave(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """3 % of prefills at 4 s (DeepSeek-R1's quieter hours read by the histogram show 1.4-4.7 %
+    past 2 s): requests that miss on their own, so the waits behind them have as much again (the
+    doubling rule). Sized with the holds but without reading them as misses, the count is higher."""
+    slo = SloTarget(ttft_s=2.0, tpot_s=0.2)
+    demand = Demand(2.7, 2.7 * 700.0, 2.7 * 1500.0)
+    shape = {"lengths_cv2": 10.0, "least_loaded": True, "arrivals_index": 1.2}
+    tail = prefilltail.track(None, histogram(np.array([0.1] * 970 + [4.0] * 30)), 0.0, 15.0)
+
+    def count() -> int:
+        return capacity.size(REFERENCE_70B, slo, demand, prefill_tail=tail, **shape).replicas  # type: ignore[arg-type]
+
+    read = count()
+    monkeypatch.setattr(prefilltail, "missed", lambda *_: 0.0)
+    assert count() > read
