@@ -78,7 +78,7 @@ def test_the_excess_past_the_slack_is_exact_for_holds_spread_evenly_over_their_b
     times = np.concatenate(
         (rng.uniform(0.0, 0.3, 200_000), rng.uniform(2.5, 5.0, 30_000), rng.uniform(5.0, 10.0, 10_000))
     )
-    tail = prefilltail.track(None, histogram(times), 0.0, 15.0)
+    tail = prefilltail.track(None, histogram(times), 0.0, 15.0)[0]
     assert tail is not None
     for slack in (1.9, 2.5, 4.0, 7.5, 12.0):
         exact = float(np.maximum(times - slack, 0.0).mean())
@@ -99,24 +99,25 @@ def test_the_shares_are_averaged_over_the_memory_from_the_first_tick() -> None:
     failed or malformed read keeps the average; a histogram with other bounds starts afresh."""
     hold = histogram(np.array([0.1] * 99 + [4.0]))
     calm = histogram(np.array([0.1] * 100))
-    one = prefilltail.track(None, hold, 100.0, 15.0)
-    two = prefilltail.track(one, calm, 115.0, 15.0)
+    one = prefilltail.track(None, hold, 100.0, 15.0)[0]
+    two = prefilltail.track(one, calm, 115.0, 15.0)[0]
     assert one is not None and two is not None and two.at == 115.0
     assert prefilltail.past_share(one, 2.5) == pytest.approx(0.01)
     w = -math.expm1(-15.0 / prefilltail.MEMORY_S)
     assert prefilltail.past_share(two, 2.5) == pytest.approx((1 - w) * 0.01 / (2 - w))
-    assert prefilltail.track(two, MetricReading.failed("timeout"), 130.0, 15.0) is two
-    assert prefilltail.track(two, MetricReading((5,)), 130.0, 15.0) is two  # no labels
-    assert prefilltail.track(two, None, 130.0, 15.0) is two
+    assert prefilltail.track(two, MetricReading.failed("timeout"), 130.0, 15.0) == (two, "timeout")
+    kept, why = prefilltail.track(two, MetricReading((5,)), 130.0, 15.0)
+    assert kept is two and why == "1 items but 0 with labels: no `le` to read"
+    assert prefilltail.track(two, None, 130.0, 15.0) == (two, "no reading")
     other = MetricReading((900, 1000), labels=({"le": "1.0"}, {"le": "+Inf"}))
-    fresh = prefilltail.track(two, other, 130.0, 15.0)
+    fresh = prefilltail.track(two, other, 130.0, 15.0)[0]
     assert (
         fresh is not None
         and fresh.bounds == (1.0,)
         and prefilltail.past_share(fresh, 1.0) == pytest.approx(0.1)
     )
     # a tick an hour long weighs 1 - 1/e against all before it
-    later = prefilltail.track(two, calm, 115.0 + prefilltail.MEMORY_S, 15.0)
+    later = prefilltail.track(two, calm, 115.0 + prefilltail.MEMORY_S, 15.0)[0]
     assert later is not None and two is not None
     before = prefilltail.past_share(two, 2.5)
     keep = math.exp(-1.0)
@@ -161,7 +162,7 @@ def test_holds_of_four_seconds_size_a_second_replica_where_the_gamma_saw_one() -
 
     def tail_of(hold_s: float) -> PrefillTail:
         times = np.array([0.05] * 99_910 + [hold_s] * 90)
-        got = prefilltail.track(None, histogram(times), 0.0, 15.0)
+        got = prefilltail.track(None, histogram(times), 0.0, 15.0)[0]
         assert got is not None
         return got
 
@@ -229,6 +230,16 @@ def test_the_planner_reads_the_histogram_into_its_state_and_says_so_in_the_capac
     assert PlannerState.from_dict(doc) == planner_state
     model = CapacityModel.model_validate(CapacityModel.document_of(spec(HIST).capacity))  # type: ignore[arg-type]
     assert model.to_spec().demand.prefill_time_metric == HIST
+    # a hostile engine's histogram (a bound that is no number): the tail is kept, the stage says why
+    broken = MetricReading((5, 9), labels=({"le": "soon"}, {"le": "+Inf"}))
+    decision, after = decide(spec(HIST), state, obs(2, metrics | {HIST: broken}), NOW + 15 * 8)
+    stage = next(s for s in decision.stages if s.name == "capacity")
+    assert (
+        "; the prefill-time histogram not read (`le` is not a number: 'soon'), its last tail kept"
+        in stage.message
+    )
+    assert after.planner is not None and after.planner.prefill_tail == planner_state.prefill_tail
+    assert stage.after == 2
 
 
 @pytest.mark.parametrize(
@@ -273,7 +284,7 @@ def test_the_prefills_past_the_target_are_missed_at_any_count_and_set_the_waits_
     from autoscaler.policy import idlemiss
 
     times = np.array([0.05] * 970 + [3.0] * 30)  # 3 % past a 2 s target
-    tail = prefilltail.track(None, histogram(times), 0.0, 15.0)
+    tail = prefilltail.track(None, histogram(times), 0.0, 15.0)[0]
     assert prefilltail.missed(tail, 2.0, None) == pytest.approx(0.03)
     assert prefilltail.missed(tail, 2.0, 5_000.0) == 0.0 and prefilltail.missed(None, 2.0, None) == 0.0
     args = (0.01, 600.0, 20_000.0, 4e-9, 1.9, None, 1.0)
@@ -291,7 +302,7 @@ def test_holds_past_the_target_are_priced_within_the_budget_their_own_misses_lea
     slo = SloTarget(ttft_s=2.0, tpot_s=0.2)
     demand = Demand(2.7, 2.7 * 700.0, 2.7 * 1500.0)
     shape = {"lengths_cv2": 10.0, "least_loaded": True, "arrivals_index": 1.2}
-    tail = prefilltail.track(None, histogram(np.array([0.1] * 970 + [4.0] * 30)), 0.0, 15.0)
+    tail = prefilltail.track(None, histogram(np.array([0.1] * 970 + [4.0] * 30)), 0.0, 15.0)[0]
 
     def count() -> int:
         return capacity.size(REFERENCE_70B, slo, demand, prefill_tail=tail, **shape).replicas  # type: ignore[arg-type]

@@ -147,10 +147,12 @@ def plan(
     # rate's excess as persisting over (latecurve.persistence)
     count_s = arrived_window if arrived is not None else window
     # the prefill times' far tail (prefilltail.py): the holds one long prompt puts on a replica
-    prefill_tail = state.prefill_tail
+    prefill_tail, tail_problem = state.prefill_tail, ""
     tail_metric = cap.prefill_time_metric
     if tail_metric is not None:
-        prefill_tail = prefilltail.track(prefill_tail, metrics.get(tail_metric), now, cap.decision_period_s)
+        prefill_tail, tail_problem = prefilltail.track(
+            prefill_tail, metrics.get(tail_metric), now, cap.decision_period_s
+        )
     ahead = Lookahead(cap, dstate, speed, limit, count_s, prefill_tail)
     cold = spec.cold_start
     period = cap.decision_period_s
@@ -187,7 +189,7 @@ def plan(
     slower = (level_alpha, d.alpha, d.level_requests) if level_alpha < d.alpha else None
     stages = planstages.forecast_stages(
         have, needed, finished, est, horizon_s, mean, upper, widening, at_horizon, ahead, rounds, obs,
-        on_heights, slower,
+        on_heights, slower, tail_problem,
     )  # fmt: skip
 
     # the reactive floor: upstream's proposal, capped while capacity is arriving within the horizon

@@ -47,6 +47,8 @@ _QUEUED: Final = "; the load past the count late at the prefill queue's tail, u_
 # where the engines' prefill-time histograms show prefills past the TTFT target (prefilltail.py):
 # the holds one long prompt puts on a replica, which the light-load tail waits out
 _HELD: Final = "; {:.3g} % of prefills hold a replica past the TTFT target (the engines' histograms)"
+# where the prefill-time histogram's reading failed or is no histogram: the last tail is kept
+_TAIL_UNREAD: Final = "; the prefill-time histogram not read ({}), its last tail kept"
 _HORIZON_MESSAGE: Final = (
     "replica {} of those asked for now is ready in {:.0f} s ({} loading now, {} round(s))"
 )
@@ -84,12 +86,15 @@ def _capacity_message(
     lifetime_hold: float,
     utilization: float | None,
     held_past: float = 0.0,
+    tail_problem: str = "",
 ) -> str:
     """The capacity stage's message, its clauses chosen when it is read (Stage.message): a
     decision builds it and most are never read."""
     curve = _CURVE_RATE.format(hold_per_replica) if hold_per_replica > 0.0 else ""
     queued = "" if utilization is None else _QUEUED.format(utilization)
     held = _HELD.format(100.0 * held_past) if held_past > 0.0 else ""
+    if tail_problem:
+        held += _TAIL_UNREAD.format(tail_problem)
     return _CAPACITY_MESSAGE.format(
         prefill,
         decode,
@@ -122,10 +127,12 @@ def forecast_stages(
     obs: Observation,
     on_heights: bool = False,
     slower_level: tuple[float, float, float] | None = None,
+    tail_problem: str = "",
 ) -> list[Stage]:
     """The demand, capacity and horizon stages' rows; `on_heights`: the upper is bin 0's height
     over the typical load (band.band_width), not its log band; `slower_level`: (the level's weight
-    a period, alpha, levelRequests) where the weight is below alpha (demand.level_alpha_at)."""
+    a period, alpha, levelRequests) where the weight is below alpha (demand.level_alpha_at);
+    `tail_problem`: why the prefill-time histogram was not read this tick (prefilltail.track)."""
     now = est.now
     r, pt, gt = now.requests, now.prompt_tokens, now.output_tokens
     return [
@@ -169,6 +176,7 @@ def forecast_stages(
                 ahead.lifetime_hold,
                 ahead.queue_utilization(),
                 ahead.held_past(),
+                tail_problem,
             ),
         ),
         Stage(

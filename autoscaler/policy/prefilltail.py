@@ -8,13 +8,13 @@ prefill, E[(S - τ)+] / E[S], had been read from a gamma of the prompts' mean an
 ServeGen m-large's 24,000-token prompts (0.05 % of its requests) hold a 70B replica for 4 s, where
 a gamma of the same mean and cv² puts 1e-6 of its mass (docs/policy.md, "The prefill times' far
 tail"). vLLM observes every request's prefill time (first token - first scheduled) in
-vllm:request_prefill_time_seconds; the adapter serves its buckets' rates as
+vllm:request_prefill_time_seconds when the request finishes; the adapter serves its buckets' rates as
 `prefill_time_bucket_rate`, one item per `le` bound, which is what this module reads.
 
 The survival P(S > s) is known at the bounds (the share of prefills above each) and read as linear
 between them (each bucket's prefills spread evenly over it, 1 at s = 0); past the last finite bound
 nothing is counted. The bounds' shares are averages over MEMORY_S: a far tail is rare (one prefill
-in 2,000 on m-large, a few a minute at 10 requests/s), so a window of minutes holds none of it.
+in 2,000 on m-large, one every few minutes at 10 requests/s), so a window of minutes holds none.
 Pure arithmetic on floats.
 """
 
@@ -93,23 +93,24 @@ def buckets(reading: MetricReading) -> tuple[tuple[float, ...], tuple[float, ...
 
 def track(
     prior: PrefillTail | None, reading: MetricReading | None, now: float, period_s: float
-) -> PrefillTail | None:
+) -> tuple[PrefillTail | None, str]:
     """The tail with this tick's reading folded in (weight 1 - exp(-dt / MEMORY_S), dt the time
-    since the last reading, `period_s` at the first). A failed or malformed read keeps the prior as
-    it is; a histogram with other bounds than the prior's starts afresh."""
+    since the last reading, `period_s` at the first), and why a reading was not read ("" when it
+    was): a failed or malformed read keeps the prior as it is, and the capacity stage says why; a
+    histogram with other bounds than the prior's starts afresh."""
     if reading is None:
-        return prior
+        return prior, "no reading"
     try:
         bounds, over, total = buckets(reading)
-    except BucketsError:
-        return prior
+    except BucketsError as e:
+        return prior, str(e)
     dt = period_s if prior is None or now <= prior.at else now - prior.at
     w = -math.expm1(-dt / MEMORY_S)
     if prior is None or prior.bounds != bounds:
-        return PrefillTail(now, bounds, tuple(w * x for x in over), w * total)
+        return PrefillTail(now, bounds, tuple(w * x for x in over), w * total), ""
     keep = 1.0 - w
     averaged = tuple(keep * a + w * x for a, x in zip(prior.over, over, strict=True))
-    return PrefillTail(now, bounds, averaged, keep * prior.total + w * total)
+    return PrefillTail(now, bounds, averaged, keep * prior.total + w * total), ""
 
 
 def excess_s(tail: PrefillTail, slack_s: float) -> float:
