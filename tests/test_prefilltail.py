@@ -293,20 +293,18 @@ def test_the_prefills_past_the_target_are_missed_at_any_count_and_set_the_waits_
     assert idlemiss.wait_budget(*args, 0.03, 0.03) == pytest.approx(0.03)  # as many again may wait
 
 
-def test_holds_past_the_target_are_priced_within_the_budget_their_own_misses_leave(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_holds_past_the_target_are_priced_within_the_budget_their_own_misses_leave() -> None:
     """3 % of prefills at 4 s (DeepSeek-R1's quieter hours read by the histogram show 1.4-4.7 %
     past 2 s): requests that miss on their own, so the waits behind them have as much again (the
-    doubling rule). Sized with the holds but without reading them as misses, the count is higher."""
-    slo = SloTarget(ttft_s=2.0, tpot_s=0.2)
+    doubling rule). A token-aware target of 1e9 tokens/s is the same 2 s to a microsecond but is not
+    read from the histogram (prefilltail.missed): sized so, the holds alone ask for more."""
     demand = Demand(2.7, 2.7 * 700.0, 2.7 * 1500.0)
     shape = {"lengths_cv2": 10.0, "least_loaded": True, "arrivals_index": 1.2}
     tail = prefilltail.track(None, histogram(np.array([0.1] * 970 + [4.0] * 30)), 0.0, 15.0)[0]
 
-    def count() -> int:
+    def count(slo: SloTarget) -> int:
         return capacity.size(REFERENCE_70B, slo, demand, prefill_tail=tail, **shape).replicas  # type: ignore[arg-type]
 
-    read = count()
-    monkeypatch.setattr(prefilltail, "missed", lambda *_: 0.0)
-    assert count() > read
+    read = count(SloTarget(ttft_s=2.0, tpot_s=0.2))
+    unread = count(SloTarget(ttft_s=2.0, tpot_s=0.2, ttft_tokens_per_s=1e9))
+    assert unread > read
