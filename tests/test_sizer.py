@@ -140,7 +140,9 @@ def _size_before(
             if lengths_cv2 > 1.0:
                 residual = lengths.residual_share(slack, p, 1.0 / rate - beta * p, beta, lengths_cv2)
                 if budget > 0.0:
-                    most = max(most, math.ceil(offered * residual / budget - 1e-9))
+                    most = max(
+                        most, math.ceil(min(offered * residual / budget, capacity.MOST_REPLICAS) - 1e-9)
+                    )
             if not least_loaded:
                 return most, rate
             chunks = 1.0
@@ -368,3 +370,23 @@ def test_capacitys_prefill_rate_is_tpottails(
     got = replicarates.prefill_rate_of(profile, x, o, base, w, a, d)
     tokens = 0.0 if budget is None else float(budget)
     assert got == tpottail.prefill_rate(x, o, base, w, a, d, budget is not None, tokens, first)
+
+
+def test_a_subnormal_wait_budget_sizes_within_the_limit_not_an_overflow() -> None:
+    """Hypothesis's find (CI, session 44): one-token prompts against a 0.2 s target leave a wait
+    budget of idle misses of ~4e-315, and the light-traffic count's ratio offered·residual/budget
+    overflowed math.ceil. It is held under capacity.MOST_REPLICAS, and the count is within the limit."""
+    profile = ReplicaProfile(
+        step_base_s=0.056640625,
+        prefill_s_per_token=1e-05,
+        prefill_s_per_attention_pair=8.85e-09,
+        decode_s_per_request=0.0003062183418536673,
+        decode_s_per_context_token=0.0,
+        max_batched_tokens=8192,
+        max_num_seqs=256,
+    )
+    slo = SloTarget(ttft_s=0.203125, tpot_s=None, attainment=0.9)
+    demand = Demand(2.0, 2.0, 4000.0)
+    got = capacity.size(profile, slo, demand, 0.5, 1, service_cv2=1.7, lengths_cv2=2.5)
+    assert got.replicas == 1
+    assert 1 < capacity.size(profile, slo, demand, 0.5, 7, service_cv2=1.7, lengths_cv2=2.5).replicas <= 7

@@ -65,6 +65,7 @@ SERVICE_CV2: Final = 1.0  # squared coefficient of variation of prefill times th
 # no engine publishes prompt lengths (lengths.py; docs/policy.md, "How accurate the capacity model is")
 CONTEXT_OUTPUT_SHARE = tpottail.CONTEXT_OUTPUT_SHARE  # p + this x o: the mean context a decode reads
 MIN_UTILIZATION = 0.05  # a TPOT target below one step at batch 1 cannot be met: plan replicas this light
+MOST_REPLICAS = 1e15  # a count past any fleet: the light-traffic count's ratio is held under it
 MIN_SLACK_SHARE = 0.25  # when the mean request cannot meet its TTFT even idle, plan as if it may
 # wait this share of its own prefill: more replicas would not make it meet the target
 # On the sizing's path the min and max of two values are conditionals that return what the builtin
@@ -309,7 +310,8 @@ def sizer(
         slack_services = slack2 / (arrival_cv2 + service_cv2)
         ttft_n = tailsearch.ttft_servers(offered, slack_services, budget)  # the random router's count
         if residual > 0.0 and budget > 0.0:  # u·P(R > slack) within the budget
-            light = math.ceil(offered * residual / budget - 1e-9)
+            # (a subnormal budget, idle misses of ~1e-315, overflows the ratio: no count is that large)
+            light = math.ceil(min(offered * residual / budget, MOST_REPLICAS) - 1e-9)
             if light > ttft_n:
                 ttft_n = light
         if least_loaded:
