@@ -21,6 +21,7 @@ Pure arithmetic on floats.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import Final, NamedTuple
 
 from autoscaler.policy.observation import MetricReading
@@ -116,23 +117,11 @@ def track(
 def excess_s(tail: PrefillTail, slack_s: float) -> float:
     """E[(S - slack)+] per prefill, seconds: ∫ P(S > s) ds from the slack to the last finite
     bound, the survival linear between the bounds (1 at 0)."""
-    total = tail.total
-    if total <= 0.0:
-        return 0.0
-    lo_s, lo_p = 0.0, 1.0
     got = 0.0
-    for bound, over in zip(tail.bounds, tail.over, strict=True):
-        p = over / total
-        if p > lo_p:
-            p = lo_p
-        if bound > slack_s:
+    for lo_s, lo_p, hi_s, hi_p in _segments(tail):
+        if hi_s > slack_s:
             start = lo_s if lo_s > slack_s else slack_s
-            # the survival at `start` on the line from (lo_s, lo_p) to (bound, p), then the trapezoid
-            at_start = lo_p + (p - lo_p) * (start - lo_s) / (bound - lo_s)
-            got += 0.5 * (at_start + p) * (bound - start)
-        lo_s, lo_p = bound, p
-        if p <= 0.0:
-            break
+            got += 0.5 * (_on(lo_s, lo_p, hi_s, hi_p, start) + hi_p) * (hi_s - start)  # a trapezoid
     return got
 
 
@@ -147,13 +136,27 @@ def missed(tail: PrefillTail | None, ttft_s: float, ttft_tokens: float | None) -
 
 def past_share(tail: PrefillTail, slack_s: float) -> float:
     """P(S > slack), the survival at the slack on the same lines: for the capacity stage's words."""
+    for lo_s, lo_p, hi_s, hi_p in _segments(tail):
+        if hi_s >= slack_s:
+            return _on(lo_s, lo_p, hi_s, hi_p, slack_s)
+    return 0.0
+
+
+def _segments(tail: PrefillTail) -> Iterator[tuple[float, float, float, float]]:
+    """The survival's linear pieces (from s, P(S > s), to s, P(S > s)), from (0, 1) through each
+    bound's share, never rising (none without a prefill)."""
     total = tail.total
     if total <= 0.0:
-        return 0.0
+        return
     lo_s, lo_p = 0.0, 1.0
     for bound, over in zip(tail.bounds, tail.over, strict=True):
-        p = min(over / total, lo_p)
-        if bound >= slack_s:
-            return lo_p + (p - lo_p) * (slack_s - lo_s) / (bound - lo_s)
+        p = over / total
+        if p > lo_p:
+            p = lo_p
+        yield lo_s, lo_p, bound, p
         lo_s, lo_p = bound, p
-    return 0.0
+
+
+def _on(lo_s: float, lo_p: float, hi_s: float, hi_p: float, s: float) -> float:
+    """The survival at s on the piece from (lo_s, lo_p) to (hi_s, hi_p)."""
+    return lo_p + (hi_p - lo_p) * (s - lo_s) / (hi_s - lo_s)
