@@ -11,9 +11,11 @@ import pytest
 
 from autoscaler.policy import capacity, leastloaded, prefilltail
 from autoscaler.policy.capacity import Demand
-from autoscaler.policy.capacityspec import ReplicaProfile, SloTarget
+from autoscaler.policy.capacityspec import SloTarget
 from autoscaler.policy.observation import MetricReading
 from autoscaler.policy.prefilltail import BucketsError, PrefillTail
+from replay import profiles
+from replay.policies.predictive import replica_profile
 
 # vLLM's bounds for vllm:request_prefill_time_seconds, as prometheus_client writes them
 VLLM_LE = (
@@ -137,16 +139,8 @@ def test_the_wait_behind_a_hold_falls_as_the_router_sends_the_held_replica_less(
     assert leastloaded.held_share(3, 0.1, 0.0) == 0.0
 
 
-# reference-70b's engine (replay/profiles.py LLAMA_70B_TP4_H100) and ServeGen m-large's mix
-REFERENCE_70B = ReplicaProfile(
-    step_base_s=0.0185,
-    prefill_s_per_token=5.55e-5,
-    prefill_s_per_attention_pair=8.85e-9,
-    decode_s_per_request=4.0e-5,
-    decode_s_per_context_token=3.3e-8,
-    max_batched_tokens=8192,
-    kv_cache_tokens=440_000,
-)
+# reference-70b's engine as the replay's predictive profiles it, and ServeGen m-large's mix
+REFERENCE_70B = replica_profile(profiles.REFERENCE_70B.engine)
 M_LARGE = Demand(9.5, 9.5 * 665.0, 9.5 * 140.0)
 
 

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_light_traffic_wait_vs_replay import prefill_terms
 
 from autoscaler.policy import leastloaded
-from autoscaler.policy.replicarates import prefill_rate_of
 from replay.policies import StaticPolicy
-from replay.policies.predictive import replica_profile, slo_target
 from replay.profiles import REFERENCE_70B
 from replay.simulate import simulate
 from replay.trace import Trace
@@ -42,17 +41,8 @@ def _traces() -> tuple[Trace, Trace]:
 def _slack_and_u(n: int) -> tuple[float, float]:
     """The slack a request's wait has (capacity.py's terms at the mean prompt) and the prefill
     utilization a replica, at n replicas."""
-    profile = replica_profile(REFERENCE_70B.engine)
-    slo = slo_target(REFERENCE_70B)
-    base = profile.step_base_s
-    beta = profile.prefill_s_per_attention_pair * 0.5
-    a = profile.prefill_s_per_token + beta * (PROMPT + 1.0)
-    d = profile.decode_s_per_request + profile.decode_s_per_context_token * (PROMPT + OUTPUT)
-    w = a * PROMPT + d * OUTPUT
-    rate = prefill_rate_of(profile, RATE / n, OUTPUT, base, w, a, d)
-    service = PROMPT / rate
-    step = base / max(1.0 - RATE * w / n, 1e-3)
-    return slo.ttft_s - service - step, RATE * service / n
+    slack, service, _, _ = prefill_terms(n, RATE, PROMPT, OUTPUT)
+    return slack, RATE * service / n
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4])

@@ -37,19 +37,29 @@ def _trace() -> Trace:
     return Trace("light-traffic", arrival, prompts, outputs)
 
 
-def _model(n: int, p: float, cv2: float) -> tuple[float, float, float]:
-    """(slack s, the least-loaded wait tail past it without and with the residual term)."""
+def prefill_terms(n: int, lam: float, p: float, o: float) -> tuple[float, float, float, float]:
+    """capacity.py's terms at the mean prompt on n replicas of reference-70b fed `lam` req/s of
+    p prompt and o output tokens: (the slack a request's wait has, the mean prefill's seconds, the
+    prefill rate in tokens/s, the work w a request costs)."""
     profile = replica_profile(REFERENCE_70B.engine)
     slo = slo_target(REFERENCE_70B)
     base = profile.step_base_s
     beta = profile.prefill_s_per_attention_pair * 0.5
     a = profile.prefill_s_per_token + beta * (p + 1.0)
-    d = profile.decode_s_per_request + profile.decode_s_per_context_token * (p + OUTPUT)
-    w = a * p + d * OUTPUT
-    rate = prefill_rate_of(profile, RATE / n, OUTPUT, base, w, a, d)
+    d = profile.decode_s_per_request + profile.decode_s_per_context_token * (p + o)
+    w = a * p + d * o
+    rate = prefill_rate_of(profile, lam / n, o, base, w, a, d)
     service = p / rate
-    step = base / max(1.0 - RATE * w / n, 1e-3)
-    slack = max(slo.ttft_s - service - step, 0.25 * service)
+    step = base / max(1.0 - lam * w / n, 1e-3)
+    return max(slo.ttft_s - service - step, 0.25 * service), service, rate, w
+
+
+def _model(n: int, p: float, cv2: float) -> tuple[float, float, float]:
+    """(slack s, the least-loaded wait tail past it without and with the residual term)."""
+    profile = replica_profile(REFERENCE_70B.engine)
+    base = profile.step_base_s
+    beta = profile.prefill_s_per_attention_pair * 0.5
+    slack, service, rate, w = prefill_terms(n, RATE, p, OUTPUT)
     cs2 = lengths.spread(profile, p, cv2).get("service_cv2", 1.0)
     terms = (RATE * service, slack / service * 2.0 / (1.0 + cs2), RATE * OUTPUT * base, RATE * w, 1.0, cs2)
     departing = leastloaded.departing(RATE, base, p, profile.max_batched_tokens)
