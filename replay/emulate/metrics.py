@@ -311,4 +311,6 @@ FLAVORS: dict[str, MetricsFlavor] = {
 
 
 def new_stats(engine: str, context_tokens: int) -> EngineStats:
-    return EngineStats(FLAVORS[engine].buckets(context_tokens))
+    # vLLM V1 observes the queue time when a request finishes; TGI (queue.rs, next_batch) and
+    # SGLang (the scheduler, as a request joins a prefill batch) when it is scheduled
+    return EngineStats(FLAVORS[engine].buckets(context_tokens), queue_at_finish=engine == "vllm")

@@ -63,6 +63,9 @@ class EngineStats:
     """Counters and histograms of one engine, fed by EngineLoop (it is an Observer)."""
 
     buckets: Mapping[Hist, Sequence[float]]
+    # the queue time at the request's finish, with vLLM V1's other per-request histograms
+    # (loggers.py, for each of iteration_stats.finished_requests); else at its first token
+    queue_at_finish: bool = False
     hists: dict[Hist, Histogram] = field(init=False)
     requests_received: int = 0
     prompt_tokens: int = 0
@@ -108,12 +111,15 @@ class EngineStats:
             if r.generated == 1:
                 self.prompt_tokens += r.input_tokens  # counted at the first token, as vLLM V1
                 self._observe(Hist.TTFT, r.first_token_s - r.arrival_s)
-                self._observe(Hist.QUEUE, r.admitted_s - r.arrival_s)
+                if not self.queue_at_finish:
+                    self._observe(Hist.QUEUE, r.admitted_s - r.arrival_s)
             else:
                 self._observe(Hist.ITL, r.last_token_s - r.prev_token_s)
             if r.generated >= r.output_tokens:
                 self.requests_finished += 1
                 self._observe(Hist.E2E, r.finished_s - r.arrival_s)
+                if self.queue_at_finish:
+                    self._observe(Hist.QUEUE, r.admitted_s - r.arrival_s)
                 self._observe(Hist.DECODE, r.finished_s - r.first_token_s)
                 self._observe(Hist.PREFILL, r.first_token_s - r.admitted_s)  # at the finish, as vLLM V1
                 self._observe(Hist.INFERENCE, r.finished_s - r.admitted_s)

@@ -12,6 +12,7 @@ import pytest
 
 from common.clock import ManualClock
 from replay.emulate.batching import EngineLoop, Gauges, Request, RequestRejected, Step, run_virtual, step_kind
+from replay.emulate.metrics import new_stats
 from replay.emulate.stats import EngineStats, Hist
 from replay.engine import Engine
 from replay.profiles import LLAMA_70B_TP4_H100, EngineProfile
@@ -72,6 +73,30 @@ def test_the_prefill_time_histogram_observes_a_request_at_its_finish_as_vllm_v1(
         assert stats.hists[Hist.PREFILL].count == len(finished)
         assert stats.hists[Hist.PREFILL].total == sum(r.first_token_s - r.admitted_s for r in finished)
     assert steps == 3 and stats.hists[Hist.PREFILL].counts == [0, 2, 0]
+
+
+def test_the_queue_time_histogram_is_observed_when_each_engine_observes_it() -> None:
+    """vLLM V1 observes vllm:request_queue_time_seconds when a request finishes (loggers.py, for
+    each of iteration_stats.finished_requests); TGI's and SGLang's queue histograms count a request
+    once it is scheduled, which the emulator counts at its first token. Two requests admitted
+    together, one of one token and one of three: vLLM's count follows the finishes, the others' the
+    first tokens, and both hold the same waits."""
+    counts: dict[str, list[int]] = {}
+    for engine in ("vllm", "sglang", "tgi"):
+        core = StepScheduler(FAST)
+        stats = new_stats(engine, 4096)
+        requests = [core.submit(100, 1, 0.0), core.submit(100, 3, 0.0)]
+        t, seen = 0.0, []
+        while not core.idle:
+            step = core.schedule(t)
+            assert step is not None
+            stats.on_work(step, core.complete(step))
+            t = step.end_s
+            seen.append(stats.hists[Hist.QUEUE].count)
+        assert stats.hists[Hist.QUEUE].total == sum(r.admitted_s - r.arrival_s for r in requests)
+        counts[engine] = seen
+    assert counts["vllm"] == [1, 1, 2]
+    assert counts["sglang"] == counts["tgi"] == [2, 2, 2]
 
 
 def test_kv_blocks_admit_only_what_fits_and_refuse_the_impossible() -> None:
