@@ -25,9 +25,9 @@ Normalized signals:
   request, and SGLang, Triton, TensorRT-LLM, JetStream and llama.cpp have no prefill-time histogram;
 - `output_length_bucket_rate`: the same per bound over the per-request output-length histogram
   (generated tokens, observed at a request's finish): how often a request ends within each length,
-  the outputs' distribution beyond the mean and square. vLLM, TGI and JetStream; SGLang, Triton,
-  TensorRT-LLM (its `nv_llm_output_token_len` is not known to count per request) and llama.cpp
-  have none;
+  the outputs' distribution beyond the mean and square. vLLM, TGI and JetStream; Triton and
+  llama.cpp have none, SGLang's is opt-in and not read, TensorRT-LLM's `nv_llm_output_token_len`
+  is not known to count per request (docs/adapter-sources.md);
 - `slot_usage`: JetStream's decode-slot occupancy (a 0–1 fraction; JetStream has no running count).
 - `arrival_rate`: requests/s reaching an inference gateway, from its request counter (a gateway's
   pods, not the engines': the demand stage's `arrivalRateMetric`, docs/policy.md).
