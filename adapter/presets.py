@@ -23,6 +23,11 @@ Normalized signals:
   often a prefill ends within each bound, `+Inf` every prefill; the far tail is how often one long
   prompt holds a replica past the TTFT target. vLLM only: TGI times prefill per batch, not per
   request, and SGLang, Triton, TensorRT-LLM, JetStream and llama.cpp have no prefill-time histogram;
+- `output_length_bucket_rate`: the same per bound over the per-request output-length histogram
+  (generated tokens, observed at a request's finish): how often a request ends within each length,
+  the outputs' distribution beyond the mean and square. vLLM, TGI and JetStream; Triton and
+  llama.cpp have none, SGLang's is opt-in and not read, TensorRT-LLM's `nv_llm_output_token_len`
+  is not known to count per request (docs/adapter-sources.md);
 - `slot_usage`: JetStream's decode-slot occupancy (a 0–1 fraction; JetStream has no running count).
 - `arrival_rate`: requests/s reaching an inference gateway, from its request counter (a gateway's
   pods, not the engines': the demand stage's `arrivalRateMetric`, docs/policy.md).
@@ -50,6 +55,7 @@ class Signal(StrEnum):
     OUTPUT_TOKEN_SQUARE_RATE = "output_token_square_rate"
     FINISHED_OUTPUT_TOKEN_RATE = "finished_output_token_rate"
     PREFILL_TIME_BUCKET_RATE = "prefill_time_bucket_rate"
+    OUTPUT_LENGTH_BUCKET_RATE = "output_length_bucket_rate"
     SLOT_USAGE = "slot_usage"
     ARRIVAL_RATE = "arrival_rate"
 
@@ -220,6 +226,8 @@ PRESETS: dict[str, EnginePreset] = {
                 Signal.FINISHED_OUTPUT_TOKEN_RATE: rate(_s("vllm:request_generation_tokens_sum")),
                 # V1: first token - first scheduled, observed as the request finishes (loggers.py)
                 Signal.PREFILL_TIME_BUCKET_RATE: bucket_rate("vllm:request_prefill_time_seconds"),
+                # build_1_2_5_buckets up to the max model length, as the square rate reads them
+                Signal.OUTPUT_LENGTH_BUCKET_RATE: bucket_rate("vllm:request_generation_tokens"),
             },
             model_label="model_name",
         ),
@@ -237,6 +245,8 @@ PRESETS: dict[str, EnginePreset] = {
                 Signal.PROMPT_TOKEN_SQUARE_RATE: square_rate("tgi_request_input_length"),
                 Signal.OUTPUT_TOKEN_SQUARE_RATE: square_rate("tgi_request_generated_tokens"),
                 Signal.FINISHED_OUTPUT_TOKEN_RATE: rate(_s("tgi_request_generated_tokens_sum")),
+                # 100 linear buckets up to max_total_tokens: bounds such as "40.96", as Rust prints them
+                Signal.OUTPUT_LENGTH_BUCKET_RATE: bucket_rate("tgi_request_generated_tokens"),
             },
         ),
         EnginePreset(
@@ -292,6 +302,7 @@ PRESETS: dict[str, EnginePreset] = {
                 Signal.PROMPT_TOKEN_SQUARE_RATE: square_rate("jetstream_request_input_length"),
                 Signal.OUTPUT_TOKEN_SQUARE_RATE: square_rate("jetstream_request_output_length"),
                 Signal.FINISHED_OUTPUT_TOKEN_RATE: rate(_s("jetstream_request_output_length_sum")),
+                Signal.OUTPUT_LENGTH_BUCKET_RATE: bucket_rate("jetstream_request_output_length"),
             },
             model_label="model_name",
         ),

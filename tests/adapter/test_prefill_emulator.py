@@ -8,25 +8,9 @@ bucket bounds (../shared/engine_metrics.md), not from the emulator's histogram.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from emulated import LABELS, WINDOW_S, served_buckets
 
-import httpx
-from conftest import serve
-
-from adapter.auth import InsecureDevAccess
-from adapter.catalog import Catalog
-from adapter.catalogconfig import CatalogSettings, SourceKind
-from adapter.presets import get_preset
-from adapter.server import create_app as adapter_app
-from adapter.sources.scrape import ScrapeSource, StaticTargets
-from adapter.telemetry import Telemetry
-from autoscaler.controller.metrics import AdapterMetricsReader
-from autoscaler.policy.spec import MetricSpec, TargetType
-from common.clock import ManualClock
 from replay.emulate.server import EmulatorConfig
-from replay.emulate.server import create_app as emulator_app
 from replay.profiles import EngineProfile
 
 METRIC = "infscale_prefill_time_bucket_rate"
@@ -48,7 +32,6 @@ PROFILE = EngineProfile(
 )
 # prompt words -> requests: prefills of 0.2, 0.6, 1.4, 2.1, 6.1 and 14.1 s
 PROMPTS = {100: 3, 500: 2, 1_300: 1, 2_000: 1, 6_000: 1, 14_000: 1}
-WINDOW_S = 60
 
 
 def expected_rates() -> dict[str, float]:
@@ -60,66 +43,14 @@ def expected_rates() -> dict[str, float]:
     return {le: sum(1 for s in prefills if le == "+Inf" or s <= float(le)) / WINDOW_S for le in VLLM_BOUNDS}
 
 
-@asynccontextmanager
-async def emulated_engine(clock: ManualClock) -> AsyncIterator[str]:
-    async with serve(emulator_app(EmulatorConfig(engine="vllm", profile=PROFILE), clock=clock)) as url:
-        yield url
-
-
-async def complete(client: httpx.AsyncClient, clock: ManualClock, words: int) -> None:
-    """One request through the emulator's API, its engine steps run by moving its clock."""
-    body = {"prompt": " ".join(["w"] * words), "max_tokens": 1}
-    answer = asyncio.create_task(client.post("/v1/completions", json=body))
-    for _ in range(2_000):  # hang guard: the request reaches the engine within a few loop turns
-        if answer.done():
-            break
-        await clock.advance_to(clock.t + 1.0)
-        await asyncio.sleep(0.001)
-    assert (await answer).status_code == 200
-
-
 async def test_the_adapter_serves_the_emulators_prefill_times_one_item_per_bound() -> None:
-    engine_clock, adapter_clock = ManualClock(0.0), ManualClock(1_000.0)
-    telemetry = Telemetry(adapter_clock)
-    async with (
-        emulated_engine(engine_clock) as engine_url,
-        httpx.AsyncClient(base_url=engine_url, timeout=10) as engine,
-    ):
-        settings = CatalogSettings.model_validate(
-            {
-                "endpoints": [
-                    {"url": f"{engine_url}/metrics", "namespace": "serving", "deployment": "llama"}
-                ],
-                "metrics": [{"name": METRIC, "signal": "prefill_time_bucket_rate"}],
-            }
-        )
-        source = ScrapeSource(
-            get_preset("vllm"), [StaticTargets(settings.endpoints)], settings.scrape, telemetry, adapter_clock
-        )
-        async with source:
-            await source.scrape_round()  # before any request: every bound at 0
-            for words, n in PROMPTS.items():
-                for _ in range(n):
-                    await complete(engine, engine_clock, words)
-            adapter_clock.set(1_000.0 + WINDOW_S)
-            await source.scrape_round()
-            catalog = Catalog(settings, {SourceKind.SCRAPE: source}, telemetry, adapter_clock)
-            async with (
-                serve(adapter_app(catalog, InsecureDevAccess(), telemetry)) as adapter_url,
-                httpx.AsyncClient(base_url=adapter_url) as raw,
-            ):
-                path = f"/apis/external.metrics.k8s.io/v1beta1/namespaces/serving/{METRIC}"
-                items = (await raw.get(path, params={"labelSelector": "deployment=llama"})).json()["items"]
-                reader = AdapterMetricsReader(adapter_url, timeout_s=5, token_file=None)
-                try:
-                    spec = MetricSpec(METRIC, TargetType.VALUE, 1_000, selector="deployment=llama")
-                    reading = await reader.read("serving", spec, adapter_clock())
-                finally:
-                    await reader.close()
+    requests = [(words, 1) for words, n in PROMPTS.items() for _ in range(n)]
+    config = EmulatorConfig(engine="vllm", profile=PROFILE)
+    served = await served_buckets(config, METRIC, "prefill_time_bucket_rate", requests)
+    items, reading = served.items, served.reading
     expected = expected_rates()
     assert expected["0.3"] == 3 / 60 and expected["15.0"] == expected["+Inf"] == 9 / 60  # the arithmetic
-    labels = {"namespace": "serving", "deployment": "llama", "model": "emulated-model"}
-    assert [item["metricLabels"] for item in items] == [{**labels, "le": le} for le in VLLM_BOUNDS]
+    assert [item["metricLabels"] for item in items] == [{**LABELS, "le": le} for le in VLLM_BOUNDS]
     assert all(item["window"] == WINDOW_S for item in items)
     # the controller's reading: the milli-units the adapter sends (3 / 60 = "50m", 5 / 60 = "83m"),
     # each item's labels

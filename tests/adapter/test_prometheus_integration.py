@@ -42,15 +42,18 @@ RATE = ("infscale_request_rate", "request_rate", "sum")
 # every pod's prefills per second ending within each bound, in real time (+Inf: all of them)
 PREFILLS_PER_S = {"0.3": 6.0, "2.5": 9.0, "+Inf": REQUESTS_PER_S}
 PREFILL = ("infscale_prefill_time_bucket_rate", "prefill_time_bucket_rate", "sum")
+# every pod's requests per second finishing within each output length; batch-0's histogram is
+# hostile, fewer in all than within 1 token (a refused pod, in a namespace of its own)
+OUTPUTS_PER_S = {"1.0": 2.0, "10.0": 5.0, "100.0": 8.0, "+Inf": REQUESTS_PER_S}
+HOSTILE_OUTPUTS_PER_S = {"1.0": 7.0, "+Inf": 3.0}
+OUTPUT = ("infscale_output_length_bucket_rate", "output_length_bucket_rate", "sum")
 
 
-def prefill_histogram(elapsed_s: float, model: str) -> str:
+def histogram(name: str, per_s: dict[str, float], elapsed_s: float, model: str) -> str:
+    """vLLM's histogram `name` of one engine, each bound's count growing `per_s[le]` a second."""
     labels = f'engine="0",model_name="{model}"'
-    lines = [
-        f'vllm:request_prefill_time_seconds_bucket{{{labels},le="{le}"}} {rate * elapsed_s}'
-        for le, rate in PREFILLS_PER_S.items()
-    ]
-    return "\n".join(["# TYPE vllm:request_prefill_time_seconds histogram", *lines, ""])
+    lines = [f'{name}_bucket{{{labels},le="{le}"}} {rate * elapsed_s}' for le, rate in per_s.items()]
+    return "\n".join([f"# TYPE {name} histogram", *lines, ""])
 
 
 @dataclass(frozen=True)
@@ -67,7 +70,9 @@ async def engines() -> AsyncIterator[Engines]:
         waiting, running, kv, model = PODS[request.match_info["pod"]][2]
         elapsed = time.monotonic() - started
         text = vllm_text(waiting, running, kv, model=model, success=REQUESTS_PER_S * elapsed)
-        return web.Response(text=text + prefill_histogram(elapsed, model))
+        outputs = HOSTILE_OUTPUTS_PER_S if request.match_info["pod"] == "batch-0" else OUTPUTS_PER_S
+        text += histogram("vllm:request_prefill_time_seconds", PREFILLS_PER_S, elapsed, model)
+        return web.Response(text=text + histogram("vllm:request_generation_tokens", outputs, elapsed, model))
 
     app.router.add_get("/{pod}/metrics", metrics)
     runner = web.AppRunner(app)
@@ -96,7 +101,8 @@ def catalog_settings(engines: Engines, prometheus_url: str | None) -> CatalogSet
         return CatalogSettings.model_validate(
             {
                 "metrics": [
-                    {"name": n, "signal": s, "aggregation": a} for n, s, a in [*METRICS, RATE, PREFILL]
+                    {"name": n, "signal": s, "aggregation": a}
+                    for n, s, a in [*METRICS, RATE, PREFILL, OUTPUT]
                 ],
                 "endpoints": [
                     {
@@ -114,7 +120,7 @@ def catalog_settings(engines: Engines, prometheus_url: str | None) -> CatalogSet
         {
             "metrics": [
                 {"name": n, "signal": s, "aggregation": a, "source": "prometheus"}
-                for n, s, a in [*METRICS, RATE, PREFILL]
+                for n, s, a in [*METRICS, RATE, PREFILL, OUTPUT]
             ]
             + [{"name": "broken", "source": "prometheus", "query": "sum by (x) (up"}],
             # a short window: Prometheus scrapes every 0.5 s, so 3 s holds ~6 samples
@@ -219,20 +225,27 @@ async def test_prometheus_source_agrees_with_direct_scraping(engines: Engines, p
     assert scraped["batch", "infscale_batch_size"] == [({**llama, "namespace": "batch"}, 1.0)]
 
 
-async def _prefill_rates(settings: CatalogSettings) -> dict[tuple[str, str], tuple[float, int | None]]:
-    """infscale_prefill_time_bucket_rate per (deployment, le) in `serving`, once it is the true
-    rate per bound (as _rates waits for the request rate), with each item's window."""
+async def _bucket_rates(
+    settings: CatalogSettings,
+    metric: str,
+    per_s: dict[str, float],
+    telemetry: Telemetry,
+    refused_in: str | None = None,
+) -> dict[tuple[str, str], tuple[float, int | None]]:
+    """`metric`'s rates per (deployment, le) in `serving`, once they are the true rate per bound
+    (`per_s` a pod, as _rates waits for the request rate), with each item's window; in namespace
+    `refused_in`, its one pod refused as not cumulative."""
     expected = {
         (deployment, le): pods * rate
         for deployment, pods in (("llama", 2), ("qwen", 1))
-        for le, rate in PREFILLS_PER_S.items()
+        for le, rate in per_s.items()
     }
     got: dict[tuple[str, str], tuple[float, int | None]] = {}
-    async with build_catalog(settings, Telemetry()) as catalog:
+    async with build_catalog(settings, telemetry) as catalog:
 
         async def settled() -> bool:
             try:
-                samples = await catalog.read("serving", PREFILL[0], EVERYTHING)
+                samples = await catalog.read("serving", metric, EVERYTHING)
             except (NoData, SourceUnavailable):
                 return False
             got.clear()
@@ -241,7 +254,10 @@ async def _prefill_rates(settings: CatalogSettings) -> dict[tuple[str, str], tup
                 got[k][0] == pytest.approx(v, rel=0.15) for k, v in expected.items()
             )
 
-        await until(settled, "the true prefill rates per bound")
+        await until(settled, f"the true {metric} per bound")
+        if refused_in is not None:
+            with pytest.raises(NoData, match=r"1 with invalid values \(1 not cumulative\)"):
+                await catalog.read(refused_in, metric, EVERYTHING)
     return got
 
 
@@ -252,9 +268,27 @@ async def test_prefill_bucket_rates_settle_on_the_true_rate_per_bound_through_bo
     per deployment and bound, llama's two pods 12, 18, 20 and qwen's 6, 9, 10, whether the adapter
     scrapes them (window: the seconds between its scrapes) or Prometheus' rate() reads them
     (window: rate_window_s)."""
-    direct = await _prefill_rates(catalog_settings(engines, None))
-    via_prometheus = await _prefill_rates(catalog_settings(engines, prometheus))
+    args = (PREFILL[0], PREFILLS_PER_S)
+    direct = await _bucket_rates(catalog_settings(engines, None), *args, Telemetry())
+    via_prometheus = await _bucket_rates(catalog_settings(engines, prometheus), *args, Telemetry())
     order = [(d, le) for d in ("llama", "qwen") for le in PREFILLS_PER_S]
     assert list(direct) == list(via_prometheus) == order  # lowest bound first, "+Inf" last
     assert {window for _, window in via_prometheus.values()} == {3}
     assert all(window is not None and window >= 1 for _, window in direct.values())
+
+
+async def test_output_length_bucket_rates_settle_per_bound_and_a_hostile_pod_is_refused_through_both(
+    engines: Engines, prometheus: str
+) -> None:
+    """Every pod's output lengths: 2, 5, 8 and 10 requests a second within 1, 10, 100 tokens and in
+    all; llama's two pods 4, 10, 16, 20 and qwen's 2, 5, 8, 10 through either source. batch-0
+    counts 7 a second within 1 token and 3 in all: both sources refuse it as not_cumulative."""
+    for prometheus_url in (None, prometheus):
+        telemetry = Telemetry()
+        settings = catalog_settings(engines, prometheus_url)
+        got = await _bucket_rates(settings, OUTPUT[0], OUTPUTS_PER_S, telemetry, refused_in="batch")
+        assert list(got) == [(d, le) for d in ("llama", "qwen") for le in OUTPUTS_PER_S]
+        excluded = telemetry.registry.get_sample_value(
+            "infscale_adapter_invalid_pods_excluded_total", {"metric": OUTPUT[0], "reason": "not_cumulative"}
+        )
+        assert excluded is not None and excluded >= 1, prometheus_url
