@@ -50,6 +50,20 @@ from autoscaler.policy.observation import MetricReading
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 
+
+def one_two_five(limit: int) -> tuple[float, ...]:
+    """vLLM's build_1_2_5_buckets: 1, 2, 5, 10, 20, 50, ... up to `limit` (its max_model_len)."""
+    out: list[float] = []
+    exponent = 0
+    while True:
+        for m in (1, 2, 5):
+            value = m * 10**exponent
+            if value > limit:
+                return tuple(out)
+            out.append(float(value))
+        exponent += 1
+
+
 # the columns of a pod's row in a scrape
 INFLIGHT, WAITING, RUNNING, KV_USAGE, REQUESTS, PROMPT_TOKENS, GENERATION_TOKENS, PROMPT_SQUARES = range(8)
 OUTPUT_SQUARES, OUTPUT_SUMS = 8, 9
@@ -65,6 +79,12 @@ PREFILL_TIME_BOUNDS: Final = (
 PREFILL_TIME_BUCKETS: Final = len(PREFILL_TIME_BOUNDS) + 1
 PREFILL_TIME = 10
 COLUMNS = PREFILL_TIME + PREFILL_TIME_BUCKETS
+# vLLM's output-length histogram (vllm:request_generation_tokens: the tokens a request generated,
+# observed at its finish) has build_1_2_5_buckets(max_model_len) bounds, then +Inf. The emulator's
+# max_model_len is the KV cache (replay/scheduler.py's context_limit): 440,000 tokens for the
+# replay scenarios' 70B engine, 444,992 for the 8B's, the same bounds, 1 to 200,000. The kernel
+# freezes one set: an engine of another context publishes these bounds still
+OUTPUT_LENGTH_BOUNDS: Final = one_two_five(440_000)
 # and of the gateway's
 ARRIVALS, PENDING = range(2)
 
