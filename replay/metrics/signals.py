@@ -78,13 +78,16 @@ PREFILL_TIME_BOUNDS: Final = (
 )  # fmt: skip
 PREFILL_TIME_BUCKETS: Final = len(PREFILL_TIME_BOUNDS) + 1
 PREFILL_TIME = 10
-COLUMNS = PREFILL_TIME + PREFILL_TIME_BUCKETS
 # vLLM's output-length histogram (vllm:request_generation_tokens: the tokens a request generated,
-# observed at its finish) has build_1_2_5_buckets(max_model_len) bounds, then +Inf. The emulator's
+# observed at its finish) has build_1_2_5_buckets(max_model_len) bounds, then +Inf; a pod's row
+# holds its cumulative buckets from column OUTPUT_LENGTH on, as the prefill times'. The emulator's
 # max_model_len is the KV cache (replay/scheduler.py's context_limit): 440,000 tokens for the
 # replay scenarios' 70B engine, 444,992 for the 8B's, the same bounds, 1 to 200,000. The kernel
 # freezes one set: an engine of another context publishes these bounds still
 OUTPUT_LENGTH_BOUNDS: Final = one_two_five(440_000)
+OUTPUT_LENGTH_BUCKETS: Final = len(OUTPUT_LENGTH_BOUNDS) + 1
+OUTPUT_LENGTH = PREFILL_TIME + PREFILL_TIME_BUCKETS
+COLUMNS = OUTPUT_LENGTH + OUTPUT_LENGTH_BUCKETS
 # and of the gateway's
 ARRIVALS, PENDING = range(2)
 
