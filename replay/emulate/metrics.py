@@ -23,6 +23,7 @@ from prometheus_client.utils import floatToGoString
 from replay.emulate.batching import Gauges
 from replay.emulate.stats import EngineStats, Hist, Histogram
 from replay.emulate.tgimetrics import render_tgi, tgi_buckets
+from replay.metrics.signals import one_two_five  # vLLM's build_1_2_5_buckets, shared with the replay
 
 Renderer = Callable[[EngineStats, Gauges, str], str]
 
@@ -53,19 +54,6 @@ _VLLM_REQUEST = (
 _VLLM_STEP_TOKENS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 
 
-def _one_two_five(limit: int) -> tuple[float, ...]:
-    """vLLM's build_1_2_5_buckets: 1, 2, 5, 10, 20, 50, ... up to the context length."""
-    out: list[float] = []
-    exponent = 0
-    while True:
-        for m in (1, 2, 5):
-            value = m * 10**exponent
-            if value > limit:
-                return tuple(out)
-            out.append(float(value))
-        exponent += 1
-
-
 def _vllm_buckets(context: int) -> Mapping[Hist, Sequence[float]]:
     return {
         Hist.TTFT: _VLLM_TTFT,
@@ -75,8 +63,8 @@ def _vllm_buckets(context: int) -> Mapping[Hist, Sequence[float]]:
         Hist.PREFILL: _VLLM_REQUEST,
         Hist.DECODE: _VLLM_REQUEST,
         Hist.INFERENCE: _VLLM_REQUEST,
-        Hist.PROMPT_TOKENS: _one_two_five(context),
-        Hist.GENERATION_TOKENS: _one_two_five(context),
+        Hist.PROMPT_TOKENS: one_two_five(context),
+        Hist.GENERATION_TOKENS: one_two_five(context),
         Hist.STEP_TOKENS: _VLLM_STEP_TOKENS,
     }
 

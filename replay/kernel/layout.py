@@ -1,8 +1,8 @@
 """The kernel's arrays, column by column: what replay/engine.py allocates and every compiled
 function reads. numba freezes these values into the code it compiles (jit.py's cache stamp covers
-this file for that reason, and signals.py, whose bucket count it takes)."""
+this file for that reason, and signals.py, whose bucket counts it takes)."""
 
-from replay.metrics.signals import PREFILL_TIME_BUCKETS
+from replay.metrics.signals import OUTPUT_LENGTH_BUCKETS, PREFILL_TIME_BUCKETS
 
 # int columns of a request in flight (its slot, a row of `qi`, reused once it finished)
 Q_IN, Q_OUT, Q_STATE, Q_GEN, Q_COMP, Q_BLOCKS, Q_DECBASE = 0, 1, 2, 3, 4, 5, 6
@@ -41,7 +41,10 @@ R_OSUM = 38
 # bound before, the bound], the last beyond every bound (a scrape cumulates them, as `le` buckets);
 # from column R_PFT on
 R_PFT = 39
-RI_COLUMNS = R_PFT + PREFILL_TIME_BUCKETS
+# the output lengths' histogram (vllm:request_generation_tokens: Q_OUT, the tokens a finished request
+# generated), per bucket of signals.py's OUTPUT_LENGTH_BOUNDS as R_PFT's; counted with R_FIN
+R_OLEN = R_PFT + PREFILL_TIME_BUCKETS
+RI_COLUMNS = R_OLEN + OUTPUT_LENGTH_BUCKETS
 # per-replica float columns
 RF_T0, RF_D0, RF_G, RF_TEND, RF_LASTFIN = 0, 1, 2, 3, 4
 RF_COLUMNS = 5

@@ -23,6 +23,7 @@ from replay.kernel.layout import (
     R_NDEC,
     R_NRUN,
     R_NWAIT,
+    R_OLEN,
     R_OSQ,
     R_OSUM,
     R_P,
@@ -39,6 +40,8 @@ from replay.metrics.signals import (
     GENERATION_TOKENS,
     INFLIGHT,
     KV_USAGE,
+    OUTPUT_LENGTH,
+    OUTPUT_LENGTH_BUCKETS,
     OUTPUT_SQUARES,
     OUTPUT_SUMS,
     PREFILL_TIME,
@@ -115,7 +118,7 @@ def pod_rows(t, ready, draining, qi, ri, rf, hist, pi, rows):
 
 @inline_jit
 def pod_row(t, r, qi, ri, rf, hist, pi, rows, i):
-    """Replica r's scrape row at t (counters, and the prefill-time histogram) in rows[i]."""
+    """Replica r's scrape row at t (counters, and the histograms' buckets) in rows[i]."""
     fin, ptok, psq, gen, nwait, nrun, used, osq, osum = counters(t, r, qi, ri, rf, hist, pi)
     rows[i, WAITING] = nwait
     rows[i, RUNNING] = nrun
@@ -127,9 +130,17 @@ def pod_row(t, r, qi, ri, rf, hist, pi, rows, i):
     rows[i, PROMPT_SQUARES] = psq
     rows[i, OUTPUT_SQUARES] = osq
     rows[i, OUTPUT_SUMS] = osum
-    # the prefill-time histogram, cumulative (`le`, +Inf last): counted at the finishes, with R_FIN
-    # (exact at any t, as it is: finishes happen at a run's end, and never in a merged head step)
+    # the per-request histograms, counted at the finishes with R_FIN (exact at any t, as it is:
+    # finishes happen at a run's end, and never in a merged head step)
+    cumulate(ri, r, R_PFT, rows, i, PREFILL_TIME, PREFILL_TIME_BUCKETS)
+    cumulate(ri, r, R_OLEN, rows, i, OUTPUT_LENGTH, OUTPUT_LENGTH_BUCKETS)
+
+
+@inline_jit
+def cumulate(ri, r, first, rows, i, column, buckets):
+    """Replica r's histogram (its counts per bucket from ri's column `first` on) as cumulative `le`
+    buckets, +Inf last, in rows[i] from `column` on."""
     n = 0
-    for b in range(PREFILL_TIME_BUCKETS):
-        n += ri[r, R_PFT + b]
-        rows[i, PREFILL_TIME + b] = n
+    for b in range(buckets):
+        n += ri[r, first + b]
+        rows[i, column + b] = n

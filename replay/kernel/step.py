@@ -55,6 +55,7 @@ from replay.kernel.layout import (
     R_NDEC,
     R_NRUN,
     R_NWAIT,
+    R_OLEN,
     R_OSQ,
     R_OSUM,
     R_P,
@@ -80,9 +81,11 @@ from replay.kernel.layout import (
 )
 from replay.kernel.prefix import prefix_hit, prefix_use
 from replay.kernel.queues import dec_add, dec_cum, dec_remove, preempt, run_append, run_remove, wait_pop
-from replay.metrics.signals import PREFILL_TIME_BOUNDS
+from replay.metrics.signals import OUTPUT_LENGTH_BOUNDS, PREFILL_TIME_BOUNDS
 
-_BOUNDS = np.array(PREFILL_TIME_BOUNDS)  # numba freezes it into the code (a constant array)
+# numba freezes them into the code (constant arrays)
+_PREFILL_BOUNDS = np.array(PREFILL_TIME_BOUNDS)
+_OUTPUT_BOUNDS = np.array(OUTPUT_LENGTH_BOUNDS)
 
 
 @inline_jit
@@ -344,11 +347,11 @@ def end_run(r, qi, qf, ri, rf, hist, hk, hr, pi, poff, pids, hslot, lkey, lprev,
 
 
 @inline_jit
-def prefill_bucket(seconds):
-    """The prefill-time bucket of `seconds`: the first bound it is <= to (a histogram's `le`), or
+def bucket(bounds, value):
+    """The histogram bucket of `value`: the first of `bounds` it is <= to (a histogram's `le`), or
     len(bounds), beyond them all. Most prefills take less than the first bound: one comparison."""
     b = 0
-    while b < len(_BOUNDS) and seconds > _BOUNDS[b]:
+    while b < len(bounds) and value > bounds[b]:
         b += 1
     return b
 
@@ -367,8 +370,9 @@ def _finish(q, r, t, qi, qf, ri, rf, g, lr):
     ri[r, R_FIN] += 1
     ri[r, R_OSQ] += qi[q, Q_OUT] * qi[q, Q_OUT]
     ri[r, R_OSUM] += qi[q, Q_OUT]
-    req = qi[q, Q_REQ]  # its prefill time, observed at its finish as vLLM V1 does
-    ri[r, R_PFT + prefill_bucket(qf[req, QF_FIRST] - qf[req, QF_ADMIT])] += 1
+    req = qi[q, Q_REQ]  # its prefill time and output length, observed at its finish as vLLM V1 does
+    ri[r, R_PFT + bucket(_PREFILL_BOUNDS, qf[req, QF_FIRST] - qf[req, QF_ADMIT])] += 1
+    ri[r, R_OLEN + bucket(_OUTPUT_BOUNDS, qi[q, Q_OUT])] += 1
     g[G_INFLIGHT] -= 1
     g[G_FINISHED] += 1
     if t > rf[r, RF_LASTFIN]:

@@ -16,16 +16,21 @@ gauges and per-second rates of counters, one value per pod, combined across the 
 | infscale_output_token_square_rate | rate of Σ output tokens², vllm:request_generation_tokens's buckets |
 | infscale_finished_output_token_rate | rate of Σ finished requests' output tokens, its _sum |
 | infscale_prefill_time_bucket_rate | rate of each vllm:request_prefill_time_seconds_bucket, one per `le` |
+| infscale_output_length_bucket_rate | rate of each vllm:request_generation_tokens_bucket, one per `le` (*) |
 | infscale_arrival_rate | rate of requests reaching the router (the gateway's counter) |
 | infscale_gateway_pending | requests held at the gateway while no replica is ready (the gateway's gauge) |
 
-A bucketed metric (a histogram's buckets: infscale_prefill_time_bucket_rate) is a metric of several
-columns: one item per bucket, in bound order, each with its `le` label, every item combined across
-pods as a one-column metric's single item is; it cannot also be read per pod (one item per pod and
-bucket would need a second label the reading does not carry). Its histogram is observed at a
-request's finish, as vLLM V1 does.
+A bucketed metric (a histogram's buckets: the two *_bucket_rate) is a metric of several columns:
+one item per bucket, in bound order, each with its `le` label, every item combined across pods as
+a one-column metric's single item is; it cannot also be read per pod (one item per pod and bucket
+would need a second label the reading does not carry). Both histograms are observed at a request's
+finish, as vLLM V1 does.
 
-The last two are the inference gateway's /metrics (e.g. the Gateway API Inference Extension's
+(*) The output lengths (tokens a finished request generated; buckets 1, 2, 5, 10, 20, 50, ... as
+vLLM's build_1_2_5_buckets, to 200,000) are published for policies and users: the replay's own
+policies read none of it.
+
+The table's last two are the inference gateway's /metrics (e.g. the Gateway API Inference Extension's
 inference_objective_request_total; Knative's activator and KEDA's HTTP interceptor hold requests
 the same way), every other metric the engines'.
 
@@ -50,6 +55,20 @@ from autoscaler.policy.observation import MetricReading
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 
+
+def one_two_five(limit: int) -> tuple[float, ...]:
+    """vLLM's build_1_2_5_buckets: 1, 2, 5, 10, 20, 50, ... up to `limit` (its max_model_len)."""
+    out: list[float] = []
+    exponent = 0
+    while True:
+        for m in (1, 2, 5):
+            value = m * 10**exponent
+            if value > limit:
+                return tuple(out)
+            out.append(float(value))
+        exponent += 1
+
+
 # the columns of a pod's row in a scrape
 INFLIGHT, WAITING, RUNNING, KV_USAGE, REQUESTS, PROMPT_TOKENS, GENERATION_TOKENS, PROMPT_SQUARES = range(8)
 OUTPUT_SQUARES, OUTPUT_SUMS = 8, 9
@@ -64,7 +83,16 @@ PREFILL_TIME_BOUNDS: Final = (
 )  # fmt: skip
 PREFILL_TIME_BUCKETS: Final = len(PREFILL_TIME_BOUNDS) + 1
 PREFILL_TIME = 10
-COLUMNS = PREFILL_TIME + PREFILL_TIME_BUCKETS
+# vLLM's output-length histogram (vllm:request_generation_tokens: the tokens a request generated,
+# observed at its finish) has build_1_2_5_buckets(max_model_len) bounds, then +Inf; a pod's row
+# holds its cumulative buckets from column OUTPUT_LENGTH on, as the prefill times'. The emulator's
+# max_model_len is the KV cache (replay/scheduler.py's context_limit): 440,000 tokens for the
+# replay scenarios' 70B engine, 444,992 for the 8B's, the same bounds, 1 to 200,000. The kernel
+# freezes one set: an engine of another context publishes these bounds still
+OUTPUT_LENGTH_BOUNDS: Final = one_two_five(440_000)
+OUTPUT_LENGTH_BUCKETS: Final = len(OUTPUT_LENGTH_BOUNDS) + 1
+OUTPUT_LENGTH = PREFILL_TIME + PREFILL_TIME_BUCKETS
+COLUMNS = OUTPUT_LENGTH + OUTPUT_LENGTH_BUCKETS
 # and of the gateway's
 ARRIVALS, PENDING = range(2)
 
@@ -112,6 +140,12 @@ def bucket_labels(bounds: tuple[float, ...]) -> tuple[Mapping[str, str], ...]:
     return tuple(MappingProxyType({"le": le_label(b)}) for b in (*bounds, math.inf))
 
 
+def bucket_rate(name: str, column: int, bounds: tuple[float, ...]) -> Metric:
+    """A histogram's bucket rates: its cumulative buckets from `column` on, one per bound then
+    +Inf, each the rate of a counter, summed over pods."""
+    return Metric(name, Kind.RATE, column, Combine.SUM, labels=bucket_labels(bounds))
+
+
 METRICS: dict[str, Metric] = {
     m.name: m
     for m in (
@@ -125,13 +159,8 @@ METRICS: dict[str, Metric] = {
         Metric("infscale_prompt_token_square_rate", Kind.RATE, PROMPT_SQUARES, Combine.SUM),
         Metric("infscale_output_token_square_rate", Kind.RATE, OUTPUT_SQUARES, Combine.SUM),
         Metric("infscale_finished_output_token_rate", Kind.RATE, OUTPUT_SUMS, Combine.SUM),
-        Metric(
-            "infscale_prefill_time_bucket_rate",
-            Kind.RATE,
-            PREFILL_TIME,
-            Combine.SUM,
-            labels=bucket_labels(PREFILL_TIME_BOUNDS),
-        ),
+        bucket_rate("infscale_prefill_time_bucket_rate", PREFILL_TIME, PREFILL_TIME_BOUNDS),
+        bucket_rate("infscale_output_length_bucket_rate", OUTPUT_LENGTH, OUTPUT_LENGTH_BOUNDS),
         Metric("infscale_arrival_rate", Kind.RATE, ARRIVALS, Combine.SUM, gateway=True),
         Metric("infscale_gateway_pending", Kind.GAUGE, PENDING, Combine.SUM, gateway=True),
     )

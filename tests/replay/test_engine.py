@@ -14,6 +14,8 @@ from replay.kernel import layout
 from replay.metrics.signals import (
     COLUMNS,
     GENERATION_TOKENS,
+    OUTPUT_LENGTH,
+    OUTPUT_LENGTH_BUCKETS,
     OUTPUT_SQUARES,
     OUTPUT_SUMS,
     PREFILL_TIME,
@@ -446,10 +448,15 @@ def test_a_request_finishing_at_a_steps_end_keeps_it_out_of_a_merged_head_step(s
     assert engine._ri[0, layout.R_HEAD] == merged  # the step [0.5, 0.75] is a merged head step
     assert engine._rf[0, layout.RF_T0 if merged else layout.RF_TEND] == 0.75
     buckets = slice(PREFILL_TIME, PREFILL_TIME + PREFILL_TIME_BUCKETS)
-    assert engine.pod_rows(1, one, none)[0, buckets].tolist() == [0] * PREFILL_TIME_BUCKETS
+    outputs = slice(OUTPUT_LENGTH, OUTPUT_LENGTH + OUTPUT_LENGTH_BUCKETS)  # counted at the finish too
+    inside = engine.pod_rows(1, one, none)[0]
+    assert inside[buckets].tolist() == [0] * PREFILL_TIME_BUCKETS
+    assert inside[outputs].tolist() == [0] * OUTPUT_LENGTH_BUCKETS
     engine.run(0.75, none)
-    after = engine.pod_rows(1, one, none)[0, buckets]
-    assert after.tolist() == [0 if merged else 1] * PREFILL_TIME_BUCKETS
+    after = engine.pod_rows(1, one, none)[0]
+    assert after[buckets].tolist() == [0 if merged else 1] * PREFILL_TIME_BUCKETS
+    # the short one's 3 tokens: past le=1 and le=2, in le=5 and every bucket after it
+    assert after[outputs].tolist() == ([0] * OUTPUT_LENGTH_BUCKETS if merged else [0, 0] + [1] * 16)
     results = engine.results()
     assert (results.first_token_s - results.admitted_s).tolist() == [0.25, 0.75]
     assert np.isnan(results.finished_s[0]) if merged else results.finished_s[0] == 0.75

@@ -15,6 +15,7 @@ import pytest
 from replay.metrics import PER_POD, ClusterScrape, DirectPath, MetricsSpec, PrometheusPath, build_pipeline
 from replay.metrics.signals import (
     COLUMNS,
+    OUTPUT_LENGTH_BUCKETS,
     PREFILL_TIME_BOUNDS,
     PREFILL_TIME_BUCKETS,
     AggregationError,
@@ -38,11 +39,13 @@ def row(
     output_squares: int = 0,
     output_sums: int = 0,
     prefill: list[int] | None = None,  # the prefill-time histogram's cumulative buckets, +Inf last
+    output_lengths: list[int] | None = None,  # the output-length histogram's, likewise
 ) -> list[float]:
     counts = [requests, prompt, gen, squares, output_squares, output_sums]
     buckets = prefill or [0] * PREFILL_TIME_BUCKETS
-    assert len(buckets) == PREFILL_TIME_BUCKETS
-    return [waiting + running, waiting, running, kv, *counts, *buckets]
+    lengths = output_lengths or [0] * OUTPUT_LENGTH_BUCKETS
+    assert len(buckets) == PREFILL_TIME_BUCKETS and len(lengths) == OUTPUT_LENGTH_BUCKETS
+    return [waiting + running, waiting, running, kv, *counts, *buckets, *lengths]
 
 
 def scrape(
