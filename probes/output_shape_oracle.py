@@ -10,7 +10,7 @@ Two uses:
         league window (the trace's mean prompt, output and prompt cv²), geometric against the shape;
     EMP=1 PYTHONPATH=. .venv/bin/python probes/output_shape_oracle.py replay league ...
         the infscale command with the shape installed in place of the geometric (EMP=0: unchanged;
-        every case's caches cleared at its start).
+        MAXG=1: the higher of the two at each rate; every case's caches cleared at its start).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ BOUNDS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50
 TRACE = "../shared/traces/servegen_language_m-large.tar.gz"
 _shape: list[Any] = [np.zeros(0), np.zeros(0)]  # decode steps D = o - 1 >= 1 and P(D = d)
 _scope = tailkernel.compiled_rate().py_func.__globals__
-_beyond, _prefill_rate = _scope["_beyond"], _scope["prefill_rate"]
+_beyond, _prefill_rate, _geometric = _scope["_beyond"], _scope["prefill_rate"], _scope["_miss"]
 
 
 @numba.njit(cache=False)  # type: ignore[misc]
@@ -62,7 +62,11 @@ def _miss_shaped(
 
 
 def miss(*args: Any) -> float:
-    return float(_miss_shaped(*args, _shape[0], _shape[1]))
+    """The shape's share; with MAXG=1 the geometric's where that is higher (the geometric a floor)."""
+    shaped = float(_miss_shaped(*args, _shape[0], _shape[1]))
+    if os.environ.get("MAXG", "0") == "1":
+        return max(shaped, float(_geometric(*args)))
+    return shaped
 
 
 def rate(
