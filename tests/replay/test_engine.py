@@ -3,7 +3,9 @@ engine (replay/engine.py + replay/kernel/) against the exact one on random cases
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -374,16 +376,42 @@ def test_the_output_squares_counter_sums_the_square_of_every_output_finished() -
     assert (rows[:, :, GENERATION_TOKENS].sum(axis=1) > rows[:, :, OUTPUT_SUMS].sum(axis=1)).any()
 
 
-def prefill_histogram(results: RequestResults, replicas: int, at: float = np.inf) -> npt.NDArray[np.int64]:
-    """Per replica, vLLM's prefill-time histogram of the requests finished by `at` (vLLM V1
-    observes it at a request's finish), from the requests' results: the count of first token -
-    first scheduled <= each bound, then all."""
-    seconds = results.first_token_s - results.admitted_s
-    out = np.zeros((replicas, PREFILL_TIME_BUCKETS), dtype=np.int64)
+def finished_histogram(
+    results: RequestResults,
+    values: npt.NDArray[Any],
+    bounds: Sequence[float],
+    replicas: int,
+    at: float = np.inf,
+) -> npt.NDArray[np.int64]:
+    """Per replica, the cumulative histogram (`le` buckets) of `values`, one per request, over the
+    requests finished by `at` (vLLM V1 observes its per-request histograms at a request's finish):
+    the count <= each bound, then all."""
+    out = np.zeros((replicas, len(bounds) + 1), dtype=np.int64)
     for r in range(replicas):
-        mine = seconds[(results.replica == r) & (results.finished_s <= at)]
-        out[r] = [*((mine <= bound).sum() for bound in PREFILL_TIME_BOUNDS), len(mine)]
+        mine = values[(results.replica == r) & (results.finished_s <= at)]
+        out[r] = [*((mine <= bound).sum() for bound in bounds), len(mine)]
     return out
+
+
+def prefill_histogram(results: RequestResults, replicas: int, at: float = np.inf) -> npt.NDArray[np.int64]:
+    """Per replica, vLLM's prefill-time histogram of the requests finished by `at`, from the
+    requests' results: first token - first scheduled."""
+    seconds = results.first_token_s - results.admitted_s
+    return finished_histogram(results, seconds, PREFILL_TIME_BOUNDS, replicas, at)
+
+
+def run_to_end(trace: Trace, kv_budget_tokens: int, replicas: int) -> tuple[npt.NDArray[Any], RequestResults]:
+    """The trace on `replicas` replicas of P70 at a KV budget, fed in 5 s rounds until every request
+    finished: the pods' rows at the end and the requests' results."""
+    engine = Engine(replace(P70, kv_budget_tokens=kv_budget_tokens), trace)
+    arrival = trace.arrival_s
+    ready = np.arange(replicas, dtype=np.int64)
+    t, sent = 0.0, 0
+    while sent < len(arrival) or engine.in_flight:
+        upto = int(np.searchsorted(arrival, t + 5.0, side="left"))
+        engine.run(t + 5.0, np.arange(sent, upto, dtype=np.int64), ready)
+        sent, t = upto, t + 5.0
+    return engine.pod_rows(replicas, ready, ready[:0]), engine.results()
 
 
 def test_the_prefill_time_buckets_count_each_replicas_prefill_times_by_bound() -> None:
@@ -395,15 +423,7 @@ def test_the_prefill_time_buckets_count_each_replicas_prefill_times_by_bound() -
     arrival = np.sort(rng.uniform(0, 60.0, n))
     inputs, outputs = rng.integers(1, 16_000, n), rng.integers(1, 400, n)
     trace = Trace("t", arrival, inputs.astype(np.int64), outputs.astype(np.int64))
-    engine = Engine(replace(P70, kv_budget_tokens=40_000), trace)
-    ready = np.arange(replicas, dtype=np.int64)
-    t, sent = 0.0, 0
-    while sent < n or engine.in_flight:
-        upto = int(np.searchsorted(arrival, t + 5.0, side="left"))
-        engine.run(t + 5.0, np.arange(sent, upto, dtype=np.int64), ready)
-        sent, t = upto, t + 5.0
-    rows = engine.pod_rows(replicas, ready, ready[:0])
-    results = engine.results()
+    rows, results = run_to_end(trace, 40_000, replicas)
     want = prefill_histogram(results, replicas)
     np.testing.assert_array_equal(rows[:, PREFILL_TIME : PREFILL_TIME + PREFILL_TIME_BUCKETS], want)
     assert want[:, -1].sum() == n and results.preemptions.sum() > 0

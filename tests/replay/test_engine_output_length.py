@@ -4,15 +4,13 @@ every scrape."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import numpy.typing as npt
 
 from replay.engine import Engine, RequestResults
 from replay.metrics.signals import OUTPUT_LENGTH, OUTPUT_LENGTH_BUCKETS, REQUESTS
 from replay.trace import Trace
-from tests.replay.test_engine import _STOPPED_N, P70, _run_with_stops
+from tests.replay.test_engine import _STOPPED_N, P70, _run_with_stops, finished_histogram, run_to_end
 
 BUCKETS = slice(OUTPUT_LENGTH, OUTPUT_LENGTH + OUTPUT_LENGTH_BUCKETS)
 # vLLM's build_1_2_5_buckets up to the scenarios' context (440,000 tokens), written out
@@ -24,11 +22,7 @@ def output_histogram(
 ) -> npt.NDArray[np.int64]:
     """Per replica, the output lengths of the requests finished by `at`, from the requests'
     results: the count of outputs <= each bound, then all."""
-    out = np.zeros((replicas, len(BOUNDS) + 1), dtype=np.int64)
-    for r in range(replicas):
-        mine = outputs[(results.replica == r) & (results.finished_s <= at)]
-        out[r] = [*((mine <= bound).sum() for bound in BOUNDS), len(mine)]
-    return out
+    return finished_histogram(results, outputs, BOUNDS, replicas, at)
 
 
 def test_the_output_length_buckets_count_each_replicas_finished_outputs_by_bound() -> None:
@@ -43,15 +37,7 @@ def test_the_output_length_buckets_count_each_replicas_finished_outputs_by_bound
     outputs = np.where(rng.random(n) < 0.5, near_bounds, rng.integers(1, 3_000, n))
     inputs = rng.integers(1, 8_000, n)
     trace = Trace("t", arrival, inputs.astype(np.int64), outputs.astype(np.int64))
-    engine = Engine(replace(P70, kv_budget_tokens=40_000), trace)
-    ready = np.arange(replicas, dtype=np.int64)
-    t, sent = 0.0, 0
-    while sent < n or engine.in_flight:
-        upto = int(np.searchsorted(arrival, t + 5.0, side="left"))
-        engine.run(t + 5.0, np.arange(sent, upto, dtype=np.int64), ready)
-        sent, t = upto, t + 5.0
-    rows = engine.pod_rows(replicas, ready, ready[:0])
-    results = engine.results()
+    rows, results = run_to_end(trace, 40_000, replicas)
     want = output_histogram(results, outputs, replicas)
     np.testing.assert_array_equal(rows[:, BUCKETS], want)
     assert want[:, -1].sum() == n and results.preemptions.sum() > 0
