@@ -15,9 +15,9 @@ Two uses:
 
 from __future__ import annotations
 
-import math
 import os
 import sys
+import types
 from typing import Any
 
 import numba
@@ -69,44 +69,9 @@ def miss(*args: Any) -> float:
     return shaped
 
 
-def rate(
-    base_s,
-    prefill_s,
-    attention_s,
-    request_s,
-    context_s,
-    has_budget,
-    budget,
-    prefill_first,
-    seqs,
-    tpot_s,
-    tail,
-    p,
-    o,
-    speed,
-    two,
-    unit,
-    share,
-):  # type: ignore[no-untyped-def]
-    """tpottail._rate's bisection over miss()."""
-    base = base_s / speed
-    a = (prefill_s + attention_s * 0.5 * (p + 1.0)) / speed
-    d = (request_s + context_s * (p + share * o)) / speed
-    w = a * p + d * o
-    hi = (1.0 - base / tpot_s) / w
-    if hi <= 0.0:
-        return math.inf
-    args = (base, a, d, w, has_budget, budget, prefill_first, seqs, tpot_s, tail, p, o, two, unit)
-    if miss(*args, hi) <= tail:
-        return math.inf
-    lo = 0.0
-    for _ in range(14):
-        x = 0.5 * (lo + hi)
-        if miss(*args, x) <= tail:
-            lo = x
-        else:
-            hi = x
-    return lo
+# tpottail._rate's bisection itself, over miss() (its globals with `_miss` replaced, as tailkernel.py
+# compiles it with the compiled callees)
+rate = types.FunctionType(tpottail._rate.__code__, {**vars(tpottail), "_miss": miss}, "rate")
 
 
 def shape(outputs: Any) -> tuple[Any, Any]:
