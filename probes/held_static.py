@@ -12,6 +12,7 @@ e.g. `1 0.048 3300 7200 30 reference-70b` (and N = 2, 3, 4); needs ../shared's t
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import numpy as np
 
@@ -26,11 +27,10 @@ HOLD_S = 1.5  # a prefill this long (the model's solo time) is a hold
 TTFT_S, TPOT_S = 2.0, 0.2
 
 
-def main(argv: list[str]) -> None:
-    args = [*argv, *["0.048", "0", "1e9", "30", "reference-70b"][len(argv) - 1 :]]
-    n = int(args[0])
-    scale, start, end, reach = (float(a) for a in args[1:5])
-    scenario = SCENARIOS[args[5]]
+def static_run(n: int, scale: float, scenario_name: str) -> tuple[Any, ...]:
+    """m-large's league window at `scale` on a static fleet of n: the requests' results, arrivals,
+    outputs, TTFTs and TPOTs, and each prompt's prefill time alone on a replica (its solo time)."""
+    scenario = SCENARIOS[scenario_name]
     trace = load_trace(TRACE, "servegen", rate_scale=scale, seed=0, **WINDOW)  # type: ignore[arg-type]
     result = simulate(trace, scenario, StaticPolicy(n), warmup_s=1800.0)
     q, arrival, engine = result.requests, result.arrival_s, scenario.engine
@@ -38,9 +38,17 @@ def main(argv: list[str]) -> None:
     outputs = result.output_tokens
     ttft = q.first_token_s - arrival
     tpot = (q.finished_s - q.first_token_s) / np.maximum(outputs - 1, 1)
+    solo = engine.prefill_token_s * prompts + engine.prefill_attention_s * prompts * prompts / 2.0
+    return q, arrival, outputs, ttft, tpot, solo
+
+
+def main(argv: list[str]) -> None:
+    args = [*argv, *["0.048", "0", "1e9", "30", "reference-70b"][len(argv) - 1 :]]
+    n = int(args[0])
+    scale, start, end, reach = (float(a) for a in args[1:5])
+    q, arrival, _, ttft, tpot, solo = static_run(n, scale, args[5])
     bad = (ttft > TTFT_S) | (tpot > TPOT_S)
     scored = (arrival >= start) & (arrival < end)
-    solo = engine.prefill_token_s * prompts + engine.prefill_attention_s * prompts * prompts / 2.0
     holds = np.flatnonzero(scored & (solo > HOLD_S))
     near = np.zeros(len(arrival), dtype=bool)
     for i in holds:

@@ -13,33 +13,17 @@ from __future__ import annotations
 import sys
 
 import numpy as np
+from held_static import HOLD_S, TPOT_S, TTFT_S, static_run  # this folder's (run as a script)
 
-from replay.policies.static import StaticPolicy
-from replay.profiles import SCENARIOS
-from replay.simulate import simulate
-from replay.traces import load_trace
-
-TRACE = "../shared/traces/servegen_language_m-large.tar.gz"
-WINDOW = {"start_s": 39_600.0, "end_s": 50_400.0}  # the league's (replay/league/sources.py)
-HOLD_S = 1.5  # a prefill this long (the model's solo time) is a hold
 POST_S = 10.0  # decodes starting this soon after a hold's first token, on its replica
-TTFT_S, TPOT_S = 2.0, 0.2
 
 
 def main(argv: list[str]) -> None:
     args = [*argv, *["0.15", "0", "1e9", "reference-70b"][len(argv) - 1 :]]
     n = int(args[0])
     scale, start, end = (float(a) for a in args[1:4])
-    scenario = SCENARIOS[args[4]]
-    trace = load_trace(TRACE, "servegen", rate_scale=scale, seed=0, **WINDOW)  # type: ignore[arg-type]
-    result = simulate(trace, scenario, StaticPolicy(n), warmup_s=1800.0)
-    q, arrival, engine = result.requests, result.arrival_s, scenario.engine
-    prompts = result.input_tokens.astype(float)
-    outputs = result.output_tokens
-    ttft = q.first_token_s - arrival
-    tpot = (q.finished_s - q.first_token_s) / np.maximum(outputs - 1, 1)
+    q, arrival, outputs, ttft, tpot, solo = static_run(n, scale, args[4])
     scored = (arrival >= start) & (arrival < end)
-    solo = engine.prefill_token_s * prompts + engine.prefill_attention_s * prompts * prompts / 2.0
     holds = np.flatnonzero((solo > HOLD_S) & (arrival >= start - 60.0) & (arrival < end + 60.0))
     where = np.zeros(len(arrival), dtype=np.int8)  # 0 elsewhere, 1 stalled, 2 post
     for h in holds:
