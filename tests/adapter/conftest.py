@@ -427,3 +427,11 @@ async def running_adapter(
 async def adapter(pki: Pki, kube_client: Any) -> AsyncIterator[Adapter]:
     async with running_adapter(pki, kube_client) as running:
         yield running
+
+
+def vector(*items: tuple[dict[str, str], str], t: float = 1700000000.5) -> dict[str, Any]:
+    """A Prometheus instant query's answer: one sample (labels, value) an item, at time t."""
+    return {
+        "status": "success",
+        "data": {"resultType": "vector", "result": [{"metric": m, "value": [t, v]} for m, v in items]},
+    }

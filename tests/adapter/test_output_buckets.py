@@ -11,7 +11,7 @@ import httpx
 import pytest
 import respx
 from aiohttp import web
-from conftest import serve
+from conftest import serve, vector
 from engine_fixtures import TGI, VLLM
 
 from adapter.backend import NoData
@@ -246,12 +246,7 @@ async def test_prometheus_rates_are_checked_pod_by_pod() -> None:
         (pod("twice", "4096.0"), "1"),
         (pod("twice", "+Inf"), "1"),
     ]
-    respx.post(f"{URL}/api/v1/query").respond(
-        json={
-            "status": "success",
-            "data": {"resultType": "vector", "result": [{"metric": m, "value": [1.7e9, v]} for m, v in rows]},
-        }
-    )
+    respx.post(f"{URL}/api/v1/query").respond(json=vector(*rows, t=1.7e9))
     settings = PrometheusSettings(url=URL, cache_ttl_s=0, rate_window_s=30)
     async with httpx.AsyncClient() as client:
         source = PrometheusSource(get_preset("tgi"), settings, Telemetry(), client=client)

@@ -9,6 +9,7 @@ from urllib.parse import parse_qs
 import httpx
 import pytest
 import respx
+from conftest import vector
 
 from adapter.catalogconfig import PrometheusSettings
 from adapter.presets import Signal, get_preset
@@ -77,13 +78,6 @@ BY = ["namespace", "pod", "deployment", "model_name"]
 )
 def test_promql_for(engine: str, signal: Signal, expected: str) -> None:
     assert promql_for(get_preset(engine).rule(signal), BY, 60) == expected
-
-
-def vector(*items: tuple[dict[str, str], str], t: float = 1700000000.5) -> dict[str, Any]:
-    return {
-        "status": "success",
-        "data": {"resultType": "vector", "result": [{"metric": m, "value": [t, v]} for m, v in items]},
-    }
 
 
 @pytest.fixture
