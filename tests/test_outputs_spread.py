@@ -159,7 +159,7 @@ def test_the_speed_is_learned_at_the_sizings_work_per_request() -> None:
     """A saturated replica's decode work is counted at the context the sizing holds: at the wider
     share the same counters read as a faster engine (the work the sizing charges was done)."""
     state = speedlearn.NO_SPEED
-    kw = dict(queue=8.0, prompt_rate=1000.0 * 4.0, generated_rate=1500.0 * 4.0, finished_rate=4.0, ready=2)
+    kw = dict(queue=40.0, prompt_rate=1000.0 * 4.0, generated_rate=1500.0 * 4.0, finished_rate=4.0, ready=2)
     geometric, wide = state, state
     for _ in range(speedlearn.SATURATED_TICKS + 2):
         geometric = speedlearn.learn(EIGHT_B, geometric, **kw)  # type: ignore[arg-type]

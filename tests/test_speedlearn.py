@@ -110,6 +110,27 @@ def test_a_shrinking_queue_teaches_nothing_but_keeps_the_run() -> None:
     assert level.samples == state.samples + 1
 
 
+def test_prompts_that_fit_one_step_a_replica_are_no_saturation() -> None:
+    """With a token budget a step admits up to max_batched_tokens of prompts, so replicas whose
+    waiting prompts fit one step are between steps, not saturated: 8 waiting 1,000-token prompts on
+    4 replicas of 8,192 tokens a step teach nothing however long they stand (a fleet at 65 % read as
+    a slow engine: ServeGen mm-image, session 42); 40 of them (10,000 tokens a replica) are a sample."""
+    budgeted = ReplicaProfile(
+        step_base_s=0.030,
+        prefill_s_per_token=1 / 8000,
+        decode_s_per_request=0.0002,
+        max_num_seqs=64,
+        max_batched_tokens=8192,
+    )
+    between, saturated = speedlearn.NO_SPEED, speedlearn.NO_SPEED
+    for _ in range(20):
+        between = tick(between, 0.6, queue=8.0, profile=budgeted)
+        saturated = tick(saturated, 0.6, queue=40.0, profile=budgeted)
+    assert (between.samples, between.saturated_ticks, between.log_ratio) == (0.0, 0, 0.0)
+    assert between.backlog_ready == 4  # the backlog is still tracked for the planner
+    assert saturated.samples == 20 - speedlearn.SATURATED_TICKS + 1 and saturated.log_ratio < 0.0
+
+
 def test_one_wild_sample_moves_the_speed_at_most_a_factor_two() -> None:
     state = saturated_samples(PROFILE, 1.0, 20)
     wild = speedlearn.learn(

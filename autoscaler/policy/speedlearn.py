@@ -5,7 +5,12 @@ result): while every replica has a queue, the work the fleet got through per sec
 replicas can do, so achieved / profile is the speed the profile should have.
 
 The metrics are fleet totals, so "every replica has a queue" is inferred: the waiting total is at
-least one a replica, over SATURATED_TICKS ticks with the same ready count, and not shrinking. An
+least one a replica, over SATURATED_TICKS ticks with the same ready count, and not shrinking; and
+where the engine admits prompts by a token budget, the prompts waiting are more than one step
+admits on every replica (waiting × mean prompt >= ready × max_batched_tokens): below that the next
+step admits them all, so the replicas are between steps, not saturated, and their work per second
+is their utilization (ServeGen mm-image: 1-3 waiting a replica at 420-1,580-token prompts read a
+fleet at 65 % as a slow engine, x0.70-0.76; docs/policy-history.md, session 45). An
 engine's waiting queue is its own (vLLM's scheduler; a request is placed when it arrives), so a
 backlog stays on the replicas that were ready when it came: replicas that joined since, or that
 drained their own, idle while the total still exceeds one a replica, and the fleet's work per
@@ -125,18 +130,22 @@ def learn(
     if kv_full or queue is None or ready <= 0 or queue < ready or finished_rate <= 0.0 or ready > backlog:
         # (ready > backlog: replicas joined the standing backlog, which sits on the others)
         return SpeedState(state.log_ratio, state.samples, 0, 0, 0.0, backlog, stood)
+    p = prompt_rate / finished_rate
+    budget = profile.max_batched_tokens
+    if budget is not None and queue * p < ready * budget:
+        # the prompts waiting fit one step's token budget a replica: the next step admits them all,
+        # so the replicas are between steps, not saturated (a fleet at 65 % read as a slow engine)
+        return SpeedState(state.log_ratio, state.samples, 0, 0, 0.0, backlog, stood)
     if ready != state.ready:  # a new run, or replicas left: three ticks at this count first
         return SpeedState(state.log_ratio, state.samples, 1, ready, queue, backlog, stood)
     ticks = state.saturated_ticks + 1
     if ticks < SATURATED_TICKS or queue < state.queue:  # shrinking: perhaps one replica's backlog
         return SpeedState(state.log_ratio, state.samples, ticks, ready, queue, backlog, stood)
-    p = prompt_rate / finished_rate
     o = generated_rate / finished_rate
     if o < 1.0:  # max(o, 1.0), without the builtin's call (as below)
         o = 1.0
     a = replicarates.prefill_token_s(profile, p)
     achieved = (a * prompt_rate + replicarates.decode_token_s(profile, p, o, share) * generated_rate) / ready
-    budget = profile.max_batched_tokens
     busy = 1.0
     if budget is not None:  # a saturated step carries a full token budget beside its fixed part
         full = profile.step_base_s + a * budget
