@@ -300,6 +300,7 @@ class DemandModel(StrictModel):
     arrival_rate_metric: str | None = Field(default=None, alias="arrivalRateMetric", min_length=1)
     kv_usage_metric: str | None = Field(default=None, alias="kvUsageMetric", min_length=1)
     prefill_time_metric: str | None = Field(default=None, alias="prefillTimeMetric", min_length=1)
+    output_length_metric: str | None = Field(default=None, alias="outputLengthMetric", min_length=1)
     alpha: float | None = None
     beta: float | None = None
     smoothing_period_seconds: float | None = Field(default=None, alias="smoothingPeriodSeconds")
@@ -322,6 +323,7 @@ class DemandModel(StrictModel):
             "arrival_rate_metric": "arrival_rate_metric",
             "kv_usage_metric": "kv_usage_metric",
             "prefill_time_metric": "prefill_time_metric",
+            "output_length_metric": "output_length_metric",
             "alpha": "alpha",
             "beta": "beta",
             "smoothing_period_seconds": "smoothing_period_s",
@@ -368,6 +370,7 @@ class CapacityModel(StrictModel):
                 ("arrivalRateMetric", spec.demand.arrival_rate_metric),
                 ("kvUsageMetric", spec.demand.kv_usage_metric),
                 ("prefillTimeMetric", spec.demand.prefill_time_metric),
+                ("outputLengthMetric", spec.demand.output_length_metric),
             )
             if value is not None
         }

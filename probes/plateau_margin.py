@@ -95,6 +95,7 @@ def model(lam: float, prompt: float, output: float, scenario: Scenario, shapes: 
             2.0,
             tpottail.units(cv2),
             lam / n,
+            *tpottail.NO_STEPS,
         )
         return wait, tpot
 

@@ -9,11 +9,12 @@ import math
 import numpy as np
 import pytest
 
-from autoscaler.policy import capacity, leastloaded, prefilltail
+from autoscaler.policy import capacity, leastloaded, prefilltail, survival
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.capacityspec import SloTarget
 from autoscaler.policy.observation import MetricReading
-from autoscaler.policy.prefilltail import BucketsError, PrefillTail
+from autoscaler.policy.prefilltail import PrefillTail
+from autoscaler.policy.survival import BucketsError
 from replay import profiles
 from replay.policies.predictive import replica_profile
 
@@ -36,7 +37,7 @@ def histogram(prefill_s: np.ndarray, seconds: float = 1.0) -> MetricReading:
 
 def test_a_vllm_histogram_reads_as_the_share_past_each_bound() -> None:
     times = np.array([0.1] * 990 + [0.4] * 5 + [3.0] * 4 + [12.0])
-    bounds, over, total = prefilltail.buckets(histogram(times))
+    bounds, over, total = survival.buckets(histogram(times))
     assert bounds[:3] == (0.3, 0.5, 0.8) and len(bounds) == 21 and bounds[-1] == 7680.0
     assert total == 1000.0
     assert over[0] == 10.0 and over[1] == 5.0 and over[6] == 5.0  # past 0.3, 0.5 and 2.5 s
@@ -49,7 +50,7 @@ def test_items_in_any_order_and_a_falling_cumulative_rate_read_as_counts_never_f
         (1000, 900, 950, 400),
         labels=({"le": "+Inf"}, {"le": "2.5"}, {"le": "1.0"}, {"le": "0.3"}),
     )
-    bounds, over, total = prefilltail.buckets(reading)
+    bounds, over, total = survival.buckets(reading)
     assert bounds == (0.3, 1.0, 2.5) and total == 1.0
     assert over == pytest.approx((0.6, 0.05, 0.05))  # 0.9 at 2.5 s read as 1.0 s's 0.95
 
@@ -64,13 +65,16 @@ def test_items_in_any_order_and_a_falling_cumulative_rate_read_as_counts_never_f
         (MetricReading((1, 2), labels=({"le": "-1"}, {"le": "+Inf"})), "a finite number of seconds > 0"),
         (MetricReading((1, 2), labels=({"le": "NaN"}, {"le": "+Inf"})), "a finite number of seconds > 0"),
         (MetricReading((1, 2), labels=({"le": "1"}, {"le": "2"})), "no `le`=\\+Inf item"),
-        (MetricReading((1, 1, 2), labels=({"le": "1"}, {"le": "1.0"}, {"le": "+Inf"})), "1 s comes twice"),
+        (
+            MetricReading((1, 1, 2), labels=({"le": "1"}, {"le": "1.0"}, {"le": "+Inf"})),
+            "bound 1 seconds comes twice",
+        ),
         (MetricReading((-1, 2), labels=({"le": "1"}, {"le": "+Inf"})), "a bucket rate is finite and >= 0"),
     ],
 )
 def test_a_reading_that_is_no_histogram_names_its_problem(reading: MetricReading, problem: str) -> None:
     with pytest.raises(BucketsError, match=problem):
-        prefilltail.buckets(reading)
+        survival.buckets(reading)
 
 
 def test_the_excess_past_the_slack_is_exact_for_holds_spread_evenly_over_their_buckets() -> None:
@@ -80,7 +84,7 @@ def test_the_excess_past_the_slack_is_exact_for_holds_spread_evenly_over_their_b
     times = np.concatenate(
         (rng.uniform(0.0, 0.3, 200_000), rng.uniform(2.5, 5.0, 30_000), rng.uniform(5.0, 10.0, 10_000))
     )
-    tail = prefilltail.track(None, histogram(times), 0.0, 15.0)[0]
+    tail = survival.track(None, histogram(times), 0.0, 15.0)[0]
     assert tail is not None
     for slack in (1.9, 2.5, 4.0, 7.5, 12.0):
         exact = float(np.maximum(times - slack, 0.0).mean())
@@ -101,25 +105,25 @@ def test_the_shares_are_averaged_over_the_memory_from_the_first_tick() -> None:
     failed or malformed read keeps the average; a histogram with other bounds starts afresh."""
     hold = histogram(np.array([0.1] * 99 + [4.0]))
     calm = histogram(np.array([0.1] * 100))
-    one = prefilltail.track(None, hold, 100.0, 15.0)[0]
-    two = prefilltail.track(one, calm, 115.0, 15.0)[0]
+    one = survival.track(None, hold, 100.0, 15.0)[0]
+    two = survival.track(one, calm, 115.0, 15.0)[0]
     assert one is not None and two is not None and two.at == 115.0
     assert prefilltail.past_share(one, 2.5) == pytest.approx(0.01)
-    w = -math.expm1(-15.0 / prefilltail.MEMORY_S)
+    w = -math.expm1(-15.0 / survival.MEMORY_S)
     assert prefilltail.past_share(two, 2.5) == pytest.approx((1 - w) * 0.01 / (2 - w))
-    assert prefilltail.track(two, MetricReading.failed("timeout"), 130.0, 15.0) == (two, "timeout")
-    kept, why = prefilltail.track(two, MetricReading((5,)), 130.0, 15.0)
+    assert survival.track(two, MetricReading.failed("timeout"), 130.0, 15.0) == (two, "timeout")
+    kept, why = survival.track(two, MetricReading((5,)), 130.0, 15.0)
     assert kept is two and why == "1 items but 0 with labels: no `le` to read"
-    assert prefilltail.track(two, None, 130.0, 15.0) == (two, "no reading")
+    assert survival.track(two, None, 130.0, 15.0) == (two, "no reading")
     other = MetricReading((900, 1000), labels=({"le": "1.0"}, {"le": "+Inf"}))
-    fresh = prefilltail.track(two, other, 130.0, 15.0)[0]
+    fresh = survival.track(two, other, 130.0, 15.0)[0]
     assert (
         fresh is not None
         and fresh.bounds == (1.0,)
         and prefilltail.past_share(fresh, 1.0) == pytest.approx(0.1)
     )
     # a tick an hour long weighs 1 - 1/e against all before it
-    later = prefilltail.track(two, calm, 115.0 + prefilltail.MEMORY_S, 15.0)[0]
+    later = survival.track(two, calm, 115.0 + survival.MEMORY_S, 15.0)[0]
     assert later is not None and two is not None
     before = prefilltail.past_share(two, 2.5)
     keep = math.exp(-1.0)
@@ -156,7 +160,7 @@ def test_holds_of_four_seconds_size_a_second_replica_where_the_gamma_saw_one() -
 
     def tail_of(hold_s: float) -> PrefillTail:
         times = np.array([0.05] * 99_910 + [hold_s] * 90)
-        got = prefilltail.track(None, histogram(times), 0.0, 15.0)[0]
+        got = survival.track(None, histogram(times), 0.0, 15.0)[0]
         assert got is not None
         return got
 
@@ -278,7 +282,7 @@ def test_the_prefills_past_the_target_are_missed_at_any_count_and_set_the_waits_
     from autoscaler.policy import idlemiss
 
     times = np.array([0.05] * 970 + [3.0] * 30)  # 3 % past a 2 s target
-    tail = prefilltail.track(None, histogram(times), 0.0, 15.0)[0]
+    tail = survival.track(None, histogram(times), 0.0, 15.0)[0]
     assert prefilltail.missed(tail, 2.0, None) == pytest.approx(0.03)
     assert prefilltail.missed(tail, 2.0, 5_000.0) == 0.0 and prefilltail.missed(None, 2.0, None) == 0.0
     args = (0.01, 600.0, 20_000.0, 4e-9, 1.9, None, 1.0)
@@ -294,7 +298,7 @@ def test_holds_past_the_target_are_priced_within_the_budget_their_own_misses_lea
     read from the histogram (prefilltail.missed): sized so, the holds alone ask for more."""
     demand = Demand(2.7, 2.7 * 700.0, 2.7 * 1500.0)
     shape = {"lengths_cv2": 10.0, "least_loaded": True, "arrivals_index": 1.2}
-    tail = prefilltail.track(None, histogram(np.array([0.1] * 970 + [4.0] * 30)), 0.0, 15.0)[0]
+    tail = survival.track(None, histogram(np.array([0.1] * 970 + [4.0] * 30)), 0.0, 15.0)[0]
 
     def count(slo: SloTarget) -> int:
         return capacity.size(REFERENCE_70B, slo, demand, prefill_tail=tail, **shape).replicas  # type: ignore[arg-type]

@@ -10,9 +10,28 @@ import random
 from dataclasses import asdict
 from typing import Any
 
-from autoscaler.policy import tpottail
+from autoscaler.policy import outputsteps, tpottail
 from autoscaler.policy.capacityspec import ReplicaProfile
+from autoscaler.policy.outputsteps import OutputSteps
+from autoscaler.policy.survival import Survival
 from replay.policies import tailkernel
+
+VLLM_BOUNDS = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0, 10000.0)
+
+
+def _steps(rng: random.Random) -> OutputSteps | None:
+    """None (the geometric alone) or the decode steps of a random output-length histogram on vLLM's
+    bounds, from all-short to all-long."""
+    if rng.random() < 0.4:
+        return None
+    weights = [rng.random() ** 4 for _ in range(len(VLLM_BOUNDS) + 1)]
+    total = sum(weights)
+    over = tuple(sum(weights[i + 1 :]) for i in range(len(VLLM_BOUNDS)))
+    return outputsteps.of(Survival(0.0, VLLM_BOUNDS, over, total))
+
+
+def _pair(steps: OutputSteps | None) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    return tpottail.NO_STEPS if steps is None else (steps.steps, steps.masses)
 
 
 def _log_uniform(rng: random.Random, lo: float, hi: float) -> float:
@@ -47,8 +66,9 @@ def _cases(n_rates: int, n_sums: int, n_misses: int) -> dict[str, list[object]]:
             rng.choice((1.0, _log_uniform(rng, 0.01, 20.0))),  # the prompt lengths' cv²
             rng.choice((1.0, _log_uniform(rng, 0.01, 20.0))),  # the output lengths' cv²
         )
-        if tpottail.rate(profile, *args) < math.inf:  # the bisection ran (interpreted: ~2 ms)
-            rates.append({"profile": asdict(profile), "args": args})
+        steps = _steps(rng)
+        if tpottail.rate(profile, *args, steps) < math.inf:  # the bisection ran (interpreted: ~2 ms)
+            rates.append({"profile": asdict(profile), "args": args, "steps": _pair(steps)})
     # the series, and many normal approximations (cheap), where few arrivals and a busy queue let
     # the variance's square show in the result (a constant power changes ~0.03 % of them)
     sums: list[object] = [
@@ -67,13 +87,20 @@ def _cases(n_rates: int, n_sums: int, n_misses: int) -> dict[str, list[object]]:
         x = rng.uniform(0.0, 1.0 / w)
         unit = rng.choice((1.0, rng.uniform(0.505, 10.5)))  # (1 + cv²) / 2
         first = rng.random() < 0.25
-        misses.append((base, a, d, w, budget > 0.0, budget, first, 256.0, tpot_s, tail, p, o, 2.0, unit, x))
+        args = (base, a, d, w, budget > 0.0, budget, first, 256.0, tpot_s, tail, p, o, 2.0, unit, x)
+        misses.append((*args, *_pair(_steps(rng))))
     return {"rates": rates, "sums": sums, "misses": misses}
 
 
-def _bits(rate: Any, miss: Any, beyond: Any, cases: dict[str, list[Any]]) -> dict[str, list[str]]:
+def _bits(
+    rate: Any, miss: Any, beyond: Any, cases: dict[str, list[Any]], arrays: bool
+) -> dict[str, list[str]]:
     """Each case's result as hex: the rates through tpottail.rate's argument list, the shares that
-    miss and the series directly."""
+    miss and the series directly (the steps as arrays where `arrays`, as tailkernel passes them)."""
+
+    def steps(pair: Any) -> Any:
+        return tuple(tailkernel.array(v) for v in pair) if arrays else pair
+
     rates = []
     for c in cases["rates"]:
         profile = ReplicaProfile(**c["profile"])
@@ -90,10 +117,11 @@ def _bits(rate: Any, miss: Any, beyond: Any, cases: dict[str, list[Any]]) -> dic
             float(profile.max_num_seqs),
         )
         *args, cv2, outputs_cv2 = c["args"]
-        rates.append(float(rate(*fields, *args, 2.0, 0.5 * (1.0 + cv2), 0.5 * (1.0 + outputs_cv2))).hex())
+        tail_args = (2.0, 0.5 * (1.0 + cv2), 0.5 * (1.0 + outputs_cv2), *steps(c["steps"]))
+        rates.append(float(rate(*fields, *args, *tail_args)).hex())
     return {
         "rates": rates,
-        "misses": [float(miss(*m)).hex() for m in cases["misses"]],
+        "misses": [float(miss(*m[:-2], *steps(m[-2:]))).hex() for m in cases["misses"]],
         "sums": [float(beyond(z, mu, u, 2.0)).hex() for z, mu, u in cases["sums"]],
     }
 
@@ -104,9 +132,11 @@ def test_the_compiled_tail_gives_the_bits_of_its_python_source() -> None:
     compiled_rate = tailkernel.compiled_rate()
     # the compiled callees, as the compiled _rate calls them (each compiled from its own copy)
     scope = compiled_rate.py_func.__globals__
-    compiled = _bits(compiled_rate, scope["_miss"], scope["_beyond"], cases)
-    interpreted = _bits(tpottail._rate, tpottail._miss, tpottail._beyond, cases)
+    compiled = _bits(compiled_rate, scope["_miss"], scope["_beyond"], cases, arrays=True)
+    interpreted = _bits(tpottail._rate, tpottail._miss, tpottail._beyond, cases, arrays=False)
     assert sum(float.fromhex(m) > 0.0 for m in interpreted["misses"]) > 100  # the series ran
+    shaped = [i for i, m in enumerate(cases["misses"]) if m[-2]]
+    assert sum(float.fromhex(interpreted["misses"][i]) > 0.0 for i in shaped) > 50  # the shape's too
     assert interpreted == compiled
 
 
@@ -117,7 +147,7 @@ def test_the_installed_kernel_serves_the_cores_rate() -> None:
     interpreted = tpottail.rate(profile, 0.2, 0.01, 2048.0, 28.0, 1.0)
     tailkernel.install()
     try:
-        assert tpottail._kernel is tailkernel.compiled_rate()
+        assert tpottail._kernel is tailkernel.rate
         assert tpottail.rate(profile, 0.2, 0.01, 2048.0, 28.0, 1.0) == interpreted < math.inf
     finally:
         tpottail.use(None)
@@ -129,7 +159,7 @@ def test_the_installed_kernel_serves_the_share_that_misses() -> None:
     interpreted = tpottail.miss(*args)
     tailkernel.install()
     try:
-        assert tpottail._miss_kernel is tailkernel.compiled_miss()
+        assert tpottail._miss_kernel is tailkernel.miss
         assert tpottail.miss(*args) == interpreted > 0.0
     finally:
         tpottail.use(None)

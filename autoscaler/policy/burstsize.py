@@ -221,6 +221,7 @@ def _flat_covers(shape: lengths.Shape) -> bool:
         and shape.get("lengths_cv2", 1.0) == 1.0
         and shape.get("outputs_cv2", 1.0) == 1.0
         and "prefill_tail" not in shape
+        and "output_steps" not in shape
     )
 
 

@@ -16,7 +16,9 @@ The model of one replica that receives x requests/s of p prompt and o output tok
   step      in the steady state a step of length s holds x·p·s prefill tokens and x·o·s decodes
             (Little's law), so s = base + x·w·s, i.e. s = base / (1 - ρ) with ρ = x·w;
   TPOT      = s (one token per running request per step): s <= tpot  <=>  ρ <= 1 - base / tpot;
-            and per request (tailsearch.tpot_rate, tpottail.py): few decode steps that carry prompt chunks;
+            and per request (tailsearch.tpot_rate, tpottail.py): few decode steps that carry prompt chunks,
+            the outputs' steps from the engines' output-length histograms where they publish them
+            (outputsteps.py), else geometric around o;
   batch     B = x·o·s running requests, at most max_num_seqs and what the KV holds (kv_requests:
             B contexts whose sum fluctuates, kept under kv_cache_tokens but at the tail whose
             expected overflow, priced by its recompute, fits the SLO's: kv_z);
@@ -49,6 +51,7 @@ from typing import Final, final
 from autoscaler.policy import idlemiss, leastloaded, lengths, prefilltail, tailsearch, tpottail
 from autoscaler.policy.capacityspec import ReplicaProfile, SloTarget
 from autoscaler.policy.kvceiling import kv_requests, kv_z
+from autoscaler.policy.outputsteps import OutputSteps
 from autoscaler.policy.prefilltail import PrefillTail
 from autoscaler.policy.record import Record
 from autoscaler.policy.replicarates import (
@@ -144,6 +147,7 @@ def size(
     arrivals_index: float = 1.0,
     prefill_burst: float = 1.0,
     prefill_tail: PrefillTail | None = None,
+    output_steps: OutputSteps | None = None,
 ) -> Sizing:
     """The least replica count (at most `limit`) that serves `demand` within the SLO.
 
@@ -160,6 +164,8 @@ def size(
     over the TTFT target (burstsize.py's), which spreads the requests in flight as it spreads the
     counts. `prefill_burst`: the prompts queue at this multiple of the demand's rate, the decodes
     in flight at the demand's own (a burst shorter than the requests last, burstsize.py's hold).
+    `prefill_tail` and `output_steps`: the prefill times' far tail and the outputs' decode steps,
+    from the engines' histograms where they publish them (prefilltail.py, outputsteps.py).
     """
     at = sizer(
         profile,
@@ -174,6 +180,7 @@ def size(
         arrivals_index=arrivals_index,
         prefill_burst=prefill_burst,
         prefill_tail=prefill_tail,
+        output_steps=output_steps,
     )
     return at(arrival_cv2)
 
@@ -192,6 +199,7 @@ def sizer(
     arrivals_index: float = 1.0,
     prefill_burst: float = 1.0,
     prefill_tail: PrefillTail | None = None,
+    output_steps: OutputSteps | None = None,
 ) -> Callable[[float], Sizing]:
     """size() as a function of arrival_cv2 (burstsize.py sizes one demand at several): what does
     not depend on it (the decode bound, the TPOT tail and its idle misses, the TTFT search's terms
@@ -260,7 +268,7 @@ def sizer(
         # as many may miss their TPOT as miss their TTFT on an idle replica, and at least the tail
         tpot_tail = idle_misses if idle_misses > tail else tail
         tpot_n = lam / tailsearch.tpot_rate(
-            profile, slo.tpot_s, tpot_tail, p, o, speed, lengths_cv2, outputs_cv2
+            profile, slo.tpot_s, tpot_tail, p, o, speed, lengths_cv2, outputs_cv2, output_steps
         )
         if tpot_n > n:
             n, binding = tpot_n, "tpot"

@@ -101,6 +101,7 @@ class CapacityFacts:
     arrival_rate_metric: str | None
     kv_usage_metric: str | None
     prefill_time_metric: str | None
+    output_length_metric: str | None
 
 
 def facts(cap: CapacitySpec) -> CapacityFacts:
@@ -134,4 +135,5 @@ def facts(cap: CapacitySpec) -> CapacityFacts:
         d.arrival_rate_metric,
         d.kv_usage_metric,
         d.prefill_time_metric,
+        d.output_length_metric,
     )

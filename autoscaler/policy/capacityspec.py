@@ -130,6 +130,11 @@ class DemandSpec:
     # prompt's prefill puts on a replica, where their tail is fatter than the prompt lengths'
     # gamma says (prefilltail.py). None (the default), or no reading: the gamma's alone
     prefill_time_metric: str | None = None
+    # the engines' output-length histograms as bucket rates, one item per `le` bound (the adapter's
+    # output_length_bucket_rate; vLLM's vllm:request_generation_tokens): the decode steps of the
+    # TPOT tail's requests, where the short answers are more than a geometric of the mean output
+    # says (outputsteps.py). None (the default), or no reading: the geometric alone
+    output_length_metric: str | None = None
     alpha: float = 0.3  # level weight of a sample smoothing_period_s after the last (policy.md, Defaults)
     beta: float = 0.05  # trend weight, same gap: a trend must persist minutes to count
     smoothing_period_s: float = 15.0  # the HPA sync period
@@ -150,6 +155,8 @@ class DemandSpec:
             raise ValueError(f"{own}.kv_usage_metric: a metric name, or None (not read)")
         if self.prefill_time_metric == "":
             raise ValueError(f"{own}.prefill_time_metric: a metric name, or None (not read)")
+        if self.output_length_metric == "":
+            raise ValueError(f"{own}.output_length_metric: a metric name, or None (not read)")
         _check_range(own, "alpha", self.alpha, 1e-3, 1.0, "in [0.001, 1]")
         _check_range(own, "beta", self.beta, 0.0, 1.0, "in [0, 1]")
         _check_range(own, "smoothing_period_s", self.smoothing_period_s, 1e-3, 1e6, "in [0.001, 1e6] s")
@@ -214,6 +221,8 @@ class CapacitySpec:
             names = (*names, d.kv_usage_metric)
         if d.prefill_time_metric is not None:
             names = (*names, d.prefill_time_metric)
+        if d.output_length_metric is not None:
+            names = (*names, d.output_length_metric)
         return names if d.prompt_square_metric is None else (*names, d.prompt_square_metric)
 
 

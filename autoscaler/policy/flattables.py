@@ -132,6 +132,8 @@ def tpot_rate(c: Any, keys: Any, tail: float, p: float, o: float, speed: float) 
         2.0,
         units(math.exp(0.0 / q)),
         CONTEXT_OUTPUT_SHARE,
+        (),  # no output-length histogram: the geometric's steps alone (flatsize covers no other)
+        (),
     )
     c[FIELDS + slot] = got
     keys[at], keys[at + 1], keys[at + 2], keys[at + 3], keys[at + 4] = 1, k0, k1, k2, k3

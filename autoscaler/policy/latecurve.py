@@ -40,6 +40,7 @@ from autoscaler.policy import capacity, lengths, memo, replicarates, tpottail
 from autoscaler.policy.capacityspec import ReplicaProfile, SloTarget
 from autoscaler.policy.flathold import spell_wait
 from autoscaler.policy.flathold import window_wait as window_wait  # the curve's own, re-exported
+from autoscaler.policy.outputsteps import OutputSteps
 
 # the curve's points, in u = Λ / C: fine about C, where the late share turns, coarser above
 _POINTS: Final = (
@@ -140,13 +141,25 @@ def curve(
     service_cv2: float,
     persist_s: float = 0.0,
     outputs_cv2: float = 1.0,
+    output_steps: OutputSteps | None = None,
 ) -> tuple[tuple[object, ...], Curve | None]:
-    """The late share of a window at u times C (the module's), cached by its key (the specs' number and
-    _steps); None where the model has nothing to price (no prompt or no rate at which the tail is
-    met): the wall then; a window's rate persisting over `persist_s` seconds (persistence); the
-    outputs' lengths of cv² `outputs_cv2` in the context a decode reads (lengths.context_share)."""
+    """The late share of a window at u times C (the module's), cached by its key (the specs' number,
+    _steps and the output steps' key); None where the model has nothing to price (no prompt or no
+    rate at which the tail is met): the wall then; a window's rate persisting over `persist_s`
+    seconds (persistence); the outputs' lengths of cv² `outputs_cv2` in the context a decode reads
+    (lengths.context_share) and their decode steps `output_steps` in the TPOT tail (outputsteps.py)."""
     return curve_for(
-        spec_number(profile, slo), profile, slo, p, o, speed, cv2, service_cv2, persist_s, outputs_cv2
+        spec_number(profile, slo),
+        profile,
+        slo,
+        p,
+        o,
+        speed,
+        cv2,
+        service_cv2,
+        persist_s,
+        outputs_cv2,
+        output_steps,
     )
 
 
@@ -161,6 +174,7 @@ def curve_for(
     service_cv2: float,
     persist_s: float = 0.0,
     outputs_cv2: float = 1.0,
+    output_steps: OutputSteps | None = None,
 ) -> tuple[tuple[object, ...], Curve | None]:
     """curve, the specs' number given (spec_number(profile, slo), which a tick's asks looked up
     by identity, ~600 instructions each)."""
@@ -168,7 +182,8 @@ def curve_for(
         slo, p, o, speed, cv2, service_cv2, persist_s, outputs_cv2
     )
     # built as a tuple of its items: a starred one (`(number, *steps)`) is built through a list
-    key: tuple[object, ...] = (number, k_p, k_o, k_speed, k_cv2, k_service, k_spell, k_out)
+    k_steps = None if output_steps is None else output_steps.key  # rounded already
+    key: tuple[object, ...] = (number, k_p, k_o, k_speed, k_cv2, k_service, k_spell, k_out, k_steps)
     got = _curves.get(key, _MISSING)
     if got is _MISSING:
         # made at the key's own values (tailsearch's way), never at the first mix to land in its
@@ -185,6 +200,7 @@ def curve_for(
             math.exp(k_service / q),
             math.exp(k_spell / q),
             math.exp(k_out / q),
+            output_steps,
         )
         got = memo.remember(_curves, key, made, 1024)
     return key, got
@@ -200,13 +216,14 @@ def _curve(
     service_cv2: float,
     persist_s: float = 0.0,
     outputs_cv2: float = 1.0,
+    output_steps: OutputSteps | None = None,
 ) -> Curve | None:
     if p < capacity.MIN_PROMPT_TOKENS:
         return None
     if o < 1.0:
         o = 1.0
     spell = persistence(slo, persist_s)
-    both = late_at(profile, slo, p, o, speed, cv2, service_cv2, spell, outputs_cv2)
+    both = late_at(profile, slo, p, o, speed, cv2, service_cv2, spell, outputs_cv2, output_steps)
     share = lengths.context_share(outputs_cv2)
 
     def late(x: float) -> float:
@@ -255,11 +272,12 @@ def late_at(
     service_cv2: float,
     spell_s: float | None = None,
     outputs_cv2: float = 1.0,
+    output_steps: OutputSteps | None = None,
 ) -> Callable[[float], tuple[float, float]]:
     """late(x): the shares of requests over their TTFT target and over their TPOT target at x
     requests/s a replica, Poisson arrivals, at this mix (the module's two tails, capacity.size's own),
     x persisting over `spell_s` seconds (spell_wait; None: the TTFT target's), the outputs' cv²
-    `outputs_cv2` in the context a decode reads."""
+    `outputs_cv2` in the context a decode reads and their decode steps `output_steps` (None: geometric)."""
     spell = slo.ttft_s if spell_s is None else spell_s
     base = profile.step_base_s / speed
     a = replicarates.prefill_token_s(profile, p) / speed
@@ -307,6 +325,7 @@ def late_at(
                 2.0,
                 unit,
                 x,
+                output_steps,
             )
         return (ttft if ttft < 1.0 else 1.0), (tpot if tpot < 1.0 else 1.0)
 

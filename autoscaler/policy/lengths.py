@@ -23,6 +23,7 @@ from typing import Final, TypedDict
 
 from autoscaler.policy import flathold, memo
 from autoscaler.policy.capacityspec import ReplicaProfile
+from autoscaler.policy.outputsteps import OutputSteps
 from autoscaler.policy.prefilltail import PrefillTail
 
 MIN_CV2 = 0.01  # below it the lengths are as good as one length (a gamma of shape 100)
@@ -34,8 +35,8 @@ _residual_cache: dict[tuple[int | None, ...], float] = {}  # residual_share's, b
 
 class Shape(TypedDict, total=False):
     """capacity.size's keywords for what the mean leaves out: the prompt and output lengths'
-    spreads (here), the router with the arrivals' dispersion it sees and the prefill times' far
-    tail (lookahead.py adds them)."""
+    spreads (here), the router with the arrivals' dispersion it sees, the prefill times' far
+    tail and the outputs' decode steps (lookahead.py adds them)."""
 
     service_cv2: float
     lengths_cv2: float
@@ -43,6 +44,7 @@ class Shape(TypedDict, total=False):
     least_loaded: bool
     arrivals_index: float
     prefill_tail: PrefillTail  # the engines' prefill-time histograms (prefilltail.py)
+    output_steps: OutputSteps  # the engines' output-length histograms (outputsteps.py)
 
 
 _NONE: Final[Shape] = {}  # no histogram: capacity.size's defaults (exponential, cs² 1)

@@ -32,6 +32,7 @@ from autoscaler.policy.capacityfacts import CapacityFacts
 from autoscaler.policy.demand import DemandState
 from autoscaler.policy.flatcalls import Boxed
 from autoscaler.policy.mix import lengths_cv2_of, outputs_cv2_of
+from autoscaler.policy.outputsteps import OutputSteps
 from autoscaler.policy.prefilltail import PrefillTail
 
 _NO_BIN: Final = (0.0, 0.0)  # a bin not scored yet, as flatahead takes it
@@ -96,6 +97,7 @@ class Lookahead:
         limit: int,
         count_s: float | None = None,
         prefill_tail: PrefillTail | None = None,
+        output_steps: OutputSteps | None = None,
     ) -> None:
         d = cap.demand
         profile = cap.profile
@@ -127,6 +129,8 @@ class Lookahead:
             shape = lengths.Shape(**shape, least_loaded=True, arrivals_index=self.spread)
         if prefill_tail is not None and prefill_tail.total > 0.0:
             shape = lengths.Shape(**shape, prefill_tail=prefill_tail)
+        if output_steps is not None:
+            shape = lengths.Shape(**shape, output_steps=output_steps)
         self.shape = shape
         # the requests/s held for bursts (burstsize.hold_rate): about the typical rate, over which
         # the dispersion is counted, or the level where that is higher; none for an idle target
@@ -154,6 +158,7 @@ class Lookahead:
                 shape.get("service_cv2", capacity.SERVICE_CV2),
                 persist,
                 shape.get("outputs_cv2", 1.0),
+                shape.get("output_steps"),
             )
             if late is not None:
                 hold = burstprice.hold_rate(
@@ -297,6 +302,14 @@ class Lookahead:
         (prefilltail.py; 0 without them): the capacity stage's words."""
         tail = self.shape.get("prefill_tail")
         return 0.0 if tail is None else prefilltail.past_share(tail, self.slo.ttft_s)
+
+    def short_outputs(self) -> float | None:
+        """The share of requests of 1-4 decode steps in the engines' output-length histograms
+        (outputsteps.py; None without them): the capacity stage's words."""
+        steps = self.shape.get("output_steps")
+        if steps is None:
+            return None
+        return sum(m for d, m in zip(steps.steps, steps.masses, strict=True) if d <= 4.0)
 
     def queue_utilization(self) -> float | None:
         """The prefill utilization u_C a replica runs at where the count's TTFT tail meets the SLO,

@@ -29,11 +29,12 @@ from autoscaler.policy import (
     demand,
     horizon,
     lengths,
+    outputsteps,
     planstages,
-    prefilltail,
     scaledown,
     scaledownstage,
     speedlearn,
+    survival,
 )
 from autoscaler.policy.capacityfacts import CapacityFacts
 from autoscaler.policy.lookahead import Lookahead
@@ -146,16 +147,22 @@ def plan(
     # the arrivals, the finishes' otherwise (None: the tick's), which the bursts' hold reads the
     # rate's excess as persisting over (latecurve.persistence)
     count_s = arrived_window if arrived is not None else window
-    # the prefill times' far tail (prefilltail.py): the holds one long prompt puts on a replica
+    # the prefill times' far tail (prefilltail.py): the holds one long prompt puts on a replica; and
+    # the output lengths' survival (outputsteps.py): the decode steps of the TPOT tail's requests
+    period = cap.decision_period_s
     prefill_tail, tail_problem = state.prefill_tail, ""
     tail_metric = cap.prefill_time_metric
     if tail_metric is not None:
-        prefill_tail, tail_problem = prefilltail.track(
-            prefill_tail, metrics.get(tail_metric), now, cap.decision_period_s
+        prefill_tail, tail_problem = survival.track(prefill_tail, metrics.get(tail_metric), now, period)
+    output_tail, outputs_problem = state.output_tail, ""
+    outputs_metric = cap.output_length_metric
+    if outputs_metric is not None:
+        output_tail, outputs_problem = survival.track(
+            output_tail, metrics.get(outputs_metric), now, period, outputsteps.UNITS
         )
-    ahead = Lookahead(cap, dstate, speed, limit, count_s, prefill_tail)
+    output_steps = outputsteps.of(output_tail)
+    ahead = Lookahead(cap, dstate, speed, limit, count_s, prefill_tail, output_steps)
     cold = spec.cold_start
-    period = cap.decision_period_s
     # the nodes on their way with room for a replica (a generator made only when any is listed)
     coming = obs.coming_nodes
     coming = tuple(n for n in coming if cold is not None and n[1] >= cold.gpus_per_replica) if coming else ()
@@ -189,7 +196,7 @@ def plan(
     slower = (level_alpha, d.alpha, d.level_requests) if level_alpha < d.alpha else None
     stages = planstages.forecast_stages(
         have, needed, finished, est, horizon_s, mean, upper, widening, at_horizon, ahead, rounds, obs,
-        on_heights, slower, tail_problem,
+        on_heights, slower, tail_problem, outputs_problem,
     )  # fmt: skip
 
     # the reactive floor: upstream's proposal, capped while capacity is arriving within the horizon
@@ -280,7 +287,16 @@ def plan(
     needs, gaps = scaledown.record(state.needs, state.gaps, now, recorded, longest)
     result = Plan(est.now, mean, upper, widening, horizon_s, at_horizon, speed, needed, keep, start, in_panic)
     next_state = PlannerState(
-        dstate, speed_state, needs, panic_state, started_for, gaps, typical_capacity, found, prefill_tail
+        dstate,
+        speed_state,
+        needs,
+        panic_state,
+        started_for,
+        gaps,
+        typical_capacity,
+        found,
+        prefill_tail,
+        output_tail,
     )
     return Outcome(tuple(stages), desired, result, next_state)
 

@@ -49,6 +49,9 @@ _QUEUED: Final = "; the load past the count late at the prefill queue's tail, u_
 _HELD: Final = "; {:.3g} % of prefills hold a replica past the TTFT target (the engines' histograms)"
 # where the prefill-time histogram's reading failed or is no histogram: the last tail is kept
 _TAIL_UNREAD: Final = "; the prefill-time histogram not read ({}), its last tail kept"
+# where the engines' output-length histograms are read (outputsteps.py): the TPOT tail's short answers
+_SHORT: Final = "; {:.3g} % of requests decode in 4 steps or fewer (the engines' histograms)"
+_OUTPUTS_UNREAD: Final = "; the output-length histogram not read ({}), its last shape kept"
 _HORIZON_MESSAGE: Final = (
     "replica {} of those asked for now is ready in {:.0f} s ({} loading now, {} round(s))"
 )
@@ -87,6 +90,8 @@ def _capacity_message(
     utilization: float | None,
     held_past: float = 0.0,
     tail_problem: str = "",
+    short_outputs: float | None = None,
+    outputs_problem: str = "",
 ) -> str:
     """The capacity stage's message, its clauses chosen when it is read (Stage.message): a
     decision builds it and most are never read."""
@@ -95,6 +100,10 @@ def _capacity_message(
     held = _HELD.format(100.0 * held_past) if held_past > 0.0 else ""
     if tail_problem:
         held += _TAIL_UNREAD.format(tail_problem)
+    if short_outputs is not None:
+        held += _SHORT.format(100.0 * short_outputs)
+    if outputs_problem:
+        held += _OUTPUTS_UNREAD.format(outputs_problem)
     return _CAPACITY_MESSAGE.format(
         prefill,
         decode,
@@ -128,11 +137,13 @@ def forecast_stages(
     on_heights: bool = False,
     slower_level: tuple[float, float, float] | None = None,
     tail_problem: str = "",
+    outputs_problem: str = "",
 ) -> list[Stage]:
     """The demand, capacity and horizon stages' rows; `on_heights`: the upper is bin 0's height
     over the typical load (band.band_width), not its log band; `slower_level`: (the level's weight
     a period, alpha, levelRequests) where the weight is below alpha (demand.level_alpha_at);
-    `tail_problem`: why the prefill-time histogram was not read this tick (prefilltail.track)."""
+    `tail_problem`, `outputs_problem`: why the prefill-time and output-length histograms were not
+    read this tick (survival.track)."""
     now = est.now
     r, pt, gt = now.requests, now.prompt_tokens, now.output_tokens
     return [
@@ -177,6 +188,8 @@ def forecast_stages(
                 ahead.queue_utilization(),
                 ahead.held_past(),
                 tail_problem,
+                ahead.short_outputs(),
+                outputs_problem,
             ),
         ),
         Stage(

@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 from typing import Any, final
 
-from autoscaler.policy import prefilltail, speedlearn, statejson
+from autoscaler.policy import speedlearn, statejson, survival
 from autoscaler.policy.capacity import Demand, Sizing
 from autoscaler.policy.demand import DemandState
 from autoscaler.policy.panic import PanicState
@@ -17,6 +17,7 @@ from autoscaler.policy.scaledown import Found, Gaps, NeedHistory
 from autoscaler.policy.speedlearn import SpeedState
 from autoscaler.policy.stage import Stage
 from autoscaler.policy.statejson import SECONDS, Reader, TimeCodec
+from autoscaler.policy.survival import Survival
 
 STATE_VERSION = 2  # 1 (positional lists) was never persisted by a release: it is refused
 # The need history and the gaps keep one entry per replica level (scaledown.py): the history's
@@ -29,6 +30,7 @@ MAX_GAP_S = 1e9  # a gap is at most the longest scale-down window (scaledown.rec
 # |log(speed / profile)| of a replica: e^50 is beyond any engine; larger overflows math.exp
 MAX_LOG_SPEED = 50.0
 MAX_BOUND_S = 1e7  # a prefill-time bound past 115 days is no histogram's
+MAX_BOUND_TOKENS = 1e9  # nor an output-length bound past a billion tokens
 
 
 _NO_PANIC = PanicState(None, 0.0)
@@ -48,6 +50,7 @@ class PlannerState(Record):
         "typical_capacity",
         "found",
         "prefill_tail",
+        "output_tail",
     )
 
     demand: DemandState | None
@@ -60,6 +63,7 @@ class PlannerState(Record):
     typical_capacity: float
     found: Found | None  # (time, replicas) found at first sight, while held (scaledown.hold_found)
     prefill_tail: PrefillTail | None  # the engines' prefill times' far tail (prefilltail.py)
+    output_tail: Survival | None  # the engines' output lengths' survival (outputsteps.py)
 
     def __init__(
         self,
@@ -72,6 +76,7 @@ class PlannerState(Record):
         typical_capacity: float = 0.0,
         found: Found | None = None,
         prefill_tail: PrefillTail | None = None,
+        output_tail: Survival | None = None,
     ) -> None:
         self.demand = demand
         self.speed = speed
@@ -82,6 +87,7 @@ class PlannerState(Record):
         self.typical_capacity = typical_capacity
         self.found = found
         self.prefill_tail = prefill_tail
+        self.output_tail = output_tail
 
     def to_dict(self, codec: TimeCodec = SECONDS) -> dict[str, Any]:
         """JSON-ready, times through `codec`, within the bounds from_dict reads (bounded()). What
@@ -98,13 +104,9 @@ class PlannerState(Record):
         if s.found is not None:
             out["found"] = {"at": t(s.found[0]), "replicas": s.found[1]}
         if s.prefill_tail is not None:
-            tail = s.prefill_tail
-            out["prefillTail"] = {
-                "at": t(tail.at),
-                "bounds": list(tail.bounds),
-                "over": list(tail.over),
-                "total": tail.total,
-            }
+            out["prefillTail"] = _survival_to_dict(s.prefill_tail, codec)
+        if s.output_tail is not None:
+            out["outputTail"] = _survival_to_dict(s.output_tail, codec)
         return {
             **out,
             "speed": {
@@ -190,9 +192,11 @@ class PlannerState(Record):
         if "found" in r.data:
             f = r.child("found")
             found = (f.moment("at"), f.integer("replicas", high=MAX_LEVELS))
-        prefill_tail = None
+        prefill_tail = output_tail = None
         if "prefillTail" in r.data:
-            prefill_tail = _read_prefill_tail(r.child("prefillTail"))
+            prefill_tail = _read_survival(r.child("prefillTail"), MAX_BOUND_S)
+        if "outputTail" in r.data:
+            output_tail = _read_survival(r.child("outputTail"), MAX_BOUND_TOKENS)
         return cls(
             state_demand,
             speed,
@@ -203,20 +207,30 @@ class PlannerState(Record):
             typical_capacity,
             found,
             prefill_tail,
+            output_tail,
         )
 
 
-def _read_prefill_tail(r: Reader) -> PrefillTail:
-    """The tail as to_dict wrote it: bounds increasing and finite (at most prefilltail.MAX_BOUNDS),
-    as many averages as bounds, none above the total."""
-    bounds = r.numbers("bounds", prefilltail.MAX_BOUNDS, low=1e-9, high=MAX_BOUND_S)
+def _survival_to_dict(tail: Survival, codec: TimeCodec) -> dict[str, Any]:
+    return {
+        "at": codec.encode(tail.at),
+        "bounds": list(tail.bounds),
+        "over": list(tail.over),
+        "total": tail.total,
+    }
+
+
+def _read_survival(r: Reader, high: float) -> Survival:
+    """A histogram's survival as to_dict wrote it: bounds increasing, finite and at most `high`
+    (at most survival.MAX_BOUNDS of them), as many averages as bounds, none above the total."""
+    bounds = r.numbers("bounds", survival.MAX_BOUNDS, low=1e-9, high=high)
     if any(b >= c for b, c in itertools.pairwise(bounds)):
         raise r.fail("bounds", "expected increasing bounds", bounds)
     total = r.number("total", low=0.0)
-    over = r.numbers("over", prefilltail.MAX_BOUNDS, low=0.0, high=total)
+    over = r.numbers("over", survival.MAX_BOUNDS, low=0.0, high=total)
     if len(over) != len(bounds):
         raise r.fail("over", f"expected {len(bounds)} values, one a bound", over)
-    return PrefillTail(r.moment("at"), tuple(bounds), tuple(over), total)
+    return Survival(r.moment("at"), tuple(bounds), tuple(over), total)
 
 
 @final

@@ -11,107 +11,18 @@ tail"). vLLM observes every request's prefill time (first token - first schedule
 vllm:request_prefill_time_seconds when the request finishes; the adapter serves its buckets' rates as
 `prefill_time_bucket_rate`, one item per `le` bound, which is what this module reads.
 
-The survival P(S > s) is known at the bounds (the share of prefills above each) and read as linear
-between them (each bucket's prefills spread evenly over it, 1 at s = 0); past the last finite bound
-nothing is counted. The bounds' shares are averages over MEMORY_S: a far tail is rare (one prefill
-in 2,000 on m-large, one every few minutes at 10 requests/s), so a window of minutes holds none.
-Pure arithmetic on floats.
+The survival P(S > s) is known at the bounds (the share of prefills above each, averaged over an
+hour: survival.py) and read as linear between them (each bucket's prefills spread evenly over it,
+1 at s = 0); past the last finite bound nothing is counted. Pure arithmetic on floats.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
-from typing import Final, NamedTuple
 
-from autoscaler.policy.observation import MetricReading
+from autoscaler.policy.survival import Survival
 
-# the shares' memory: at 10 requests/s and one prefill in 2,000 past the slack, ~20 of them (a
-# 22 % error); a trace whose tail comes and goes within the hour is read at its hour's mean
-MEMORY_S: Final = 3600.0
-MAX_BOUNDS: Final = 64  # vLLM has 21 finite bounds; a histogram of more is read up to its first 64
-LE: Final = "le"
-
-
-class PrefillTail(NamedTuple):
-    """The prefill times' survival at the histogram's bounds, time-averaged: `over[i]` the
-    prefills per second above bounds[i] and `total` all prefills per second, both exponential
-    averages over MEMORY_S started from 0 (their ratio is the share, unbiased from the first tick)."""
-
-    at: float
-    bounds: tuple[float, ...]  # the finite `le` bounds, increasing, in seconds
-    over: tuple[float, ...]
-    total: float
-
-
-class BucketsError(ValueError):
-    pass
-
-
-def buckets(reading: MetricReading) -> tuple[tuple[float, ...], tuple[float, ...], float]:
-    """(bounds, prefills/s above each, prefills/s) from a reading of cumulative bucket rates, one
-    item per `le` label; BucketsError names what is wrong with a reading that is no histogram. A
-    bucket's rate below a lower bound's (two pods' rates read at different moments, rounding) is
-    read as that rate: cumulative counts never fall."""
-    values = reading.values_milli
-    if values is None:
-        raise BucketsError(reading.error or "no reading")
-    if len(reading.labels) != len(values):
-        raise BucketsError(f"{len(values)} items but {len(reading.labels)} with labels: no `le` to read")
-    pairs: list[tuple[float, float]] = []
-    total = None
-    for labels, milli in zip(reading.labels, values, strict=True):
-        le = labels.get(LE)
-        if le is None:
-            raise BucketsError(f"an item without an `{LE}` label: {dict(labels)}")
-        try:
-            bound = float(le)
-        except ValueError:
-            raise BucketsError(f"`{LE}` is not a number: {le!r}") from None
-        rate = milli / 1000.0
-        if not math.isfinite(rate) or rate < 0.0:
-            raise BucketsError(f"the rate at {LE}={le} is {rate!r}: a bucket rate is finite and >= 0")
-        if bound == math.inf:
-            total = rate
-        elif not bound > 0.0 or not math.isfinite(bound):
-            raise BucketsError(f"`{LE}`={le!r}: a bound is a finite number of seconds > 0, or +Inf")
-        else:
-            pairs.append((bound, rate))
-    if total is None:
-        raise BucketsError(f"no `{LE}`=+Inf item: the prefills' total is not known")
-    pairs.sort()
-    bounds: list[float] = []
-    over: list[float] = []
-    below = 0.0
-    for bound, rate in pairs[:MAX_BOUNDS]:
-        if bounds and bound == bounds[-1]:
-            raise BucketsError(f"the bound {bound:g} s comes twice")
-        below = min(max(below, rate), total)
-        bounds.append(bound)
-        over.append(total - below)
-    return tuple(bounds), tuple(over), total
-
-
-def track(
-    prior: PrefillTail | None, reading: MetricReading | None, now: float, period_s: float
-) -> tuple[PrefillTail | None, str]:
-    """The tail with this tick's reading folded in (weight 1 - exp(-dt / MEMORY_S), dt the time
-    since the last reading, `period_s` at the first), and why a reading was not read ("" when it
-    was): a failed or malformed read keeps the prior as it is, and the capacity stage says why; a
-    histogram with other bounds than the prior's starts afresh."""
-    if reading is None:
-        return prior, "no reading"
-    try:
-        bounds, over, total = buckets(reading)
-    except BucketsError as e:
-        return prior, str(e)
-    dt = period_s if prior is None or now <= prior.at else now - prior.at
-    w = -math.expm1(-dt / MEMORY_S)
-    if prior is None or prior.bounds != bounds:
-        return PrefillTail(now, bounds, tuple(w * x for x in over), w * total), ""
-    keep = 1.0 - w
-    averaged = tuple(keep * a + w * x for a, x in zip(prior.over, over, strict=True))
-    return PrefillTail(now, bounds, averaged, keep * prior.total + w * total), ""
+PrefillTail = Survival  # the prefill times' survival, in seconds (survival.track's, units "seconds")
 
 
 def excess_s(tail: PrefillTail, slack_s: float) -> float:

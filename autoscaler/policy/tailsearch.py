@@ -6,6 +6,7 @@ import math
 
 from autoscaler.policy import memo, tpottail
 from autoscaler.policy.capacityspec import ReplicaProfile
+from autoscaler.policy.outputsteps import OutputSteps
 
 TTFT_QUANTUM = 256.0  # the TTFT search is cached on its inputs rounded to 1/256 in log scale (0.4 %)
 TTFT_KEPT = 8192  # the TTFT searches kept (memo.remember clears the table when it holds as many)
@@ -139,11 +140,13 @@ def tpot_rate(
     speed: float,
     cv2: float = 1.0,
     outputs_cv2: float = 1.0,
+    steps: OutputSteps | None = None,
 ) -> float:
     """The most requests/s one replica serves with at most `tail` of them over `tpot_s` (inf when
     no request can miss it by the prefill it shares its steps with), for p-token prompts of
-    lengths' cv² `cv2` and o-token outputs of lengths' cv² `outputs_cv2` at `speed`; cached on
-    (tail, p, o, speed, cv2, outputs_cv2) rounded to 1/16 in log scale (cv² 1 exactly)."""
+    lengths' cv² `cv2` and o-token outputs of lengths' cv² `outputs_cv2` and decode steps `steps`
+    (outputsteps.py; None: geometric) at `speed`; cached on (tail, p, o, speed, cv2, outputs_cv2)
+    rounded to 1/16 in log scale (cv² 1 exactly) and the steps' own key (already rounded)."""
     key = (
         profile,
         tpot_s,
@@ -153,10 +156,13 @@ def tpot_rate(
         round(math.log(speed) * TPOT_QUANTUM),
         round(math.log(cv2) * TPOT_QUANTUM),
         round(math.log(outputs_cv2) * TPOT_QUANTUM),
+        None if steps is None else steps.key,
     )
     got = _tpot_cache.get(key)
     if got is None:
-        tail_r, p_r, o_r, speed_r, cv2_r, out_r = (math.exp(k / TPOT_QUANTUM) for k in key[2:])
-        got = tpottail.rate(profile, tpot_s, min(tail_r, 1.0), p_r, max(o_r, 1.0), speed_r, cv2_r, out_r)
+        tail_r, p_r, o_r, speed_r, cv2_r, out_r = (math.exp(k / TPOT_QUANTUM) for k in key[2:8])
+        got = tpottail.rate(
+            profile, tpot_s, min(tail_r, 1.0), p_r, max(o_r, 1.0), speed_r, cv2_r, out_r, steps
+        )
         memo.remember(_tpot_cache, key, got, TPOT_KEPT)
     return got

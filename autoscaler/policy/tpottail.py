@@ -35,10 +35,11 @@ tests/test_tpottail.py holds the compiled copy to these bits.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from autoscaler.policy import lengths
 from autoscaler.policy.capacityspec import ReplicaProfile
+from autoscaler.policy.outputsteps import OutputSteps
 
 # of the mean output o in the mean context a decode step reads and the KV holds (capacity.py's
 # too): a request of o outputs reads p + o/2 on average over its steps and a step meets requests
@@ -48,6 +49,7 @@ from autoscaler.policy.capacityspec import ReplicaProfile
 # reasoning outputs by 3 of 12 replicas: docs/policy.md, "Defaults and why")
 CONTEXT_OUTPUT_SHARE = 1.0
 
+NO_STEPS: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())  # no histogram: the geometric alone
 TPOT_SERIES_MAX = 60.0  # a tail of more mean prompts than this is read off the normal approximation
 _EXACT_STEPS = 16  # output lengths summed one by one up to here, then over bins 1.25x wide
 
@@ -61,13 +63,16 @@ def rate(
     speed: float,
     cv2: float = 1.0,
     outputs_cv2: float = 1.0,
+    steps: OutputSteps | None = None,
 ) -> float:
     """The most requests/s one replica serves with at most `tail` of them over `tpot_s` (inf when
     no request can miss it by the prefill it shares its steps with), for p-token prompts of
     lengths' squared coefficient of variation `cv2` (1: exponential) and o-token outputs at
     `speed` (o >= 1, 0 < tail <= 1), the outputs' lengths of cv² `outputs_cv2` in the context a
-    decode step reads (lengths.context_share; the requests that miss stay geometric in their steps)."""
+    decode step reads (lengths.context_share) and their decode steps `steps` where an engine
+    publishes them (outputsteps.py; None: geometric around o alone)."""
     budget = profile.max_batched_tokens
+    dn, dm = NO_STEPS if steps is None else (steps.steps, steps.masses)
     return float(
         _kernel(
             float(profile.step_base_s),
@@ -87,6 +92,8 @@ def rate(
             2.0,
             units(float(cv2)),
             lengths.context_share(float(outputs_cv2)),
+            dn,
+            dm,
         )
     )
 
@@ -115,10 +122,13 @@ def _rate(
     two: float,
     unit: float,
     share: float,
+    dn: Sequence[float],
+    dm: Sequence[float],
 ) -> float:
     """rate() on the profile's fields (`two` = 2.0, the variance's exponent, see the module; `unit`
     the prompt's unit of tokens over p, (1 + cv²) / 2, see _miss; `share` the outputs' in the
-    context a decode step reads, lengths.context_share)."""
+    context a decode step reads, lengths.context_share; `dn`, `dm` the decode steps and their
+    shares, outputsteps.py's, empty for the geometric alone)."""
     base = base_s / speed
     # replicarates.prefill_token_s and decode_token_s, over the speed
     a = (prefill_s + attention_s * 0.5 * (p + 1.0)) / speed
@@ -128,12 +138,12 @@ def _rate(
     if hi <= 0.0:
         return math.inf
     args = (base, a, d, w, has_budget, budget, prefill_first, seqs, tpot_s, tail, p, o, two, unit)
-    if _miss(*args, hi) <= tail:
+    if _miss(*args, hi, dn, dm) <= tail:
         return math.inf
     lo = 0.0
     for _ in range(14):  # to 1/16384 of the mean bound
         x = 0.5 * (lo + hi)
-        if _miss(*args, x) <= tail:
+        if _miss(*args, x, dn, dm) <= tail:
             lo = x
         else:
             hi = x
@@ -156,9 +166,16 @@ def _miss(
     two: float,
     unit: float,
     x: float,
+    dn: Sequence[float],
+    dm: Sequence[float],
 ) -> float:
     """The share of requests over their TPOT at x requests/s per replica (the model above); the
-    sum over output lengths stops once what is left is far below `tail`. Prompts of lengths' cv²
+    sum over output lengths stops once what is left is far below `tail`. Where the engines publish
+    the outputs' decode steps (`dn` the steps, `dm` their shares: outputsteps.py) the share is
+    also summed over them, and the higher of the two is the miss: the shape tells of the short
+    answers the geometric misses (ServeGen's), and where it shows fewer than the geometric (Azure's,
+    which have none under 9 tokens) the geometric's more is kept as it was, a margin the sizing
+    had before a ramp (docs/policy.md, "The outputs' shape"). Prompts of lengths' cv²
     c are counted in units of p·(1 + c) / 2 tokens (`unit` times p), arriving (1 + c) / 2 times
     as rarely: the backlog is then the M/G/1 workload's geometric sum of the lengths' residuals
     (mean p·(1 + c) / 2, the Pollaczek-Khinchine mean, decaying as the TTFT tail's (1 + cs²) / 2)
@@ -189,6 +206,16 @@ def _miss(
         if share < 1e-3 * tail and n >= _EXACT_STEPS:
             break
         mass, n = after, n + width
+    if len(dn) > 0:
+        shaped = 0.0
+        for i in range(len(dn)):
+            k = dn[i]  # decode steps
+            share = _beyond(k * m / (p * unit), x * (k - 1.0) * step / unit, u, two)
+            shaped += dm[i] * share
+            if share < 1e-3 * tail and k >= _EXACT_STEPS:
+                break
+        if shaped > missed:
+            missed = shaped
     return missed
 
 
@@ -270,8 +297,11 @@ def miss(
     two: float,
     unit: float,
     x: float,
+    steps: OutputSteps | None = None,
 ) -> float:
-    """_miss, by the compiled copy where one is installed (latecurve's curves read ~100 a curve)."""
+    """_miss, by the compiled copy where one is installed (latecurve's curves read ~100 a curve),
+    over the decode steps `steps` where the engines publish them (None: the geometric's alone)."""
+    dn, dm = NO_STEPS if steps is None else (steps.steps, steps.masses)
     return _miss_kernel(
-        base, a, d, w, has_budget, budget, prefill_first, seqs, tpot_s, tail, p, o, two, unit, x
+        base, a, d, w, has_budget, budget, prefill_first, seqs, tpot_s, tail, p, o, two, unit, x, dn, dm
     )

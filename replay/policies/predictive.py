@@ -47,6 +47,8 @@ ARRIVAL_METRIC = "infscale_arrival_rate"  # the gateway's arrivals counter, as a
 KV_USAGE_METRIC = "infscale_kv_cache_usage"  # the engines' KV cache usage, the mean over the pods
 # the engines' prefill-time histograms, one bucket rate per `le` bound (prefilltail.py)
 PREFILL_TIME_METRIC = "infscale_prefill_time_bucket_rate"
+# the engines' output-length histograms, one bucket rate per `le` bound (outputsteps.py)
+OUTPUT_LENGTH_METRIC = "infscale_output_length_bucket_rate"
 TYPICAL_PROMPT_TOKENS = 1000.0  # sizes the queue floor's target: chat-like prompts (Azure conv ~1,150)
 
 
@@ -98,6 +100,7 @@ def predictive_spec(scenario: Scenario, params: PolicyParams) -> AutoscalerSpec:
                 arrival_rate_metric=ARRIVAL_METRIC,
                 kv_usage_metric=KV_USAGE_METRIC,
                 prefill_time_metric=PREFILL_TIME_METRIC,
+                output_length_metric=OUTPUT_LENGTH_METRIC,
             ),
             decision_period_s=scenario.sync_period_s,
             router=Router.LEAST_REQUESTS,  # the replay's router (replay/kernel/events.py)
