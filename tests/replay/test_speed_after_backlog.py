@@ -4,7 +4,11 @@ the holdout league plays it. Its warm-up tips a fleet of six into a backlog (rar
 prompts among a mean of ~210) and the fleet grows to twelve while the backlog drains on the six it
 came to. The replay's engine is the profile, so the speed is the profile's but for the mix's own
 step share; read from the twelve's totals, it was x0.50, and the fleet then ran 24-37 replicas
-for an hour where 13-17 were needed (166 GPU-h against the HPA's 104)."""
+for an hour where 13-17 were needed (166 GPU-h against the HPA's 104). Since session 46 a tick is
+saturated only when the prompts waiting exceed one step's token budget on every replica
+(speedlearn.py), and this warm-up's backlog never does: no tick of it is a sample, and the speed
+stays the profile's (session 37's backlog rule, which this test was written for, is held to its
+cases in tests/test_speedlearn.py)."""
 
 from __future__ import annotations
 
@@ -29,5 +33,4 @@ def test_replicas_joining_a_backlog_do_not_teach_a_slow_engine() -> None:
     backlog = [t for t, obs, _ in result.decisions if t < 0 and obs.ready_pods == 12]
     assert backlog, "the warm-up no longer grows through a backlog to twelve: the test shows nothing"
     slowest = min(s for _, s in warmup)
-    assert slowest < 0.9, "no saturated sample in the warm-up: the test shows nothing"
     assert slowest > 0.7, f"learned x{slowest:.2f} from the drain"
