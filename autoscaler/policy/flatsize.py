@@ -7,11 +7,11 @@ SLO's fields packed once per spec (flattables.consts), returning the Sizing's fi
 core's own tailsearch.tail_share and servers_at, tpottail.prefill_rate and tpottail._rate by their
 global names, which the compiled copy replaces with compiled ones. The TTFT search runs at its
 rounded inputs as tailsearch.ttft_servers does, and it, its utilization and the TPOT tail's rate
-are kept in tables on tailsearch's rounded keys (flattables.ttft_servers, flattables.tpot_rate). Shapes it
-does not cover (a least-loaded router, gamma prompt lengths: their tails need CPython's own
-lgamma, which numba's differs from; an output-length histogram's cv², which the engines that
-publish one publish with the prompt lengths') and inputs the Python path would raise on return UNCOVERED,
-and burstsize.size sizes them itself.
+are kept in tables on tailsearch's rounded keys (flattables.ttft_servers, flattables.tpot_rate).
+Shapes it does not cover (a least-loaded router, gamma prompt lengths: their tails need CPython's
+own lgamma, which numba's differs from; an output-length histogram's cv² or decode steps, which the
+engines that publish one publish with the prompt lengths') and inputs the Python path would raise
+on return UNCOVERED, and burstsize.size sizes them itself.
 tests/test_flatsize.py holds every field to the bit against burstsize.size.
 """
 
