@@ -144,11 +144,14 @@ def test_the_installed_kernel_serves_the_cores_rate() -> None:
     profile = ReplicaProfile(
         step_base_s=0.0185, prefill_s_per_token=5.55e-5, max_batched_tokens=8192, max_num_seqs=1024
     )
+    steps = outputsteps.of(Survival(0.0, VLLM_BOUNDS[:4], (0.9, 0.6, 0.4, 0.3), 1.0))
     interpreted = tpottail.rate(profile, 0.2, 0.01, 2048.0, 28.0, 1.0)
+    shaped = tpottail.rate(profile, 0.2, 0.01, 2048.0, 28.0, 1.0, 1.0, 1.0, steps)
     tailkernel.install()
     try:
         assert tpottail._kernel is tailkernel.rate
         assert tpottail.rate(profile, 0.2, 0.01, 2048.0, 28.0, 1.0) == interpreted < math.inf
+        assert tpottail.rate(profile, 0.2, 0.01, 2048.0, 28.0, 1.0, 1.0, 1.0, steps) == shaped < interpreted
     finally:
         tpottail.use(None)
 
@@ -156,11 +159,15 @@ def test_the_installed_kernel_serves_the_cores_rate() -> None:
 def test_the_installed_kernel_serves_the_share_that_misses() -> None:
     # latecurve's curves read tpottail.miss: the compiled _miss once installed, the same bits
     args = (0.0185, 5.55e-5, 4e-5, 0.08, True, 8192.0, False, 1024.0, 0.2, 0.01, 2048.0, 28.0, 2.0, 1.0, 3.0)
+    # and over an output-length histogram's steps, which the installed copy takes as arrays
+    steps = outputsteps.of(Survival(0.0, VLLM_BOUNDS[:4], (0.9, 0.6, 0.4, 0.3), 1.0))
     interpreted = tpottail.miss(*args)
+    shaped = tpottail.miss(*args, steps)
     tailkernel.install()
     try:
         assert tpottail._miss_kernel is tailkernel.miss
         assert tpottail.miss(*args) == interpreted > 0.0
+        assert tpottail.miss(*args, steps) == shaped > interpreted
     finally:
         tpottail.use(None)
     assert tpottail._miss_kernel is tpottail._miss
