@@ -198,8 +198,8 @@ def test_the_planner_reads_the_histogram_into_its_state_and_says_so_in_the_capac
     decision, after = decide(spec(HIST), state, obs(1, metrics | {HIST: broken}), NOW + 15 * 8)
     stage = next(s for s in decision.stages if s.name == "capacity")
     assert (
-        "; the output-length histogram not read (`le`='-3': a bound is a finite number of tokens > 0,"
-        " or +Inf), its last shape kept" in stage.message
+        "; the output-length histogram not read (`le`='-3': a bound is a number of tokens > 0 and at"
+        " most 1e+09, or +Inf), its last shape kept" in stage.message
     )
     assert after.planner is not None and after.planner.output_tail == planner_state.output_tail
     assert stage.after == with_shape
@@ -223,6 +223,26 @@ def test_a_malformed_survival_in_the_state_is_refused_naming_its_field(
     assert PlannerState.from_dict(doc) == state
     with pytest.raises(ValueError, match=problem):
         PlannerState.from_dict({**doc, "outputTail": {**doc["outputTail"], **change}})
+
+
+def test_a_bound_past_the_most_is_refused_so_the_state_always_reads_back() -> None:
+    """A hostile engine's bound of 1e12 tokens (or 1e8 seconds of prefill) is no histogram: read,
+    the planner would keep a state it refuses to read back (planstate's bounds checks), so it is
+    refused when read, naming the bound, and the last survival is kept."""
+    from autoscaler.policy.planstate import PlannerState
+
+    kept = Survival(10.0, (1.0, 2.0), (0.5, 0.1), 2.0)
+    for units, big in ((survival.TOKENS, "1e12"), (survival.SECONDS, "1e8")):
+        reading = MetricReading((5, 9), labels=({"le": big}, {"le": "+Inf"}))
+        got, why = survival.track(kept, reading, 20.0, 15.0, units)
+        assert got is kept and f"`le`='{big}': a bound is a number of {units.name} > 0 and at most" in why
+        at_most = MetricReading((5, 9), labels=({"le": repr(units.most)}, {"le": "+Inf"}))
+        tail = survival.track(None, at_most, 20.0, 15.0, units)[0]
+        assert tail is not None and tail.bounds == (units.most,)
+        state = (
+            PlannerState(prefill_tail=tail) if units is survival.SECONDS else PlannerState(output_tail=tail)
+        )
+        assert PlannerState.from_dict(state.to_dict()) == state
 
 
 def test_the_spec_field_is_a_metric_name_or_unset() -> None:

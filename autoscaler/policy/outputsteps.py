@@ -33,7 +33,7 @@ LEAST_SHARE: Final = 1e-7  # a bucket with less is left out: the TPOT tail sums 
 INTEGER_WIDTH: Final = 20  # a bucket this narrow is spread over each of its lengths (vLLM's to 20)
 SPREAD_POINTS: Final = 8  # and a wider one over this many (a 2.5x-wide bucket's misses within ~1 %)
 _KEPT: Final = 64  # the step sets kept, by key (memo.remember clears the table when it holds as many)
-UNITS: Final = "tokens"  # the bounds' units, for survival.track's words
+UNITS: Final = survival.TOKENS  # the bounds' units, for survival.track
 
 
 class OutputSteps(NamedTuple):

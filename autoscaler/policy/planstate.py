@@ -29,8 +29,6 @@ MAX_LEVELS = 4096
 MAX_GAP_S = 1e9  # a gap is at most the longest scale-down window (scaledown.recur): far below this
 # |log(speed / profile)| of a replica: e^50 is beyond any engine; larger overflows math.exp
 MAX_LOG_SPEED = 50.0
-MAX_BOUND_S = 1e7  # a prefill-time bound past 115 days is no histogram's
-MAX_BOUND_TOKENS = 1e9  # nor an output-length bound past a billion tokens
 
 
 _NO_PANIC = PanicState(None, 0.0)
@@ -194,9 +192,9 @@ class PlannerState(Record):
             found = (f.moment("at"), f.integer("replicas", high=MAX_LEVELS))
         prefill_tail = output_tail = None
         if "prefillTail" in r.data:
-            prefill_tail = _read_survival(r.child("prefillTail"), MAX_BOUND_S)
+            prefill_tail = _read_survival(r.child("prefillTail"), survival.SECONDS.most)
         if "outputTail" in r.data:
-            output_tail = _read_survival(r.child("outputTail"), MAX_BOUND_TOKENS)
+            output_tail = _read_survival(r.child("outputTail"), survival.TOKENS.most)
         return cls(
             state_demand,
             speed,

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 
 from autoscaler.policy.survival import Survival
 
-PrefillTail = Survival  # the prefill times' survival, in seconds (survival.track's, units "seconds")
+PrefillTail = Survival  # the prefill times' survival, in seconds (survival.track's units SECONDS)
 
 
 def excess_s(tail: PrefillTail, slack_s: float) -> float:

@@ -24,6 +24,18 @@ MAX_BOUNDS: Final = 128
 LE: Final = "le"
 
 
+class Units(NamedTuple):
+    """A histogram's bounds: their name in the words and the largest one read (a bound past it is
+    no engine's, and the planner's state, which keeps the bounds, reads none past it back)."""
+
+    name: str
+    most: float
+
+
+SECONDS: Final = Units("seconds", 1e7)  # prefill times: past 115 days
+TOKENS: Final = Units("tokens", 1e9)  # output lengths: past a billion tokens
+
+
 class Survival(NamedTuple):
     """A histogram's survival at its bounds, time-averaged: `over[i]` the observations per second
     above bounds[i] and `total` all of them per second, both exponential averages over MEMORY_S
@@ -40,7 +52,7 @@ class BucketsError(ValueError):
 
 
 def buckets(
-    reading: MetricReading, units: str = "seconds"
+    reading: MetricReading, units: Units = SECONDS
 ) -> tuple[tuple[float, ...], tuple[float, ...], float]:
     """(bounds, observations/s above each, observations/s) from a reading of cumulative bucket
     rates, one item per `le` label, its bounds in `units`; BucketsError names what is wrong with a
@@ -66,8 +78,10 @@ def buckets(
             raise BucketsError(f"the rate at {LE}={le} is {rate!r}: a bucket rate is finite and >= 0")
         if bound == math.inf:
             total = rate
-        elif not bound > 0.0 or not math.isfinite(bound):
-            raise BucketsError(f"`{LE}`={le!r}: a bound is a finite number of {units} > 0, or +Inf")
+        elif not 0.0 < bound <= units.most:
+            raise BucketsError(
+                f"`{LE}`={le!r}: a bound is a number of {units.name} > 0 and at most {units.most:g}, or +Inf"
+            )
         else:
             pairs.append((bound, rate))
     if total is None:
@@ -78,7 +92,7 @@ def buckets(
     below = 0.0
     for bound, rate in pairs[:MAX_BOUNDS]:
         if bounds and bound == bounds[-1]:
-            raise BucketsError(f"the bound {bound:g} {units} comes twice")
+            raise BucketsError(f"the bound {bound:g} {units.name} comes twice")
         below = min(max(below, rate), total)
         bounds.append(bound)
         over.append(total - below)
@@ -90,7 +104,7 @@ def track(
     reading: MetricReading | None,
     now: float,
     period_s: float,
-    units: str = "seconds",
+    units: Units = SECONDS,
 ) -> tuple[Survival | None, str]:
     """The survival with this tick's reading folded in (weight 1 - exp(-dt / MEMORY_S), dt the
     time since the last reading, `period_s` at the first), and why a reading was not read ("" when
