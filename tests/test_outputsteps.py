@@ -3,10 +3,9 @@ tail's requests (tpottail.py), and what they size; the planner keeps their survi
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
+from test_survival import bucket_reading
 
 from autoscaler.policy import capacity, outputsteps, survival, tpottail
 from autoscaler.policy.capacity import Demand
@@ -26,12 +25,7 @@ SLO = SloTarget(ttft_s=2.0, tpot_s=0.2)
 
 def histogram(outputs: np.ndarray, seconds: float = 1.0) -> MetricReading:
     """The bucket rates an engine's histogram of these output lengths gives over `seconds`."""
-    rates = [float(np.sum(outputs <= float(le))) / seconds for le in VLLM_LE]
-    return MetricReading(
-        tuple(math.ceil(r * 1000 - 1e-6) for r in rates),
-        window_s=seconds,
-        labels=tuple({"le": le} for le in VLLM_LE),
-    )
+    return bucket_reading(outputs, VLLM_LE, seconds)
 
 
 def steps_of(outputs: np.ndarray) -> OutputSteps:
@@ -142,29 +136,18 @@ def test_the_planner_reads_the_histogram_into_its_state_and_says_so_in_the_capac
     """decide() with capacity.demand.outputLengthMetric: the survival is kept in the planner's
     state (and through its JSON), the capacity stage says how many requests decode in 4 steps or
     fewer, and the count at 15 req/s of m-large's mix is one more; a spec without the metric never
-    reads it; a hostile engine's histogram keeps the last survival and the stage says why."""
-    from test_policy_planner import NOW, obs, readings
+    reads it; a hostile engine's histogram keeps the last survival and the stage says why (the
+    spec's field and the state's checks: test_survival)."""
+    from test_policy_planner import NOW, readings
+    from test_survival import capacity_after, planner_spec
 
-    from autoscaler.policy.capacityspec import CapacitySpec, DemandSpec
-    from autoscaler.policy.decide import decide
+    from autoscaler.policy.capacityspec import DemandSpec
     from autoscaler.policy.planstate import PlannerState
-    from autoscaler.policy.spec import AutoscalerSpec, MetricSpec, TargetType
-    from autoscaler.policy.state import PolicyState
+    from autoscaler.policy.spec import AutoscalerSpec
     from autoscaler.specsections import CapacityModel
 
     def spec(metric: str | None) -> AutoscalerSpec:
-        cap = CapacitySpec(
-            profile=REFERENCE_70B,
-            slo=SLO,
-            demand=DemandSpec(output_length_metric=metric, prompt_square_metric="sq"),
-            plan_tpot_share=1.0,
-            plan_ttft_share=1.0,
-        )
-        return AutoscalerSpec(
-            max_replicas=8,
-            metrics=(MetricSpec("infscale_queue_size", TargetType.AVERAGE_VALUE, 16_000),),
-            capacity=cap,
-        )
+        return planner_spec(REFERENCE_70B, DemandSpec(output_length_metric=metric, prompt_square_metric="sq"))
 
     outputs = short_answers(100_000, 0.227)
     rate = 13.0
@@ -172,16 +155,8 @@ def test_the_planner_reads_the_histogram_into_its_state_and_says_so_in_the_capac
         "sq": MetricReading.of(rate * 665.0**2 * (1 + 1.85)),
         HIST: histogram(outputs, seconds=100_000 / rate),
     }
-
-    def last(metric: str | None) -> tuple[int, str, PolicyState]:
-        state = PolicyState()
-        for i in range(8):
-            decision, state = decide(spec(metric), state, obs(1, metrics), NOW + 15 * i)
-        stage = next(s for s in decision.stages if s.name == "capacity")
-        return stage.after, stage.message, state
-
-    without, said_without, plain = last(None)
-    with_shape, said, state = last(HIST)
+    without, said_without, plain = capacity_after(spec(None), metrics)
+    with_shape, said, state = capacity_after(spec(HIST), metrics)
     assert with_shape == without + 1
     assert "decode in 4 steps or fewer" not in said_without
     assert "% of requests decode in 4 steps or fewer (the engines' histograms)" in said
@@ -195,63 +170,12 @@ def test_the_planner_reads_the_histogram_into_its_state_and_says_so_in_the_capac
     model = CapacityModel.model_validate(CapacityModel.document_of(spec(HIST).capacity))  # type: ignore[arg-type]
     assert model.to_spec().demand.output_length_metric == HIST
     broken = MetricReading((5, 9), labels=({"le": "-3"}, {"le": "+Inf"}))
-    decision, after = decide(spec(HIST), state, obs(1, metrics | {HIST: broken}), NOW + 15 * 8)
-    stage = next(s for s in decision.stages if s.name == "capacity")
+    after_n, message, after = capacity_after(
+        spec(HIST), metrics | {HIST: broken}, state, ticks=1, start=NOW + 15 * 8
+    )
     assert (
         "; the output-length histogram not read (`le`='-3': a bound is a number of tokens > 0 and at"
-        " most 1e+09, or +Inf), its last shape kept" in stage.message
+        " most 1e+09, or +Inf), its last shape kept" in message
     )
     assert after.planner is not None and after.planner.output_tail == planner_state.output_tail
-    assert stage.after == with_shape
-
-
-@pytest.mark.parametrize(
-    ("change", "problem"),
-    [
-        ({"bounds": [2.0, 1.0], "over": [0.0, 0.0]}, "increasing bounds"),
-        ({"over": [5.0, 0.0]}, "planner.outputTail.over"),
-        ({"bounds": [1.0, 2e9]}, "planner.outputTail.bounds"),
-    ],
-)
-def test_a_malformed_survival_in_the_state_is_refused_naming_its_field(
-    change: dict[str, object], problem: str
-) -> None:
-    from autoscaler.policy.planstate import PlannerState
-
-    state = PlannerState(output_tail=Survival(10.0, (1.0, 2.0), (0.5, 0.1), 2.0))
-    doc = state.to_dict()
-    assert PlannerState.from_dict(doc) == state
-    with pytest.raises(ValueError, match=problem):
-        PlannerState.from_dict({**doc, "outputTail": {**doc["outputTail"], **change}})
-
-
-def test_a_bound_past_the_most_is_refused_so_the_state_always_reads_back() -> None:
-    """A hostile engine's bound of 1e12 tokens (or 1e8 seconds of prefill) is no histogram: read,
-    the planner would keep a state it refuses to read back (planstate's bounds checks), so it is
-    refused when read, naming the bound, and the last survival is kept."""
-    from autoscaler.policy.planstate import PlannerState
-
-    kept = Survival(10.0, (1.0, 2.0), (0.5, 0.1), 2.0)
-    for units, big in ((survival.TOKENS, "1e12"), (survival.SECONDS, "1e8")):
-        reading = MetricReading((5, 9), labels=({"le": big}, {"le": "+Inf"}))
-        got, why = survival.track(kept, reading, 20.0, 15.0, units)
-        assert got is kept and f"`le`='{big}': a bound is a number of {units.name} > 0 and at most" in why
-        at_most = MetricReading((5, 9), labels=({"le": repr(units.most)}, {"le": "+Inf"}))
-        tail = survival.track(None, at_most, 20.0, 15.0, units)[0]
-        assert tail is not None and tail.bounds == (units.most,)
-        state = (
-            PlannerState(prefill_tail=tail) if units is survival.SECONDS else PlannerState(output_tail=tail)
-        )
-        assert PlannerState.from_dict(state.to_dict()) == state
-
-
-def test_the_spec_field_is_a_metric_name_or_unset() -> None:
-    from autoscaler.policy.capacityspec import DemandSpec
-    from autoscaler.specsections import DemandModel
-
-    with pytest.raises(ValueError, match="output_length_metric"):
-        DemandSpec(output_length_metric="")
-    with pytest.raises(ValueError, match="outputLengthMetric"):
-        DemandModel.model_validate({"outputLengthMetric": ""})
-    assert DemandModel.model_validate({"outputLengthMetric": HIST}).to_spec().output_length_metric == HIST
-    assert DemandModel.model_validate({}).to_spec().output_length_metric is None
+    assert after_n == with_shape

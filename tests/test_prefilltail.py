@@ -8,12 +8,15 @@ import math
 
 import numpy as np
 import pytest
+from test_policy_planner import NOW
+from test_survival import bucket_reading, capacity_after, planner_spec
 
 from autoscaler.policy import capacity, leastloaded, prefilltail, survival
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.capacityspec import SloTarget
 from autoscaler.policy.observation import MetricReading
 from autoscaler.policy.prefilltail import PrefillTail
+from autoscaler.policy.spec import AutoscalerSpec
 from autoscaler.policy.survival import BucketsError
 from replay import profiles
 from replay.policies.predictive import replica_profile
@@ -27,12 +30,7 @@ VLLM_LE = (
 
 def histogram(prefill_s: np.ndarray, seconds: float = 1.0) -> MetricReading:
     """The bucket rates an engine's histogram of these prefill times gives over `seconds`."""
-    rates = [float(np.sum(prefill_s <= float(le))) / seconds for le in VLLM_LE]
-    return MetricReading(
-        tuple(math.ceil(r * 1000 - 1e-6) for r in rates),
-        window_s=seconds,
-        labels=tuple({"le": le} for le in VLLM_LE),
-    )
+    return bucket_reading(prefill_s, VLLM_LE, seconds)
 
 
 def test_a_vllm_histogram_reads_as_the_share_past_each_bound() -> None:
@@ -182,45 +180,23 @@ def test_the_planner_reads_the_histogram_into_its_state_and_says_so_in_the_capac
     """decide() with capacity.demand.prefillTimeMetric: the tail is kept in the planner's state
     (and through its JSON, as the controller persists it), the capacity stage says how many
     prefills hold a replica past the TTFT target, and the count at m-large's mix is one more; a
-    spec without the metric never reads it."""
-    from test_policy_planner import NOW, obs, readings
+    spec without the metric never reads it (the spec's field and the state's checks: test_survival)."""
+    from test_policy_planner import readings
 
-    from autoscaler.policy.capacityspec import CapacitySpec, DemandSpec
-    from autoscaler.policy.decide import decide
+    from autoscaler.policy.capacityspec import DemandSpec
     from autoscaler.policy.planstate import PlannerState
-    from autoscaler.policy.spec import AutoscalerSpec, MetricSpec, TargetType
-    from autoscaler.policy.state import PolicyState
     from autoscaler.specsections import CapacityModel
 
     def spec(metric: str | None) -> AutoscalerSpec:
-        cap = CapacitySpec(
-            profile=REFERENCE_70B,
-            slo=SloTarget(ttft_s=2.0, tpot_s=0.2),
-            demand=DemandSpec(prefill_time_metric=metric, prompt_square_metric="sq"),
-            plan_tpot_share=1.0,
-            plan_ttft_share=1.0,
-        )
-        return AutoscalerSpec(
-            max_replicas=8,
-            metrics=(MetricSpec("infscale_queue_size", TargetType.AVERAGE_VALUE, 16_000),),
-            capacity=cap,
-        )
+        return planner_spec(REFERENCE_70B, DemandSpec(prefill_time_metric=metric, prompt_square_metric="sq"))
 
     holds = np.array([0.05] * 99_910 + [4.0] * 90)
     metrics = readings(9.5, prompt=665.0, output=140.0) | {
         "sq": MetricReading.of(9.5 * 665.0**2 * (1 + 1.85)),
         HIST: histogram(holds, seconds=100_000 / 9.5),
     }
-
-    def last(metric: str | None) -> tuple[int, str, PolicyState]:
-        state = PolicyState()
-        for i in range(8):
-            decision, state = decide(spec(metric), state, obs(1, metrics), NOW + 15 * i)
-        stage = next(s for s in decision.stages if s.name == "capacity")
-        return stage.after, stage.message, state
-
-    without, said_without, plain = last(None)
-    with_tail, said, state = last(HIST)
+    without, said_without, plain = capacity_after(spec(None), metrics)
+    with_tail, said, state = capacity_after(spec(HIST), metrics)
     assert (without, with_tail) == (1, 2)
     assert "% of prefills hold a replica past the TTFT target" not in said_without
     # 0.09 %, read from rates in the API's milli-units: 0.008 of 9.5 prefills/s
@@ -236,48 +212,14 @@ def test_the_planner_reads_the_histogram_into_its_state_and_says_so_in_the_capac
     assert model.to_spec().demand.prefill_time_metric == HIST
     # a hostile engine's histogram (a bound that is no number): the tail is kept, the stage says why
     broken = MetricReading((5, 9), labels=({"le": "soon"}, {"le": "+Inf"}))
-    decision, after = decide(spec(HIST), state, obs(2, metrics | {HIST: broken}), NOW + 15 * 8)
-    stage = next(s for s in decision.stages if s.name == "capacity")
+    after_n, message, after = capacity_after(
+        spec(HIST), metrics | {HIST: broken}, state, ticks=1, start=NOW + 15 * 8, replicas=2
+    )
     assert (
-        "; the prefill-time histogram not read (`le` is not a number: 'soon'), its last tail kept"
-        in stage.message
+        "; the prefill-time histogram not read (`le` is not a number: 'soon'), its last tail kept" in message
     )
     assert after.planner is not None and after.planner.prefill_tail == planner_state.prefill_tail
-    assert stage.after == 2
-
-
-@pytest.mark.parametrize(
-    ("change", "problem"),
-    [
-        ({"bounds": [2.0, 1.0], "over": [0.0, 0.0]}, "increasing bounds"),
-        ({"bounds": [1.0], "over": [0.5, 0.1]}, "expected 1 values"),
-        ({"over": [5.0, 0.0]}, "planner.prefillTail.over"),
-        ({"total": -1.0}, "planner.prefillTail.total"),
-        ({"bounds": [0.0, 1.0]}, "planner.prefillTail.bounds"),
-    ],
-)
-def test_a_malformed_tail_in_the_state_is_refused_naming_its_field(
-    change: dict[str, object], problem: str
-) -> None:
-    from autoscaler.policy.planstate import PlannerState
-
-    state = PlannerState(prefill_tail=PrefillTail(10.0, (1.0, 2.0), (0.5, 0.1), 2.0))
-    doc = state.to_dict()
-    assert PlannerState.from_dict(doc) == state
-    with pytest.raises(ValueError, match=problem):
-        PlannerState.from_dict({**doc, "prefillTail": {**doc["prefillTail"], **change}})
-
-
-def test_the_spec_field_is_a_metric_name_or_unset() -> None:
-    from autoscaler.policy.capacityspec import DemandSpec
-    from autoscaler.specsections import DemandModel
-
-    with pytest.raises(ValueError, match="prefill_time_metric"):
-        DemandSpec(prefill_time_metric="")
-    with pytest.raises(ValueError, match="prefillTimeMetric"):
-        DemandModel.model_validate({"prefillTimeMetric": ""})
-    assert DemandModel.model_validate({"prefillTimeMetric": HIST}).to_spec().prefill_time_metric == HIST
-    assert DemandModel.model_validate({}).to_spec().prefill_time_metric is None
+    assert after_n == 2
 
 
 def test_the_prefills_past_the_target_are_missed_at_any_count_and_set_the_waits_budget() -> None:

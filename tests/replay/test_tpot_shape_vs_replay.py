@@ -11,14 +11,11 @@ both are under the replay's by the same ~5x (the tail's mean-field prefill cost,
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
+from test_outputsteps import steps_of
 
-from autoscaler.policy import outputsteps, replicarates, survival, tpottail
-from autoscaler.policy.observation import MetricReading
-from replay.metrics.signals import OUTPUT_LENGTH_BOUNDS
+from autoscaler.policy import replicarates, tpottail
 from replay.policies import StaticPolicy
 from replay.policies.predictive import replica_profile
 from replay.profiles import REFERENCE_70B
@@ -31,15 +28,6 @@ RATE, PROMPT, SPAN_S, TPOT_S, TAIL = 10.0, 665.0, 3600.0, 0.2, 0.01
 def _outputs(rng: np.random.Generator, n: int, short: float) -> np.ndarray:
     mixed = np.where(rng.random(n) < short, rng.integers(2, 5, n), rng.geometric(1 / 180, n))
     return mixed.astype(np.int64)
-
-
-def _steps(outputs: np.ndarray) -> outputsteps.OutputSteps:
-    les = (*(repr(float(b)) for b in OUTPUT_LENGTH_BOUNDS), "+Inf")
-    counts = tuple(math.ceil(float(np.sum(outputs <= float(le))) * 1000) for le in les)
-    reading = MetricReading(counts, labels=tuple({"le": le} for le in les))
-    got = outputsteps.of(survival.track(None, reading, 0.0, 15.0, outputsteps.UNITS)[0])
-    assert got is not None
-    return got
 
 
 def _misses(short: float) -> tuple[float, float, float]:
@@ -62,7 +50,7 @@ def _misses(short: float) -> tuple[float, float, float]:
     budget = float(profile.max_batched_tokens or 0)
     args = (profile.step_base_s, a, d, a * p + d * o, budget > 0.0, budget, bool(profile.prefill_first))
     args += (float(profile.max_num_seqs), TPOT_S, TAIL, p, o, 2.0, 1.0, RATE)
-    return replay, tpottail.miss(*args), tpottail.miss(*args, _steps(outputs))
+    return replay, tpottail.miss(*args), tpottail.miss(*args, steps_of(outputs))
 
 
 @pytest.mark.parametrize("short", [0.227, 0.0])
