@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from autoscaler.policy import survival
 from autoscaler.policy.survival import Survival
 
 PrefillTail = Survival  # the prefill times' survival, in seconds (survival.track's units SECONDS)
@@ -56,14 +57,10 @@ def past_share(tail: PrefillTail, slack_s: float) -> float:
 def _segments(tail: PrefillTail) -> Iterator[tuple[float, float, float, float]]:
     """The survival's linear pieces (from s, P(S > s), to s, P(S > s)), from (0, 1) through each
     bound's share, never rising (none without a prefill)."""
-    total = tail.total
-    if total <= 0.0:
+    if tail.total <= 0.0:
         return
     lo_s, lo_p = 0.0, 1.0
-    for bound, over in zip(tail.bounds, tail.over, strict=True):
-        p = over / total
-        if p > lo_p:
-            p = lo_p
+    for bound, p in zip(tail.bounds, survival.shares(tail), strict=True):
         yield lo_s, lo_p, bound, p
         lo_s, lo_p = bound, p
 
