@@ -32,7 +32,6 @@ from replay.kernel.layout import (
     R_GTOK,
     R_HEAD,
     R_HGTOK,
-    R_HPSQ,
     R_HPTOK,
     R_HUSED,
     R_K,
@@ -40,7 +39,6 @@ from replay.kernel.layout import (
     R_NRUN,
     R_NWAIT,
     R_PENDING,
-    R_PSQ,
     R_PTOK,
     R_RPOS,
     RF_T0,
@@ -204,13 +202,11 @@ def advance(
             tp = t
             stage = 1 if ending else 0  # 1: end the run first; 2: end the merged head step first
             ptok = 0
-            psq = 0
             gtok = 0
             free = 0
             while True:
                 if stage > 0:
                     ptok = ri[r, R_PTOK]
-                    psq = ri[r, R_PSQ]
                     gtok = ri[r, R_GTOK]
                     end_run(r, qi, qf, ri, rf, hist, hk, hr, pi, poff, pids, hslot, lkey, lprev, lnext, g, lr)
                     tp = rf[r, RF_TEND]
@@ -242,7 +238,6 @@ def advance(
                 if stage == 2:
                     ri[r, R_HEAD] = 1
                     ri[r, R_HPTOK] = ri[r, R_PTOK] - ptok
-                    ri[r, R_HPSQ] = ri[r, R_PSQ] - psq
                     ri[r, R_HGTOK] = ri[r, R_GTOK] - gtok
                     ri[r, R_HUSED] = free - ri[r, R_FREE]
                     break

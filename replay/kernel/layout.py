@@ -26,21 +26,22 @@ R_LRU_HEAD, R_LRU_TAIL, R_LRU_N = 26, 27, 28
 R_MERGE, R_HEAD, R_HPTOK, R_HGTOK, R_HUSED = 29, 30, 31, 32, 33
 # the replica's position in advance()'s `ready` (-1: not in it), whose loads it keeps in `lr`
 R_RPOS = 34
-# Σ prompt tokens² of the prompts prefilled (an engine's prompt-length histogram), and the merged
-# head step's share of it (as R_HPTOK)
-R_PSQ, R_HPSQ = 35, 36
+# Σ prompt tokens² of the requests finished (an engine's prompt-length histogram, observed at a
+# request's finish as vLLM's vllm:request_prompt_tokens; counted with R_FIN, so a merged head step,
+# which finishes none, has no share of it)
+R_PSQ = 35
 # Σ generated tokens² of the requests finished (an engine's output-length histogram, observed at a
 # request's finish as vLLM's vllm:request_generation_tokens; counted with R_FIN)
-R_OSQ = 37
+R_OSQ = 36
 # Σ generated tokens of the requests finished (the same histogram's _sum, counted with R_FIN; the
 # generation counter R_GTOK counts tokens as they are decoded)
-R_OSUM = 38
+R_OSUM = 37
 # the prefill times' histogram (vllm:request_prefill_time_seconds: first token - first scheduled,
 # QF_FIRST - QF_ADMIT, observed at a request's finish as vLLM V1 does; counted with R_FIN): per
 # bucket of signals.py's PREFILL_TIME_BOUNDS, the requests finished whose prefill time is in (the
 # bound before, the bound], the last beyond every bound (a scrape cumulates them, as `le` buckets);
 # from column R_PFT on
-R_PFT = 39
+R_PFT = 38
 # the output lengths' histogram (vllm:request_generation_tokens: Q_OUT, the tokens a finished request
 # generated), per bucket of signals.py's OUTPUT_LENGTH_BOUNDS as R_PFT's; counted with R_FIN
 R_OLEN = R_PFT + PREFILL_TIME_BUCKETS

@@ -16,7 +16,6 @@ from replay.kernel.layout import (
     R_GTOK,
     R_HEAD,
     R_HGTOK,
-    R_HPSQ,
     R_HPTOK,
     R_HUSED,
     R_K,
@@ -66,7 +65,7 @@ def counters(t, r, qi, ri, rf, hist, pi):
         return (
             ri[r, R_FIN],
             ri[r, R_PTOK] - ri[r, R_HPTOK],
-            ri[r, R_PSQ] - ri[r, R_HPSQ],
+            ri[r, R_PSQ],
             gen - ri[r, R_HGTOK],
             ri[r, R_NWAIT],
             ri[r, R_NRUN],

@@ -320,7 +320,6 @@ def end_run(r, qi, qf, ri, rf, hist, hk, hr, pi, poff, pids, hslot, lkey, lprev,
             req = qi[q, Q_REQ]
             qf[req, QF_FIRST] = t_end
             ri[r, R_PTOK] += qi[q, Q_IN]
-            ri[r, R_PSQ] += qi[q, Q_IN] * qi[q, Q_IN]
             if pi[P_PREFIX] == 1:
                 full = min(poff[req + 1] - poff[req], qi[q, Q_IN] // pi[P_PBT])
                 prefix_use(qi, ri, poff, pids, hslot, lkey, lprev, lnext, pi, r, q, full, True)
@@ -368,6 +367,7 @@ def _finish(q, r, t, qi, qf, ri, rf, g, lr):
     qi[q, Q_NEXT] = g[G_FREE]
     g[G_FREE] = q
     ri[r, R_FIN] += 1
+    ri[r, R_PSQ] += qi[q, Q_IN] * qi[q, Q_IN]  # the prompt-length histogram, observed at the finish as vLLM's
     ri[r, R_OSQ] += qi[q, Q_OUT] * qi[q, Q_OUT]
     ri[r, R_OSUM] += qi[q, Q_OUT]
     req = qi[q, Q_REQ]  # its prefill time and output length, observed at its finish as vLLM V1 does

@@ -344,18 +344,25 @@ def _run_with_stops(
     return engine, rows, stops
 
 
-def test_the_prompt_squares_counter_sums_the_square_of_every_prompt_counted() -> None:
+def test_the_prompt_squares_counter_sums_the_square_of_every_prompt_finished() -> None:
     """The scrape's PROMPT_SQUARES column (an engine's prompt-length histogram, as its second
-    moment) counts x² for every prompt the PROMPT_TOKENS column counts x for, at every stop."""
+    moment, which vLLM observes as a request finishes: vllm/v1/metrics/loggers.py) counts x² for
+    every request the REQUESTS column counts, at every stop; the prompt counter PROMPT_TOKENS counts
+    x at the first token, so between the two a request is in the one and not yet in the other."""
     rng = np.random.default_rng(6)
     inputs = rng.integers(1, 20_000, _STOPPED_N).astype(np.int64)
     engine, rows, stops = _run_with_stops(rng, inputs, rng.integers(1, 50, _STOPPED_N).astype(np.int64))
-    first = engine.results().first_token_s
+    results = engine.results()
+    first, finished = results.first_token_s, results.finished_s
+    between = 0
     for k_stop, at in enumerate(stops):
-        seen = inputs[first <= at]  # prompts counted once their first token is out
-        assert rows[k_stop, :, PROMPT_TOKENS].sum() == seen.sum()
-        assert rows[k_stop, :, PROMPT_SQUARES].sum() == float((seen * seen).sum())
-    assert 0 < (first <= stops[20]).sum() < (first <= stops[-1]).sum()  # the stops saw counts grow
+        done = inputs[finished <= at]  # prompts counted once their request has finished
+        assert rows[k_stop, :, REQUESTS].sum() == len(done)
+        assert rows[k_stop, :, PROMPT_SQUARES].sum() == float((done * done).sum())
+        assert rows[k_stop, :, PROMPT_TOKENS].sum() == inputs[first <= at].sum()
+        between += int(((first <= at) & ~(finished <= at)).sum())
+    assert between > 0  # some stops fell between a request's first token and its finish
+    assert 0 < (finished <= stops[20]).sum() < (finished <= stops[-1]).sum()  # the stops saw counts grow
 
 
 def test_the_output_squares_counter_sums_the_square_of_every_output_finished() -> None:
