@@ -1,4 +1,5 @@
-"""The emulator's /metrics: what vLLM, TGI and SGLang expose, with their exact names, types and labels.
+"""The emulator's /metrics: what vLLM, TGI, SGLang and JetStream expose, with their exact names, types
+and labels.
 
 Sits beside replay/emulate/batching.py: `EngineStats` (replay/emulate/stats.py) observes the engine loop and
 keeps the counters and histograms every engine derives its metrics from; one renderer per engine
@@ -8,7 +9,7 @@ boundaries follow ../shared/engine_metrics.md (each engine's metrics module).
 vLLM and SGLang export with prometheus_client, so they render through it (promclient.py: floats
 with `.0`, `_total` on counters, `le="1.0"`). TGI exports from Rust (metrics-exporter-prometheus):
 plain numbers, counters without `_total`, some families with a TYPE line and no HELP line; it has its
-own small writer (tgimetrics.py).
+own small writer (tgimetrics.py). JetStream exports with prometheus_client too: jetstreammetrics.py.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from replay.emulate import promclient as pc
 from replay.emulate.batching import Gauges
+from replay.emulate.jetstreammetrics import jetstream_buckets, render_jetstream
 from replay.emulate.stats import EngineStats, Hist
 from replay.emulate.tgimetrics import render_tgi, tgi_buckets
 from replay.metrics.signals import one_two_five  # vLLM's build_1_2_5_buckets, shared with the replay
@@ -259,10 +261,13 @@ FLAVORS: dict[str, MetricsFlavor] = {
     "vllm": MetricsFlavor(_vllm_buckets, render_vllm),
     "tgi": MetricsFlavor(tgi_buckets, render_tgi, content_type="text/plain; charset=utf-8"),
     "sglang": MetricsFlavor(_sglang_buckets, render_sglang),
+    "jetstream": MetricsFlavor(jetstream_buckets, render_jetstream),
 }
 
 
-def new_stats(engine: str, context_tokens: int) -> EngineStats:
-    # vLLM V1 observes the queue time when a request finishes; TGI (queue.rs, next_batch) and
-    # SGLang (the scheduler, as a request joins a prefill batch) when it is scheduled
-    return EngineStats(FLAVORS[engine].buckets(context_tokens), queue_at_finish=engine == "vllm")
+def new_stats(engine: str, context_tokens: int, slots: int = 0) -> EngineStats:
+    """`slots`: the engine's max_num_seqs, for the engines that report slot occupancy (JetStream)."""
+    # vLLM V1 observes the queue time when a request finishes; TGI (queue.rs, next_batch), SGLang
+    # (the scheduler, as a request joins a prefill batch) and JetStream (orchestrator.py, as a
+    # request takes its decode slot after its prefill) when it is scheduled
+    return EngineStats(FLAVORS[engine].buckets(context_tokens), queue_at_finish=engine == "vllm", slots=slots)
