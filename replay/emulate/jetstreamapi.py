@@ -13,7 +13,8 @@ Upstream, AI-Hypercomputer/JetStream (formerly google/JetStream; read at acd4f5a
 FastAPI (fastapi/fastapi: routing.py, exception_handlers.py, _compat/v2.py) answers a body that
 fails the schema 422 `{"detail": [pydantic's errors, url left out, loc from "body"]}`, JSON that
 does not parse likewise (`json_invalid`), an unknown path 404 `{"detail": "Not Found"}`; Starlette
-answers an unhandled exception 500 `Internal Server Error` as plain text.
+(starlette/middleware/errors.py, `error_response`) an unhandled exception 500 `Internal Server
+Error` as plain text.
 
 Tokens are words, as for the other engines (JetStream's true length also counts the BOS it
 prepends; the emulator's tokenizer has none). Every request generates exactly max_tokens, one chunk
