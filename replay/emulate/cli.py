@@ -2,10 +2,12 @@
 
     infscale emulate --listen 127.0.0.1:8000                       # vLLM-like, reference-70b timing
     infscale emulate --engine tgi --profile fast-test --startup-seconds 5 --listen 127.0.0.1:3000
+    infscale emulate --engine jetstream --profile fast-test --listen 127.0.0.1:8080  # /v1/generate
 
-Serves the OpenAI-compatible API with continuous batching in real time (replay/emulate/batching.py),
-the chosen engine's /metrics and readiness paths (replay/emulate/server.py). Every flag also reads
-from `INFSCALE_EMULATE_<NAME>` (e.g. INFSCALE_EMULATE_STARTUP_SECONDS=30 in a container); flags win.
+Serves the OpenAI-compatible API (JetStream: its own /v1/generate) with continuous batching in real
+time (replay/emulate/batching.py), the chosen engine's /metrics and readiness paths
+(replay/emulate/server.py). Every flag also reads from `INFSCALE_EMULATE_<NAME>` (e.g.
+INFSCALE_EMULATE_STARTUP_SECONDS=30 in a container); flags win.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ class EmulatorSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="INFSCALE_EMULATE_", frozen=True, extra="forbid")
 
     listen: ListenAddress = "127.0.0.1:8000"  # HOST:PORT; port 0 picks a free one
-    engine: Literal["vllm", "tgi", "sglang"] = "vllm"
+    engine: Literal["vllm", "tgi", "sglang", "jetstream"] = "vllm"
     profile: str = "reference-70b"  # a name in replay/emulate/profiles.py, a scenario name, or a file
     model: str = Field(default="emulated-model", min_length=1)
     startup_seconds: float = Field(default=0.0, ge=0)  # weight loading: not ready before
@@ -51,7 +53,7 @@ class EmulatorSettings(BaseSettings):
 
 _HELP = {
     "listen": "HOST:PORT to serve on; port 0 picks a free one",
-    "engine": "whose API errors, readiness paths and /metrics",
+    "engine": "whose API errors, readiness paths and /metrics (jetstream: its own API, /v1/generate)",
     "profile": f"engine timing: {', '.join(PROFILES)}, a replay scenario name, or a scenario YAML/JSON file",
     "model": "served model name",
     "startup_seconds": "weight loading: readiness and the API answer 503 until then",

@@ -1,27 +1,28 @@
-"""The emulator's /metrics: what vLLM, TGI and SGLang expose, with their exact names, types and labels.
+"""The emulator's /metrics: what vLLM, TGI, SGLang and JetStream expose, with their exact names, types
+and labels.
 
 Sits beside replay/emulate/batching.py: `EngineStats` (replay/emulate/stats.py) observes the engine loop and
 keeps the counters and histograms every engine derives its metrics from; one renderer per engine
 turns them, with the current gauges, into that engine's exposition. Names, types, labels and bucket
 boundaries follow ../shared/engine_metrics.md (each engine's metrics module).
 
-vLLM and SGLang export with prometheus_client, so they render through it (floats with `.0`, `_total`
-on counters, `le="1.0"`). TGI exports from Rust (metrics-exporter-prometheus): plain numbers, counters
-without `_total`, some families with a TYPE line and no HELP line; it has its own small writer
-(tgimetrics.py).
+vLLM and SGLang export with prometheus_client, so they render through it (promclient.py: floats
+with `.0`, `_total` on counters, `le="1.0"`). TGI exports from Rust (metrics-exporter-prometheus):
+plain numbers, counters without `_total`, some families with a TYPE line and no HELP line; it has its
+own small writer (tgimetrics.py). JetStream exports with prometheus_client too: jetstreammetrics.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
-from prometheus_client.utils import floatToGoString
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from replay.emulate import promclient as pc
 from replay.emulate.batching import Gauges
-from replay.emulate.stats import EngineStats, Hist, Histogram
+from replay.emulate.jetstreammetrics import jetstream_buckets, render_jetstream
+from replay.emulate.stats import EngineStats, Hist
 from replay.emulate.tgimetrics import render_tgi, tgi_buckets
 from replay.metrics.signals import one_two_five  # vLLM's build_1_2_5_buckets, shared with the replay
 
@@ -69,41 +70,6 @@ def _vllm_buckets(context: int) -> Mapping[Hist, Sequence[float]]:
     }
 
 
-def _families(families: list[Metric]) -> str:
-    class _Collector:
-        def collect(self) -> Iterable[Metric]:
-            return families
-
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Collector())
-    return generate_latest(registry).decode()
-
-
-def _go_float(value: float) -> str:
-    """How prometheus_client writes a bucket bound (le="1.0", le="+Inf")."""
-    out: str = floatToGoString(value)  # type: ignore[no-untyped-call]
-    return out
-
-
-def _pc_hist(name: str, doc: str, labels: Mapping[str, str], h: Histogram) -> HistogramMetricFamily:
-    family = HistogramMetricFamily(name, doc, labels=list(labels))
-    buckets = [(_go_float(le), float(c)) for le, c in h.cumulative()]
-    family.add_metric(list(labels.values()), buckets, h.total)
-    return family
-
-
-def _pc_gauge(name: str, doc: str, labels: Mapping[str, str], value: float) -> GaugeMetricFamily:
-    family = GaugeMetricFamily(name, doc, labels=list(labels))
-    family.add_metric(list(labels.values()), float(value))
-    return family
-
-
-def _pc_counter(name: str, doc: str, labels: Mapping[str, str], value: float) -> CounterMetricFamily:
-    family = CounterMetricFamily(name, doc, labels=list(labels))
-    family.add_metric(list(labels.values()), float(value))
-    return family
-
-
 def render_vllm(stats: EngineStats, gauges: Gauges, model: str) -> str:
     labels = {"model_name": model, "engine": "0"}
     h = stats.hists
@@ -126,82 +92,82 @@ def render_vllm(stats: EngineStats, gauges: Gauges, model: str) -> str:
     )
     cache_info.add_metric(["16", str(gauges.kv_budget_tokens // 16), "False"], 1.0)
     families: list[Metric] = [
-        _pc_gauge(
+        pc.gauge(
             "vllm:num_requests_running",
             "Number of requests in model execution batches.",
             labels,
             gauges.running,
         ),
-        _pc_gauge(
+        pc.gauge(
             "vllm:num_requests_waiting", "Number of requests waiting to be processed.", labels, gauges.waiting
         ),
-        _pc_gauge(
+        pc.gauge(
             "vllm:kv_cache_usage_perc",
             "KV-cache usage. 1 means 100 percent usage.",
             labels,
             gauges.kv_used_tokens / gauges.kv_budget_tokens,
         ),
-        _pc_counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.", labels, 0),
-        _pc_counter("vllm:prompt_tokens", "Number of prefill tokens processed.", labels, stats.prompt_tokens),
-        _pc_counter(
+        pc.counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.", labels, 0),
+        pc.counter("vllm:prompt_tokens", "Number of prefill tokens processed.", labels, stats.prompt_tokens),
+        pc.counter(
             "vllm:generation_tokens",
             "Number of generation tokens processed.",
             labels,
             stats.generation_tokens,
         ),
         success,
-        _pc_hist(
+        pc.histogram(
             "vllm:request_prompt_tokens", "Number of prefill tokens processed.", labels, h[Hist.PROMPT_TOKENS]
         ),
-        _pc_hist(
+        pc.histogram(
             "vllm:request_generation_tokens",
             "Number of generation tokens processed.",
             labels,
             h[Hist.GENERATION_TOKENS],
         ),
-        _pc_hist(
+        pc.histogram(
             "vllm:iteration_tokens_total",
             "Histogram of number of tokens per engine_step.",
             labels,
             h[Hist.STEP_TOKENS],
         ),
-        _pc_hist(
+        pc.histogram(
             "vllm:time_to_first_token_seconds",
             "Histogram of time to first token in seconds.",
             labels,
             h[Hist.TTFT],
         ),
-        _pc_hist(
+        pc.histogram(
             "vllm:inter_token_latency_seconds",
             "Histogram of inter-token latency in seconds.",
             labels,
             h[Hist.ITL],
         ),
-        _pc_hist(
+        pc.histogram(
             "vllm:e2e_request_latency_seconds",
             "Histogram of e2e request latency in seconds.",
             labels,
             h[Hist.E2E],
         ),
-        _pc_hist(
+        pc.histogram(
             "vllm:request_queue_time_seconds",
             "Histogram of time spent in WAITING phase for request.",
             labels,
             h[Hist.QUEUE],
         ),
-        _pc_hist(
+        pc.histogram(
             "vllm:request_inference_time_seconds",
             "Histogram of time spent in RUNNING phase for request.",
             labels,
             h[Hist.INFERENCE],
         ),
-        _pc_hist(
+        pc.histogram(
             "vllm:request_prefill_time_seconds",
             "Histogram of time spent in PREFILL phase for request.",
             labels,
             h[Hist.PREFILL],
         ),
-        _pc_hist(
+        pc.histogram(
             "vllm:request_decode_time_seconds",
             "Histogram of time spent in DECODE phase for request.",
             labels,
@@ -209,7 +175,7 @@ def render_vllm(stats: EngineStats, gauges: Gauges, model: str) -> str:
         ),
         cache_info,
     ]
-    return _families(families)
+    return pc.exposition(families)
 
 
 # --- SGLang (python/sglang/srt/metrics/collector.py) -----------------------------------------------
@@ -233,72 +199,75 @@ def render_sglang(stats: EngineStats, gauges: Gauges, model: str) -> str:
     labels = {"model_name": model, "engine_type": "unified", "tp_rank": "0", "pp_rank": "0"}
     h = stats.hists
     families: list[Metric] = [
-        _pc_gauge("sglang:num_running_reqs", "The number of running requests.", labels, gauges.running),
-        _pc_gauge("sglang:num_used_tokens", "The number of used tokens.", labels, gauges.kv_used_tokens),
-        _pc_gauge(
+        pc.gauge("sglang:num_running_reqs", "The number of running requests.", labels, gauges.running),
+        pc.gauge("sglang:num_used_tokens", "The number of used tokens.", labels, gauges.kv_used_tokens),
+        pc.gauge(
             "sglang:token_usage", "The token usage.", labels, gauges.kv_used_tokens / gauges.kv_budget_tokens
         ),
-        _pc_gauge(
+        pc.gauge(
             "sglang:gen_throughput",
             "The generation throughput (token/s).",
             labels,
             stats.gen_throughput if gauges.running else 0.0,
         ),
-        _pc_gauge(
+        pc.gauge(
             "sglang:num_queue_reqs", "The number of requests in the waiting queue.", labels, gauges.waiting
         ),
-        _pc_gauge(
+        pc.gauge(
             "sglang:num_grammar_queue_reqs", "The number of requests in the grammar waiting queue.", labels, 0
         ),
-        _pc_gauge("sglang:num_retracted_reqs", "The number of retracted requests.", labels, 0),
-        _pc_gauge("sglang:cache_hit_rate", "The prefix cache hit rate.", labels, 0.0),
-        _pc_counter(
+        pc.gauge("sglang:num_retracted_reqs", "The number of retracted requests.", labels, 0),
+        pc.gauge("sglang:cache_hit_rate", "The prefix cache hit rate.", labels, 0.0),
+        pc.counter(
             "sglang:prompt_tokens", "Number of prefill tokens processed.", labels, stats.prompt_tokens
         ),
-        _pc_counter(
+        pc.counter(
             "sglang:generation_tokens",
             "Number of generation tokens processed.",
             labels,
             stats.generation_tokens,
         ),
-        _pc_counter("sglang:cached_tokens", "Number of cached prompt tokens.", labels, 0),
-        _pc_counter("sglang:num_requests", "Number of requests processed.", labels, stats.requests_finished),
-        _pc_counter(
+        pc.counter("sglang:cached_tokens", "Number of cached prompt tokens.", labels, 0),
+        pc.counter("sglang:num_requests", "Number of requests processed.", labels, stats.requests_finished),
+        pc.counter(
             "sglang:num_aborted_requests", "Number of requests aborted.", labels, stats.requests_aborted
         ),
-        _pc_hist(
+        pc.histogram(
             "sglang:time_to_first_token_seconds",
             "Histogram of time to first token in seconds.",
             labels,
             h[Hist.TTFT],
         ),
-        _pc_hist(
+        pc.histogram(
             "sglang:inter_token_latency_seconds",
             "Histogram of inter-token latency in seconds.",
             labels,
             h[Hist.ITL],
         ),
-        _pc_hist(
+        pc.histogram(
             "sglang:e2e_request_latency_seconds",
             "Histogram of End-to-end request latency in seconds",
             labels,
             h[Hist.E2E],
         ),
-        _pc_hist(
+        pc.histogram(
             "sglang:queue_time_seconds", "Histogram of queueing time in seconds.", labels, h[Hist.QUEUE]
         ),
     ]
-    return _families(families)
+    return pc.exposition(families)
 
 
 FLAVORS: dict[str, MetricsFlavor] = {
     "vllm": MetricsFlavor(_vllm_buckets, render_vllm),
     "tgi": MetricsFlavor(tgi_buckets, render_tgi, content_type="text/plain; charset=utf-8"),
     "sglang": MetricsFlavor(_sglang_buckets, render_sglang),
+    "jetstream": MetricsFlavor(jetstream_buckets, render_jetstream),
 }
 
 
-def new_stats(engine: str, context_tokens: int) -> EngineStats:
-    # vLLM V1 observes the queue time when a request finishes; TGI (queue.rs, next_batch) and
-    # SGLang (the scheduler, as a request joins a prefill batch) when it is scheduled
-    return EngineStats(FLAVORS[engine].buckets(context_tokens), queue_at_finish=engine == "vllm")
+def new_stats(engine: str, context_tokens: int, slots: int = 0) -> EngineStats:
+    """`slots`: the engine's max_num_seqs, for the engines that report slot occupancy (JetStream)."""
+    # vLLM V1 observes the queue time when a request finishes; TGI (queue.rs, next_batch), SGLang
+    # (the scheduler, as a request joins a prefill batch) and JetStream (orchestrator.py, as a
+    # request takes its decode slot after its prefill) when it is scheduled
+    return EngineStats(FLAVORS[engine].buckets(context_tokens), queue_at_finish=engine == "vllm", slots=slots)

@@ -1,5 +1,6 @@
 """The OpenAI-compatible request bodies the emulator accepts, validated as the engines do, and the
-error each engine words its own way (replay/emulate/server.py serves them)."""
+error each engine words its own way (replay/emulate/server.py serves them; JetStream's own
+/v1/generate body is jetstreamapi.py's)."""
 
 from __future__ import annotations
 
@@ -9,17 +10,27 @@ from typing import Any
 
 
 class ApiError(Exception):
-    """A refused request; each engine words and shapes it its own way (see `_error_body`)."""
+    """A refused request; each engine words and shapes it its own way (see `error_body`). `detail`:
+    a structured detail where the engine gives one (FastAPI's validation errors, JetStream)."""
 
-    def __init__(self, status: int, message: str, kind: str = "BadRequestError", param: str | None = None):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        kind: str = "BadRequestError",
+        param: str | None = None,
+        detail: object = None,
+    ):
         super().__init__(message)
         self.status = status
         self.message = message
         self.kind = kind
         self.param = param
+        self.detail = detail
 
 
-def error_body(engine: str, e: ApiError) -> tuple[int, dict[str, Any]]:
+def error_body(engine: str, e: ApiError) -> tuple[int, dict[str, Any] | str]:
+    """The status and body of the engine's answer: a JSON object, or plain text."""
     if engine == "vllm":  # vllm/entrypoints/openai/protocol.py ErrorResponse(error=ErrorInfo(...))
         return e.status, {"error": {"message": e.message, "type": e.kind, "param": e.param, "code": e.status}}
     if engine == "sglang":  # sglang/srt/entrypoints/openai/protocol.py ErrorResponse (flat)
@@ -30,6 +41,10 @@ def error_body(engine: str, e: ApiError) -> tuple[int, dict[str, Any]]:
             "param": e.param,
             "code": e.status,
         }
+    if engine == "jetstream":  # FastAPI: {"detail": ...}; an unhandled exception, Starlette's plain 500
+        if e.status == 500:
+            return 500, "Internal Server Error"
+        return e.status, {"detail": e.message if e.detail is None else e.detail}
     # TGI (router/src/lib.rs ErrorResponse): validation failures are 422 with error_type "validation"
     kind = {400: "validation", 404: "validation", 503: "unhealthy", 429: "overloaded"}.get(
         e.status, "generation"

@@ -1,10 +1,11 @@
-"""The engine emulator's HTTP face: an aiohttp app that answers like vLLM, TGI or SGLang.
+"""The engine emulator's HTTP face: an aiohttp app that answers like vLLM, TGI, SGLang or JetStream.
 
 Sits on top of replay/emulate/batching.py (the engine), replay/emulate/metrics.py (/metrics) and
 replay/emulate/requests.py (request bodies and error shapes).
 One route table per engine: the OpenAI-compatible API (`/v1/completions`, `/v1/chat/completions`,
-streaming SSE one token per chunk or a whole response, `/v1/models`), the engine's readiness
-paths, `/metrics`, and `/emulator/history` (the emulator's own gauge history, for tests).
+streaming SSE one token per chunk or a whole response, `/v1/models`; JetStream has none, but its
+own `/v1/generate`, jetstreamapi.py), the engine's readiness paths, `/metrics`, and
+`/emulator/history` (the emulator's own gauge history, for tests).
 
 Tokens are words: a string prompt of N whitespace-separated words is N prompt tokens (a list of
 token ids counts its ids), and each generated token is one word. The emulator has no EOS: every
@@ -28,6 +29,7 @@ from typing import Any
 
 from aiohttp import web
 
+from replay.emulate import jetstreamapi
 from replay.emulate.batching import (
     Clock,
     EngineLoop,
@@ -46,8 +48,9 @@ from replay.scheduler import context_limit
 
 log = logging.getLogger("infscale.emulate")
 
-ENGINES = ("vllm", "tgi", "sglang")
-DEFAULT_PORTS = {"vllm": 8000, "tgi": 3000, "sglang": 30000}
+ENGINES = ("vllm", "tgi", "sglang", "jetstream")
+# JetStream: its HTTP server's --port (its /metrics is a listener of its own upstream, --prometheus_port)
+DEFAULT_PORTS = {"vllm": 8000, "tgi": 3000, "sglang": 30000, "jetstream": 8080}
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +127,7 @@ def create_app(config: EmulatorConfig, clock: Clock | None = None) -> web.Applic
 def _placeholder(config: EmulatorConfig, clock: Clock | None) -> Emulator:
     """Built outside a running loop; the engine loop binds to the loop lazily (asyncio.Event)."""
     clock = clock or LoopClock()
-    stats = new_stats(config.engine, config.max_model_len)
+    stats = new_stats(config.engine, config.max_model_len, slots=config.profile.max_num_seqs)
     history = GaugeHistory()
     engine = EngineLoop(config.profile, clock, observers=(stats, history))
     return Emulator(config, engine, stats, history, clock)
@@ -148,20 +151,26 @@ def _engine_died(task: asyncio.Task[None]) -> None:
 
 
 def _routes(engine: str) -> list[web.RouteDef]:
-    common = [
+    own = [web.get("/metrics", metrics), web.get("/emulator/history", history)]
+    if engine == "jetstream":  # no OpenAI API (jetstream/entrypoints/http/api_server.py)
+        return [
+            *own,
+            web.post("/v1/generate", generate),
+            web.get("/v1/health", jetstream_health),
+            web.get("/", jetstream_root),
+        ]
+    openai = [
         web.post("/v1/completions", completions),
         web.post("/v1/chat/completions", chat_completions),
         web.get("/v1/models", models),
-        web.get("/metrics", metrics),
         web.get("/health", health),
-        web.get("/emulator/history", history),
     ]
     extra: Mapping[str, list[web.RouteDef]] = {
         "vllm": [web.get("/ping", health), web.post("/ping", health), web.get("/version", version)],
         "tgi": [web.get("/info", info)],
         "sglang": [web.get("/health_generate", health), web.get("/get_model_info", model_info)],
     }
-    return common + extra[engine]
+    return own + openai + extra[engine]
 
 
 @web.middleware
@@ -174,7 +183,17 @@ async def _errors(request: web.Request, handler: Callable[[web.Request], Any]) -
         if e.status < 500:
             emu.stats.requests_rejected += 1
         status, body = error_body(emu.config.engine, e)
+        if isinstance(body, str):
+            return web.Response(text=body, status=status)
+        if emu.config.engine == "jetstream":
+            return jetstreamapi.json_response(body, status)
         return web.json_response(body, status=status)
+    except (web.HTTPNotFound, web.HTTPMethodNotAllowed) as e:
+        if emu.config.engine != "jetstream":
+            raise
+        # Starlette's router, through FastAPI's handler: {"detail": "Not Found"}, and 405 with Allow
+        allow = {"Allow": e.headers["Allow"]} if "Allow" in e.headers else None
+        return jetstreamapi.json_response({"detail": e.reason}, e.status, headers=allow)
 
 
 # --- readiness and information ---------------------------------------------------------------------
@@ -257,6 +276,26 @@ def _float_query(request: web.Request, name: str, default: float) -> float:
         return float(raw)
     except ValueError:
         raise ApiError(400, f"query parameter {name}={raw!r} is not a number", param=name) from None
+
+
+# --- JetStream (jetstreamapi.py) ------------------------------------------------------------------
+
+
+async def generate(request: web.Request) -> web.StreamResponse:
+    emu = request.app[EMULATOR]
+    if not emu.ready:
+        raise jetstreamapi.loading()
+    return await jetstreamapi.generate(request, emu.engine, emu.config.max_model_len)
+
+
+async def jetstream_health(request: web.Request) -> web.Response:
+    if not request.app[EMULATOR].ready:
+        raise jetstreamapi.loading()
+    return jetstreamapi.health()
+
+
+async def jetstream_root(request: web.Request) -> web.Response:
+    return jetstreamapi.root()
 
 
 # --- the OpenAI-compatible API ---------------------------------------------------------------------

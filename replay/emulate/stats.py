@@ -29,6 +29,12 @@ class Hist(StrEnum):
     PREFILL_BATCH_S = "prefill_batch_s"  # per forward pass (TGI method="prefill")
     DECODE_BATCH_S = "decode_batch_s"  # per forward pass (TGI method="decode")
     BATCH_NEXT_SIZE = "batch_next_size"  # size of each new batch (TGI)
+    # JetStream observes these at a request's first token (its prefill's end) or at its finish
+    PREFILL_AT_FIRST = "prefill_at_first"  # first token - admitted, at the first token
+    PREFILL_PER_TOKEN = "prefill_per_token"  # the same / prompt tokens, at the first token
+    PROMPT_TOKENS_AT_FIRST = "prompt_tokens_at_first"  # prompt tokens, at the first token
+    DECODE_PER_TOKEN = "decode_per_token"  # (finished - first token) / output tokens, at the finish
+    WAIT = "wait"  # admitted - arrival, at the finish
 
 
 class Histogram:
@@ -75,6 +81,7 @@ class EngineStats:
     requests_rejected: int = 0  # refused before reaching the engine (validation, context length)
     forward_passes: dict[StepKind, int] = field(default_factory=lambda: dict.fromkeys(StepKind, 0))
     gen_throughput: float = 0.0  # tokens per second of the last decode step (SGLang's gauge)
+    slots: int = 0  # the engine's decode slots (max_num_seqs): JetStream reports their occupancy
 
     def __post_init__(self) -> None:
         self.hists = {h: Histogram(b) for h, b in self.buckets.items()}
@@ -111,6 +118,9 @@ class EngineStats:
             if r.generated == 1:
                 self.prompt_tokens += r.input_tokens  # counted at the first token, as vLLM V1
                 self._observe(Hist.TTFT, r.first_token_s - r.arrival_s)
+                self._observe(Hist.PREFILL_AT_FIRST, r.first_token_s - r.admitted_s)
+                self._observe(Hist.PREFILL_PER_TOKEN, (r.first_token_s - r.admitted_s) / r.input_tokens)
+                self._observe(Hist.PROMPT_TOKENS_AT_FIRST, r.input_tokens)
                 if not self.queue_at_finish:
                     self._observe(Hist.QUEUE, r.admitted_s - r.arrival_s)
             else:
@@ -126,3 +136,5 @@ class EngineStats:
                 self._observe(Hist.PROMPT_TOKENS, r.input_tokens)
                 self._observe(Hist.GENERATION_TOKENS, r.output_tokens)
                 self._observe(Hist.MEAN_TPOT, (r.finished_s - r.admitted_s) / r.output_tokens)
+                self._observe(Hist.DECODE_PER_TOKEN, (r.finished_s - r.first_token_s) / r.output_tokens)
+                self._observe(Hist.WAIT, r.admitted_s - r.arrival_s)

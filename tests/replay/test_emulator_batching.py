@@ -78,11 +78,12 @@ def test_the_prefill_time_histogram_observes_a_request_at_its_finish_as_vllm_v1(
 def test_the_queue_time_histogram_is_observed_when_each_engine_observes_it() -> None:
     """vLLM V1 observes vllm:request_queue_time_seconds when a request finishes (loggers.py, for
     each of iteration_stats.finished_requests); TGI's and SGLang's queue histograms count a request
-    once it is scheduled, which the emulator counts at its first token. Two requests admitted
-    together, one of one token and one of three: vLLM's count follows the finishes, the others' the
-    first tokens, and both hold the same waits."""
+    once it is scheduled, and JetStream's once it takes its decode slot after its prefill, which the
+    emulator counts at its first token. Two requests admitted together, one of one token and one of
+    three: vLLM's count follows the finishes, the others' the first tokens, and all hold the same
+    waits."""
     counts: dict[str, list[int]] = {}
-    for engine in ("vllm", "sglang", "tgi"):
+    for engine in ("vllm", "sglang", "tgi", "jetstream"):
         core = StepScheduler(FAST)
         stats = new_stats(engine, 4096)
         requests = [core.submit(100, 1, 0.0), core.submit(100, 3, 0.0)]
@@ -96,7 +97,7 @@ def test_the_queue_time_histogram_is_observed_when_each_engine_observes_it() -> 
         assert stats.hists[Hist.QUEUE].total == sum(r.admitted_s - r.arrival_s for r in requests)
         counts[engine] = seen
     assert counts["vllm"] == [1, 1, 2]
-    assert counts["sglang"] == counts["tgi"] == [2, 2, 2]
+    assert counts["sglang"] == counts["tgi"] == counts["jetstream"] == [2, 2, 2]
 
 
 def test_kv_blocks_admit_only_what_fits_and_refuse_the_impossible() -> None:

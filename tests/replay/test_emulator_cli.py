@@ -79,6 +79,22 @@ def test_bad_flags_exit_2(argv: list[str], message: str, capsys: pytest.CaptureF
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("engine", ["vllm", "tgi", "sglang", "jetstream"])
+def test_every_engine_is_a_choice_of_the_flag_and_the_environment(
+    engine: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert settings_from_args(_args("--engine", engine)).engine == engine
+    monkeypatch.setenv("INFSCALE_EMULATE_ENGINE", engine)
+    assert settings_from_args(_args()).engine == engine
+
+
+def test_an_unknown_engine_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        _args("--engine", "triton")
+    err = capsys.readouterr().err
+    assert "--engine {vllm,tgi,sglang,jetstream}" in err and "invalid choice: 'triton'" in err
+
+
 def test_environment_fills_in_and_flags_win(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("INFSCALE_EMULATE_ENGINE", "tgi")
     monkeypatch.setenv("INFSCALE_EMULATE_STARTUP_SECONDS", "30")
@@ -105,6 +121,35 @@ async def test_the_command_serves_until_sigterm() -> None:
             r = await client.post("/v1/completions", json={"prompt": "a b", "max_tokens": 2})
             assert r.json()["usage"]["completion_tokens"] == 2
             assert "sglang:num_requests_total" in (await client.get("/metrics")).text
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(proc.wait(), 10)
+    assert proc.returncode == 0
+
+
+@pytest.mark.integration
+async def test_the_command_serves_jetstream() -> None:
+    """`--engine jetstream`: its health path, /v1/generate's stream of JSON objects, its metrics."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "infscale", "emulate", "--engine", "jetstream", "--profile", "fast-test",
+        "--listen", "127.0.0.1:0",
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode().strip()
+        url = "http://" + line.removeprefix("listening on ")
+        async with httpx.AsyncClient(base_url=url) as client:
+            assert (await client.get("/v1/health")).json() == {"is_live": "True"}
+            body = {"max_tokens": 3, "text_content": {"text": "a b"}}
+            r = await client.post("/v1/generate", json=body)
+            assert r.text.count('"streamContent"') == 3
+            assert (await client.post("/v1/completions", json={"prompt": "a"})).status_code == 404
+            metrics = (await client.get("/metrics")).text
+            assert 'jetstream_request_success_count_total{id="' in metrics
+            assert 'model_name="emulated_model"} 1.0' in metrics
     finally:
         proc.send_signal(signal.SIGTERM)
         await asyncio.wait_for(proc.wait(), 10)

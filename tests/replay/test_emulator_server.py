@@ -370,7 +370,9 @@ def test_chat_without_max_tokens_and_a_prompt_filling_the_context_is_a_context_e
     ("fields", "message"),
     [
         pytest.param(
-            {"engine": "triton"}, "engine must be one of vllm, tgi, sglang, got 'triton'", id="engine"
+            {"engine": "triton"},
+            "engine must be one of vllm, tgi, sglang, jetstream, got 'triton'",
+            id="engine",
         ),
         pytest.param({"startup_s": -1.0}, "startup_s must be a finite number >= 0, got -1.0", id="startup"),
         pytest.param({"model": ""}, "model must be a non-empty name", id="model"),

@@ -168,10 +168,11 @@ LE = [
 
 
 def test_the_prefill_time_buckets_are_vllms_written_as_prometheus_client_writes_them() -> None:
-    from replay.emulate.metrics import _VLLM_REQUEST, _go_float
+    from replay.emulate.metrics import _VLLM_REQUEST
+    from replay.emulate.promclient import go_float
 
     assert PREFILL_TIME_BOUNDS == _VLLM_REQUEST  # the emulator's vllm:request_prefill_time_seconds
-    assert [_go_float(b) for b in (*PREFILL_TIME_BOUNDS, float("inf"))] == LE
+    assert [go_float(b) for b in (*PREFILL_TIME_BOUNDS, float("inf"))] == LE
     assert len(LE) == PREFILL_TIME_BUCKETS
 
 

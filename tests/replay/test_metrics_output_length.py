@@ -32,7 +32,8 @@ def test_the_output_length_buckets_are_the_emulators_for_every_replay_scenario()
     """The emulator's vllm:request_generation_tokens has build_1_2_5_buckets(max_model_len) bounds,
     its max_model_len the KV cache: every replay scenario's engine gives the replay's bounds,
     written as prometheus_client writes them."""
-    from replay.emulate.metrics import FLAVORS, _go_float
+    from replay.emulate.metrics import FLAVORS
+    from replay.emulate.promclient import go_float
     from replay.emulate.stats import Hist
     from replay.profiles import SCENARIOS
     from replay.scheduler import context_limit
@@ -41,7 +42,7 @@ def test_the_output_length_buckets_are_the_emulators_for_every_replay_scenario()
     assert contexts == {440_000, 444_992}
     for context in contexts:
         assert tuple(FLAVORS["vllm"].buckets(context)[Hist.GENERATION_TOKENS]) == OUTPUT_LENGTH_BOUNDS
-    assert [_go_float(b) for b in (*OUTPUT_LENGTH_BOUNDS, float("inf"))] == OUTPUT_LE
+    assert [go_float(b) for b in (*OUTPUT_LENGTH_BOUNDS, float("inf"))] == OUTPUT_LE
 
 
 @pytest.mark.parametrize(
