@@ -295,7 +295,8 @@ PRESETS: dict[str, EnginePreset] = {
                     _s("jetstream_prefill_backlog_size"), _s("jetstream_generate_backlog_size")
                 ),
                 Signal.SLOT_USAGE: gauge(_s("jetstream_slots_used_percentage"), combine=Combine.MEAN),
-                Signal.KV_CACHE_USAGE: gauge(_s("kv_cache_utilization_perc"), combine=Combine.MEAN),
+                # no kv_cache_usage: its kv_cache_utilization_perc is the decode slots in use x 100 / the
+                # slots (orchestrator.py's _get_kv_cache_utilization), not the KV cache: slot_usage above
                 Signal.REQUEST_RATE: rate(_s("jetstream_request_success_count_total")),
                 Signal.PROMPT_TOKEN_RATE: rate(_s("jetstream_request_input_length_sum")),
                 Signal.GENERATION_TOKEN_RATE: rate(_s("jetstream_request_output_length_sum")),

@@ -129,7 +129,7 @@ jetstream_generate_backlog_size{id="host-0",idx="1",model_name="gemma_7b"} 2.0
 jetstream_slots_used_percentage{id="host-0",idx="0",model_name="gemma_7b"} 0.5
 jetstream_slots_used_percentage{id="host-0",idx="1",model_name="gemma_7b"} 0.25
 # TYPE kv_cache_utilization_perc gauge
-kv_cache_utilization_perc{id="host-0",model_name="gemma_7b"} 0.6
+kv_cache_utilization_perc{id="host-0",model_name="gemma_7b"} 37.5
 """
 
 LLAMACPP = """\

@@ -41,7 +41,6 @@ Q, B, KV = Signal.QUEUE_SIZE, Signal.BATCH_SIZE, Signal.KV_CACHE_USAGE
         pytest.param("tensorrt-llm", TRTLLM, KV, 0.3, id="trt-llm kv block fraction"),
         pytest.param("jetstream", JETSTREAM, Q, 7.0, id="jetstream prefill + generate backlogs"),
         pytest.param("jetstream", JETSTREAM, Signal.SLOT_USAGE, 0.375, id="jetstream slots averaged"),
-        pytest.param("jetstream", JETSTREAM, KV, 0.6, id="jetstream kv utilization"),
         pytest.param("llama.cpp", LLAMACPP, Q, 2.0, id="llama.cpp deferred"),
         pytest.param("llama.cpp", LLAMACPP, B, 2.0, id="llama.cpp processing"),
         pytest.param("llama.cpp", LLAMACPP, KV, None, id="llama.cpp kv gone from new builds: no data"),
@@ -162,6 +161,14 @@ def test_model_of(engine: str, text: str, expected: str | None) -> None:
 @pytest.mark.parametrize("engine", ["triton", "jetstream"])
 def test_inflight_only_where_both_queue_and_batch_exist(engine: str) -> None:
     assert Signal.INFLIGHT not in get_preset(engine).rules
+
+
+def test_jetstream_serves_no_kv_cache_usage() -> None:
+    """Its kv_cache_utilization_perc is the decode slots in use x 100 / the slots (upstream's
+    orchestrator), not the KV cache: a metric asking for kv_cache_usage is told so, by name."""
+    refused = r"engine 'jetstream' has no signal 'kv_cache_usage' \(it has: .*slot_usage"
+    with pytest.raises(KeyError, match=refused):
+        get_preset("jetstream").rule(KV)
 
 
 def test_unknown_engine_lists_the_known_ones() -> None:
