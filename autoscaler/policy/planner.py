@@ -15,9 +15,10 @@ recorded as a Stage (before and after replicas, reason, message):
   scale-up    how many of the missing replicas start now under storage sharing (scaleup.py)
   scale-down  rent or buy (scaledown.py): what is kept, what is released (scaledownstage.py)
 
-The reactive floor — upstream's proposal on queue and batch — joins at scale-up (capped while
-replicas are arriving, as the reactive path does). Pure: (spec, state, observation, now) in,
-stages, recommendation and new state out. The stages' rows are built in planstages.py.
+The reactive floor — upstream's proposal on queue and batch — joins at scale-up, less the replicas
+arriving within the horizon (they are part of what a queue asks for, not all of it). Pure: (spec,
+state, observation, now) in, stages, recommendation and new state out. The stages' rows are built
+in planstages.py.
 """
 
 from __future__ import annotations
@@ -199,14 +200,16 @@ def plan(
         on_heights, slower, tail_problem, outputs_problem,
     )  # fmt: skip
 
-    # the reactive floor: upstream's proposal, capped while capacity is arriving within the horizon
+    # the reactive floor: upstream's proposal less the replicas arriving within the horizon, at least
+    # the count (capped at the count while any arrived, a queue growing faster than they absorb
+    # stood for a lead: docs/policy.md, the backlog stage's row)
     floor = 0
     if reactive is not None:
         floor = reactive
         if reactive > have and obs.starting_ready_at:
             arriving = sum(1 for t in obs.starting_ready_at if t <= now + horizon_s)
             if arriving:
-                floor = have
+                floor = reactive - arriving if reactive - arriving > have else have
     target = floor if floor > needed else needed  # max(), without the builtin's call
     backlog = planstages.backlog_stage(
         cap,
