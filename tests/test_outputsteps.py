@@ -139,12 +139,10 @@ def test_the_planner_reads_the_histogram_into_its_state_and_says_so_in_the_capac
     reads it; a hostile engine's histogram keeps the last survival and the stage says why (the
     spec's field and the state's checks: test_survival)."""
     from test_policy_planner import NOW, readings
-    from test_survival import capacity_after, planner_spec
+    from test_survival import assert_the_histogram_is_read_and_kept, capacity_after, planner_spec
 
     from autoscaler.policy.capacityspec import DemandSpec
-    from autoscaler.policy.planstate import PlannerState
     from autoscaler.policy.spec import AutoscalerSpec
-    from autoscaler.specsections import CapacityModel
 
     def spec(metric: str | None) -> AutoscalerSpec:
         return planner_spec(REFERENCE_70B, DemandSpec(output_length_metric=metric, prompt_square_metric="sq"))
@@ -160,15 +158,7 @@ def test_the_planner_reads_the_histogram_into_its_state_and_says_so_in_the_capac
     assert with_shape == without + 1
     assert "decode in 4 steps or fewer" not in said_without
     assert "% of requests decode in 4 steps or fewer (the engines' histograms)" in said
-    assert HIST in spec(HIST).capacity.metric_names and HIST not in spec(None).capacity.metric_names  # type: ignore[union-attr]
-    planner_state = state.planner
-    assert planner_state is not None and planner_state.output_tail is not None
-    assert plain.planner is not None and plain.planner.output_tail is None
-    doc = planner_state.to_dict()
-    assert set(doc["outputTail"]) == {"at", "bounds", "over", "total"}
-    assert PlannerState.from_dict(doc) == planner_state
-    model = CapacityModel.model_validate(CapacityModel.document_of(spec(HIST).capacity))  # type: ignore[arg-type]
-    assert model.to_spec().demand.output_length_metric == HIST
+    assert_the_histogram_is_read_and_kept(spec(HIST), spec(None), HIST, state, plain, "output_tail")
     broken = MetricReading((5, 9), labels=({"le": "-3"}, {"le": "+Inf"}))
     after_n, message, after = capacity_after(
         spec(HIST), metrics | {HIST: broken}, state, ticks=1, start=NOW + 15 * 8
@@ -177,5 +167,6 @@ def test_the_planner_reads_the_histogram_into_its_state_and_says_so_in_the_capac
         "; the output-length histogram not read (`le`='-3': a bound is a number of tokens > 0 and at"
         " most 1e+09, or +Inf), its last shape kept" in message
     )
-    assert after.planner is not None and after.planner.output_tail == planner_state.output_tail
+    assert state.planner is not None and after.planner is not None
+    assert after.planner.output_tail == state.planner.output_tail
     assert after_n == with_shape

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 from test_policy_planner import NOW
-from test_survival import bucket_reading, capacity_after, planner_spec
+from test_survival import assert_the_histogram_is_read_and_kept, bucket_reading, capacity_after, planner_spec
 
 from autoscaler.policy import capacity, leastloaded, prefilltail, survival
 from autoscaler.policy.capacity import Demand
@@ -184,8 +184,6 @@ def test_the_planner_reads_the_histogram_into_its_state_and_says_so_in_the_capac
     from test_policy_planner import readings
 
     from autoscaler.policy.capacityspec import DemandSpec
-    from autoscaler.policy.planstate import PlannerState
-    from autoscaler.specsections import CapacityModel
 
     def spec(metric: str | None) -> AutoscalerSpec:
         return planner_spec(REFERENCE_70B, DemandSpec(prefill_time_metric=metric, prompt_square_metric="sq"))
@@ -201,15 +199,7 @@ def test_the_planner_reads_the_histogram_into_its_state_and_says_so_in_the_capac
     assert "% of prefills hold a replica past the TTFT target" not in said_without
     # 0.09 %, read from rates in the API's milli-units: 0.008 of 9.5 prefills/s
     assert "; 0.0842 % of prefills hold a replica past the TTFT target (the engines' histograms)" in said
-    assert HIST in spec(HIST).capacity.metric_names and HIST not in spec(None).capacity.metric_names  # type: ignore[union-attr]
-    planner_state = state.planner
-    assert planner_state is not None and planner_state.prefill_tail is not None
-    assert plain.planner is not None and plain.planner.prefill_tail is None
-    doc = planner_state.to_dict()
-    assert set(doc["prefillTail"]) == {"at", "bounds", "over", "total"}
-    assert PlannerState.from_dict(doc) == planner_state
-    model = CapacityModel.model_validate(CapacityModel.document_of(spec(HIST).capacity))  # type: ignore[arg-type]
-    assert model.to_spec().demand.prefill_time_metric == HIST
+    assert_the_histogram_is_read_and_kept(spec(HIST), spec(None), HIST, state, plain, "prefill_tail")
     # a hostile engine's histogram (a bound that is no number): the tail is kept, the stage says why
     broken = MetricReading((5, 9), labels=({"le": "soon"}, {"le": "+Inf"}))
     after_n, message, after = capacity_after(
@@ -218,7 +208,8 @@ def test_the_planner_reads_the_histogram_into_its_state_and_says_so_in_the_capac
     assert (
         "; the prefill-time histogram not read (`le` is not a number: 'soon'), its last tail kept" in message
     )
-    assert after.planner is not None and after.planner.prefill_tail == planner_state.prefill_tail
+    assert state.planner is not None and after.planner is not None
+    assert after.planner.prefill_tail == state.planner.prefill_tail
     assert after_n == 2
 
 

@@ -18,7 +18,7 @@ from autoscaler.policy.planstate import PlannerState
 from autoscaler.policy.spec import AutoscalerSpec, MetricSpec, TargetType
 from autoscaler.policy.state import PolicyState
 from autoscaler.policy.survival import Survival
-from autoscaler.specsections import DemandModel
+from autoscaler.specsections import CapacityModel, DemandModel
 
 
 def bucket_reading(samples: np.ndarray, les: tuple[str, ...], seconds: float = 1.0) -> MetricReading:
@@ -63,6 +63,30 @@ def capacity_after(
         decision, state = decide(spec, state, obs(replicas, metrics), start + 15 * i)
     stage = next(s for s in decision.stages if s.name == "capacity")
     return stage.after, stage.message, state
+
+
+def assert_the_histogram_is_read_and_kept(
+    spec: AutoscalerSpec,
+    unset: AutoscalerSpec,
+    metric: str,
+    state: PolicyState,
+    plain: PolicyState,
+    field: str,
+) -> None:
+    """`spec` reads the histogram `metric` (`unset` does not) into the planner's state field `field`
+    (prefill_tail / output_tail): the state after it holds the survival, `plain` (sized without)
+    none; the state's JSON and the spec's document both read back the same."""
+    key = {"prefill_tail": "prefillTail", "output_tail": "outputTail"}[field]
+    assert metric in spec.capacity.metric_names and metric not in unset.capacity.metric_names  # type: ignore[union-attr]
+    planner_state = state.planner
+    assert planner_state is not None and getattr(planner_state, field) is not None
+    assert plain.planner is not None and getattr(plain.planner, field) is None
+    doc = planner_state.to_dict()
+    assert set(doc[key]) == {"at", "bounds", "over", "total"}
+    assert PlannerState.from_dict(doc) == planner_state
+    model = CapacityModel.model_validate(CapacityModel.document_of(spec.capacity))  # type: ignore[arg-type]
+    spec_field = {"prefill_tail": "prefill_time_metric", "output_tail": "output_length_metric"}[field]
+    assert getattr(model.to_spec().demand, spec_field) == metric
 
 
 # the two histograms: the spec's field (Python, YAML), the state's JSON key, the bounds' units
