@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from aiohttp import web
@@ -43,3 +44,12 @@ async def emulator(
     app = create_app(EmulatorConfig(engine=engine, profile=profile, **kw))  # type: ignore[arg-type]
     async with serve(app) as url:
         yield url, app
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    """Wait until `condition()` holds, checking every 10 ms, at most 5 s (a hang guard: the engine
+    sees requests, and the server a client's reset, within milliseconds); the caller asserts it."""
+    for _ in range(500):
+        if condition():
+            return
+        await asyncio.sleep(0.01)

@@ -7,6 +7,8 @@ import asyncio
 import os
 import signal
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
@@ -102,10 +104,12 @@ def test_environment_fills_in_and_flags_win(monkeypatch: pytest.MonkeyPatch) -> 
     assert (settings.engine, settings.startup_seconds, settings.listen) == ("tgi", 2.0, "127.0.0.1:8000")
 
 
-@pytest.mark.integration
-async def test_the_command_serves_until_sigterm() -> None:
+@asynccontextmanager
+async def _command(engine: str) -> AsyncIterator[str]:
+    """`infscale emulate --engine ENGINE` as its own process on an ephemeral port: yields its base
+    URL once it says where it listens, then stops it with SIGTERM, which it must exit 0 on."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "infscale", "emulate", "--engine", "sglang", "--profile", "fast-test",
+        sys.executable, "-m", "infscale", "emulate", "--engine", engine, "--profile", "fast-test",
         "--listen", "127.0.0.1:0",
         env={**os.environ, "PYTHONPATH": str(REPO)},
         stdout=asyncio.subprocess.PIPE,
@@ -115,12 +119,7 @@ async def test_the_command_serves_until_sigterm() -> None:
         assert proc.stdout is not None
         line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode().strip()
         assert line.startswith("listening on 127.0.0.1:")
-        url = "http://" + line.removeprefix("listening on ")
-        async with httpx.AsyncClient(base_url=url) as client:
-            assert (await client.get("/health_generate")).status_code == 200
-            r = await client.post("/v1/completions", json={"prompt": "a b", "max_tokens": 2})
-            assert r.json()["usage"]["completion_tokens"] == 2
-            assert "sglang:num_requests_total" in (await client.get("/metrics")).text
+        yield "http://" + line.removeprefix("listening on ")
     finally:
         proc.send_signal(signal.SIGTERM)
         await asyncio.wait_for(proc.wait(), 10)
@@ -128,29 +127,23 @@ async def test_the_command_serves_until_sigterm() -> None:
 
 
 @pytest.mark.integration
+async def test_the_command_serves_until_sigterm() -> None:
+    async with _command("sglang") as url, httpx.AsyncClient(base_url=url) as client:
+        assert (await client.get("/health_generate")).status_code == 200
+        r = await client.post("/v1/completions", json={"prompt": "a b", "max_tokens": 2})
+        assert r.json()["usage"]["completion_tokens"] == 2
+        assert "sglang:num_requests_total" in (await client.get("/metrics")).text
+
+
+@pytest.mark.integration
 async def test_the_command_serves_jetstream() -> None:
     """`--engine jetstream`: its health path, /v1/generate's stream of JSON objects, its metrics."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "infscale", "emulate", "--engine", "jetstream", "--profile", "fast-test",
-        "--listen", "127.0.0.1:0",
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    try:
-        assert proc.stdout is not None
-        line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode().strip()
-        url = "http://" + line.removeprefix("listening on ")
-        async with httpx.AsyncClient(base_url=url) as client:
-            assert (await client.get("/v1/health")).json() == {"is_live": "True"}
-            body = {"max_tokens": 3, "text_content": {"text": "a b"}}
-            r = await client.post("/v1/generate", json=body)
-            assert r.text.count('"streamContent"') == 3
-            assert (await client.post("/v1/completions", json={"prompt": "a"})).status_code == 404
-            metrics = (await client.get("/metrics")).text
-            assert 'jetstream_request_success_count_total{id="' in metrics
-            assert 'model_name="emulated_model"} 1.0' in metrics
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        await asyncio.wait_for(proc.wait(), 10)
-    assert proc.returncode == 0
+    async with _command("jetstream") as url, httpx.AsyncClient(base_url=url) as client:
+        assert (await client.get("/v1/health")).json() == {"is_live": "True"}
+        body = {"max_tokens": 3, "text_content": {"text": "a b"}}
+        r = await client.post("/v1/generate", json=body)
+        assert r.text.count('"streamContent"') == 3
+        assert (await client.post("/v1/completions", json={"prompt": "a"})).status_code == 404
+        metrics = (await client.get("/metrics")).text
+        assert 'jetstream_request_success_count_total{id="' in metrics
+        assert 'model_name="emulated_model"} 1.0' in metrics

@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
-from emulator_fixtures import TINY, emulator, serve
+from emulator_fixtures import TINY, emulator, serve, until
 from prometheus_client.parser import text_string_to_metric_families
 
 from adapter.exposition import parse_exposition
@@ -181,10 +181,7 @@ async def test_backlog_and_slots_while_requests_wait_and_run() -> None:
         core = app[EMULATOR].engine.core
 
         async def scrape_when(running: int, waiting: int) -> str:
-            for _ in range(500):  # hang guard: requests reach the engine within milliseconds
-                if (core.gauges().running, core.gauges().waiting) == (running, waiting):
-                    break
-                await asyncio.sleep(0.01)
+            await until(lambda: (core.gauges().running, core.gauges().waiting) == (running, waiting))
             return (await client.get("/metrics")).text
 
         streams = [asyncio.create_task(client.post("/v1/generate", json=body))]
@@ -311,10 +308,7 @@ async def test_a_client_that_goes_away_frees_its_slot() -> None:
             async for _ in r.aiter_bytes():
                 break  # one chunk, then hang up
         core = app[EMULATOR].engine.core
-        for _ in range(500):  # hang guard: the server notices the reset within milliseconds
-            if core.idle:
-                break
-            await asyncio.sleep(0.01)
+        await until(lambda: core.idle)
         text = (await client.get("/metrics")).text
     assert core.idle and app[EMULATOR].stats.requests_aborted == 1
     assert samples(text)[("jetstream_request_success_count_total", (("model_name", MODEL_NAME),))] == 0

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from emulator_fixtures import TINY, emulator, serve
+from emulator_fixtures import TINY, emulator, serve, until
 from prometheus_client.parser import text_string_to_metric_families
 
 from adapter.exposition import parse_exposition
@@ -254,10 +254,7 @@ async def test_metrics_parse_and_satisfy_the_adapter_presets(engine: str, ttft_f
         body = {"prompt": "a b c d", "max_tokens": 200, "stream": True}
         streams = [asyncio.create_task(client.post("/v1/completions", json=body)) for _ in range(5)]
         core = app[EMULATOR].engine.core
-        for _ in range(500):  # hang guard: the five requests reach the engine within milliseconds
-            if core.gauges().running == 2 and core.gauges().waiting == 3:
-                break
-            await asyncio.sleep(0.01)
+        await until(lambda: core.gauges().running == 2 and core.gauges().waiting == 3)
         text = (await client.get("/metrics")).text
         gauges = core.gauges()
         for task in streams:
@@ -315,10 +312,7 @@ async def test_a_client_that_goes_away_frees_its_slot() -> None:
             async for _ in r.aiter_lines():
                 break  # one chunk, then hang up
         core = app[EMULATOR].engine.core
-        for _ in range(500):  # hang guard: the server notices the reset within milliseconds
-            if core.idle:
-                break
-            await asyncio.sleep(0.01)
+        await until(lambda: core.idle)
         assert core.idle and core.gauges().kv_used_tokens == 0
         assert app[EMULATOR].stats.requests_aborted == 1
 
