@@ -301,6 +301,7 @@ class DemandModel(StrictModel):
     kv_usage_metric: str | None = Field(default=None, alias="kvUsageMetric", min_length=1)
     prefill_time_metric: str | None = Field(default=None, alias="prefillTimeMetric", min_length=1)
     output_length_metric: str | None = Field(default=None, alias="outputLengthMetric", min_length=1)
+    ttft_metric: str | None = Field(default=None, alias="ttftMetric", min_length=1)
     alpha: float | None = None
     beta: float | None = None
     smoothing_period_seconds: float | None = Field(default=None, alias="smoothingPeriodSeconds")
@@ -324,6 +325,7 @@ class DemandModel(StrictModel):
             "kv_usage_metric": "kv_usage_metric",
             "prefill_time_metric": "prefill_time_metric",
             "output_length_metric": "output_length_metric",
+            "ttft_metric": "ttft_metric",
             "alpha": "alpha",
             "beta": "beta",
             "smoothing_period_seconds": "smoothing_period_s",
@@ -371,6 +373,7 @@ class CapacityModel(StrictModel):
                 ("kvUsageMetric", spec.demand.kv_usage_metric),
                 ("prefillTimeMetric", spec.demand.prefill_time_metric),
                 ("outputLengthMetric", spec.demand.output_length_metric),
+                ("ttftMetric", spec.demand.ttft_metric),
             )
             if value is not None
         }

@@ -102,6 +102,8 @@ class CapacityFacts:
     kv_usage_metric: str | None
     prefill_time_metric: str | None
     output_length_metric: str | None
+    ttft_metric: str | None
+    slo_ttft_s: float  # the SLO's own TTFT target (ttft_s is the planning one): late first tokens
 
 
 def facts(cap: CapacitySpec) -> CapacityFacts:
@@ -136,4 +138,6 @@ def facts(cap: CapacitySpec) -> CapacityFacts:
         d.kv_usage_metric,
         d.prefill_time_metric,
         d.output_length_metric,
+        d.ttft_metric,
+        cap.slo.ttft_s,
     )

@@ -135,6 +135,11 @@ class DemandSpec:
     # TPOT tail's requests, where the short answers are more than a geometric of the mean output
     # says (outputsteps.py). None (the default), or no reading: the geometric alone
     output_length_metric: str | None = None
+    # the engines' TTFT histograms as bucket rates, one item per `le` bound (the adapter's
+    # ttft_bucket_rate; vLLM's vllm:time_to_first_token_seconds): first tokens late past what the
+    # sizing allows, persistently, ask for a replica more (latefeedback.py). None (the default),
+    # or no reading: the sizing alone
+    ttft_metric: str | None = None
     alpha: float = 0.3  # level weight of a sample smoothing_period_s after the last (policy.md, Defaults)
     beta: float = 0.05  # trend weight, same gap: a trend must persist minutes to count
     smoothing_period_s: float = 15.0  # the HPA sync period
@@ -157,6 +162,8 @@ class DemandSpec:
             raise ValueError(f"{own}.prefill_time_metric: a metric name, or None (not read)")
         if self.output_length_metric == "":
             raise ValueError(f"{own}.output_length_metric: a metric name, or None (not read)")
+        if self.ttft_metric == "":
+            raise ValueError(f"{own}.ttft_metric: a metric name, or None (not read)")
         _check_range(own, "alpha", self.alpha, 1e-3, 1.0, "in [0.001, 1]")
         _check_range(own, "beta", self.beta, 0.0, 1.0, "in [0, 1]")
         _check_range(own, "smoothing_period_s", self.smoothing_period_s, 1e-3, 1e6, "in [0.001, 1e6] s")
@@ -223,6 +230,8 @@ class CapacitySpec:
             names = (*names, d.prefill_time_metric)
         if d.output_length_metric is not None:
             names = (*names, d.output_length_metric)
+        if d.ttft_metric is not None:
+            names = (*names, d.ttft_metric)
         return names if d.prompt_square_metric is None else (*names, d.prompt_square_metric)
 
 

@@ -227,6 +227,27 @@ def plan(
         stages.append(backlog)
         target = backlog.after
 
+    # the SLO's own evidence (latefeedback.py): first tokens late past what the sizing allows ask,
+    # at its alarm, for a replica above the count, which the scale-up starts as it does the floor's
+    late_evidence = state.late_evidence
+    ttft_metric = cap.ttft_metric
+    if ttft_metric is not None:
+        late_reading = metrics.get(ttft_metric)
+        # the first tokens since the last decision: a rate's window longer than that counted them before
+        counted_s = period
+        rate_s = late_reading.window_s if late_reading is not None else None
+        if rate_s is not None and rate_s < counted_s:
+            counted_s = rate_s
+        if prior is not None and 0.0 < now - prior.at < counted_s:
+            counted_s = now - prior.at
+        late, late_evidence = planstages.late_stage(
+            cap, late_reading, late_evidence, counted_s, ahead.idle_misses(), have, target, limit
+        )
+        if late is not None:
+            stages.append(late)
+            target = late.after
+            floor = target
+
     panic_state, burst_extra, in_panic, burst_stage = planstages.panic_stage(
         cap, cold, cluster, ahead, prior, state.panic, est, have, target, now
     )
@@ -300,6 +321,7 @@ def plan(
         found,
         prefill_tail,
         output_tail,
+        late_evidence,
     )
     return Outcome(tuple(stages), desired, result, next_state)
 

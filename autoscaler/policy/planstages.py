@@ -7,6 +7,7 @@ from typing import Final
 from autoscaler.policy import (
     burstsize,
     flatcalls,
+    latefeedback,
     panic,
     scaleup,
 )
@@ -15,7 +16,7 @@ from autoscaler.policy.capacityfacts import CapacityFacts
 from autoscaler.policy.clusterview import Cluster
 from autoscaler.policy.demand import DemandState, Estimate
 from autoscaler.policy.lookahead import Lookahead
-from autoscaler.policy.observation import Observation
+from autoscaler.policy.observation import MetricReading, Observation
 from autoscaler.policy.panic import PanicState
 from autoscaler.policy.planstate import PlannerState
 from autoscaler.policy.spec import ColdStartSpec
@@ -54,6 +55,10 @@ _SHORT: Final = "; {:.3g} % of requests decode in 4 steps or fewer (the engines'
 _OUTPUTS_UNREAD: Final = "; the output-length histogram not read ({}), its last shape kept"
 _HORIZON_MESSAGE: Final = (
     "replica {} of those asked for now is ready in {:.0f} s ({} loading now, {} round(s))"
+)
+_LATE_MESSAGE: Final = (
+    "{:.0f} of {:.0f} first tokens past {:g} s in the last {:.0f} s ({:.2f} %, the sizing allows"
+    " {:.2f} %): evidence {:.1f} >= {:.1f} that the share is twice that; one replica above the {}"
 )
 _BACKLOG_MESSAGE: Final = (
     "{} replica(s) hold a backlog standing {:.0f} s: its {:.0f} waiting requests are {:.1f} s of"
@@ -282,6 +287,44 @@ def backlog_stage(
         _BACKLOG_MESSAGE,
         (held, stood_s, waiting, wait_s, cap.ttft_s, needed),
     )
+
+
+def late_stage(
+    cap: CapacityFacts,
+    reading: MetricReading | None,
+    before: float,
+    window_s: float,
+    idle_misses: float,
+    have: int,
+    target: int,
+    limit: int,
+) -> tuple[Stage | None, float]:
+    """The TTFT histogram's evidence after this tick (latefeedback.py), and at its alarm the stage
+    that asks for one replica above the count `have` (None otherwise, or where `target` already
+    asks for more). The evidence stays as it was while the histogram is not read."""
+    counted, _ = latefeedback.count(reading, cap.slo_ttft_s, window_s)
+    if counted is None:
+        return None, before
+    allowed = latefeedback.allowance(1.0 - cap.tail, idle_misses)
+    after = latefeedback.evidence(before, counted, allowed)
+    if after < latefeedback.ALARM:
+        return None, after
+    more = have + 1 if have < limit else limit
+    if more <= target:
+        return None, 0.0
+    late, total = counted.late, counted.total
+    words = (
+        late,
+        total,
+        counted.bound_s,
+        window_s,
+        100.0 * late / total,
+        100.0 * allowed,
+        after,
+        latefeedback.ALARM,
+        have,
+    )
+    return Stage("late", target, more, "LateFirstTokens", _LATE_MESSAGE, words), 0.0
 
 
 def scale_up_stage(

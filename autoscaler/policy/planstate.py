@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 from typing import Any, final
 
-from autoscaler.policy import speedlearn, statejson, survival
+from autoscaler.policy import latefeedback, speedlearn, statejson, survival
 from autoscaler.policy.capacity import Demand, Sizing
 from autoscaler.policy.demand import DemandState
 from autoscaler.policy.panic import PanicState
@@ -49,6 +49,7 @@ class PlannerState(Record):
         "found",
         "prefill_tail",
         "output_tail",
+        "late_evidence",
     )
 
     demand: DemandState | None
@@ -62,6 +63,7 @@ class PlannerState(Record):
     found: Found | None  # (time, replicas) found at first sight, while held (scaledown.hold_found)
     prefill_tail: PrefillTail | None  # the engines' prefill times' far tail (prefilltail.py)
     output_tail: Survival | None  # the engines' output lengths' survival (outputsteps.py)
+    late_evidence: float  # the CUSUM of late first tokens in nats (latefeedback.py)
 
     def __init__(
         self,
@@ -75,6 +77,7 @@ class PlannerState(Record):
         found: Found | None = None,
         prefill_tail: PrefillTail | None = None,
         output_tail: Survival | None = None,
+        late_evidence: float = 0.0,
     ) -> None:
         self.demand = demand
         self.speed = speed
@@ -86,6 +89,7 @@ class PlannerState(Record):
         self.found = found
         self.prefill_tail = prefill_tail
         self.output_tail = output_tail
+        self.late_evidence = late_evidence
 
     def to_dict(self, codec: TimeCodec = SECONDS) -> dict[str, Any]:
         """JSON-ready, times through `codec`, within the bounds from_dict reads (bounded()). What
@@ -121,6 +125,7 @@ class PlannerState(Record):
             "startedFor": s.started_for,
             "gaps": list(s.gaps),
             "typicalCapacity": s.typical_capacity,
+            "lateEvidence": s.late_evidence,
         }
 
     def bounded(self) -> PlannerState:
@@ -195,6 +200,9 @@ class PlannerState(Record):
             prefill_tail = _read_survival(r.child("prefillTail"), survival.SECONDS.most)
         if "outputTail" in r.data:
             output_tail = _read_survival(r.child("outputTail"), survival.TOKENS.most)
+        late_evidence = fresh.late_evidence
+        if "lateEvidence" in r.data:  # below the alarm: above it, the stage would have restarted it
+            late_evidence = r.number("lateEvidence", low=0.0, high=latefeedback.ALARM)
         return cls(
             state_demand,
             speed,
@@ -206,6 +214,7 @@ class PlannerState(Record):
             found,
             prefill_tail,
             output_tail,
+            late_evidence,
         )
 
 

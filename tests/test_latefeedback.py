@@ -1,0 +1,195 @@
+"""latefeedback.py: first tokens late past what the sizing allows, from the engines' TTFT
+histograms, as evidence (a CUSUM) and, at its alarm, the planner's `late` stage."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from test_policy_planner import FIXED_BAND, NOW, obs, planner_spec, readings
+from test_survival import bucket_reading
+
+from autoscaler.policy import latefeedback
+from autoscaler.policy.capacityspec import DemandSpec
+from autoscaler.policy.decide import decide, record_rescale
+from autoscaler.policy.latefeedback import LateCount
+from autoscaler.policy.observation import MetricReading
+from autoscaler.policy.planstate import PlannerState
+from autoscaler.policy.state import PolicyState
+from autoscaler.specsections import CapacityModel
+
+# vLLM's vllm:time_to_first_token_seconds bounds (vllm/v1/metrics/loggers.py), +Inf last
+VLLM_TTFT = (
+    "0.001", "0.005", "0.01", "0.02", "0.04", "0.06", "0.08", "0.1", "0.25", "0.5", "0.75", "1.0",
+    "2.5", "5.0", "7.5", "10.0", "20.0", "40.0", "80.0", "160.0", "640.0", "2560.0", "+Inf",
+)  # fmt: skip
+TTFT = "infscale_ttft_bucket_rate"
+
+
+def ttfts(on_time: int, late: int, late_s: float = 30.0) -> np.ndarray:
+    return np.array([0.3] * on_time + [late_s] * late)
+
+
+def window(on_time: int, late: int, seconds: float = 15.0, late_s: float = 30.0) -> MetricReading:
+    """The bucket rates of a window of first tokens, `late` of them at late_s."""
+    return bucket_reading(ttfts(on_time, late, late_s), VLLM_TTFT, seconds)
+
+
+def binomial_log_pmf(k: int, n: int, p: float) -> float:
+    return math.log(math.comb(n, k)) + k * math.log(p) + (n - k) * math.log1p(-p)
+
+
+# --- the count, the allowance, the evidence ------------------------------------------------------
+
+
+def test_late_first_tokens_are_counted_past_the_first_bound_at_or_above_the_target() -> None:
+    """A 2 s target on vLLM's bounds counts past 2.5 s: a first token at 2.2 s is in the (1, 2.5]
+    bucket, which no reading can split, so it is not counted; one at 2.6 s is. The counts are the
+    window's (rates x its seconds)."""
+    times = np.array([0.3] * 900 + [2.2] * 60 + [2.6] * 30 + [50.0] * 10)
+    got, why = latefeedback.count(bucket_reading(times, VLLM_TTFT, 15.0), 2.0, 15.0)
+    assert why == "" and got is not None
+    assert got.bound_s == 2.5
+    assert got.late == pytest.approx(40.0, abs=0.02) and got.total == pytest.approx(1000.0, abs=0.02)
+    at_bound, _ = latefeedback.count(bucket_reading(times, VLLM_TTFT, 15.0), 2.5, 15.0)
+    assert at_bound is not None and at_bound.bound_s == 2.5  # at or above: the bound itself
+    # counted over another window than the rate's: the rates times its seconds
+    half, _ = latefeedback.count(bucket_reading(times, VLLM_TTFT, 15.0), 2.0, 7.5)
+    assert half is not None and half.late == pytest.approx(20.0, abs=0.01)
+
+
+def test_a_histogram_that_cannot_say_late_is_not_read_and_says_why() -> None:
+    assert latefeedback.count(None, 2.0, 15.0) == (None, "")
+    got, why = latefeedback.count(window(90, 10), 3000.0, 15.0)
+    assert got is None and why == "the TTFT histogram has no bound at or above the 3000 s target"
+    broken = MetricReading((5, 9), labels=({"le": "soon"}, {"le": "+Inf"}))
+    got, why = latefeedback.count(broken, 2.0, 15.0)
+    assert got is None and why == "the TTFT histogram is unusable: `le` is not a number: 'soon'"
+    failed = MetricReading.failed("the adapter answered 503")
+    unusable = "the TTFT histogram is unusable: the adapter answered 503"
+    assert latefeedback.count(failed, 2.0, 15.0) == (None, unusable)
+
+
+def test_the_allowance_is_the_sizings_ttft_budget() -> None:
+    """The attainment's tail, or twice the requests no fleet serves in time where more (capacity's
+    TTFT budget), at most a half."""
+    assert latefeedback.allowance(0.99, 0.0003) == pytest.approx(0.01)  # m-small: a few holds
+    assert latefeedback.allowance(0.99, 0.2) == pytest.approx(0.4)
+    assert latefeedback.allowance(0.99, 0.36) == 0.5  # Mooncake on reference-70b: capped
+    assert latefeedback.allowance(0.999, 0.0) == pytest.approx(0.001)
+
+
+@pytest.mark.parametrize(
+    ("late", "total", "allowed"), [(63, 1941, 0.01), (42, 2121, 0.01), (18, 294, 0.01), (3, 40, 0.4)]
+)
+def test_the_evidence_is_the_binomial_log_likelihood_ratio_of_twice_the_allowed_share(
+    late: int, total: int, allowed: float
+) -> None:
+    """One window from 0 adds log(P(late | n, 2p) / P(late | n, p)), from the binomial's pmfs."""
+    want = binomial_log_pmf(late, total, 2 * allowed) - binomial_log_pmf(late, total, allowed)
+    got = latefeedback.evidence(0.0, LateCount(late, total, 2.5), allowed)
+    assert got == pytest.approx(max(want, 0.0), rel=1e-9)
+
+
+def test_the_evidence_sums_windows_and_never_falls_below_zero() -> None:
+    """On time (the allowed share or less) takes evidence away, down to 0 and no further, so a
+    long quiet spell stores nothing against the next; a few moderately late windows add up to the
+    alarm that one of them alone does not reach. m-small x 0.14's replay (holdout seed 4): its
+    quiet windows (10-23 late of ~1,900) stay at 0, the window before its backlog (63 of 1,941)
+    alarms alone, and so does the one after it (42 of 2,121)."""
+    quiet = [LateCount(10, 1943, 2.5), LateCount(23, 1868, 2.5), LateCount(0, 1940, 2.5)]
+    s = 0.0
+    for w in quiet:
+        s = latefeedback.evidence(s, w, 0.01)
+        assert s == 0.0
+    assert latefeedback.evidence(0.0, LateCount(63, 1941, 2.5), 0.01) >= latefeedback.ALARM
+    assert latefeedback.evidence(0.0, LateCount(42, 2121, 2.5), 0.01) >= latefeedback.ALARM
+    moderate = LateCount(12, 600, 2.5)  # 2 % of 600: twice the allowed share
+    once = latefeedback.evidence(0.0, moderate, 0.01)
+    assert 0.0 < once < latefeedback.ALARM
+    twice = latefeedback.evidence(once, moderate, 0.01)
+    assert latefeedback.evidence(twice, moderate, 0.01) >= latefeedback.ALARM
+    assert 0.0 < latefeedback.evidence(once, LateCount(6, 600, 2.5), 0.01) < once  # on time: less
+    # nothing counted, or nothing allowed to read against: as it was
+    assert latefeedback.evidence(3.0, LateCount(0, 0, 2.5), 0.01) == 3.0
+    assert latefeedback.evidence(3.0, LateCount(5, 100, 2.5), 0.0) == 3.0
+
+
+# --- the planner's late stage ------------------------------------------------------------------
+
+
+def late_spec(metric: str | None = TTFT):  # type: ignore[no-untyped-def]
+    return planner_spec(cold=None, demand=replace(FIXED_BAND, ttft_metric=metric))
+
+
+def test_the_planner_asks_one_replica_more_at_the_alarm_and_starts_again_from_zero() -> None:
+    """40 req/s of short requests need 8 (test_policy_planner's steady table, a 10 s TTFT target:
+    late past vLLM's 10 s bound, these at 30 s). On-time windows leave
+    no evidence; a window with 3 % of its first tokens late (thrice the 1 % allowance, 600 of them)
+    raises it short of the alarm; the next such window alarms: the `late` stage asks for 9, the
+    scale-up starts it at once (the floor's way, no confirmation), and the evidence restarts."""
+    spec = late_spec()
+    state, replicas = PolicyState(), 8
+    on_time, late = readings(40.0) | {TTFT: window(600, 0)}, readings(40.0) | {TTFT: window(582, 18)}
+    for i, metrics in enumerate([on_time] * 4 + [late]):
+        decision, state = decide(spec, state, obs(replicas, metrics), NOW + 15 * i)
+        assert [s.name for s in decision.stages if s.name == "late"] == []
+        assert decision.desired_replicas == 8
+    assert state.planner is not None and 0.0 < state.planner.late_evidence < latefeedback.ALARM
+    decision, state = decide(spec, state, obs(replicas, late), NOW + 15 * 5)
+    stage = next(s for s in decision.stages if s.name == "late")
+    assert (stage.before, stage.after, stage.reason) == (8, 9, "LateFirstTokens")
+    said = "18 of 600 first tokens past 10 s in the last 15 s (3.00 %, the sizing allows 1.00 %)"
+    assert stage.message.startswith(said)
+    assert stage.message.endswith("that the share is twice that; one replica above the 8")
+    assert decision.desired_replicas == 9
+    assert state.planner is not None and state.planner.late_evidence == 0.0
+    state = record_rescale(spec, state, NOW + 15 * 5, replicas, 9)
+    # the replica it asked for is a need like any other: the scale-down keeps it its break-even
+    decision, state = decide(spec, state, obs(9, on_time), NOW + 15 * 6)
+    assert decision.desired_replicas == 9
+
+
+def test_without_the_metric_or_its_reading_nothing_changes() -> None:
+    """The same late windows: a spec without ttftMetric reads none of it (not among its metrics,
+    decisions as without the reading); with it but no reading, the evidence is kept as it was."""
+    late = readings(40.0) | {TTFT: window(500, 100)}
+    plain, with_reading = PolicyState(), PolicyState()
+    for i in range(4):
+        a, plain = decide(late_spec(None), plain, obs(8, readings(40.0)), NOW + 15 * i)
+        b, with_reading = decide(late_spec(None), with_reading, obs(8, late), NOW + 15 * i)
+        assert a == b and a.desired_replicas == 8
+    assert TTFT not in late_spec(None).capacity.metric_names  # type: ignore[union-attr]
+    assert TTFT in late_spec().capacity.metric_names  # type: ignore[union-attr]
+    state = PolicyState()
+    _, state = decide(late_spec(), state, obs(8, readings(40.0) | {TTFT: window(588, 12)}), NOW)
+    assert state.planner is not None
+    kept = state.planner.late_evidence
+    assert kept > 0.0
+    _, state = decide(late_spec(), state, obs(8, readings(40.0)), NOW + 15)
+    assert state.planner is not None and state.planner.late_evidence == kept
+
+
+def test_the_evidence_is_kept_through_the_state_json_and_checked() -> None:
+    state = PolicyState()
+    _, state = decide(late_spec(), state, obs(8, readings(40.0) | {TTFT: window(588, 12)}), NOW)
+    planner = state.planner
+    assert planner is not None and planner.late_evidence > 0.0
+    doc = planner.to_dict()
+    assert doc["lateEvidence"] == planner.late_evidence
+    assert PlannerState.from_dict(doc) == planner
+    del doc["lateEvidence"]  # written before the field existed: a fresh start
+    assert PlannerState.from_dict(doc).late_evidence == 0.0
+    for bad in (-1.0, 7.0, "much"):
+        with pytest.raises(ValueError, match="lateEvidence"):
+            PlannerState.from_dict(planner.to_dict() | {"lateEvidence": bad})
+
+
+def test_the_spec_field_reads_from_the_document_and_refuses_an_empty_name() -> None:
+    spec = late_spec()
+    model = CapacityModel.model_validate(CapacityModel.document_of(spec.capacity))  # type: ignore[arg-type]
+    assert model.to_spec().demand.ttft_metric == TTFT
+    with pytest.raises(ValueError, match=r"capacity\.demand\.ttft_metric"):
+        DemandSpec(ttft_metric="")
