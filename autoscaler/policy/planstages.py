@@ -316,7 +316,7 @@ def late_stage(
     words = (
         late,
         total,
-        counted.bound_s,
+        counted.ttft_s,
         window_s,
         100.0 * late / total,
         100.0 * allowed,
