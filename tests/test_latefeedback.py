@@ -81,20 +81,20 @@ def test_the_allowance_is_the_sizings_ttft_budget() -> None:
     """The attainment's tail, or twice the requests no fleet serves in time where more (capacity's
     TTFT budget), at most a half."""
     assert latefeedback.allowance(0.99, 0.0003) == pytest.approx(0.01)  # m-small: a few holds
-    assert latefeedback.allowance(0.99, 0.2) == pytest.approx(0.4)
-    assert latefeedback.allowance(0.99, 0.36) == 0.5  # Mooncake on reference-70b: capped
+    assert latefeedback.allowance(0.99, 0.1) == pytest.approx(0.2)
+    assert latefeedback.allowance(0.99, 0.36) == pytest.approx(1 / 3)  # Mooncake on reference-70b: capped
     assert latefeedback.allowance(0.999, 0.0) == pytest.approx(0.001)
 
 
 @pytest.mark.parametrize(
-    ("late", "total", "allowed"), [(63, 1941, 0.01), (42, 2121, 0.01), (18, 294, 0.01), (3, 40, 0.4)]
+    ("late", "total", "allowed"), [(63, 1941, 0.01), (42, 2121, 0.01), (18, 294, 0.01), (3, 40, 0.3)]
 )
 def test_the_evidence_is_the_binomial_log_likelihood_ratio_of_twice_the_allowed_share(
     late: int, total: int, allowed: float
 ) -> None:
     """One window from 0 adds log(P(late | n, 2p) / P(late | n, p)), from the binomial's pmfs."""
     want = binomial_log_pmf(late, total, 2 * allowed) - binomial_log_pmf(late, total, allowed)
-    got = latefeedback.evidence(0.0, LateCount(late, total, 2.5), allowed)
+    got = latefeedback.evidence(0.0, LateCount(late, total, 2.0), allowed)
     assert got == pytest.approx(max(want, 0.0), rel=1e-9)
 
 
@@ -104,22 +104,26 @@ def test_the_evidence_sums_windows_and_never_falls_below_zero() -> None:
     alarm that one of them alone does not reach. m-small x 0.14's replay (holdout seed 4): its
     quiet windows (10-23 late of ~1,900) stay at 0, the window before its backlog (63 of 1,941)
     alarms alone, and so does the one after it (42 of 2,121)."""
-    quiet = [LateCount(10, 1943, 2.5), LateCount(23, 1868, 2.5), LateCount(0, 1940, 2.5)]
+    quiet = [LateCount(10, 1943, 2.0), LateCount(23, 1868, 2.0), LateCount(0, 1940, 2.0)]
     s = 0.0
     for w in quiet:
         s = latefeedback.evidence(s, w, 0.01)
         assert s == 0.0
-    assert latefeedback.evidence(0.0, LateCount(63, 1941, 2.5), 0.01) >= latefeedback.ALARM
-    assert latefeedback.evidence(0.0, LateCount(42, 2121, 2.5), 0.01) >= latefeedback.ALARM
-    moderate = LateCount(12, 600, 2.5)  # 2 % of 600: twice the allowed share
+    assert latefeedback.evidence(0.0, LateCount(63, 1941, 2.0), 0.01) >= latefeedback.ALARM
+    assert latefeedback.evidence(0.0, LateCount(42, 2121, 2.0), 0.01) >= latefeedback.ALARM
+    moderate = LateCount(12, 600, 2.0)  # 2 % of 600: twice the allowed share
     once = latefeedback.evidence(0.0, moderate, 0.01)
     assert 0.0 < once < latefeedback.ALARM
     twice = latefeedback.evidence(once, moderate, 0.01)
     assert latefeedback.evidence(twice, moderate, 0.01) >= latefeedback.ALARM
-    assert 0.0 < latefeedback.evidence(once, LateCount(6, 600, 2.5), 0.01) < once  # on time: less
+    assert 0.0 < latefeedback.evidence(once, LateCount(6, 600, 2.0), 0.01) < once  # on time: less
+    # Mooncake's allowance at its most, or past it (a caller's): finite, and late past twice a third
+    for allowed in (latefeedback.MOST_ALLOWANCE, 0.5, 0.9):
+        assert latefeedback.evidence(0.0, LateCount(300, 1000, 2.0), allowed) == 0.0
+        assert latefeedback.evidence(0.0, LateCount(900, 1000, 2.0), allowed) >= latefeedback.ALARM
     # nothing counted, or nothing allowed to read against: as it was
-    assert latefeedback.evidence(3.0, LateCount(0, 0, 2.5), 0.01) == 3.0
-    assert latefeedback.evidence(3.0, LateCount(5, 100, 2.5), 0.0) == 3.0
+    assert latefeedback.evidence(3.0, LateCount(0, 0, 2.0), 0.01) == 3.0
+    assert latefeedback.evidence(3.0, LateCount(5, 100, 2.0), 0.0) == 3.0
 
 
 # --- the planner's late stage ------------------------------------------------------------------

@@ -35,7 +35,9 @@ from autoscaler.policy import survival
 from autoscaler.policy.observation import MetricReading
 
 ALARM: Final = math.log(1000.0)  # the evidence, in nats, at which the share is read as twice the allowance
-MOST_ALLOWANCE: Final = 0.5  # an allowance past half is read as half: "twice" stays a share below 1
+# an allowance past a third is read as a third: twice it stays a share well below 1 (at a half the
+# ratio's on-time term is log 0)
+MOST_ALLOWANCE: Final = 1.0 / 3.0
 
 
 class LateCount(NamedTuple):
@@ -77,9 +79,11 @@ def allowance(attainment: float, idle_misses: float) -> float:
 
 def evidence(before: float, counted: LateCount, allowed: float) -> float:
     """The CUSUM after one window: before + the log-likelihood ratio of its late first tokens at
-    twice the allowed share against the allowed share itself, at least 0."""
+    twice the allowed share against the allowed share itself (at most MOST_ALLOWANCE), at least 0."""
     if allowed <= 0.0 or counted.total <= 0.0:
         return before
+    if allowed > MOST_ALLOWANCE:
+        allowed = MOST_ALLOWANCE
     late = counted.late if counted.late < counted.total else counted.total
     ratio = late * math.log(2.0) + (counted.total - late) * math.log((1.0 - 2.0 * allowed) / (1.0 - allowed))
     after = before + ratio
