@@ -128,6 +128,7 @@ class Engine:
         self._g = np.zeros(layout.G_COLUMNS, dtype=np.int64)
         self._g[layout.G_FREE] = -1
         self._qi = np.zeros((0, layout.QI_COLUMNS), dtype=np.int64)
+        self._qr = np.zeros(0)  # per slot: when its request was routed (layout.py)
         self._grow_slots(1024)
         self._size = 0
         self._ri = np.zeros((0, layout.RI_COLUMNS), dtype=np.int64)
@@ -160,6 +161,9 @@ class Engine:
         qi[size - 1, layout.Q_NEXT] = self._g[layout.G_FREE]
         self._g[layout.G_FREE] = old
         self._qi = qi
+        qr = np.zeros(size)
+        qr[:old] = self._qr
+        self._qr = qr
 
     def _grow(self, n_replicas: int) -> None:
         if n_replicas <= self._size:
@@ -262,6 +266,7 @@ class Engine:
             targets.astype(np.int64, copy=False),
             ready.astype(np.int64, copy=False),
             self._qi,
+            self._qr,
             self._qf,
             self._qo,
             self._rep,

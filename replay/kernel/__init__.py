@@ -18,13 +18,13 @@ requests at that instant. A run that could take the arrival in is cut at the fir
 starts after it; requests arriving at the same instant are routed together before an idle replica
 starts.
 
-State lives in NumPy arrays owned by replay/engine.py: a slot (`qi` row) per request in flight,
-taken when it is routed and freed when it finishes (so the rows the events touch stay few and
-close together); per request of the trace only its results (`qf` times, `qo` preemptions and
-prefix hits, `rep` its replica); per replica `ri`/`rf` rows (columns in layout.py), a histogram, a
-finish heap per replica, the replica event heap and the prefix cache (an LRU list and a hash table
-per replica). Everything here is compiled
-once per machine and cached on disk (jit.py).
+State lives in NumPy arrays owned by replay/engine.py: a slot (`qi` row, and in `qr` its routing
+time) per request in flight, taken when it is routed and freed when it finishes (so the rows the
+events touch stay few and close together); per request of the trace only its results (`qf` times,
+`qo` preemptions and prefix hits, `rep` its replica); per replica `ri`/`rf` rows (columns in
+layout.py), a histogram, a finish heap per replica, the replica event heap and the prefix cache (an
+LRU list and a hash table per replica). Everything here is compiled once per machine and cached on
+disk (jit.py).
 
 The modules: layout.py (the arrays' columns), jit.py (compile options, cache), heaps.py (the
 replica event heap, the finish heaps), queues.py (a replica's running list, waiting queue, decoding

@@ -33,6 +33,7 @@ from replay.kernel.layout import (
     R_HEAD,
     R_HGTOK,
     R_HPTOK,
+    R_HTTFT,
     R_HUSED,
     R_K,
     R_MERGE,
@@ -47,6 +48,7 @@ from replay.kernel.layout import (
 from replay.kernel.queues import wait_push
 from replay.kernel.scrape import pod_row
 from replay.kernel.step import end_run, first_step_after, plan, step_end
+from replay.metrics.signals import TTFT_BUCKETS
 
 
 @jit
@@ -61,6 +63,7 @@ def advance(
     targets,
     ready,
     qi,
+    qr,
     qf,
     qo,
     rep,
@@ -86,15 +89,15 @@ def advance(
     stops,
     srows,
 ):
-    """Route requests `ids` (in arrival order, each at its arrival or `now` if later, to
-    `targets[j]`, or when that is -1 to the least-loaded replica of `ready`; dropped ones are
-    skipped) and run every replica's events up to `until`; 0, or -1 (and nothing done) if a replica
-    of `ready` is beyond the replica arrays. Each routed request takes a free slot of `qi` (the
-    caller leaves enough) and its replica goes in `rep`. `lr` (at least as long as
-    `ready`) holds each ready replica's waiting + running count while it runs, for the router: one
-    contiguous scan instead of two reads of each replica's row. At each time of `stops` (ascending,
-    before `until`) the ready pods' scrape rows go in `srows` (row k * len(ready) + i for stop k and
-    pod i), as pod_rows would give them had the call ended there."""
+    """Route requests `ids` (in arrival order, each at its arrival or `now` if later, to `targets[j]`,
+    or when that is -1 to the least-loaded replica of `ready`; dropped ones are skipped) and run
+    every replica's events up to `until`; 0, or -1 (and nothing done) if a replica of `ready` is
+    beyond the replica arrays. Each routed request takes a free slot of `qi` (the caller leaves
+    enough; `qr`'s of the same index: when it was routed) and its replica goes in `rep`. `lr` (at
+    least as long as `ready`) holds each ready replica's waiting + running count while it runs, for
+    the router: one contiguous scan instead of two reads of each replica's row. At each time of
+    `stops` (ascending, before `until`) the ready pods' scrape rows go in `srows` (row k *
+    len(ready) + i for stop k and pod i), as pod_rows would give them had the call ended there."""
     j = 0
     m = len(ids)
     nr = len(ready)
@@ -160,6 +163,7 @@ def advance(
                 qi[q, Q_BLOCKS] = 0
                 qi[q, Q_KEPT] = 0
                 qi[q, Q_REQ] = req
+                qr[q] = t  # its arrival at the engine, which times its first token
                 g[G_INFLIGHT] += 1
                 was_empty = ri[r, R_NWAIT] == 0
                 wait_push(qi, ri, r, q, False)
@@ -208,7 +212,12 @@ def advance(
                 if stage > 0:
                     ptok = ri[r, R_PTOK]
                     gtok = ri[r, R_GTOK]
-                    end_run(r, qi, qf, ri, rf, hist, hk, hr, pi, poff, pids, hslot, lkey, lprev, lnext, g, lr)
+                    if stage == 2:  # end_run keeps the head step's first tokens' TTFT buckets here
+                        for b in range(TTFT_BUCKETS):
+                            ri[r, R_HTTFT + b] = 0
+                    end_run(
+                        r, qi, qr, qf, ri, rf, hist, hk, hr, pi, poff, pids, hslot, lkey, lprev, lnext, g, lr
+                    )
                     tp = rf[r, RF_TEND]
                     free = ri[r, R_FREE]
                 plan(

@@ -5,7 +5,7 @@ numba checks a cached function against its own file only (its docs, "Cache inval
 the kernel's functions inline each other across modules and freeze layout.py's constants: a change
 to one module must invalidate them all, so the cache's stamp here is the whole package's source,
 and that of replay/metrics/signals.py, whose constants the kernel freezes too (a scrape row's
-columns, the prefill-time histogram's bounds).
+columns, the histograms' bounds).
 The policy core's numba twins (replay/policies/*kernel.py compile autoscaler/policy's flat*
 functions with the others as callees, and freeze constants such as kvceiling's) are stamped the
 same way, by the whole core's source: a stale caller would otherwise keep an old callee's code.

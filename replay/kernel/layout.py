@@ -2,7 +2,7 @@
 function reads. numba freezes these values into the code it compiles (jit.py's cache stamp covers
 this file for that reason, and signals.py, whose bucket counts it takes)."""
 
-from replay.metrics.signals import OUTPUT_LENGTH_BUCKETS, PREFILL_TIME_BUCKETS
+from replay.metrics.signals import OUTPUT_LENGTH_BUCKETS, PREFILL_TIME_BUCKETS, TTFT_BUCKETS
 
 # int columns of a request in flight (its slot, a row of `qi`, reused once it finished)
 Q_IN, Q_OUT, Q_STATE, Q_GEN, Q_COMP, Q_BLOCKS, Q_DECBASE = 0, 1, 2, 3, 4, 5, 6
@@ -10,6 +10,10 @@ Q_NEXT, Q_PREV, Q_WNEXT, Q_KEPT, Q_REQ = 7, 8, 9, 10, 11  # Q_REQ: the request's
 QI_COLUMNS = 12
 # slot states (a free slot is ST_DONE, or ST_NEW if never used; its Q_NEXT links the free list)
 ST_NEW, ST_WAIT, ST_PREFILL, ST_DECODE, ST_DONE = 0, 1, 2, 3, 4
+# per slot, a float (`qr`, beside `qi`): when the router sent the slot's request to its replica, its
+# arrival at that engine, from which the engine times its first token. Per slot, not in `qf`: the
+# slots in flight stay in the cache, a request's `qf` row is cold by its first token (24-hour day:
+# a `qf` column read there cost the kernel about 6 %)
 # per-request float columns (`qf`, in trace order)
 QF_ADMIT, QF_FIRST, QF_FINISH = 0, 1, 2
 QF_COLUMNS = 3
@@ -45,7 +49,14 @@ R_PFT = 38
 # the output lengths' histogram (vllm:request_generation_tokens: Q_OUT, the tokens a finished request
 # generated), per bucket of signals.py's OUTPUT_LENGTH_BOUNDS as R_PFT's; counted with R_FIN
 R_OLEN = R_PFT + PREFILL_TIME_BUCKETS
-RI_COLUMNS = R_OLEN + OUTPUT_LENGTH_BUCKETS
+# the times to first token's histogram (vllm:time_to_first_token_seconds: first token - `qr`,
+# observed at the first token as vLLM V1 does), per bucket of signals.py's TTFT_BOUNDS as R_PFT's.
+# Counted at the first tokens, not with R_FIN: a merged head step's are applied before it ends (as
+# its R_HPTOK), so its increments are also kept from R_HTTFT on (step.py's end_run; cleared as the
+# next merged head step starts, in advance) for a scrape within it to take off
+R_TTFT = R_OLEN + OUTPUT_LENGTH_BUCKETS
+R_HTTFT = R_TTFT + TTFT_BUCKETS
+RI_COLUMNS = R_HTTFT + TTFT_BUCKETS
 # per-replica float columns
 RF_T0, RF_D0, RF_G, RF_TEND, RF_LASTFIN = 0, 1, 2, 3, 4
 RF_COLUMNS = 5

@@ -17,6 +17,7 @@ from replay.kernel.layout import (
     R_HEAD,
     R_HGTOK,
     R_HPTOK,
+    R_HTTFT,
     R_HUSED,
     R_K,
     R_NDEC,
@@ -30,6 +31,7 @@ from replay.kernel.layout import (
     R_PFT,
     R_PSQ,
     R_PTOK,
+    R_TTFT,
     RF_T0,
     RF_TEND,
 )
@@ -49,6 +51,8 @@ from replay.metrics.signals import (
     PROMPT_TOKENS,
     REQUESTS,
     RUNNING,
+    TTFT,
+    TTFT_BUCKETS,
     WAITING,
 )
 
@@ -133,6 +137,12 @@ def pod_row(t, r, qi, ri, rf, hist, pi, rows, i):
     # finishes happen at a run's end, and never in a merged head step)
     cumulate(ri, r, R_PFT, rows, i, PREFILL_TIME, PREFILL_TIME_BUCKETS)
     cumulate(ri, r, R_OLEN, rows, i, OUTPUT_LENGTH, OUTPUT_LENGTH_BUCKETS)
+    # the times to first token, counted at the first tokens: within a merged head step, less the
+    # step's own (advance() has applied them already, as its prompt tokens)
+    if in_head(t, r, ri, rf):
+        cumulate_less(ri, r, R_TTFT, R_HTTFT, rows, i, TTFT, TTFT_BUCKETS)
+    else:
+        cumulate(ri, r, R_TTFT, rows, i, TTFT, TTFT_BUCKETS)
 
 
 @inline_jit
@@ -142,4 +152,13 @@ def cumulate(ri, r, first, rows, i, column, buckets):
     n = 0
     for b in range(buckets):
         n += ri[r, first + b]
+        rows[i, column + b] = n
+
+
+@inline_jit
+def cumulate_less(ri, r, first, aside, rows, i, column, buckets):
+    """As cumulate, less the counts per bucket from ri's column `aside` on."""
+    n = 0
+    for b in range(buckets):
+        n += ri[r, first + b] - ri[r, aside + b]
         rows[i, column + b] = n

@@ -50,6 +50,7 @@ from replay.kernel.layout import (
     R_HEAD,
     R_HFIRST,
     R_HSIZE,
+    R_HTTFT,
     R_K,
     R_MERGE,
     R_NDEC,
@@ -69,6 +70,7 @@ from replay.kernel.layout import (
     R_RTAIL,
     R_SX,
     R_TAILNEW,
+    R_TTFT,
     R_WHEAD,
     RF_D0,
     RF_G,
@@ -81,11 +83,12 @@ from replay.kernel.layout import (
 )
 from replay.kernel.prefix import prefix_hit, prefix_use
 from replay.kernel.queues import dec_add, dec_cum, dec_remove, preempt, run_append, run_remove, wait_pop
-from replay.metrics.signals import OUTPUT_LENGTH_BOUNDS, PREFILL_TIME_BOUNDS
+from replay.metrics.signals import OUTPUT_LENGTH_BOUNDS, PREFILL_TIME_BOUNDS, TTFT_BOUNDS
 
 # numba freezes them into the code (constant arrays)
 _PREFILL_BOUNDS = np.array(PREFILL_TIME_BOUNDS)
 _OUTPUT_BOUNDS = np.array(OUTPUT_LENGTH_BOUNDS)
+_TTFT_BOUNDS = np.array(TTFT_BOUNDS)
 
 
 @inline_jit
@@ -271,7 +274,7 @@ def step_end(rf, r, k):
 
 
 @inline_jit
-def end_run(r, qi, qf, ri, rf, hist, hk, hr, pi, poff, pids, hslot, lkey, lprev, lnext, g, lr):
+def end_run(r, qi, qr, qf, ri, rf, hist, hk, hr, pi, poff, pids, hslot, lkey, lprev, lnext, g, lr):
     """Apply the replica's run (R_K steps) at its end: blocks, tokens, first tokens, finishes."""
     bs = pi[P_BS]
     k = ri[r, R_K]
@@ -320,6 +323,12 @@ def end_run(r, qi, qf, ri, rf, hist, hk, hr, pi, poff, pids, hslot, lkey, lprev,
             req = qi[q, Q_REQ]
             qf[req, QF_FIRST] = t_end
             ri[r, R_PTOK] += qi[q, Q_IN]
+            # its time to first token, observed now as vLLM V1 does (a first token only: a request
+            # recomputed after a preemption emits no second)
+            b = bucket(_TTFT_BOUNDS, t_end - qr[q])
+            ri[r, R_TTFT + b] += 1
+            if ri[r, R_MERGE] == 1:  # a merged head step's, which a scrape within it must not see
+                ri[r, R_HTTFT + b] += 1
             if pi[P_PREFIX] == 1:
                 full = min(poff[req + 1] - poff[req], qi[q, Q_IN] // pi[P_PBT])
                 prefix_use(qi, ri, poff, pids, hslot, lkey, lprev, lnext, pi, r, q, full, True)

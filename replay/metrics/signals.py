@@ -92,7 +92,19 @@ PREFILL_TIME = 10
 OUTPUT_LENGTH_BOUNDS: Final = one_two_five(440_000)
 OUTPUT_LENGTH_BUCKETS: Final = len(OUTPUT_LENGTH_BOUNDS) + 1
 OUTPUT_LENGTH = PREFILL_TIME + PREFILL_TIME_BUCKETS
-COLUMNS = OUTPUT_LENGTH + OUTPUT_LENGTH_BUCKETS
+# vLLM's time-to-first-token histogram (vllm:time_to_first_token_seconds; loggers.py's
+# histogram_time_to_first_token) has these bounds, then +Inf; a pod's row holds its cumulative
+# buckets from column TTFT on, as the prefill times'. Observed at a request's first token, not at
+# its finish: V1's IterationStats appends now - the request's arrival_time (when the engine's server
+# took it in) to time_to_first_tokens_iter as it emits its first token (stats.py); the replay's
+# engines time it from when the router sends the request to the replica
+TTFT_BOUNDS: Final = (
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+    20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+)  # fmt: skip
+TTFT_BUCKETS: Final = len(TTFT_BOUNDS) + 1
+TTFT = OUTPUT_LENGTH + OUTPUT_LENGTH_BUCKETS
+COLUMNS = TTFT + TTFT_BUCKETS
 # and of the gateway's
 ARRIVALS, PENDING = range(2)
 

@@ -18,6 +18,7 @@ from replay.metrics.signals import (
     OUTPUT_LENGTH_BUCKETS,
     PREFILL_TIME_BOUNDS,
     PREFILL_TIME_BUCKETS,
+    TTFT_BUCKETS,
     AggregationError,
     Combine,
     UnknownMetricError,
@@ -40,12 +41,15 @@ def row(
     output_sums: int = 0,
     prefill: list[int] | None = None,  # the prefill-time histogram's cumulative buckets, +Inf last
     output_lengths: list[int] | None = None,  # the output-length histogram's, likewise
+    ttft: list[int] | None = None,  # the time-to-first-token histogram's, likewise
 ) -> list[float]:
     counts = [requests, prompt, gen, squares, output_squares, output_sums]
     buckets = prefill or [0] * PREFILL_TIME_BUCKETS
     lengths = output_lengths or [0] * OUTPUT_LENGTH_BUCKETS
+    firsts = ttft or [0] * TTFT_BUCKETS
     assert len(buckets) == PREFILL_TIME_BUCKETS and len(lengths) == OUTPUT_LENGTH_BUCKETS
-    return [waiting + running, waiting, running, kv, *counts, *buckets, *lengths]
+    assert len(firsts) == TTFT_BUCKETS
+    return [waiting + running, waiting, running, kv, *counts, *buckets, *lengths, *firsts]
 
 
 def scrape(
