@@ -16,19 +16,21 @@ gauges and per-second rates of counters, one value per pod, combined across the 
 | infscale_output_token_square_rate | rate of Σ output tokens², vllm:request_generation_tokens's buckets |
 | infscale_finished_output_token_rate | rate of Σ finished requests' output tokens, its _sum |
 | infscale_prefill_time_bucket_rate | rate of each vllm:request_prefill_time_seconds_bucket, one per `le` |
-| infscale_output_length_bucket_rate | rate of each vllm:request_generation_tokens_bucket, one per `le` (*) |
+| infscale_output_length_bucket_rate | rate of each vllm:request_generation_tokens_bucket, one per `le` |
+| infscale_ttft_bucket_rate | rate of each vllm:time_to_first_token_seconds_bucket, one per `le` (*) |
 | infscale_arrival_rate | rate of requests reaching the router (the gateway's counter) |
 | infscale_gateway_pending | requests held at the gateway while no replica is ready (the gateway's gauge) |
 
-A bucketed metric (a histogram's buckets: the two *_bucket_rate) is a metric of several columns:
+A bucketed metric (a histogram's buckets: the three *_bucket_rate) is a metric of several columns:
 one item per bucket, in bound order, each with its `le` label, every item combined across pods as
 a one-column metric's single item is; it cannot also be read per pod (one item per pod and bucket
-would need a second label the reading does not carry). Both histograms are observed at a request's
-finish, as vLLM V1 does.
+would need a second label the reading does not carry). The prefill times and output lengths are
+observed at a request's finish, the time to first token at the first token, as vLLM V1 does.
 
-(*) The output lengths (tokens a finished request generated; buckets 1, 2, 5, 10, 20, 50, ... as
-vLLM's build_1_2_5_buckets, to 200,000) are published for policies and users: the replay's own
-policies read none of it.
+The output lengths are tokens a finished request generated (buckets 1, 2, 5, 10, 20, 50, ... as
+vLLM's build_1_2_5_buckets, to 200,000).
+(*) The times to first token (first token - the request's arrival at its replica; buckets 0.001 ...
+2560 s) are published for policies and users: no replay policy reads them yet.
 
 The table's last two are the inference gateway's /metrics (e.g. the Gateway API Inference Extension's
 inference_objective_request_total; Knative's activator and KEDA's HTTP interceptor hold requests
@@ -173,6 +175,7 @@ METRICS: dict[str, Metric] = {
         Metric("infscale_finished_output_token_rate", Kind.RATE, OUTPUT_SUMS, Combine.SUM),
         bucket_rate("infscale_prefill_time_bucket_rate", PREFILL_TIME, PREFILL_TIME_BOUNDS),
         bucket_rate("infscale_output_length_bucket_rate", OUTPUT_LENGTH, OUTPUT_LENGTH_BOUNDS),
+        bucket_rate("infscale_ttft_bucket_rate", TTFT, TTFT_BOUNDS),
         Metric("infscale_arrival_rate", Kind.RATE, ARRIVALS, Combine.SUM, gateway=True),
         Metric("infscale_gateway_pending", Kind.GAUGE, PENDING, Combine.SUM, gateway=True),
     )
