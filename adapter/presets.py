@@ -28,6 +28,11 @@ Normalized signals:
   the outputs' distribution beyond the mean and square. vLLM, TGI and JetStream; Triton and
   llama.cpp have none, SGLang's is opt-in and not read, TensorRT-LLM's `nv_llm_output_token_len`
   is not known to count per request (docs/adapter-sources.md);
+- `ttft_bucket_rate`: the same per bound over the per-request time-to-first-token histogram (the
+  first token - the request's arrival at the server, observed at the first token): the share of
+  requests past a TTFT target, as the engines saw it. vLLM and SGLang; TGI has none, JetStream's
+  starts at the prefill's dequeue, not the arrival, Triton's and TensorRT-LLM's are opt-in and in
+  milliseconds (docs/adapter-sources.md);
 - `slot_usage`: JetStream's decode-slot occupancy (a 0–1 fraction; JetStream has no running count).
 - `arrival_rate`: requests/s reaching an inference gateway, from its request counter (a gateway's
   pods, not the engines': the demand stage's `arrivalRateMetric`, docs/policy.md).
@@ -56,6 +61,7 @@ class Signal(StrEnum):
     FINISHED_OUTPUT_TOKEN_RATE = "finished_output_token_rate"
     PREFILL_TIME_BUCKET_RATE = "prefill_time_bucket_rate"
     OUTPUT_LENGTH_BUCKET_RATE = "output_length_bucket_rate"
+    TTFT_BUCKET_RATE = "ttft_bucket_rate"
     SLOT_USAGE = "slot_usage"
     ARRIVAL_RATE = "arrival_rate"
 
@@ -228,6 +234,8 @@ PRESETS: dict[str, EnginePreset] = {
                 Signal.PREFILL_TIME_BUCKET_RATE: bucket_rate("vllm:request_prefill_time_seconds"),
                 # build_1_2_5_buckets up to the max model length, as the square rate reads them
                 Signal.OUTPUT_LENGTH_BUCKET_RATE: bucket_rate("vllm:request_generation_tokens"),
+                # V1: observed at the first token, from the request's arrival at the server (stats.py)
+                Signal.TTFT_BUCKET_RATE: bucket_rate("vllm:time_to_first_token_seconds"),
             },
             model_label="model_name",
         ),
@@ -258,6 +266,8 @@ PRESETS: dict[str, EnginePreset] = {
                 Signal.REQUEST_RATE: rate(_s("sglang:num_requests_total")),
                 Signal.PROMPT_TOKEN_RATE: rate(_s("sglang:prompt_tokens_total")),
                 Signal.GENERATION_TOKEN_RATE: rate(_s("sglang:generation_tokens_total")),
+                # the tokenizer manager's: first token - the request's creation there
+                Signal.TTFT_BUCKET_RATE: bucket_rate("sglang:time_to_first_token_seconds"),
             },
             model_label="model_name",
         ),

@@ -127,6 +127,23 @@ class Chain:
     async def complete(self, words: int, max_tokens: int) -> None:
         await complete(self.engine, self.engine_clock, words, max_tokens, self.config.engine)
 
+    async def complete_together(self, words: int, max_tokens: int, n: int) -> None:
+        """`n` requests of `words` prompt words arriving at one instant: the engine's clock stands
+        still until all of them are in the idle engine, then moves until every one is answered."""
+        path, body = request_body(self.config.engine, words, max_tokens)
+        answers = [asyncio.create_task(self.engine.post(path, json=body)) for _ in range(n)]
+        for _ in range(20_000):  # hang guard: the requests reach the engine within a few loop turns
+            if sum(self.gauges) == n:
+                break
+            await asyncio.sleep(0.001)
+        assert sum(self.gauges) == n, self.gauges
+        for _ in range(20_000):  # hang guard: each turn runs the steps that end within a second
+            if all(a.done() for a in answers):
+                break
+            await self.engine_clock.advance_to(self.engine_clock.t + 1.0)
+            await asyncio.sleep(0.001)
+        assert [(await a).status_code for a in answers] == [200] * n
+
     async def read(self, metric: str) -> Served:
         """`metric` for deployment=llama, as the adapter serves it and as the controller reads it."""
         async with httpx.AsyncClient(base_url=self.adapter_url) as raw:

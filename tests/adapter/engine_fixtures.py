@@ -101,6 +101,29 @@ sglang:num_running_reqs{engine_type="unified",model_name="Qwen/Qwen3-8B",pp_rank
 sglang:token_usage{engine_type="unified",model_name="Qwen/Qwen3-8B",pp_rank="0",tp_rank="0"} 0.42
 # TYPE sglang:num_requests_total counter
 sglang:num_requests_total{model_name="Qwen/Qwen3-8B"} 300.0
+# HELP sglang:time_to_first_token_seconds Histogram of time to first token in seconds.
+# TYPE sglang:time_to_first_token_seconds histogram
+sglang:time_to_first_token_seconds_bucket{model_name="Qwen/Qwen3-8B",le="0.1"} 12.0
+sglang:time_to_first_token_seconds_bucket{model_name="Qwen/Qwen3-8B",le="0.2"} 60.0
+sglang:time_to_first_token_seconds_bucket{model_name="Qwen/Qwen3-8B",le="0.4"} 150.0
+sglang:time_to_first_token_seconds_bucket{model_name="Qwen/Qwen3-8B",le="0.6"} 210.0
+sglang:time_to_first_token_seconds_bucket{model_name="Qwen/Qwen3-8B",le="0.8"} 240.0
+sglang:time_to_first_token_seconds_bucket{model_name="Qwen/Qwen3-8B",le="1.0"} 255.0
+sglang:time_to_first_token_seconds_bucket{model_name="Qwen/Qwen3-8B",le="2.0"} 280.0
+sglang:time_to_first_token_seconds_bucket{model_name="Qwen/Qwen3-8B",le="4.0"} 290.0
+sglang:time_to_first_token_seconds_bucket{model_name="Qwen/Qwen3-8B",le="6.0"} 294.0
+sglang:time_to_first_token_seconds_bucket{model_name="Qwen/Qwen3-8B",le="8.0"} 296.0
+sglang:time_to_first_token_seconds_bucket{model_name="Qwen/Qwen3-8B",le="10.0"} 297.0
+sglang:time_to_first_token_seconds_bucket{model_name="Qwen/Qwen3-8B",le="20.0"} 298.0
+sglang:time_to_first_token_seconds_bucket{model_name="Qwen/Qwen3-8B",le="40.0"} 299.0
+sglang:time_to_first_token_seconds_bucket{model_name="Qwen/Qwen3-8B",le="60.0"} 300.0
+sglang:time_to_first_token_seconds_bucket{model_name="Qwen/Qwen3-8B",le="80.0"} 300.0
+sglang:time_to_first_token_seconds_bucket{model_name="Qwen/Qwen3-8B",le="100.0"} 300.0
+sglang:time_to_first_token_seconds_bucket{model_name="Qwen/Qwen3-8B",le="200.0"} 300.0
+sglang:time_to_first_token_seconds_bucket{model_name="Qwen/Qwen3-8B",le="400.0"} 300.0
+sglang:time_to_first_token_seconds_bucket{model_name="Qwen/Qwen3-8B",le="+Inf"} 300.0
+sglang:time_to_first_token_seconds_count{model_name="Qwen/Qwen3-8B"} 300.0
+sglang:time_to_first_token_seconds_sum{model_name="Qwen/Qwen3-8B"} 96.0
 """
 
 TRITON = """\

@@ -1,5 +1,5 @@
-"""A histogram's cumulative buckets and their rates per bound (adapter/buckets.py), and the vLLM
-rule reading the prefill-time histogram of an exposition."""
+"""A histogram's cumulative buckets and their rates per bound (adapter/buckets.py), and the rules
+reading the prefill-time and time-to-first-token histograms of an exposition."""
 
 from __future__ import annotations
 
@@ -7,14 +7,17 @@ import math
 import re
 
 import pytest
-from engine_fixtures import TGI, VLLM
+from engine_fixtures import SGLANG, TGI, VLLM
 
 from adapter.buckets import BucketError, BucketProblem, Buckets, counts_of, in_bound_order, rates_between
 from adapter.exposition import Sample, parse_exposition
 from adapter.presetread import bucket_counts, wanted_names
-from adapter.presets import Signal, get_preset
+from adapter.presets import PRESETS, Kind, Signal, get_preset
 
 PREFILL = get_preset("vllm").rule(Signal.PREFILL_TIME_BUCKET_RATE)
+TTFT = Signal.TTFT_BUCKET_RATE
+# engine -> its histogram of first token - the request's arrival at the server (engine_metrics.md)
+TTFT_HISTOGRAMS = {"vllm": "vllm:time_to_first_token_seconds", "sglang": "sglang:time_to_first_token_seconds"}
 
 
 def series(*pairs: tuple[str | None, float], **labels: str) -> list[Sample]:
@@ -139,7 +142,32 @@ def test_a_nan_bucket_is_refused_not_skipped() -> None:
 def test_the_prefill_signal_is_vllms_alone() -> None:
     """TGI times prefill per batch (tgi_batch_inference_duration{method="prefill"}), not per
     request; the other engines have no prefill-time histogram (../shared/engine_metrics.md)."""
-    from adapter.presets import PRESETS
-
     have = sorted(name for name, p in PRESETS.items() if Signal.PREFILL_TIME_BUCKET_RATE in p.rules)
     assert have == ["vllm"]
+
+
+def test_the_ttft_signal_is_vllms_and_sglangs_alone() -> None:
+    """TGI and llama.cpp have no time-to-first-token histogram; JetStream's
+    jetstream_time_to_first_token starts at the prefill's dequeue, its wait left out; Triton's (and
+    the TensorRT-LLM backend's) nv_inference_first_response_histogram_ms is opt-in and in
+    milliseconds (docs/adapter-sources.md)."""
+    have = {name: p.rules[TTFT] for name, p in PRESETS.items() if TTFT in p.rules}
+    assert {
+        name: (r.kind, [a.name for t in r.terms for a in t.alternatives]) for name, r in have.items()
+    } == {
+        engine: (Kind.BUCKET_RATE, [f"{histogram}_bucket"]) for engine, histogram in TTFT_HISTOGRAMS.items()
+    }
+
+
+def test_the_ttft_rules_read_each_engines_exposition() -> None:
+    """engine_fixtures.VLLM: 12 of engine 0's 20 first tokens within 0.1 s; SGLANG: 300 first
+    tokens over SGLang's 18 bounds, 12 within 0.1 s, 255 within 1 s."""
+    assert bucket_counts(get_preset("vllm").rule(TTFT), parse_exposition(VLLM)) == Buckets(
+        ("0.1", "+Inf"), (12.0, 20.0)
+    )
+    sglang = bucket_counts(get_preset("sglang").rule(TTFT), parse_exposition(SGLANG))
+    assert sglang is not None and len(sglang.bounds) == 19
+    assert sglang.bounds[:3] == ("0.1", "0.2", "0.4") and sglang.bounds[-2:] == ("400.0", "+Inf")
+    counts = dict(zip(sglang.bounds, sglang.values, strict=True))
+    assert (counts["0.1"], counts["1.0"], counts["+Inf"]) == (12.0, 255.0, 300.0)
+    assert bucket_counts(get_preset("vllm").rule(TTFT), parse_exposition(SGLANG)) is None  # no data, not 0

@@ -66,6 +66,13 @@ BY = ["namespace", "pod", "deployment", "model_name"]
             id="bucket rates per pod and bound",
         ),
         pytest.param(
+            "sglang",
+            Signal.TTFT_BUCKET_RATE,
+            "sum by (namespace, pod, deployment, model_name, le)"
+            " (rate(sglang:time_to_first_token_seconds_bucket[60s]))",
+            id="sglang's time to first token per pod and bound",
+        ),
+        pytest.param(
             "jetstream",
             Signal.QUEUE_SIZE,
             "((sum by (namespace, pod, deployment, model_name) (jetstream_prefill_backlog_size))"
