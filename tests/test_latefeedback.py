@@ -79,51 +79,55 @@ def test_a_histogram_that_cannot_say_late_is_not_read_and_says_why() -> None:
 
 def test_the_allowance_is_the_sizings_ttft_budget() -> None:
     """The attainment's tail, or twice the requests no fleet serves in time where more (capacity's
-    TTFT budget), at most a half."""
+    TTFT budget)."""
     assert latefeedback.allowance(0.99, 0.0003) == pytest.approx(0.01)  # m-small: a few holds
     assert latefeedback.allowance(0.99, 0.1) == pytest.approx(0.2)
-    assert latefeedback.allowance(0.99, 0.36) == pytest.approx(1 / 3)  # Mooncake on reference-70b: capped
+    assert latefeedback.allowance(0.99, 0.36) == pytest.approx(0.72)  # Mooncake on reference-70b
     assert latefeedback.allowance(0.999, 0.0) == pytest.approx(0.001)
 
 
 @pytest.mark.parametrize(
-    ("late", "total", "allowed"), [(63, 1941, 0.01), (42, 2121, 0.01), (18, 294, 0.01), (3, 40, 0.3)]
+    ("late", "total", "allowed"),
+    [(12, 600, 0.01), (6, 100, 0.03), (18, 294, 0.01), (3, 40, 0.3), (300, 400, 0.72), (390, 400, 0.72)],
 )
-def test_the_evidence_is_the_binomial_log_likelihood_ratio_of_twice_the_allowed_share(
+def test_the_evidence_is_the_binomial_log_likelihood_ratio_of_twice_the_odds(
     late: int, total: int, allowed: float
 ) -> None:
-    """One window from 0 adds log(P(late | n, 2p) / P(late | n, p)), from the binomial's pmfs."""
-    want = binomial_log_pmf(late, total, 2 * allowed) - binomial_log_pmf(late, total, allowed)
+    """One window from 0 adds log(P(late | n, p') / P(late | n, p)) from the binomial's pmfs, p' the
+    share at twice p's odds (2p / (1 + p)), at most half the alarm and the sum at least 0."""
+    twice = 2 * allowed / (1 + allowed)
+    want = binomial_log_pmf(late, total, twice) - binomial_log_pmf(late, total, allowed)
     got = latefeedback.evidence(0.0, LateCount(late, total, 2.0), allowed)
-    assert got == pytest.approx(max(want, 0.0), rel=1e-9)
+    assert got == pytest.approx(min(max(want, 0.0), latefeedback.MOST_WINDOW), rel=1e-9)
 
 
 def test_the_evidence_sums_windows_and_never_falls_below_zero() -> None:
     """On time (the allowed share or less) takes evidence away, down to 0 and no further, so a
-    long quiet spell stores nothing against the next; a few moderately late windows add up to the
-    alarm that one of them alone does not reach. m-small x 0.14's replay (holdout seed 4): its
-    quiet windows (10-23 late of ~1,900) stay at 0, the window before its backlog (63 of 1,941)
-    alarms alone, and so does the one after it (42 of 2,121)."""
+    long quiet spell stores nothing against the next; no window alone reaches the alarm (half of it
+    at most), two late ones do, and a few moderately late ones add up to it. m-small x 0.14's replay
+    (holdout seed 4): its quiet windows (10-23 late of ~1,900) stay at 0, the window before its
+    backlog (63 of 1,941) is half the alarm and the one after it (42 of 2,121) the other half."""
     quiet = [LateCount(10, 1943, 2.0), LateCount(23, 1868, 2.0), LateCount(0, 1940, 2.0)]
     s = 0.0
     for w in quiet:
         s = latefeedback.evidence(s, w, 0.01)
         assert s == 0.0
-    assert latefeedback.evidence(0.0, LateCount(63, 1941, 2.0), 0.01) >= latefeedback.ALARM
-    assert latefeedback.evidence(0.0, LateCount(42, 2121, 2.0), 0.01) >= latefeedback.ALARM
+    half = latefeedback.evidence(0.0, LateCount(63, 1941, 2.0), 0.01)
+    assert half == latefeedback.MOST_WINDOW
+    assert latefeedback.evidence(half, LateCount(42, 2121, 2.0), 0.01) >= latefeedback.ALARM
     moderate = LateCount(12, 600, 2.0)  # 2 % of 600: twice the allowed share
     once = latefeedback.evidence(0.0, moderate, 0.01)
-    assert 0.0 < once < latefeedback.ALARM
+    assert 0.0 < once < latefeedback.MOST_WINDOW
     twice = latefeedback.evidence(once, moderate, 0.01)
-    assert latefeedback.evidence(twice, moderate, 0.01) >= latefeedback.ALARM
+    assert twice < latefeedback.ALARM <= latefeedback.evidence(twice, moderate, 0.01)
     assert 0.0 < latefeedback.evidence(once, LateCount(6, 600, 2.0), 0.01) < once  # on time: less
-    # Mooncake's allowance at its most, or past it (a caller's): finite, and late past twice a third
-    for allowed in (latefeedback.MOST_ALLOWANCE, 0.5, 0.9):
-        assert latefeedback.evidence(0.0, LateCount(300, 1000, 2.0), allowed) == 0.0
-        assert latefeedback.evidence(0.0, LateCount(900, 1000, 2.0), allowed) >= latefeedback.ALARM
-    # nothing counted, or nothing allowed to read against: as it was
+    # Mooncake's allowance (72 %): its usual 42 % late is no evidence, all of them late is
+    assert latefeedback.evidence(0.0, LateCount(420, 1000, 2.0), 0.72) == 0.0
+    assert latefeedback.evidence(0.0, LateCount(1000, 1000, 2.0), 0.72) == latefeedback.MOST_WINDOW
+    # nothing counted, or no share to read against (none allowed, or all): as it was
     assert latefeedback.evidence(3.0, LateCount(0, 0, 2.0), 0.01) == 3.0
     assert latefeedback.evidence(3.0, LateCount(5, 100, 2.0), 0.0) == 3.0
+    assert latefeedback.evidence(3.0, LateCount(5, 100, 2.0), 1.2) == 3.0
 
 
 # --- the planner's late stage ------------------------------------------------------------------
@@ -137,8 +141,9 @@ def test_the_planner_asks_one_replica_more_at_the_alarm_and_starts_again_from_ze
     """40 req/s of short requests need 8 (test_policy_planner's steady table, a 10 s TTFT target:
     late past vLLM's 10 s bound, these at 30 s). On-time windows leave
     no evidence; a window with 3 % of its first tokens late (thrice the 1 % allowance, 600 of them)
-    raises it short of the alarm; the next such window alarms: the `late` stage asks for 9, the
-    scale-up starts it at once (the floor's way, no confirmation), and the evidence restarts."""
+    raises it half-way, no more; the next such window alarms: the `late` stage asks for 9, the
+    scale-up starts it at once (the floor's way, no confirmation), and the evidence restarts at half
+    the alarm, which an on-time window takes away."""
     spec = late_spec()
     state, replicas = PolicyState(), 8
     on_time, late = readings(40.0) | {TTFT: window(600, 0)}, readings(40.0) | {TTFT: window(582, 18)}
@@ -146,19 +151,20 @@ def test_the_planner_asks_one_replica_more_at_the_alarm_and_starts_again_from_ze
         decision, state = decide(spec, state, obs(replicas, metrics), NOW + 15 * i)
         assert [s.name for s in decision.stages if s.name == "late"] == []
         assert decision.desired_replicas == 8
-    assert state.planner is not None and 0.0 < state.planner.late_evidence < latefeedback.ALARM
+    assert state.planner is not None and state.planner.late_evidence == latefeedback.MOST_WINDOW
     decision, state = decide(spec, state, obs(replicas, late), NOW + 15 * 5)
     stage = next(s for s in decision.stages if s.name == "late")
     assert (stage.before, stage.after, stage.reason) == (8, 9, "LateFirstTokens")
     said = "18 of 600 first tokens past 10 s in the last 15 s (3.00 %, the sizing allows 1.00 %)"
     assert stage.message.startswith(said)
-    assert stage.message.endswith("that the share is twice that; one replica above the 8")
+    assert stage.message.endswith("that the odds are twice that; one replica above the 8")
     assert decision.desired_replicas == 9
-    assert state.planner is not None and state.planner.late_evidence == 0.0
+    assert state.planner is not None and state.planner.late_evidence == latefeedback.MOST_WINDOW
     state = record_rescale(spec, state, NOW + 15 * 5, replicas, 9)
     # the replica it asked for is a need like any other: the scale-down keeps it its break-even
     decision, state = decide(spec, state, obs(9, on_time), NOW + 15 * 6)
     assert decision.desired_replicas == 9
+    assert state.planner is not None and state.planner.late_evidence == 0.0
 
 
 def test_without_the_metric_or_its_reading_nothing_changes() -> None:

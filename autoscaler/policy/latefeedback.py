@@ -18,12 +18,17 @@ past 2 s (the replay above, at 1,395-1,410 s).
 
 The late share the sizing allows is its own budget (the TTFT tail's, capacity.py): the
 attainment's tail, or twice the requests no fleet serves in time where those are more (their
-prefill alone past the target: the waits may miss as often). Evidence that the share is twice that
-is summed as Page's CUSUM (1954) of the Bernoulli log-likelihood ratio, window by window over the
-first tokens each reading counts, never below 0; at ALARM (odds of 1,000 to 1) the stage asks for
-one replica above the count and the sum starts again from 0. A fleet late for longer gains one a
-decision while the evidence comes in that fast, each through the scale-up's stagger; the replicas
-it asks for are needs like any other, kept their break-even by the scale-down. Pure arithmetic.
+prefill alone past the target: the waits may miss as often). Evidence that a first token's odds of
+being late are twice that share's is summed as Page's CUSUM (1954) of the Bernoulli log-likelihood
+ratio, window by window over the first tokens each reading counts, never below 0: a window of n
+first tokens, k of them late, adds k·ln 2 - n·ln(1 + p) at the allowance p (twice the odds, p' =
+2p / (1 + p): twice the share where it is small, and below 1 at any share, Mooncake's 72 % too).
+No window adds more than half the alarm: a replica started for one window's spike (a long prompt's
+hold, on m-large) is ready a lead after it is gone, the reason the scale-up waits for a second
+decision too. At ALARM (odds of 1,000 to 1) the stage asks for one replica above the count and the
+sum restarts at half the alarm: the episode confirmed, each late window after it asks for one more,
+each through the scale-up's stagger, while on-time windows take the evidence away. The replicas it
+asks for are needs like any other, kept their break-even by the scale-down. Pure arithmetic.
 """
 
 from __future__ import annotations
@@ -34,10 +39,9 @@ from typing import Final, NamedTuple
 from autoscaler.policy import survival
 from autoscaler.policy.observation import MetricReading
 
-ALARM: Final = math.log(1000.0)  # the evidence, in nats, at which the share is read as twice the allowance
-# an allowance past a third is read as a third: twice it stays a share well below 1 (at a half the
-# ratio's on-time term is log 0)
-MOST_ALLOWANCE: Final = 1.0 / 3.0
+ALARM: Final = math.log(1000.0)  # the evidence, in nats, at which the odds are read as twice the allowance's
+MOST_WINDOW: Final = ALARM / 2.0  # the most one window adds, and where the sum restarts after an alarm
+LN2: Final = math.log(2.0)
 
 
 class LateCount(NamedTuple):
@@ -70,21 +74,19 @@ def count(reading: MetricReading | None, ttft_s: float, window_s: float) -> tupl
 
 def allowance(attainment: float, idle_misses: float) -> float:
     """The late share the sizing plans for: the attainment's tail, or twice the requests no fleet
-    serves in time where that is more (capacity.py's TTFT budget), at most MOST_ALLOWANCE."""
+    serves in time where that is more (capacity.py's TTFT budget)."""
     tail = 1.0 - attainment
     doubled = 2.0 * idle_misses
-    share = doubled if doubled > tail else tail
-    return share if share < MOST_ALLOWANCE else MOST_ALLOWANCE
+    return doubled if doubled > tail else tail
 
 
 def evidence(before: float, counted: LateCount, allowed: float) -> float:
     """The CUSUM after one window: before + the log-likelihood ratio of its late first tokens at
-    twice the allowed share against the allowed share itself (at most MOST_ALLOWANCE), at least 0."""
-    if allowed <= 0.0 or counted.total <= 0.0:
+    twice the allowed share's odds against the allowed share, k·ln 2 - n·ln(1 + p), at most
+    MOST_WINDOW, the sum at least 0. As it was where nothing was counted or any share is allowed."""
+    if not 0.0 < allowed < 1.0 or counted.total <= 0.0:
         return before
-    if allowed > MOST_ALLOWANCE:
-        allowed = MOST_ALLOWANCE
     late = counted.late if counted.late < counted.total else counted.total
-    ratio = late * math.log(2.0) + (counted.total - late) * math.log((1.0 - 2.0 * allowed) / (1.0 - allowed))
-    after = before + ratio
+    ratio = late * LN2 - counted.total * math.log1p(allowed)
+    after = before + (ratio if ratio < MOST_WINDOW else MOST_WINDOW)
     return after if after > 0.0 else 0.0

@@ -58,7 +58,7 @@ _HORIZON_MESSAGE: Final = (
 )
 _LATE_MESSAGE: Final = (
     "{:.0f} of {:.0f} first tokens past {:g} s in the last {:.0f} s ({:.2f} %, the sizing allows"
-    " {:.2f} %): evidence {:.1f} >= {:.1f} that the share is twice that; one replica above the {}"
+    " {:.2f} %): evidence {:.1f} >= {:.1f} that the odds are twice that; one replica above the {}"
 )
 _BACKLOG_MESSAGE: Final = (
     "{} replica(s) hold a backlog standing {:.0f} s: its {:.0f} waiting requests are {:.1f} s of"
@@ -310,8 +310,8 @@ def late_stage(
     if after < latefeedback.ALARM:
         return None, after
     more = have + 1 if have < limit else limit
-    if more <= target:
-        return None, 0.0
+    if more <= target:  # asked for already: the episode confirmed all the same
+        return None, latefeedback.MOST_WINDOW
     late, total = counted.late, counted.total
     words = (
         late,
@@ -324,7 +324,7 @@ def late_stage(
         latefeedback.ALARM,
         have,
     )
-    return Stage("late", target, more, "LateFirstTokens", _LATE_MESSAGE, words), 0.0
+    return Stage("late", target, more, "LateFirstTokens", _LATE_MESSAGE, words), latefeedback.MOST_WINDOW
 
 
 def scale_up_stage(
