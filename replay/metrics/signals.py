@@ -17,7 +17,7 @@ gauges and per-second rates of counters, one value per pod, combined across the 
 | infscale_finished_output_token_rate | rate of Σ finished requests' output tokens, its _sum |
 | infscale_prefill_time_bucket_rate | rate of each vllm:request_prefill_time_seconds_bucket, one per `le` |
 | infscale_output_length_bucket_rate | rate of each vllm:request_generation_tokens_bucket, one per `le` |
-| infscale_ttft_bucket_rate | rate of each vllm:time_to_first_token_seconds_bucket, one per `le` (*) |
+| infscale_ttft_bucket_rate | rate of each vllm:time_to_first_token_seconds_bucket, one per `le` |
 | infscale_arrival_rate | rate of requests reaching the router (the gateway's counter) |
 | infscale_gateway_pending | requests held at the gateway while no replica is ready (the gateway's gauge) |
 
@@ -28,9 +28,9 @@ would need a second label the reading does not carry). The prefill times and out
 observed at a request's finish, the time to first token at the first token, as vLLM V1 does.
 
 The output lengths are tokens a finished request generated (buckets 1, 2, 5, 10, 20, 50, ... as
-vLLM's build_1_2_5_buckets, to 200,000).
-(*) The times to first token (first token - the request's arrival at its replica; buckets 0.001 ...
-2560 s) are published for policies and users: no replay policy reads them yet.
+vLLM's build_1_2_5_buckets, to 200,000); the times to first token are first token - the request's
+arrival at its replica (buckets 0.001 ... 2560 s), which predictive's late stage reads
+(autoscaler/policy/latefeedback.py).
 
 The table's last two are the inference gateway's /metrics (e.g. the Gateway API Inference Extension's
 inference_objective_request_total; Knative's activator and KEDA's HTTP interceptor hold requests

@@ -49,6 +49,8 @@ KV_USAGE_METRIC = "infscale_kv_cache_usage"  # the engines' KV cache usage, the 
 PREFILL_TIME_METRIC = "infscale_prefill_time_bucket_rate"
 # the engines' output-length histograms, one bucket rate per `le` bound (outputsteps.py)
 OUTPUT_LENGTH_METRIC = "infscale_output_length_bucket_rate"
+# the engines' TTFT histograms, one bucket rate per `le` bound: the late stage's evidence (latefeedback.py)
+TTFT_METRIC = "infscale_ttft_bucket_rate"
 TYPICAL_PROMPT_TOKENS = 1000.0  # sizes the queue floor's target: chat-like prompts (Azure conv ~1,150)
 
 
@@ -101,6 +103,7 @@ def predictive_spec(scenario: Scenario, params: PolicyParams) -> AutoscalerSpec:
                 kv_usage_metric=KV_USAGE_METRIC,
                 prefill_time_metric=PREFILL_TIME_METRIC,
                 output_length_metric=OUTPUT_LENGTH_METRIC,
+                ttft_metric=TTFT_METRIC,
             ),
             decision_period_s=scenario.sync_period_s,
             router=Router.LEAST_REQUESTS,  # the replay's router (replay/kernel/events.py)

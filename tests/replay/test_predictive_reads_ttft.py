@@ -1,0 +1,25 @@
+"""predictive reads the TTFT histogram the replay's engines publish (the late stage's evidence,
+autoscaler/policy/latefeedback.py): the names and the bounds agree. The histogram's values against
+the requests' own first tokens: tests/replay/test_engine_ttft.py and test_metrics_ttft.py; the
+stage on readings of it: tests/test_latefeedback.py."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from replay import profiles
+from replay.metrics.signals import METRICS, TTFT_BOUNDS
+from replay.policies.params import PolicyParams
+from replay.policies.predictive import TTFT_METRIC, predictive_spec
+
+
+def test_the_predictive_spec_names_the_ttft_histogram_the_replay_serves() -> None:
+    spec = predictive_spec(profiles.REFERENCE_70B, PolicyParams())
+    assert spec.capacity is not None
+    assert spec.capacity.demand.ttft_metric == TTFT_METRIC
+    assert TTFT_METRIC in spec.capacity.metric_names
+    metric = METRICS[TTFT_METRIC]
+    # one item per bound, +Inf last, labelled as the late stage reads them (survival.buckets)
+    assert [float(label["le"]) for label in metric.labels] == [*TTFT_BOUNDS, np.inf]
+    # the scenario's 2 s target falls within vLLM's bounds: the late share can be read
+    assert any(bound >= profiles.REFERENCE_70B.slo.ttft_s for bound in TTFT_BOUNDS)
