@@ -123,6 +123,11 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--static-replicas", type=int, default=None, help="N of the `static` policy")
     p.add_argument(
+        "--late-stage",
+        action="store_true",
+        help="predictive reads the engines' TTFT histograms (its late stage; off by default)",
+    )
+    p.add_argument(
         "--out", type=Path, default=Path("replay-out"), help="report directory (default replay-out)"
     )
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
@@ -176,6 +181,8 @@ def _run(args: argparse.Namespace) -> int:
         params = replace(params, target=args.target)
     if args.static_replicas is not None:
         params = replace(params, static_replicas=args.static_replicas)
+    if args.late_stage:
+        params = replace(params, late_stage=True)
     warmup_s = resolve_warmup(parse_warmup(args.warmup_s), scenario, params.downscale_window_s)
     if args.replay_command == "sweep":
         return sweep_cli.run(args, trace, scenario, params, warmup_s)

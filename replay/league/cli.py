@@ -89,6 +89,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "the SLO/GPU-hour frontier above the SLO",
     )
     p.add_argument("--slo-preset", choices=sorted(SLO_PRESETS), default=None, help="judge by this SLO")
+    p.add_argument(
+        "--late-stage",
+        action="store_true",
+        help="predictive reads the engines' TTFT histograms (its late stage; off by default)",
+    )
     p.add_argument("--seed", type=cliargs.seed, default=0, help="seed of synthesis and rate scaling")
     p.add_argument("--workers", type=int, default=default_workers(), help="local processes (default: cores)")
     p.add_argument(
@@ -137,6 +142,8 @@ def _spec(args: argparse.Namespace) -> LeagueSpec:
     params = PolicyParams() if args.target is None else PolicyParams(target=args.target)
     if args.clairvoyant_goal is not None:
         params = replace(params, clairvoyant_goal=args.clairvoyant_goal)  # PolicyParams checks it
+    if args.late_stage:
+        params = replace(params, late_stage=True)
     srcs = _with_options(sources(args.trace, args.format), args)
     rate_scales = None
     if args.rate_scales == "auto":

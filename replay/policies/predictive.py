@@ -49,7 +49,9 @@ KV_USAGE_METRIC = "infscale_kv_cache_usage"  # the engines' KV cache usage, the 
 PREFILL_TIME_METRIC = "infscale_prefill_time_bucket_rate"
 # the engines' output-length histograms, one bucket rate per `le` bound (outputsteps.py)
 OUTPUT_LENGTH_METRIC = "infscale_output_length_bucket_rate"
-# the engines' TTFT histograms, one bucket rate per `le` bound: the late stage's evidence (latefeedback.py)
+# the engines' TTFT histograms, one bucket rate per `le` bound: the late stage's evidence
+# (latefeedback.py), read with PolicyParams.late_stage (`--late-stage`) alone: on stationary long
+# prompts its alarms ratchet the fleet up (docs/policy.md, the late stage's row)
 TTFT_METRIC = "infscale_ttft_bucket_rate"
 TYPICAL_PROMPT_TOKENS = 1000.0  # sizes the queue floor's target: chat-like prompts (Azure conv ~1,150)
 
@@ -103,7 +105,7 @@ def predictive_spec(scenario: Scenario, params: PolicyParams) -> AutoscalerSpec:
                 kv_usage_metric=KV_USAGE_METRIC,
                 prefill_time_metric=PREFILL_TIME_METRIC,
                 output_length_metric=OUTPUT_LENGTH_METRIC,
-                ttft_metric=TTFT_METRIC,
+                ttft_metric=TTFT_METRIC if params.late_stage else None,
             ),
             decision_period_s=scenario.sync_period_s,
             router=Router.LEAST_REQUESTS,  # the replay's router (replay/kernel/events.py)

@@ -1,7 +1,7 @@
-"""predictive reads the TTFT histogram the replay's engines publish (the late stage's evidence,
-autoscaler/policy/latefeedback.py): the names and the bounds agree. The histogram's values against
-the requests' own first tokens: tests/replay/test_engine_ttft.py and test_metrics_ttft.py; the
-stage on readings of it: tests/test_latefeedback.py."""
+"""predictive reads the TTFT histogram the replay's engines publish where asked to (the late
+stage's evidence, autoscaler/policy/latefeedback.py): the names and the bounds agree. The
+histogram's values against the requests' own first tokens: tests/replay/test_engine_ttft.py and
+test_metrics_ttft.py; the stage on readings of it: tests/test_latefeedback.py."""
 
 from __future__ import annotations
 
@@ -14,7 +14,11 @@ from replay.policies.predictive import TTFT_METRIC, predictive_spec
 
 
 def test_the_predictive_spec_names_the_ttft_histogram_the_replay_serves() -> None:
-    spec = predictive_spec(profiles.REFERENCE_70B, PolicyParams())
+    """Off by default; `late_stage` names the metric the replay's engines publish."""
+    plain = predictive_spec(profiles.REFERENCE_70B, PolicyParams())
+    assert plain.capacity is not None and plain.capacity.demand.ttft_metric is None
+    assert TTFT_METRIC not in plain.capacity.metric_names
+    spec = predictive_spec(profiles.REFERENCE_70B, PolicyParams(late_stage=True))
     assert spec.capacity is not None
     assert spec.capacity.demand.ttft_metric == TTFT_METRIC
     assert TTFT_METRIC in spec.capacity.metric_names
