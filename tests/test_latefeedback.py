@@ -187,6 +187,22 @@ def test_without_the_metric_or_its_reading_nothing_changes() -> None:
     assert state.planner is not None and state.planner.late_evidence == kept
 
 
+def test_a_histogram_that_is_none_is_named_in_a_row_and_the_evidence_kept() -> None:
+    """A hostile engine's TTFT histogram (a bound that is no number): the late stage says why in
+    its row, changes no count, and keeps the evidence it had."""
+    state = PolicyState()
+    _, state = decide(late_spec(), state, obs(8, readings(40.0) | {TTFT: window(582, 18)}), NOW)
+    assert state.planner is not None
+    kept = state.planner.late_evidence
+    broken = MetricReading((5, 9), labels=({"le": "soon"}, {"le": "+Inf"}))
+    decision, state = decide(late_spec(), state, obs(8, readings(40.0) | {TTFT: broken}), NOW + 15)
+    row = next(s for s in decision.stages if s.name == "late")
+    assert (row.before, row.after, row.reason) == (8, 8, "TTFTHistogramUnread")
+    assert row.message == "the TTFT histogram is unusable: `le` is not a number: 'soon'; the evidence kept"
+    assert decision.desired_replicas == 8
+    assert state.planner is not None and state.planner.late_evidence == kept > 0.0
+
+
 def test_the_evidence_is_kept_through_the_state_json_and_checked() -> None:
     state = PolicyState()
     _, state = decide(late_spec(), state, obs(8, readings(40.0) | {TTFT: window(588, 12)}), NOW)

@@ -301,10 +301,13 @@ def late_stage(
 ) -> tuple[Stage | None, float]:
     """The TTFT histogram's evidence after this tick (latefeedback.py), and at its alarm the stage
     that asks for one replica above the count `have` (None otherwise, or where `target` already
-    asks for more). The evidence stays as it was while the histogram is not read."""
-    counted, _ = latefeedback.count(reading, cap.slo_ttft_s, window_s)
+    asks for more). The evidence stays as it was while the histogram is not read; a reading that is
+    no histogram gets a row saying why, the count as it was."""
+    counted, why = latefeedback.count(reading, cap.slo_ttft_s, window_s)
     if counted is None:
-        return None, before
+        if not why:
+            return None, before
+        return Stage("late", target, target, "TTFTHistogramUnread", "{}; the evidence kept", (why,)), before
     allowed = latefeedback.allowance(1.0 - cap.tail, idle_misses)
     after = latefeedback.evidence(before, counted, allowed)
     if after < latefeedback.ALARM:
