@@ -44,25 +44,21 @@ def binomial_log_pmf(k: int, n: int, p: float) -> float:
 # --- the count, the allowance, the evidence ------------------------------------------------------
 
 
-def test_late_first_tokens_are_read_linear_within_the_bucket_that_holds_the_target() -> None:
-    """A 2 s target on vLLM's bounds is in the (1, 2.5] bucket, read as Prometheus's
-    histogram_quantile reads one: its first tokens spread evenly over it, so a third of them past
-    2 s. Exact where they are (uniform in the bucket), and a target at a bound counts past it alone.
-    The counts are the window's (rates x its seconds)."""
-    spread = np.linspace(1.0, 2.5, 301)[1:]  # 300 evenly over (1, 2.5]: 100 past 2 s
-    times = np.concatenate([np.full(600, 0.3), spread, np.full(100, 50.0)])
+def test_late_first_tokens_are_counted_past_the_first_bound_at_or_above_the_target() -> None:
+    """A 2 s target on vLLM's bounds counts past 2.5 s: a first token at 2.2 s is in the (1, 2.5]
+    bucket, which no reading can split, so it is not counted; one at 2.6 s is. Read linear within
+    the bucket, the 1.2 s ones would count a fifth as late. The counts are the window's (rates x its
+    seconds)."""
+    times = np.array([0.3] * 800 + [1.2] * 100 + [2.2] * 60 + [2.6] * 30 + [50.0] * 10)
     got, why = latefeedback.count(bucket_reading(times, VLLM_TTFT, 15.0), 2.0, 15.0)
     assert why == "" and got is not None
-    assert got.late == pytest.approx(200.0, abs=0.05) and got.total == pytest.approx(1000.0, abs=0.05)
-    assert got.late == pytest.approx(np.sum(times > 2.0), abs=0.5)
+    assert got.bound_s == 2.5
+    assert got.late == pytest.approx(40.0, abs=0.02) and got.total == pytest.approx(1000.0, abs=0.02)
     at_bound, _ = latefeedback.count(bucket_reading(times, VLLM_TTFT, 15.0), 2.5, 15.0)
-    assert at_bound is not None and at_bound.late == pytest.approx(100.0, abs=0.05)
-    # below the first bound: from 0 s, where every first token is still to come
-    first, _ = latefeedback.count(bucket_reading(np.full(100, 0.0005), VLLM_TTFT, 1.0), 0.0005, 1.0)
-    assert first is not None and first.late == pytest.approx(50.0, abs=0.01)
+    assert at_bound is not None and at_bound.bound_s == 2.5  # at or above: the bound itself
     # counted over another window than the rate's: the rates times its seconds
     half, _ = latefeedback.count(bucket_reading(times, VLLM_TTFT, 15.0), 2.0, 7.5)
-    assert half is not None and half.late == pytest.approx(100.0, abs=0.05)
+    assert half is not None and half.late == pytest.approx(20.0, abs=0.01)
 
 
 def test_a_histogram_that_cannot_say_late_is_not_read_and_says_why() -> None:

@@ -319,7 +319,7 @@ def late_stage(
     words = (
         late,
         total,
-        counted.ttft_s,
+        counted.bound_s,
         window_s,
         100.0 * late / total,
         100.0 * allowed,
