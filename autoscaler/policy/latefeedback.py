@@ -32,11 +32,6 @@ decision too. At ALARM (odds of 1,000 to 1) the stage asks for one replica above
 sum restarts at half the alarm: the episode confirmed, each late window after it asks for one more,
 each through the scale-up's stagger, while on-time windows take the evidence away. The replicas it
 asks for are needs like any other, kept their break-even by the scale-down. Pure arithmetic.
-
-Opt-in (capacity.demand.ttftMetric; the replay's predictive with --late-stage): where late windows
-come in clusters at any fleet size (stationary long prompts, whose own prefills make them late),
-each alarm's replica is kept its break-even and the next alarm asks one above it, a ratchet
-nothing brings down but a quiet break-even (docs/policy.md, the late stage's row).
 """
 
 from __future__ import annotations
