@@ -12,7 +12,16 @@ import httpx
 import numpy as np
 import pytest
 
-from replay.metrics import PER_POD, ClusterScrape, DirectPath, MetricsSpec, PrometheusPath, build_pipeline
+from replay.engine import Engine
+from replay.metrics import (
+    PER_POD,
+    ClusterScrape,
+    DirectPath,
+    MetricPipeline,
+    MetricsSpec,
+    PrometheusPath,
+    build_pipeline,
+)
 from replay.metrics.signals import (
     COLUMNS,
     OUTPUT_LENGTH_BUCKETS,
@@ -22,6 +31,7 @@ from replay.metrics.signals import (
     AggregationError,
     Combine,
     UnknownMetricError,
+    cluster_scrape,
 )
 from replay.metrics.spec import mid_phase
 from tests.prometheus_server import PROMETHEUS, backfill, prometheus, prometheus_version
@@ -50,6 +60,18 @@ def row(
     assert len(buckets) == PREFILL_TIME_BUCKETS and len(lengths) == OUTPUT_LENGTH_BUCKETS
     assert len(firsts) == TTFT_BUCKETS
     return [waiting + running, waiting, running, kv, *counts, *buckets, *lengths, *firsts]
+
+
+def direct_rounds(engine: Engine, n: int, rounds: tuple[float, float] = (12.5, 22.5)) -> MetricPipeline:
+    """The direct path (10-s scrapes) after two rounds of the engine's `n` requests on two replicas,
+    scraped at the rounds' ends."""
+    ready, none = np.arange(2, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    rows = engine.run(30.0, np.arange(n, dtype=np.int64), ready, stops=np.array(rounds))
+    assert rows is not None
+    p = build_pipeline(MetricsSpec(direct=DirectPath(scrape_interval_s=10.0)), sync_period_s=15.0)
+    for at, pods in zip(rounds, rows, strict=True):
+        p.scrape(cluster_scrape(at, pods, ready, none, 0, 0))
+    return p
 
 
 def scrape(

@@ -10,17 +10,16 @@ import numpy as np
 import pytest
 
 from replay.engine import Engine
-from replay.metrics import PER_POD, DirectPath, MetricsSpec, PrometheusPath, build_pipeline
+from replay.metrics import PER_POD, MetricsSpec, PrometheusPath, build_pipeline
 from replay.metrics.signals import (
     OUTPUT_LENGTH_BOUNDS,
     OUTPUT_LENGTH_BUCKETS,
     AggregationError,
-    cluster_scrape,
     one_two_five,
 )
 from replay.profiles import LLAMA_70B_TP4_H100
 from replay.trace import Trace
-from tests.replay.test_metrics import row, scrape
+from tests.replay.test_metrics import direct_rounds, row, scrape
 
 OUTPUT_LE = [
     "1.0", "2.0", "5.0", "10.0", "20.0", "50.0", "100.0", "200.0", "500.0", "1000.0", "2000.0", "5000.0",
@@ -132,13 +131,7 @@ def test_direct_reads_the_engines_finished_outputs_per_bound_over_a_round() -> N
     engine = Engine(
         LLAMA_70B_TP4_H100, Trace("t", arrival, rng.integers(1, 3_000, n).astype(np.int64), outputs)
     )
-    ready, none = np.arange(2, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    rows = engine.run(30.0, np.arange(n, dtype=np.int64), ready, stops=np.array([12.5, 22.5]))
-    assert rows is not None
-    p = build_pipeline(MetricsSpec(direct=DirectPath(scrape_interval_s=10.0)), sync_period_s=15.0)
-    for at, pods in zip((12.5, 22.5), rows, strict=True):
-        p.scrape(cluster_scrape(at, pods, ready, none, 0, 0))
-    got = p.read(OUTPUT_BUCKETS, 23.0)
+    got = direct_rounds(engine, n).read(OUTPUT_BUCKETS, 23.0)
     finished = engine.results().finished_s
     between = outputs[(finished > 12.5) & (finished <= 22.5)]
     want = [(between <= float(le)).sum() / 10 for le in OUTPUT_LE[:-1]] + [len(between) / 10]

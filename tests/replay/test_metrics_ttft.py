@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from replay.engine import Engine
-from replay.metrics import PER_POD, DirectPath, MetricsSpec, build_pipeline
-from replay.metrics.signals import TTFT_BOUNDS, TTFT_BUCKETS, AggregationError, cluster_scrape
+from replay.metrics import PER_POD, MetricsSpec, build_pipeline
+from replay.metrics.signals import TTFT_BOUNDS, TTFT_BUCKETS, AggregationError
 from replay.profiles import LLAMA_70B_TP4_H100
 from replay.trace import Trace
-from tests.replay.test_metrics import row, scrape
+from tests.replay.test_metrics import direct_rounds, row, scrape
 
 TTFT_METRIC = "infscale_ttft_bucket_rate"
 TTFT_LE = [
@@ -65,13 +65,7 @@ def test_direct_reads_the_engines_first_tokens_per_bound_over_a_round() -> None:
     inputs = rng.integers(1, 4_000, n).astype(np.int64)
     outputs = rng.integers(1, 300, n).astype(np.int64)
     engine = Engine(LLAMA_70B_TP4_H100, Trace("t", arrival, inputs, outputs))
-    ready, none = np.arange(2, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    rows = engine.run(30.0, np.arange(n, dtype=np.int64), ready, stops=np.array([12.5, 22.5]))
-    assert rows is not None
-    p = build_pipeline(MetricsSpec(direct=DirectPath(scrape_interval_s=10.0)), sync_period_s=15.0)
-    for at, pods in zip((12.5, 22.5), rows, strict=True):
-        p.scrape(cluster_scrape(at, pods, ready, none, 0, 0))
-    got = p.read(TTFT_METRIC, 23.0)
+    got = direct_rounds(engine, n).read(TTFT_METRIC, 23.0)
     results = engine.results()
     first = results.first_token_s
     between = (first > 12.5) & (first <= 22.5)
