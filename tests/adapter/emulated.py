@@ -172,6 +172,19 @@ async def served(
         return {metric: await c.read(metric) for metric in metrics}
 
 
+def assert_served_per_bound(
+    served: Served, labels: dict[str, str], bounds: tuple[str, ...], expected: dict[str, float]
+) -> None:
+    """A histogram's bucket rates as the adapter served them: one item per `le` bound (`labels` and
+    its `le`) over the API's window, and the controller's reading of them: the same bounds, each
+    the expected rate in milli-units (3 / 60 = "50m")."""
+    assert [item["metricLabels"] for item in served.items] == [{**labels, "le": le} for le in bounds]
+    assert all(item["window"] == WINDOW_S for item in served.items)
+    assert served.reading.error == "" and served.reading.window_s == WINDOW_S
+    assert [dict(item_labels)["le"] for item_labels in served.reading.labels] == list(bounds)
+    assert served.reading.values_milli == tuple(round(expected[le] * 1000) for le in bounds)
+
+
 async def served_buckets(
     config: EmulatorConfig, metric: str, signal: str, requests: Sequence[tuple[int, int]]
 ) -> Served:

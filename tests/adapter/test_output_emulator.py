@@ -11,7 +11,7 @@ the expected rates count the requests' lengths against them, not the emulator's 
 from __future__ import annotations
 
 import pytest
-from emulated import LABELS, WINDOW_S, served_buckets
+from emulated import LABELS, WINDOW_S, assert_served_per_bound, served_buckets
 
 from replay.emulate.server import EmulatorConfig
 from replay.profiles import EngineProfile
@@ -60,11 +60,7 @@ async def test_the_adapter_serves_the_emulators_output_lengths_one_item_per_boun
     served = await served_buckets(config, METRIC, "output_length_bucket_rate", requests)
     expected = expected_rates(bounds)
     labels = LABELS if engine == "vllm" else {k: v for k, v in LABELS.items() if k != "model"}  # TGI: none
-    assert [item["metricLabels"] for item in served.items] == [{**labels, "le": le} for le in bounds]
-    assert all(item["window"] == WINDOW_S for item in served.items)
-    assert served.reading.error == "" and served.reading.window_s == WINDOW_S
-    assert [dict(labels)["le"] for labels in served.reading.labels] == list(bounds)
-    assert served.reading.values_milli == tuple(round(expected[le] * 1000) for le in bounds)
+    assert_served_per_bound(served, labels, bounds, expected)
 
 
 def test_the_expected_rates_arithmetic() -> None:

@@ -8,7 +8,7 @@ bucket bounds (../shared/engine_metrics.md), not from the emulator's histogram.
 
 from __future__ import annotations
 
-from emulated import LABELS, WINDOW_S, served_buckets
+from emulated import LABELS, WINDOW_S, assert_served_per_bound, served_buckets
 
 from replay.emulate.server import EmulatorConfig
 from replay.profiles import EngineProfile
@@ -47,13 +47,6 @@ async def test_the_adapter_serves_the_emulators_prefill_times_one_item_per_bound
     requests = [(words, 1) for words, n in PROMPTS.items() for _ in range(n)]
     config = EmulatorConfig(engine="vllm", profile=PROFILE)
     served = await served_buckets(config, METRIC, "prefill_time_bucket_rate", requests)
-    items, reading = served.items, served.reading
     expected = expected_rates()
     assert expected["0.3"] == 3 / 60 and expected["15.0"] == expected["+Inf"] == 9 / 60  # the arithmetic
-    assert [item["metricLabels"] for item in items] == [{**LABELS, "le": le} for le in VLLM_BOUNDS]
-    assert all(item["window"] == WINDOW_S for item in items)
-    # the controller's reading: the milli-units the adapter sends (3 / 60 = "50m", 5 / 60 = "83m"),
-    # each item's labels
-    assert reading.error == "" and reading.window_s == WINDOW_S
-    assert [dict(labels)["le"] for labels in reading.labels] == list(VLLM_BOUNDS)
-    assert reading.values_milli == tuple(round(expected[le] * 1000) for le in VLLM_BOUNDS)
+    assert_served_per_bound(served, LABELS, VLLM_BOUNDS, expected)

@@ -13,7 +13,7 @@ their prefills', which the prefill-time histogram counts.
 from __future__ import annotations
 
 import pytest
-from emulated import LABELS, WINDOW_S, Chain
+from emulated import LABELS, WINDOW_S, Chain, assert_served_per_bound
 
 from replay.emulate.server import EmulatorConfig
 from replay.profiles import EngineProfile
@@ -98,9 +98,4 @@ async def test_the_adapter_serves_the_emulators_times_to_first_token_one_item_pe
         await c.source.scrape_round()
         served = await c.read(METRIC)
     expected = expected_rates(bounds)
-    assert [item["metricLabels"] for item in served.items] == [{**LABELS, "le": le} for le in bounds]
-    assert all(item["window"] == WINDOW_S for item in served.items)
-    # the controller's reading: the milli-units the adapter sends (3 / 60 = "50m"), each item's labels
-    assert served.reading.error == "" and served.reading.window_s == WINDOW_S
-    assert [dict(labels)["le"] for labels in served.reading.labels] == list(bounds)
-    assert served.reading.values_milli == tuple(round(expected[le] * 1000) for le in bounds)
+    assert_served_per_bound(served, LABELS, bounds, expected)
