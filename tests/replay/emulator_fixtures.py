@@ -8,6 +8,9 @@ from contextlib import asynccontextmanager
 
 from aiohttp import web
 
+from adapter.exposition import parse_exposition
+from adapter.presetread import bucket_counts, counter_total, gauge_value, histogram_total
+from adapter.presets import EnginePreset, Kind
 from replay.emulate.server import EmulatorConfig, create_app
 from replay.profiles import EngineProfile
 
@@ -22,6 +25,19 @@ TINY = EngineProfile(
     decode_request_s=0.0002,
     decode_context_s=0.0,
 )
+
+
+def assert_every_signal_read(preset: EnginePreset, text: str) -> None:
+    """Every signal the adapter knows for the engine reads a value from this /metrics text, each rule
+    by its kind's reader (one scrape: a counter's total, not its rate)."""
+    samples = parse_exposition(text)
+    for signal, rule in preset.rules.items():
+        read = {
+            Kind.RATE: counter_total,
+            Kind.SQUARE_RATE: histogram_total,
+            Kind.BUCKET_RATE: bucket_counts,
+        }.get(rule.kind, gauge_value)
+        assert read(rule, samples) is not None, signal
 
 
 @asynccontextmanager

@@ -16,12 +16,12 @@ from typing import Any
 
 import httpx
 import pytest
-from emulator_fixtures import TINY, emulator, serve, until
+from emulator_fixtures import TINY, assert_every_signal_read, emulator, serve, until
 from prometheus_client.parser import text_string_to_metric_families
 
 from adapter.exposition import parse_exposition
-from adapter.presetread import bucket_counts, counter_total, gauge_value, histogram_total, wanted_names
-from adapter.presets import Kind, Signal, get_preset
+from adapter.presetread import gauge_value, wanted_names
+from adapter.presets import Signal, get_preset
 from common.clock import ManualClock
 from replay.emulate.server import EMULATOR, EmulatorConfig, create_app
 
@@ -203,13 +203,7 @@ async def test_backlog_and_slots_while_requests_wait_and_run() -> None:
     parsed = parse_exposition(five, wanted_names(preset))
     assert gauge_value(preset.rule(Signal.QUEUE_SIZE), parsed) == 3
     assert gauge_value(preset.rule(Signal.SLOT_USAGE), parsed) == 1.0
-    for signal, rule in preset.rules.items():
-        read = {
-            Kind.RATE: counter_total,
-            Kind.SQUARE_RATE: histogram_total,
-            Kind.BUCKET_RATE: bucket_counts,
-        }.get(rule.kind, gauge_value)
-        assert read(rule, parse_exposition(five)) is not None, signal
+    assert_every_signal_read(preset, five)
 
 
 TEXT = {"text_content": {"text": "a b"}}

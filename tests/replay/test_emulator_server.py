@@ -10,12 +10,12 @@ from typing import Any
 
 import httpx
 import pytest
-from emulator_fixtures import TINY, emulator, serve, until
+from emulator_fixtures import TINY, assert_every_signal_read, emulator, serve, until
 from prometheus_client.parser import text_string_to_metric_families
 
 from adapter.exposition import parse_exposition
-from adapter.presetread import bucket_counts, counter_total, gauge_value, histogram_total, wanted_names
-from adapter.presets import Kind, Signal, get_preset
+from adapter.presetread import gauge_value, wanted_names
+from adapter.presets import Signal, get_preset
 from common.clock import ManualClock
 from replay.emulate.requests import parse_generation
 from replay.emulate.server import EMULATOR, EmulatorConfig, create_app
@@ -267,13 +267,7 @@ async def test_metrics_parse_and_satisfy_the_adapter_presets(engine: str, ttft_f
     assert gauge_value(preset.rule(Signal.KV_CACHE_USAGE), samples) == pytest.approx(
         gauges.kv_used_tokens / gauges.kv_budget_tokens
     )
-    for signal, rule in preset.rules.items():  # every signal the adapter knows for this engine is there
-        read = {
-            Kind.RATE: counter_total,
-            Kind.SQUARE_RATE: histogram_total,
-            Kind.BUCKET_RATE: bucket_counts,
-        }.get(rule.kind, gauge_value)
-        assert read(rule, parse_exposition(text)) is not None, signal
+    assert_every_signal_read(preset, text)
     families = {f.name: f for f in text_string_to_metric_families(text)}
     hist = families[ttft_family]
     assert hist.type == "histogram"
