@@ -14,7 +14,7 @@ from fake_validation import crd_schema, validate_custom
 from test_restart import predictive, with_capacity
 
 from autoscaler.controller.crd import STATUS_TIMES, state_to_status
-from autoscaler.policy import demand, levelbins
+from autoscaler.policy import demand, latefeedback, levelbins, outputsteps, survival
 from autoscaler.policy.capacity import Demand
 from autoscaler.policy.demand import DemandState, Series
 from autoscaler.policy.levelbins import Relative
@@ -24,12 +24,20 @@ from autoscaler.policy.planstate import MAX_GAP_S, MAX_LEVELS, MAX_LOG_SPEED, Pl
 from autoscaler.policy.speedlearn import MAX_SPEED_SAMPLES, SpeedState
 from autoscaler.policy.state import PolicyState, Recommendation, ScaleEvent
 from autoscaler.policy.statejson import MAX_PEAK_ENTRIES, MAX_PENDING_ENTRIES
+from autoscaler.policy.survival import Survival
 
 T = 1795946400.123456789
 
 
+def largest_tail(units: survival.Units) -> Survival:
+    """A histogram's survival with as many bounds as the reader keeps, the last at the most."""
+    n = survival.MAX_BOUNDS
+    bounds = tuple(units.most * (i + 1) / n for i in range(n))
+    return Survival(T, bounds, tuple(1234.56789012345 * (n - i) / n for i in range(n)), 1234.56789012345)
+
+
 def largest_planner() -> PlannerState:
-    """Every list at the length the reader allows, every figure with all its digits."""
+    """Every field set, every list at the length the reader allows, every figure with all its digits."""
     x = 1234.56789012345
     d = DemandState(
         T,
@@ -56,6 +64,11 @@ def largest_planner() -> PlannerState:
         PanicState(T, T + 1.5),
         x,
         (x,) * MAX_LEVELS,
+        x,
+        (T, MAX_LEVELS),
+        largest_tail(survival.SECONDS),
+        largest_tail(outputsteps.UNITS),
+        latefeedback.ALARM * 0.999999,
     )
 
 
@@ -79,6 +92,17 @@ def test_the_crd_carries_the_codes_bounds() -> None:
     assert schema_of("speed", "logRatio")["maximum"] == MAX_LOG_SPEED
     assert schema_of("speed", "samples")["maximum"] == MAX_SPEED_SAMPLES
     assert schema_of("version")["enum"] == [largest_planner().to_dict()["version"]]
+    for tail, units in (("prefillTail", survival.SECONDS), ("outputTail", outputsteps.UNITS)):
+        most = survival.MAX_BOUNDS
+        assert schema_of(tail, "bounds")["maxItems"] == schema_of(tail, "over")["maxItems"] == most
+        assert schema_of(tail, "bounds", "items")["maximum"] == units.most
+    assert schema_of("lateEvidence")["maximum"] >= latefeedback.ALARM * 0.999999
+
+
+def test_the_crd_describes_every_field_the_controller_writes() -> None:
+    """A field the schema leaves out is pruned by the API server (or refused where validation is
+    strict, as the fake is), and the state it held is lost at each restart without a trace."""
+    assert set(largest_planner().to_dict(STATUS_TIMES)) == set(schema_of()["properties"])
 
 
 def test_the_largest_state_validates_and_fits_the_object_budget() -> None:
