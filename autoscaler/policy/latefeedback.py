@@ -10,28 +10,36 @@ the target, against the 1 % the sizing plans for. Two replicas more then kept it
 
 vLLM observes every request's time to first token (from its arrival at the engine) when that token
 comes, in vllm:time_to_first_token_seconds; the adapter serves its buckets' rates as
-`ttft_bucket_rate`, one item per `le` bound, which is what this module reads. A first token is
-counted late past the first bound at or above the TTFT target (2.5 s for vLLM's bounds and a 2 s
-target): the count no reading of the bucket between can overstate. Read linear within the bucket,
-as Prometheus's histogram_quantile reads one, it saw the onset above sooner (3-5 % where the bound
-alone saw 0-1 %: its first tokens came at 2-2.5 s), but where first tokens gather at 1-2 s it
-over-reads: stationary 4,000-token prompts at 30 req/s on reference-70b, 0.98 % late past 2 s and
-9.3 % in (1, 2.5], read as 3.5 % late, and the stage alarmed every minute or so at any fleet
-(21 replicas meet the SLO; it held 45-54).
+`ttft_bucket_rate`, one item per `le` bound, which is what this module reads. A 2 s target falls
+between vLLM's bounds 1 and 2.5 s, and neither the bucket's edges nor a line within it reads the
+share past 2 s both safely and in time. Past 2.5 s (a count no reading can overstate) saw the onset
+above too late: its first tokens came at 2-2.5 s, and m-small's meltdowns barely moved (98.25 %).
+Linear within the bucket, as Prometheus's histogram_quantile reads one, saw it but over-reads where
+first tokens gather at 1-2 s: stationary 4,000-token prompts at 30 req/s on reference-70b, 0.98 %
+late past 2 s and 9.3 % in (1, 2.5], read as 3.5 %; the stage alarmed every minute or so at any
+fleet (21 replicas meet the SLO; it held 45-54).
 
-The late share the sizing allows is its own budget (the TTFT tail's, capacity.py): the
-attainment's tail, or twice the requests no fleet serves in time where those are more (their
-prefill alone past the target: the waits may miss as often). Evidence that a first token's odds of
-being late are twice that share's is summed as Page's CUSUM (1954) of the Bernoulli log-likelihood
-ratio, window by window over the first tokens each reading counts, never below 0: a window of n
-first tokens, k of them late, adds k·ln 2 - n·ln(1 + p) at the allowance p (twice the odds, p' =
-2p / (1 + p): twice the share where it is small, and below 1 at any share, Mooncake's 72 % too).
-No window adds more than half the alarm: a replica started for one window's spike (a long prompt's
-hold, on m-large) is ready a lead after it is gone, the reason the scale-up waits for a second
-decision too. At ALARM (odds of 1,000 to 1) the stage asks for one replica above the count and the
-sum restarts at half the alarm: the episode confirmed, each late window after it asks for one more,
-each through the scale-up's stagger, while on-time windows take the evidence away. The replicas it
-asks for are needs like any other, kept their break-even by the scale-down. Pure arithmetic.
+So the stage counts first tokens past the last bound at or below the target (the target itself
+where it is a bound: SGLang's 2 s), `slow` ones, and weighs them against their own usual share,
+the hour-long average of the same histogram (survival.track): a first token past 1 s is no
+evidence where one in ten always is, and is where one in a thousand usually is. The onset above was
+7-11 % past 1 s where the hour's usual share was under 2 %; the stationary prompts' 9.7 % is their
+usual share, and no window there doubles its odds.
+
+The share the stage allows is the larger of the usual share and the sizing's own budget (the TTFT
+tail's, capacity.py): the attainment's tail, or twice the requests no fleet serves in time where
+those are more (their prefill alone past the target: the waits may miss as often). Evidence that a
+first token's odds of being slow are twice that share's is summed as Page's CUSUM (1954) of the
+Bernoulli log-likelihood ratio, window by window over the first tokens each reading counts, never
+below 0: a window of n first tokens, k of them slow, adds k·ln 2 - n·ln(1 + p) at the allowance p
+(twice the odds, p' = 2p / (1 + p): twice the share where it is small, and below 1 at any share,
+Mooncake's 72 % too). No window adds more than half the alarm: a replica started for one window's
+spike (a long prompt's hold, on m-large) is ready a lead after it is gone, the reason the scale-up
+waits for a second decision too. At ALARM (odds of 1,000 to 1) the stage asks for one replica above
+the count and the sum restarts at half the alarm: the episode confirmed, each slow window after it
+asks for one more, each through the scale-up's stagger, while usual windows take the evidence away.
+The replicas it asks for are needs like any other, kept their break-even by the scale-down. Pure
+arithmetic.
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ from typing import Final, NamedTuple
 
 from autoscaler.policy import survival
 from autoscaler.policy.observation import MetricReading
+from autoscaler.policy.survival import Survival
 
 ALARM: Final = math.log(1000.0)  # the evidence, in nats, at which the odds are read as twice the allowance's
 MOST_WINDOW: Final = ALARM / 2.0  # the most one window adds, and where the sum restarts after an alarm
@@ -48,7 +57,8 @@ LN2: Final = math.log(2.0)
 
 
 class LateCount(NamedTuple):
-    """First tokens in a reading's window, and how many of them came past `bound_s`."""
+    """First tokens in a reading's window, and how many of them came past `bound_s`, the last
+    bound at or below the target."""
 
     late: float
     total: float
@@ -56,9 +66,9 @@ class LateCount(NamedTuple):
 
 
 def count(reading: MetricReading | None, ttft_s: float, window_s: float) -> tuple[LateCount | None, str]:
-    """The first tokens of the last window_s seconds and the late ones (past the first bound at or
-    above ttft_s) from a reading of the TTFT histogram's bucket rates; (None, why) when there is
-    none to read (no reading, no bound at or above the target, or a reading that is no histogram:
+    """The first tokens of the last window_s seconds and the slow ones (past the last bound at or
+    below ttft_s) from a reading of the TTFT histogram's bucket rates; (None, why) when there is
+    none to read (no reading, no bound at or below the target, or a reading that is no histogram:
     survival.BucketsError's words)."""
     if reading is None:
         return None, ""
@@ -66,22 +76,43 @@ def count(reading: MetricReading | None, ttft_s: float, window_s: float) -> tupl
         bounds, over, total = survival.buckets(reading)
     except survival.BucketsError as e:
         return None, f"the TTFT histogram is unusable: {e}"
-    for bound, above in zip(bounds, over, strict=True):
-        if bound >= ttft_s:
-            return LateCount(above * window_s, total * window_s, bound), ""
-    return None, f"the TTFT histogram has no bound at or above the {ttft_s:g} s target"
+    at = _last_at_or_below(bounds, ttft_s)
+    if at < 0:
+        return None, f"the TTFT histogram has no bound at or below the {ttft_s:g} s target"
+    return LateCount(over[at] * window_s, total * window_s, bounds[at]), ""
 
 
-def allowance(attainment: float, idle_misses: float) -> float:
-    """The late share the sizing plans for: the attainment's tail, or twice the requests no fleet
-    serves in time where that is more (capacity.py's TTFT budget)."""
+def usual(tail: Survival | None, bound_s: float) -> float:
+    """The share of first tokens past bound_s over the last hour or so (survival.track's average of
+    the same histogram, before this tick's reading): 0 before any, or where bound_s is not one of
+    the tail's bounds (a histogram whose bounds changed starts afresh)."""
+    if tail is None or bound_s not in tail.bounds:
+        return 0.0
+    return survival.shares(tail)[tail.bounds.index(bound_s)]
+
+
+def _last_at_or_below(bounds: tuple[float, ...], limit: float) -> int:
+    """The index of the last of the increasing bounds at or below limit; -1 where none is."""
+    at = -1
+    for i, bound in enumerate(bounds):
+        if bound > limit:
+            break
+        at = i
+    return at
+
+
+def allowance(attainment: float, idle_misses: float, usual_share: float = 0.0) -> float:
+    """The slow share the stage allows: the sizing's own budget, the attainment's tail or twice the
+    requests no fleet serves in time where that is more (capacity.py's TTFT budget), or the share
+    usually past the bound where that is more."""
     tail = 1.0 - attainment
     doubled = 2.0 * idle_misses
-    return doubled if doubled > tail else tail
+    budget = doubled if doubled > tail else tail
+    return usual_share if usual_share > budget else budget
 
 
 def evidence(before: float, counted: LateCount, allowed: float) -> float:
-    """The CUSUM after one window: before + the log-likelihood ratio of its late first tokens at
+    """The CUSUM after one window: before + the log-likelihood ratio of its slow first tokens at
     twice the allowed share's odds against the allowed share, k·ln 2 - n·ln(1 + p), at most
     MOST_WINDOW, the sum at least 0. As it was where nothing was counted or any share is allowed."""
     if not 0.0 < allowed < 1.0 or counted.total <= 0.0:

@@ -229,7 +229,7 @@ def plan(
 
     # the SLO's own evidence (latefeedback.py): first tokens late past what the sizing allows ask,
     # at its alarm, for a replica above the count, which the scale-up starts as it does the floor's
-    late_evidence = state.late_evidence
+    late_evidence, ttft_tail = state.late_evidence, state.ttft_tail
     ttft_metric = cap.ttft_metric
     if ttft_metric is not None:
         late_reading = metrics.get(ttft_metric)
@@ -241,8 +241,10 @@ def plan(
         if prior is not None and 0.0 < now - prior.at < counted_s:
             counted_s = now - prior.at
         late, late_evidence = planstages.late_stage(
-            cap, late_reading, late_evidence, counted_s, ahead.idle_misses(), have, target, limit
+            cap, late_reading, ttft_tail, late_evidence, counted_s, ahead.idle_misses(), have, target, limit
         )
+        # the hour's usual share of slow first tokens, this tick's window in it after it is weighed
+        ttft_tail, _ = survival.track(ttft_tail, late_reading, now, period)
         if late is not None:
             stages.append(late)
             target = late.after
@@ -322,6 +324,7 @@ def plan(
         prefill_tail,
         output_tail,
         late_evidence,
+        ttft_tail,
     )
     return Outcome(tuple(stages), desired, result, next_state)
 

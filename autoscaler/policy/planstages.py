@@ -22,6 +22,7 @@ from autoscaler.policy.planstate import PlannerState
 from autoscaler.policy.spec import ColdStartSpec
 from autoscaler.policy.speedlearn import SpeedState
 from autoscaler.policy.stage import Stage
+from autoscaler.policy.survival import Survival
 
 # the stages' messages, formatted only when read (stage.Stage)
 _DEMAND_MESSAGE: Final = (
@@ -57,8 +58,9 @@ _HORIZON_MESSAGE: Final = (
     "replica {} of those asked for now is ready in {:.0f} s ({} loading now, {} round(s))"
 )
 _LATE_MESSAGE: Final = (
-    "{:.0f} of {:.0f} first tokens past {:g} s in the last {:.0f} s ({:.2f} %, the sizing allows"
-    " {:.2f} %): evidence {:.1f} >= {:.1f} that the odds are twice that; one replica above the {}"
+    "{:.0f} of {:.0f} first tokens past {:g} s in the last {:.0f} s ({:.2f} %; {:.2f} % allowed, the"
+    " sizing's budget or the hour's usual share): evidence {:.1f} >= {:.1f} that the odds are twice"
+    " that; one replica above the {}"
 )
 _BACKLOG_MESSAGE: Final = (
     "{} replica(s) hold a backlog standing {:.0f} s: its {:.0f} waiting requests are {:.1f} s of"
@@ -292,6 +294,7 @@ def backlog_stage(
 def late_stage(
     cap: CapacityFacts,
     reading: MetricReading | None,
+    tail: Survival | None,
     before: float,
     window_s: float,
     idle_misses: float,
@@ -299,16 +302,18 @@ def late_stage(
     target: int,
     limit: int,
 ) -> tuple[Stage | None, float]:
-    """The TTFT histogram's evidence after this tick (latefeedback.py), and at its alarm the stage
-    that asks for one replica above the count `have` (None otherwise, or where `target` already
-    asks for more). The evidence stays as it was while the histogram is not read; a reading that is
-    no histogram gets a row saying why, the count as it was."""
+    """The TTFT histogram's evidence after this tick (latefeedback.py), its first tokens slow
+    against `tail`, the same histogram's hour until this tick; at its alarm the stage that asks for
+    one replica above the count `have` (None otherwise, or where `target` already asks for more).
+    The evidence stays as it was while the histogram is not read; a reading that is no histogram
+    gets a row saying why, the count as it was."""
     counted, why = latefeedback.count(reading, cap.slo_ttft_s, window_s)
     if counted is None:
         if not why:
             return None, before
         return Stage("late", target, target, "TTFTHistogramUnread", "{}; the evidence kept", (why,)), before
-    allowed = latefeedback.allowance(1.0 - cap.tail, idle_misses)
+    usual = latefeedback.usual(tail, counted.bound_s)
+    allowed = latefeedback.allowance(1.0 - cap.tail, idle_misses, usual)
     after = latefeedback.evidence(before, counted, allowed)
     if after < latefeedback.ALARM:
         return None, after

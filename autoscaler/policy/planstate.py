@@ -50,6 +50,7 @@ class PlannerState(Record):
         "prefill_tail",
         "output_tail",
         "late_evidence",
+        "ttft_tail",
     )
 
     demand: DemandState | None
@@ -63,7 +64,8 @@ class PlannerState(Record):
     found: Found | None  # (time, replicas) found at first sight, while held (scaledown.hold_found)
     prefill_tail: PrefillTail | None  # the engines' prefill times' far tail (prefilltail.py)
     output_tail: Survival | None  # the engines' output lengths' survival (outputsteps.py)
-    late_evidence: float  # the CUSUM of late first tokens in nats (latefeedback.py)
+    late_evidence: float  # the CUSUM of slow first tokens in nats (latefeedback.py)
+    ttft_tail: Survival | None  # the engines' TTFT survival, the slow first tokens' usual share
 
     def __init__(
         self,
@@ -78,6 +80,7 @@ class PlannerState(Record):
         prefill_tail: PrefillTail | None = None,
         output_tail: Survival | None = None,
         late_evidence: float = 0.0,
+        ttft_tail: Survival | None = None,
     ) -> None:
         self.demand = demand
         self.speed = speed
@@ -90,6 +93,7 @@ class PlannerState(Record):
         self.prefill_tail = prefill_tail
         self.output_tail = output_tail
         self.late_evidence = late_evidence
+        self.ttft_tail = ttft_tail
 
     def to_dict(self, codec: TimeCodec = SECONDS) -> dict[str, Any]:
         """JSON-ready, times through `codec`, within the bounds from_dict reads (bounded()). What
@@ -109,6 +113,8 @@ class PlannerState(Record):
             out["prefillTail"] = _survival_to_dict(s.prefill_tail, codec)
         if s.output_tail is not None:
             out["outputTail"] = _survival_to_dict(s.output_tail, codec)
+        if s.ttft_tail is not None:
+            out["ttftTail"] = _survival_to_dict(s.ttft_tail, codec)
         return {
             **out,
             "speed": {
@@ -195,11 +201,13 @@ class PlannerState(Record):
         if "found" in r.data:
             f = r.child("found")
             found = (f.moment("at"), f.integer("replicas", high=MAX_LEVELS))
-        prefill_tail = output_tail = None
+        prefill_tail = output_tail = ttft_tail = None
         if "prefillTail" in r.data:
             prefill_tail = _read_survival(r.child("prefillTail"), survival.SECONDS.most)
         if "outputTail" in r.data:
             output_tail = _read_survival(r.child("outputTail"), survival.TOKENS.most)
+        if "ttftTail" in r.data:
+            ttft_tail = _read_survival(r.child("ttftTail"), survival.SECONDS.most)
         late_evidence = fresh.late_evidence
         if "lateEvidence" in r.data:  # below the alarm: above it, the stage would have restarted it
             late_evidence = r.number("lateEvidence", low=0.0, high=latefeedback.ALARM)
@@ -215,6 +223,7 @@ class PlannerState(Record):
             prefill_tail,
             output_tail,
             late_evidence,
+            ttft_tail,
         )
 
 
