@@ -1,5 +1,5 @@
-"""latefeedback.py: first tokens late past what the sizing allows, from the engines' TTFT
-histograms, as evidence (a CUSUM) and, at its alarm, the planner's `late` stage."""
+"""latefeedback.py: first tokens slow past what the sizing allows or the hour usually sees, from the
+engines' TTFT histograms, as evidence (a CUSUM) and, at its alarm, the planner's `late` stage."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from test_policy_planner import FIXED_BAND, NOW, obs, planner_spec, readings
-from test_survival import bucket_reading
+from test_survival import assert_the_histogram_is_read_and_kept, bucket_reading
 
-from autoscaler.policy import latefeedback
+from autoscaler.policy import latefeedback, survival
 from autoscaler.policy.capacityspec import DemandSpec
 from autoscaler.policy.decide import decide, record_rescale
 from autoscaler.policy.latefeedback import LateCount
@@ -44,27 +44,28 @@ def binomial_log_pmf(k: int, n: int, p: float) -> float:
 # --- the count, the allowance, the evidence ------------------------------------------------------
 
 
-def test_late_first_tokens_are_counted_past_the_first_bound_at_or_above_the_target() -> None:
-    """A 2 s target on vLLM's bounds counts past 2.5 s: a first token at 2.2 s is in the (1, 2.5]
-    bucket, which no reading can split, so it is not counted; one at 2.6 s is. Read linear within
-    the bucket, the 1.2 s ones would count a fifth as late. The counts are the window's (rates x its
-    seconds)."""
+def test_slow_first_tokens_are_counted_past_the_last_bound_at_or_below_the_target() -> None:
+    """A 2 s target on vLLM's bounds counts past 1 s: the (1, 2.5] bucket, which no reading can
+    split, is counted whole (its 2.2 s first tokens are late, its 1.2 s ones are not, and the usual
+    share weighs the difference); a target on a bound counts past the bound itself. The counts are
+    the window's (rates x its seconds)."""
     times = np.array([0.3] * 800 + [1.2] * 100 + [2.2] * 60 + [2.6] * 30 + [50.0] * 10)
     got, why = latefeedback.count(bucket_reading(times, VLLM_TTFT, 15.0), 2.0, 15.0)
     assert why == "" and got is not None
-    assert got.bound_s == 2.5
-    assert got.late == pytest.approx(40.0, abs=0.02) and got.total == pytest.approx(1000.0, abs=0.02)
+    assert got.bound_s == 1.0
+    assert got.late == pytest.approx(200.0, abs=0.02) and got.total == pytest.approx(1000.0, abs=0.02)
     at_bound, _ = latefeedback.count(bucket_reading(times, VLLM_TTFT, 15.0), 2.5, 15.0)
-    assert at_bound is not None and at_bound.bound_s == 2.5  # at or above: the bound itself
+    assert at_bound is not None and at_bound.bound_s == 2.5  # at or below: the bound itself
+    assert at_bound.late == pytest.approx(40.0, abs=0.02)
     # counted over another window than the rate's: the rates times its seconds
     half, _ = latefeedback.count(bucket_reading(times, VLLM_TTFT, 15.0), 2.0, 7.5)
-    assert half is not None and half.late == pytest.approx(20.0, abs=0.01)
+    assert half is not None and half.late == pytest.approx(100.0, abs=0.01)
 
 
-def test_a_histogram_that_cannot_say_late_is_not_read_and_says_why() -> None:
+def test_a_histogram_that_cannot_say_slow_is_not_read_and_says_why() -> None:
     assert latefeedback.count(None, 2.0, 15.0) == (None, "")
-    got, why = latefeedback.count(window(90, 10), 3000.0, 15.0)
-    assert got is None and why == "the TTFT histogram has no bound at or above the 3000 s target"
+    got, why = latefeedback.count(window(90, 10), 0.0005, 15.0)
+    assert got is None and why == "the TTFT histogram has no bound at or below the 0.0005 s target"
     broken = MetricReading((5, 9), labels=({"le": "soon"}, {"le": "+Inf"}))
     got, why = latefeedback.count(broken, 2.0, 15.0)
     assert got is None and why == "the TTFT histogram is unusable: `le` is not a number: 'soon'"
@@ -73,13 +74,37 @@ def test_a_histogram_that_cannot_say_late_is_not_read_and_says_why() -> None:
     assert latefeedback.count(failed, 2.0, 15.0) == (None, unusable)
 
 
-def test_the_allowance_is_the_sizings_ttft_budget() -> None:
+def test_the_usual_share_is_the_hours_share_past_the_bound() -> None:
+    """survival.track's average of the same histogram, read at the count's bound: 10 % past 1 s for
+    ten minutes, then 40 % for one: the hour's share moves ~1/60 of the way a minute (weights
+    1 - exp(-15 s / 1 h) a tick); none before a reading or at a bound the tail does not have."""
+    tail = None
+    for i in range(40):
+        tail, _ = survival.track(tail, window(900, 100, late_s=1.5), 15.0 * i, 15.0)
+    assert latefeedback.usual(tail, 1.0) == pytest.approx(0.1, rel=1e-3)
+    for i in range(40, 44):
+        tail, _ = survival.track(tail, window(600, 400, late_s=1.5), 15.0 * i, 15.0)
+    w = 1.0 - math.exp(-15.0 / survival.MEMORY_S)
+    rest = (1.0 - w) ** 4
+    over = 100.0 * (1.0 - (1.0 - w) ** 40) * rest + 400.0 * (1.0 - rest)
+    total = 1000.0 * (1.0 - (1.0 - w) ** 44)
+    assert latefeedback.usual(tail, 1.0) == pytest.approx(over / total, rel=1e-3)
+    assert latefeedback.usual(tail, 2.5) == 0.0  # none past 2.5 s
+    assert latefeedback.usual(tail, 2.0) == 0.0  # no such bound: no usual share
+    assert latefeedback.usual(None, 1.0) == 0.0
+
+
+def test_the_allowance_is_the_sizings_ttft_budget_or_the_usual_share() -> None:
     """The attainment's tail, or twice the requests no fleet serves in time where more (capacity's
-    TTFT budget)."""
+    TTFT budget), or the share usually past the bound where that is more."""
     assert latefeedback.allowance(0.99, 0.0003) == pytest.approx(0.01)  # m-small: a few holds
     assert latefeedback.allowance(0.99, 0.1) == pytest.approx(0.2)
     assert latefeedback.allowance(0.99, 0.36) == pytest.approx(0.72)  # Mooncake on reference-70b
     assert latefeedback.allowance(0.999, 0.0) == pytest.approx(0.001)
+    # stationary 4,000-token prompts at 30 req/s on reference-70b: 9.7 % past 1 s, usually
+    assert latefeedback.allowance(0.99, 0.0003, 0.097) == pytest.approx(0.097)
+    assert latefeedback.allowance(0.99, 0.1, 0.05) == pytest.approx(0.2)
+    assert latefeedback.allowance(0.99, 0.0, 0.004) == pytest.approx(0.01)
 
 
 @pytest.mark.parametrize(
@@ -135,11 +160,11 @@ def late_spec(metric: str | None = TTFT):  # type: ignore[no-untyped-def]
 
 def test_the_planner_asks_one_replica_more_at_the_alarm_and_starts_again_from_zero() -> None:
     """40 req/s of short requests need 8 (test_policy_planner's steady table, a 10 s TTFT target:
-    late past vLLM's 10 s bound, these at 30 s). On-time windows leave
-    no evidence; a window with 3 % of its first tokens late (thrice the 1 % allowance, 600 of them)
-    raises it half-way, no more; the next such window alarms: the `late` stage asks for 9, the
-    scale-up starts it at once (the floor's way, no confirmation), and the evidence restarts at half
-    the alarm, which an on-time window takes away."""
+    slow past vLLM's 10 s bound, these at 30 s). On-time windows leave no evidence; a window with
+    3 % of its first tokens late (thrice the 1 % allowance, 600 of them) raises it half-way, no
+    more; the next such window alarms: the `late` stage asks for 9, the scale-up starts it at once
+    (the floor's way, no confirmation), and the evidence restarts at half the alarm, which an
+    on-time window takes away."""
     spec = late_spec()
     state, replicas = PolicyState(), 8
     on_time, late = readings(40.0) | {TTFT: window(600, 0)}, readings(40.0) | {TTFT: window(582, 18)}
@@ -151,7 +176,7 @@ def test_the_planner_asks_one_replica_more_at_the_alarm_and_starts_again_from_ze
     decision, state = decide(spec, state, obs(replicas, late), NOW + 15 * 5)
     stage = next(s for s in decision.stages if s.name == "late")
     assert (stage.before, stage.after, stage.reason) == (8, 9, "LateFirstTokens")
-    said = "18 of 600 first tokens past 10 s in the last 15 s (3.00 %, the sizing allows 1.00 %)"
+    said = "18 of 600 first tokens past 10 s in the last 15 s (3.00 %; 1.00 % allowed, the sizing's budget"
     assert stage.message.startswith(said)
     assert stage.message.endswith("that the odds are twice that; one replica above the 8")
     assert decision.desired_replicas == 9
@@ -161,6 +186,51 @@ def test_the_planner_asks_one_replica_more_at_the_alarm_and_starts_again_from_ze
     decision, state = decide(spec, state, obs(9, on_time), NOW + 15 * 6)
     assert decision.desired_replicas == 9
     assert state.planner is not None and state.planner.late_evidence == 0.0
+
+
+# a histogram whose bounds leave the 10 s target between two: slow past 5 s
+COARSE = ("0.5", "5.0", "20.0", "+Inf")
+
+
+def coarse(on_time: int, slow: int) -> dict[str, MetricReading]:
+    """40 req/s, and a window of first tokens, `slow` of them at 7 s: slow, on time for the target."""
+    return readings(40.0) | {TTFT: bucket_reading(ttfts(on_time, slow, 7.0), COARSE, 15.0)}
+
+
+def test_first_tokens_usually_slow_are_no_evidence_and_a_rise_past_their_usual_share_is() -> None:
+    """Where the target falls between bounds (10 s between 5 and 20), a tenth of first tokens past
+    5 s every window is the traffic's usual (stationary long prompts: 9.7 % past 1 s at a 2 s
+    target, 1 % late): ten minutes of it never alarm, though each is ten times the sizing's 1 %.
+    The first window, before any usual share, raises the evidence half-way, the next takes it back.
+    Thrice the usual share then alarms at its second window, as the onset of m-small x 0.14's
+    backlog did (7-11 % past 1 s where under 2 % was usual)."""
+    spec = late_spec()
+    state = PolicyState()
+    for i in range(40):
+        decision, state = decide(spec, state, obs(8, coarse(540, 60)), NOW + 15 * i)
+        assert [s.name for s in decision.stages if s.name == "late"] == [] and decision.desired_replicas == 8
+        assert state.planner is not None
+        assert state.planner.late_evidence == (latefeedback.MOST_WINDOW if i == 0 else 0.0)
+    tail = state.planner.ttft_tail
+    assert tail is not None and latefeedback.usual(tail, 5.0) == pytest.approx(0.1, rel=1e-3)
+    decision, state = decide(spec, state, obs(8, coarse(420, 180)), NOW + 15 * 40)
+    assert state.planner is not None and state.planner.late_evidence == latefeedback.MOST_WINDOW
+    decision, state = decide(spec, state, obs(8, coarse(420, 180)), NOW + 15 * 41)
+    stage = next(s for s in decision.stages if s.name == "late")
+    assert (stage.before, stage.after, stage.reason) == (8, 9, "LateFirstTokens")
+    # allowed: the usual share with the first 30 % window in it, 1/38 of the ten minutes' weight
+    assert stage.message.startswith("180 of 600 first tokens past 5 s in the last 15 s (30.00 %; 10.5")
+
+
+def test_the_planner_keeps_the_ttft_survival_and_reads_it_back() -> None:
+    state, plain = PolicyState(), PolicyState()
+    for i in range(3):
+        _, state = decide(late_spec(), state, obs(8, coarse(540, 60)), NOW + 15 * i)
+        _, plain = decide(late_spec(None), plain, obs(8, coarse(540, 60)), NOW + 15 * i)
+    assert_the_histogram_is_read_and_kept(late_spec(), late_spec(None), TTFT, state, plain, "ttft_tail")
+    tail = state.planner.ttft_tail if state.planner is not None else None
+    assert tail is not None and (tail.at, tail.bounds) == (NOW + 30, (0.5, 5.0, 20.0))
+    assert survival.shares(tail) == pytest.approx((0.1, 0.1, 0.0), abs=1e-6)
 
 
 def test_without_the_metric_or_its_reading_nothing_changes() -> None:

@@ -74,9 +74,9 @@ def assert_the_histogram_is_read_and_kept(
     field: str,
 ) -> None:
     """`spec` reads the histogram `metric` (`unset` does not) into the planner's state field `field`
-    (prefill_tail / output_tail): the state after it holds the survival, `plain` (sized without)
-    none; the state's JSON and the spec's document both read back the same."""
-    key = {"prefill_tail": "prefillTail", "output_tail": "outputTail"}[field]
+    (prefill_tail / output_tail / ttft_tail): the state after it holds the survival, `plain` (sized
+    without) none; the state's JSON and the spec's document both read back the same."""
+    key = {"prefill_tail": "prefillTail", "output_tail": "outputTail", "ttft_tail": "ttftTail"}[field]
     assert metric in spec.capacity.metric_names and metric not in unset.capacity.metric_names  # type: ignore[union-attr]
     planner_state = state.planner
     assert planner_state is not None and getattr(planner_state, field) is not None
@@ -85,19 +85,25 @@ def assert_the_histogram_is_read_and_kept(
     assert set(doc[key]) == {"at", "bounds", "over", "total"}
     assert PlannerState.from_dict(doc) == planner_state
     model = CapacityModel.model_validate(CapacityModel.document_of(spec.capacity))  # type: ignore[arg-type]
-    spec_field = {"prefill_tail": "prefill_time_metric", "output_tail": "output_length_metric"}[field]
+    spec_field = {
+        "prefill_tail": "prefill_time_metric",
+        "output_tail": "output_length_metric",
+        "ttft_tail": "ttft_metric",
+    }[field]
     assert getattr(model.to_spec().demand, spec_field) == metric
 
 
-# the two histograms: the spec's field (Python, YAML), the state's JSON key, the bounds' units
+# the three histograms: the spec's field (Python, YAML), the state's JSON key, the bounds' units
 FIELDS = [
     ("prefill_time_metric", "prefillTimeMetric", "prefillTail", survival.SECONDS),
     ("output_length_metric", "outputLengthMetric", "outputTail", survival.TOKENS),
+    ("ttft_metric", "ttftMetric", "ttftTail", survival.SECONDS),
 ]
 
 
 def _state(key: str, tail: Survival) -> PlannerState:
-    return PlannerState(prefill_tail=tail) if key == "prefillTail" else PlannerState(output_tail=tail)
+    field = {"prefillTail": "prefill_tail", "outputTail": "output_tail", "ttftTail": "ttft_tail"}[key]
+    return PlannerState(**{field: tail})
 
 
 @pytest.mark.parametrize(("field", "yaml", "key", "units"), FIELDS)

@@ -93,8 +93,8 @@ def test_the_crd_carries_the_codes_bounds() -> None:
     assert schema_of("speed", "logRatio")["maximum"] == MAX_LOG_SPEED
     assert schema_of("speed", "samples")["maximum"] == MAX_SPEED_SAMPLES
     assert schema_of("version")["enum"] == [largest_planner().to_dict()["version"]]
-    tails = (("prefillTail", survival.SECONDS), ("outputTail", outputsteps.UNITS), ("ttftTail", survival.SECONDS))
-    for tail, units in tails:
+    seconds, tokens = survival.SECONDS, outputsteps.UNITS
+    for tail, units in (("prefillTail", seconds), ("outputTail", tokens), ("ttftTail", seconds)):
         most = survival.MAX_BOUNDS
         assert schema_of(tail, "bounds")["maxItems"] == schema_of(tail, "over")["maxItems"] == most
         assert schema_of(tail, "bounds", "items")["maximum"] == units.most
