@@ -82,13 +82,31 @@ def count(reading: MetricReading | None, ttft_s: float, window_s: float) -> tupl
     return LateCount(over[at] * window_s, total * window_s, bounds[at]), ""
 
 
-def usual(tail: Survival | None, bound_s: float) -> float:
-    """The share of first tokens past bound_s over the last hour or so (survival.track's average of
-    the same histogram, before this tick's reading): 0 before any, or where bound_s is not one of
-    the tail's bounds (a histogram whose bounds changed starts afresh)."""
+class Usual(NamedTuple):
+    """The hour's shares of first tokens: slow (past the count's bound) and late (past the target,
+    read linear between the bounds around it)."""
+
+    slow: float
+    late: float
+
+
+NONE_USUAL: Final = Usual(0.0, 0.0)
+
+
+def usual(tail: Survival | None, bound_s: float, ttft_s: float) -> Usual:
+    """The hour or so's shares of slow and late first tokens (survival.track's average of the same
+    histogram, before this tick's reading), late read linear from bound_s to the next bound above
+    the target ttft_s (as slow where bound_s is the target or the last bound): none before any
+    reading, or where bound_s is not one of the tail's bounds (bounds that changed start afresh)."""
     if tail is None or bound_s not in tail.bounds:
-        return 0.0
-    return survival.shares(tail)[tail.bounds.index(bound_s)]
+        return NONE_USUAL
+    shares = survival.shares(tail)
+    at = tail.bounds.index(bound_s)
+    slow = shares[at]
+    if bound_s >= ttft_s or at + 1 == len(shares):
+        return Usual(slow, slow)
+    above, above_s = shares[at + 1], tail.bounds[at + 1]
+    return Usual(slow, above + (slow - above) * (above_s - ttft_s) / (above_s - bound_s))
 
 
 def _last_at_or_below(bounds: tuple[float, ...], limit: float) -> int:
@@ -101,14 +119,17 @@ def _last_at_or_below(bounds: tuple[float, ...], limit: float) -> int:
     return at
 
 
-def allowance(attainment: float, idle_misses: float, usual_share: float = 0.0) -> float:
-    """The slow share the stage allows: the sizing's own budget, the attainment's tail or twice the
-    requests no fleet serves in time where that is more (capacity.py's TTFT budget), or the share
-    usually past the bound where that is more."""
+def allowance(attainment: float, idle_misses: float, hour: Usual = NONE_USUAL) -> float:
+    """The slow share the stage allows: the sizing's own budget of late first tokens (the
+    attainment's tail, or twice the requests no fleet serves in time where that is more: capacity.py's
+    TTFT budget) as slow ones at the hour's proportion of slow to late, or the hour's slow share
+    where that is more (an hour late past the budget: a shift from there is the evidence)."""
     tail = 1.0 - attainment
     doubled = 2.0 * idle_misses
     budget = doubled if doubled > tail else tail
-    return usual_share if usual_share > budget else budget
+    if hour.late > 0.0:
+        budget *= hour.slow / hour.late
+    return hour.slow if hour.slow > budget else budget
 
 
 def evidence(before: float, counted: LateCount, allowed: float) -> float:

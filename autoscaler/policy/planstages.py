@@ -59,8 +59,8 @@ _HORIZON_MESSAGE: Final = (
 )
 _LATE_MESSAGE: Final = (
     "{:.0f} of {:.0f} first tokens past {:g} s in the last {:.0f} s ({:.2f} %; {:.2f} % allowed, the"
-    " sizing's budget or the hour's usual share): evidence {:.1f} >= {:.1f} that the odds are twice"
-    " that; one replica above the {}"
+    " sizing's budget at the hour's slow to late or the hour's share): evidence {:.1f} >= {:.1f} that"
+    " the odds are twice that; one replica above the {}"
 )
 _BACKLOG_MESSAGE: Final = (
     "{} replica(s) hold a backlog standing {:.0f} s: its {:.0f} waiting requests are {:.1f} s of"
@@ -312,8 +312,8 @@ def late_stage(
         if not why:
             return None, before
         return Stage("late", target, target, "TTFTHistogramUnread", "{}; the evidence kept", (why,)), before
-    usual = latefeedback.usual(tail, counted.bound_s)
-    allowed = latefeedback.allowance(1.0 - cap.tail, idle_misses, usual)
+    hour = latefeedback.usual(tail, counted.bound_s, cap.slo_ttft_s)
+    allowed = latefeedback.allowance(1.0 - cap.tail, idle_misses, hour)
     after = latefeedback.evidence(before, counted, allowed)
     if after < latefeedback.ALARM:
         return None, after
