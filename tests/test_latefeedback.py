@@ -74,37 +74,55 @@ def test_a_histogram_that_cannot_say_slow_is_not_read_and_says_why() -> None:
     assert latefeedback.count(failed, 2.0, 15.0) == (None, unusable)
 
 
-def test_the_usual_share_is_the_hours_share_past_the_bound() -> None:
-    """survival.track's average of the same histogram, read at the count's bound: 10 % past 1 s for
-    ten minutes, then 40 % for one: the hour's share moves ~1/60 of the way a minute (weights
-    1 - exp(-15 s / 1 h) a tick); none before a reading or at a bound the tail does not have."""
+def test_the_hours_shares_are_slow_past_the_bound_and_late_read_linear_to_the_next() -> None:
+    """survival.track's average of the same histogram: 10 % at 1.5 s for ten minutes, slow past
+    1 s, and late past the 2 s target read linear in (1, 2.5]: a third of them. Then 40 % for a
+    minute: the hour's share moves ~1/40 of the way a tick (weights 1 - exp(-15 s / 1 h) over the
+    ten minutes'). First tokens past 2.5 s count whole."""
     tail = None
     for i in range(40):
         tail, _ = survival.track(tail, window(900, 100, late_s=1.5), 15.0 * i, 15.0)
-    assert latefeedback.usual(tail, 1.0) == pytest.approx(0.1, rel=1e-3)
+    hour = latefeedback.usual(tail, 1.0, 2.0)
+    assert hour.slow == pytest.approx(0.1, rel=1e-3) and hour.late == pytest.approx(0.1 / 3, rel=1e-3)
     for i in range(40, 44):
         tail, _ = survival.track(tail, window(600, 400, late_s=1.5), 15.0 * i, 15.0)
     w = 1.0 - math.exp(-15.0 / survival.MEMORY_S)
     rest = (1.0 - w) ** 4
     over = 100.0 * (1.0 - (1.0 - w) ** 40) * rest + 400.0 * (1.0 - rest)
     total = 1000.0 * (1.0 - (1.0 - w) ** 44)
-    assert latefeedback.usual(tail, 1.0) == pytest.approx(over / total, rel=1e-3)
-    assert latefeedback.usual(tail, 2.5) == 0.0  # none past 2.5 s
-    assert latefeedback.usual(tail, 2.0) == 0.0  # no such bound: no usual share
-    assert latefeedback.usual(None, 1.0) == 0.0
+    assert latefeedback.usual(tail, 1.0, 2.0).slow == pytest.approx(over / total, rel=1e-3)
+    past = np.array([0.3] * 880 + [1.5] * 100 + [3.0] * 20)
+    tail, _ = survival.track(None, bucket_reading(past, VLLM_TTFT, 15.0), 0.0, 15.0)
+    hour = latefeedback.usual(tail, 1.0, 2.0)
+    assert hour.slow == pytest.approx(0.12, rel=1e-3)
+    assert hour.late == pytest.approx(0.02 + 0.1 / 3, rel=1e-3)
+    assert latefeedback.usual(tail, 2.5, 2.5) == pytest.approx((0.02, 0.02), rel=1e-3)  # the target a bound
+    assert latefeedback.usual(tail, 2.0, 2.0) == (0.0, 0.0)  # no such bound: none
+    assert latefeedback.usual(None, 1.0, 2.0) == (0.0, 0.0)
+    last, _ = survival.track(None, bucket_reading(past, ("0.5", "1.0", "+Inf"), 15.0), 0.0, 15.0)
+    assert latefeedback.usual(last, 1.0, 2.0) == pytest.approx((0.12, 0.12), rel=1e-3)  # none above
 
 
-def test_the_allowance_is_the_sizings_ttft_budget_or_the_usual_share() -> None:
+def test_the_allowance_is_the_budget_at_the_hours_slow_to_late_or_the_hours_slow_share() -> None:
     """The attainment's tail, or twice the requests no fleet serves in time where more (capacity's
-    TTFT budget), or the share usually past the bound where that is more."""
+    TTFT budget), a share of late first tokens, as slow ones at the hour's proportion; the hour's
+    slow share where that is more."""
     assert latefeedback.allowance(0.99, 0.0003) == pytest.approx(0.01)  # m-small: a few holds
     assert latefeedback.allowance(0.99, 0.1) == pytest.approx(0.2)
     assert latefeedback.allowance(0.99, 0.36) == pytest.approx(0.72)  # Mooncake on reference-70b
     assert latefeedback.allowance(0.999, 0.0) == pytest.approx(0.001)
+    # ServeGen m-large x 0.15 on one-gpu-8b: long prompts' holds put 0.91 % past 1 s, 0.014 % past
+    # 2.5 s (0.31 % late read linear): 1 % late is 2.91 % slow, and a hold's window is less evidence
+    holds = latefeedback.Usual(0.0091, 0.000135 + (0.0091 - 0.000135) / 3)
+    assert latefeedback.allowance(0.99, 0.0003, holds) == pytest.approx(0.01 * 0.0091 / holds.late)
+    assert latefeedback.allowance(0.99, 0.0003, holds) == pytest.approx(0.0291, abs=1e-4)
     # stationary 4,000-token prompts at 30 req/s on reference-70b: 9.7 % past 1 s, usually
-    assert latefeedback.allowance(0.99, 0.0003, 0.097) == pytest.approx(0.097)
-    assert latefeedback.allowance(0.99, 0.1, 0.05) == pytest.approx(0.2)
-    assert latefeedback.allowance(0.99, 0.0, 0.004) == pytest.approx(0.01)
+    long_prompts = latefeedback.Usual(0.097, 0.0043 + (0.097 - 0.0043) / 3)
+    assert latefeedback.allowance(0.99, 0.0003, long_prompts) == pytest.approx(0.097)
+    # an hour late past the budget: a shift from its own slow share
+    assert latefeedback.allowance(0.99, 0.0, latefeedback.Usual(0.05, 0.03)) == pytest.approx(0.05)
+    # nothing late in the hour: the budget as it is
+    assert latefeedback.allowance(0.99, 0.0, latefeedback.Usual(0.004, 0.0)) == pytest.approx(0.01)
 
 
 @pytest.mark.parametrize(
@@ -211,8 +229,8 @@ def test_first_tokens_usually_slow_are_no_evidence_and_a_rise_past_their_usual_s
         assert [s.name for s in decision.stages if s.name == "late"] == [] and decision.desired_replicas == 8
         assert state.planner is not None
         assert state.planner.late_evidence == (latefeedback.MOST_WINDOW if i == 0 else 0.0)
-    tail = state.planner.ttft_tail
-    assert tail is not None and latefeedback.usual(tail, 5.0) == pytest.approx(0.1, rel=1e-3)
+    hour = latefeedback.usual(state.planner.ttft_tail, 5.0, 10.0)  # late: 2/3 of (5, 20]'s
+    assert hour.slow == pytest.approx(0.1, rel=1e-3) and hour.late == pytest.approx(0.1 * 2 / 3, rel=1e-3)
     decision, state = decide(spec, state, obs(8, coarse(420, 180)), NOW + 15 * 40)
     assert state.planner is not None and state.planner.late_evidence == latefeedback.MOST_WINDOW
     decision, state = decide(spec, state, obs(8, coarse(420, 180)), NOW + 15 * 41)
