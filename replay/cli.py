@@ -124,8 +124,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--static-replicas", type=int, default=None, help="N of the `static` policy")
     p.add_argument(
         "--late-stage",
-        action="store_true",
-        help="predictive reads the engines' TTFT histograms (its late stage; off by default)",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="predictive reads the engines' TTFT histograms, its late stage (default: on)",
     )
     p.add_argument(
         "--out", type=Path, default=Path("replay-out"), help="report directory (default replay-out)"
@@ -165,6 +166,16 @@ REPORT_FILES = ("report.json", "report.md", "report.html", "timeline.png", "fron
 SWEEP_FILES = ("sweep.json", "report.html", "frontier.png")
 
 
+def policy_params(args: argparse.Namespace) -> PolicyParams:
+    """The policies' parameters a run, compare or sweep command line sets."""
+    params = PolicyParams(late_stage=args.late_stage)
+    if args.target is not None:
+        params = replace(params, target=args.target)
+    if args.static_replicas is not None:
+        params = replace(params, static_replicas=args.static_replicas)
+    return params
+
+
 def _run(args: argparse.Namespace) -> int:
     check_out_dir(args.out, files=SWEEP_FILES if args.replay_command == "sweep" else REPORT_FILES)
     scenario = get_scenario(args.scenario)
@@ -176,13 +187,7 @@ def _run(args: argparse.Namespace) -> int:
         gated = replace(scenario.cold_start, max_concurrent_loads=args.max_concurrent_loads)
         scenario = replace(scenario, cold_start=gated)  # checked by Scenario: an error names the field
     trace = load(args)
-    params = PolicyParams()
-    if args.target is not None:
-        params = replace(params, target=args.target)
-    if args.static_replicas is not None:
-        params = replace(params, static_replicas=args.static_replicas)
-    if args.late_stage:
-        params = replace(params, late_stage=True)
+    params = policy_params(args)
     warmup_s = resolve_warmup(parse_warmup(args.warmup_s), scenario, params.downscale_window_s)
     if args.replay_command == "sweep":
         return sweep_cli.run(args, trace, scenario, params, warmup_s)

@@ -91,8 +91,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--slo-preset", choices=sorted(SLO_PRESETS), default=None, help="judge by this SLO")
     p.add_argument(
         "--late-stage",
-        action="store_true",
-        help="predictive reads the engines' TTFT histograms (its late stage; off by default)",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="predictive reads the engines' TTFT histograms, its late stage (default: on)",
     )
     p.add_argument("--seed", type=cliargs.seed, default=0, help="seed of synthesis and rate scaling")
     p.add_argument("--workers", type=int, default=default_workers(), help="local processes (default: cores)")
@@ -139,11 +140,11 @@ def _spec(args: argparse.Namespace) -> LeagueSpec:
     scenarios = tuple(get_scenario(n) for n in names)
     if args.slo_preset is not None:
         scenarios = tuple(replace(s, slo=SLO_PRESETS[args.slo_preset]) for s in scenarios)
-    params = PolicyParams() if args.target is None else PolicyParams(target=args.target)
+    params = PolicyParams(late_stage=args.late_stage)
+    if args.target is not None:
+        params = replace(params, target=args.target)
     if args.clairvoyant_goal is not None:
         params = replace(params, clairvoyant_goal=args.clairvoyant_goal)  # PolicyParams checks it
-    if args.late_stage:
-        params = replace(params, late_stage=True)
     srcs = _with_options(sources(args.trace, args.format), args)
     rate_scales = None
     if args.rate_scales == "auto":

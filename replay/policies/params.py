@@ -26,9 +26,9 @@ class PolicyParams:
     scale_to_zero: bool = True
     planner_predictor: PredictorKind = PredictorKind.ARIMA  # Dynamo's default load predictor
     clairvoyant_goal: float = DEFAULT_CLAIRVOYANT_GOAL  # the attainment its cheapest schedule meets
-    # predictive reads the engines' TTFT histograms (its late stage, latefeedback.py): off by
-    # default, its alarms ratchet a fleet up on stationary long prompts (docs/policy.md)
-    late_stage: bool = False
+    # predictive reads the engines' TTFT histograms (its late stage, latefeedback.py): slow first
+    # tokens past their hour's share ask for a replica more (docs/policy.md, the late stage's row)
+    late_stage: bool = True
 
     def __post_init__(self) -> None:
         # every policy reads the target (warm start, static's peak, the clairvoyant's needs), not

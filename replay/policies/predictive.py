@@ -50,8 +50,7 @@ PREFILL_TIME_METRIC = "infscale_prefill_time_bucket_rate"
 # the engines' output-length histograms, one bucket rate per `le` bound (outputsteps.py)
 OUTPUT_LENGTH_METRIC = "infscale_output_length_bucket_rate"
 # the engines' TTFT histograms, one bucket rate per `le` bound: the late stage's evidence
-# (latefeedback.py), read with PolicyParams.late_stage (`--late-stage`) alone: on stationary long
-# prompts its alarms ratchet the fleet up (docs/policy.md, the late stage's row)
+# (latefeedback.py), read unless PolicyParams.late_stage is off (`--no-late-stage`)
 TTFT_METRIC = "infscale_ttft_bucket_rate"
 TYPICAL_PROMPT_TOKENS = 1000.0  # sizes the queue floor's target: chat-like prompts (Azure conv ~1,150)
 
