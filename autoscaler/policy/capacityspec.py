@@ -136,9 +136,9 @@ class DemandSpec:
     # says (outputsteps.py). None (the default), or no reading: the geometric alone
     output_length_metric: str | None = None
     # the engines' TTFT histograms as bucket rates, one item per `le` bound (the adapter's
-    # ttft_bucket_rate; vLLM's vllm:time_to_first_token_seconds): first tokens late past what the
-    # sizing allows, persistently, ask for a replica more (latefeedback.py). None (the default),
-    # or no reading: the sizing alone
+    # ttft_bucket_rate; vLLM's vllm:time_to_first_token_seconds): first tokens slow past what the
+    # sizing allows or the hour usually sees, persistently, ask for a replica more (latefeedback.py).
+    # None (the default), or no reading: the sizing alone
     ttft_metric: str | None = None
     alpha: float = 0.3  # level weight of a sample smoothing_period_s after the last (policy.md, Defaults)
     beta: float = 0.05  # trend weight, same gap: a trend must persist minutes to count

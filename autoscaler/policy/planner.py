@@ -227,8 +227,8 @@ def plan(
         stages.append(backlog)
         target = backlog.after
 
-    # the SLO's own evidence (latefeedback.py): first tokens late past what the sizing allows ask,
-    # at its alarm, for a replica above the count, which the scale-up starts as it does the floor's
+    # the SLO's own evidence (latefeedback.py): first tokens slow past what the sizing allows, or
+    # the hour usually sees, ask at its alarm for a replica above the count, started as the floor's
     late_evidence, ttft_tail = state.late_evidence, state.ttft_tail
     ttft_metric = cap.ttft_metric
     if ttft_metric is not None:
