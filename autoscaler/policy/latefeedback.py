@@ -31,7 +31,9 @@ attainment's tail, or twice the requests no fleet serves in time where those are
 prefill alone past the target: the waits may miss as often). That budget is a share of late first
 tokens and the stage counts slow ones, a wider set, so it is read at the hour's proportion of slow
 to late, late read linear between the bounds around the target (where that over-reads, the
-allowance comes out smaller, and the hour's slow share bounds it below). ServeGen m-large's long
+allowance comes out smaller, and the hour's slow share bounds it below; the line reads at least
+(2.5 - 2) / (2.5 - 1), a third, of the bucket's first tokens late, so the allowance is at most thrice
+the budget: an hour with next to nothing late never makes the stage blind). ServeGen m-large's long
 prompts hold a replica on one-gpu-8b and put first tokens at 1-2 s, on time (0.91 % past 1 s,
 0.014 % past 2.5 s): 1 % late is 2.9 % slow there, and a hold's windows, which against 1 % alarmed
 27 times in three hours, mostly are not evidence. The allowance is the larger of that and the
