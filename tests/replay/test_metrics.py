@@ -74,6 +74,18 @@ def direct_rounds(engine: Engine, n: int, rounds: tuple[float, float] = (12.5, 2
     return p
 
 
+def bucket_rounds(
+    metric: str, column: str, first: tuple[list[int], list[int]], last: tuple[list[int], list[int]]
+) -> MetricPipeline:
+    """The direct path after two rounds 5 s apart of a histogram's cumulative buckets (row's
+    `column`) on pods 0 and 1, `first` then `last`: after the first, `metric` has no rate."""
+    p = build_pipeline(MetricsSpec(), sync_period_s=15.0)
+    p.scrape(scrape(2.5, {0: row(**{column: first[0]}), 1: row(**{column: first[1]})}))  # type: ignore[arg-type]
+    assert p.read(metric, 3.0).values_milli is None  # one round: no rate
+    p.scrape(scrape(7.5, {0: row(**{column: last[0]}), 1: row(**{column: last[1]})}))  # type: ignore[arg-type]
+    return p
+
+
 def scrape(
     t: float,
     ready: dict[int, list[float]],
@@ -205,14 +217,11 @@ def test_the_prefill_time_buckets_are_vllms_written_as_prometheus_client_writes_
 def test_direct_reads_each_prefill_time_bucket_as_a_rate_summed_over_pods() -> None:
     """One item per bucket, in bound order, labelled le: per bucket the two pods' increases between
     their rounds over the 5 s apart, summed."""
-    p = build_pipeline(MetricsSpec(), sync_period_s=15.0)
     first0 = [0, 0, 1, 1, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 4]
     last0 = [2, 3, 5, 6, 8, 8, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 11]
     first1 = [10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 12]
     last1 = [11, 14, 19, 20, 20, 21, 21, 22, 22, 22, 22, 22, 22, 22, 22, 22, 22, 22, 22, 22, 22, 25]
-    p.scrape(scrape(2.5, {0: row(prefill=first0), 1: row(prefill=first1)}))
-    assert p.read(PREFILL_BUCKETS, 3.0).values_milli is None  # one round: no rate
-    p.scrape(scrape(7.5, {0: row(prefill=last0), 1: row(prefill=last1)}))
+    p = bucket_rounds(PREFILL_BUCKETS, "prefill", (first0, first1), (last0, last1))
     got = p.read(PREFILL_BUCKETS, 8.0)
     assert got.values_milli is not None and len(got.values_milli) == len(LE)
     assert [dict(item) for item in got.labels] == [{"le": le} for le in LE]
@@ -261,7 +270,7 @@ def test_prometheus_reads_each_prefill_time_bucket_as_promqls_rate_summed_over_p
 
 
 def _prom(**kw: object) -> MetricsSpec:
-    return MetricsSpec(path="prometheus", prometheus=PrometheusPath(cache_ttl_s=0.0, **kw))  # type: ignore[arg-type]
+    return MetricsSpec(path="prometheus", prometheus=PrometheusPath(cache_ttl_s=0.0, **kw))
 
 
 def test_prometheus_scrapes_each_pod_at_its_own_offset() -> None:
@@ -489,7 +498,7 @@ def test_the_policy_sees_what_the_adapter_would_serve_at_its_sync() -> None:
         "light", np.sort(rng.uniform(0, 1_200, n)), rng.integers(100, 2_000, n), rng.integers(5, 200, n)
     )
     policy = _Recorder()
-    result = simulate(trace, FAST, policy)  # type: ignore[arg-type]
+    result = simulate(trace, FAST, policy)
     req, arrival = result.requests, result.arrival_s
 
     def targets(s: float) -> list[int]:

@@ -19,7 +19,7 @@ from replay.metrics.signals import (
 )
 from replay.profiles import LLAMA_70B_TP4_H100
 from replay.trace import Trace
-from tests.replay.test_metrics import direct_rounds, row, scrape
+from tests.replay.test_metrics import bucket_rounds, direct_rounds, row, scrape
 
 OUTPUT_LE = [
     "1.0", "2.0", "5.0", "10.0", "20.0", "50.0", "100.0", "200.0", "500.0", "1000.0", "2000.0", "5000.0",
@@ -63,14 +63,11 @@ def test_direct_reads_each_output_length_bucket_as_a_rate_summed_over_pods() -> 
     """One item per bucket, in bound order, labelled le: per bucket the two pods' increases between
     their rounds over the 5 s apart, summed; pod 1 restarted (its buckets dropped), so its whole
     new count is the increase, as the adapter reads a reset."""
-    p = build_pipeline(MetricsSpec(), sync_period_s=15.0)
     first0 = [0, 0, 0, 1, 1, 2, 4, 6, 7, 7, 7, 7, 7, 7, 7, 7, 7, 8]
     last0 = [0, 1, 1, 3, 5, 9, 14, 20, 24, 25, 25, 25, 25, 25, 25, 25, 25, 27]
     first1 = [3, 3, 3, 3, 3, 3, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9]
     last1 = [0, 0, 0, 0, 0, 1, 2, 4, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5]
-    p.scrape(scrape(2.5, {0: row(output_lengths=first0), 1: row(output_lengths=first1)}))
-    assert p.read(OUTPUT_BUCKETS, 3.0).values_milli is None  # one round: no rate
-    p.scrape(scrape(7.5, {0: row(output_lengths=last0), 1: row(output_lengths=last1)}))
+    p = bucket_rounds(OUTPUT_BUCKETS, "output_lengths", (first0, first1), (last0, last1))
     got = p.read(OUTPUT_BUCKETS, 8.0)
     assert got.values_milli is not None and [dict(item) for item in got.labels] == [
         {"le": le} for le in OUTPUT_LE

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from replay.engine import Engine
-from replay.metrics import PER_POD, MetricsSpec, build_pipeline
+from replay.metrics import PER_POD
 from replay.metrics.signals import TTFT_BOUNDS, TTFT_BUCKETS, AggregationError
 from replay.profiles import LLAMA_70B_TP4_H100
 from replay.trace import Trace
-from tests.replay.test_metrics import direct_rounds, row, scrape
+from tests.replay.test_metrics import bucket_rounds, direct_rounds
 
 TTFT_METRIC = "infscale_ttft_bucket_rate"
 TTFT_LE = [
@@ -34,14 +34,11 @@ def test_the_ttft_buckets_are_the_emulators_written_as_prometheus_client_writes_
 def test_direct_reads_each_ttft_bucket_as_a_rate_summed_over_pods() -> None:
     """One item per bucket, in bound order, labelled le: per bucket the two pods' increases between
     their rounds over the 5 s apart, summed."""
-    p = build_pipeline(MetricsSpec(), sync_period_s=15.0)
     first0 = [0] * 8 + [1, 2, 4, 5, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 7]
     last0 = [0] * 7 + [1, 4, 8, 12, 14, 16, 16, 17, 17, 17, 17, 17, 17, 17, 17, 19]
     first1 = [0] * 9 + [3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3]
     last1 = [0] * 9 + [3, 5, 9, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 13]
-    p.scrape(scrape(2.5, {0: row(ttft=first0), 1: row(ttft=first1)}))
-    assert p.read(TTFT_METRIC, 3.0).values_milli is None  # one round: no rate
-    p.scrape(scrape(7.5, {0: row(ttft=last0), 1: row(ttft=last1)}))
+    p = bucket_rounds(TTFT_METRIC, "ttft", (first0, first1), (last0, last1))
     got = p.read(TTFT_METRIC, 8.0)
     assert got.values_milli is not None and [dict(item) for item in got.labels] == [
         {"le": le} for le in TTFT_LE
