@@ -206,6 +206,31 @@ def test_the_planner_asks_one_replica_more_at_the_alarm_and_starts_again_from_ze
     assert state.planner is not None and state.planner.late_evidence == 0.0
 
 
+def test_at_one_replica_slow_windows_are_no_evidence_and_from_two_they_are() -> None:
+    """At one replica the router sends every request behind a long prompt's prefill, so a hold's
+    window is as slow as a short fleet's: at 5 req/s (one replica's need), after four on-time
+    windows, two with a fifth of their first tokens late raise no evidence on one replica, where on
+    two the first raises it half-way and the second alarms, one replica above the two."""
+    spec = late_spec()
+    on_time, late = readings(5.0) | {TTFT: window(75, 0)}, readings(5.0) | {TTFT: window(60, 15)}
+    one, two = PolicyState(), PolicyState()
+    for i, metrics in enumerate([on_time] * 4 + [late] * 2):
+        decision, one = decide(spec, one, obs(1, metrics), NOW + 15 * i)
+        assert [s.name for s in decision.stages if s.name == "late"] == []
+        assert decision.desired_replicas == 1
+        assert one.planner is not None and one.planner.late_evidence == 0.0
+        decision, two = decide(spec, two, obs(2, metrics), NOW + 15 * i)
+        assert two.planner is not None
+        if i == 4:
+            assert two.planner.late_evidence == latefeedback.MOST_WINDOW
+    assert two.planner.late_evidence == latefeedback.MOST_WINDOW  # the alarm's restart
+    stage = next(s for s in decision.stages if s.name == "late")
+    # from the sizing's 1 to one above the 2 running
+    assert (stage.before, stage.after, stage.reason) == (1, 3, "LateFirstTokens")
+    assert stage.message.endswith("one replica above the 2")
+    assert stage.message.startswith("15 of 75 first tokens past 10 s in the last 15 s (20.00 %")
+
+
 # a histogram whose bounds leave the 10 s target between two: slow past 5 s
 COARSE = ("0.5", "5.0", "20.0", "+Inf")
 

@@ -306,12 +306,15 @@ def late_stage(
     against `tail`, the same histogram's hour until this tick; at its alarm the stage that asks for
     one replica above the count `have` (None otherwise, or where `target` already asks for more).
     The evidence stays as it was while the histogram is not read; a reading that is no histogram
-    gets a row saying why, the count as it was."""
+    gets a row saying why, the count as it was. Below latefeedback.FEWEST_REPLICAS there is no
+    evidence: it starts from 0 once the fleet has them."""
     counted, why = latefeedback.count(reading, cap.slo_ttft_s, window_s)
     if counted is None:
         if not why:
             return None, before
         return Stage("late", target, target, "TTFTHistogramUnread", "{}; the evidence kept", (why,)), before
+    if have < latefeedback.FEWEST_REPLICAS:
+        return None, 0.0
     hour = latefeedback.usual(tail, counted.bound_s, cap.slo_ttft_s)
     allowed = latefeedback.allowance(1.0 - cap.tail, idle_misses, hour)
     after = latefeedback.evidence(before, counted, allowed)
