@@ -62,6 +62,7 @@ replicas on, the router sends around a held replica. Pure arithmetic.
 
 from __future__ import annotations
 
+import bisect
 import math
 from typing import Final, NamedTuple
 
@@ -95,7 +96,7 @@ def count(reading: MetricReading | None, ttft_s: float, window_s: float) -> tupl
         bounds, over, total = survival.buckets(reading)
     except survival.BucketsError as e:
         return None, f"the TTFT histogram is unusable: {e}"
-    at = _last_at_or_below(bounds, ttft_s)
+    at = bisect.bisect_right(bounds, ttft_s) - 1  # the last bound at or below: survival.buckets' increase
     if at < 0:
         return None, f"the TTFT histogram has no bound at or below the {ttft_s:g} s target"
     return LateCount(over[at] * window_s, total * window_s, bounds[at]), ""
@@ -126,16 +127,6 @@ def usual(tail: Survival | None, bound_s: float, ttft_s: float) -> Usual:
         return Usual(slow, slow)
     above, above_s = shares[at + 1], tail.bounds[at + 1]
     return Usual(slow, above + (slow - above) * (above_s - ttft_s) / (above_s - bound_s))
-
-
-def _last_at_or_below(bounds: tuple[float, ...], limit: float) -> int:
-    """The index of the last of the increasing bounds at or below limit; -1 where none is."""
-    at = -1
-    for i, bound in enumerate(bounds):
-        if bound > limit:
-            break
-        at = i
-    return at
 
 
 def allowance(attainment: float, idle_misses: float, hour: Usual = NONE_USUAL) -> float:
